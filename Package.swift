@@ -1,0 +1,45 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// AskRelay: a multi-process "ask a parent" message-queue system over ZeroMQ.
+// No external package dependencies: C libraries arrive through system library targets.
+
+// Swift 6 language mode (below) gives complete strict concurrency checking.
+let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
+let package = Package(
+    name: "AskRelay",
+    products: [
+        .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
+        .executable(name: "askrelay", targets: ["askrelay"]),
+    ],
+    targets: [
+        // C libraries through pkg-config.
+        .systemLibrary(
+            name: "CZeroMQ",
+            pkgConfig: "libzmq",
+            providers: [.apt(["libzmq3-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+
+        // A small, complete Swift wrapper over libzmq. Nothing project-specific.
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: strict),
+
+        // Hand-written command-line parsing shared by every executable.
+        .target(name: "AskCLI", swiftSettings: strict),
+
+        .executableTarget(
+            name: "askrelay",
+            dependencies: ["ZeroMQ", "CZeroMQ", "AskCLI"],
+            swiftSettings: strict
+        ),
+
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ"], swiftSettings: strict),
+        .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,105 @@
+import CZeroMQ
+import Synchronization
+
+/// The kinds of socket events libzmq reports to a monitor.
+public struct MonitorEvents: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    public static let connected = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_CONNECTED))
+    public static let connectDelayed = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_CONNECT_DELAYED))
+    public static let connectRetried = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_CONNECT_RETRIED))
+    public static let listening = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_LISTENING))
+    public static let bindFailed = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_BIND_FAILED))
+    public static let accepted = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_ACCEPTED))
+    public static let acceptFailed = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_ACCEPT_FAILED))
+    public static let closed = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_CLOSED))
+    public static let closeFailed = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_CLOSE_FAILED))
+    public static let disconnected = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_DISCONNECTED))
+    public static let monitorStopped = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_MONITOR_STOPPED))
+    public static let handshakeFailedNoDetail = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL))
+    public static let handshakeSucceeded = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_HANDSHAKE_SUCCEEDED))
+    public static let handshakeFailedProtocol = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL))
+    public static let handshakeFailedAuth = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_HANDSHAKE_FAILED_AUTH))
+
+    /// Any of the three handshake failures.
+    public static let handshakeFailed: MonitorEvents = [.handshakeFailedNoDetail, .handshakeFailedProtocol, .handshakeFailedAuth]
+    public static let all = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_ALL))
+}
+
+/// One event read from a socket monitor.
+public struct MonitorEvent: Sendable, Hashable, CustomStringConvertible {
+    /// Exactly one event bit.
+    public let event: MonitorEvents
+    /// The event's value: a file descriptor, an errno, a reconnect interval or a ZAP status, by event.
+    public let value: UInt32
+    /// The endpoint the event concerns.
+    public let endpoint: String
+
+    public var description: String { "\(Self.name(of: event)) \(endpoint) value=\(value)" }
+
+    public static func name(of event: MonitorEvents) -> String {
+        let names: [(MonitorEvents, String)] = [
+            (.connected, "connected"), (.connectDelayed, "connect-delayed"), (.connectRetried, "connect-retried"),
+            (.listening, "listening"), (.bindFailed, "bind-failed"), (.accepted, "accepted"),
+            (.acceptFailed, "accept-failed"), (.closed, "closed"), (.closeFailed, "close-failed"),
+            (.disconnected, "disconnected"), (.monitorStopped, "monitor-stopped"),
+            (.handshakeFailedNoDetail, "handshake-failed"), (.handshakeSucceeded, "handshake-succeeded"),
+            (.handshakeFailedProtocol, "handshake-failed-protocol"), (.handshakeFailedAuth, "handshake-failed-auth"),
+        ]
+        return names.first { $0.0 == event }?.1 ?? "event-\(event.rawValue)"
+    }
+}
+
+/// The reading end of a socket monitor: a PAIR socket over which libzmq reports events of the monitored socket.
+/// It belongs to the same thread as the monitored socket, or to any single other one.
+public final class SocketMonitor {
+    public let socket: Socket
+
+    init(socket: Socket) { self.socket = socket }
+
+    /// Reads the next event, waiting up to `timeoutMilliseconds` (-1 forever).
+    /// - Returns: `nil` when nothing arrived in time.
+    public func next(timeoutMilliseconds: Int) throws -> MonitorEvent? {
+        guard try socket.wait(timeoutMilliseconds: timeoutMilliseconds),
+            let frames = try socket.receiveMultipart(.dontWait), frames.count >= 2, frames[0].count >= 6
+        else { return nil }
+        let head = frames[0]
+        let event = UInt32(head[0]) | UInt32(head[1]) << 8
+        let value = UInt32(head[2]) | UInt32(head[3]) << 8 | UInt32(head[4]) << 16 | UInt32(head[5]) << 24
+        return MonitorEvent(
+            event: MonitorEvents(rawValue: event),
+            value: value,
+            endpoint: String(decoding: frames[1], as: UTF8.self)
+        )
+    }
+
+    /// Reads events until one of `wanted` arrives or the deadline passes.
+    /// - Returns: the matching event, or `nil` at the deadline.
+    public func waitFor(_ wanted: MonitorEvents, timeoutMilliseconds: Int) throws -> MonitorEvent? {
+        let deadline = MonotonicClock.now + Duration.milliseconds(timeoutMilliseconds)
+        while true {
+            let left = MonotonicClock.now.duration(to: deadline)
+            guard left > .zero else { return nil }
+            let ms = Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) + 1
+            if let event = try next(timeoutMilliseconds: ms), wanted.contains(event.event) { return event }
+        }
+    }
+}
+
+typealias MonotonicClock = ContinuousClock.Instant
+
+private let monitorCounter = Atomic<Int>(0)
+
+extension Socket {
+    /// Starts monitoring this socket and returns the reader for its events.
+    /// - Parameter events: which events to report.
+    public func monitor(_ events: MonitorEvents = .all) throws -> SocketMonitor {
+        let serial = monitorCounter.wrappingAdd(1, ordering: .relaxed).newValue
+        let endpoint = "inproc://zmq-monitor-\(serial)"
+        try zmqCheck("zmq_socket_monitor", context: endpoint) { zmq_socket_monitor(handle, endpoint, Int32(bitPattern: events.rawValue)) }
+        let reader = try context.socket(.pair)
+        try reader.connect(endpoint)
+        return SocketMonitor(socket: reader)
+    }
+}

@@ -246,3 +246,12 @@ public struct Multipart: Sendable, Equatable {
     /// Copies of every frame.
     public var frames: [[UInt8]] { (0..<count).map { Array(self[$0]) } }
 }
+
+/// Moves a socket to the thread that will own it. A socket is used by one thread at a time; the creator wraps it,
+/// hands the wrapper over and never touches the socket again.
+public struct SocketHandoff: @unchecked Sendable {  // @unchecked: ownership transfer, enforced by the take-once rule.
+    private let socket: Socket
+    public init(_ socket: Socket) { self.socket = socket }
+    /// The socket, for the receiving thread.
+    public func take() -> Socket { socket }
+}

@@ -29,16 +29,20 @@ let package = Package(
         // A small, complete Swift wrapper over libzmq. Nothing project-specific.
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: strict),
 
+        // The shared protocol: PermissionKit-shaped Codable model, validation, envelope and wire codec.
+        .target(name: "AskProtocol", dependencies: ["ZeroMQ"], swiftSettings: strict),
+
         // Hand-written command-line parsing shared by every executable.
         .target(name: "AskCLI", swiftSettings: strict),
 
         .executableTarget(
             name: "askrelay",
-            dependencies: ["ZeroMQ", "CZeroMQ", "AskCLI"],
+            dependencies: ["ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol"],
             swiftSettings: strict
         ),
 
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ"], swiftSettings: strict),
+        .testTarget(name: "AskProtocolWireTests", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
         .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]

@@ -186,11 +186,14 @@ public final class Socket {
 
 /// A multipart message stored as one contiguous byte buffer plus frame boundaries, built for reuse in hot loops.
 public struct Multipart: Sendable, Equatable {
-    @usableFromInline var storage: [UInt8] = []
+    /// Every frame's bytes, back to back; frame `i` is `storage[range(of: i)]`.
+    @usableFromInline var _storage: [UInt8] = []
+    /// Every frame's bytes, back to back.
+    @inlinable public var storage: [UInt8] { _storage }
     @usableFromInline var ends: [Int] = []
 
     public init() {
-        storage.reserveCapacity(512)
+        _storage.reserveCapacity(512)
         ends.reserveCapacity(12)
     }
 
@@ -204,26 +207,26 @@ public struct Multipart: Sendable, Equatable {
     @inlinable public var count: Int { ends.count }
 
     /// The total size of all frames, in bytes.
-    @inlinable public var byteCount: Int { storage.count }
+    @inlinable public var byteCount: Int { _storage.count }
 
     @inlinable public mutating func removeAll() {
-        storage.removeAll(keepingCapacity: true)
+        _storage.removeAll(keepingCapacity: true)
         ends.removeAll(keepingCapacity: true)
     }
 
     @inlinable public mutating func append(_ bytes: UnsafeRawBufferPointer) {
-        storage.append(contentsOf: bytes)
-        ends.append(storage.count)
+        _storage.append(contentsOf: bytes)
+        ends.append(_storage.count)
     }
 
     @inlinable public mutating func append(_ bytes: [UInt8]) {
-        storage.append(contentsOf: bytes)
-        ends.append(storage.count)
+        _storage.append(contentsOf: bytes)
+        ends.append(_storage.count)
     }
 
     @inlinable public mutating func append(_ string: String) {
-        storage.append(contentsOf: string.utf8)
-        ends.append(storage.count)
+        _storage.append(contentsOf: string.utf8)
+        ends.append(_storage.count)
     }
 
     /// The byte range of frame `index` within the storage.
@@ -237,11 +240,11 @@ public struct Multipart: Sendable, Equatable {
     /// Lends the bytes of frame `index` without copying.
     @inlinable public func withFrame<R>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         let range = range(of: index)
-        return try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[range])) }
+        return try _storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[range])) }
     }
 
     /// A copy of frame `index`.
-    @inlinable public subscript(index: Int) -> ArraySlice<UInt8> { storage[range(of: index)] }
+    @inlinable public subscript(index: Int) -> ArraySlice<UInt8> { _storage[range(of: index)] }
 
     /// Copies of every frame.
     public var frames: [[UInt8]] { (0..<count).map { Array(self[$0]) } }

@@ -1,0 +1,274 @@
+import Foundation
+import ZeroMQ
+
+/// The one-byte commands of the AskRelay wire protocol (docs/protocol.md).
+public enum WireCommand: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    /// Worker → broker: register a session and the logical addresses it serves. Body: `Hello` JSON.
+    case hello = 0x01
+    /// Broker → worker: the session is registered. Body: `Welcome` JSON.
+    case welcome = 0x02
+    /// Both ways: I am alive. No further frames.
+    case heartbeat = 0x03
+    /// Worker → broker: an application message for a logical address.
+    case send = 0x04
+    /// Broker → worker: an application message for one of the worker's addresses.
+    case deliver = 0x05
+    /// Both ways: the listed message ids were accepted (broker) or processed (worker).
+    case ack = 0x06
+    /// Both ways: a message was refused, with a code and a reason.
+    case nack = 0x07
+    /// Both ways: the session ends.
+    case bye = 0x08
+
+    public var description: String {
+        switch self {
+        case .hello: "HELLO"
+        case .welcome: "WELCOME"
+        case .heartbeat: "HEARTBEAT"
+        case .send: "SEND"
+        case .deliver: "DELIVER"
+        case .ack: "ACK"
+        case .nack: "NACK"
+        case .bye: "BYE"
+        }
+    }
+}
+
+/// Constants and limits of the wire format.
+public enum Wire {
+    /// The protocol version this code speaks.
+    public static let version: UInt8 = 1
+    /// Frame 0 of every message: "ASK" followed by the version byte.
+    public static let signature: [UInt8] = [0x41, 0x53, 0x4B, version]
+
+    /// Size limits a receiver enforces; anything larger is refused with `oversize-frame`.
+    public struct Limits: Sendable, Hashable {
+        public var maxAddress = 128
+        public var maxKind = 32
+        public var maxBody = 1 << 20
+        public var maxReason = 1024
+        public var maxAckIDs = 4096
+
+        public init() {}
+        public static let standard = Limits()
+    }
+}
+
+/// A message read off the wire, described by the frame positions of its parts in the received ``Multipart``.
+///
+/// Parsing checks every header but never decodes a body: the body stays bytes in the buffer until someone needs it.
+public struct ParsedFrames: Sendable, Equatable {
+    public var command: WireCommand
+    /// The index of the signature frame (1 on a ROUTER, after the peer identity; 0 on a DEALER).
+    public var base: Int
+    /// SEND / DELIVER: the message id. NACK: the refused message's id, when it had one.
+    public var id: MessageID?
+    /// SEND / DELIVER: the question the message is about (subject frame), when it has one.
+    public var subject: MessageID?
+
+    // Frame indices of the variable parts (only meaningful for the commands that have them).
+    public var fromFrame: Int { base + 3 }
+    public var toFrame: Int { base + 4 }
+    public var kindFrame: Int { base + 5 }
+    public var subjectFrame: Int { base + 6 }
+    /// SEND / DELIVER: the body; HELLO / WELCOME: the JSON body.
+    public var bodyFrame: Int { command == .hello || command == .welcome ? base + 2 : base + 7 }
+    /// ACK: the frame holding N × 16 id bytes.
+    public var ackFrame: Int { base + 2 }
+    /// NACK: code and reason frames.
+    public var codeFrame: Int { base + 3 }
+    public var reasonFrame: Int { base + 4 }
+    /// BYE: the reason frame, when present.
+    public var byeReasonFrame: Int { base + 2 }
+}
+
+/// Reads and checks AskRelay frames.
+public enum WireParser {
+    /// Parses the message in `message` starting at frame `base` (skip the ROUTER identity with `base: 1`).
+    /// - Throws: ``WireError`` with the framing code that names what is wrong. Never traps.
+    public static func parse(_ message: Multipart, base: Int = 0, limits: Wire.Limits = .standard) throws(WireError)
+        -> ParsedFrames
+    {
+        let frames = message.count - base
+        guard frames >= 2 else {
+            throw WireError(.missingFrames, "a message needs at least a signature and a command frame, got \(max(frames, 0))")
+        }
+        try checkSignature(message, base)
+        guard message.size(of: base + 1) == 1 else {
+            throw WireError(.unknownCommand, "the command frame must be 1 byte, got \(message.size(of: base + 1))")
+        }
+        let byte = message.storage[message.range(of: base + 1).lowerBound]
+        guard let command = WireCommand(rawValue: byte) else {
+            throw WireError(.unknownCommand, "unknown command 0x\(String(byte, radix: 16))")
+        }
+        var parsed = ParsedFrames(command: command, base: base)
+        switch command {
+        case .heartbeat:
+            try expectFrames(frames, 2, command)
+        case .hello, .welcome:
+            try expectFrames(frames, 3, command)
+            guard message.size(of: base + 2) <= limits.maxBody else {
+                throw WireError(.oversizeFrame, "\(command) body is \(message.size(of: base + 2)) bytes, limit \(limits.maxBody)")
+            }
+        case .send, .deliver:
+            try expectFrames(frames, 8, command)
+            parsed.id = try messageID(message, base + 2, what: "message id")
+            try checkAddress(message, parsed.fromFrame, what: "from", limits)
+            try checkAddress(message, parsed.toFrame, what: "to", limits)
+            try checkKind(message, parsed.kindFrame, limits)
+            let subjectSize = message.size(of: parsed.subjectFrame)
+            if subjectSize == 16 {
+                parsed.subject = message.withFrame(parsed.subjectFrame) { MessageID(bytes: $0) }
+            } else if subjectSize != 0 {
+                throw WireError(.badSubject, "the subject frame must be empty or 16 bytes, got \(subjectSize)")
+            }
+            let bodySize = message.size(of: parsed.bodyFrame)
+            guard bodySize <= limits.maxBody else {
+                throw WireError(.oversizeFrame, "body is \(bodySize) bytes, limit \(limits.maxBody)")
+            }
+        case .ack:
+            try expectFrames(frames, 3, command)
+            let size = message.size(of: base + 2)
+            guard size > 0, size % 16 == 0 else {
+                throw WireError(.badID, "an ACK frame holds one or more 16-byte ids, got \(size) bytes")
+            }
+            guard size / 16 <= limits.maxAckIDs else {
+                throw WireError(.oversizeFrame, "an ACK holds at most \(limits.maxAckIDs) ids, got \(size / 16)")
+            }
+        case .nack:
+            try expectFrames(frames, 5, command)
+            let idSize = message.size(of: base + 2)
+            if idSize == 16 {
+                parsed.id = message.withFrame(base + 2) { MessageID(bytes: $0) }
+            } else if idSize != 0 {
+                throw WireError(.badID, "a NACK's id frame must be empty or 16 bytes, got \(idSize)")
+            }
+            let codeSize = message.size(of: parsed.codeFrame)
+            guard codeSize > 0, codeSize <= limits.maxKind else {
+                throw WireError(.badKind, "a NACK code must be 1-\(limits.maxKind) bytes, got \(codeSize)")
+            }
+            try checkText(message, parsed.reasonFrame, what: "reason", max: limits.maxReason)
+        case .bye:
+            guard frames == 2 || frames == 3 else {
+                throw WireError(frames < 2 ? .missingFrames : .extraFrames, "BYE has 2 or 3 frames, got \(frames)")
+            }
+            if frames == 3 { try checkText(message, base + 2, what: "reason", max: limits.maxReason) }
+        }
+        return parsed
+    }
+
+    @inline(__always)
+    static func checkSignature(_ message: Multipart, _ index: Int) throws(WireError) {
+        let range = message.range(of: index)
+        let storage = message.storage
+        guard range.count == 4, storage[range.lowerBound] == 0x41, storage[range.lowerBound + 1] == 0x53,
+            storage[range.lowerBound + 2] == 0x4B
+        else {
+            throw WireError(.badSignature, "frame 0 must be the 4-byte signature 'ASK' + version")
+        }
+        let version = storage[range.lowerBound + 3]
+        guard version == Wire.version else {
+            throw WireError(.unsupportedVersion, "protocol version \(version) is not supported; this broker speaks \(Wire.version)")
+        }
+    }
+
+    @inline(__always)
+    static func expectFrames(_ count: Int, _ expected: Int, _ command: WireCommand) throws(WireError) {
+        if count < expected { throw WireError(.missingFrames, "\(command) has \(expected) frames, got \(count)") }
+        if count > expected { throw WireError(.extraFrames, "\(command) has \(expected) frames, got \(count)") }
+    }
+
+    @inline(__always)
+    static func messageID(_ message: Multipart, _ index: Int, what: String) throws(WireError) -> MessageID {
+        guard let id = message.withFrame(index, { MessageID(bytes: $0) }) else {
+            throw WireError(.badID, "the \(what) must be 16 bytes, got \(message.size(of: index))")
+        }
+        return id
+    }
+
+    /// An address is `role` or `role/id`: role of lowercase letters, id of `A-Z a-z 0-9 . _ -` (1-64 bytes).
+    @inline(__always)
+    static func checkAddress(_ message: Multipart, _ index: Int, what: String, _ limits: Wire.Limits) throws(WireError) {
+        let range = message.range(of: index)
+        guard !range.isEmpty, range.count <= limits.maxAddress else {
+            throw WireError(.badAddress, "the '\(what)' address must be 1-\(limits.maxAddress) bytes, got \(range.count)")
+        }
+        let ok = message.storage.withUnsafeBufferPointer { buffer -> Bool in
+            var index = range.lowerBound
+            var roleLength = 0
+            while index < range.upperBound, buffer[index] >= 0x61, buffer[index] <= 0x7A {
+                index += 1
+                roleLength += 1
+            }
+            guard roleLength > 0 else { return false }
+            if index == range.upperBound { return true }
+            guard buffer[index] == 0x2F else { return false }  // "/"
+            index += 1
+            let idLength = range.upperBound - index
+            guard idLength > 0, idLength <= 64 else { return false }
+            while index < range.upperBound {
+                let byte = buffer[index]
+                let valid =
+                    (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == 0x2E || byte == 0x5F || byte == 0x2D
+                if !valid { return false }
+                index += 1
+            }
+            return true
+        }
+        guard ok else {
+            let text = String(decoding: message[index].prefix(64), as: UTF8.self)
+            throw WireError(.badAddress, "the '\(what)' address '\(text)' is not 'role' or 'role/id' (id: A-Z a-z 0-9 . _ -)")
+        }
+    }
+
+    /// A kind is 1-32 bytes of `a-z 0-9 . -`.
+    @inline(__always)
+    static func checkKind(_ message: Multipart, _ index: Int, _ limits: Wire.Limits) throws(WireError) {
+        let range = message.range(of: index)
+        guard !range.isEmpty, range.count <= limits.maxKind else {
+            throw WireError(.badKind, "the kind must be 1-\(limits.maxKind) bytes, got \(range.count)")
+        }
+        let ok = message.storage.withUnsafeBufferPointer { buffer -> Bool in
+            for index in range {
+                let byte = buffer[index]
+                if !((byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2E || byte == 0x2D) {
+                    return false
+                }
+            }
+            return true
+        }
+        guard ok else { throw WireError(.badKind, "the kind must be lowercase letters, digits, '.' and '-'") }
+    }
+
+    static func checkText(_ message: Multipart, _ index: Int, what: String, max: Int) throws(WireError) {
+        let size = message.size(of: index)
+        guard size <= max else { throw WireError(.oversizeFrame, "the \(what) is \(size) bytes, limit \(max)") }
+        let valid = message.withFrame(index) { String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) != nil }
+        guard valid else { throw WireError(.invalidUTF8, "the \(what) is not valid UTF-8") }
+    }
+}
+
+extension Multipart {
+    /// The frame's bytes as a string (lossy for invalid UTF-8; parsed frames are already checked).
+    public func string(_ index: Int) -> String {
+        withFrame(index) { String(decoding: $0.bindMemory(to: UInt8.self), as: UTF8.self) }
+    }
+
+    /// Whether frame `index` holds exactly the UTF-8 bytes of `text`, without making a string.
+    public func frame(_ index: Int, equals text: StaticString) -> Bool {
+        withFrame(index) { bytes in
+            bytes.count == text.utf8CodeUnitCount
+                && memcmp(bytes.baseAddress ?? UnsafeRawPointer(text.utf8Start), text.utf8Start, bytes.count) == 0
+        }
+    }
+
+    /// The ids of an ACK frame, in order.
+    public func ackIDs(_ parsed: ParsedFrames) -> [MessageID] {
+        withFrame(parsed.ackFrame) { bytes in
+            stride(from: 0, to: bytes.count, by: 16).compactMap {
+                MessageID(bytes: UnsafeRawBufferPointer(rebasing: bytes[$0..<$0 + 16]))
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+
+/// A 16-byte message identifier, unique per message and kept across redeliveries so receivers can deduplicate.
+/// On the wire it is 16 raw bytes; in logs and JSON, 32 lowercase hex digits.
+public struct MessageID: Hashable, Sendable, Comparable, CustomStringConvertible, Codable {
+    public let high: UInt64
+    public let low: UInt64
+
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// A random identifier (128 bits from the system generator).
+    public static func random() -> MessageID {
+        var generator = SystemRandomNumberGenerator()
+        return MessageID(high: generator.next(), low: generator.next())
+    }
+
+    /// Reads 16 bytes, big-endian. - Returns: `nil` unless `bytes` has exactly 16 bytes.
+    @inlinable
+    public init?(bytes: UnsafeRawBufferPointer) {
+        guard bytes.count == 16 else { return nil }
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        for index in 0..<8 { high = high << 8 | UInt64(bytes[index]) }
+        for index in 8..<16 { low = low << 8 | UInt64(bytes[index]) }
+        self.init(high: high, low: low)
+    }
+
+    public init?(bytes: [UInt8]) {
+        guard let value = bytes.withUnsafeBytes({ MessageID(bytes: $0) }) else { return nil }
+        self = value
+    }
+
+    public init(uuid: UUID) {
+        let u = uuid.uuid
+        self.init(bytes: [u.0, u.1, u.2, u.3, u.4, u.5, u.6, u.7, u.8, u.9, u.10, u.11, u.12, u.13, u.14, u.15])!
+    }
+
+    /// Parses 32 hex digits.
+    public init?(hex: String) {
+        guard hex.utf8.count == 32, let high = UInt64(hex.prefix(16), radix: 16), let low = UInt64(hex.suffix(16), radix: 16)
+        else { return nil }
+        self.init(high: high, low: low)
+    }
+
+    /// The 16 bytes, big-endian.
+    public var bytes: [UInt8] {
+        var out = [UInt8](repeating: 0, count: 16)
+        for index in 0..<8 {
+            out[index] = UInt8(truncatingIfNeeded: high >> (56 - 8 * UInt64(index)))
+            out[8 + index] = UInt8(truncatingIfNeeded: low >> (56 - 8 * UInt64(index)))
+        }
+        return out
+    }
+
+    /// Appends the 16 bytes, big-endian, to `buffer`.
+    @inlinable
+    public func append(to buffer: inout [UInt8]) {
+        withUnsafeBytes(of: high.bigEndian) { buffer.append(contentsOf: $0) }
+        withUnsafeBytes(of: low.bigEndian) { buffer.append(contentsOf: $0) }
+    }
+
+    public var uuid: UUID {
+        let b = bytes
+        return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+    }
+
+    public var description: String {
+        let h = String(high, radix: 16)
+        let l = String(low, radix: 16)
+        return String(repeating: "0", count: 16 - h.count) + h + String(repeating: "0", count: 16 - l.count) + l
+    }
+
+    public static func < (a: MessageID, b: MessageID) -> Bool { (a.high, a.low) < (b.high, b.low) }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let value = MessageID(hex: text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not 32 hex digits"))
+        }
+        self = value
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}

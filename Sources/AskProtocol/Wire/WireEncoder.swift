@@ -1,0 +1,66 @@
+import ZeroMQ
+
+/// Builds AskRelay messages into a reusable ``Multipart`` buffer.
+///
+/// Every function appends to `out`, so a ROUTER sender first appends the peer identity and a DEALER sender starts
+/// with an empty buffer.
+public enum WireEncoder {
+    @inlinable
+    public static func header(_ command: WireCommand, into out: inout Multipart) {
+        out.append(Wire.signature)
+        out.append([command.rawValue])
+    }
+
+    /// SEND (worker → broker) or DELIVER (broker → worker).
+    public static func message(
+        _ command: WireCommand,
+        id: MessageID,
+        from: String,
+        to: String,
+        kind: String,
+        subject: MessageID?,
+        body: [UInt8],
+        into out: inout Multipart
+    ) {
+        precondition(command == .send || command == .deliver, "only SEND and DELIVER carry application messages")
+        header(command, into: &out)
+        out.append(id.bytes)
+        out.append(from)
+        out.append(to)
+        out.append(kind)
+        out.append(subject?.bytes ?? [])
+        out.append(body)
+    }
+
+    /// ACK of one or more message ids (at most ``Wire/Limits/maxAckIDs``).
+    public static func ack<C: Collection>(_ ids: C, into out: inout Multipart) where C.Element == MessageID {
+        header(.ack, into: &out)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(ids.count * 16)
+        for id in ids { id.append(to: &bytes) }
+        out.append(bytes)
+    }
+
+    public static func nack(id: MessageID?, _ error: WireError, into out: inout Multipart) {
+        header(.nack, into: &out)
+        out.append(id?.bytes ?? [])
+        out.append(error.code.rawValue)
+        out.append(String(error.reason.utf8.prefix(Wire.Limits.standard.maxReason)) ?? "")
+    }
+
+    public static func heartbeat(into out: inout Multipart) {
+        header(.heartbeat, into: &out)
+    }
+
+    public static func bye(reason: String = "", into out: inout Multipart) {
+        header(.bye, into: &out)
+        if !reason.isEmpty { out.append(reason) }
+    }
+
+    /// HELLO or WELCOME with a JSON body.
+    public static func session(_ command: WireCommand, body: [UInt8], into out: inout Multipart) {
+        precondition(command == .hello || command == .welcome, "only HELLO and WELCOME carry a session body")
+        header(command, into: &out)
+        out.append(body)
+    }
+}

@@ -32,6 +32,9 @@ let package = Package(
         // The shared protocol: PermissionKit-shaped Codable model, validation, envelope and wire codec.
         .target(name: "AskProtocol", dependencies: ["ZeroMQ"], swiftSettings: strict),
 
+        // Structured, levelled log lines (swift-log's shape, no dependency).
+        .target(name: "AskLogging", swiftSettings: strict),
+
         // Hand-written command-line parsing shared by every executable.
         .target(name: "AskCLI", swiftSettings: strict),
 

@@ -1,0 +1,73 @@
+import AskProtocol
+import Foundation
+
+/// Everything the broker can be told. Defaults are the documented ones (docs/broker.md); `main` fills this from
+/// flags and environment variables, libraries and tests build it directly.
+public struct BrokerConfiguration: Sendable {
+    /// Endpoints the ROUTER binds (tcp, ipc, inproc).
+    public var endpoints: [String] = ["tcp://127.0.0.1:5555"]
+    /// Folder of the SQLite journal.
+    public var dataDirectory = "./askrelay-data"
+    public var durability: Durability = .batch
+    /// How often each side must send something; a peer silent for `heartbeatInterval × liveness` is dead.
+    public var heartbeatInterval: Duration = .seconds(1)
+    public var liveness = 3
+    /// Deliveries in flight (sent, not yet acked) per address.
+    public var window = 64
+    /// An unacked delivery to a live session is sent again after this long.
+    public var ackTimeout: Duration = .seconds(10)
+    /// Divides every product duration (pending window, default expiry), so 48 hours can pass in seconds.
+    public var timeScale: Double = 1
+    /// How long a question may stay pending (presented but unsent, or sent but unanswered) before it expires,
+    /// unless its `expirationDate` comes first. Scaled by `timeScale`.
+    public var pendingWindow: Duration = .seconds(48 * 3600)
+    /// Messages queued for one address before senders are told "busy".
+    public var maxQueuedPerAddress = 100_000
+    /// Messages queued over all addresses before senders are told "busy".
+    public var maxQueuedTotal = 2_000_000
+    /// PUB endpoint for a JSON statistics snapshot every `statsInterval`; none when `nil`.
+    public var statsEndpoint: String?
+    public var statsInterval: Duration = .seconds(1)
+    /// Frame size limits.
+    public var limits = Wire.Limits()
+    /// Most messages read from the socket per loop turn (one journal commit covers them all).
+    public var batchSize = 512
+    /// Serve non-loopback endpoints without CURVE.
+    public var allowInsecure = false
+
+    public init() {}
+
+    /// `pendingWindow` after time scaling.
+    public var scaledPendingWindow: Duration {
+        let seconds = Double(pendingWindow.components.seconds) + Double(pendingWindow.components.attoseconds) / 1e18
+        return .milliseconds(Int64(max(1, seconds * 1000 / timeScale)))
+    }
+
+    /// Problems that make the configuration unusable, in words for an operator.
+    public func problems() -> [String] {
+        var problems: [String] = []
+        if endpoints.isEmpty { problems.append("at least one --endpoint is needed") }
+        if window < 1 { problems.append("--window must be at least 1") }
+        if liveness < 1 { problems.append("--liveness must be at least 1") }
+        if heartbeatInterval < .milliseconds(10) { problems.append("--heartbeat must be at least 10ms") }
+        if timeScale <= 0 || !timeScale.isFinite { problems.append("--time-scale must be a positive number") }
+        if maxQueuedPerAddress < 1 || maxQueuedTotal < 1 { problems.append("queue limits must be at least 1") }
+        if !allowInsecure {
+            for endpoint in endpoints where !Self.isLocal(endpoint) {
+                problems.append(
+                    "endpoint \(endpoint) is not loopback; without CURVE keys the broker serves loopback and ipc only (--allow-insecure overrides)"
+                )
+            }
+        }
+        return problems
+    }
+
+    /// Loopback tcp, ipc and inproc endpoints.
+    public static func isLocal(_ endpoint: String) -> Bool {
+        if endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") { return true }
+        for prefix in ["tcp://127.", "tcp://localhost:", "tcp://[::1]:", "tcp://lo:"] where endpoint.hasPrefix(prefix) {
+            return true
+        }
+        return false
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+
+/// What a connection is: the role decides which addresses it may serve and which commands it may give.
+public enum SessionRole: String, Sendable, Codable, CaseIterable {
+    /// Serves `child/<id>` addresses (one or many simulated children).
+    case child
+    /// Serves `guardian/<id>` addresses (one or many guardians).
+    case guardian
+    /// Serves `limits/<id>` and takes work sent to the `limits` service.
+    case limits
+    /// Serves `observer/<id>`: tests and tools that watch, send admin changes or script a flow by hand.
+    case observer
+    /// Serves `echo/<id>` addresses: load-test echo workers outside the ask flow.
+    case echo
+    /// Serves `client/<id>` addresses: load-test clients outside the ask flow.
+    case client
+
+    /// The address prefix this role serves.
+    public var addressPrefix: String {
+        switch self {
+        case .child: "child/"
+        case .guardian: "guardian/"
+        case .limits: "limits/"
+        case .echo: "echo/"
+        case .client: "client/"
+        case .observer: "observer/"
+        }
+    }
+}
+
+/// One logical address a session claims in its HELLO.
+public struct EndpointClaim: Sendable, Codable, Hashable {
+    /// `role/id`, for example `child/c-17`.
+    public var address: String
+    /// The family the child or guardian belongs to (required for `child/` and `guardian/`).
+    public var family: String?
+
+    public init(address: String, family: String? = nil) {
+        self.address = address
+        self.family = family
+    }
+}
+
+/// The body of HELLO (worker → broker), JSON.
+public struct Hello: Sendable, Codable, Hashable {
+    /// The protocol version the worker speaks (also carried in the signature frame).
+    public var version: Int
+    public var role: SessionRole
+    /// A name for logs, for example `askrelay-parent[4242]`.
+    public var worker: String
+    public var endpoints: [EndpointClaim]
+    /// Deliveries the worker accepts in flight per address before acking; the broker may lower it.
+    public var window: Int?
+    /// How often the worker will send heartbeats, in milliseconds.
+    public var heartbeatMs: Int?
+
+    public init(role: SessionRole, worker: String, endpoints: [EndpointClaim], window: Int? = nil, heartbeatMs: Int? = nil) {
+        self.version = Int(Wire.version)
+        self.role = role
+        self.worker = worker
+        self.endpoints = endpoints
+        self.window = window
+        self.heartbeatMs = heartbeatMs
+    }
+}
+
+/// The body of WELCOME (broker → worker), JSON.
+public struct Welcome: Sendable, Codable, Hashable {
+    /// An id for this session, for logs.
+    public var session: String
+    /// The broker's heartbeat interval: send something at least this often.
+    public var heartbeatMs: Int
+    /// A peer silent for `heartbeatMs × liveness` is dead.
+    public var liveness: Int
+    /// The credit window per address granted to this session.
+    public var window: Int
+    /// The broker's instance id (changes on restart).
+    public var broker: String
+
+    public init(session: String, heartbeatMs: Int, liveness: Int, window: Int, broker: String) {
+        self.session = session
+        self.heartbeatMs = heartbeatMs
+        self.liveness = liveness
+        self.window = window
+        self.broker = broker
+    }
+}
+
+/// JSON for the session bodies: sorted keys, so the bytes are stable.
+public enum SessionJSON {
+    public static func encode<T: Encodable>(_ value: T) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? Array(encoder.encode(value))) ?? []
+    }
+
+    public static func decode<T: Decodable>(_ type: T.Type, from bytes: some Collection<UInt8>) throws(WireError) -> T {
+        guard String(validating: Array(bytes), as: UTF8.self) != nil else {
+            throw WireError(.invalidUTF8, "the body is not valid UTF-8")
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(bytes))
+        } catch {
+            throw WireError(.invalidJSON, "the \(T.self) body is not valid: \(describe(error))")
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "\(error)" }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return "missing field '\((context.codingPath + [key]).map(\.stringValue).joined(separator: "."))'"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            return "wrong type at '\(context.codingPath.map(\.stringValue).joined(separator: "."))'"
+        case .dataCorrupted(let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? "malformed JSON" : "bad value at '\(path)': \(context.debugDescription)"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+}

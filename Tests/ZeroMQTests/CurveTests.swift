@@ -26,7 +26,10 @@ struct CurveTests {
         #expect(try Z85.decode("") == [])
     }
 
-    @Test("Z85 rejects bad lengths and characters", arguments: ["abcd", "HelloWorl", "Hello Worl", "Hello\"orld", "#####"])
+    @Test(
+        "Z85 rejects bad lengths, characters and out-of-range groups",
+        arguments: ["abcd", "HelloWorl", "Hello Worl", "Hello\"orld", "#####"]
+    )
     func z85RejectsBadText(text: String) throws {
         let error = try #require(throws: ZMQError.self) { try Z85.decode(text) }
         #expect(error.code == EINVAL)

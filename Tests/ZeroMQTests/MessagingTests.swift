@@ -4,7 +4,7 @@ import ZeroMQ
 
 @Suite("Messaging", .timeLimit(.minutes(1)))
 struct MessagingTests {
-    @Test("DEALER to ROUTER and back preserves every frame, empty and 1 MiB ones included", arguments: Transport.allCases)
+    @Test("DEALER to ROUTER and back keeps every frame, empty and 1 MiB ones included", arguments: Transport.allCases)
     func multipartRoundTrip(transport: Transport) throws {
         let context = try Context()
         let directory = try TemporaryDirectory()

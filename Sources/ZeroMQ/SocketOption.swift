@@ -117,7 +117,8 @@ extension SocketOption where Value == Int32 {
     public static var heartbeatInterval: Self { .init(ZMQ_HEARTBEAT_IVL, "ZMQ_HEARTBEAT_IVL") }
     /// ZMTP heartbeat: how long to wait for a PONG before the connection is dropped, in milliseconds.
     public static var heartbeatTimeout: Self { .init(ZMQ_HEARTBEAT_TIMEOUT, "ZMQ_HEARTBEAT_TIMEOUT") }
-    /// ZMTP heartbeat: the time-to-live the peer is asked to apply, in milliseconds.
+    /// ZMTP heartbeat: the time-to-live the peer is asked to apply, in milliseconds (libzmq keeps deciseconds, so
+    /// a value reads back rounded down to a multiple of 100).
     public static var heartbeatTTL: Self { .init(ZMQ_HEARTBEAT_TTL, "ZMQ_HEARTBEAT_TTL") }
     /// Milliseconds allowed for the ZMTP handshake (CURVE included).
     public static var handshakeInterval: Self { .init(ZMQ_HANDSHAKE_IVL, "ZMQ_HANDSHAKE_IVL") }

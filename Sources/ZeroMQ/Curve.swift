@@ -16,9 +16,11 @@ public enum Z85 {
         return String(decoding: text.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// Decodes Z85 text whose length is a multiple of 5.
+    /// Decodes Z85 text whose length is a multiple of 5. Empty text decodes to no bytes, mirroring ``encode(_:)``.
     /// - Throws: ``ZMQError`` with `EINVAL` for a bad length or a character outside the Z85 alphabet.
     public static func decode(_ text: String) throws -> [UInt8] {
+        // libzmq refuses empty input, although it encodes no bytes as empty text.
+        if text.isEmpty { return [] }
         let utf8 = Array(text.utf8)
         let alphabet = Set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#".utf8)
         guard utf8.count % 5 == 0, utf8.allSatisfy(alphabet.contains) else {

@@ -71,10 +71,15 @@ extension String: SocketOptionValue {
 public struct SocketOption<Value: SocketOptionValue>: Sendable {
     public let code: Int32
     public let name: String
+    /// The exact buffer size `zmq_getsockopt` must be given, for options where libzmq reads the size as a format
+    /// selector (CURVE keys: 32 for binary, 41 for Z85 text plus NUL, anything else is `EINVAL`); `nil` lets the
+    /// value type choose its buffer.
+    public let readSize: Int?
 
-    public init(_ code: Int32, _ name: String) {
+    public init(_ code: Int32, _ name: String, readSize: Int? = nil) {
         self.code = code
         self.name = name
+        self.readSize = readSize
     }
 }
 
@@ -84,16 +89,16 @@ extension SocketOption where Value == [UInt8] {
     public static var subscribe: Self { .init(ZMQ_SUBSCRIBE, "ZMQ_SUBSCRIBE") }
     public static var unsubscribe: Self { .init(ZMQ_UNSUBSCRIBE, "ZMQ_UNSUBSCRIBE") }
     /// A 32-byte binary CURVE key; use the `String` forms for Z85 text.
-    public static var curvePublicKeyBinary: Self { .init(ZMQ_CURVE_PUBLICKEY, "ZMQ_CURVE_PUBLICKEY") }
-    public static var curveSecretKeyBinary: Self { .init(ZMQ_CURVE_SECRETKEY, "ZMQ_CURVE_SECRETKEY") }
-    public static var curveServerKeyBinary: Self { .init(ZMQ_CURVE_SERVERKEY, "ZMQ_CURVE_SERVERKEY") }
+    public static var curvePublicKeyBinary: Self { .init(ZMQ_CURVE_PUBLICKEY, "ZMQ_CURVE_PUBLICKEY", readSize: 32) }
+    public static var curveSecretKeyBinary: Self { .init(ZMQ_CURVE_SECRETKEY, "ZMQ_CURVE_SECRETKEY", readSize: 32) }
+    public static var curveServerKeyBinary: Self { .init(ZMQ_CURVE_SERVERKEY, "ZMQ_CURVE_SERVERKEY", readSize: 32) }
 }
 
 extension SocketOption where Value == String {
     /// CURVE keys as 40-character Z85 text.
-    public static var curvePublicKey: Self { .init(ZMQ_CURVE_PUBLICKEY, "ZMQ_CURVE_PUBLICKEY") }
-    public static var curveSecretKey: Self { .init(ZMQ_CURVE_SECRETKEY, "ZMQ_CURVE_SECRETKEY") }
-    public static var curveServerKey: Self { .init(ZMQ_CURVE_SERVERKEY, "ZMQ_CURVE_SERVERKEY") }
+    public static var curvePublicKey: Self { .init(ZMQ_CURVE_PUBLICKEY, "ZMQ_CURVE_PUBLICKEY", readSize: 41) }
+    public static var curveSecretKey: Self { .init(ZMQ_CURVE_SECRETKEY, "ZMQ_CURVE_SECRETKEY", readSize: 41) }
+    public static var curveServerKey: Self { .init(ZMQ_CURVE_SERVERKEY, "ZMQ_CURVE_SERVERKEY", readSize: 41) }
     /// The ZAP domain a server socket authenticates in.
     public static var zapDomain: Self { .init(ZMQ_ZAP_DOMAIN, "ZMQ_ZAP_DOMAIN") }
     /// Read-only: the endpoint last bound or connected.
@@ -112,7 +117,8 @@ extension SocketOption where Value == Int32 {
     public static var heartbeatInterval: Self { .init(ZMQ_HEARTBEAT_IVL, "ZMQ_HEARTBEAT_IVL") }
     /// ZMTP heartbeat: how long to wait for a PONG before the connection is dropped, in milliseconds.
     public static var heartbeatTimeout: Self { .init(ZMQ_HEARTBEAT_TIMEOUT, "ZMQ_HEARTBEAT_TIMEOUT") }
-    /// ZMTP heartbeat: the time-to-live the peer is asked to apply, in milliseconds.
+    /// ZMTP heartbeat: the time-to-live the peer is asked to apply, in milliseconds (libzmq keeps deciseconds, so
+    /// a value reads back rounded down to a multiple of 100).
     public static var heartbeatTTL: Self { .init(ZMQ_HEARTBEAT_TTL, "ZMQ_HEARTBEAT_TTL") }
     /// Milliseconds allowed for the ZMTP handshake (CURVE included).
     public static var handshakeInterval: Self { .init(ZMQ_HANDSHAKE_IVL, "ZMQ_HANDSHAKE_IVL") }
@@ -160,6 +166,10 @@ extension Socket {
     /// Reads a socket option.
     public func get<V>(_ option: SocketOption<V>) throws -> V {
         try V.readOption { pointer, size in
+            if let exact = option.readSize {
+                precondition(exact <= size, "\(option.name) needs a \(exact)-byte buffer")
+                size = exact
+            }
             try zmqCheck("zmq_getsockopt", context: option.name) { zmq_getsockopt(handle, option.code, pointer, &size) }
         }
     }

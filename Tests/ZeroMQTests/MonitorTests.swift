@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+import ZeroMQ
+
+@Suite("Socket monitor", .timeLimit(.minutes(1)))
+struct MonitorTests {
+    @Test("tcp connect reports listening, connected and accepted; closing the client reports disconnected")
+    func connectAndClientClose() throws {
+        let context = try Context()
+        let server = try makeSocket(context, .router)
+        let serverEvents = try server.monitor()
+        let endpoint = try server.bind("tcp://127.0.0.1:*")
+        let listening = try serverEvents.waitFor(.listening, timeoutMilliseconds: 5_000)
+        #expect(listening?.endpoint == endpoint)
+
+        var client: Socket? = try makeSocket(context, .dealer)
+        let clientEvents = try client!.monitor()
+        try client!.connect(endpoint)
+
+        let connected = try clientEvents.waitFor(.connected, timeoutMilliseconds: 5_000)
+        #expect(connected?.event == .connected)
+        #expect(connected?.endpoint == endpoint)
+        let accepted = try serverEvents.waitFor(.accepted, timeoutMilliseconds: 5_000)
+        #expect(accepted?.event == .accepted)
+        #expect(accepted.map { MonitorEvent.name(of: $0.event) } == "accepted")
+
+        client = nil  // closes the socket
+        let disconnected = try serverEvents.waitFor(.disconnected, timeoutMilliseconds: 5_000)
+        #expect(disconnected?.event == .disconnected)
+        #expect(clientEvents.socket.type == .pair)
+    }
+
+    @Test("Closing the server reports disconnected on the client")
+    func serverClose() throws {
+        let context = try Context()
+        var server: Socket? = try makeSocket(context, .router)
+        let endpoint = try server!.bind("tcp://127.0.0.1:*")
+        let client = try makeSocket(context, .dealer)
+        let clientEvents = try client.monitor([.connected, .disconnected])
+        try client.connect(endpoint)
+        let connected = try clientEvents.waitFor(.connected, timeoutMilliseconds: 5_000)
+        #expect(connected != nil)
+
+        server = nil
+        let disconnected = try clientEvents.waitFor(.disconnected, timeoutMilliseconds: 5_000)
+        #expect(disconnected?.endpoint == endpoint)
+    }
+
+    @Test("A monitor filters events and times out with nil when nothing happens")
+    func filtersAndTimesOut() throws {
+        let context = try Context()
+        let socket = try makeSocket(context, .router)
+        let events = try socket.monitor(.accepted)
+        _ = try socket.bind("tcp://127.0.0.1:*")
+        // `listening` was not asked for, so nothing arrives.
+        #expect(try events.next(timeoutMilliseconds: 100) == nil)
+        #expect(try events.waitFor(.all, timeoutMilliseconds: 100) == nil)
+    }
+}

@@ -38,4 +38,18 @@ struct FixtureTests {
         }
         #expect(names == Set(Samples.fixtures.map(\.fileName)))
     }
+
+    @Test("docs/protocol-messages.md quotes every fixture byte for byte")
+    func documentationIsCurrent() throws {
+        let doc = Self.sourceDirectory.deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/protocol-messages.md")
+        let text = try String(contentsOf: doc, encoding: .utf8)
+        for fixture in Samples.fixtures {
+            let json = String(decoding: try fixture.encode(), as: UTF8.self)
+            #expect(text.contains("```json\n" + json + "\n```"), "docs lack the \(fixture.fileName) example")
+        }
+        for kind in MessageKind.allCases {
+            #expect(text.contains("| `\(kind.rawValue)` |"), "docs lack the \(kind.rawValue) row")
+        }
+    }
 }

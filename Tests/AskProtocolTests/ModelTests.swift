@@ -27,8 +27,14 @@ struct ModelTests {
         let yes = PermissionChoice(id: "y", title: "Y", answer: .approval)
         let no1 = PermissionChoice(id: "n1", title: "N1", answer: .denial)
         let no2 = PermissionChoice(id: "n2", title: "N2", answer: .denial)
-        #expect(AnyPermissionQuestion(topic: .significantAppUpdate(.init(description: "d")), choices: [yes, no1, no2]).defaultChoice == no1)
-        #expect(AnyPermissionQuestion(topic: .significantAppUpdate(.init(description: "d")), choices: [yes]).defaultChoice == yes)
+        #expect(
+            AnyPermissionQuestion(topic: .significantAppUpdate(.init(description: "d")), choices: [yes, no1, no2])
+                .defaultChoice == no1
+        )
+        #expect(
+            AnyPermissionQuestion(topic: .significantAppUpdate(.init(description: "d")), choices: [yes]).defaultChoice
+                == yes
+        )
         #expect(PermissionChoice.mostRestrictive(of: []) == .decline)
     }
 
@@ -50,11 +56,15 @@ struct ModelTests {
     func askErrorForms() throws {
         #expect(try WireJSON.encodeString(AskError.notAvailable) == #"{"case":"notAvailable"}"#)
         #expect(try WireJSON.encodeString(AskError.systemError("boom")) == #"{"case":"systemError","message":"boom"}"#)
-        #expect(try WireJSON.encodeString(Samples.invalidQuestionError)
-            == #"{"case":"invalidQuestion","reason":{"code":"not-email","field":"topic.personInformation[1].handle.value","message":"not an e-mail address"}}"#)
+        #expect(
+            try WireJSON.encodeString(Samples.invalidQuestionError)
+                == #"{"case":"invalidQuestion","reason":{"code":"not-email","field":"topic.personInformation[1].handle.value","message":"not an e-mail address"}}"#
+        )
         #expect(try WireJSON.decode(AskError.self, from: Array(#"{"case":"fromTheFuture"}"#.utf8)) == .unknown)
-        let all: [AskError] = [.communicationLimitsNotEnabled, .contactSyncNotSetup, Samples.invalidQuestionError,
-                               .notAvailable, .systemError("disk full"), .unknown]
+        let all: [AskError] = [
+            .communicationLimitsNotEnabled, .contactSyncNotSetup, Samples.invalidQuestionError,
+            .notAvailable, .systemError("disk full"), .unknown,
+        ]
         #expect(Set(all.map(\.description)).count == all.count)
         #expect(AskError.systemError("disk full").description.contains("disk full"))
         #expect(Samples.invalidQuestionError.description.contains("topic.personInformation[1].handle.value"))
@@ -63,18 +73,27 @@ struct ModelTests {
     @Test("handles normalize and sort")
     func handles() {
         #expect(CommunicationHandle(value: "+1 (555) 010-0100", kind: .phoneNumber).normalized.value == "+15550100100")
-        #expect(CommunicationHandle(value: "Sam@Example.ORG", kind: .emailAddress).normalized.value == "sam@example.org")
+        #expect(
+            CommunicationHandle(value: "Sam@Example.ORG", kind: .emailAddress).normalized.value == "sam@example.org"
+        )
         #expect(CommunicationHandle(value: "Sam", kind: .custom).normalized.value == "Sam")
-        let sorted = [CommunicationHandle(value: "b", kind: .custom), .init(value: "z@z.z", kind: .emailAddress),
-                      .init(value: "a", kind: .custom), .init(value: "+2", kind: .phoneNumber)].sorted()
+        let sorted = [
+            CommunicationHandle(value: "b", kind: .custom), .init(value: "z@z.z", kind: .emailAddress),
+            .init(value: "a", kind: .custom), .init(value: "+2", kind: .phoneNumber),
+        ].sorted()
         #expect(sorted.map(\.value) == ["+2", "z@z.z", "a", "b"])
     }
 }
 
 @Suite("Address and Principal")
 struct AddressTests {
-    @Test("valid addresses parse", arguments: ["child/c42", "guardian/G-1.x_y", "observer/t", "limits", "broker",
-                                               "child/" + String(repeating: "a", count: 64)])
+    @Test(
+        "valid addresses parse",
+        arguments: [
+            "child/c42", "guardian/G-1.x_y", "observer/t", "limits", "broker",
+            "child/" + String(repeating: "a", count: 64),
+        ]
+    )
     func valid(text: String) throws {
         let a = try Address(parsing: text)
         #expect(a.rawValue == text)
@@ -82,18 +101,21 @@ struct AddressTests {
         try expectRoundTrip(a)
     }
 
-    @Test("invalid addresses are refused with a reason", arguments: [
-        ("", Address.ParseError.unknownRole("")),
-        ("parent/p1", .unknownRole("parent")),
-        ("child", .missingID(.child)),
-        ("child/", .invalidID("")),
-        ("child/a b", .invalidID("a b")),
-        ("child/a/b", .invalidID("a/b")),
-        ("guardian/é", .invalidID("é")),
-        ("child/" + String(repeating: "a", count: 65), .invalidID(String(repeating: "a", count: 65))),
-        ("limits/1", .unexpectedID(.limits)),
-        ("broker/x", .unexpectedID(.broker)),
-    ])
+    @Test(
+        "invalid addresses are refused with a reason",
+        arguments: [
+            ("", Address.ParseError.unknownRole("")),
+            ("parent/p1", .unknownRole("parent")),
+            ("child", .missingID(.child)),
+            ("child/", .invalidID("")),
+            ("child/a b", .invalidID("a b")),
+            ("child/a/b", .invalidID("a/b")),
+            ("guardian/é", .invalidID("é")),
+            ("child/" + String(repeating: "a", count: 65), .invalidID(String(repeating: "a", count: 65))),
+            ("limits/1", .unexpectedID(.limits)),
+            ("broker/x", .unexpectedID(.broker)),
+        ]
+    )
     func invalid(text: String, error: Address.ParseError) {
         #expect(throws: error) { try Address(parsing: text) }
         #expect(Address(rawValue: text) == nil)
@@ -109,8 +131,10 @@ struct AddressTests {
         #expect(Principal(role: .child, id: "c1", family: "f").address == (try Address.child("c1")))
         #expect(Principal(role: .limits, id: "limits").address == .limits)
         #expect(Principal(role: .guardian, id: "bad id").address == nil)
-        #expect(try WireJSON.encodeString(Principal(role: .guardian, id: "g2", family: "f7"))
-            == #"{"family":"f7","id":"g2","role":"guardian"}"#)
+        #expect(
+            try WireJSON.encodeString(Principal(role: .guardian, id: "g2", family: "f7"))
+                == #"{"family":"f7","id":"g2","role":"guardian"}"#
+        )
     }
 }
 
@@ -133,7 +157,15 @@ struct LimitsStateTests {
         s.learn([spaced])
         #expect(s.isKnownHandle(compact))
         #expect(s.knownHandles(in: [other, compact, compact]) == [compact])
-        s.apply(LimitsAdminChange(child: "c", limitsEnabled: true, eligible: true, addKnown: [other], removeKnown: [compact]))
+        s.apply(
+            LimitsAdminChange(
+                child: "c",
+                limitsEnabled: true,
+                eligible: true,
+                addKnown: [other],
+                removeKnown: [compact]
+            )
+        )
         #expect(s.limitsEnabled && s.eligible && !s.contactSyncSetUp)
         #expect(s.knownHandles == [other])
     }

@@ -14,23 +14,31 @@ struct RegistryTests {
 
     @Test("invalid UTF-8 is reported before JSON")
     func invalidUTF8() {
-        let bytes: [UInt8] = [0x7B, 0x22, 0x70, 0x61, 0x79, 0x6C, 0x6F, 0x61, 0x64, 0x22, 0x3A, 0x22, 0xC3, 0x28, 0x22, 0x7D]
+        let bytes: [UInt8] = [
+            0x7B, 0x22, 0x70, 0x61, 0x79, 0x6C, 0x6F, 0x61, 0x64, 0x22, 0x3A, 0x22, 0xC3, 0x28, 0x22, 0x7D,
+        ]
         #expect(throws: BodyDecodingError.invalidUTF8) { try AppMessageBody(kind: "echo", bytes: bytes) }
         #expect(throws: BodyDecodingError.invalidUTF8) { try AppMessageRegistry.decode(kind: "send", from: [0xFF]) }
     }
 
-    @Test("invalid JSON and wrong shapes", arguments: [
-        ("echo", "{\"payload\":"),
-        ("echo", "not json"),
-        ("echo", "{\"payload\":42}"),
-        ("send", "{\"questionID\":\"not-a-uuid\"}"),
-        ("answer", "{\"questionID\":\"6F1C4A3E-2B7D-4E59-9A0C-1D2E3F405162\"}"),
-        ("closed", "{\"questionID\":\"6F1C4A3E-2B7D-4E59-9A0C-1D2E3F405162\",\"reason\":\"vanished\"}"),
-        ("ask.result", "{\"questionID\":\"6F1C4A3E-2B7D-4E59-9A0C-1D2E3F405162\",\"outcome\":{\"case\":\"maybe\"}}"),
-        ("question", "{\"child\":\"c\",\"family\":\"f\",\"sentAt\":\"yesterday\",\"question\":{}}"),
-        ("ask", "{\"question\":{\"topicID\":\"weather\"}}"),
-        ("limits.reply", "[]"),
-    ])
+    @Test(
+        "invalid JSON and wrong shapes",
+        arguments: [
+            ("echo", "{\"payload\":"),
+            ("echo", "not json"),
+            ("echo", "{\"payload\":42}"),
+            ("send", "{\"questionID\":\"not-a-uuid\"}"),
+            ("answer", "{\"questionID\":\"6F1C4A3E-2B7D-4E59-9A0C-1D2E3F405162\"}"),
+            ("closed", "{\"questionID\":\"6F1C4A3E-2B7D-4E59-9A0C-1D2E3F405162\",\"reason\":\"vanished\"}"),
+            (
+                "ask.result",
+                "{\"questionID\":\"6F1C4A3E-2B7D-4E59-9A0C-1D2E3F405162\",\"outcome\":{\"case\":\"maybe\"}}"
+            ),
+            ("question", "{\"child\":\"c\",\"family\":\"f\",\"sentAt\":\"yesterday\",\"question\":{}}"),
+            ("ask", "{\"question\":{\"topicID\":\"weather\"}}"),
+            ("limits.reply", "[]"),
+        ]
+    )
     func invalidJSON(kind: String, text: String) {
         do {
             _ = try AppMessageBody(kind: kind, bytes: Array(text.utf8))
@@ -49,7 +57,9 @@ struct RegistryTests {
         #expect(MessageKind.allCases.count == 13)
         for kind in MessageKind.allCases {
             #expect(kind.bodyType.messageKind == kind)
-            #expect(ObjectIdentifier(AppMessageRegistry.bodyType(for: kind.rawValue)!) == ObjectIdentifier(kind.bodyType))
+            #expect(
+                ObjectIdentifier(AppMessageRegistry.bodyType(for: kind.rawValue)!) == ObjectIdentifier(kind.bodyType)
+            )
         }
         #expect(AskResult.kind == "ask.result")
         #expect(AnyPermissionResponse.kind == "response")

@@ -18,19 +18,33 @@ struct RoundTripTests {
         try expectRoundTrip(Samples.appUpdateQuestion)
         try expectRoundTrip(Samples.communicationQuestion.typed(as: CommunicationTopic.self)!)
         try expectRoundTrip(Samples.appUpdateQuestion.typed(as: SignificantAppUpdateTopic.self)!)
-        try expectRoundTrip(PermissionResponse(question: Samples.communicationQuestion.typed(as: CommunicationTopic.self)!,
-                                               choice: .decline))
+        try expectRoundTrip(
+            PermissionResponse(
+                question: Samples.communicationQuestion.typed(as: CommunicationTopic.self)!,
+                choice: .decline
+            )
+        )
         try expectRoundTrip(Samples.handles)
         try expectRoundTrip(PermissionChoice.approve)
-        try expectRoundTrip(PersonName(namePrefix: "Dr.", givenName: "A", middleName: "B", familyName: "C",
-                                       nameSuffix: "Jr.", nickname: "D"))
+        try expectRoundTrip(
+            PersonName(
+                namePrefix: "Dr.",
+                givenName: "A",
+                middleName: "B",
+                familyName: "C",
+                nameSuffix: "Jr.",
+                nickname: "D"
+            )
+        )
         try expectRoundTrip(LimitsState(limitsEnabled: false, knownHandles: Set(Samples.handles)))
         try expectRoundTrip(Principal(role: .guardian, id: "g2", family: "f7"))
         try expectRoundTrip(Principal(role: .limits, id: "limits"))
         try expectRoundTrip(try Address.child("c42"))
         try expectRoundTrip(Address.broker)
-        for error: AskError in [.communicationLimitsNotEnabled, .contactSyncNotSetup, Samples.invalidQuestionError,
-                                .notAvailable, .systemError("x"), .unknown] {
+        for error: AskError in [
+            .communicationLimitsNotEnabled, .contactSyncNotSetup, Samples.invalidQuestionError,
+            .notAvailable, .systemError("x"), .unknown,
+        ] {
             try expectRoundTrip(error)
         }
         for kind in MessageKind.allCases {
@@ -48,7 +62,9 @@ struct RoundTripTests {
         #expect(Samples.communicationQuestion.typed(as: SignificantAppUpdateTopic.self) == nil)
         // A typed decoder refuses the other topic.
         let bytes = try WireJSON.encode(Samples.appUpdateQuestion)
-        #expect(throws: DecodingError.self) { try WireJSON.decode(PermissionQuestion<CommunicationTopic>.self, from: bytes) }
+        #expect(throws: DecodingError.self) {
+            try WireJSON.decode(PermissionQuestion<CommunicationTopic>.self, from: bytes)
+        }
     }
 
     @Test("thousands of random questions round-trip byte-identically", arguments: [1, 2, 3] as [UInt64])
@@ -63,7 +79,8 @@ struct RoundTripTests {
             // The typed view agrees with the erased one, byte for byte.
             switch q.topic {
             case .communication: #expect(try WireJSON.encode(q.typed(as: CommunicationTopic.self)!) == bytes)
-            case .significantAppUpdate: #expect(try WireJSON.encode(q.typed(as: SignificantAppUpdateTopic.self)!) == bytes)
+            case .significantAppUpdate:
+                #expect(try WireJSON.encode(q.typed(as: SignificantAppUpdateTopic.self)!) == bytes)
             }
         }
     }
@@ -83,10 +100,15 @@ struct RoundTripTests {
 
     @Test("encoding is stable: keys sorted, sets sorted, slashes unescaped, UUIDs upper-case")
     func canonicalForm() throws {
-        let topic = CommunicationTopic(personInformation: [.init(handle: .init(value: "a/b", kind: .custom))],
-                                       actions: [.communicate, .message, .call])
+        let topic = CommunicationTopic(
+            personInformation: [.init(handle: .init(value: "a/b", kind: .custom))],
+            actions: [.communicate, .message, .call]
+        )
         let text = try WireJSON.encodeString(topic)
-        #expect(text == #"{"actions":["message","call","communicate"],"personInformation":[{"handle":{"kind":"custom","value":"a/b"}}]}"#)
+        #expect(
+            text
+                == #"{"actions":["message","call","communicate"],"personInformation":[{"handle":{"kind":"custom","value":"a/b"}}]}"#
+        )
         let lower = #"{"questionID":"6f1c4a3e-2b7d-4e59-9a0c-1d2e3f405162"}"#
         let send = try WireJSON.decode(SendQuestion.self, from: Array(lower.utf8))
         #expect(try WireJSON.encodeString(send) == #"{"questionID":"6F1C4A3E-2B7D-4E59-9A0C-1D2E3F405162"}"#)

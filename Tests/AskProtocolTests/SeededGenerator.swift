@@ -45,8 +45,12 @@ struct RandomValues {
             bytes[i] = UInt8(truncatingIfNeeded: a >> (i * 8))
             bytes[i + 8] = UInt8(truncatingIfNeeded: b >> (i * 8))
         }
-        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            )
+        )
     }
 
     /// Any instant in the encodable range, with sub-millisecond noise (models truncate it).
@@ -62,7 +66,11 @@ struct RandomValues {
         case 0: return CommunicationHandle(value: string(), kind: kind)
         default:
             switch kind {
-            case .phoneNumber: return .init(value: "+" + String(UInt64.random(in: 1_000_000...999_999_999_999_999, using: &rng)), kind: kind)
+            case .phoneNumber:
+                return .init(
+                    value: "+" + String(UInt64.random(in: 1_000_000...999_999_999_999_999, using: &rng)),
+                    kind: kind
+                )
             case .emailAddress: return .init(value: "u\(int(0...99_999))@example\(int(0...9)).org", kind: kind)
             case .custom: return .init(value: string(maxLength: 20), kind: kind)
             }

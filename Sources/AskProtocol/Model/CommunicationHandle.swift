@@ -32,7 +32,10 @@ public struct CommunicationHandle: Codable, Sendable, Hashable, Comparable, Cust
     public var normalized: CommunicationHandle {
         switch kind {
         case .phoneNumber:
-            return CommunicationHandle(value: String(value.filter { $0 == "+" || $0.isASCII && $0.isNumber }), kind: kind)
+            return CommunicationHandle(
+                value: String(value.filter { $0 == "+" || $0.isASCII && $0.isNumber }),
+                kind: kind
+            )
         case .emailAddress:
             return CommunicationHandle(value: value.lowercased(), kind: kind)
         case .custom:

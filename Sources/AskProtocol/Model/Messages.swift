@@ -39,7 +39,11 @@ public struct AskResult: AppMessage, Hashable {
             case "presented": self = .presented
             case "refused": self = .refused(try c.decode(AskError.self, forKey: .error))
             case let other:
-                throw DecodingError.dataCorruptedError(forKey: .case, in: c, debugDescription: "unknown outcome \(other)")
+                throw DecodingError.dataCorruptedError(
+                    forKey: .case,
+                    in: c,
+                    debugDescription: "unknown outcome \(other)"
+                )
             }
         }
 

@@ -71,4 +71,15 @@ struct RegistryTests {
         let any = try AppMessageRegistry.decode(kind: "answer", from: bytes)
         #expect(any as? GuardianAnswer == GuardianAnswer(questionID: Samples.questionID, choiceID: "askrelay.decline"))
     }
+
+    @Test("subject is the question id where there is one")
+    func subjects() {
+        for kind in MessageKind.allCases {
+            let message = Samples.message(kind)
+            switch kind {
+            case .limitsQuery, .limitsReply, .limitsAdmin, .echo: #expect(message.subject == nil)
+            default: #expect(message.subject == Samples.questionID, "\(kind.rawValue)")
+            }
+        }
+    }
 }

@@ -152,6 +152,7 @@ public struct AnyPermissionQuestion: Codable, Sendable, Hashable, Identifiable {
 /// A guardian's answer to a question of any topic; the body of the `"response"` message.
 public struct AnyPermissionResponse: AppMessage, Hashable {
     public static let messageKind = MessageKind.response
+    public var subject: UUID? { question.id }
 
     /// The question that was answered.
     public var question: AnyPermissionQuestion

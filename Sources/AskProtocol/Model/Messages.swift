@@ -5,16 +5,25 @@ import Foundation
 public protocol AppMessage: Codable, Sendable, Equatable {
     /// The kind this body is sent under.
     static var messageKind: MessageKind { get }
+    /// The question this body is about, sent as the envelope's subject header; `nil` for bodies that concern
+    /// no single question (`limits.*`, `echo`).
+    var subject: UUID? { get }
 }
 
 extension AppMessage {
     /// The kind string sent in the envelope, for example `"ask.result"`.
     public static var kind: String { messageKind.rawValue }
+
+    public var subject: UUID? { nil }
+
+    /// The canonical JSON body (``WireJSON/encode(_:)``).
+    public func encodedBody() throws -> [UInt8] { try WireJSON.encode(self) }
 }
 
 /// `ask`, child → limits: please check and present this question.
 public struct AskRequest: AppMessage, Hashable {
     public static let messageKind = MessageKind.ask
+    public var subject: UUID? { question.id }
     /// The question the child wants to ask.
     public var question: AnyPermissionQuestion
     public init(question: AnyPermissionQuestion) { self.question = question }
@@ -23,6 +32,7 @@ public struct AskRequest: AppMessage, Hashable {
 /// `ask.result`, limits → child: whether the send sheet is presented or why not.
 public struct AskResult: AppMessage, Hashable {
     public static let messageKind = MessageKind.askResult
+    public var subject: UUID? { questionID }
 
     /// What became of the ask. JSON: `{"case":"presented"}` or `{"case":"refused","error":{...}}`.
     public enum Outcome: Codable, Sendable, Hashable {
@@ -72,6 +82,7 @@ public struct AskResult: AppMessage, Hashable {
 /// `send`, child → broker: send the presented question to the family's guardians.
 public struct SendQuestion: AppMessage, Hashable {
     public static let messageKind = MessageKind.send
+    public var subject: UUID? { questionID }
     public var questionID: UUID
     public init(questionID: UUID) { self.questionID = questionID }
 }
@@ -79,6 +90,7 @@ public struct SendQuestion: AppMessage, Hashable {
 /// `cancel`, child → broker: the child dismissed the send sheet. A cancelled question never gets a response.
 public struct CancelQuestion: AppMessage, Hashable {
     public static let messageKind = MessageKind.cancel
+    public var subject: UUID? { questionID }
     public var questionID: UUID
     public init(questionID: UUID) { self.questionID = questionID }
 }
@@ -86,6 +98,7 @@ public struct CancelQuestion: AppMessage, Hashable {
 /// `question`, broker → guardian: a child of the guardian's family asks.
 public struct GuardianQuestion: AppMessage, Hashable {
     public static let messageKind = MessageKind.question
+    public var subject: UUID? { question.id }
     /// The question.
     public var question: AnyPermissionQuestion
     /// The asking child's id (the `<id>` of `child/<id>`).
@@ -108,6 +121,7 @@ public struct GuardianQuestion: AppMessage, Hashable {
 /// `answer`, guardian → broker: the guardian picks a choice. The first valid answer wins.
 public struct GuardianAnswer: AppMessage, Hashable {
     public static let messageKind = MessageKind.answer
+    public var subject: UUID? { questionID }
     public var questionID: UUID
     /// The `id` of one of the question's choices.
     public var choiceID: String
@@ -122,6 +136,7 @@ public struct GuardianAnswer: AppMessage, Hashable {
 /// `closed`, broker → guardian: the question no longer takes answers.
 public struct QuestionClosed: AppMessage, Hashable {
     public static let messageKind = MessageKind.closed
+    public var subject: UUID? { questionID }
 
     /// Why the question closed.
     public enum Reason: String, Codable, Sendable, Hashable, CaseIterable {
@@ -147,6 +162,7 @@ public struct QuestionClosed: AppMessage, Hashable {
 /// `approval`, broker → limits: a question was approved; the handles become known for the child.
 public struct ApprovalNotice: AppMessage, Hashable {
     public static let messageKind = MessageKind.approval
+    public var subject: UUID? { questionID }
     /// The child's id.
     public var child: String
     public var questionID: UUID

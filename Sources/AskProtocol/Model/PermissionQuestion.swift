@@ -2,7 +2,8 @@ import Foundation
 
 /// A kind of thing a child can ask about.
 ///
-/// Only the topics of this module exist on the wire; ``topicID`` is their stable discriminator.
+/// Only the topics of this module exist on the wire; ``topicID`` is their stable discriminator. Conforming
+/// other types is unsupported: erasing such a question (``AnyPermissionQuestion/init(_:)``) traps.
 public protocol QuestionTopic: Codable, Sendable, Hashable {
     /// Stable identifier carried in JSON as `"topicID"` (`"communication"`, `"significantAppUpdate"`).
     static var topicID: String { get }

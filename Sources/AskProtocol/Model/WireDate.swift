@@ -43,7 +43,8 @@ public enum WireDate {
     /// truncated), and a zone of `Z` or `±HH:MM`. The separator must be an upper-case `T`. Leap seconds are
     /// rejected.
     ///
-    /// - Returns: the instant, truncated to milliseconds, or `nil` if the text is not a valid timestamp.
+    /// - Returns: the instant, truncated to milliseconds, or `nil` if the text is not a valid timestamp or the
+    ///   instant falls outside 0000-01-01T00:00:00.000Z...9999-12-31T23:59:59.999Z.
     public static func parse(_ text: String) -> Date? {
         let b = Array(text.utf8)
         var i = 0
@@ -96,6 +97,8 @@ public enum WireDate {
         guard i == b.count else { return nil }
         let days = days(fromCivil: y, month: mo, day: d)
         let ms = ((days * 24 + h) * 60 + mi - offsetMinutes) * 60_000 + s * 1000 + milli
+        // An offset can push the instant outside what ``format(_:)`` can write back; refuse it here.
+        guard (minimumMilliseconds...maximumMilliseconds).contains(ms) else { return nil }
         return Date(wireMilliseconds: ms)
     }
 

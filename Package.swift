@@ -38,6 +38,9 @@ let package = Package(
         // Hand-written command-line parsing shared by every executable.
         .target(name: "AskCLI", swiftSettings: strict),
 
+        // The shared Codable protocol: PermissionKit-shaped model, validation, message bodies, wire codec.
+        .target(name: "AskProtocol", swiftSettings: strict),
+
         .executableTarget(
             name: "askrelay",
             dependencies: ["ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol"],
@@ -47,6 +50,12 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ"], swiftSettings: strict),
         .testTarget(name: "AskProtocolWireTests", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
         .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),
+        .testTarget(
+            name: "AskProtocolTests",
+            dependencies: ["AskProtocol"],
+            resources: [.copy("Fixtures")],
+            swiftSettings: strict
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

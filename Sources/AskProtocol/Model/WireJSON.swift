@@ -1,0 +1,65 @@
+import Foundation
+
+/// The one JSON dialect of the AskRelay protocol.
+///
+/// Output is byte-for-byte reproducible: keys are sorted, slashes are not escaped, dates are RFC 3339 UTC
+/// strings with millisecond precision (see ``WireDate``), `Data` is standard base64 with padding, and UUIDs
+/// are upper-case canonical strings. Sets in the model are encoded as arrays in a fixed order by their owners.
+public enum WireJSON {
+    // JSONEncoder/JSONDecoder are Sendable in swift-foundation (their options are lock-protected and each
+    // call builds its own state), so one configured instance of each is shared.
+    private static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        e.dataEncodingStrategy = .base64
+        e.dateEncodingStrategy = .custom { date, encoder in
+            guard let text = WireDate.format(date) else {
+                throw EncodingError.invalidValue(
+                    date,
+                    .init(codingPath: encoder.codingPath, debugDescription: "date outside years 0000...9999")
+                )
+            }
+            var c = encoder.singleValueContainer()
+            try c.encode(text)
+        }
+        return e
+    }()
+
+    private static let decoder: JSONDecoder = {
+        let d = JSONDecoder()
+        d.dataDecodingStrategy = .base64
+        d.dateDecodingStrategy = .custom { decoder in
+            let c = try decoder.singleValueContainer()
+            let text = try c.decode(String.self)
+            guard let date = WireDate.parse(text) else {
+                throw DecodingError.dataCorruptedError(
+                    in: c,
+                    debugDescription: "expected an RFC 3339 timestamp like 2026-11-29T13:15:06.123Z, got \(text)"
+                )
+            }
+            return date
+        }
+        return d
+    }()
+
+    /// Encodes a value to canonical JSON bytes.
+    /// - Throws: `EncodingError` if the value cannot be represented (for example a date past year 9999).
+    public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        Array(try encoder.encode(value))
+    }
+
+    /// Decodes a value from JSON bytes.
+    /// - Parameters:
+    ///   - type: the type to decode.
+    ///   - bytes: UTF-8 JSON text.
+    /// - Throws: `DecodingError` when the bytes are not JSON or do not have the expected shape.
+    public static func decode<T: Decodable>(_ type: T.Type = T.self, from bytes: some Collection<UInt8>) throws -> T {
+        let data = (bytes as? Data) ?? Data(bytes)
+        return try decoder.decode(T.self, from: data)
+    }
+
+    /// Encodes a value to canonical JSON text (for logs, docs and fixtures).
+    public static func encodeString<T: Encodable>(_ value: T) throws -> String {
+        String(decoding: try encode(value), as: UTF8.self)
+    }
+}

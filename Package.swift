@@ -35,15 +35,21 @@ let package = Package(
         // Structured, levelled log lines (swift-log's shape, no dependency).
         .target(name: "AskLogging", swiftSettings: strict),
 
+        // The broker as a library (testable in-process).
+        .target(name: "AskBroker", dependencies: ["AskProtocol", "ZeroMQ", "AskLogging"], swiftSettings: strict),
+
         // Hand-written command-line parsing shared by every executable.
         .target(name: "AskCLI", swiftSettings: strict),
-
-        // The shared Codable protocol: PermissionKit-shaped model, validation, message bodies, wire codec.
-        .target(name: "AskProtocol", swiftSettings: strict),
 
         .executableTarget(
             name: "askrelay",
             dependencies: ["ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol"],
+            swiftSettings: strict
+        ),
+
+        .executableTarget(
+            name: "askrelay-broker",
+            dependencies: ["AskBroker", "AskCLI", "AskLogging"],
             swiftSettings: strict
         ),
 

@@ -341,3 +341,23 @@ public final class JoinableThread: Sendable {
         return finished.wait(timeout: .now() + .nanoseconds(Int(nanoseconds))) == .success
     }
 }
+
+/// Turns SIGTERM / SIGINT (or any signals) into a callback on a dispatch queue, for a graceful drain.
+public final class SignalWatcher: @unchecked Sendable {  // @unchecked: the sources are only touched in init and deinit.
+    private let sources: [any DispatchSourceSignal]
+
+    public init(signals: [Int32], _ handler: @escaping @Sendable (Int32) -> Void) {
+        let queue = DispatchQueue(label: "askrelay.signals")
+        sources = signals.map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { handler(number) }
+            source.resume()
+            return source
+        }
+    }
+
+    deinit {
+        for source in sources { source.cancel() }
+    }
+}

@@ -1,0 +1,655 @@
+import AskLogging
+import AskProtocol
+import Foundation
+import ZeroMQ
+
+/// The AskRelay broker: one ROUTER socket, one thread, one loop.
+///
+/// Each loop turn reads a batch of messages, applies them to the in-memory state (sessions, mailboxes, the question
+/// ledger) and to the journal's open transaction, commits the journal once, and only then acknowledges what it
+/// accepted and delivers what is due. Bodies are never decoded on this path, except for the few kinds the ledger
+/// must read.
+public final class Broker {
+    public let configuration: BrokerConfiguration
+    let logger: Logger
+    let socket: Socket
+    /// The endpoints actually bound (with OS-chosen ports resolved).
+    public let boundEndpoints: [String]
+    let journal: Journal
+    public let instanceID = MessageID.random().description.prefix(12).description
+
+    var sessions: [PeerID: Session] = [:]
+    var mailboxes: [String: Mailbox] = [:]
+    var inflightIndex: [MessageID: Mailbox] = [:]
+    var dirty: [Mailbox] = []
+    var dirtySet: Set<ObjectIdentifier> = []
+    var sessionsWithAcks: [Session] = []
+    var turnAccepted: [(envelope: Envelope, session: Session)] = []
+    var accepted: Set<MessageID> = []
+    var acceptedOrder: [(at: ContinuousClock.Instant, id: MessageID)] = []
+    var acceptedHead = 0
+    var limitsAffinity: [String: String] = [:]
+    var nextSerial = 0
+    var nextSeq: Int64 = 1
+    var totalQueued = 0
+    var stopping = false
+    public internal(set) var stats = BrokerStats()
+    var ledger: QuestionLedger
+
+    var input = Multipart()
+    var output = Multipart()
+    let wake: WakePipe
+    var lastHousekeeping = ContinuousClock.now
+    var lastAckScan = ContinuousClock.now
+    var statsPublisher: StatsPublisher?
+
+    /// Opens the journal, recovers its state and binds every endpoint. Call ``run()`` on the same thread next.
+    /// - Throws: ``ZMQError`` for an endpoint that cannot be bound, or the journal's error.
+    public init(configuration: BrokerConfiguration, logger: Logger, context: Context, wake: WakePipe) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.wake = wake
+        journal = try Journal(directory: configuration.dataDirectory, durability: configuration.durability)
+        ledger = QuestionLedger(configuration: configuration)
+        socket = try context.socket(.router)
+        try socket.set(.linger, 0)
+        try socket.set(.routerMandatory, true)
+        try socket.set(.sendHighWaterMark, 0)
+        try socket.set(.receiveHighWaterMark, 0)
+        try socket.set(.maxMessageSize, Int64(configuration.limits.maxBody + 4096))
+        var bound: [String] = []
+        for endpoint in configuration.endpoints {
+            bound.append(try socket.bind(endpoint))
+        }
+        boundEndpoints = bound
+        if let statsEndpoint = configuration.statsEndpoint {
+            statsPublisher = try StatsPublisher(context: context, endpoint: statsEndpoint)
+        }
+        try recover()
+    }
+
+    // MARK: Loop
+
+    /// Serves until ``WakePipe/signal()`` is called, then drains: says BYE to every session, commits, returns.
+    public func run() throws {
+        var poller = Poller()
+        let socketIndex = poller.add(socket)
+        let wakeIndex = poller.add(fileDescriptor: wake.readDescriptor)
+        logger.notice("broker ready", ["endpoints": boundEndpoints.joined(separator: ","), "durability": configuration.durability.rawValue, "instance": instanceID])
+        while !stopping {
+            try poller.poll(timeoutMilliseconds: pollTimeout())
+            if poller.isReady(wakeIndex) {
+                wake.drain()
+                stopping = true
+            }
+            if poller.isReady(socketIndex) {
+                try readBatch()
+            }
+            finishTurn()
+            try timers()
+        }
+        shutdown()
+    }
+
+    func pollTimeout() -> Int {
+        if !dirty.isEmpty { return 0 }
+        var milliseconds = 50
+        if let deadline = ledger.nextDeadline {
+            let left = Date().distance(to: deadline)
+            milliseconds = min(milliseconds, max(0, Int(left * 1000) + 1))
+        }
+        return milliseconds
+    }
+
+    func readBatch() throws {
+        for _ in 0..<configuration.batchSize {
+            guard try socket.receive(into: &input, .dontWait) else { return }
+            handleInput()
+        }
+    }
+
+    /// Commits the turn's journal writes, then acknowledges and delivers.
+    func finishTurn() {
+        if journal.hasPendingWrites {
+            do {
+                if let took = try journal.commitIfNeeded() { stats.recordCommit(took) }
+            } catch {
+                withdrawTurn(error)
+            }
+        }
+        turnAccepted.removeAll(keepingCapacity: true)
+        for session in sessionsWithAcks where session.isAlive && !session.pendingAcks.isEmpty {
+            var start = 0
+            while start < session.pendingAcks.count {
+                let end = min(start + configuration.limits.maxAckIDs, session.pendingAcks.count)
+                output.removeAll()
+                output.append(session.identity)
+                WireEncoder.ack(session.pendingAcks[start..<end], into: &output)
+                sendToPeer(session)
+                start = end
+            }
+            session.pendingAcks.removeAll(keepingCapacity: true)
+        }
+        sessionsWithAcks.removeAll(keepingCapacity: true)
+        pumpDirty()
+    }
+
+    /// The journal could not commit: nothing from this turn is acknowledged or delivered.
+    func withdrawTurn(_ error: any Error) {
+        stats.storageFailures += 1
+        logger.error("journal commit failed; refusing this turn's messages", ["error": "\(error)", "messages": turnAccepted.count])
+        let failure = WireError(.storageFailed, "the broker could not write its journal: \(error)")
+        for (envelope, session) in turnAccepted {
+            envelope.withdrawn = true
+            accepted.remove(envelope.id)
+            session.pendingAcks.removeAll { $0 == envelope.id }
+            nack(session: session, id: envelope.id, failure)
+        }
+    }
+
+    // MARK: Input
+
+    func handleInput() {
+        guard input.count >= 1 else { return }
+        let peer = input.withFrame(0) { PeerID($0) }
+        let session = sessions[peer]
+        let parsed: ParsedFrames
+        do {
+            parsed = try WireParser.parse(input, base: 1, limits: configuration.limits)
+        } catch {
+            refuseInput(error, session: session)
+            return
+        }
+        if let session { session.lastHeard = .now }
+        switch parsed.command {
+        case .heartbeat:
+            if session == nil { refuseInput(WireError(.notRegistered, "this connection has no session; send HELLO"), session: nil) }
+        case .hello:
+            handleHello(peer: peer, parsed: parsed, existing: session)
+        case .send:
+            guard let session else {
+                refuseInput(WireError(.notRegistered, "SEND before HELLO: register first"), session: nil, id: parsed.id)
+                return
+            }
+            handleSend(session: session, parsed: parsed)
+        case .ack:
+            guard let session else {
+                refuseInput(WireError(.notRegistered, "ACK before HELLO: register first"), session: nil)
+                return
+            }
+            handleAck(session: session, parsed: parsed)
+        case .nack:
+            // A worker refused a delivery it cannot process; it will never ack it, so stop retrying.
+            guard let session, let id = parsed.id else { return }
+            stats.refusedByWorkers += 1
+            logger.warning("worker refused a delivery", ["worker": session.worker, "id": id, "code": input.string(parsed.codeFrame), "reason": input.string(parsed.reasonFrame)])
+            acknowledge(id, by: session)
+        case .bye:
+            if let session { endSession(session, reason: "said bye") }
+        case .welcome, .deliver:
+            refuseInput(WireError(.unknownCommand, "\(parsed.command) is sent by the broker, not to it"), session: session, id: parsed.id)
+        }
+    }
+
+    /// Counts, logs and answers bad input; changes nothing else.
+    func refuseInput(_ error: WireError, session: Session?, id: MessageID? = nil) {
+        stats.countRefusal(error.code)
+        logger.info("refused input", ["code": error.code.rawValue, "peer": session?.worker ?? "unregistered", "reason": error.reason])
+        output.removeAll()
+        input.withFrame(0) { output.append($0) }
+        WireEncoder.nack(id: id, error, into: &output)
+        _ = try? socket.send(output, .dontWait)
+    }
+
+    func nack(session: Session, id: MessageID?, _ error: WireError) {
+        stats.countRefusal(error.code)
+        output.removeAll()
+        output.append(session.identity)
+        WireEncoder.nack(id: id, error, into: &output)
+        sendToPeer(session)
+    }
+
+    func handleHello(peer: PeerID, parsed: ParsedFrames, existing: Session?) {
+        let hello: Hello
+        do {
+            hello = try input.withFrame(parsed.bodyFrame) { try SessionJSON.decode(Hello.self, from: $0.bindMemory(to: UInt8.self)) }
+        } catch let error as WireError {
+            refuseInput(error, session: existing)
+            return
+        } catch {
+            refuseInput(WireError(.invalidJSON, "\(error)"), session: existing)
+            return
+        }
+        if let problem = helloProblem(hello, peer: peer) {
+            refuseInput(problem, session: existing)
+            return
+        }
+        if let existing { endSession(existing, reason: "registered again", requeue: true) }
+        let identity = Array(input[0])
+        let window = min(hello.window ?? configuration.window, configuration.window)
+        let session = Session(peer: peer, identity: identity, serial: nextSerial, hello: hello, window: max(1, window), now: .now)
+        nextSerial += 1
+        sessions[peer] = session
+        for claim in hello.endpoints {
+            session.addresses[claim.address] = claim.family
+            let mailbox = mailbox(for: claim.address)
+            mailbox.owner = session
+            markDirty(mailbox)
+            if hello.role == .guardian, let family = claim.family {
+                let id = String(claim.address.dropFirst("guardian/".count))
+                if ledger.addGuardian(family: family, guardian: id) {
+                    try? journal.addGuardian(family: family, guardian: id)
+                }
+            }
+        }
+        if hello.role == .limits { rerouteParkedLimitsWork() }
+        stats.sessionsOpened += 1
+        logger.info("session registered", ["worker": hello.worker, "role": hello.role.rawValue, "addresses": hello.endpoints.count])
+        let welcome = Welcome(
+            session: "\(instanceID)-\(session.serial)",
+            heartbeatMs: Int(configuration.heartbeatInterval.components.seconds * 1000 + configuration.heartbeatInterval.components.attoseconds / 1_000_000_000_000_000),
+            liveness: configuration.liveness,
+            window: session.window,
+            broker: instanceID
+        )
+        output.removeAll()
+        output.append(identity)
+        WireEncoder.session(.welcome, body: SessionJSON.encode(welcome), into: &output)
+        sendToPeer(session)
+    }
+
+    func helloProblem(_ hello: Hello, peer: PeerID) -> WireError? {
+        guard hello.version == Int(Wire.version) else {
+            return WireError(.unsupportedVersion, "HELLO version \(hello.version) is not supported; this broker speaks \(Wire.version)")
+        }
+        guard !hello.endpoints.isEmpty else { return WireError(.missingFrames, "HELLO lists no endpoints") }
+        guard hello.endpoints.count <= 200_000 else { return WireError(.oversizeFrame, "HELLO lists more than 200000 endpoints") }
+        var seen: Set<String> = []
+        for claim in hello.endpoints {
+            guard seen.insert(claim.address).inserted else {
+                return WireError(.badAddress, "HELLO lists '\(claim.address)' twice")
+            }
+            guard Self.isValidAddress(claim.address) else {
+                return WireError(.badAddress, "'\(claim.address)' is not 'role/id' (id: A-Z a-z 0-9 . _ -, 1-64 bytes)")
+            }
+            guard claim.address.hasPrefix(hello.role.addressPrefix) else {
+                return WireError(.forbidden, "role \(hello.role.rawValue) may not serve '\(claim.address)'")
+            }
+            if hello.role == .child || hello.role == .guardian {
+                guard let family = claim.family, Self.isValidIdentifier(family) else {
+                    return WireError(.forbidden, "'\(claim.address)' needs a family (A-Z a-z 0-9 . _ -, 1-64 bytes)")
+                }
+            }
+            if let owner = mailboxes[claim.address]?.owner, owner.isAlive, owner.peer != peer {
+                return WireError(.addressTaken, "'\(claim.address)' is served by a live session (\(owner.worker))")
+            }
+        }
+        return nil
+    }
+
+    static func isValidIdentifier(_ text: some StringProtocol) -> Bool {
+        let bytes = text.utf8
+        return !bytes.isEmpty && bytes.count <= 64
+            && bytes.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2E || $0 == 0x5F || $0 == 0x2D }
+    }
+
+    static func isValidAddress(_ address: String) -> Bool {
+        guard let slash = address.firstIndex(of: "/") else { return false }
+        let role = address[..<slash]
+        return !role.isEmpty && role.utf8.allSatisfy { $0 >= 0x61 && $0 <= 0x7A } && isValidIdentifier(address[address.index(after: slash)...])
+    }
+
+    func handleSend(session: Session, parsed: ParsedFrames) {
+        guard let id = parsed.id else { return }
+        let from = input.string(parsed.fromFrame)
+        guard session.addresses[from] != nil else {
+            nack(session: session, id: id, WireError(.forbidden, "this session does not serve '\(from)'"))
+            return
+        }
+        if accepted.contains(id) {
+            // A retry after a lost ACK: acknowledge again, store nothing.
+            stats.duplicates += 1
+            queueAck(id, for: session)
+            return
+        }
+        let to = input.string(parsed.toFrame)
+        let kind = input.string(parsed.kindFrame)
+        guard !QuestionLedger.brokerOnlyKinds.contains(kind) else {
+            nack(session: session, id: id, WireError(.forbidden, "only the broker sends '\(kind)'"))
+            return
+        }
+        do {
+            if to == "broker" || QuestionLedger.watchedKinds.contains(kind) {
+                try ledgerSend(session: session, parsed: parsed, id: id, from: from, to: to, kind: kind)
+            } else {
+                try route(id: id, from: from, to: to, kind: kind, subject: parsed.subject, body: Array(input[parsed.bodyFrame]))
+            }
+        } catch {
+            nack(session: session, id: id, error)
+            return
+        }
+        accept(id, from: session)
+        stats.countRouted(kind)
+    }
+
+    /// Marks a SEND accepted: remembered for deduplication, acknowledged after the commit.
+    func accept(_ id: MessageID, from session: Session) {
+        accepted.insert(id)
+        acceptedOrder.append((.now, id))
+        if journal.durability != .off { try? journal.rememberAccepted(id, at: Date()) }
+        queueAck(id, for: session)
+    }
+
+    func queueAck(_ id: MessageID, for session: Session) {
+        if session.pendingAcks.isEmpty { sessionsWithAcks.append(session) }
+        session.pendingAcks.append(id)
+    }
+
+    /// Queues a message for `to` (journaled when durable).
+    /// - Throws: ``WireError`` `busy` when a queue limit is reached, `bad-address` for the broker's own address.
+    func route(id: MessageID, from: String, to: String, kind: String, subject: MessageID?, body: [UInt8], expiresAt: Date? = nil, limitsKey: String? = nil) throws(WireError) {
+        guard to != "broker" else { throw WireError(.badAddress, "kind '\(kind)' is not one the broker handles") }
+        let target = to == "limits" ? limitsTarget(for: limitsKey ?? from) : to
+        let mailbox = mailbox(for: target)
+        guard mailbox.waitingCount + mailbox.inflight.count < configuration.maxQueuedPerAddress else {
+            stats.busy += 1
+            throw WireError(.busy, "'\(target)' has \(configuration.maxQueuedPerAddress) messages queued; retry later")
+        }
+        guard totalQueued < configuration.maxQueuedTotal else {
+            stats.busy += 1
+            throw WireError(.busy, "the broker holds \(configuration.maxQueuedTotal) queued messages; retry later")
+        }
+        let persistent = journal.durability != .off
+        let now = Date()
+        let envelope = Envelope(seq: nextSeq, id: id, from: from, to: to, kind: kind, subject: subject, body: body, createdAt: now.timeIntervalSince1970, persistent: persistent)
+        nextSeq += 1
+        if persistent {
+            do {
+                try journal.storeMessage(StoredMessage(seq: envelope.seq, id: id, from: from, to: to, kind: kind, subject: subject, body: body, createdAt: now, expiresAt: expiresAt))
+            } catch {
+                throw WireError(.storageFailed, "the journal refused the message: \(error)")
+            }
+        }
+        mailbox.enqueue(envelope)
+        totalQueued += 1
+        markDirty(mailbox)
+    }
+
+    func handleAck(session: Session, parsed: ParsedFrames) {
+        for id in input.ackIDs(parsed) { acknowledge(id, by: session) }
+    }
+
+    func acknowledge(_ id: MessageID, by session: Session) {
+        guard let mailbox = inflightIndex[id], mailbox.owner === session, let envelope = mailbox.inflight.removeValue(forKey: id) else {
+            stats.staleAcks += 1
+            return
+        }
+        inflightIndex.removeValue(forKey: id)
+        totalQueued -= 1
+        stats.delivered += 1
+        if envelope.persistent { try? journal.deleteMessage(id: id, to: envelope.to) }
+        markDirty(mailbox)
+    }
+
+    // MARK: Delivery
+
+    func mailbox(for address: String) -> Mailbox {
+        if let mailbox = mailboxes[address] { return mailbox }
+        let mailbox = Mailbox(address: address)
+        mailboxes[address] = mailbox
+        return mailbox
+    }
+
+    func markDirty(_ mailbox: Mailbox) {
+        if dirtySet.insert(ObjectIdentifier(mailbox)).inserted { dirty.append(mailbox) }
+    }
+
+    func pumpDirty() {
+        guard !dirty.isEmpty else { return }
+        let batch = dirty
+        dirty.removeAll(keepingCapacity: true)
+        dirtySet.removeAll(keepingCapacity: true)
+        for mailbox in batch { pump(mailbox) }
+    }
+
+    func pump(_ mailbox: Mailbox) {
+        guard let owner = mailbox.owner, owner.isAlive else { return }
+        while mailbox.inflight.count < owner.window, let envelope = mailbox.dequeue() {
+            if envelope.withdrawn {
+                totalQueued -= 1
+                continue
+            }
+            guard deliver(envelope, to: owner) else {
+                mailbox.pushFront(envelope)
+                if owner.isAlive { markDirty(mailbox) }
+                return
+            }
+            mailbox.inflight[envelope.id] = envelope
+            inflightIndex[envelope.id] = mailbox
+        }
+    }
+
+    /// Sends one DELIVER. - Returns: `false` if the peer cannot take it now (or is gone).
+    func deliver(_ envelope: Envelope, to owner: Session) -> Bool {
+        output.removeAll()
+        output.append(owner.identity)
+        WireEncoder.message(.deliver, id: envelope.id, from: envelope.from, to: envelope.to, kind: envelope.kind, subject: envelope.subject, body: envelope.body, into: &output)
+        guard sendToPeer(owner) else { return false }
+        envelope.deliveredAt = .now
+        return true
+    }
+
+    /// Sends `output` to a session's peer without blocking. A peer that has gone is ended.
+    @discardableResult
+    func sendToPeer(_ session: Session) -> Bool {
+        do {
+            let sent = try socket.send(output, .dontWait)
+            if sent { session.lastSent = .now }
+            return sent
+        } catch let error as ZMQError where error.isHostUnreachable {
+            endSession(session, reason: "peer disconnected")
+            return false
+        } catch {
+            logger.error("send failed", ["worker": session.worker, "error": "\(error)"])
+            return false
+        }
+    }
+
+    // MARK: Sessions
+
+    /// Ends a session: its addresses lose their owner and unacked deliveries go back to their queues.
+    func endSession(_ session: Session, reason: String, requeue: Bool = true) {
+        guard session.isAlive else { return }
+        session.isAlive = false
+        sessions.removeValue(forKey: session.peer)
+        stats.sessionsClosed += 1
+        logger.info("session ended", ["worker": session.worker, "reason": reason])
+        for address in session.addresses.keys {
+            guard let mailbox = mailboxes[address], mailbox.owner === session else { continue }
+            mailbox.owner = nil
+            for id in mailbox.inflight.keys { inflightIndex.removeValue(forKey: id) }
+            if session.role == .limits {
+                // Work for the limits service goes to another live limits worker, or waits for one.
+                let work = mailbox.drainAll()
+                var kept: [Envelope] = []
+                for envelope in work {
+                    if envelope.to == "limits" {
+                        let target = self.mailbox(for: limitsTarget(for: envelope.from))
+                        target.enqueue(envelope)
+                        markDirty(target)
+                    } else {
+                        kept.append(envelope)
+                    }
+                }
+                for envelope in kept { mailbox.enqueue(envelope) }
+            } else {
+                mailbox.requeueInflight()
+            }
+        }
+    }
+
+    /// The limits worker for a sender: sticky while that worker lives, otherwise the live one chosen by rendezvous
+    /// hashing; `limits` (parked until one registers) when none is alive.
+    func limitsTarget(for from: String) -> String {
+        let child = from
+        if let address = limitsAffinity[child], let owner = mailboxes[address]?.owner, owner.isAlive { return address }
+        var best: (score: UInt64, address: String)?
+        for session in sessions.values where session.role == .limits && session.isAlive {
+            for address in session.addresses.keys {
+                let score = Self.mix(Self.hash(child) ^ Self.hash(address))
+                if best == nil || score > best!.score { best = (score, address) }
+            }
+        }
+        guard let best else { return "limits" }
+        limitsAffinity[child] = best.address
+        return best.address
+    }
+
+    func rerouteParkedLimitsWork() {
+        guard let parked = mailboxes["limits"], parked.waitingCount > 0 else { return }
+        for envelope in parked.drainAll() {
+            let target = mailbox(for: limitsTarget(for: envelope.from))
+            target.enqueue(envelope)
+            markDirty(target)
+        }
+    }
+
+    static func hash(_ text: String) -> UInt64 {
+        var value: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 { value = (value ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return value
+    }
+
+    static func mix(_ x: UInt64) -> UInt64 {
+        var z = x &+ 0x9e37_79b9_7f4a_7c15
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+
+    // MARK: Timers
+
+    func timers() throws {
+        let now = ContinuousClock.now
+        if ledger.nextDeadline.map({ $0 <= Date() }) ?? false {
+            expireQuestions()
+        }
+        guard now - lastHousekeeping >= .milliseconds(50) else { return }
+        lastHousekeeping = now
+        let interval = configuration.heartbeatInterval
+        let deadline = interval * configuration.liveness
+        for session in Array(sessions.values) {
+            if now - session.lastHeard > deadline {
+                endSession(session, reason: "missed \(configuration.liveness) heartbeats")
+                continue
+            }
+            if now - session.lastSent >= interval {
+                output.removeAll()
+                output.append(session.identity)
+                WireEncoder.heartbeat(into: &output)
+                sendToPeer(session)
+            }
+        }
+        if now - lastAckScan >= configuration.ackTimeout / 4 {
+            lastAckScan = now
+            redeliverOverdue(now: now)
+            pruneAccepted(now: now)
+        }
+        if let publisher = statsPublisher, publisher.isDue(now: now, interval: configuration.statsInterval) {
+            publisher.publish(snapshot())
+        }
+        finishTurn()
+    }
+
+    func redeliverOverdue(now: ContinuousClock.Instant) {
+        for (id, mailbox) in inflightIndex {
+            guard let envelope = mailbox.inflight[id], let owner = mailbox.owner, owner.isAlive,
+                let delivered = envelope.deliveredAt, now - delivered >= configuration.ackTimeout
+            else { continue }
+            stats.redelivered += 1
+            _ = deliver(envelope, to: owner)
+        }
+    }
+
+    /// Forgets accepted SEND ids older than ten ack timeouts: a sender retries well within that.
+    func pruneAccepted(now: ContinuousClock.Instant) {
+        let horizon = configuration.ackTimeout * 10
+        while acceptedHead < acceptedOrder.count, now - acceptedOrder[acceptedHead].at > horizon {
+            accepted.remove(acceptedOrder[acceptedHead].id)
+            acceptedHead += 1
+        }
+        if acceptedHead > 4096 && acceptedHead * 2 > acceptedOrder.count {
+            acceptedOrder.removeFirst(acceptedHead)
+            acceptedHead = 0
+            if journal.durability != .off { try? journal.forgetAccepted(before: Date().addingTimeInterval(-Double(horizon.components.seconds))) }
+        }
+    }
+
+    // MARK: Recovery and shutdown
+
+    func recover() throws {
+        let messages = try journal.loadMessages()
+        for stored in messages {
+            let envelope = Envelope(seq: stored.seq, id: stored.id, from: stored.from, to: stored.to, kind: stored.kind, subject: stored.subject, body: stored.body, createdAt: stored.createdAt.timeIntervalSince1970, persistent: true)
+            mailbox(for: stored.to).enqueue(envelope)
+            totalQueued += 1
+            nextSeq = max(nextSeq, stored.seq + 1)
+        }
+        for (family, guardians) in try journal.loadGuardians() {
+            for guardian in guardians { _ = ledger.addGuardian(family: family, guardian: guardian) }
+        }
+        let questions = try journal.loadQuestions(openOnly: true)
+        for record in questions { ledger.restore(record) }
+        let horizon = Date().addingTimeInterval(-Double((configuration.ackTimeout * 10).components.seconds))
+        for id in try journal.loadAccepted(since: horizon) {
+            accepted.insert(id)
+            acceptedOrder.append((.now, id))
+        }
+        if !messages.isEmpty || !questions.isEmpty {
+            logger.notice("recovered from journal", ["messages": messages.count, "open_questions": questions.count])
+        }
+    }
+
+    func shutdown() {
+        logger.notice("broker stopping", ["sessions": sessions.count, "queued": totalQueued])
+        for session in Array(sessions.values) {
+            output.removeAll()
+            output.append(session.identity)
+            WireEncoder.bye(reason: "broker shutting down", into: &output)
+            _ = try? socket.send(output, .dontWait)
+        }
+        do { _ = try journal.commitIfNeeded() } catch { logger.error("final journal commit failed", ["error": "\(error)"]) }
+        logger.notice("broker stopped")
+    }
+}
+
+/// A self-pipe that wakes the broker's poll from any thread (a signal handler included).
+public final class WakePipe: Sendable {
+    public let readDescriptor: Int32
+    let writeDescriptor: Int32
+
+    public init() throws {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw ZMQError(code: errno, call: "pipe") }
+        readDescriptor = fds[0]
+        writeDescriptor = fds[1]
+        _ = fcntl(readDescriptor, F_SETFL, fcntl(readDescriptor, F_GETFL) | O_NONBLOCK)
+        _ = fcntl(writeDescriptor, F_SETFL, fcntl(writeDescriptor, F_GETFL) | O_NONBLOCK)
+    }
+
+    deinit {
+        close(readDescriptor)
+        close(writeDescriptor)
+    }
+
+    /// Wakes the reader. Async-signal-safe.
+    public func signal() {
+        var byte: UInt8 = 1
+        _ = write(writeDescriptor, &byte, 1)
+    }
+
+    func drain() {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while read(readDescriptor, &buffer, 64) > 0 {}
+    }
+}

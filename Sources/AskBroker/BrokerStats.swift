@@ -1,0 +1,105 @@
+import AskProtocol
+import Foundation
+import ZeroMQ
+
+/// Counters the broker keeps and publishes. Plain values, owned by the broker thread.
+public struct BrokerStats: Sendable {
+    public var routedByKind: [String: Int] = [:]
+    public var refusalsByCode: [String: Int] = [:]
+    public var delivered = 0
+    public var redelivered = 0
+    public var duplicates = 0
+    public var staleAcks = 0
+    public var busy = 0
+    public var refusedByWorkers = 0
+    public var storageFailures = 0
+    public var sessionsOpened = 0
+    public var sessionsClosed = 0
+    public var commits = 0
+    /// Journal commit latencies in microseconds, the most recent ones (a ring).
+    var commitMicros: [Int] = []
+    var commitHead = 0
+
+    mutating func countRouted(_ kind: String) { routedByKind[kind, default: 0] += 1 }
+    mutating func countRefusal(_ code: ErrorCode) { refusalsByCode[code.rawValue, default: 0] += 1 }
+
+    mutating func recordCommit(_ took: Duration) {
+        commits += 1
+        let micros = Int(took.components.seconds * 1_000_000 + took.components.attoseconds / 1_000_000_000_000)
+        if commitMicros.count < 1024 { commitMicros.append(micros) } else {
+            commitMicros[commitHead] = micros
+            commitHead = (commitHead + 1) % 1024
+        }
+    }
+
+    /// p50 / p99 / max of the recent commit latencies, in microseconds.
+    public var commitPercentiles: (p50: Int, p99: Int, max: Int) {
+        let sorted = commitMicros.sorted()
+        guard !sorted.isEmpty else { return (0, 0, 0) }
+        return (sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 99 / 100)], sorted.last!)
+    }
+}
+
+/// A point-in-time view of the broker, published as JSON on the stats endpoint.
+public struct BrokerSnapshot: Sendable, Codable {
+    public var broker: String
+    public var time: Date
+    public var sessions: [String: Int]
+    public var routedByKind: [String: Int]
+    public var refusalsByCode: [String: Int]
+    public var delivered: Int
+    public var redelivered: Int
+    public var duplicates: Int
+    public var busy: Int
+    public var queued: Int
+    public var inflight: Int
+    public var deepestQueues: [String: Int]
+    public var ledger: [String: Int]
+    public var commits: Int
+    public var commitMicros: [String: Int]
+}
+
+extension Broker {
+    public func snapshot() -> BrokerSnapshot {
+        var roles: [String: Int] = [:]
+        for session in sessions.values { roles[session.role.rawValue, default: 0] += 1 }
+        let deepest = mailboxes.values.map { ($0.address, $0.waitingCount + $0.inflight.count) }.filter { $0.1 > 0 }
+            .sorted { $0.1 > $1.1 }.prefix(10)
+        let commit = stats.commitPercentiles
+        return BrokerSnapshot(
+            broker: instanceID, time: Date(), sessions: roles, routedByKind: stats.routedByKind,
+            refusalsByCode: stats.refusalsByCode, delivered: stats.delivered, redelivered: stats.redelivered,
+            duplicates: stats.duplicates, busy: stats.busy, queued: totalQueued, inflight: inflightIndex.count,
+            deepestQueues: Dictionary(uniqueKeysWithValues: deepest.map { ($0.0, $0.1) }),
+            ledger: ledger.countsByState(), commits: stats.commits,
+            commitMicros: ["p50": commit.p50, "p99": commit.p99, "max": commit.max])
+    }
+}
+
+/// Publishes snapshots on a PUB socket.
+final class StatsPublisher {
+    let socket: Socket
+    var last = ContinuousClock.now
+
+    init(context: Context, endpoint: String) throws {
+        socket = try context.socket(.pub)
+        try socket.set(.linger, 0)
+        try socket.set(.sendHighWaterMark, 16)
+        try socket.bind(endpoint)
+    }
+
+    func isDue(now: ContinuousClock.Instant, interval: Duration) -> Bool {
+        guard now - last >= interval else { return false }
+        last = now
+        return true
+    }
+
+    func publish(_ snapshot: BrokerSnapshot) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        guard let body = try? encoder.encode(snapshot) else { return }
+        _ = try? socket.send("stats", more: true, .dontWait)
+        _ = try? socket.send(Array(body), .dontWait)
+    }
+}

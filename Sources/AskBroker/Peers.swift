@@ -1,0 +1,146 @@
+import AskProtocol
+import ZeroMQ
+
+/// A ROUTER peer identity, packed into integers so the hot path hashes without allocating.
+/// libzmq's generated identities are 5 bytes; identities up to 16 bytes stay inline.
+struct PeerID: Hashable, Sendable {
+    private let high: UInt64
+    private let low: UInt64
+    private let length: UInt8
+    private let overflow: [UInt8]?
+
+    init(_ bytes: UnsafeRawBufferPointer) {
+        if bytes.count <= 16 {
+            var high: UInt64 = 0
+            var low: UInt64 = 0
+            for index in 0..<bytes.count {
+                if index < 8 { high |= UInt64(bytes[index]) << (8 * UInt64(index)) }
+                else { low |= UInt64(bytes[index]) << (8 * UInt64(index - 8)) }
+            }
+            self.high = high
+            self.low = low
+            self.overflow = nil
+        } else {
+            self.high = 0
+            self.low = 0
+            self.overflow = Array(bytes.bindMemory(to: UInt8.self))
+        }
+        self.length = UInt8(truncatingIfNeeded: bytes.count)
+    }
+}
+
+/// One registered connection: who it is, what it serves, when it was last heard.
+final class Session {
+    let peer: PeerID
+    /// The ROUTER identity, to address frames to this peer.
+    let identity: [UInt8]
+    let serial: Int
+    let role: SessionRole
+    let worker: String
+    /// Addresses served, with each one's family (for child and guardian addresses).
+    var addresses: [String: String?] = [:]
+    var window: Int
+    var lastHeard: ContinuousClock.Instant
+    var lastSent: ContinuousClock.Instant
+    /// Ids accepted this turn, acknowledged in one ACK after the journal commit.
+    var pendingAcks: [MessageID] = []
+    var isAlive = true
+
+    init(peer: PeerID, identity: [UInt8], serial: Int, hello: Hello, window: Int, now: ContinuousClock.Instant) {
+        self.peer = peer
+        self.identity = identity
+        self.serial = serial
+        self.role = hello.role
+        self.worker = hello.worker
+        self.window = window
+        self.lastHeard = now
+        self.lastSent = now
+    }
+}
+
+/// One message copy on its way to one address.
+final class Envelope {
+    let seq: Int64
+    let id: MessageID
+    let from: String
+    /// The address as the sender wrote it (`limits` for the service).
+    let to: String
+    let kind: String
+    let subject: MessageID?
+    let body: [UInt8]
+    let createdAt: Double
+    /// Written to the journal (and so deleted from it when acked).
+    let persistent: Bool
+    var deliveredAt: ContinuousClock.Instant?
+    /// Set when the turn that accepted it failed to commit: never deliver.
+    var withdrawn = false
+
+    init(seq: Int64, id: MessageID, from: String, to: String, kind: String, subject: MessageID?, body: [UInt8], createdAt: Double, persistent: Bool) {
+        self.seq = seq
+        self.id = id
+        self.from = from
+        self.to = to
+        self.kind = kind
+        self.subject = subject
+        self.body = body
+        self.createdAt = createdAt
+        self.persistent = persistent
+    }
+}
+
+/// The queue of one logical address: waiting messages in order, and those delivered but not yet acked.
+final class Mailbox {
+    let address: String
+    var owner: Session?
+    private var waiting: [Envelope] = []
+    private var head = 0
+    var inflight: [MessageID: Envelope] = [:]
+
+    init(address: String) { self.address = address }
+
+    var waitingCount: Int { waiting.count - head }
+    var isEmpty: Bool { waitingCount == 0 && inflight.isEmpty }
+
+    func enqueue(_ envelope: Envelope) { waiting.append(envelope) }
+
+    func dequeue() -> Envelope? {
+        guard head < waiting.count else { return nil }
+        let envelope = waiting[head]
+        head += 1
+        if head > 1024 && head * 2 > waiting.count {
+            waiting.removeFirst(head)
+            head = 0
+        }
+        return envelope
+    }
+
+    /// Puts a message that could not be sent back at the head of the queue.
+    func pushFront(_ envelope: Envelope) {
+        if head > 0 {
+            head -= 1
+            waiting[head] = envelope
+        } else {
+            waiting.insert(envelope, at: 0)
+        }
+    }
+
+    /// Puts unacked deliveries back at the front, oldest first, for redelivery to the next owner.
+    func requeueInflight() {
+        guard !inflight.isEmpty else { return }
+        let back = inflight.values.sorted { $0.seq < $1.seq }
+        inflight.removeAll()
+        for envelope in back { envelope.deliveredAt = nil }
+        waiting = back + waiting[head...]
+        head = 0
+    }
+
+    /// Every message not yet acked, oldest first (for re-routing when a service worker goes away).
+    func drainAll() -> [Envelope] {
+        let all = inflight.values.sorted { $0.seq < $1.seq } + waiting[head...]
+        inflight.removeAll()
+        waiting.removeAll()
+        head = 0
+        for envelope in all { envelope.deliveredAt = nil }
+        return all
+    }
+}

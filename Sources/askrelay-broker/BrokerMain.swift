@@ -1,0 +1,92 @@
+import AskBroker
+import AskCLI
+import AskLogging
+import Foundation
+
+/// `askrelay-broker`: parses flags, builds the broker service, runs it until SIGTERM or SIGINT.
+@main
+struct BrokerMain: Command {
+    static let name = "askrelay-broker"
+    static let abstract = "route AskRelay questions and answers between workers, durably"
+    static let discussion = """
+        Prints one line 'ready endpoints=<bound endpoints>' on stdout once it serves; logs go to stderr, one line
+        per event. SIGTERM or SIGINT drains: stop reading, commit the journal, say BYE to every session, exit 0.
+        Durations take a unit: 250ms, 2s, 5m, 48h. See docs/broker.md.
+        """
+    static let options: [OptionSpec] = [
+        .value("endpoint", "URL", env: "ASKRELAY_ENDPOINT", default: "tcp://127.0.0.1:5555", repeatable: true, help: "endpoint to bind (tcp, ipc)"),
+        .value("data-dir", "DIR", env: "ASKRELAY_DATA_DIR", default: "./askrelay-data", help: "folder of the SQLite journal"),
+        .value("durability", "MODE", env: "ASKRELAY_DURABILITY", default: "batch", help: "strict (fsync per commit), batch (WAL, group commit), off (memory only)"),
+        .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
+        .value("liveness", "N", env: "ASKRELAY_LIVENESS", default: "3", help: "missed heartbeats before a peer is dead"),
+        .value("window", "N", env: "ASKRELAY_WINDOW", default: "64", help: "deliveries in flight per address"),
+        .value("ack-timeout", "DURATION", env: "ASKRELAY_ACK_TIMEOUT", default: "10s", help: "redeliver an unacked message after this"),
+        .value("time-scale", "X", env: "ASKRELAY_TIME_SCALE", default: "1", help: "divide product durations (pending window) by X"),
+        .value("pending-window", "DURATION", env: "ASKRELAY_PENDING_WINDOW", default: "48h", help: "how long a question may stay pending, before scaling"),
+        .value("max-queue", "N", env: "ASKRELAY_MAX_QUEUE", default: "100000", help: "messages queued per address before 'busy'"),
+        .value("max-queued-total", "N", env: "ASKRELAY_MAX_QUEUED_TOTAL", default: "2000000", help: "messages queued in all before 'busy'"),
+        .value("stats-endpoint", "URL", env: "ASKRELAY_STATS_ENDPOINT", help: "PUB endpoint for a JSON snapshot every second"),
+        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "trace, debug, info, notice, warning, error"),
+        .flag("allow-insecure", env: "ASKRELAY_ALLOW_INSECURE", help: "serve non-loopback endpoints without CURVE"),
+    ]
+
+    let configuration: BrokerConfiguration
+    let logLevel: LogLevel
+
+    init(arguments: Arguments) throws {
+        var configuration = BrokerConfiguration()
+        configuration.endpoints = arguments.strings("endpoint")
+        configuration.dataDirectory = try arguments.require("data-dir")
+        guard let durability = Durability(rawValue: try arguments.choice("durability", Durability.allCases.map(\.rawValue)) ?? "batch") else {
+            throw UsageError("bad --durability")
+        }
+        configuration.durability = durability
+        configuration.heartbeatInterval = try arguments.duration("heartbeat") ?? .seconds(1)
+        configuration.liveness = try arguments.int("liveness", in: 1...100) ?? 3
+        configuration.window = try arguments.int("window", in: 1...100_000) ?? 64
+        configuration.ackTimeout = try arguments.duration("ack-timeout") ?? .seconds(10)
+        configuration.timeScale = try arguments.double("time-scale", in: 0.000_001...1e9) ?? 1
+        configuration.pendingWindow = try arguments.duration("pending-window") ?? .seconds(48 * 3600)
+        configuration.maxQueuedPerAddress = try arguments.int("max-queue", in: 1...100_000_000) ?? 100_000
+        configuration.maxQueuedTotal = try arguments.int("max-queued-total", in: 1...1_000_000_000) ?? 2_000_000
+        configuration.statsEndpoint = arguments.string("stats-endpoint")
+        configuration.allowInsecure = arguments.flag("allow-insecure")
+        self.configuration = configuration
+        guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {
+            throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.description).joined(separator: ", "))")
+        }
+        logLevel = level
+    }
+
+    func validate() throws {
+        if let problem = configuration.problems().first { throw UsageError(problem) }
+    }
+
+    func run() async throws -> Int32 {
+        let logger = Logger(label: "askrelay-broker", level: logLevel)
+        if configuration.allowInsecure {
+            logger.warning("serving without CURVE on non-loopback endpoints (--allow-insecure)")
+        }
+        let service: BrokerService
+        do {
+            service = try BrokerService(configuration: configuration, logger: logger)
+        } catch {
+            logger.error("broker could not start", ["error": "\(error)"])
+            printError("askrelay-broker: \(error)")
+            return ExitCode.unavailable
+        }
+        let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
+            logger.notice("signal received, draining", ["signal": signal])
+            service.stop()
+        }
+        print("ready endpoints=\(service.endpoints.joined(separator: ","))")
+        fflush(stdout)
+        try await service.waitAsync()
+        _ = signals
+        return ExitCode.success
+    }
+
+    static func main() async {
+        exit(await CommandRunner.run(BrokerMain.self))
+    }
+}

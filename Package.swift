@@ -35,6 +35,9 @@ let package = Package(
         // Hand-written command-line parsing shared by every executable.
         .target(name: "AskCLI", swiftSettings: strict),
 
+        // A small, complete Swift wrapper over SQLite. Nothing project-specific.
+        .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: strict),
+
         .executableTarget(
             name: "askrelay",
             dependencies: ["ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol"],
@@ -44,6 +47,7 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ"], swiftSettings: strict),
         .testTarget(name: "AskProtocolWireTests", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
         .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),
+        .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

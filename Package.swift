@@ -38,6 +38,9 @@ let package = Package(
         // A small, complete Swift wrapper over SQLite. Nothing project-specific.
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: strict),
 
+        // The broker: routing loop, question ledger and its durable journal.
+        .target(name: "AskBroker", dependencies: ["SQLite", "AskProtocol", "ZeroMQ"], swiftSettings: strict),
+
         .executableTarget(
             name: "askrelay",
             dependencies: ["ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol"],
@@ -48,6 +51,7 @@ let package = Package(
         .testTarget(name: "AskProtocolWireTests", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
         .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: strict),
+        .testTarget(name: "JournalTests", dependencies: ["AskBroker", "SQLite"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -11,42 +11,40 @@ let package = Package(
     name: "AskRelay",
     products: [
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
+        .library(name: "AskProtocol", targets: ["AskProtocol"]),
+        .library(name: "AskBroker", targets: ["AskBroker"]),
         .executable(name: "askrelay", targets: ["askrelay"]),
+        .executable(name: "askrelay-broker", targets: ["askrelay-broker"]),
     ],
     targets: [
         // C libraries through pkg-config.
-        .systemLibrary(
-            name: "CZeroMQ",
-            pkgConfig: "libzmq",
-            providers: [.apt(["libzmq3-dev"])]
-        ),
-        .systemLibrary(
-            name: "CSQLite",
-            pkgConfig: "sqlite3",
-            providers: [.apt(["libsqlite3-dev"])]
-        ),
+        .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
 
         // A small, complete Swift wrapper over libzmq. Nothing project-specific.
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: strict),
-
-        // The shared protocol: PermissionKit-shaped Codable model, validation, envelope and wire codec.
-        .target(name: "AskProtocol", dependencies: ["ZeroMQ"], swiftSettings: strict),
-
+        // A small Swift wrapper over SQLite. Nothing project-specific.
+        .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: strict),
         // Structured, levelled log lines (swift-log's shape, no dependency).
         .target(name: "AskLogging", swiftSettings: strict),
-
-        // The broker as a library (testable in-process).
-        .target(name: "AskBroker", dependencies: ["AskProtocol", "ZeroMQ", "AskLogging"], swiftSettings: strict),
-
-        // Hand-written command-line parsing shared by every executable.
+        // Hand-written command-line parsing, signals and threads shared by every executable.
         .target(name: "AskCLI", swiftSettings: strict),
 
+        // The shared protocol: PermissionKit-shaped Codable model, validation, message bodies, wire codec.
+        .target(name: "AskProtocol", dependencies: ["ZeroMQ"], swiftSettings: strict),
+        // The broker as a library (testable in-process), with its SQLite journal.
+        .target(
+            name: "AskBroker",
+            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
+            swiftSettings: strict
+        ),
+
+        // Executables: each `main` only parses arguments, builds the service and runs it.
         .executableTarget(
             name: "askrelay",
             dependencies: ["ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol"],
             swiftSettings: strict
         ),
-
         .executableTarget(
             name: "askrelay-broker",
             dependencies: ["AskBroker", "AskCLI", "AskLogging"],
@@ -54,7 +52,7 @@ let package = Package(
         ),
 
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ"], swiftSettings: strict),
-        .testTarget(name: "AskProtocolWireTests", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
+        .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: strict),
         .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),
         .testTarget(
             name: "AskProtocolTests",
@@ -62,6 +60,8 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),
+        .testTarget(name: "AskProtocolWireTests", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
+        .testTarget(name: "JournalTests", dependencies: ["AskBroker", "SQLite"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

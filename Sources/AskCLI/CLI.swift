@@ -293,6 +293,12 @@ public enum CommandRunner {
     }
 }
 
+/// Writes a line to standard output at once (unbuffered), so a parent process reading a pipe sees it now.
+public func printLine(_ text: String) {
+    var line = text + "\n"
+    line.withUTF8 { buffer in _ = Foundation.write(1, buffer.baseAddress, buffer.count) }
+}
+
 /// Writes a line to standard error.
 public func printError(_ text: String) {
     FileHandle.standardError.write(Data((text + "\n").utf8))

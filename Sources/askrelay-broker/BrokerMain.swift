@@ -79,8 +79,7 @@ struct BrokerMain: Command {
             logger.notice("signal received, draining", ["signal": signal])
             service.stop()
         }
-        print("ready endpoints=\(service.endpoints.joined(separator: ","))")
-        fflush(stdout)
+        printLine("ready endpoints=\(service.endpoints.joined(separator: ","))")
         try await service.waitAsync()
         _ = signals
         return ExitCode.success

@@ -1,0 +1,70 @@
+import SQLite
+
+extension Journal {
+    /// Bump when the schema changes, and add a step to `migrations`.
+    static let schemaVersion: Int64 = 1
+
+    /// `migrations[n]` brings a version-`n` file to version `n + 1`. Version 0 is an empty file.
+    static let migrations: [String] = [
+        """
+        CREATE TABLE message (
+            seq        INTEGER PRIMARY KEY,
+            id         BLOB    NOT NULL,
+            recipient  TEXT    NOT NULL,
+            sender     TEXT    NOT NULL,
+            kind       TEXT    NOT NULL,
+            subject    BLOB,
+            body       BLOB    NOT NULL,
+            created_ms INTEGER NOT NULL,
+            expires_ms INTEGER,
+            UNIQUE (id, recipient)
+        );
+        CREATE TABLE question (
+            id                  BLOB    PRIMARY KEY,
+            child               TEXT    NOT NULL,
+            family              TEXT    NOT NULL,
+            state               TEXT    NOT NULL,
+            closed              INTEGER NOT NULL,
+            created_ms          INTEGER NOT NULL,
+            expires_ms          INTEGER NOT NULL,
+            question            BLOB    NOT NULL,
+            choice_ids          TEXT    NOT NULL,
+            approval_choice_ids TEXT    NOT NULL,
+            answered_by         TEXT,
+            answer_choice_id    TEXT,
+            closed_ms           INTEGER
+        ) WITHOUT ROWID;
+        CREATE INDEX question_open ON question (closed, created_ms);
+        CREATE TABLE guardian (
+            family   TEXT NOT NULL,
+            guardian TEXT NOT NULL,
+            PRIMARY KEY (family, guardian)
+        ) WITHOUT ROWID;
+        CREATE TABLE accepted (
+            id          BLOB    PRIMARY KEY,
+            accepted_ms INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX accepted_time ON accepted (accepted_ms);
+        """
+    ]
+
+    /// Creates or upgrades the schema. Reads `user_version` first so that opening a current file writes nothing
+    /// and takes no write lock (a second connection can open it while the broker holds a transaction).
+    static func migrate(_ db: Database, file: String) throws {
+        var version = try db.userVersion()
+        if version == schemaVersion { return }
+        if version > schemaVersion {
+            throw JournalError(
+                .newerSchema,
+                "\(file) has schema version \(version); this broker understands up to \(schemaVersion). "
+                    + "Run a newer broker or move the file away.")
+        }
+        try db.transaction(.immediate) {
+            // Another process may have migrated between the read above and taking the write lock.
+            version = try db.userVersion()
+            guard version < schemaVersion else { return }
+            for step in Int(max(version, 0))..<Int(schemaVersion) { try db.execute(migrations[step]) }
+            try db.setUserVersion(schemaVersion)
+        }
+    }
+}

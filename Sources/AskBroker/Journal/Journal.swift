@@ -1,0 +1,346 @@
+import AskProtocol
+import Foundation
+import SQLite
+
+/// The broker's durable journal: undelivered messages, the question ledger, family rosters and the SEND
+/// dedup window, in one SQLite file (`journal.sqlite3`, WAL mode) under the broker's state directory.
+///
+/// Group commit: every write joins one open transaction, started by the first write after a commit. The broker
+/// calls `commitIfNeeded()` once per loop turn and tells senders "accepted" only after it returns.
+///
+/// If any write or the commit fails, the whole open transaction is rolled back before the error is thrown, so the
+/// file holds exactly what earlier commits wrote and the broker must refuse all of the turn's work. Writes made
+/// after such a failure start a fresh transaction.
+///
+/// Not `Sendable`: the journal belongs to the broker's loop thread, like the SQLite connection inside it.
+public final class Journal {
+    public static let fileName = "journal.sqlite3"
+
+    /// How long a write waits for a lock held by another connection (a maintenance tool, a second reader
+    /// checkpointing) before failing with `SQLiteError.isBusy`. Short, because the broker loop waits with it.
+    static let busyTimeoutMilliseconds: Int64 = 2_000
+    /// Checkpoint the WAL into the main file every ~4 MB of log (1000 pages of 4 KiB), SQLite's default, set
+    /// explicitly so the value is visible here.
+    static let walAutocheckpointPages: Int64 = 1_000
+    /// After a checkpoint, truncate a WAL that grew beyond this, so one burst does not keep a large file forever.
+    static let journalSizeLimitBytes: Int64 = 64 << 20
+
+    public let durability: Durability
+    /// The journal file, or `nil` when durability is `.off`.
+    public let path: String?
+    /// `nil` when durability is `.off`. Internal so tests can reach SQLite directly.
+    let database: Database?
+    private var pendingWrites = false
+    private let clock = ContinuousClock()
+    private let encoder = JSONEncoder()
+    private let decoder = JSONDecoder()
+
+    /// Opens or creates `directory/journal.sqlite3`.
+    /// - Parameters:
+    ///   - directory: created with mode 0700 (and missing parents) if it does not exist. Not touched for `.off`.
+    ///   - durability: `.off` opens nothing; every write is a no-op and every load is empty.
+    /// - Throws: `JournalError` (`.directory`, `.walUnavailable`, `.newerSchema`) or `SQLiteError`.
+    public init(directory: String, durability: Durability) throws {
+        self.durability = durability
+        guard durability != .off else {
+            path = nil
+            database = nil
+            return
+        }
+        try Self.makeDirectory(directory)
+        let file = (directory.hasSuffix("/") ? directory : directory + "/") + Self.fileName
+        let db = try Database(path: file)
+        // busy_timeout first, so the rest of the set-up waits out a lock instead of failing at once.
+        try db.pragma("busy_timeout", .integer(Self.busyTimeoutMilliseconds))
+        let mode = try db.pragma("journal_mode", "wal")
+        guard case .text(let name)? = mode, name.lowercased() == "wal" else {
+            throw JournalError(.walUnavailable, "\(file): journal_mode stays \(String(describing: mode))")
+        }
+        try db.pragma("synchronous", durability == .strict ? "FULL" : "NORMAL")
+        try db.pragma("wal_autocheckpoint", .integer(Self.walAutocheckpointPages))
+        try db.pragma("journal_size_limit", .integer(Self.journalSizeLimitBytes))
+        try Self.migrate(db, file: file)
+        path = file
+        database = db
+    }
+
+    private static func makeDirectory(_ directory: String) throws {
+        let files = FileManager.default
+        do {
+            try files.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw JournalError(.directory, "cannot create \(directory): \(error)")
+        }
+        var isDirectory: ObjCBool = false
+        guard files.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw JournalError(.directory, "\(directory) is not a directory")
+        }
+    }
+
+    // MARK: Group commit
+
+    /// True if a write happened since the last commit (or rollback).
+    public var hasPendingWrites: Bool { pendingWrites }
+
+    /// Commits the open transaction if any write happened since the last commit.
+    /// - Returns: how long the commit took, or `nil` if there was nothing to commit.
+    /// - Throws: `SQLiteError` (for example `isFull`, `isIOError`, `isBusy`) after rolling the transaction back.
+    @discardableResult
+    public func commitIfNeeded() throws -> Duration? {
+        guard let db = database, pendingWrites else { return nil }
+        let start = clock.now
+        do {
+            try db.commit()
+        } catch {
+            discard(db)
+            throw error
+        }
+        pendingWrites = false
+        return start.duration(to: clock.now)
+    }
+
+    /// Rolls back every write since the last commit, for a turn the broker decided to refuse.
+    public func discardPendingWrites() {
+        if let database { discard(database) }
+    }
+
+    private func discard(_ db: Database) {
+        // SQLite already ends the transaction itself after some errors (SQLITE_FULL, SQLITE_IOERR, ...).
+        if db.isInTransaction { try? db.rollback() }
+        pendingWrites = false
+    }
+
+    /// Runs `body` inside the turn's transaction, opening it if needed. On failure rolls the turn back.
+    @inline(__always)
+    private func write<T>(_ body: (Database) throws -> T) throws -> T? {
+        guard let db = database else { return nil }
+        do {
+            if !db.isInTransaction { try db.begin(.immediate) }
+            let result = try body(db)
+            pendingWrites = true
+            return result
+        } catch {
+            discard(db)
+            throw error
+        }
+    }
+
+    // MARK: Store-and-forward messages
+
+    /// Stores one undelivered copy. Storing the same (id, recipient) again is a no-op that keeps the first copy
+    /// and its place in the delivery order; reusing a `seq` for a different copy throws a constraint error.
+    public func storeMessage(_ m: StoredMessage) throws {
+        try write { db in
+            let s = try db.prepare(
+                """
+                INSERT INTO message (seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (id, recipient) DO NOTHING
+                """)
+            try s.bind(m.seq, at: 1)
+            try s.bind(m.id, at: 2)
+            try s.bind(m.to, at: 3)
+            try s.bind(m.from, at: 4)
+            try s.bind(m.kind, at: 5)
+            if let subject = m.subject { try s.bind(subject, at: 6) } else { try s.bindNull(at: 6) }
+            try s.bind(m.body, at: 7)
+            try s.bind(Self.milliseconds(m.createdAt), at: 8)
+            if let expiresAt = m.expiresAt { try s.bind(Self.milliseconds(expiresAt), at: 9) } else { try s.bindNull(at: 9) }
+            try s.run()
+        }
+    }
+
+    /// Forgets a copy its receiver acknowledged. Deleting a copy that is not stored is not an error.
+    public func deleteMessage(id: MessageID, to: String) throws {
+        try write { db in
+            let s = try db.prepare("DELETE FROM message WHERE id = ?1 AND recipient = ?2")
+            try s.bind(id, at: 1)
+            try s.bind(to, at: 2)
+            try s.run()
+        }
+    }
+
+    /// Every stored copy, by `seq` ascending (restart recovery).
+    public func loadMessages() throws -> [StoredMessage] {
+        guard let db = database else { return [] }
+        let s = try db.prepare(
+            """
+            SELECT seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms
+            FROM message ORDER BY seq
+            """)
+        return try s.rows { row in
+            StoredMessage(
+                seq: row.int64(at: 0), id: try row.messageID(at: 1), from: row.text(at: 3), to: row.text(at: 2),
+                kind: row.text(at: 4), subject: row.isNull(at: 5) ? nil : try row.messageID(at: 5),
+                body: row.blob(at: 6), createdAt: Self.date(row.int64(at: 7)),
+                expiresAt: row.isNull(at: 8) ? nil : Self.date(row.int64(at: 8)))
+        }
+    }
+
+    public func messageCount() throws -> Int {
+        guard let db = database else { return 0 }
+        return try db.prepare("SELECT count(*) FROM message").rows { Int($0.int64(at: 0)) }.first ?? 0
+    }
+
+    // MARK: Question ledger
+
+    /// Inserts `q`, or replaces the stored record with the same id.
+    public func saveQuestion(_ q: QuestionRecord) throws {
+        let choices = try encodeList(q.choiceIDs)
+        let approvals = try encodeList(q.approvalChoiceIDs)
+        try write { db in
+            let s = try db.prepare(
+                """
+                INSERT OR REPLACE INTO question (id, child, family, state, closed, created_ms, expires_ms, question,
+                    choice_ids, approval_choice_ids, answered_by, answer_choice_id, closed_ms)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                """)
+            try s.bind(q.id, at: 1)
+            try s.bind(q.child, at: 2)
+            try s.bind(q.family, at: 3)
+            try s.bind(q.state.rawValue, at: 4)
+            try s.bind(Int64(q.state.isClosed ? 1 : 0), at: 5)
+            try s.bind(Self.milliseconds(q.createdAt), at: 6)
+            try s.bind(Self.milliseconds(q.expiresAt), at: 7)
+            try s.bind(q.question, at: 8)
+            try s.bind(choices, at: 9)
+            try s.bind(approvals, at: 10)
+            if let answeredBy = q.answeredBy { try s.bind(answeredBy, at: 11) } else { try s.bindNull(at: 11) }
+            if let choice = q.answerChoiceID { try s.bind(choice, at: 12) } else { try s.bindNull(at: 12) }
+            if let closedAt = q.closedAt { try s.bind(Self.milliseconds(closedAt), at: 13) } else { try s.bindNull(at: 13) }
+            try s.run()
+        }
+    }
+
+    /// Questions by creation time; `openOnly` leaves out those in a closed state (`QuestionState.isClosed`).
+    public func loadQuestions(openOnly: Bool) throws -> [QuestionRecord] {
+        guard let db = database else { return [] }
+        let columns = """
+            SELECT id, child, family, state, created_ms, expires_ms, question, choice_ids, approval_choice_ids,
+                answered_by, answer_choice_id, closed_ms FROM question
+            """
+        let s = try db.prepare(
+            openOnly ? columns + " WHERE closed = 0 ORDER BY created_ms, id" : columns + " ORDER BY created_ms, id")
+        return try s.rows { row in
+            let stateName = row.text(at: 3)
+            guard let state = QuestionState(rawValue: stateName) else {
+                throw JournalError(.badRow, "question has unknown state \"\(stateName)\"")
+            }
+            return QuestionRecord(
+                id: try row.messageID(at: 0), child: row.text(at: 1), family: row.text(at: 2), state: state,
+                createdAt: Self.date(row.int64(at: 4)), expiresAt: Self.date(row.int64(at: 5)),
+                question: row.blob(at: 6), choiceIDs: try decodeList(row.text(at: 7)),
+                approvalChoiceIDs: try decodeList(row.text(at: 8)),
+                answeredBy: row.isNull(at: 9) ? nil : row.text(at: 9),
+                answerChoiceID: row.isNull(at: 10) ? nil : row.text(at: 10),
+                closedAt: row.isNull(at: 11) ? nil : Self.date(row.int64(at: 11)))
+        }
+    }
+
+    /// Deletes closed questions closed before `closedBefore` (a closed record without `closedAt` counts from its
+    /// `createdAt`, so it cannot linger forever).
+    /// - Returns: the number of records deleted.
+    @discardableResult
+    public func deleteQuestions(closedBefore: Date) throws -> Int {
+        try write { db in
+            let s = try db.prepare("DELETE FROM question WHERE closed = 1 AND coalesce(closed_ms, created_ms) < ?1")
+            try s.bind(Self.milliseconds(closedBefore), at: 1)
+            try s.run()
+            return db.changes
+        } ?? 0
+    }
+
+    // MARK: Family rosters
+
+    /// Records that `guardian` belongs to `family`; recording it again changes nothing.
+    public func addGuardian(family: String, guardian: String) throws {
+        try write { db in
+            let s = try db.prepare("INSERT OR IGNORE INTO guardian (family, guardian) VALUES (?1, ?2)")
+            try s.bind(family, at: 1)
+            try s.bind(guardian, at: 2)
+            try s.run()
+        }
+    }
+
+    /// Family id -> guardian ids.
+    public func loadGuardians() throws -> [String: Set<String>] {
+        guard let db = database else { return [:] }
+        var result: [String: Set<String>] = [:]
+        for (family, guardian) in try db.prepare("SELECT family, guardian FROM guardian").rows({
+            ($0.text(at: 0), $0.text(at: 1))
+        }) {
+            result[family, default: []].insert(guardian)
+        }
+        return result
+    }
+
+    // MARK: SEND dedup
+
+    /// Remembers that the SEND with `id` was accepted at `at` (a later time wins if remembered twice).
+    public func rememberAccepted(_ id: MessageID, at: Date) throws {
+        try write { db in
+            let s = try db.prepare(
+                """
+                INSERT INTO accepted (id, accepted_ms) VALUES (?1, ?2)
+                ON CONFLICT (id) DO UPDATE SET accepted_ms = max(accepted_ms, excluded.accepted_ms)
+                """)
+            try s.bind(id, at: 1)
+            try s.bind(Self.milliseconds(at), at: 2)
+            try s.run()
+        }
+    }
+
+    /// Ids accepted at or after `since`.
+    public func loadAccepted(since: Date) throws -> Set<MessageID> {
+        guard let db = database else { return [] }
+        let s = try db.prepare("SELECT id FROM accepted WHERE accepted_ms >= ?1")
+        try s.bind(Self.milliseconds(since), at: 1)
+        return Set(try s.rows { try $0.messageID(at: 0) })
+    }
+
+    /// Forgets ids accepted strictly before `before`.
+    public func forgetAccepted(before: Date) throws {
+        try write { db in
+            let s = try db.prepare("DELETE FROM accepted WHERE accepted_ms < ?1")
+            try s.bind(Self.milliseconds(before), at: 1)
+            try s.run()
+        }
+    }
+
+    // MARK: Encoding
+
+    /// Dates are stored as whole milliseconds since 1970, rounded to the nearest.
+    @inline(__always)
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+
+    @inline(__always)
+    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+
+    /// Choice lists are JSON arrays of strings, readable with the sqlite3 shell.
+    private func encodeList(_ list: [String]) throws -> String {
+        String(decoding: try encoder.encode(list), as: UTF8.self)
+    }
+
+    private func decodeList(_ text: String) throws -> [String] {
+        do {
+            return try decoder.decode([String].self, from: Data(text.utf8))
+        } catch {
+            throw JournalError(.badRow, "choice list is not a JSON array of strings: \(text)")
+        }
+    }
+}
+
+extension Statement {
+    /// Binds the 16 id bytes (big-endian) as a BLOB without allocating.
+    @inline(__always)
+    func bind(_ id: MessageID, at index: Int) throws {
+        try withUnsafeBytes(of: (id.high.bigEndian, id.low.bigEndian)) { try bind($0, at: index) }
+    }
+
+    func messageID(at index: Int) throws -> MessageID {
+        guard let id = withBlob(at: index, { MessageID(bytes: $0) }) else {
+            throw JournalError(.badRow, "column \(index) is not a 16-byte id")
+        }
+        return id
+    }
+}

@@ -1,0 +1,117 @@
+import AskProtocol
+import Foundation
+
+/// How hard the journal works to keep a commit across a crash.
+public enum Durability: String, Sendable, CaseIterable {
+    /// WAL with `synchronous=FULL`: every commit is fsynced; survives power loss.
+    case strict
+    /// WAL with `synchronous=NORMAL`: survives a crash of the broker process; a power loss may lose the last commits.
+    case batch
+    /// No journal file at all: the `Journal` stores nothing and every load returns empty.
+    case off
+}
+
+/// One undelivered copy of a message, addressed to one recipient.
+public struct StoredMessage: Sendable, Hashable {
+    /// Broker-assigned and increasing; the order of delivery per recipient.
+    public var seq: Int64
+    public var id: MessageID
+    public var from: String
+    public var to: String
+    public var kind: String
+    public var subject: MessageID?
+    public var body: [UInt8]
+    public var createdAt: Date
+    /// Stop trying after this; `nil` means no deadline.
+    public var expiresAt: Date?
+
+    public init(
+        seq: Int64, id: MessageID, from: String, to: String, kind: String, subject: MessageID? = nil, body: [UInt8],
+        createdAt: Date, expiresAt: Date? = nil
+    ) {
+        self.seq = seq
+        self.id = id
+        self.from = from
+        self.to = to
+        self.kind = kind
+        self.subject = subject
+        self.body = body
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// Where a question is in its life.
+public enum QuestionState: String, Sendable, CaseIterable {
+    case admitting, presented, refused, sent, answered, expired, cancelled, abandoned
+
+    /// The question reached a final state and will not change again.
+    public var isClosed: Bool {
+        switch self {
+        case .refused, .answered, .expired, .cancelled, .abandoned: true
+        case .admitting, .presented, .sent: false
+        }
+    }
+}
+
+/// One row of the question ledger.
+public struct QuestionRecord: Sendable, Hashable {
+    /// The question's UUID as a `MessageID` (`MessageID(uuid:)`).
+    public var id: MessageID
+    public var child: String
+    public var family: String
+    public var state: QuestionState
+    public var createdAt: Date
+    /// When the pending state expires (presented but unsent, or sent but unanswered).
+    public var expiresAt: Date
+    /// The question JSON exactly as the child sent it.
+    public var question: [UInt8]
+    public var choiceIDs: [String]
+    public var approvalChoiceIDs: [String]
+    public var answeredBy: String?
+    public var answerChoiceID: String?
+    public var closedAt: Date?
+
+    public init(
+        id: MessageID, child: String, family: String, state: QuestionState, createdAt: Date, expiresAt: Date,
+        question: [UInt8], choiceIDs: [String], approvalChoiceIDs: [String], answeredBy: String? = nil,
+        answerChoiceID: String? = nil, closedAt: Date? = nil
+    ) {
+        self.id = id
+        self.child = child
+        self.family = family
+        self.state = state
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.question = question
+        self.choiceIDs = choiceIDs
+        self.approvalChoiceIDs = approvalChoiceIDs
+        self.answeredBy = answeredBy
+        self.answerChoiceID = answerChoiceID
+        self.closedAt = closedAt
+    }
+}
+
+/// A journal failure that is not an SQLite error. SQLite failures are thrown as `SQLiteError`.
+public struct JournalError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Code: String, Sendable {
+        /// The file was written by a newer broker; this one refuses to touch it.
+        case newerSchema
+        /// The directory could not be created or is not a directory.
+        case directory
+        /// SQLite would not switch the file to WAL mode (for example on a filesystem without shared memory).
+        case walUnavailable
+        /// A stored row does not decode (wrong id length, unknown state, bad choice list).
+        case badRow
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "journal \(code.rawValue): \(message)" }
+}

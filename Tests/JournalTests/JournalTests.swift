@@ -1,0 +1,309 @@
+import AskProtocol
+import Foundation
+import SQLite
+import Testing
+
+@testable import AskBroker
+
+/// A fresh directory under the system temporary folder, removed when the test ends.
+final class TemporaryDirectory {
+    let path: String
+    init() {
+        path = NSTemporaryDirectory() + "journal-tests-" + UUID().uuidString
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Whole milliseconds, so values round-trip exactly.
+func at(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
+
+func message(_ seq: Int64, to: String = "parent-1", body: [UInt8] = [1, 2, 3], subject: MessageID? = nil,
+    expiresAt: Date? = nil) -> StoredMessage
+{
+    StoredMessage(
+        seq: seq, id: MessageID(high: 7, low: UInt64(seq)), from: "child-1", to: to, kind: "ASK", subject: subject,
+        body: body, createdAt: at(1_700_000_000_000 + seq), expiresAt: expiresAt)
+}
+
+func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Date? = nil) -> QuestionRecord {
+    QuestionRecord(
+        id: MessageID(uuid: UUID(uuidString: String(format: "00000000-0000-4000-8000-%012llX", n))!),
+        child: "child-\(n)", family: "fam", state: state, createdAt: at(createdMs), expiresAt: at(createdMs + 60_000),
+        question: Array(#"{"title":"Can I?","choices":["yes","no"]}"#.utf8), choiceIDs: ["yes", "no"],
+        approvalChoiceIDs: ["yes"], answeredBy: state == .answered ? "mum" : nil,
+        answerChoiceID: state == .answered ? "yes" : nil, closedAt: closedAt)
+}
+
+@Suite struct JournalTests {
+    @Test func createsPrivateDirectoryAndWALFile() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path + "/state", durability: .strict)
+        let attributes = try FileManager.default.attributesOfItem(atPath: dir.path + "/state")
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o700)
+        #expect(journal.path == dir.path + "/state/journal.sqlite3")
+        #expect(FileManager.default.fileExists(atPath: journal.path!))
+        let db = try #require(journal.database)
+        #expect(try db.pragma("journal_mode") == .text("wal"))
+        #expect(try db.integerPragma("synchronous") == 2)  // FULL
+        #expect(try db.userVersion() == Journal.schemaVersion)
+        let batch = try Journal(directory: dir.path + "/state", durability: .batch)
+        #expect(try batch.database!.integerPragma("synchronous") == 1)  // NORMAL
+    }
+
+    @Test func messagesKeepSeqOrderAndEveryField() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: .strict)
+        let stored = [
+            message(3, body: [], subject: MessageID(high: 1, low: 2), expiresAt: at(1_800_000_000_123)),
+            message(1, to: "parent-2"),
+            message(2, body: Array(repeating: 0xAB, count: 5000)),
+        ]
+        for m in stored { try journal.storeMessage(m) }
+        #expect(journal.hasPendingWrites)
+        #expect(try journal.commitIfNeeded() != nil)
+        #expect(!journal.hasPendingWrites)
+        #expect(try journal.commitIfNeeded() == nil)
+
+        let reopened = try Journal(directory: dir.path, durability: .strict)
+        let loaded = try reopened.loadMessages()
+        #expect(loaded == stored.sorted { $0.seq < $1.seq })
+        #expect(loaded[0].subject == nil && loaded[0].expiresAt == nil)
+        #expect(loaded[2].body == [] && loaded[2].expiresAt == at(1_800_000_000_123))
+        #expect(try reopened.messageCount() == 3)
+
+        try reopened.deleteMessage(id: stored[1].id, to: "parent-2")
+        try reopened.deleteMessage(id: stored[0].id, to: "someone-else")  // no such copy: nothing happens
+        try reopened.commitIfNeeded()
+        #expect(try reopened.loadMessages().map(\.seq) == [2, 3])
+    }
+
+    @Test func storingTheSameCopyTwiceKeepsTheFirst() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: .batch)
+        try journal.storeMessage(message(1))
+        var again = message(9)
+        again.id = message(1).id
+        try journal.storeMessage(again)
+        var sameIDOtherRecipient = again
+        sameIDOtherRecipient.to = "parent-2"
+        try journal.storeMessage(sameIDOtherRecipient)
+        try journal.commitIfNeeded()
+        #expect(try journal.loadMessages().map { "\($0.seq)>\($0.to)" } == ["1>parent-1", "9>parent-2"])
+
+        // A different copy reusing a seq is a broker bug, reported as a constraint error.
+        let error = try #require(throws: SQLiteError.self) { try journal.storeMessage(message(1, to: "parent-3")) }
+        #expect(error.isConstraint)
+    }
+
+    @Test(arguments: [Durability.strict, .batch])
+    func nothingIsVisibleToAnotherConnectionBeforeCommit(durability: Durability) throws {
+        let dir = TemporaryDirectory()
+        let writer = try Journal(directory: dir.path, durability: durability)
+        try writer.storeMessage(message(1))
+        try writer.saveQuestion(question(1, state: .sent, createdMs: 1000))
+        try writer.addGuardian(family: "fam", guardian: "mum")
+        try writer.rememberAccepted(message(1).id, at: at(5000))
+
+        let reader = try Journal(directory: dir.path, durability: durability)
+        #expect(try reader.loadMessages().isEmpty)
+        #expect(try reader.loadQuestions(openOnly: false).isEmpty)
+        #expect(try reader.loadGuardians().isEmpty)
+        #expect(try reader.loadAccepted(since: at(0)).isEmpty)
+        // The writer sees its own uncommitted writes.
+        #expect(try writer.messageCount() == 1)
+
+        try writer.commitIfNeeded()
+        #expect(try reader.loadMessages() == [message(1)])
+        #expect(try reader.loadQuestions(openOnly: true).count == 1)
+        #expect(try reader.loadGuardians() == ["fam": ["mum"]])
+        #expect(try reader.loadAccepted(since: at(0)) == [message(1).id])
+    }
+
+    @Test(arguments: [Durability.strict, .batch])
+    func uncommittedWritesAreLostAndCommittedOnesSurvive(durability: Durability) throws {
+        let dir = TemporaryDirectory()
+        do {
+            let journal = try Journal(directory: dir.path, durability: durability)
+            try journal.storeMessage(message(1))
+            try journal.addGuardian(family: "fam", guardian: "dad")
+            try journal.commitIfNeeded()
+            try journal.storeMessage(message(2))
+            try journal.deleteMessage(id: message(1).id, to: "parent-1")
+            try journal.addGuardian(family: "fam", guardian: "mum")
+            #expect(journal.hasPendingWrites)
+            // Dropped here without a commit, as if the process died mid-turn.
+        }
+        let reopened = try Journal(directory: dir.path, durability: durability)
+        #expect(try reopened.loadMessages() == [message(1)])
+        #expect(try reopened.loadGuardians() == ["fam": ["dad"]])
+        #expect(!reopened.hasPendingWrites)
+    }
+
+    @Test func discardPendingWritesRollsBackTheTurn() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: .batch)
+        try journal.storeMessage(message(1))
+        try journal.commitIfNeeded()
+        try journal.storeMessage(message(2))
+        journal.discardPendingWrites()
+        #expect(!journal.hasPendingWrites)
+        #expect(try journal.commitIfNeeded() == nil)
+        #expect(try journal.loadMessages() == [message(1)])
+    }
+
+    @Test func questionsSaveReplaceLoadAndPurge() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: .strict)
+        let open = question(1, state: .presented, createdMs: 1_000)
+        let answered = question(2, state: .answered, createdMs: 2_000, closedAt: at(10_000))
+        let expiredLater = question(3, state: .expired, createdMs: 3_000, closedAt: at(30_000))
+        let closedWithoutTime = question(4, state: .cancelled, createdMs: 4_000)
+        for q in [expiredLater, open, answered, closedWithoutTime] { try journal.saveQuestion(q) }
+        try journal.commitIfNeeded()
+
+        #expect(try journal.loadQuestions(openOnly: false) == [open, answered, expiredLater, closedWithoutTime])
+        #expect(try journal.loadQuestions(openOnly: true) == [open])
+
+        var sent = open
+        sent.state = .sent
+        sent.expiresAt = at(99_000)
+        sent.choiceIDs = ["a\"b", "ü", ""]
+        sent.approvalChoiceIDs = []
+        try journal.saveQuestion(sent)
+        try journal.commitIfNeeded()
+        let reopened = try Journal(directory: dir.path, durability: .strict)
+        #expect(try reopened.loadQuestions(openOnly: true) == [sent])
+
+        var nowAnswered = sent
+        nowAnswered.state = .answered
+        nowAnswered.closedAt = at(50_000)
+        try reopened.saveQuestion(nowAnswered)
+        #expect(try reopened.loadQuestions(openOnly: true).isEmpty)
+
+        // closed before 20 s: #2 (closed at 10 s) and #4 (no closedAt, created at 4 s); not #3 nor #1.
+        #expect(try reopened.deleteQuestions(closedBefore: at(20_000)) == 2)
+        try reopened.commitIfNeeded()
+        #expect(try reopened.loadQuestions(openOnly: false).map(\.id) == [nowAnswered.id, expiredLater.id])
+        #expect(QuestionState.allCases.filter(\.isClosed) == [.refused, .answered, .expired, .cancelled, .abandoned])
+    }
+
+    @Test func guardiansAreIdempotent() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: .batch)
+        try journal.addGuardian(family: "smith", guardian: "mum")
+        try journal.addGuardian(family: "smith", guardian: "mum")
+        try journal.addGuardian(family: "smith", guardian: "dad")
+        try journal.addGuardian(family: "jones", guardian: "mum")
+        try journal.commitIfNeeded()
+        try journal.addGuardian(family: "smith", guardian: "dad")
+        try journal.commitIfNeeded()
+        #expect(try journal.loadGuardians() == ["smith": ["mum", "dad"], "jones": ["mum"]])
+        let count = try journal.database!.query("SELECT count(*) FROM guardian") { $0.int64(at: 0) }
+        #expect(count == [3])
+    }
+
+    @Test func acceptedIDsRoundTripAndAreForgotten() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: .strict)
+        let old = MessageID(high: 0, low: 1)
+        let recent = MessageID(high: .max, low: .max)
+        let repeated = MessageID.random()
+        try journal.rememberAccepted(old, at: at(1_000))
+        try journal.rememberAccepted(recent, at: at(5_000))
+        try journal.rememberAccepted(repeated, at: at(2_000))
+        try journal.rememberAccepted(repeated, at: at(6_000))
+        try journal.commitIfNeeded()
+        #expect(try journal.loadAccepted(since: at(0)) == [old, recent, repeated])
+        #expect(try journal.loadAccepted(since: at(5_000)) == [recent, repeated])
+
+        try journal.forgetAccepted(before: at(5_000))
+        try journal.commitIfNeeded()
+        let reopened = try Journal(directory: dir.path, durability: .strict)
+        #expect(try reopened.loadAccepted(since: at(0)) == [recent, repeated])
+    }
+
+    @Test func offStoresNothing() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: .off)
+        try journal.storeMessage(message(1))
+        try journal.saveQuestion(question(1, state: .sent, createdMs: 1))
+        try journal.addGuardian(family: "f", guardian: "g")
+        try journal.rememberAccepted(message(1).id, at: at(1))
+        #expect(!journal.hasPendingWrites)
+        #expect(try journal.commitIfNeeded() == nil)
+        #expect(try journal.loadMessages().isEmpty)
+        #expect(try journal.messageCount() == 0)
+        #expect(try journal.loadQuestions(openOnly: false).isEmpty)
+        #expect(try journal.deleteQuestions(closedBefore: .distantFuture) == 0)
+        #expect(try journal.loadGuardians().isEmpty)
+        #expect(try journal.loadAccepted(since: .distantPast).isEmpty)
+        #expect(journal.path == nil)
+        #expect(!FileManager.default.fileExists(atPath: dir.path))
+    }
+
+    @Test func refusesANewerSchema() throws {
+        let dir = TemporaryDirectory()
+        do {
+            let journal = try Journal(directory: dir.path, durability: .batch)
+            try journal.database!.setUserVersion(Journal.schemaVersion + 1)
+        }
+        let error = try #require(throws: JournalError.self) { try Journal(directory: dir.path, durability: .batch) }
+        #expect(error.code == .newerSchema)
+        #expect(error.description.contains("schema version \(Journal.schemaVersion + 1)"))
+    }
+
+    @Test func refusesAFileWhereTheDirectoryShouldBe() throws {
+        let dir = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: dir.path + "/file", contents: Data()))
+        let error = try #require(throws: JournalError.self) {
+            try Journal(directory: dir.path + "/file", durability: .strict)
+        }
+        #expect(error.code == .directory)
+    }
+
+    @Test(arguments: [Durability.strict, .batch])
+    func diskFullRollsBackTheTurnAndTheJournalStaysUsable(durability: Durability) throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: durability)
+        let committed = (1...3).map { message(Int64($0)) }
+        for m in committed { try journal.storeMessage(m) }
+        try journal.commitIfNeeded()
+
+        let db = try #require(journal.database)
+        let pages = try db.integerPragma("page_count")
+        try db.pragma("max_page_count", .integer(pages + 2))
+
+        // Write 4 KiB bodies in one turn until the write or the commit reports the disk full.
+        var failure: SQLiteError?
+        for seq in Int64(100)..<Int64(200) where failure == nil {
+            do {
+                try journal.storeMessage(message(seq, body: Array(repeating: UInt8(seq & 0xff), count: 4096)))
+            } catch let error as SQLiteError {
+                failure = error
+            }
+        }
+        if failure == nil {
+            do { try journal.commitIfNeeded() } catch let error as SQLiteError { failure = error }
+        }
+        let error = try #require(failure)
+        #expect(error.isFull)
+        #expect(!journal.hasPendingWrites)
+        #expect(try journal.commitIfNeeded() == nil)
+        #expect(try journal.loadMessages() == committed)
+
+        // Room again: the journal carries on.
+        try db.pragma("max_page_count", .integer(1 << 30))
+        try journal.storeMessage(message(4))
+        #expect(try journal.commitIfNeeded() != nil)
+        let reopened = try Journal(directory: dir.path, durability: durability)
+        #expect(try reopened.loadMessages() == committed + [message(4)])
+    }
+
+    @Test func datesRoundToWholeMilliseconds() {
+        let date = Date(timeIntervalSince1970: 1_700_000_000.123)
+        #expect(Journal.milliseconds(date) == 1_700_000_000_123)
+        #expect(Journal.date(1_700_000_000_123) == date)
+        #expect(Journal.milliseconds(Date(timeIntervalSince1970: -0.0015)) == -2)
+    }
+}

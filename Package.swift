@@ -15,6 +15,9 @@ let package = Package(
         .library(name: "AskBroker", targets: ["AskBroker"]),
         .executable(name: "askrelay", targets: ["askrelay"]),
         .executable(name: "askrelay-broker", targets: ["askrelay-broker"]),
+        .executable(name: "askrelay-limits", targets: ["askrelay-limits"]),
+        .executable(name: "askrelay-parent", targets: ["askrelay-parent"]),
+        .executable(name: "askrelay-child", targets: ["askrelay-child"]),
     ],
     targets: [
         // C libraries through pkg-config.
@@ -39,15 +42,44 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // Worker behaviours (child, parent, limits) and the AskCenter client library for Swift programs.
+        .target(
+            name: "AskAgents",
+            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
+            swiftSettings: strict
+        ),
+        // Process supervision, scenarios, metrics, invariant checking, reports, load generation.
+        .target(
+            name: "AskSimulation",
+            dependencies: ["AskProtocol", "AskAgents", "AskBroker", "ZeroMQ", "AskLogging", "AskCLI", "SQLite"],
+            swiftSettings: strict
+        ),
+
         // Executables: each `main` only parses arguments, builds the service and runs it.
         .executableTarget(
             name: "askrelay",
-            dependencies: ["ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol"],
+            dependencies: ["ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol", "AskSimulation", "AskBroker", "AskLogging"],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "askrelay-broker",
             dependencies: ["AskBroker", "AskCLI", "AskLogging"],
+            swiftSettings: strict
+        ),
+
+        .executableTarget(
+            name: "askrelay-limits",
+            dependencies: ["AskAgents", "AskCLI", "AskLogging"],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "askrelay-parent",
+            dependencies: ["AskAgents", "AskCLI", "AskLogging"],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "askrelay-child",
+            dependencies: ["AskAgents", "AskCLI", "AskLogging"],
             swiftSettings: strict
         ),
 
@@ -62,6 +94,27 @@ let package = Package(
         ),
         .testTarget(name: "AskProtocolWireTests", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
         .testTarget(name: "JournalTests", dependencies: ["AskBroker", "SQLite"], swiftSettings: strict),
+        .testTarget(
+            name: "AskBrokerTests",
+            dependencies: ["AskBroker", "AskAgents", "AskProtocol", "ZeroMQ", "AskLogging"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AskAgentsTests",
+            dependencies: ["AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AskSimulationTests",
+            dependencies: ["AskSimulation", "AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging"],
+            swiftSettings: strict
+        ),
+        // Real processes: broker, workers and askrelay executables started by the tests.
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["AskProtocol", "AskAgents", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite"],
+            swiftSettings: strict
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

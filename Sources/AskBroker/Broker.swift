@@ -38,14 +38,14 @@ public final class Broker {
 
     var input = Multipart()
     var output = Multipart()
-    let wake: WakePipe
+    let wake: WakeSignal
     var lastHousekeeping = ContinuousClock.now
     var lastAckScan = ContinuousClock.now
     var statsPublisher: StatsPublisher?
 
     /// Opens the journal, recovers its state and binds every endpoint. Call ``run()`` on the same thread next.
     /// - Throws: ``ZMQError`` for an endpoint that cannot be bound, or the journal's error.
-    public init(configuration: BrokerConfiguration, logger: Logger, context: Context, wake: WakePipe) throws {
+    public init(configuration: BrokerConfiguration, logger: Logger, context: Context, wake: WakeSignal) throws {
         self.configuration = configuration
         self.logger = logger
         self.wake = wake
@@ -70,7 +70,7 @@ public final class Broker {
 
     // MARK: Loop
 
-    /// Serves until ``WakePipe/signal()`` is called, then drains: says BYE to every session, commits, returns.
+    /// Serves until ``WakeSignal/signal()`` is called, then drains: says BYE to every session, commits, returns.
     public func run() throws {
         var poller = Poller()
         let socketIndex = poller.add(socket)
@@ -623,33 +623,3 @@ public final class Broker {
     }
 }
 
-/// A self-pipe that wakes the broker's poll from any thread (a signal handler included).
-public final class WakePipe: Sendable {
-    public let readDescriptor: Int32
-    let writeDescriptor: Int32
-
-    public init() throws {
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw ZMQError(code: errno, call: "pipe") }
-        readDescriptor = fds[0]
-        writeDescriptor = fds[1]
-        _ = fcntl(readDescriptor, F_SETFL, fcntl(readDescriptor, F_GETFL) | O_NONBLOCK)
-        _ = fcntl(writeDescriptor, F_SETFL, fcntl(writeDescriptor, F_GETFL) | O_NONBLOCK)
-    }
-
-    deinit {
-        close(readDescriptor)
-        close(writeDescriptor)
-    }
-
-    /// Wakes the reader. Async-signal-safe.
-    public func signal() {
-        var byte: UInt8 = 1
-        _ = write(writeDescriptor, &byte, 1)
-    }
-
-    func drain() {
-        var buffer = [UInt8](repeating: 0, count: 64)
-        while read(readDescriptor, &buffer, 64) > 0 {}
-    }
-}

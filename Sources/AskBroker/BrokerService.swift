@@ -7,14 +7,14 @@ import ZeroMQ
 /// `start` returns once every endpoint is bound (or throws the bind error), so a caller can connect at once.
 public final class BrokerService: Sendable {
     public let endpoints: [String]
-    let wake: WakePipe
+    let wake: WakeSignal
     private let finished = DispatchSemaphore(value: 0)
     private let failure = LockedBox<(any Error)?>(nil)
 
     /// Starts a broker.
     /// - Throws: whatever stops the broker from starting (an endpoint in use, an unreadable journal).
     public init(configuration: BrokerConfiguration, logger: Logger, context: Context? = nil) throws {
-        let wake = try WakePipe()
+        let wake = try WakeSignal()
         self.wake = wake
         let context = try context ?? Context()
         let started = DispatchSemaphore(value: 0)

@@ -1,0 +1,450 @@
+import AskLogging
+import AskProtocol
+import Foundation
+import Synchronization
+import ZeroMQ
+
+/// How a worker connects: broker endpoint, who it is, what it serves, and its timing.
+public struct WorkerConfiguration: Sendable {
+    public var broker: String
+    public var role: SessionRole
+    /// A name for logs, for example `askrelay-parent[4242]`.
+    public var worker: String
+    public var endpoints: [EndpointClaim]
+    /// Deliveries in flight per address the worker accepts (the broker may lower it).
+    public var window = 64
+    public var heartbeatInterval: Duration = .seconds(1)
+    /// Missed heartbeats before the worker gives up on the connection and reconnects.
+    public var liveness = 3
+    /// An unacknowledged SEND is sent again (same id) after this long.
+    public var retryInterval: Duration = .seconds(2)
+    /// How many delivered message ids are remembered for deduplication.
+    public var dedupCapacity = 200_000
+    /// CURVE: this worker's key pair and the broker's public key, when the broker runs CURVE.
+    public var curve: (keys: CurveKeyPair, serverKey: String)?
+
+    public init(broker: String, role: SessionRole, worker: String, endpoints: [EndpointClaim]) {
+        self.broker = broker
+        self.role = role
+        self.worker = worker
+        self.endpoints = endpoints
+    }
+}
+
+/// One application message delivered to a worker.
+public struct Delivery: Sendable {
+    public let id: MessageID
+    public let from: String
+    public let to: String
+    public let kind: String
+    public let subject: MessageID?
+    public let body: [UInt8]
+}
+
+/// What the worker's logic tells the connection about a delivery.
+public enum DeliveryDisposition: Sendable {
+    /// Processed: acknowledge it.
+    case ack
+    /// Poison: it can never be processed; refuse it with a code so the broker stops redelivering.
+    case refuse(WireError)
+}
+
+/// The worker logic driven by a ``WorkerConnection``. Every call happens on the connection's thread.
+public protocol WorkerHandler: AnyObject {
+    /// The session is registered (again, after a reconnect or a broker restart).
+    func registered(_ connection: WorkerConnection, welcome: Welcome)
+    /// A new (not duplicate) delivery.
+    func deliver(_ delivery: Delivery, connection: WorkerConnection) -> DeliveryDisposition
+    /// The broker accepted a SEND (it is durable).
+    func accepted(_ id: MessageID, connection: WorkerConnection)
+    /// The broker refused a SEND; it will not be retried.
+    func refused(_ id: MessageID, error: WireError, connection: WorkerConnection)
+    /// Called every loop turn (at least every 50 ms), for timers.
+    func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant)
+}
+
+extension WorkerHandler {
+    public func registered(_ connection: WorkerConnection, welcome: Welcome) {}
+    public func accepted(_ id: MessageID, connection: WorkerConnection) {}
+    public func refused(_ id: MessageID, error: WireError, connection: WorkerConnection) {}
+    public func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant) {}
+}
+
+/// The worker side of the protocol over one DEALER socket, on one thread: registration, heartbeats, reconnects,
+/// SEND retries until acknowledged, deduplicated deliveries, batched ACKs.
+///
+/// Other threads talk to it only through ``WorkerConnectionHandle`` (`submit`, `stop`).
+public final class WorkerConnection {
+    public let configuration: WorkerConfiguration
+    let logger: Logger
+    let context: Context
+    private var socket: Socket
+    private var handler: (any WorkerHandler)?
+    private let inbox: WorkerInbox
+
+    public private(set) var isRegistered = false
+    public private(set) var welcome: Welcome?
+    private var lastHeard = ContinuousClock.now
+    private var lastSent = ContinuousClock.now
+    private var lastHello = ContinuousClock.now - .seconds(3600)
+    private var outstanding: [MessageID: PendingSend] = [:]
+    private var outstandingOrder: [MessageID] = []
+    private var pendingAcks: [MessageID] = []
+    private var seen: Set<MessageID> = []
+    private var seenOrder: [MessageID] = []
+    private var seenHead = 0
+    private var input = Multipart()
+    private var output = Multipart()
+    private var stopping = false
+    private var socketReplaced = false
+    public private(set) var counters = WorkerCounters()
+
+    struct PendingSend {
+        var frames: Multipart
+        var lastSent: ContinuousClock.Instant
+        var attempts: Int
+    }
+
+    init(configuration: WorkerConfiguration, logger: Logger, context: Context, inbox: WorkerInbox) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.context = context
+        self.inbox = inbox
+        socket = try Self.makeSocket(configuration, context: context)
+    }
+
+    static func makeSocket(_ configuration: WorkerConfiguration, context: Context) throws -> Socket {
+        let socket = try context.socket(.dealer)
+        try socket.set(.linger, 0)
+        try socket.set(.sendHighWaterMark, 0)
+        try socket.set(.receiveHighWaterMark, 0)
+        try socket.set(.reconnectInterval, 100)
+        try socket.set(.reconnectIntervalMax, 1000)
+        if let curve = configuration.curve { try socket.makeCurveClient(curve.keys, serverKey: curve.serverKey) }
+        try socket.connect(configuration.broker)
+        return socket
+    }
+
+    /// Serves until stopped. Runs on the connection's own thread.
+    func run(handler: any WorkerHandler) throws {
+        self.handler = handler
+        sendHello()
+        var poller = Poller()
+        var socketIndex = poller.add(socket)
+        var wakeIndex = poller.add(fileDescriptor: inbox.wake.readDescriptor)
+        while !stopping {
+            if socketReplaced {
+                socketReplaced = false
+                poller = Poller()
+                socketIndex = poller.add(socket)
+                wakeIndex = poller.add(fileDescriptor: inbox.wake.readDescriptor)
+            }
+            try poller.poll(timeoutMilliseconds: pendingAcks.isEmpty ? 50 : 0)
+            if poller.isReady(wakeIndex) {
+                inbox.wake.drain()
+                for job in inbox.take() { job(self, handler) }
+            }
+            if poller.isReady(socketIndex) {
+                for _ in 0..<512 {
+                    guard try socket.receive(into: &input, .dontWait) else { break }
+                    handleInput()
+                }
+            }
+            flushAcks()
+            try timers()
+        }
+        output.removeAll()
+        WireEncoder.bye(reason: "worker stopping", into: &output)
+        _ = try? socket.send(output, .dontWait)
+    }
+
+    // MARK: API for the handler (connection thread only)
+
+    /// Sends an application message; it is retried with the same id until the broker acknowledges or refuses it.
+    /// - Returns: the message id.
+    @discardableResult
+    public func send(from: String, to: String, kind: String, subject: MessageID? = nil, body: [UInt8], id: MessageID = .random()) -> MessageID {
+        var frames = Multipart()
+        WireEncoder.message(.send, id: id, from: from, to: to, kind: kind, subject: subject, body: body, into: &frames)
+        outstanding[id] = PendingSend(frames: frames, lastSent: .now, attempts: 1)
+        outstandingOrder.append(id)
+        counters.sent += 1
+        if isRegistered { transmit(frames) }
+        return id
+    }
+
+    /// Sends an application message body.
+    @discardableResult
+    public func send<M: AppMessage>(_ message: M, from: String, to: String) -> MessageID {
+        send(from: from, to: to, kind: M.kind, subject: message.subject.map { MessageID(uuid: $0) }, body: (try? WireJSON.encode(message)) ?? [])
+    }
+
+    /// SENDs not yet acknowledged or refused.
+    public var outstandingCount: Int { outstanding.count }
+
+    public func stop() { stopping = true }
+
+    // MARK: Input
+
+    private func handleInput() {
+        let parsed: ParsedFrames
+        do {
+            parsed = try WireParser.parse(input, base: 0)
+        } catch {
+            counters.malformed += 1
+            logger.warning("malformed message from broker", ["code": error.code.rawValue, "reason": error.reason])
+            return
+        }
+        lastHeard = .now
+        switch parsed.command {
+        case .welcome:
+            guard let welcome = try? input.withFrame(parsed.bodyFrame, { try SessionJSON.decode(Welcome.self, from: $0.bindMemory(to: UInt8.self)) }) else {
+                logger.warning("unreadable WELCOME")
+                return
+            }
+            let first = self.welcome == nil
+            isRegistered = true
+            self.welcome = welcome
+            counters.registrations += 1
+            logger.log(first ? .info : .notice, "registered", ["session": welcome.session, "broker": welcome.broker])
+            // Everything not yet acknowledged goes again, in order, with the same ids.
+            for id in outstandingOrder {
+                guard var pending = outstanding[id] else { continue }
+                pending.lastSent = .now
+                outstanding[id] = pending
+                transmit(pending.frames)
+            }
+            handler?.registered(self, welcome: welcome)
+        case .heartbeat:
+            break
+        case .deliver:
+            guard let id = parsed.id else { return }
+            if seen.contains(id) {
+                counters.duplicates += 1
+                pendingAcks.append(id)
+                return
+            }
+            let delivery = Delivery(
+                id: id, from: input.string(parsed.fromFrame), to: input.string(parsed.toFrame), kind: input.string(parsed.kindFrame),
+                subject: parsed.subject, body: Array(input[parsed.bodyFrame]))
+            counters.delivered += 1
+            switch handler?.deliver(delivery, connection: self) ?? .ack {
+            case .ack:
+                remember(id)
+                pendingAcks.append(id)
+            case .refuse(let error):
+                remember(id)
+                output.removeAll()
+                WireEncoder.nack(id: id, error, into: &output)
+                transmit(output)
+            }
+        case .ack:
+            for id in input.ackIDs(parsed) {
+                guard outstanding.removeValue(forKey: id) != nil else { continue }
+                counters.accepted += 1
+                handler?.accepted(id, connection: self)
+            }
+            compactOutstanding()
+        case .nack:
+            let code = ErrorCode(rawValue: input.string(parsed.codeFrame))
+            let reason = input.string(parsed.reasonFrame)
+            if code == .notRegistered {
+                isRegistered = false
+                sendHello(force: false)
+                return
+            }
+            if let id = parsed.id, outstanding.removeValue(forKey: id) != nil {
+                counters.refused += 1
+                handler?.refused(id, error: WireError(code ?? .unknownCommand, reason), connection: self)
+                compactOutstanding()
+            } else if !isRegistered || parsed.id == nil {
+                logger.warning("broker refused", ["code": input.string(parsed.codeFrame), "reason": reason])
+                if !isRegistered { lastHello = .now }  // a refused HELLO is not retried at once
+            }
+        case .bye:
+            logger.notice("broker said bye; registering again")
+            isRegistered = false
+            sendHello(force: true)
+        case .hello, .send:
+            counters.malformed += 1
+        }
+    }
+
+    private func remember(_ id: MessageID) {
+        seen.insert(id)
+        seenOrder.append(id)
+        if seenOrder.count - seenHead > configuration.dedupCapacity {
+            seen.remove(seenOrder[seenHead])
+            seenHead += 1
+            if seenHead > 65536 {
+                seenOrder.removeFirst(seenHead)
+                seenHead = 0
+            }
+        }
+    }
+
+    private func compactOutstanding() {
+        if outstandingOrder.count > 1024 && outstandingOrder.count > outstanding.count * 2 {
+            outstandingOrder.removeAll { outstanding[$0] == nil }
+        }
+    }
+
+    // MARK: Output and timers
+
+    private func transmit(_ frames: Multipart) {
+        do {
+            if try socket.send(frames, .dontWait) { lastSent = .now }
+        } catch {
+            logger.error("send to broker failed", ["error": "\(error)"])
+        }
+    }
+
+    private func sendHello(force: Bool = true) {
+        let now = ContinuousClock.now
+        guard force || now - lastHello >= .milliseconds(500) else { return }
+        lastHello = now
+        let hello = Hello(
+            role: configuration.role, worker: configuration.worker, endpoints: configuration.endpoints,
+            window: configuration.window,
+            heartbeatMs: Int(configuration.heartbeatInterval.components.seconds * 1000 + configuration.heartbeatInterval.components.attoseconds / 1_000_000_000_000_000))
+        output.removeAll()
+        WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &output)
+        transmit(output)
+    }
+
+    private func flushAcks() {
+        guard !pendingAcks.isEmpty else { return }
+        var start = 0
+        while start < pendingAcks.count {
+            let end = min(start + Wire.Limits.standard.maxAckIDs, pendingAcks.count)
+            output.removeAll()
+            WireEncoder.ack(pendingAcks[start..<end], into: &output)
+            transmit(output)
+            start = end
+        }
+        pendingAcks.removeAll(keepingCapacity: true)
+    }
+
+    private func timers() throws {
+        let now = ContinuousClock.now
+        let interval = configuration.heartbeatInterval
+        if now - lastHeard > interval * configuration.liveness {
+            // The broker went silent: start over on a fresh socket (a restarted broker forgot us anyway).
+            logger.notice("broker silent; reconnecting", ["endpoint": configuration.broker])
+            counters.reconnects += 1
+            isRegistered = false
+            socket = try Self.makeSocket(configuration, context: context)
+            socketReplaced = true
+            lastHeard = now
+            sendHello(force: true)
+        } else if !isRegistered {
+            sendHello(force: false)
+        } else if now - lastSent >= interval {
+            output.removeAll()
+            WireEncoder.heartbeat(into: &output)
+            transmit(output)
+        }
+        if isRegistered {
+            for id in outstandingOrder {
+                guard var pending = outstanding[id], now - pending.lastSent >= configuration.retryInterval else { continue }
+                pending.lastSent = now
+                pending.attempts += 1
+                outstanding[id] = pending
+                counters.retries += 1
+                transmit(pending.frames)
+            }
+        }
+        handler?.tick(self, now: now)
+    }
+}
+
+/// Counters a worker keeps about its connection.
+public struct WorkerCounters: Sendable, Codable {
+    public var sent = 0
+    public var accepted = 0
+    public var refused = 0
+    public var retries = 0
+    public var delivered = 0
+    public var duplicates = 0
+    public var malformed = 0
+    public var registrations = 0
+    public var reconnects = 0
+}
+
+/// Jobs posted to the connection thread from other threads, plus the pipe that wakes it.
+final class WorkerInbox: Sendable {
+    let wake: WakeSignal
+    private let jobs = Mutex<[@Sendable (WorkerConnection, any WorkerHandler) -> Void]>([])
+
+    init() throws { wake = try WakeSignal() }
+
+    func post(_ job: @escaping @Sendable (WorkerConnection, any WorkerHandler) -> Void) {
+        jobs.withLock { $0.append(job) }
+        wake.signal()
+    }
+
+    func take() -> [@Sendable (WorkerConnection, any WorkerHandler) -> Void] {
+        jobs.withLock { jobs in
+            defer { jobs.removeAll() }
+            return jobs
+        }
+    }
+}
+
+
+/// Runs a ``WorkerConnection`` and its handler on a thread of their own; other threads talk to them through it.
+public final class WorkerRuntime: Sendable {
+    private let inbox: WorkerInbox
+    private let finished = DispatchSemaphore(value: 0)
+
+    /// Starts the connection thread. `makeHandler` runs on that thread, so the handler never crosses threads.
+    /// - Throws: an error creating the socket (a bad endpoint, for example).
+    public init(
+        configuration: WorkerConfiguration,
+        logger: Logger,
+        context: Context,
+        makeHandler: @escaping @Sendable () -> any WorkerHandler
+    ) throws {
+        let inbox = try WorkerInbox()
+        self.inbox = inbox
+        let started = DispatchSemaphore(value: 0)
+        let startError = Mutex<(any Error)?>(nil)
+        let finished = self.finished
+        let thread = Thread {
+            do {
+                let connection = try WorkerConnection(configuration: configuration, logger: logger, context: context, inbox: inbox)
+                started.signal()
+                try connection.run(handler: makeHandler())
+            } catch {
+                if startError.withLock({ $0 == nil }) {
+                    startError.withLock { $0 = error }
+                }
+                logger.error("worker connection ended", ["error": "\(error)"])
+                started.signal()
+            }
+            finished.signal()
+        }
+        thread.name = configuration.worker
+        thread.stackSize = 8 << 20
+        thread.start()
+        started.wait()
+        if let error = startError.withLock({ $0 }) { throw error }
+    }
+
+    /// Runs `job` on the connection thread with the connection and the handler.
+    public func submit(_ job: @escaping @Sendable (WorkerConnection, any WorkerHandler) -> Void) {
+        inbox.post(job)
+    }
+
+    /// Stops the connection (it says BYE) and waits for its thread to end.
+    public func stop() {
+        inbox.post { connection, _ in connection.stop() }
+        wait()
+    }
+
+    /// Waits until the connection thread has ended.
+    public func wait() {
+        finished.wait()
+        finished.signal()
+    }
+}

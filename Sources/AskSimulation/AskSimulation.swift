@@ -1,0 +1,2 @@
+/// Process supervision, scenarios, metrics, invariants, reports and load generation live here.
+public enum AskSimulation {}

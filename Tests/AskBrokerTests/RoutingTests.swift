@@ -1,0 +1,181 @@
+import AskBroker
+import AskProtocol
+import Foundation
+import Testing
+import ZeroMQ
+
+@Suite("Broker routing and sessions", .timeLimit(.minutes(1)))
+struct RoutingTests {
+    @Test("a registered client's message reaches the echo worker with the same id, and both sides get acks")
+    func relay() throws {
+        let broker = try TestBroker()
+        defer { broker.stop() }
+        let context = try Context()
+        let client = try RawPeer(context: context, endpoint: broker.endpoint)
+        let echo = try RawPeer(context: context, endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"])
+        try echo.register(role: .echo, ["echo/1"])
+        let id = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: Array("hello".utf8))
+        try client.expectAck(id)
+        let delivery = try echo.expectDelivery()
+        #expect(delivery.id == id)
+        #expect(delivery.from == "client/1")
+        #expect(delivery.to == "echo/1")
+        #expect(delivery.kind == "echo")
+        #expect(delivery.body == Array("hello".utf8))
+    }
+
+    @Test("SEND before HELLO is refused with not-registered")
+    func unregistered() throws {
+        let broker = try TestBroker()
+        defer { broker.stop() }
+        let peer = try RawPeer(context: try Context(), endpoint: broker.endpoint)
+        let id = try peer.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [])
+        let nack = try peer.expectNack(id)
+        #expect(nack.code == ErrorCode.notRegistered.rawValue)
+    }
+
+    @Test("a role may only serve its own address prefix; a live address cannot be taken over")
+    func registrationRefusals() throws {
+        let broker = try TestBroker()
+        defer { broker.stop() }
+        let context = try Context()
+        let child = try RawPeer(context: context, endpoint: broker.endpoint)
+        try child.hello(role: .child, endpoints: [EndpointClaim(address: "guardian/g1", family: "f1")])
+        #expect(try child.expectNack().code == ErrorCode.forbidden.rawValue)
+        try child.hello(role: .child, endpoints: [EndpointClaim(address: "child/c1")])
+        #expect(try child.expectNack().code == ErrorCode.forbidden.rawValue, "a child needs a family")
+        try child.hello(role: .child, endpoints: [EndpointClaim(address: "child/c1", family: "f1")], version: 2)
+        #expect(try child.expectNack().code == ErrorCode.unsupportedVersion.rawValue)
+        try child.register(role: .child, ["child/c1"], family: "f1")
+        let thief = try RawPeer(context: context, endpoint: broker.endpoint)
+        try thief.hello(role: .child, endpoints: [EndpointClaim(address: "child/c1", family: "f1")])
+        #expect(try thief.expectNack().code == ErrorCode.addressTaken.rawValue)
+    }
+
+    @Test("the credit window limits unacked deliveries; an ack releases the next")
+    func creditWindow() throws {
+        let broker = try TestBroker()
+        defer { broker.stop() }
+        let context = try Context()
+        let client = try RawPeer(context: context, endpoint: broker.endpoint)
+        let echo = try RawPeer(context: context, endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"])
+        let welcome = try echo.register(role: .echo, ["echo/1"], window: 2)
+        #expect(welcome.window == 2)
+        var ids: [MessageID] = []
+        for index in 0..<5 { ids.append(try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [UInt8(index)])) }
+        for id in ids { try client.expectAck(id) }
+        let first = try echo.expectDelivery()
+        let second = try echo.expectDelivery()
+        #expect([first.id, second.id] == [ids[0], ids[1]], "in order")
+        #expect(try echo.receivesNothing(within: .milliseconds(300)) { $0.command == .deliver }, "window of 2 is full")
+        try echo.ack([first.id!])
+        let third = try echo.expectDelivery()
+        #expect(third.id == ids[2])
+    }
+
+    @Test("a SEND retried with the same id is acknowledged again and delivered once")
+    func duplicateSend() throws {
+        let broker = try TestBroker()
+        defer { broker.stop() }
+        let context = try Context()
+        let client = try RawPeer(context: context, endpoint: broker.endpoint)
+        let echo = try RawPeer(context: context, endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"])
+        try echo.register(role: .echo, ["echo/1"])
+        let id = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [1])
+        try client.expectAck(id)
+        try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [1], id: id)
+        try client.expectAck(id)
+        let delivery = try echo.expectDelivery()
+        #expect(delivery.id == id)
+        try echo.ack([id])
+        #expect(try echo.receivesNothing(within: .milliseconds(300)) { $0.command == .deliver })
+    }
+
+    @Test("an unacked delivery comes again, with the same id, to the session that takes the address over")
+    func redeliveryAfterReconnect() throws {
+        let broker = try TestBroker()
+        defer { broker.stop() }
+        let context = try Context()
+        let client = try RawPeer(context: context, endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"])
+        let first = try RawPeer(context: context, endpoint: broker.endpoint)
+        try first.register(role: .echo, ["echo/1"])
+        let id = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [7])
+        #expect(try first.expectDelivery().id == id)
+        var bye = Multipart()
+        WireEncoder.bye(reason: "test", into: &bye)
+        try first.send(bye)
+        let second = try RawPeer(context: context, endpoint: broker.endpoint)
+        try second.register(role: .echo, ["echo/1"])
+        let again = try second.expectDelivery()
+        #expect(again.id == id)
+        #expect(again.body == [7])
+    }
+
+    @Test("a peer that stops heartbeating is dead; its address can then be registered by another")
+    func liveness() throws {
+        let broker = try TestBroker()
+        defer { broker.stop() }
+        let context = try Context()
+        let silent = try RawPeer(context: context, endpoint: broker.endpoint)
+        try silent.register(role: .echo, ["echo/1"])
+        let next = try RawPeer(context: context, endpoint: broker.endpoint)
+        // Heartbeat 200 ms × liveness 3: registration succeeds once the silent one is declared dead.
+        let deadline = ContinuousClock.now + .seconds(5)
+        var registered = false
+        while !registered && ContinuousClock.now < deadline {
+            try next.hello(role: .echo, endpoints: [EndpointClaim(address: "echo/1")])
+            let reply = try next.expect { $0.command == .welcome || $0.command == .nack }
+            registered = reply.command == .welcome
+            if !registered { #expect(reply.code == ErrorCode.addressTaken.rawValue) }
+        }
+        #expect(registered)
+    }
+
+    @Test("messages for an address nobody serves yet wait for it, in order")
+    func storeAndForward() throws {
+        let broker = try TestBroker()
+        defer { broker.stop() }
+        let context = try Context()
+        let client = try RawPeer(context: context, endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"])
+        var ids: [MessageID] = []
+        for index in 0..<3 {
+            let id = try client.sendMessage(from: "client/1", to: "echo/late", kind: "echo", body: [UInt8(index)])
+            try client.expectAck(id)
+            ids.append(id)
+        }
+        let late = try RawPeer(context: context, endpoint: broker.endpoint)
+        try late.register(role: .echo, ["echo/late"])
+        let received = try (0..<3).map { _ in try late.expectDelivery().id }
+        #expect(received == ids)
+    }
+
+    @Test("a full queue refuses with busy instead of growing")
+    func busy() throws {
+        let broker = try TestBroker { $0.maxQueuedPerAddress = 3 }
+        defer { broker.stop() }
+        let client = try RawPeer(context: try Context(), endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"])
+        for index in 0..<3 {
+            try client.expectAck(try client.sendMessage(from: "client/1", to: "echo/nobody", kind: "echo", body: [UInt8(index)]))
+        }
+        let id = try client.sendMessage(from: "client/1", to: "echo/nobody", kind: "echo", body: [9])
+        #expect(try client.expectNack(id).code == ErrorCode.busy.rawValue)
+    }
+
+    @Test("a worker may not send kinds only the broker sends, nor from an address it does not serve")
+    func forbiddenSends() throws {
+        let broker = try TestBroker()
+        defer { broker.stop() }
+        let client = try RawPeer(context: try Context(), endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"])
+        let forged = try client.sendMessage(from: "client/1", to: "child/c1", kind: "response", body: Array("{}".utf8))
+        #expect(try client.expectNack(forged).code == ErrorCode.forbidden.rawValue)
+        let spoofed = try client.sendMessage(from: "client/2", to: "echo/1", kind: "echo", body: [])
+        #expect(try client.expectNack(spoofed).code == ErrorCode.forbidden.rawValue)
+    }
+}

@@ -1,0 +1,129 @@
+import AskProtocol
+import Foundation
+
+/// How one ask ended, as a child saw it. The simulation's report and invariant checker read these.
+public enum FlowOutcome: String, Codable, Sendable, CaseIterable {
+    /// A guardian approved; the response reached the app.
+    case approved
+    /// A guardian denied; the response reached the app.
+    case denied
+    /// The child cancelled the send sheet; no response may ever arrive.
+    case cancelled
+    /// Sent, but no guardian answered before the question expired.
+    case expired
+    /// Presented but never sent nor cancelled before the pending window closed.
+    case abandoned
+    /// The handle was already known to the system: no question was asked.
+    case knownHandle = "known-handle"
+    /// `ask` threw an `AskError` (see `askError`).
+    case refused
+}
+
+/// One JSON line a child worker writes per finished flow (`--records FILE`, JSON Lines, appended).
+public struct ChildFlowRecord: Codable, Sendable, Hashable {
+    /// The question's id; `nil` for `known-handle` (nothing was asked).
+    public var question: UUID?
+    public var child: String
+    public var family: String
+    /// `communication` or `significantAppUpdate`.
+    public var topic: String
+    public var outcome: FlowOutcome
+    /// For `refused`: the AskError case (`communicationLimitsNotEnabled`, `contactSyncNotSetup`,
+    /// `invalidQuestion`, `notAvailable`, `systemError`, `unknown`).
+    public var askError: String?
+    public var choiceID: String?
+    public var askedAt: Date?
+    public var presentedAt: Date?
+    public var sentAt: Date?
+    public var respondedAt: Date?
+    public var closedAt: Date
+    /// The question's expiry (its `expirationDate`, or the pending window's end).
+    public var expiresAt: Date?
+    /// How many times a response for this question reached the app (the invariant is at most 1).
+    public var responsesSurfaced: Int
+
+    public init(
+        question: UUID?, child: String, family: String, topic: String, outcome: FlowOutcome, askError: String? = nil,
+        choiceID: String? = nil, askedAt: Date? = nil, presentedAt: Date? = nil, sentAt: Date? = nil,
+        respondedAt: Date? = nil, closedAt: Date, expiresAt: Date? = nil, responsesSurfaced: Int = 0
+    ) {
+        self.question = question
+        self.child = child
+        self.family = family
+        self.topic = topic
+        self.outcome = outcome
+        self.askError = askError
+        self.choiceID = choiceID
+        self.askedAt = askedAt
+        self.presentedAt = presentedAt
+        self.sentAt = sentAt
+        self.respondedAt = respondedAt
+        self.closedAt = closedAt
+        self.expiresAt = expiresAt
+        self.responsesSurfaced = responsesSurfaced
+    }
+}
+
+/// One JSON line a parent worker writes per answer it tried to give (`--records FILE`).
+public struct GuardianAnswerRecord: Codable, Sendable, Hashable {
+    public var question: UUID
+    public var guardian: String
+    public var family: String
+    public var choiceID: String
+    /// When the question reached the guardian.
+    public var receivedAt: Date
+    public var answeredAt: Date
+    /// `accepted`, or the broker's refusal code (`already-closed`, `expired`, ...).
+    public var result: String
+    /// The question's expiry as the guardian saw it.
+    public var expiresAt: Date?
+
+    public init(question: UUID, guardian: String, family: String, choiceID: String, receivedAt: Date, answeredAt: Date, result: String, expiresAt: Date?) {
+        self.question = question
+        self.guardian = guardian
+        self.family = family
+        self.choiceID = choiceID
+        self.receivedAt = receivedAt
+        self.answeredAt = answeredAt
+        self.result = result
+        self.expiresAt = expiresAt
+    }
+}
+
+/// Appends JSON lines to a file; one writer per file, flushed per line so a killed process loses at most one line.
+public final class JSONLinesWriter {
+    private let handle: FileHandle?
+
+    /// Opens `path` for appending (creating it); `nil` path writes nothing.
+    public init(path: String?) throws {
+        guard let path else {
+            handle = nil
+            return
+        }
+        if !FileManager.default.fileExists(atPath: path) {
+            FileManager.default.createFile(atPath: path, contents: nil)
+        }
+        guard let handle = FileHandle(forWritingAtPath: path) else {
+            throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: path])
+        }
+        handle.seekToEndOfFile()
+        self.handle = handle
+    }
+
+    public func write<T: Encodable>(_ value: T) {
+        guard let handle, var line = try? WireJSON.encode(value) else { return }
+        line.append(0x0A)
+        handle.write(Data(line))
+    }
+
+    /// Reads every line of a JSON Lines file; unreadable lines are skipped and counted.
+    public static func read<T: Decodable>(_ type: T.Type, path: String) -> (values: [T], unreadable: Int) {
+        guard let data = FileManager.default.contents(atPath: path) else { return ([], 0) }
+        var values: [T] = []
+        var unreadable = 0
+        for line in data.split(separator: 0x0A) where !line.isEmpty {
+            if let value = try? WireJSON.decode(T.self, from: Array(line)) { values.append(value) } else { unreadable += 1 }
+        }
+        return (values, unreadable)
+    }
+}

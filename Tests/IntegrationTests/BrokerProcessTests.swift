@@ -98,4 +98,34 @@ struct BrokerProcessTests {
             #expect(log.contains("Usage: askrelay-broker"), "\(arguments): \(log)")
         }
     }
+
+    @Test("the stats endpoint publishes snapshots that askrelay top shows, one line per update into a pipe")
+    func statsAndTop() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let stats = "ipc://\(directory.path)/stats.sock"
+        let broker = try TestProcess("askrelay-broker", ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off", "--stats-endpoint", stats], logDirectory: directory.path)
+        defer { broker.kill9() }
+        let endpoint = try broker.readyEndpoint()
+        let peer = try RawPeer(context: try Context(), endpoint: endpoint)
+        try peer.register(role: .echo, ["echo/1"])
+        let top = try TestProcess("askrelay", ["top", "--stats-endpoint", stats, "--count", "2"], logDirectory: directory.path)
+        defer { top.kill9() }
+        let line = try top.waitForLine(startingWith: "broker=")
+        #expect(line.contains("sessions=[echo=1]"), "\(line)")
+        _ = try top.waitForLine(startingWith: "broker=")
+        top.process.waitUntilExit()
+        #expect(top.process.terminationStatus == 0)
+        #expect(top.output.filter { $0.hasPrefix("broker=") }.count == 2)
+    }
+
+    @Test("askrelay top says clearly when no broker publishes, and exits 69")
+    func topWithoutBroker() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let top = try TestProcess("askrelay", ["top", "--stats-endpoint", "ipc://\(directory.path)/nothing.sock", "--timeout", "300ms"], logDirectory: directory.path)
+        top.process.waitUntilExit()
+        #expect(top.process.terminationStatus == 69)
+        #expect(try String(contentsOfFile: top.stderrPath, encoding: .utf8).contains("no statistics"))
+    }
 }

@@ -91,6 +91,9 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The protocol fuzz target: libFuzzer with `make fuzz`, a corpus replayer otherwise.
+        .executableTarget(name: "askrelay-fuzz", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
+
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ"], swiftSettings: strict),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: strict),
         .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),

@@ -120,12 +120,15 @@ struct WireRoundTripTests {
         #expect(message.string(parsed.reasonFrame) == error.reason)
     }
 
-    @Test("NACK cuts a long reason to the limit without breaking UTF-8")
-    func nackLongReason() throws {
-        let long = String(repeating: "é", count: 600)  // 1200 bytes
+    @Test("NACK cuts a long reason to the limit at a character boundary", arguments: ["", "a", "ab", "abc"])
+    func nackLongReason(lead: String) throws {
+        // 2-, 3- and 4-byte characters, so the limit falls inside one for some leads.
+        let long = lead + String(repeating: "é€😀", count: 200)
         let (parsed, message) = try encodeAndParse(base: 0) { WireEncoder.nack(id: nil, WireError(.forbidden, long), into: &$0) }
-        let size = message.size(of: parsed.reasonFrame)
-        #expect(size > 0 && size <= Wire.Limits.standard.maxReason)
+        let reason = message.string(parsed.reasonFrame)
+        #expect(reason.utf8.count <= Wire.Limits.standard.maxReason)
+        #expect(reason.utf8.count > Wire.Limits.standard.maxReason - 4)
+        #expect(long.hasPrefix(reason))
     }
 
     @Test("BYE with and without a reason", arguments: [0, 1], ["", "broker shutting down"])

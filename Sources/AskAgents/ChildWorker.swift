@@ -78,6 +78,8 @@ public struct ChildWorkerSummary: Sendable, Codable, Hashable {
     /// Responses for questions this run did not ask (asked before a restart) or that arrived after the flow ended.
     public var strayResponses = 0
     public var flows: Int { outcomes.values.reduce(0, +) }
+
+    public init() {}
 }
 
 /// The child worker: hosts many children over one ``AskCenter`` and plays ask flows for each (see

@@ -129,6 +129,8 @@ struct ChildMain: Command {
             logger.notice("signal received, stopping", ["signal": signal])
             stopping.fire()
             play.cancel()
+            // Stopping the center ends calls waiting on the broker at once; unfinished flows are not recorded.
+            Task { await worker.stop() }
         }
         let summary = await play.value
         if !stopping.fired {

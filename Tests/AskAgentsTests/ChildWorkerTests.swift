@@ -38,11 +38,11 @@ struct ChildWorkerTests {
     func plansDeterministic() {
         let configuration = ChildWorkerConfiguration(broker: "tcp://127.0.0.1:1", children: [])
         let contacts = ContactGenerator.contacts(for: "c", seed: 7, count: 8, knownRatio: 0)
-        func plans(_ seed: UInt64) -> [String] {
+        func plans(_ seed: UInt64) -> [AnyQuestionTopic] {
             var random = SeededGenerator(seed: seed, label: "flows/c")
             return (0..<20).map { _ in
                 let plan = FlowPlan.make(using: &random, contacts: contacts, configuration: configuration, approvals: ContactApprovals())
-                return "\(plan.question.topic)"
+                return plan.question.topic
             }
         }
         #expect(plans(7) == plans(7))

@@ -42,12 +42,13 @@ public final class LimitsWorker: Sendable {
 
     /// Opens the store (blocking: call it off the cooperative pool), connects and starts serving.
     /// - Parameters:
-    ///   - onRegistered: called on the connection thread each time the session is registered.
+    ///   - onRegistered: called on the connection thread each time the session is registered, with the number of
+    ///     children that have a state of their own.
     ///   - onEvent: called on the connection thread for each ``LimitsWorkerEvent``.
     /// - Throws: an error opening the store or creating the socket.
     public init(
         configuration: LimitsWorkerConfiguration, logger: Logger, context: Context,
-        onRegistered: @escaping @Sendable () -> Void = {}, onEvent: @escaping @Sendable (LimitsWorkerEvent) -> Void = { _ in }
+        onRegistered: @escaping @Sendable (Int) -> Void = { _ in }, onEvent: @escaping @Sendable (LimitsWorkerEvent) -> Void = { _ in }
     ) throws {
         let (store, seeded) = try LimitsStore.open(directory: configuration.dataDirectory, seed: configuration.seed, reset: configuration.reset)
         if !seeded && configuration.seed != nil {
@@ -78,10 +79,10 @@ final class LimitsWorkerHandler: WorkerHandler {
     let address: String
     let store: LimitsStore
     let logger: Logger
-    let onRegistered: @Sendable () -> Void
+    let onRegistered: @Sendable (Int) -> Void
     let onEvent: @Sendable (LimitsWorkerEvent) -> Void
 
-    init(address: String, store: LimitsStore, logger: Logger, onRegistered: @escaping @Sendable () -> Void, onEvent: @escaping @Sendable (LimitsWorkerEvent) -> Void) {
+    init(address: String, store: LimitsStore, logger: Logger, onRegistered: @escaping @Sendable (Int) -> Void, onEvent: @escaping @Sendable (LimitsWorkerEvent) -> Void) {
         self.address = address
         self.store = store
         self.logger = logger
@@ -89,7 +90,7 @@ final class LimitsWorkerHandler: WorkerHandler {
         self.onEvent = onEvent
     }
 
-    func registered(_ connection: WorkerConnection, welcome: Welcome) { onRegistered() }
+    func registered(_ connection: WorkerConnection, welcome: Welcome) { onRegistered(store.children.count) }
 
     func deliver(_ delivery: Delivery, connection: WorkerConnection) -> DeliveryDisposition {
         do {

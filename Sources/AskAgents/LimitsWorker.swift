@@ -72,6 +72,17 @@ public final class LimitsWorker: Sendable {
 
     /// Waits until the connection thread has ended.
     public func wait() { runtime.wait() }
+
+    /// What `ask` gives for `question` from a child in `state`: `nil` (present the send sheet) or the refusal.
+    /// The question is validated first (``AskError/invalidQuestion(_:)``), then the child's state.
+    public static func admission(of question: AnyPermissionQuestion, state: LimitsState, now: Date = Date()) -> AskError? {
+        do {
+            try question.validate(now: now)
+        } catch {
+            return error
+        }
+        return state.admissionError
+    }
 }
 
 /// The limits worker's logic, on the connection thread.
@@ -133,13 +144,7 @@ final class LimitsWorkerHandler: WorkerHandler {
     private func ask(_ delivery: Delivery, connection: WorkerConnection) throws {
         let request = try decode(AskRequest.self, delivery)
         let child = try childID(delivery.from)
-        let refusal: AskError?
-        do {
-            try request.question.validate(now: Date())
-            refusal = store.state(of: child).admissionError
-        } catch {
-            refusal = error
-        }
+        let refusal = LimitsWorker.admission(of: request.question, state: store.state(of: child))
         let outcome: AskResult.Outcome = refusal.map { .refused($0) } ?? .presented
         connection.send(AskResult(questionID: request.question.id, outcome: outcome), from: address, to: delivery.from)
         logger.debug("ask", ["child": child, "question": request.question.id, "outcome": refusal?.caseName ?? "presented"])

@@ -101,7 +101,11 @@ final class LPPeer {
         while true {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { return nil }
-            let ms = Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) + 1
+            // Wait at most 100 ms at a time and send a heartbeat, so the broker keeps this peer alive while it waits.
+            let ms = min(100, Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) + 1)
+            var heartbeat = Multipart()
+            WireEncoder.heartbeat(into: &heartbeat)
+            _ = try socket.send(heartbeat)
             guard try socket.wait(timeoutMilliseconds: ms), try socket.receive(into: &buffer, .dontWait) else { continue }
             let parsed = try WireParser.parse(buffer)
             if parsed.command == .heartbeat { continue }

@@ -32,7 +32,8 @@ final class ParentWorkerHandler: WorkerHandler {
     let start = ContinuousClock.now
     var guardians: [String: Guardian] = [:]
     var held: [HeldKey: Held] = [:]
-    var nextDue: ContinuousClock.Instant?
+    /// When held questions are due; an entry whose instant no longer matches its question's `decideAt` is stale.
+    var due = DueHeap()
     /// Answers sent and not yet accepted or refused, with their record (result still empty).
     var attempts: [MessageID: GuardianAnswerRecord] = [:]
 
@@ -97,12 +98,11 @@ final class ParentWorkerHandler: WorkerHandler {
     }
 
     func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant) {
-        guard let due = nextDue, due <= now else { return }
-        for (key, item) in held {
-            guard let at = item.decideAt, at <= now else { continue }
-            decide(key, item, now: now, connection: connection)
+        while let top = due.peek, top.at <= now {
+            due.pop()
+            guard let item = held[top.key], item.decideAt == top.at else { continue }
+            decide(top.key, item, now: now, connection: connection)
         }
-        nextDue = held.values.compactMap(\.decideAt).min()
     }
 
     // MARK: Flow
@@ -145,7 +145,7 @@ final class ParentWorkerHandler: WorkerHandler {
             if question.expirationDate != nil, !question.isExpired(at: date) {
                 var later = item
                 later.decideAt = afterExpiry(item.question, now: now, date: date)
-                held[key] = later
+                schedule(key, later)
                 return
             }
             choice = guardian.setup.policy.choice(for: question, random: &guardian.decisions) ?? question.defaultChoice
@@ -153,7 +153,7 @@ final class ParentWorkerHandler: WorkerHandler {
             if let offline = guardian.setup.offline, offline.offline(at: now - start) != nil {
                 var later = item
                 later.decideAt = whenToDecide(key.guardian, now: now)
-                held[key] = later
+                schedule(key, later)
                 return
             }
             if question.isExpired(at: date) {
@@ -195,7 +195,7 @@ final class ParentWorkerHandler: WorkerHandler {
 
     private func schedule(_ key: HeldKey, _ item: Held) {
         held[key] = item
-        if let at = item.decideAt, nextDue.map({ at < $0 }) ?? true { nextDue = at }
+        if let at = item.decideAt { due.push(at, key) }
     }
 
     private func drop(_ key: HeldKey, why: String) {
@@ -209,5 +209,40 @@ final class ParentWorkerHandler: WorkerHandler {
         record.result = result
         records?.write(record)
         onEvent(.answerResult(record))
+    }
+}
+
+/// A min-heap of (instant, held question).
+struct DueHeap {
+    private var items: [(at: ContinuousClock.Instant, key: ParentWorkerHandler.HeldKey)] = []
+
+    var peek: (at: ContinuousClock.Instant, key: ParentWorkerHandler.HeldKey)? { items.first }
+
+    mutating func push(_ at: ContinuousClock.Instant, _ key: ParentWorkerHandler.HeldKey) {
+        items.append((at, key))
+        var child = items.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard items[child].at < items[parent].at else { break }
+            items.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    mutating func pop() {
+        guard !items.isEmpty else { return }
+        items.swapAt(0, items.count - 1)
+        items.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var smallest = parent
+            if left < items.count && items[left].at < items[smallest].at { smallest = left }
+            if right < items.count && items[right].at < items[smallest].at { smallest = right }
+            if smallest == parent { break }
+            items.swapAt(parent, smallest)
+            parent = smallest
+        }
     }
 }

@@ -56,7 +56,7 @@ struct ComposeTests {
             #expect(config.scalars["services.\(service).stop_grace_period"] != nil, "\(service) has a stop_grace_period")
         }
         #expect(config.lists["services.broker.volumes"]?.contains("journal:/var/lib/askrelay:rw") == true)
-        #expect(config.scalars["volumes.journal"] != nil, "journal is a named volume")
+        #expect(config.scalars["volumes.journal.name"] == "askrelay-journal", "journal is a named volume")
         let ports = config.lists["services.broker.ports"] ?? []
         #expect(ports.contains { $0.hasSuffix(":5555:5555/tcp") } && ports.contains { $0.hasSuffix(":5556:5556/tcp") }, "\(ports)")
         #expect(ports.allSatisfy { $0.hasPrefix("127.0.0.1:") }, "published on loopback by default while there is no CURVE: \(ports)")

@@ -141,8 +141,9 @@ final class ParentWorkerHandler: WorkerHandler {
         let date = Date()
         let question = item.question.question
         var choice: PermissionChoice?
+        let deadline = item.question.expiresAt ?? question.expirationDate
         if configuration.answerAfterExpiry {
-            if question.expirationDate != nil, !question.isExpired(at: date) {
+            if let deadline, date < deadline {
                 var later = item
                 later.decideAt = afterExpiry(item.question, now: now, date: date)
                 schedule(key, later)
@@ -156,7 +157,7 @@ final class ParentWorkerHandler: WorkerHandler {
                 schedule(key, later)
                 return
             }
-            if question.isExpired(at: date) {
+            if let deadline, date >= deadline {
                 drop(key, why: "expired")
                 return
             }
@@ -171,7 +172,7 @@ final class ParentWorkerHandler: WorkerHandler {
         let id = connection.send(GuardianAnswer(questionID: key.question, choiceID: choice.id), from: "guardian/\(key.guardian)", to: "broker")
         attempts[id] = GuardianAnswerRecord(
             question: key.question, guardian: key.guardian, family: guardian.setup.family, choiceID: choice.id,
-            receivedAt: item.receivedAt, answeredAt: date, result: "", expiresAt: question.expirationDate)
+            receivedAt: item.receivedAt, answeredAt: date, result: "", expiresAt: deadline)
         logger.debug("answered", ["guardian": key.guardian, "question": key.question, "choice": choice.id])
         onEvent(.answered(guardian: key.guardian, question: key.question, choiceID: choice.id))
     }
@@ -186,9 +187,10 @@ final class ParentWorkerHandler: WorkerHandler {
         return at
     }
 
-    /// Just after the question's expiration date; `nil` (wait for `closed`) when it has none.
+    /// Just after the question's deadline (the broker's, else its expiration date); `nil` (wait for `closed`) when
+    /// it has neither.
     private func afterExpiry(_ question: GuardianQuestion, now: ContinuousClock.Instant, date: Date) -> ContinuousClock.Instant? {
-        guard let expiry = question.question.expirationDate else { return nil }
+        guard let expiry = question.expiresAt ?? question.question.expirationDate else { return nil }
         let left = max(0, expiry.timeIntervalSince(date))
         return now + .nanoseconds(Int64(left * 1e9)) + .milliseconds(1)
     }

@@ -14,7 +14,7 @@ struct LedgerEntry {
 /// It decides; the broker routes. Every transition is journaled by the broker in the same turn.
 struct QuestionLedger {
     /// Kinds the broker must read even when they are addressed to a worker.
-    static let watchedKinds: Set<String> = [MessageKind.ask.rawValue, MessageKind.askResult.rawValue]
+    static let watchedKinds: Set<String> = [MessageKind.ask.rawValue, MessageKind.askResult.rawValue, MessageKind.limitsAdmin.rawValue]
     /// Kinds only the broker may send.
     static let brokerOnlyKinds: Set<String> = [
         MessageKind.question.rawValue, MessageKind.response.rawValue, MessageKind.closed.rawValue,
@@ -131,6 +131,12 @@ extension Broker {
             try handleAsk(session: session, from: from, to: to, id: id, subject: parsed.subject, body: body, now: now)
         case (_, MessageKind.askResult.rawValue):
             try handleAskResult(session: session, from: from, to: to, id: id, subject: parsed.subject, body: body, now: now)
+        case (_, MessageKind.limitsAdmin.rawValue):
+            // Admin changes go to the limits worker that serves the child, not the one the sender hashes to.
+            guard session.role == .observer else { throw WireError(.forbidden, "only an observer may change limits state") }
+            let change = try decodeBody(LimitsAdminChange.self, body)
+            guard to == "limits" || to.hasPrefix("limits/") else { throw WireError(.badAddress, "limits.admin goes to 'limits'") }
+            try route(id: id, from: from, to: to, kind: kind, subject: parsed.subject, body: body, limitsKey: "child/\(change.child)")
         case ("broker", MessageKind.send.rawValue):
             let request = try decodeBody(SendQuestion.self, body)
             try handleSendQuestion(session: session, from: from, questionID: MessageID(uuid: request.questionID), now: now)
@@ -240,7 +246,7 @@ extension Broker {
         guard now < entry.record.expiresAt else { throw WireError(.expired, "the question expired at \(entry.record.expiresAt)") }
         entry.record.state = .sent
         try save(entry.record)
-        let body = (try? WireJSON.encode(GuardianQuestion(question: entry.question, child: entry.record.child, family: entry.record.family, sentAt: now))) ?? []
+        let body = (try? WireJSON.encode(GuardianQuestion(question: entry.question, child: entry.record.child, family: entry.record.family, sentAt: now, expiresAt: entry.record.expiresAt))) ?? []
         for guardian in (ledger.rosters[entry.record.family] ?? []).sorted() {
             try route(id: .random(), from: "broker", to: "guardian/\(guardian)", kind: MessageKind.question.rawValue, subject: questionID, body: body, expiresAt: entry.record.expiresAt)
         }

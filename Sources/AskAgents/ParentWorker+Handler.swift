@@ -33,7 +33,7 @@ final class ParentWorkerHandler: WorkerHandler {
     var guardians: [String: Guardian] = [:]
     var held: [HeldKey: Held] = [:]
     /// When held questions are due; an entry whose instant no longer matches its question's `decideAt` is stale.
-    var due = DueHeap()
+    var due = DeadlineHeap<ContinuousClock.Instant, HeldKey>()
     /// Answers sent and not yet accepted or refused, with their record (result still empty).
     var attempts: [MessageID: GuardianAnswerRecord] = [:]
 
@@ -100,8 +100,8 @@ final class ParentWorkerHandler: WorkerHandler {
     func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant) {
         while let top = due.peek, top.at <= now {
             due.pop()
-            guard let item = held[top.key], item.decideAt == top.at else { continue }
-            decide(top.key, item, now: now, connection: connection)
+            guard let item = held[top.payload], item.decideAt == top.at else { continue }
+            decide(top.payload, item, now: now, connection: connection)
         }
     }
 
@@ -211,40 +211,5 @@ final class ParentWorkerHandler: WorkerHandler {
         record.result = result
         records?.write(record)
         onEvent(.answerResult(record))
-    }
-}
-
-/// A min-heap of (instant, held question).
-struct DueHeap {
-    private var items: [(at: ContinuousClock.Instant, key: ParentWorkerHandler.HeldKey)] = []
-
-    var peek: (at: ContinuousClock.Instant, key: ParentWorkerHandler.HeldKey)? { items.first }
-
-    mutating func push(_ at: ContinuousClock.Instant, _ key: ParentWorkerHandler.HeldKey) {
-        items.append((at, key))
-        var child = items.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard items[child].at < items[parent].at else { break }
-            items.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    mutating func pop() {
-        guard !items.isEmpty else { return }
-        items.swapAt(0, items.count - 1)
-        items.removeLast()
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1
-            let right = left + 1
-            var smallest = parent
-            if left < items.count && items[left].at < items[smallest].at { smallest = left }
-            if right < items.count && items[right].at < items[smallest].at { smallest = right }
-            if smallest == parent { break }
-            items.swapAt(parent, smallest)
-            parent = smallest
-        }
     }
 }

@@ -24,7 +24,7 @@ struct QuestionLedger {
     let configuration: BrokerConfiguration
     var entries: [MessageID: LedgerEntry] = [:]
     var rosters: [String: Set<String>] = [:]
-    private var deadlines = DeadlineHeap()
+    private var deadlines = DeadlineHeap<Date, MessageID>()
 
     init(configuration: BrokerConfiguration) { self.configuration = configuration }
 
@@ -47,7 +47,7 @@ struct QuestionLedger {
     var nextDeadline: Date? {
         mutating get {
             while let top = deadlines.peek {
-                if let entry = entries[top.id], !entry.record.state.isClosed, entry.record.expiresAt == top.at { return top.at }
+                if let entry = entries[top.payload], !entry.record.state.isClosed, entry.record.expiresAt == top.at { return top.at }
                 deadlines.pop()
             }
             return nil
@@ -59,7 +59,7 @@ struct QuestionLedger {
         var due: [MessageID] = []
         while let top = deadlines.peek, top.at <= now {
             deadlines.pop()
-            if let entry = entries[top.id], !entry.record.state.isClosed, entry.record.expiresAt <= now { due.append(top.id) }
+            if let entry = entries[top.payload], !entry.record.state.isClosed, entry.record.expiresAt <= now { due.append(top.payload) }
         }
         return due
     }
@@ -80,41 +80,6 @@ struct QuestionLedger {
         case .answered: WireError(.alreadyClosed, "the question was already answered; cannot \(wanted)")
         case .expired, .abandoned: WireError(.expired, "the question expired; cannot \(wanted)")
         case .cancelled: WireError(.cancelled, "the question was cancelled; cannot \(wanted)")
-        }
-    }
-}
-
-/// A min-heap of (deadline, question id).
-struct DeadlineHeap {
-    private var items: [(at: Date, id: MessageID)] = []
-
-    var peek: (at: Date, id: MessageID)? { items.first }
-
-    mutating func push(_ at: Date, _ id: MessageID) {
-        items.append((at, id))
-        var child = items.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard items[child].at < items[parent].at else { break }
-            items.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    mutating func pop() {
-        guard !items.isEmpty else { return }
-        items.swapAt(0, items.count - 1)
-        items.removeLast()
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1
-            let right = left + 1
-            var smallest = parent
-            if left < items.count && items[left].at < items[smallest].at { smallest = left }
-            if right < items.count && items[right].at < items[smallest].at { smallest = right }
-            if smallest == parent { break }
-            items.swapAt(parent, smallest)
-            parent = smallest
         }
     }
 }

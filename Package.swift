@@ -86,7 +86,7 @@ let package = Package(
         // Test helpers shared by test targets: a hand-driven protocol peer, temporary folders.
         .target(
             name: "AskTestSupport",
-            dependencies: ["AskProtocol", "ZeroMQ"],
+            dependencies: ["AskProtocol", "ZeroMQ", "AskBroker", "AskLogging"],
             path: "Tests/AskTestSupport",
             swiftSettings: strict
         ),

@@ -2,6 +2,7 @@ import AskAgents
 import AskBroker
 import AskLogging
 import AskProtocol
+import AskTestSupport
 import Foundation
 import Testing
 import ZeroMQ
@@ -20,18 +21,18 @@ struct LimitsWorkerTests {
 
     /// A broker, a limits worker on `data` and a child peer serving `children` of family f1.
     final class Setup {
-        let broker: LPBroker
+        let broker: TestBroker
         let context: Context
-        let data: LPTempDirectory
+        let data: TempDirectory
         var worker: LimitsWorker?
         let events = LPEvents<LimitsWorkerEvent>()
-        let child: LPPeer
+        let child: RawPeer
 
-        init(children: [String], seed: LimitsStateFile? = LimitsWorkerTests.stateFile, data: LPTempDirectory = LPTempDirectory()) throws {
-            broker = try LPBroker()
+        init(children: [String], seed: LimitsStateFile? = LimitsWorkerTests.stateFile, data: TempDirectory = TempDirectory()) throws {
+            broker = try TestBroker()
             context = try Context()
             self.data = data
-            child = try LPPeer(context: context, endpoint: broker.endpoint)
+            child = try RawPeer(context: context, endpoint: broker.endpoint)
             try startWorker(seed: seed)
             try child.register(role: .child, children.map { "child/\($0)" }, family: "f1")
         }
@@ -82,7 +83,7 @@ struct LimitsWorkerTests {
     @Test func learnsApprovedHandlesAndKeepsThemAcrossARestart() throws {
         let setup = try Setup(children: ["ok"])
         defer { setup.stop() }
-        let guardian = try LPPeer(context: setup.context, endpoint: setup.broker.endpoint)
+        let guardian = try RawPeer(context: setup.context, endpoint: setup.broker.endpoint)
         try guardian.register(role: .guardian, ["guardian/g1"], family: "f1")
         let friend = email("friend@example.com")
         let q = question([friend])
@@ -120,7 +121,7 @@ struct LimitsWorkerTests {
         let setup = try Setup(children: ["ok"])
         defer { setup.stop() }
         #expect(try setup.child.ask(question([phone("+14155550111")]), child: "ok").outcome == .presented)
-        let observer = try LPPeer(context: setup.context, endpoint: setup.broker.endpoint)
+        let observer = try RawPeer(context: setup.context, endpoint: setup.broker.endpoint)
         try observer.register(role: .observer, ["observer/test"])
 
         try change(setup, observer, LimitsAdminChange(child: "ok", limitsEnabled: false))
@@ -144,7 +145,7 @@ struct LimitsWorkerTests {
         #expect(!setup.events.all.contains { if case .changed = $0 { true } else { false } })
     }
 
-    private func change(_ setup: Setup, _ observer: LPPeer, _ change: LimitsAdminChange) throws {
+    private func change(_ setup: Setup, _ observer: RawPeer, _ change: LimitsAdminChange) throws {
         let before = setup.events.all.count
         try observer.expectAck(try observer.send(change, from: "observer/test", to: "limits"))
         _ = try setup.events.wait(after: before) {

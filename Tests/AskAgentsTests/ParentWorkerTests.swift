@@ -2,6 +2,7 @@ import AskAgents
 import AskBroker
 import AskLogging
 import AskProtocol
+import AskTestSupport
 import Foundation
 import Testing
 import ZeroMQ
@@ -10,19 +11,19 @@ import ZeroMQ
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct ParentWorkerTests {
     final class Setup {
-        let broker: LPBroker
+        let broker: TestBroker
         let context: Context
-        let data = LPTempDirectory()
+        let data = TempDirectory()
         let limits: LimitsWorker
         var parent: ParentWorker?
         let events = LPEvents<ParentWorkerEvent>()
-        let child: LPPeer
+        let child: RawPeer
         var recordsPath: String { data.path + "/answers.jsonl" }
         /// Taken just before the parent worker starts.
         var parentStarted = ContinuousClock.now
 
         init(guardians: [GuardianSetup], answerAfterExpiry: Bool = false) throws {
-            broker = try LPBroker()
+            broker = try TestBroker()
             context = try Context()
             var limitsConfiguration = LimitsWorkerConfiguration()
             limitsConfiguration.broker = broker.endpoint
@@ -44,7 +45,7 @@ struct ParentWorkerTests {
                 context: context, onRegistered: { registered.add(true) }, onEvent: { events.add($0) })
             _ = try registered.wait { _ in true }
 
-            child = try LPPeer(context: context, endpoint: broker.endpoint)
+            child = try RawPeer(context: context, endpoint: broker.endpoint)
             try child.register(role: .child, ["child/c1"], family: "f1")
         }
 
@@ -70,7 +71,7 @@ struct ParentWorkerTests {
                 if case .answerResult(let record) = $0 { return record.question == q.id && (guardian == nil || record.guardian == guardian) }
                 return false
             }
-            guard case .answerResult(let record) = event else { throw LPFailure("not a result") }
+            guard case .answerResult(let record) = event else { throw TestFailure("not a result") }
             return record
         }
     }
@@ -131,7 +132,7 @@ struct ParentWorkerTests {
         guard case .dropped(_, _, let why) = dropped else { return }
         #expect(why == "closed-expired" || why == "expired")
         // Past the think time: still no answer from the guardian.
-        #expect(throws: LPFailure.self) {
+        #expect(throws: TestFailure.self) {
             try setup.events.wait(timeout: .milliseconds(1300)) { if case .answered = $0 { return true }; return false }
         }
         #expect(setup.records().isEmpty)
@@ -159,7 +160,7 @@ struct ParentWorkerTests {
         _ = try setup.events.wait { if case .received(_, let id) = $0 { return id == q.id }; return false }
         let response: AnyPermissionResponse
         do { response = try setup.response(for: q) } catch {
-            throw LPFailure("\(error); parent events: \(setup.events.all)")
+            throw TestFailure("\(error); parent events: \(setup.events.all)")
         }
         #expect(response.choice == .approve)
         // The guardian was offline for the first second of its life; the answer came only after it was back.

@@ -1,5 +1,6 @@
 import AskAgents
 import AskProtocol
+import AskTestSupport
 import Foundation
 import Testing
 

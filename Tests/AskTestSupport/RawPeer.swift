@@ -97,7 +97,13 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
             let ms = Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) + 1
             guard try socket.wait(timeoutMilliseconds: ms), try socket.receive(into: &buffer, .dontWait) else { continue }
             let parsed = try WireParser.parse(buffer)
-            if parsed.command == .heartbeat { continue }
+            if parsed.command == .heartbeat {
+                // Answer the broker's heartbeat, so a peer waiting a long time for a message keeps its session.
+                var beat = Multipart()
+                WireEncoder.heartbeat(into: &beat)
+                try socket.send(beat)
+                continue
+            }
             var received = Received(command: parsed.command, id: parsed.id, subject: parsed.subject)
             switch parsed.command {
             case .deliver, .send:
@@ -147,8 +153,8 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
         try expect { $0.command == .nack && (id == nil || $0.id == id) }
     }
 
-    public func expectDelivery(kind: String? = nil) throws -> Received {
-        try expect { $0.command == .deliver && (kind == nil || $0.kind == kind) }
+    public func expectDelivery(kind: String? = nil, to: String? = nil, timeout: Duration = .seconds(5)) throws -> Received {
+        try expect(timeout: timeout) { $0.command == .deliver && (kind == nil || $0.kind == kind) && (to == nil || $0.to == to) }
     }
 
     /// Whether a message matching `matches` is already here or arrives within `window`.

@@ -64,16 +64,16 @@ public struct Incarnation: Sendable, Hashable {
 /// ``SupervisedProcess/waitForLine(deadline:matching:)``), its stderr copied to a log file, and its exit collected
 /// by a waiter thread. All waits take a deadline; nothing sleeps. ``killAll()`` runs on every exit path, including a
 /// SIGINT or SIGTERM of the supervising process (see ``watchSignals()``).
-public final class ProcessSupervisor: @unchecked Sendable {  // @unchecked: all mutable state is guarded by `condition`.
-    let condition = NSCondition()
+public final class ProcessSupervisor: @unchecked Sendable {  // @unchecked: all mutable state is guarded by `core.condition`.
+    let core: SupervisorCore
+    var condition: NSCondition { core.condition }
     private var processes: [SupervisedProcess] = []
-    private var interruptedBy: Int32?
     private var signalWatcher: SignalWatcher?
     /// Called with (process name, line) for every stdout line, on the reading thread.
-    public let onLine: @Sendable (String, String) -> Void
+    public var onLine: @Sendable (String, String) -> Void { core.onLine }
 
     public init(onLine: @escaping @Sendable (String, String) -> Void = { _, _ in }) {
-        self.onLine = onLine
+        core = SupervisorCore(onLine: onLine)
     }
 
     deinit { killAll() }
@@ -94,10 +94,7 @@ public final class ProcessSupervisor: @unchecked Sendable {  // @unchecked: all 
     public func watchSignals() {
         let watcher = SignalWatcher(signals: [SIGINT, SIGTERM]) { [weak self] number in
             guard let self else { return }
-            self.condition.lock()
-            self.interruptedBy = number
-            self.condition.broadcast()
-            self.condition.unlock()
+            self.core.interrupt(number)
             self.killAll()
         }
         condition.lock()
@@ -106,11 +103,7 @@ public final class ProcessSupervisor: @unchecked Sendable {  // @unchecked: all 
     }
 
     /// The signal that interrupted the supervisor, if one did.
-    public var interrupted: Int32? {
-        condition.lock()
-        defer { condition.unlock() }
-        return interruptedBy
-    }
+    public var interrupted: Int32? { core.interrupted }
 
     public var all: [SupervisedProcess] {
         condition.lock()
@@ -127,9 +120,9 @@ public final class ProcessSupervisor: @unchecked Sendable {  // @unchecked: all 
         name: String, executable: String, arguments: [String], environment: [String: String] = [:], logPath: String? = nil
     ) throws -> SupervisedProcess {
         let process = SupervisedProcess(
-            supervisor: self, name: name, executable: executable, arguments: arguments, environment: environment, logPath: logPath)
+            core: core, name: name, executable: executable, arguments: arguments, environment: environment, logPath: logPath)
         condition.lock()
-        if let signal = interruptedBy {
+        if let signal = core.interruptedBy {
             condition.unlock()
             throw SupervisorError(process: name, "not started: interrupted by \(signalName(signal))")
         }
@@ -152,15 +145,7 @@ public final class ProcessSupervisor: @unchecked Sendable {  // @unchecked: all 
     /// Waits until `predicate` holds (checked under the lock after every process event) or `deadline` passes.
     /// - Returns: `false` on timeout or interruption.
     public func wait(until deadline: ContinuousClock.Instant, _ predicate: () -> Bool) -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        while !predicate() {
-            if interruptedBy != nil { return false }
-            let remaining = ContinuousClock.now.duration(to: deadline)
-            if remaining <= .zero { return false }
-            _ = condition.wait(until: Date().addingTimeInterval(min(remaining.seconds, 0.5)))
-        }
-        return true
+        core.wait(until: deadline, predicate)
     }
 
     /// Wakes every waiter (for callers that change state the predicates look at).
@@ -171,6 +156,41 @@ public final class ProcessSupervisor: @unchecked Sendable {  // @unchecked: all 
     }
 }
 
+/// The lock, condition and interruption state a supervisor shares with its processes (whose reader threads may
+/// outlive the supervisor object).
+final class SupervisorCore: @unchecked Sendable {  // @unchecked: `interruptedBy` is guarded by `condition`.
+    let condition = NSCondition()
+    var interruptedBy: Int32?
+    let onLine: @Sendable (String, String) -> Void
+
+    init(onLine: @escaping @Sendable (String, String) -> Void) { self.onLine = onLine }
+
+    var interrupted: Int32? {
+        condition.lock()
+        defer { condition.unlock() }
+        return interruptedBy
+    }
+
+    func interrupt(_ number: Int32) {
+        condition.lock()
+        interruptedBy = number
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func wait(until deadline: ContinuousClock.Instant, _ predicate: () -> Bool) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while !predicate() {
+            if interruptedBy != nil { return false }
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            if remaining <= .zero { return false }
+            _ = condition.wait(until: Date().addingTimeInterval(min(remaining.seconds, 0.5)))
+        }
+        return true
+    }
+}
+
 /// One supervised executable; restartable with the same arguments.
 public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: mutable state is guarded by the supervisor's condition.
     public let name: String
@@ -178,7 +198,7 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
     public let arguments: [String]
     public let environment: [String: String]
     public let logPath: String?
-    private unowned let supervisor: ProcessSupervisor
+    private let supervisor: SupervisorCore
     private var condition: NSCondition { supervisor.condition }
 
     // Guarded by `condition`.
@@ -187,8 +207,8 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
     private var lineCursorOfIncarnation: [Int] = []
     private var openReaders = 0
 
-    init(supervisor: ProcessSupervisor, name: String, executable: String, arguments: [String], environment: [String: String], logPath: String?) {
-        self.supervisor = supervisor
+    init(core: SupervisorCore, name: String, executable: String, arguments: [String], environment: [String: String], logPath: String?) {
+        self.supervisor = core
         self.name = name
         self.executable = executable
         self.arguments = arguments
@@ -213,6 +233,9 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
 
     /// The exit of the current run, once it ended.
     public var exitStatus: ExitStatus? { incarnations.last?.exit }
+
+    /// The current run's exit, for predicates of ``ProcessSupervisor/wait(until:_:)`` (which hold the lock).
+    public var exitStatusUnlocked: ExitStatus? { incarnationsStorage.last?.exit }
 
     /// Every stdout line so far, over all runs.
     public var lines: [String] {

@@ -83,6 +83,17 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // Test helpers shared by test targets: a hand-driven protocol peer, temporary folders.
+        .target(
+            name: "AskTestSupport",
+            dependencies: ["AskProtocol", "ZeroMQ"],
+            path: "Tests/AskTestSupport",
+            swiftSettings: strict
+        ),
+
+        // The protocol fuzz target: libFuzzer with `make fuzz`, a corpus replayer otherwise.
+        .executableTarget(name: "askrelay-fuzz", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
+
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ"], swiftSettings: strict),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: strict),
         .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),
@@ -96,12 +107,12 @@ let package = Package(
         .testTarget(name: "JournalTests", dependencies: ["AskBroker", "SQLite"], swiftSettings: strict),
         .testTarget(
             name: "AskBrokerTests",
-            dependencies: ["AskBroker", "AskAgents", "AskProtocol", "ZeroMQ", "AskLogging"],
+            dependencies: ["AskBroker", "AskAgents", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "AskAgentsTests",
-            dependencies: ["AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging"],
+            dependencies: ["AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -112,7 +123,7 @@ let package = Package(
         // Real processes: broker, workers and askrelay executables started by the tests.
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["AskProtocol", "AskAgents", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite"],
+            dependencies: ["AskProtocol", "AskAgents", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite", "AskTestSupport"],
             swiftSettings: strict
         ),
     ],

@@ -1,5 +1,6 @@
 import AskBroker
 import AskProtocol
+import AskTestSupport
 import Foundation
 import Testing
 import ZeroMQ

@@ -1,1 +1,552 @@
+import AskProtocol
+import Foundation
 import Testing
+import ZeroMQ
+
+// MARK: - Helpers
+
+func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+let signature: [UInt8] = [0x41, 0x53, 0x4B, 0x01]
+/// A ROUTER identity as libzmq generates it (5 bytes, first byte 0).
+let routerIdentity: [UInt8] = [0x00, 0x80, 0x00, 0x41, 0xA7]
+
+let idA = MessageID(hex: "0123456789abcdef0011223344556677")!
+let idB = MessageID(hex: "6f1c4a3e2b7d4e599a0c1d2e3f405162")!
+
+/// Encodes with `build` after an optional ROUTER identity frame, then parses at the matching base.
+func encodeAndParse(base: Int, _ build: (inout Multipart) -> Void) throws(WireError) -> (ParsedFrames, Multipart) {
+    var message = Multipart()
+    if base == 1 { message.append(routerIdentity) }
+    build(&message)
+    return (try WireParser.parse(message, base: base), message)
+}
+
+/// SplitMix64, so every random test replays from its seed.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+// MARK: - Round trips
+
+@Suite("Wire round trips")
+struct WireRoundTripTests {
+    @Test("SEND and DELIVER keep id, addresses, kind, subject and body", arguments: [0, 1], [WireCommand.send, .deliver])
+    func message(base: Int, command: WireCommand) throws {
+        let body = bytes(#"{"questionID":"6F1C4A3E-2B7D-4E59-9A0C-1D2E3F405162"}"#)
+        let (parsed, message) = try encodeAndParse(base: base) {
+            WireEncoder.message(command, id: idA, from: "child/c-17", to: "broker", kind: "send", subject: idB, body: body, into: &$0)
+        }
+        #expect(message.count == base + 8)
+        #expect(parsed.command == command)
+        #expect(parsed.base == base)
+        #expect(parsed.id == idA)
+        #expect(parsed.subject == idB)
+        #expect(message.string(parsed.fromFrame) == "child/c-17")
+        #expect(message.string(parsed.toFrame) == "broker")
+        #expect(message.string(parsed.kindFrame) == "send")
+        #expect(Array(message[parsed.bodyFrame]) == body)
+        #expect(Array(message[base]) == signature)
+        #expect(Array(message[base + 1]) == [command.rawValue])
+    }
+
+    @Test("SEND without a subject and with an empty body", arguments: [0, 1])
+    func messageWithoutSubject(base: Int) throws {
+        let (parsed, message) = try encodeAndParse(base: base) {
+            WireEncoder.message(.send, id: idB, from: "echo/e1", to: "limits", kind: "echo", subject: nil, body: [], into: &$0)
+        }
+        #expect(parsed.id == idB)
+        #expect(parsed.subject == nil)
+        #expect(message.size(of: parsed.subjectFrame) == 0)
+        #expect(message.size(of: parsed.bodyFrame) == 0)
+        #expect(message.string(parsed.toFrame) == "limits")
+    }
+
+    @Test("HELLO and WELCOME carry their JSON body", arguments: [0, 1])
+    func session(base: Int) throws {
+        let hello = Hello(role: .guardian, worker: "askrelay-parent[42]", endpoints: [.init(address: "guardian/g1", family: "f7")], window: 32, heartbeatMs: 500)
+        let (parsedHello, helloMessage) = try encodeAndParse(base: base) {
+            WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &$0)
+        }
+        #expect(parsedHello.command == .hello)
+        #expect(parsedHello.bodyFrame == base + 2)
+        #expect(parsedHello.id == nil)
+        let decodedHello = try helloMessage.withFrame(parsedHello.bodyFrame) {
+            try SessionJSON.decode(Hello.self, from: $0.bindMemory(to: UInt8.self))
+        }
+        #expect(decodedHello == hello)
+
+        let welcome = Welcome(session: "abc-1", heartbeatMs: 1000, liveness: 3, window: 32, broker: "abc")
+        let (parsedWelcome, welcomeMessage) = try encodeAndParse(base: base) {
+            WireEncoder.session(.welcome, body: SessionJSON.encode(welcome), into: &$0)
+        }
+        #expect(parsedWelcome.command == .welcome)
+        #expect(try SessionJSON.decode(Welcome.self, from: welcomeMessage[parsedWelcome.bodyFrame]) == welcome)
+    }
+
+    @Test("HEARTBEAT is two frames", arguments: [0, 1])
+    func heartbeat(base: Int) throws {
+        let (parsed, message) = try encodeAndParse(base: base) { WireEncoder.heartbeat(into: &$0) }
+        #expect(parsed.command == .heartbeat)
+        #expect(message.count == base + 2)
+        #expect(parsed.id == nil && parsed.subject == nil)
+    }
+
+    @Test("ACK keeps every id in order, from 1 to the limit", arguments: [0, 1], [1, 3, 4096])
+    func ack(base: Int, count: Int) throws {
+        var rng = SplitMix64(state: UInt64(count))
+        let ids = (0..<count).map { _ in MessageID(high: rng.next(), low: rng.next()) }
+        let (parsed, message) = try encodeAndParse(base: base) { WireEncoder.ack(ids, into: &$0) }
+        #expect(parsed.command == .ack)
+        #expect(message.size(of: parsed.ackFrame) == 16 * count)
+        #expect(message.ackIDs(parsed) == ids)
+    }
+
+    @Test("NACK with and without an id keeps code and reason", arguments: [0, 1], [idA, nil] as [MessageID?])
+    func nack(base: Int, id: MessageID?) throws {
+        let error = WireError(.busy, "'child/c1' has 100000 messages queued; retry later — é")
+        let (parsed, message) = try encodeAndParse(base: base) { WireEncoder.nack(id: id, error, into: &$0) }
+        #expect(parsed.command == .nack)
+        #expect(parsed.id == id)
+        #expect(message.string(parsed.codeFrame) == "busy")
+        #expect(ErrorCode(rawValue: message.string(parsed.codeFrame)) == .busy)
+        #expect(message.string(parsed.reasonFrame) == error.reason)
+    }
+
+    @Test("NACK cuts a long reason to the limit at a character boundary", arguments: ["", "a", "ab", "abc"])
+    func nackLongReason(lead: String) throws {
+        // 2-, 3- and 4-byte characters, so the limit falls inside one for some leads.
+        let long = lead + String(repeating: "é€😀", count: 200)
+        let (parsed, message) = try encodeAndParse(base: 0) { WireEncoder.nack(id: nil, WireError(.forbidden, long), into: &$0) }
+        let reason = message.string(parsed.reasonFrame)
+        #expect(reason.utf8.count <= Wire.Limits.standard.maxReason)
+        #expect(reason.utf8.count > Wire.Limits.standard.maxReason - 4)
+        #expect(long.hasPrefix(reason))
+    }
+
+    @Test("BYE with and without a reason", arguments: [0, 1], ["", "broker shutting down"])
+    func bye(base: Int, reason: String) throws {
+        let (parsed, message) = try encodeAndParse(base: base) { WireEncoder.bye(reason: reason, into: &$0) }
+        #expect(parsed.command == .bye)
+        #expect(message.count == base + (reason.isEmpty ? 2 : 3))
+        if !reason.isEmpty { #expect(message.string(parsed.byeReasonFrame) == reason) }
+    }
+
+    @Test("values at every limit are accepted")
+    func limitsAccepted() throws {
+        let limits = Wire.Limits.standard
+        let longAddress = String(repeating: "a", count: 128)
+        let longID = "child/" + String(repeating: "Z", count: 64)
+        let longKind = String(repeating: "k", count: 32)
+        let body = [UInt8](repeating: 0x20, count: limits.maxBody)
+        var message = Multipart()
+        WireEncoder.message(.send, id: idA, from: longID, to: longAddress, kind: longKind, subject: nil, body: body, into: &message)
+        let parsed = try WireParser.parse(message)
+        #expect(message.string(parsed.fromFrame) == longID)
+        #expect(message.string(parsed.toFrame) == longAddress)
+        let reason = String(repeating: "r", count: limits.maxReason)
+        #expect(try WireParser.parse(Multipart([signature, [0x07], [], bytes(longKind), bytes(reason)])).command == .nack)
+        #expect(try WireParser.parse(Multipart([signature, [0x08], bytes(reason)])).command == .bye)
+        #expect(try WireParser.parse(Multipart([signature, [0x01], body])).command == .hello)
+    }
+
+    @Test("the parser honours smaller limits")
+    func customLimits() throws {
+        var limits = Wire.Limits()
+        limits.maxBody = 4
+        limits.maxAckIDs = 1
+        #expect(throws: WireError.self) { try WireParser.parse(Multipart([signature, [0x01], [1, 2, 3, 4, 5]]), limits: limits) }
+        #expect(try WireParser.parse(Multipart([signature, [0x01], [1, 2, 3, 4]]), limits: limits).command == .hello)
+        do {
+            _ = try WireParser.parse(Multipart([signature, [0x06], idA.bytes + idB.bytes]), limits: limits)
+            Issue.record("two ids accepted with maxAckIDs 1")
+        } catch {
+            #expect(error.code == .oversizeFrame)
+        }
+    }
+}
+
+// MARK: - The error table
+
+/// One malformed message and the code it must be refused with.
+struct BadMessage: Sendable, CustomTestStringConvertible {
+    let name: String
+    let frames: [[UInt8]]
+    let code: ErrorCode
+    var testDescription: String { "\(name) → \(code.rawValue)" }
+
+    init(_ name: String, _ frames: [[UInt8]], _ code: ErrorCode) {
+        self.name = name
+        self.frames = frames
+        self.code = code
+    }
+}
+
+/// A valid SEND with frame `index` (0 = signature) replaced.
+func send(replacing index: Int, with frame: [UInt8]) -> [[UInt8]] {
+    var frames = validSend
+    frames[index] = frame
+    return frames
+}
+
+let validSend: [[UInt8]] = [signature, [0x04], idA.bytes, bytes("child/c1"), bytes("limits"), bytes("ask"), idB.bytes, bytes("{}")]
+let validDeliver: [[UInt8]] = [signature, [0x05]] + validSend.dropFirst(2)
+let validNack: [[UInt8]] = [signature, [0x07], idA.bytes, bytes("busy"), bytes("retry later")]
+let invalidUTF8: [UInt8] = [0x68, 0x69, 0xC3, 0x28]  // "hi" then a broken 2-byte sequence
+let limits = Wire.Limits.standard
+
+let badMessages: [BadMessage] = [
+    // Envelope.
+    .init("no frames", [], .missingFrames),
+    .init("signature only", [signature], .missingFrames),
+    .init("signature ASX", [[0x41, 0x53, 0x58, 0x01], [0x03]], .badSignature),
+    .init("lower-case signature", [[0x61, 0x73, 0x6B, 0x01], [0x03]], .badSignature),
+    .init("3-byte signature", [[0x41, 0x53, 0x4B], [0x03]], .badSignature),
+    .init("5-byte signature", [signature + [0x01], [0x03]], .badSignature),
+    .init("empty signature", [[], [0x03]], .badSignature),
+    .init("version 2", [[0x41, 0x53, 0x4B, 0x02], [0x03]], .unsupportedVersion),
+    .init("version 0", [[0x41, 0x53, 0x4B, 0x00], [0x03]], .unsupportedVersion),
+    .init("empty command frame", [signature, []], .unknownCommand),
+    .init("2-byte command frame", [signature, [0x03, 0x00]], .unknownCommand),
+    .init("command 0x00", [signature, [0x00]], .unknownCommand),
+    .init("command 0x09", [signature, [0x09]], .unknownCommand),
+    .init("command 0xFF", [signature, [0xFF]], .unknownCommand),
+    .init("bad signature wins over unknown command", [[0x41, 0x53, 0x58, 0x01], [0xFF]], .badSignature),
+    // Frame counts for every command.
+    .init("HEARTBEAT with a body", [signature, [0x03], []], .extraFrames),
+    .init("HELLO without body", [signature, [0x01]], .missingFrames),
+    .init("HELLO with 4 frames", [signature, [0x01], bytes("{}"), []], .extraFrames),
+    .init("WELCOME without body", [signature, [0x02]], .missingFrames),
+    .init("WELCOME with 4 frames", [signature, [0x02], bytes("{}"), []], .extraFrames),
+    .init("SEND with 7 frames", Array(validSend.dropLast()), .missingFrames),
+    .init("SEND with 9 frames", validSend + [[]], .extraFrames),
+    .init("SEND with 2 frames", Array(validSend.prefix(2)), .missingFrames),
+    .init("DELIVER with 7 frames", Array(validDeliver.dropLast()), .missingFrames),
+    .init("DELIVER with 9 frames", validDeliver + [[]], .extraFrames),
+    .init("ACK without ids", [signature, [0x06]], .missingFrames),
+    .init("ACK with 4 frames", [signature, [0x06], idA.bytes, idB.bytes], .extraFrames),
+    .init("NACK with 4 frames", Array(validNack.dropLast()), .missingFrames),
+    .init("NACK with 6 frames", validNack + [[]], .extraFrames),
+    .init("BYE with 4 frames", [signature, [0x08], bytes("bye"), []], .extraFrames),
+    // Ids and subjects.
+    .init("SEND 15-byte id", send(replacing: 2, with: Array(idA.bytes.prefix(15))), .badID),
+    .init("SEND 17-byte id", send(replacing: 2, with: idA.bytes + [0]), .badID),
+    .init("SEND empty id", send(replacing: 2, with: []), .badID),
+    .init("DELIVER 15-byte id", [signature, [0x05], Array(idA.bytes.prefix(15))] + validSend.dropFirst(3), .badID),
+    .init("subject of 1 byte", send(replacing: 6, with: [0]), .badSubject),
+    .init("subject of 15 bytes", send(replacing: 6, with: Array(idB.bytes.prefix(15))), .badSubject),
+    .init("subject of 17 bytes", send(replacing: 6, with: idB.bytes + [0]), .badSubject),
+    .init("bad id wins over bad address", send(replacing: 2, with: []).enumerated().map { $0.offset == 3 ? [] : $0.element }, .badID),
+    // Addresses.
+    .init("empty from", send(replacing: 3, with: []), .badAddress),
+    .init("empty to", send(replacing: 4, with: []), .badAddress),
+    .init("upper-case role", send(replacing: 3, with: bytes("Child/c1")), .badAddress),
+    .init("no id after '/'", send(replacing: 3, with: bytes("child/")), .badAddress),
+    .init("no role before '/'", send(replacing: 4, with: bytes("/c1")), .badAddress),
+    .init("id with a space", send(replacing: 4, with: bytes("child/c 1")), .badAddress),
+    .init("id with a second '/'", send(replacing: 4, with: bytes("child/c1/x")), .badAddress),
+    .init("digit in role", send(replacing: 4, with: bytes("child2/c1")), .badAddress),
+    .init("65-byte id", send(replacing: 3, with: bytes("child/" + String(repeating: "x", count: 65))), .badAddress),
+    .init("129-byte address", send(replacing: 4, with: bytes(String(repeating: "a", count: 129))), .badAddress),
+    .init("non-ASCII id", send(replacing: 3, with: bytes("child/é")), .badAddress),
+    // Kinds.
+    .init("upper-case kind", send(replacing: 5, with: bytes("Ask")), .badKind),
+    .init("empty kind", send(replacing: 5, with: []), .badKind),
+    .init("33-byte kind", send(replacing: 5, with: bytes(String(repeating: "k", count: 33))), .badKind),
+    .init("kind with '_'", send(replacing: 5, with: bytes("ask_result")), .badKind),
+    .init("kind with '/'", send(replacing: 5, with: bytes("ask/result")), .badKind),
+    // Sizes.
+    .init("SEND body limit+1", send(replacing: 7, with: [UInt8](repeating: 0x20, count: limits.maxBody + 1)), .oversizeFrame),
+    .init("HELLO body limit+1", [signature, [0x01], [UInt8](repeating: 0x20, count: limits.maxBody + 1)], .oversizeFrame),
+    // ACK.
+    .init("ACK with 0 bytes", [signature, [0x06], []], .badID),
+    .init("ACK with 15 bytes", [signature, [0x06], Array(idA.bytes.prefix(15))], .badID),
+    .init("ACK with 17 bytes", [signature, [0x06], idA.bytes + [0]], .badID),
+    .init("ACK with 33 bytes", [signature, [0x06], idA.bytes + idB.bytes + [0]], .badID),
+    .init("ACK with limit+1 ids", [signature, [0x06], [UInt8](repeating: 7, count: 16 * (limits.maxAckIDs + 1))], .oversizeFrame),
+    // NACK.
+    .init("NACK 15-byte id", [signature, [0x07], Array(idA.bytes.prefix(15)), bytes("busy"), []], .badID),
+    .init("NACK 17-byte id", [signature, [0x07], idA.bytes + [0], bytes("busy"), []], .badID),
+    .init("NACK empty code", [signature, [0x07], [], [], bytes("why")], .badKind),
+    .init("NACK 33-byte code", [signature, [0x07], [], bytes(String(repeating: "c", count: 33)), []], .badKind),
+    .init("NACK non-UTF-8 reason", [signature, [0x07], [], bytes("busy"), invalidUTF8], .invalidUTF8),
+    .init("NACK reason limit+1", [signature, [0x07], [], bytes("busy"), [UInt8](repeating: 0x72, count: limits.maxReason + 1)], .oversizeFrame),
+    // BYE.
+    .init("BYE non-UTF-8 reason", [signature, [0x08], invalidUTF8], .invalidUTF8),
+    .init("BYE lone continuation byte", [signature, [0x08], [0x80]], .invalidUTF8),
+    .init("BYE reason limit+1", [signature, [0x08], [UInt8](repeating: 0x72, count: limits.maxReason + 1)], .oversizeFrame),
+]
+
+@Suite("Wire error table")
+struct WireErrorTableTests {
+    @Test("a malformed message is refused with its exact code", arguments: badMessages, [0, 1])
+    func refused(row: BadMessage, base: Int) {
+        var message = Multipart()
+        if base == 1 { message.append(routerIdentity) }
+        for frame in row.frames { message.append(frame) }
+        do {
+            let parsed = try WireParser.parse(message, base: base)
+            Issue.record("accepted as \(parsed.command)")
+        } catch {
+            #expect(error.code == row.code, "reason: \(error.reason)")
+            #expect(!error.reason.isEmpty)
+        }
+    }
+
+    @Test("the table covers at least 25 rows and every framing code the parser can give")
+    func coverage() {
+        #expect(badMessages.count >= 25)
+        let framing: Set<ErrorCode> = [
+            .badSignature, .unsupportedVersion, .unknownCommand, .missingFrames, .extraFrames, .oversizeFrame, .badID,
+            .badAddress, .badKind, .invalidUTF8, .badSubject,
+        ]
+        #expect(Set(badMessages.map(\.code)) == framing)
+    }
+
+    @Test("the valid bases of the table parse", arguments: [validSend, validDeliver, validNack])
+    func validBases(frames: [[UInt8]]) throws {
+        _ = try WireParser.parse(Multipart(frames))
+    }
+
+    @Test("a ROUTER message with no frames after the identity is missing frames")
+    func identityOnly() {
+        #expect(throws: WireError(.missingFrames, "a message needs at least a signature and a command frame, got 0")) {
+            try WireParser.parse(Multipart([routerIdentity]), base: 1)
+        }
+        #expect(throws: WireError.self) { try WireParser.parse(Multipart(), base: 1) }
+    }
+
+    @Test("every ErrorCode token is distinct and fits a NACK code frame (a-z 0-9 -, at most 32 bytes)")
+    func tokens() {
+        let tokens = ErrorCode.allCases.map(\.rawValue)
+        #expect(Set(tokens).count == tokens.count)
+        for token in tokens {
+            let charset = token.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }
+            #expect(charset && token.utf8.count <= Wire.Limits.standard.maxKind, "\(token)")
+        }
+    }
+}
+
+// MARK: - Fuzz
+
+@Suite("Wire fuzz")
+struct WireFuzzTests {
+    static let validMessages: [[[UInt8]]] = [
+        validSend, validDeliver, validNack,
+        [signature, [0x01], bytes(#"{"version":1}"#)],
+        [signature, [0x02], bytes("{}")],
+        [signature, [0x03]],
+        [signature, [0x06], idA.bytes + idB.bytes],
+        [signature, [0x07], [], bytes("not-registered"), bytes("send HELLO")],
+        [signature, [0x08]],
+        [signature, [0x08], bytes("bye")],
+    ]
+
+    static let framingCodes: Set<ErrorCode> = [
+        .badSignature, .unsupportedVersion, .unknownCommand, .missingFrames, .extraFrames, .oversizeFrame, .badID,
+        .badAddress, .badKind, .invalidUTF8, .badSubject,
+    ]
+
+    static func randomFrame(_ rng: inout SplitMix64) -> [UInt8] {
+        let size: Int
+        switch rng.next() % 10 {
+        case 0: size = 0
+        case 1: size = 16
+        case 2: size = 4
+        case 3: size = 1
+        default: size = Int(rng.next() % 40)
+        }
+        // Mostly address-like bytes so deep checks are reached, sometimes anything.
+        let alphabet = bytes("abcz/AZ09._- ")
+        return (0..<size).map { _ in rng.next() % 3 == 0 ? UInt8(truncatingIfNeeded: rng.next()) : alphabet[Int(rng.next() % UInt64(alphabet.count))] }
+    }
+
+    static func mutate(_ frames: [[UInt8]], _ rng: inout SplitMix64) -> [[UInt8]] {
+        var frames = frames
+        for _ in 0...(rng.next() % 3) {
+            let index = frames.isEmpty ? 0 : Int(rng.next() % UInt64(frames.count))
+            switch rng.next() % 7 {
+            case 0 where !frames.isEmpty && !frames[index].isEmpty:  // flip a byte
+                let at = Int(rng.next() % UInt64(frames[index].count))
+                frames[index][at] ^= UInt8(truncatingIfNeeded: rng.next() | 1)
+            case 1 where !frames.isEmpty: frames.remove(at: index)
+            case 2: frames.insert(randomFrame(&rng), at: min(index, frames.count))
+            case 3 where !frames.isEmpty && !frames[index].isEmpty: frames[index].removeLast()
+            case 4 where !frames.isEmpty: frames[index].append(UInt8(truncatingIfNeeded: rng.next()))
+            case 5 where !frames.isEmpty: frames[index] = randomFrame(&rng)
+            default: frames.append([])
+            }
+        }
+        return frames
+    }
+
+    @Test("parse never traps: it succeeds consistently or throws a framing code", arguments: [0x5EED as UInt64, 42, 7_777_777])
+    func fuzz(seed: UInt64) {
+        var rng = SplitMix64(state: seed)
+        var succeeded = 0
+        var codes: Set<ErrorCode> = []
+        for round in 0..<4000 {
+            var frames: [[UInt8]]
+            if round % 4 == 0 {
+                frames = (0..<Int(rng.next() % 10)).map { _ in Self.randomFrame(&rng) }
+                if rng.next() % 2 == 0, !frames.isEmpty { frames[0] = signature }
+                if rng.next() % 2 == 0, frames.count > 1 { frames[1] = [UInt8(rng.next() % 10)] }
+            } else {
+                frames = Self.mutate(Self.validMessages[Int(rng.next() % UInt64(Self.validMessages.count))], &rng)
+            }
+            let base = Int(rng.next() % 2)
+            var message = Multipart()
+            if base == 1 { message.append(routerIdentity) }
+            for frame in frames { message.append(frame) }
+            do {
+                let parsed = try WireParser.parse(message, base: base)
+                succeeded += 1
+                // A success must describe the message it came from.
+                #expect(Array(message[base]) == signature)
+                #expect(Array(message[base + 1]) == [parsed.command.rawValue])
+                if parsed.command == .send || parsed.command == .deliver {
+                    #expect(message.count == base + 8)
+                    #expect(parsed.id.map { $0.bytes == Array(message[base + 2]) } == true)
+                }
+            } catch {
+                codes.insert(error.code)
+                #expect(Self.framingCodes.contains(error.code), "\(error)")
+            }
+        }
+        // The generator must reach both outcomes and most of the checks, or it tests nothing.
+        #expect(succeeded > 200, "only \(succeeded) of 4000 parsed")
+        #expect(codes.count >= 8, "codes reached: \(codes.map(\.rawValue).sorted())")
+    }
+}
+
+// MARK: - MessageID
+
+@Suite("MessageID")
+struct MessageIDTests {
+    @Test("bytes, hex and UUID round trips")
+    func roundTrips() throws {
+        var rng = SplitMix64(state: 99)
+        for _ in 0..<1000 {
+            let id = MessageID(high: rng.next(), low: rng.next())
+            #expect(MessageID(bytes: id.bytes) == id)
+            var appended: [UInt8] = []
+            id.append(to: &appended)
+            #expect(appended == id.bytes)
+            #expect(id.description.utf8.count == 32)
+            #expect(id.description == id.description.lowercased())
+            #expect(MessageID(hex: id.description) == id)
+            #expect(MessageID(hex: id.description.uppercased()) == id)
+            #expect(MessageID(uuid: id.uuid) == id)
+        }
+    }
+
+    @Test("known values: big-endian bytes, zero-padded hex, the UUID's bytes")
+    func knownValues() throws {
+        let id = MessageID(high: 0x0102_0304_0506_0708, low: 0x090A_0B0C_0D0E_0F10)
+        #expect(id.bytes == Array(1...16))
+        #expect(id.description == "0102030405060708090a0b0c0d0e0f10")
+        #expect(MessageID(high: 0, low: 1).description == "00000000000000000000000000000001")
+        let uuid = try #require(UUID(uuidString: "6F1C4A3E-2B7D-4E59-9A0C-1D2E3F405162"))
+        #expect(MessageID(uuid: uuid).description == "6f1c4a3e2b7d4e599a0c1d2e3f405162")
+        #expect(MessageID(uuid: uuid).uuid == uuid)
+    }
+
+    @Test("malformed bytes and hex are refused", arguments: [
+        "", "0123456789abcdef0123456789abcde", "0123456789abcdef0123456789abcdef0", "0123456789abcdeg0123456789abcdef",
+        "+123456789abcdef0123456789abcdef", "-000000000000000+000000000000000", "0x23456789abcdef0123456789abcdef",
+        " 123456789abcdef0123456789abcdef",
+    ])
+    func malformedHex(text: String) {
+        #expect(MessageID(hex: text) == nil)
+    }
+
+    @Test("only 16 bytes make an id", arguments: [0, 1, 15, 17, 32])
+    func malformedBytes(count: Int) {
+        #expect(MessageID(bytes: [UInt8](repeating: 1, count: count)) == nil)
+    }
+
+    @Test("order is the order of the wire bytes")
+    func ordering() {
+        #expect(MessageID(high: 0, low: .max) < MessageID(high: 1, low: 0))
+        #expect(!(MessageID(high: 1, low: 0) < MessageID(high: 1, low: 0)))
+        var rng = SplitMix64(state: 5)
+        for _ in 0..<2000 {
+            // Small values so equal halves happen often.
+            let a = MessageID(high: rng.next() % 4, low: rng.next() % 4)
+            let b = MessageID(high: rng.next() % 4, low: rng.next() % 4)
+            #expect((a < b) == a.bytes.lexicographicallyPrecedes(b.bytes))
+        }
+    }
+
+    @Test("10 000 random ids are distinct")
+    func uniqueness() {
+        let ids = (0..<10_000).map { _ in MessageID.random() }
+        #expect(Set(ids).count == ids.count)
+        #expect(Set(ids.map(\.high)).count == ids.count)
+    }
+
+    @Test("JSON form is the hex string")
+    func json() throws {
+        let data = try JSONEncoder().encode([idA])
+        #expect(String(decoding: data, as: UTF8.self) == #"["0123456789abcdef0011223344556677"]"#)
+        #expect(try JSONDecoder().decode([MessageID].self, from: data) == [idA])
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode([MessageID].self, from: Data(#"["xyz"]"#.utf8)) }
+    }
+}
+
+// MARK: - Session JSON
+
+@Suite("Session JSON")
+struct SessionJSONTests {
+    @Test("HELLO encodes with sorted keys and decodes back")
+    func hello() throws {
+        let hello = Hello(role: .child, worker: "askrelay-child[7]", endpoints: [.init(address: "child/c1", family: "f1")], window: 64, heartbeatMs: 1000)
+        let encoded = SessionJSON.encode(hello)
+        #expect(String(decoding: encoded, as: UTF8.self) == #"{"endpoints":[{"address":"child/c1","family":"f1"}],"heartbeatMs":1000,"role":"child","version":1,"window":64,"worker":"askrelay-child[7]"}"#)
+        #expect(try SessionJSON.decode(Hello.self, from: encoded) == hello)
+        let minimal = Hello(role: .limits, worker: "l", endpoints: [.init(address: "limits/l1")])
+        #expect(String(decoding: SessionJSON.encode(minimal), as: UTF8.self) == #"{"endpoints":[{"address":"limits/l1"}],"role":"limits","version":1,"worker":"l"}"#)
+        #expect(try SessionJSON.decode(Hello.self, from: SessionJSON.encode(minimal)) == minimal)
+    }
+
+    @Test("WELCOME encodes with sorted keys and decodes back")
+    func welcome() throws {
+        let welcome = Welcome(session: "3f2a9c01b7e4-0", heartbeatMs: 1000, liveness: 3, window: 64, broker: "3f2a9c01b7e4")
+        let encoded = SessionJSON.encode(welcome)
+        #expect(String(decoding: encoded, as: UTF8.self) == #"{"broker":"3f2a9c01b7e4","heartbeatMs":1000,"liveness":3,"session":"3f2a9c01b7e4-0","window":64}"#)
+        #expect(try SessionJSON.decode(Welcome.self, from: encoded) == welcome)
+    }
+
+    @Test("invalid UTF-8 is invalid-utf8, before any JSON parsing")
+    func invalidUTF8Body() {
+        #expect(throws: WireError(.invalidUTF8, "the body is not valid UTF-8")) {
+            try SessionJSON.decode(Hello.self, from: [0x7B, 0xFF, 0x7D] as [UInt8])
+        }
+    }
+
+    @Test("bad JSON is invalid-json with a readable field path", arguments: [
+        (#"{"#, "malformed JSON"),
+        (#"{"version":1}"#, "missing field 'role'"),
+        (#"{"version":"1","role":"child","worker":"w","endpoints":[]}"#, "wrong type at 'version'"),
+        (#"{"version":1,"role":"parent","worker":"w","endpoints":[]}"#, "bad value at 'role'"),
+        (#"{"version":1,"role":"child","worker":"w","endpoints":[{"family":"f"}]}"#, "missing field 'endpoints[0].address'"),
+        (#"{"version":1,"role":"child","worker":"w","endpoints":[{"address":"child/a"},{"address":7}]}"#, "wrong type at 'endpoints[1].address'"),
+    ])
+    func invalidJSONBody(json: String, expected: String) {
+        do {
+            _ = try SessionJSON.decode(Hello.self, from: bytes(json))
+            Issue.record("decoded")
+        } catch {
+            #expect(error.code == .invalidJSON)
+            #expect(error.reason.hasPrefix("the Hello body is not valid: "), "\(error.reason)")
+            #expect(error.reason.contains(expected), "\(error.reason)")
+        }
+    }
+}

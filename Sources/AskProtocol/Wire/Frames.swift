@@ -90,10 +90,12 @@ public enum WireParser {
         -> ParsedFrames
     {
         let frames = message.count - base
-        guard frames >= 2 else {
-            throw WireError(.missingFrames, "a message needs at least a signature and a command frame, got \(max(frames, 0))")
-        }
+        guard frames >= 1 else { throw WireError(.missingFrames, "the message has no frames after the identity") }
+        // The signature is judged first: a peer speaking another protocol learns that, not a frame count.
         try checkSignature(message, base)
+        guard frames >= 2 else {
+            throw WireError(.missingFrames, "a message needs at least a signature and a command frame, got \(frames)")
+        }
         guard message.size(of: base + 1) == 1 else {
             throw WireError(.unknownCommand, "the command frame must be 1 byte, got \(message.size(of: base + 1))")
         }

@@ -38,9 +38,13 @@ public struct MessageID: Hashable, Sendable, Comparable, CustomStringConvertible
         self.init(bytes: [u.0, u.1, u.2, u.3, u.4, u.5, u.6, u.7, u.8, u.9, u.10, u.11, u.12, u.13, u.14, u.15])!
     }
 
-    /// Parses 32 hex digits.
+    /// Parses 32 hex digits (either case).
     public init?(hex: String) {
-        guard hex.utf8.count == 32, let high = UInt64(hex.prefix(16), radix: 16), let low = UInt64(hex.suffix(16), radix: 16)
+        // UInt64(_:radix:) also takes a leading "+" or "-", which is not a hex digit.
+        let isHexDigit = { (byte: UInt8) in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x46) || (byte >= 0x61 && byte <= 0x66)
+        }
+        guard hex.utf8.count == 32, hex.utf8.allSatisfy(isHexDigit), let high = UInt64(hex.prefix(16), radix: 16), let low = UInt64(hex.suffix(16), radix: 16)
         else { return nil }
         self.init(high: high, low: low)
     }

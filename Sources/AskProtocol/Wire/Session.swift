@@ -105,15 +105,28 @@ public enum SessionJSON {
         }
     }
 
+    /// A field path as a reader writes it: `endpoints[0].address`, not `endpoints.Index 0.address`.
+    static func path(_ keys: [any CodingKey]) -> String {
+        var text = ""
+        for key in keys {
+            if let index = key.intValue {
+                text += "[\(index)]"
+            } else {
+                text += text.isEmpty ? key.stringValue : "." + key.stringValue
+            }
+        }
+        return text
+    }
+
     static func describe(_ error: any Error) -> String {
         guard let error = error as? DecodingError else { return "\(error)" }
         switch error {
         case .keyNotFound(let key, let context):
-            return "missing field '\((context.codingPath + [key]).map(\.stringValue).joined(separator: "."))'"
+            return "missing field '\(path(context.codingPath + [key]))'"
         case .typeMismatch(_, let context), .valueNotFound(_, let context):
-            return "wrong type at '\(context.codingPath.map(\.stringValue).joined(separator: "."))'"
+            return "wrong type at '\(path(context.codingPath))'"
         case .dataCorrupted(let context):
-            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            let path = path(context.codingPath)
             return path.isEmpty ? "malformed JSON" : "bad value at '\(path)': \(context.debugDescription)"
         @unknown default:
             return "\(error)"

@@ -45,7 +45,16 @@ public enum WireEncoder {
         header(.nack, into: &out)
         out.append(id?.bytes ?? [])
         out.append(error.code.rawValue)
-        out.append(String(error.reason.utf8.prefix(Wire.Limits.standard.maxReason)) ?? "")
+        out.append(truncated(error.reason, toBytes: Wire.Limits.standard.maxReason))
+    }
+
+    /// The longest prefix of `text` of at most `limit` UTF-8 bytes that ends between two Unicode scalars.
+    static func truncated(_ text: String, toBytes limit: Int) -> String {
+        guard text.utf8.count > limit else { return text }
+        var end = text.utf8.index(text.startIndex, offsetBy: limit)
+        // Step back over continuation bytes (10xxxxxx) to the start of the scalar the limit cuts.
+        while end > text.startIndex && text.utf8[end] & 0xC0 == 0x80 { end = text.utf8.index(before: end) }
+        return String(text[..<end])
     }
 
     public static func heartbeat(into out: inout Multipart) {

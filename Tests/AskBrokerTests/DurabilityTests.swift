@@ -1,0 +1,110 @@
+import AskBroker
+import AskProtocol
+import AskTestSupport
+import Foundation
+import Testing
+import ZeroMQ
+
+@Suite("Durability across broker restarts (in-process)", .timeLimit(.minutes(1)))
+struct DurabilityTests {
+    @Test("acknowledged messages for an offline address survive a restart, in order", arguments: [Durability.batch, .strict])
+    func messagesSurviveRestart(_ durability: Durability) throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        var ids: [MessageID] = []
+        do {
+            let broker = try TestBroker(durability: durability, directory: directory)
+            let client = try RawPeer(context: try Context(), endpoint: broker.endpoint)
+            try client.register(role: .client, ["client/1"])
+            for index in 0..<5 {
+                let id = try client.sendMessage(from: "client/1", to: "echo/offline", kind: "echo", body: [UInt8(index)])
+                try client.expectAck(id)
+                ids.append(id)
+            }
+            broker.stop()
+        }
+        let restarted = try TestBroker(durability: durability, directory: directory)
+        defer { restarted.stop() }
+        let echo = try RawPeer(context: try Context(), endpoint: restarted.endpoint)
+        try echo.register(role: .echo, ["echo/offline"])
+        var received: [MessageID] = []
+        for _ in 0..<5 {
+            let delivery = try echo.expectDelivery()
+            received.append(delivery.id!)
+            try echo.ack([delivery.id!])
+        }
+        #expect(received == ids)
+    }
+
+    @Test("acked deliveries are gone after a restart; unacked ones come back")
+    func ackedAreDeleted() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        var unacked: MessageID?
+        do {
+            let broker = try TestBroker(durability: .batch, directory: directory)
+            let context = try Context()
+            let client = try RawPeer(context: context, endpoint: broker.endpoint)
+            let echo = try RawPeer(context: context, endpoint: broker.endpoint)
+            try client.register(role: .client, ["client/1"])
+            try echo.register(role: .echo, ["echo/1"])
+            let first = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [1])
+            let second = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [2])
+            try client.expectAck(first)
+            try client.expectAck(second)
+            #expect(try echo.expectDelivery().id == first)
+            #expect(try echo.expectDelivery().id == second)
+            try echo.ack([first])
+            // Frames from one connection are handled in order: once this SEND is acknowledged, the ACK before it
+            // has been applied and committed.
+            try echo.expectAck(try echo.sendMessage(from: "echo/1", to: "client/1", kind: "echo", body: [3]))
+            unacked = second
+            broker.stop()
+        }
+        let restarted = try TestBroker(durability: .batch, directory: directory)
+        defer { restarted.stop() }
+        let echo = try RawPeer(context: try Context(), endpoint: restarted.endpoint)
+        try echo.register(role: .echo, ["echo/1"])
+        let delivery = try echo.expectDelivery()
+        #expect(delivery.id == unacked)
+        try echo.ack([delivery.id!])
+        #expect(try echo.receivesNothing(within: .milliseconds(300)) { $0.command == .deliver })
+    }
+
+    @Test("an open question, its roster and its deadline survive a restart: the answer still reaches the child")
+    func ledgerSurvivesRestart() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let question = FlowHarness.question()
+        do {
+            let broker = try TestBroker(durability: .batch, directory: directory)
+            let context = try Context()
+            let child = try RawPeer(context: context, endpoint: broker.endpoint)
+            let limits = try RawPeer(context: context, endpoint: broker.endpoint)
+            let guardian = try RawPeer(context: context, endpoint: broker.endpoint)
+            try child.register(role: .child, ["child/c1"], family: "f1")
+            try limits.register(role: .limits, ["limits/l1"])
+            try guardian.register(role: .guardian, ["guardian/g1"], family: "f1")
+            try child.expectAck(try child.send(AskRequest(question: question), from: "child/c1", to: "limits"))
+            let ask = try limits.expectDelivery(kind: "ask")
+            try limits.ack([ask.id!])
+            try limits.expectAck(try limits.send(AskResult(questionID: question.id, outcome: .presented), from: "limits/l1", to: "child/c1"))
+            try child.ack([try child.expectDelivery(kind: "ask.result").id!])
+            try child.expectAck(try child.send(SendQuestion(questionID: question.id), from: "child/c1", to: "broker"))
+            broker.stop()
+        }
+        let restarted = try TestBroker(durability: .batch, directory: directory)
+        defer { restarted.stop() }
+        let context = try Context()
+        let guardian = try RawPeer(context: context, endpoint: restarted.endpoint)
+        try guardian.register(role: .guardian, ["guardian/g1"], family: "f1")
+        let delivered = try guardian.expectDelivery(kind: "question")
+        #expect(try delivered.decode(GuardianQuestion.self).question.id == question.id)
+        try guardian.ack([delivered.id!])
+        try guardian.expectAck(try guardian.send(GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.approve.id), from: "guardian/g1", to: "broker"))
+        let child = try RawPeer(context: context, endpoint: restarted.endpoint)
+        try child.register(role: .child, ["child/c1"], family: "f1")
+        let response = try child.expectDelivery(kind: "response")
+        #expect(try response.decode(AnyPermissionResponse.self).choice == .approve)
+    }
+}

@@ -1,0 +1,229 @@
+import AskBroker
+import AskProtocol
+import AskTestSupport
+import Foundation
+import Testing
+import ZeroMQ
+
+/// A family of raw peers around one broker: a child, a limits worker, two guardians of family f1 and one of f2.
+final class FlowHarness {
+    let broker: TestBroker
+    let context: Context
+    let child: RawPeer
+    let limits: RawPeer
+    let guardian1: RawPeer
+    let guardian2: RawPeer
+    let stranger: RawPeer
+
+    init(durability: Durability = .off, configure: (inout BrokerConfiguration) -> Void = { _ in }) throws {
+        broker = try TestBroker(durability: durability, configure: configure)
+        context = try Context()
+        child = try RawPeer(context: context, endpoint: broker.endpoint)
+        limits = try RawPeer(context: context, endpoint: broker.endpoint)
+        guardian1 = try RawPeer(context: context, endpoint: broker.endpoint)
+        guardian2 = try RawPeer(context: context, endpoint: broker.endpoint)
+        stranger = try RawPeer(context: context, endpoint: broker.endpoint)
+        try child.register(role: .child, ["child/c1"], family: "f1")
+        try limits.register(role: .limits, ["limits/l1"])
+        try guardian1.register(role: .guardian, ["guardian/g1"], family: "f1")
+        try guardian2.register(role: .guardian, ["guardian/g2"], family: "f1")
+        try stranger.register(role: .guardian, ["guardian/x1"], family: "f2")
+    }
+
+    func stop() { broker.stop() }
+
+    static func question(expiresIn: TimeInterval? = nil) -> AnyPermissionQuestion {
+        var question = AnyPermissionQuestion(PermissionQuestion<CommunicationTopic>(handle: CommunicationHandle(value: "+15551234567", kind: .phoneNumber)))
+        if let expiresIn { question.expirationDate = Date().addingTimeInterval(expiresIn) }
+        return question
+    }
+
+    /// ask → limits admits → child gets presented.
+    func askAndPresent(_ question: AnyPermissionQuestion) throws {
+        let askID = try child.send(AskRequest(question: question), from: "child/c1", to: "limits")
+        try child.expectAck(askID)
+        let ask = try limits.expectDelivery(kind: "ask")
+        #expect(ask.from == "child/c1")
+        #expect(try ask.decode(AskRequest.self).question.id == question.id)
+        try limits.ack([ask.id!])
+        let resultID = try limits.send(AskResult(questionID: question.id, outcome: .presented), from: "limits/l1", to: "child/c1")
+        try limits.expectAck(resultID)
+        let result = try child.expectDelivery(kind: "ask.result")
+        #expect(try result.decode(AskResult.self).outcome == .presented)
+        try child.ack([result.id!])
+    }
+
+    /// send → both guardians of f1 get the question.
+    func sendToGuardians(_ question: AnyPermissionQuestion) throws {
+        let sendID = try child.send(SendQuestion(questionID: question.id), from: "child/c1", to: "broker")
+        try child.expectAck(sendID)
+        for guardian in [guardian1, guardian2] {
+            let delivery = try guardian.expectDelivery(kind: "question")
+            let body = try delivery.decode(GuardianQuestion.self)
+            #expect(body.question.id == question.id)
+            #expect(body.child == "c1")
+            #expect(body.family == "f1")
+            try guardian.ack([delivery.id!])
+        }
+    }
+
+    func answer(_ guardian: RawPeer, _ address: String, _ question: AnyPermissionQuestion, choice: String) throws -> MessageID {
+        try guardian.send(GuardianAnswer(questionID: question.id, choiceID: choice), from: address, to: "broker")
+    }
+}
+
+@Suite("Question ledger", .timeLimit(.minutes(1)))
+struct LedgerTests {
+    @Test("approval: first answer wins, child gets the response, other guardian is told closed, limits learns")
+    func approval() throws {
+        let flow = try FlowHarness()
+        defer { flow.stop() }
+        let question = FlowHarness.question()
+        try flow.askAndPresent(question)
+        try flow.sendToGuardians(question)
+        let answerID = try flow.answer(flow.guardian1, "guardian/g1", question, choice: PermissionChoice.approve.id)
+        try flow.guardian1.expectAck(answerID)
+        let response = try flow.child.expectDelivery(kind: "response")
+        let body = try response.decode(AnyPermissionResponse.self)
+        #expect(body.question.id == question.id)
+        #expect(body.choice == .approve)
+        let closed = try flow.guardian2.expectDelivery(kind: "closed")
+        #expect(try closed.decode(QuestionClosed.self).reason == .answered)
+        #expect(try closed.decode(QuestionClosed.self).answeredBy == "g1")
+        let approval = try flow.limits.expectDelivery(kind: "approval")
+        #expect(try approval.decode(ApprovalNotice.self).handles.map(\.value) == ["+15551234567"])
+        #expect(try approval.decode(ApprovalNotice.self).child == "c1")
+        // The second guardian is too late.
+        let late = try flow.answer(flow.guardian2, "guardian/g2", question, choice: PermissionChoice.decline.id)
+        #expect(try flow.guardian2.expectNack(late).code == ErrorCode.alreadyClosed.rawValue)
+    }
+
+    @Test("denial: the child gets the denial, limits learns nothing")
+    func denial() throws {
+        let flow = try FlowHarness()
+        defer { flow.stop() }
+        let question = FlowHarness.question()
+        try flow.askAndPresent(question)
+        try flow.sendToGuardians(question)
+        try flow.guardian2.expectAck(try flow.answer(flow.guardian2, "guardian/g2", question, choice: PermissionChoice.decline.id))
+        let response = try flow.child.expectDelivery(kind: "response")
+        #expect(try response.decode(AnyPermissionResponse.self).choice.answer == .denial)
+        #expect(try flow.limits.receivesNothing(within: .milliseconds(300)) { $0.kind == "approval" })
+    }
+
+    @Test("refusals: not a guardian of the family, not yet sent, invalid choice, unknown question")
+    func refusals() throws {
+        let flow = try FlowHarness()
+        defer { flow.stop() }
+        let question = FlowHarness.question()
+        try flow.askAndPresent(question)
+        let early = try flow.answer(flow.guardian1, "guardian/g1", question, choice: PermissionChoice.approve.id)
+        #expect(try flow.guardian1.expectNack(early).code == ErrorCode.notSent.rawValue)
+        try flow.sendToGuardians(question)
+        let outsider = try flow.answer(flow.stranger, "guardian/x1", question, choice: PermissionChoice.approve.id)
+        #expect(try flow.stranger.expectNack(outsider).code == ErrorCode.notGuardian.rawValue)
+        let badChoice = try flow.answer(flow.guardian1, "guardian/g1", question, choice: "made-up")
+        #expect(try flow.guardian1.expectNack(badChoice).code == ErrorCode.invalidChoice.rawValue)
+        let unknown = try flow.guardian1.send(GuardianAnswer(questionID: UUID(), choiceID: PermissionChoice.approve.id), from: "guardian/g1", to: "broker")
+        #expect(try flow.guardian1.expectNack(unknown).code == ErrorCode.unknownQuestion.rawValue)
+        let twice = try flow.child.send(SendQuestion(questionID: question.id), from: "child/c1", to: "broker")
+        #expect(try flow.child.expectNack(twice).code == ErrorCode.notPresented.rawValue)
+        let duplicate = try flow.child.send(AskRequest(question: question), from: "child/c1", to: "limits")
+        #expect(try flow.child.expectNack(duplicate).code == ErrorCode.duplicateQuestion.rawValue)
+        let guardianAsks = try flow.guardian1.send(AskRequest(question: FlowHarness.question()), from: "guardian/g1", to: "limits")
+        #expect(try flow.guardian1.expectNack(guardianAsks).code == ErrorCode.forbidden.rawValue)
+        let notMine = try flow.stranger.send(SendQuestion(questionID: question.id), from: "guardian/x1", to: "broker")
+        #expect(try flow.stranger.expectNack(notMine).code == ErrorCode.forbidden.rawValue)
+    }
+
+    @Test("an invalid question is refused by the broker with invalid-question and never reaches limits")
+    func invalidQuestion() throws {
+        let flow = try FlowHarness()
+        defer { flow.stop() }
+        var question = FlowHarness.question()
+        question.expirationDate = Date().addingTimeInterval(-60)
+        let id = try flow.child.send(AskRequest(question: question), from: "child/c1", to: "limits")
+        let nack = try flow.child.expectNack(id)
+        #expect(nack.code == ErrorCode.invalidQuestion.rawValue)
+        #expect(try flow.limits.receivesNothing(within: .milliseconds(300)) { $0.kind == "ask" })
+    }
+
+    @Test("cancel: the question never gets a response, and cannot be sent or answered afterwards")
+    func cancel() throws {
+        let flow = try FlowHarness()
+        defer { flow.stop() }
+        let question = FlowHarness.question()
+        try flow.askAndPresent(question)
+        try flow.child.expectAck(try flow.child.send(CancelQuestion(questionID: question.id), from: "child/c1", to: "broker"))
+        let send = try flow.child.send(SendQuestion(questionID: question.id), from: "child/c1", to: "broker")
+        #expect(try flow.child.expectNack(send).code == ErrorCode.cancelled.rawValue)
+        let answer = try flow.answer(flow.guardian1, "guardian/g1", question, choice: PermissionChoice.approve.id)
+        #expect(try flow.guardian1.expectNack(answer).code == ErrorCode.cancelled.rawValue)
+        #expect(try flow.guardian1.receivesNothing(within: .milliseconds(200)) { $0.kind == "question" })
+        #expect(try flow.child.receivesNothing(within: .milliseconds(200)) { $0.kind == "response" })
+    }
+
+    @Test("expiry: guardians are told the question closed as expired, and a later answer is refused")
+    func expiry() throws {
+        let flow = try FlowHarness()
+        defer { flow.stop() }
+        let question = FlowHarness.question(expiresIn: 0.6)
+        try flow.askAndPresent(question)
+        try flow.sendToGuardians(question)
+        let closed = try flow.guardian1.expectDelivery(kind: "closed")
+        #expect(try closed.decode(QuestionClosed.self).reason == .expired)
+        let late = try flow.answer(flow.guardian1, "guardian/g1", question, choice: PermissionChoice.approve.id)
+        #expect(try flow.guardian1.expectNack(late).code == ErrorCode.expired.rawValue)
+        #expect(try flow.child.receivesNothing(within: .milliseconds(200)) { $0.kind == "response" })
+    }
+
+    @Test("the pending window, scaled by time-scale, abandons a question presented but never sent")
+    func abandoned() throws {
+        // 48 h / 864,000 = 200 ms.
+        let flow = try FlowHarness { $0.timeScale = 864_000 }
+        defer { flow.stop() }
+        let abandoned = FlowHarness.question()
+        try flow.askAndPresent(abandoned)
+        let sent = FlowHarness.question()
+        try flow.askAndPresent(sent)
+        try flow.sendToGuardians(sent)
+        // The sent one expires too (same window): its closed notice is the signal that the window has passed.
+        _ = try flow.guardian1.expectDelivery(kind: "closed")
+        let send = try flow.child.send(SendQuestion(questionID: abandoned.id), from: "child/c1", to: "broker")
+        #expect(try flow.child.expectNack(send).code == ErrorCode.expired.rawValue)
+    }
+
+    @Test("a child's limits traffic sticks to one limits worker while it lives, and moves when it dies")
+    func limitsAffinity() throws {
+        let flow = try FlowHarness()
+        defer { flow.stop() }
+        let second = try RawPeer(context: flow.context, endpoint: flow.broker.endpoint)
+        try second.register(role: .limits, ["limits/l2"])
+        var firstWorker: String?
+        for round in 0..<6 {
+            if round == 4, let firstWorker {
+                // The sticky worker leaves: the child's traffic must move to the other one.
+                var bye = Multipart()
+                WireEncoder.bye(into: &bye)
+                try (firstWorker == "l1" ? flow.limits : second).send(bye)
+            }
+            let query = try flow.child.send(KnownHandlesQuery(child: "c1", handles: []), from: "child/c1", to: "limits")
+            try flow.child.expectAck(query)
+            var got: Received?
+            var worker = ""
+            let deadline = ContinuousClock.now + .seconds(5)
+            while got == nil && ContinuousClock.now < deadline {
+                if let message = try flow.limits.next(timeout: .milliseconds(50)), message.kind == "limits.query" { (got, worker) = (message, "l1"); try flow.limits.ack([message.id!]) }
+                else if let message = try second.next(timeout: .milliseconds(50)), message.kind == "limits.query" { (got, worker) = (message, "l2"); try second.ack([message.id!]) }
+            }
+            #expect(got != nil)
+            if round >= 4 {
+                #expect(worker != firstWorker, "moved after the sticky worker left")
+            } else if let firstWorker {
+                #expect(worker == firstWorker, "sticky while the worker lives")
+            } else {
+                firstWorker = worker
+            }
+        }
+    }
+}

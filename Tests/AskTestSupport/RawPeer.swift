@@ -1,0 +1,169 @@
+import AskProtocol
+import Foundation
+import ZeroMQ
+
+/// A fresh temporary folder, removed by `cleanup()`.
+public struct TempDirectory: Sendable {
+    public let path: String
+    public init() {
+        path = NSTemporaryDirectory() + "askrelay-test-" + UUID().uuidString
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    public func cleanup() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// What a raw peer received, decoded enough for assertions.
+public struct Received: CustomStringConvertible, Sendable {
+    public var command: WireCommand
+    public var id: MessageID?
+    public var from = ""
+    public var to = ""
+    public var kind = ""
+    public var subject: MessageID?
+    public var body: [UInt8] = []
+    public var code = ""
+    public var reason = ""
+    public var ackIDs: [MessageID] = []
+
+    public var description: String {
+        switch command {
+        case .nack: "NACK \(code): \(reason)"
+        case .deliver: "DELIVER \(kind) \(from)->\(to)"
+        default: "\(command)"
+        }
+    }
+
+    public func decode<T: Decodable>(_ type: T.Type) throws -> T { try WireJSON.decode(T.self, from: body) }
+}
+
+/// A hand-driven DEALER speaking the wire protocol frame by frame: the test decides every byte.
+public final class RawPeer {
+    public let socket: Socket
+    public var buffer = Multipart()
+    /// Messages read while waiting for something else, kept for later expectations.
+    public var backlog: [Received] = []
+
+    public init(context: Context, endpoint: String) throws {
+        socket = try context.socket(.dealer)
+        try socket.set(.linger, 0)
+        try socket.connect(endpoint)
+    }
+
+    public func sendFrames(_ frames: [[UInt8]]) throws { try socket.send(multipart: frames) }
+
+    public func send(_ message: Multipart) throws { try socket.send(message) }
+
+    public func hello(role: SessionRole, endpoints: [EndpointClaim], window: Int? = nil, version: Int? = nil) throws {
+        var hello = Hello(role: role, worker: "test-\(role.rawValue)", endpoints: endpoints, window: window)
+        if let version { hello.version = version }
+        var out = Multipart()
+        WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &out)
+        try send(out)
+    }
+
+    /// Registers and waits for WELCOME.
+    @discardableResult
+    public func register(role: SessionRole, _ addresses: [String], family: String? = nil, window: Int? = nil) throws -> Welcome {
+        try hello(role: role, endpoints: addresses.map { EndpointClaim(address: $0, family: family) }, window: window)
+        let reply = try expect { $0.command == .welcome || $0.command == .nack }
+        guard reply.command == .welcome else { throw TestFailure("registration refused: \(reply)") }
+        return try SessionJSON.decode(Welcome.self, from: reply.body)
+    }
+
+    @discardableResult
+    public func sendMessage(from: String, to: String, kind: String, subject: MessageID? = nil, body: [UInt8], id: MessageID = .random()) throws -> MessageID {
+        var out = Multipart()
+        WireEncoder.message(.send, id: id, from: from, to: to, kind: kind, subject: subject, body: body, into: &out)
+        try send(out)
+        return id
+    }
+
+    public func send<M: AppMessage>(_ message: M, from: String, to: String) throws -> MessageID {
+        try sendMessage(from: from, to: to, kind: M.kind, subject: message.subject.map { MessageID(uuid: $0) }, body: try WireJSON.encode(message))
+    }
+
+    public func ack(_ ids: [MessageID]) throws {
+        var out = Multipart()
+        WireEncoder.ack(ids, into: &out)
+        try send(out)
+    }
+
+    /// Reads one message, waiting up to `timeout`. Heartbeats are skipped.
+    public func next(timeout: Duration = .seconds(5)) throws -> Received? {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { return nil }
+            let ms = Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) + 1
+            guard try socket.wait(timeoutMilliseconds: ms), try socket.receive(into: &buffer, .dontWait) else { continue }
+            let parsed = try WireParser.parse(buffer)
+            if parsed.command == .heartbeat { continue }
+            var received = Received(command: parsed.command, id: parsed.id, subject: parsed.subject)
+            switch parsed.command {
+            case .deliver, .send:
+                received.from = buffer.string(parsed.fromFrame)
+                received.to = buffer.string(parsed.toFrame)
+                received.kind = buffer.string(parsed.kindFrame)
+                received.body = Array(buffer[parsed.bodyFrame])
+            case .welcome, .hello:
+                received.body = Array(buffer[parsed.bodyFrame])
+            case .nack:
+                received.code = buffer.string(parsed.codeFrame)
+                received.reason = buffer.string(parsed.reasonFrame)
+            case .ack:
+                received.ackIDs = buffer.ackIDs(parsed)
+            default:
+                break
+            }
+            return received
+        }
+    }
+
+    /// Waits for the first message matching `matches` (earlier non-matching ones stay in the backlog).
+    public func expect(timeout: Duration = .seconds(5), _ matches: (Received) -> Bool) throws -> Received {
+        for message in backlog where message.command == .ack { acked.formUnion(message.ackIDs) }
+        backlog.removeAll { $0.command == .ack && !matches($0) }
+        if let index = backlog.firstIndex(where: matches) { return backlog.remove(at: index) }
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            guard let message = try next(timeout: ContinuousClock.now.duration(to: deadline)) else { break }
+            if matches(message) { return message }
+            if message.command == .ack { acked.formUnion(message.ackIDs) } else { backlog.append(message) }
+        }
+        throw TestFailure("no matching message within \(timeout); backlog: \(backlog)")
+    }
+
+    /// Ids acknowledged by ACKs read so far (one ACK may carry many).
+    public var acked: Set<MessageID> = []
+
+    public func expectAck(_ id: MessageID) throws {
+        if acked.remove(id) != nil { return }
+        let ack = try expect { $0.command == .ack && $0.ackIDs.contains(id) }
+        acked.formUnion(ack.ackIDs)
+        acked.remove(id)
+    }
+
+    public func expectNack(_ id: MessageID? = nil) throws -> Received {
+        try expect { $0.command == .nack && (id == nil || $0.id == id) }
+    }
+
+    public func expectDelivery(kind: String? = nil) throws -> Received {
+        try expect { $0.command == .deliver && (kind == nil || $0.kind == kind) }
+    }
+
+    /// Whether a message matching `matches` is already here or arrives within `window`.
+    public func receivesNothing(within window: Duration, _ matches: (Received) -> Bool) throws -> Bool {
+        if backlog.contains(where: matches) { return false }
+        let deadline = ContinuousClock.now + window
+        while let message = try next(timeout: ContinuousClock.now.duration(to: deadline)) {
+            if matches(message) { return false }
+            backlog.append(message)
+        }
+        return true
+    }
+}
+
+public struct TestFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

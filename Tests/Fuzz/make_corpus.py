@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Writes the protocol fuzzer's seed corpus from the golden fixtures (see Sources/askrelay-fuzz/FuzzTarget.swift
+for the input layout). Usage: make_corpus.py FIXTURES_DIR OUT_DIR"""
+import os, struct, sys, uuid
+
+KINDS = ["ask", "ask.result", "send", "cancel", "question", "answer", "response", "closed", "approval",
+         "limits.query", "limits.reply", "limits.admin", "echo"]
+SIGNATURE = b"ASK\x01"
+
+def frames(parts):
+    out = bytes([0])
+    for part in parts:
+        out += struct.pack("<H", len(part)) + part
+    return out
+
+def main(fixtures, out):
+    os.makedirs(out, exist_ok=True)
+    written = 0
+    for name in sorted(os.listdir(fixtures)):
+        if not name.endswith(".json") or name.startswith("askerror"):
+            continue
+        body = open(os.path.join(fixtures, name), "rb").read()
+        stem = name[:-5]
+        kind = next((k for k in sorted(KINDS, key=len, reverse=True) if stem == k or stem.startswith(k + ".")), None)
+        if kind is None:
+            continue
+        index = KINDS.index(kind)
+        open(os.path.join(out, f"json-{stem}"), "wb").write(bytes([1, index]) + body)
+        msg_id = uuid.UUID(int=index + 1).bytes
+        send = [SIGNATURE, bytes([4]), msg_id, b"child/c1", b"limits", kind.encode(), b"", body]
+        open(os.path.join(out, f"send-{stem}"), "wb").write(frames(send))
+        open(os.path.join(out, f"router-{stem}"), "wb").write(frames([b"\x00\x80\x00\x00\x01"] + send))
+        written += 3
+    hello = b'{"endpoints":[{"address":"child/c1","family":"f1"}],"role":"child","version":1,"worker":"w"}'
+    open(os.path.join(out, "hello"), "wb").write(frames([SIGNATURE, bytes([1]), hello]))
+    open(os.path.join(out, "hello-json"), "wb").write(bytes([1, len(KINDS)]) + hello)
+    open(os.path.join(out, "ack"), "wb").write(frames([SIGNATURE, bytes([6]), uuid.uuid4().bytes * 3]))
+    open(os.path.join(out, "nack"), "wb").write(frames([SIGNATURE, bytes([7]), uuid.uuid4().bytes, b"busy", b"retry later"]))
+    open(os.path.join(out, "bye"), "wb").write(frames([SIGNATURE, bytes([8]), b"bye"]))
+    open(os.path.join(out, "heartbeat"), "wb").write(frames([SIGNATURE, bytes([3])]))
+    print(f"wrote {written + 6} corpus files to {out}")
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

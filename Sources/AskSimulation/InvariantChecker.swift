@@ -120,6 +120,29 @@ public struct InvariantResult: Codable, Sendable {
     public var checked: [Invariant]
     /// What was skipped or excused, in words.
     public var notes: [String]
+
+    enum CodingKeys: String, CodingKey { case ok, violations, checked, notes }
+
+    public init(violations: [InvariantViolation], checked: [Invariant], notes: [String]) {
+        self.violations = violations
+        self.checked = checked
+        self.notes = notes
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        violations = try c.decode([InvariantViolation].self, forKey: .violations)
+        checked = try c.decode([Invariant].self, forKey: .checked)
+        notes = try c.decode([String].self, forKey: .notes)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(ok, forKey: .ok)
+        try c.encode(violations, forKey: .violations)
+        try c.encode(checked, forKey: .checked)
+        try c.encode(notes, forKey: .notes)
+    }
 }
 
 /// Checks a finished simulation's records. A pure function of its inputs, so tests feed it synthetic records.

@@ -246,7 +246,14 @@ extension Scenario {
         try refuseUnknownKeys(decoder, CodingKeys.allCases.map(\.rawValue))
         let c = try decoder.container(keyedBy: CodingKeys.self)
         let d = Scenario()
-        seed = try c.decodeIfPresent(UInt64.self, forKey: .seed) ?? d.seed
+        if c.contains(.seed) {
+            guard let value = try? c.decode(UInt64.self, forKey: .seed) else {
+                throw ScenarioError(field: "seed", "must be a whole number in 0...\(UInt64.max)")
+            }
+            seed = value
+        } else {
+            seed = d.seed
+        }
         families = try c.decodeIfPresent(Int.self, forKey: .families) ?? d.families
         childrenPerFamily = try c.decodeIfPresent(Int.self, forKey: .childrenPerFamily) ?? d.childrenPerFamily
         guardiansPerFamily = try c.decodeIfPresent(Int.self, forKey: .guardiansPerFamily) ?? d.guardiansPerFamily

@@ -27,6 +27,10 @@ public struct Scenario: Codable, Sendable, Equatable {
     public var invalidRatio = 0.03
     /// Probability that a child cancels the send sheet instead of sending.
     public var cancelProbability = 0.1
+    /// Probability that a child neither sends nor cancels, so the question is abandoned when the window closes.
+    public var abandonProbability = 0.03
+    /// Generated contacts per child (askrelay-child `--contacts`); `ratios.knownHandle` of them are known.
+    public var contactsPerChild = 8
     public var guardians = Guardians()
     /// Wall-clock pause of a child between two flows.
     public var childThink: Duration = .milliseconds(400)
@@ -60,8 +64,8 @@ public struct Scenario: Codable, Sendable, Equatable {
         public var contactSyncSetUp = 0.97
         /// Children on an eligible device and account (the others get `notAvailable`).
         public var eligible = 0.97
-        /// Flows that pick a handle the system already knows (no question is asked).
-        public var knownHandle = 0.05
+        /// Share of each child's contacts the system already knows; a flow about only known people asks nothing.
+        public var knownHandle = 0.15
         public init() {}
     }
 
@@ -184,6 +188,8 @@ extension Scenario {
         try fraction(groupQuestionRatio, "groupQuestionRatio")
         try fraction(invalidRatio, "invalidRatio")
         try fraction(cancelProbability, "cancelProbability")
+        try fraction(abandonProbability, "abandonProbability")
+        try atLeast(contactsPerChild, 1, "contactsPerChild")
         try fraction(guardians.approveProbability, "guardians.approveProbability")
         try fraction(guardians.neverAnswerRatio, "guardians.neverAnswerRatio")
         guard ThinkTime(guardians.think) != nil else {
@@ -238,7 +244,7 @@ extension Scenario {
 extension Scenario {
     enum CodingKeys: String, CodingKey, CaseIterable {
         case seed, families, childrenPerFamily, guardiansPerFamily, childProcesses, parentProcesses, ratios, actions, topics
-        case groupQuestionRatio, invalidRatio, cancelProbability, guardians, childThink, pendingWindow, expireAfter
+        case groupQuestionRatio, invalidRatio, cancelProbability, abandonProbability, contactsPerChild, guardians, childThink, pendingWindow, expireAfter
         case timeScale, duration, flowsPerChild, grace, durability, faults, answerAfterExpiry
     }
 
@@ -265,6 +271,8 @@ extension Scenario {
         groupQuestionRatio = try c.decodeIfPresent(Double.self, forKey: .groupQuestionRatio) ?? d.groupQuestionRatio
         invalidRatio = try c.decodeIfPresent(Double.self, forKey: .invalidRatio) ?? d.invalidRatio
         cancelProbability = try c.decodeIfPresent(Double.self, forKey: .cancelProbability) ?? d.cancelProbability
+        abandonProbability = try c.decodeIfPresent(Double.self, forKey: .abandonProbability) ?? d.abandonProbability
+        contactsPerChild = try c.decodeIfPresent(Int.self, forKey: .contactsPerChild) ?? d.contactsPerChild
         guardians = try c.decodeIfPresent(Guardians.self, forKey: .guardians) ?? d.guardians
         childThink = try c.decodeDuration(.childThink) ?? d.childThink
         pendingWindow = try c.decodeDuration(.pendingWindow) ?? d.pendingWindow
@@ -296,6 +304,8 @@ extension Scenario {
         try c.encode(groupQuestionRatio, forKey: .groupQuestionRatio)
         try c.encode(invalidRatio, forKey: .invalidRatio)
         try c.encode(cancelProbability, forKey: .cancelProbability)
+        try c.encode(abandonProbability, forKey: .abandonProbability)
+        try c.encode(contactsPerChild, forKey: .contactsPerChild)
         try c.encode(guardians, forKey: .guardians)
         try c.encode(childThink.text, forKey: .childThink)
         try c.encode(pendingWindow.text, forKey: .pendingWindow)

@@ -2,6 +2,7 @@ import AskAgents
 import AskBroker
 import AskCLI
 import AskLogging
+import AskProtocol
 import Foundation
 
 /// How to run one simulation.
@@ -67,7 +68,8 @@ public final class Simulation: Sendable {
         let brokerEndpoint = options.externalBroker ?? "ipc://\(socketDirectory)/broker.ipc"
         let statsEndpoint = options.externalBroker == nil ? "ipc://\(socketDirectory)/stats.ipc" : nil
         let plan = WorkerPlan(scenario: scenario, brokerEndpoint: brokerEndpoint, runDirectory: runDirectory)
-        try plan.limitsState().write(to: plan.limitsStatePath)
+        try plan.limitsState(knownHandles: Self.knownHandles).write(to: plan.limitsStatePath)
+        for index in 1...scenario.parentProcesses { try RosterEntry.write(plan.roster(index), to: plan.rosterPath(index)) }
         try WireDates.encoder().encode(scenario).write(to: URL(fileURLWithPath: (runDirectory as NSString).appendingPathComponent("scenario.json")))
 
         let supervisor = ProcessSupervisor()
@@ -167,9 +169,14 @@ public final class Simulation: Sendable {
         }
         let exits = supervisor.all.map(Self.exitReport)
         let parentKilled = scenario.faults.contains { $0.process.hasPrefix("parent-") && $0.action == .kill }
+        let interruptedChildren = scenario.faults.filter { $0.process.hasPrefix("child-") && $0.action != .stop }
+            .compactMap { Int($0.process.dropFirst("child-".count)) }.map(WorkerPlan.childPrefix)
+        // Children told to finish at the end of `duration` drop their flows in flight too.
+        let stoppedAtEnd = notes.contains { $0.contains("told to finish") } ? (1...scenario.childProcesses).map(WorkerPlan.childPrefix) : []
         let inputs = InvariantInputs(
             childRecords: childRecords, guardianRecords: guardianRecords, ledger: ledger, processes: exits,
-            unreadableLines: unreadable, parentKilledByFault: parentKilled)
+            unreadableLines: unreadable, parentKilledByFault: parentKilled,
+            interruptedChildPrefixes: Array(Set(interruptedChildren + stoppedAtEnd)))
         var result = InvariantChecker.check(inputs)
         if ledger == nil && options.externalBroker == nil && !result.notes.isEmpty {
             result.notes.removeAll { $0.contains("--broker") }
@@ -260,6 +267,11 @@ public final class Simulation: Sendable {
                 try process.waitForLine(timeout: options.readyTimeout)
             }
         }
+    }
+
+    /// The known contacts askrelay-child generates for `child` with `seed` (the same function the child uses).
+    static func knownHandles(_ child: String, _ seed: UInt64) -> [CommunicationHandle] {
+        []  // filled in once askrelay-child's ContactGenerator is on main
     }
 
     static func exitReport(_ process: SupervisedProcess) -> ProcessExitReport {

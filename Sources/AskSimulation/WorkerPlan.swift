@@ -52,36 +52,63 @@ public struct WorkerPlan: Sendable {
     public func logPath(_ process: String) -> String { path("logs", "\(process).log") }
     public var brokerDataDirectory: String { path("broker-data") }
 
-    public static func childPrefix(_ index: Int) -> String { "c\(index)" }
-    public static func guardianPrefix(_ index: Int) -> String { "g\(index)" }
+    /// Child process `index` names its children `c<index>-<family>-<child>` (askrelay-child's `--id-prefix`).
+    public static func childPrefix(_ index: Int) -> String { "c\(index)-" }
+    /// Parent process `index` hosts guardians `g<index>-<family>-<guardian>`.
+    public static func guardianPrefix(_ index: Int) -> String { "g\(index)-" }
+    public func rosterPath(_ index: Int) -> String { path("roster-parent-\(index).json") }
 
-    /// Child ids of child process `index` (1-based), as the child worker names them.
+    /// Child ids of child process `index` (1-based), as askrelay-child generates them: `<prefix><f>-<c>` in family
+    /// `f<f>`, both 0-based.
     public func childIDs(process index: Int) -> [(id: String, family: String)] {
         var ids: [(String, String)] = []
         for family in 0..<scenario.families {
             for child in 0..<scenario.childrenPerFamily {
-                ids.append(("\(Self.childPrefix(index))-f\(family)-\(child)", "f\(family)"))
+                ids.append(("\(Self.childPrefix(index))\(family)-\(child)", "f\(family)"))
             }
         }
         return ids
     }
 
+    /// The child process's `--seed` (also the seed of its generated contacts, which the limits state repeats).
+    public func childSeed(_ index: Int) -> UInt64 { SeedDerivation.seed(scenario.seed, "child-\(index)") }
+
+    /// The guardians of parent process `index`: `guardiansPerFamily` per family `f0 ..< f<families>`; families from
+    /// ``Scenario/answeringFamilies`` on get the `never` policy, so their questions expire. Written as a roster file
+    /// because the parent's own `--families` numbers families from 1 while the child numbers them from 0.
+    public func roster(_ index: Int) -> [RosterEntry] {
+        var entries: [RosterEntry] = []
+        for family in 0..<scenario.families {
+            for guardian in 0..<scenario.guardiansPerFamily {
+                entries.append(
+                    RosterEntry(
+                        id: "\(Self.guardianPrefix(index))\(family)-\(guardian)", family: "f\(family)",
+                        policy: family < scenario.answeringFamilies ? nil : "never"))
+            }
+        }
+        return entries
+    }
+
     /// The limits worker's state file: per child, limits/contact sync/eligibility drawn from the scenario's ratios
-    /// with a seeded generator (so the same seed gives the same children the same refusals).
-    public func limitsState() -> LimitsStateFile {
+    /// with a seeded generator (so the same seed gives the same children the same refusals), and the child's known
+    /// contacts as askrelay-child generates them (`knownHandles`: the given generator, one call per child).
+    public func limitsState(
+        knownHandles: (_ child: String, _ seed: UInt64) -> [CommunicationHandle] = { _, _ in [] }
+    ) -> LimitsStateSeed {
         var generator = SplitMix64(seed: SeedDerivation.seed(scenario.seed, "limits-state"))
         var children: [String: LimitsState] = [:]
         for process in 1...scenario.childProcesses {
             for (id, _) in childIDs(process: process) {
-                // Three independent draws; the first failing one decides the child's AskError.
+                // Three independent draws; the limits worker checks eligible, limits, contact sync in that order.
                 let eligible = Double.random(in: 0..<1, using: &generator) < scenario.ratios.eligible
                 let limits = Double.random(in: 0..<1, using: &generator) < scenario.ratios.limitsEnabled
                 let sync = Double.random(in: 0..<1, using: &generator) < scenario.ratios.contactSyncSetUp
-                if eligible && limits && sync { continue }
-                children[id] = LimitsState(limitsEnabled: limits, contactSyncSetUp: sync, eligible: eligible)
+                let known = knownHandles(id, childSeed(process))
+                if eligible && limits && sync && known.isEmpty { continue }
+                children[id] = LimitsState(limitsEnabled: limits, contactSyncSetUp: sync, eligible: eligible, knownHandles: Set(known))
             }
         }
-        return LimitsStateFile(defaults: LimitsState(), children: children)
+        return LimitsStateSeed(defaults: LimitsState(), children: children)
     }
 
     /// Arguments of the broker (only when the simulation runs its own).
@@ -89,12 +116,18 @@ public struct WorkerPlan: Sendable {
         [
             "--endpoint", brokerEndpoint, "--data-dir", brokerDataDirectory, "--durability", scenario.durability,
             "--time-scale", format(scenario.timeScale), "--pending-window", scenario.pendingWindow.text,
-            "--heartbeat", "500ms", "--stats-endpoint", statsEndpoint, "--log-level", logLevel,
+            "--heartbeat", Self.heartbeat, "--stats-endpoint", statsEndpoint, "--log-level", logLevel,
         ]
     }
 
+    /// Heartbeat of every process: short, so a restarted broker is noticed within about 1.5 s.
+    static let heartbeat = "500ms"
+
     public func limitsArguments(logLevel: String) -> [String] {
-        ["--broker", brokerEndpoint, "--id", "limits-1", "--state", limitsStatePath, "--data-dir", path("limits-data"), "--log-level", logLevel]
+        [
+            "--broker", brokerEndpoint, "--id", "limits-1", "--state", limitsStatePath, "--data-dir", path("limits-data"),
+            "--heartbeat", Self.heartbeat, "--log-level", logLevel,
+        ]
     }
 
     public func parentArguments(_ index: Int, logLevel: String) -> [String] {
@@ -102,23 +135,28 @@ public struct WorkerPlan: Sendable {
         let policy = probability >= 1 ? "approve" : probability <= 0 ? "deny" : "probability:\(format(probability))"
         var arguments = [
             "--broker", brokerEndpoint, "--seed", String(SeedDerivation.seed(scenario.seed, "parent-\(index)")),
-            "--records", parentRecordsPath(index), "--families", String(scenario.answeringFamilies),
-            "--guardians-per-family", String(scenario.guardiansPerFamily), "--id-prefix", Self.guardianPrefix(index),
-            "--policy", policy, "--think", scenario.guardians.think, "--log-level", logLevel,
+            "--records", parentRecordsPath(index), "--roster", rosterPath(index),
+            "--policy", policy, "--think", scenario.guardians.think, "--heartbeat", Self.heartbeat, "--log-level", logLevel,
         ]
         if scenario.answerAfterExpiry { arguments.append("--answer-after-expiry") }
         return arguments
     }
 
     public func childArguments(_ index: Int, logLevel: String) -> [String] {
+        let topicTotal = scenario.topics.values.reduce(0, +)
+        let appUpdates = topicTotal > 0 ? (scenario.topics["significantAppUpdate"] ?? 0) / topicTotal : 0
         var arguments = [
-            "--broker", brokerEndpoint, "--seed", String(SeedDerivation.seed(scenario.seed, "child-\(index)")),
+            "--broker", brokerEndpoint, "--seed", String(childSeed(index)),
             "--records", childRecordsPath(index), "--state-dir", path("child-\(index)-state"),
             "--families", String(scenario.families), "--children-per-family", String(scenario.childrenPerFamily),
-            "--id-prefix", Self.childPrefix(index), "--flows", String(scenario.flowsPerChild), "--think", scenario.childThink.text,
-            "--cancel-probability", format(scenario.cancelProbability), "--known-ratio", format(scenario.ratios.knownHandle),
-            "--invalid-ratio", format(scenario.invalidRatio), "--pending-window", scenario.pendingWindow.text,
-            "--time-scale", format(scenario.timeScale), "--grace", scenario.grace.text, "--log-level", logLevel,
+            "--id-prefix", Self.childPrefix(index), "--flows", String(scenario.flowsPerChild),
+            "--duration", scenario.duration.text, "--think", scenario.childThink.text,
+            "--cancel-probability", format(scenario.cancelProbability),
+            "--abandon-probability", format(scenario.abandonProbability), "--contacts", String(scenario.contactsPerChild),
+            "--known-ratio", format(scenario.ratios.knownHandle), "--invalid-ratio", format(scenario.invalidRatio),
+            "--group-ratio", format(scenario.groupQuestionRatio), "--app-update-ratio", format(appUpdates),
+            "--pending-window", scenario.pendingWindow.text, "--time-scale", format(scenario.timeScale),
+            "--grace", scenario.grace.text, "--heartbeat", Self.heartbeat, "--log-level", logLevel,
         ]
         if let expireAfter = scenario.expireAfter { arguments += ["--expire-after", expireAfter.text] }
         return arguments
@@ -129,19 +167,28 @@ public struct WorkerPlan: Sendable {
     }
 }
 
-/// The limits worker's `--state` file: a default state and the children that differ from it.
-public struct LimitsStateFile: Codable, Sendable, Equatable {
+/// The limits worker's `--state` file as the simulation writes it: a default state and the children that differ.
+public struct LimitsStateSeed: Codable, Sendable, Equatable {
     public var defaults: LimitsState
     public var children: [String: LimitsState]
-
-    enum CodingKeys: String, CodingKey {
-        case defaults = "default"
-        case children
-    }
 
     public func write(to path: String) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         try encoder.encode(self).write(to: URL(fileURLWithPath: path))
+    }
+}
+
+/// One guardian of a parent worker's `--roster` file.
+public struct RosterEntry: Codable, Sendable, Equatable {
+    public var id: String
+    public var family: String
+    /// Overrides the worker's `--policy` for this guardian.
+    public var policy: String?
+
+    public static func write(_ entries: [RosterEntry], to path: String) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try encoder.encode(entries).write(to: URL(fileURLWithPath: path))
     }
 }

@@ -27,7 +27,7 @@ struct SyntheticRun {
         add("refused", outcome: .refused, state: .refused, askError: "communicationLimitsNotEnabled")
         // An invalid question is refused by the broker before the ledger records it.
         add("invalid", outcome: .refused, state: nil, askError: "invalidQuestion")
-        children.append(ChildFlowRecord(question: nil, child: "c1-f0-0", family: "f0", topic: "communication", outcome: .knownHandle, closedAt: t0))
+        children.append(ChildFlowRecord(question: nil, child: "c1-0-0", family: "f0", topic: "communication", outcome: .knownHandle, closedAt: t0))
     }
 
     mutating func add(_ name: String, outcome: FlowOutcome, state: QuestionState?, choice: String? = nil, approve: Bool = false, askError: String? = nil) {
@@ -38,7 +38,7 @@ struct SyntheticRun {
         let answered = outcome == .approved || outcome == .denied
         children.append(
             ChildFlowRecord(
-                question: id, child: "c1-f0-0", family: "f0", topic: "communication", outcome: outcome, askError: askError,
+                question: id, child: "c1-0-0", family: "f0", topic: "communication", outcome: outcome, askError: askError,
                 choiceID: answered ? choice : nil, askedAt: asked, presentedAt: asked.addingTimeInterval(0.01),
                 sentAt: answered || outcome == .expired ? asked.addingTimeInterval(0.02) : nil,
                 respondedAt: answered ? asked.addingTimeInterval(0.5) : nil, closedAt: asked.addingTimeInterval(answered ? 0.5 : 3),
@@ -56,7 +56,7 @@ struct SyntheticRun {
         if let state {
             ledger.append(
                 QuestionRecord(
-                    id: MessageID(uuid: id), child: "c1-f0-0", family: "f0", state: state, createdAt: asked, expiresAt: expires,
+                    id: MessageID(uuid: id), child: "c1-0-0", family: "f0", state: state, createdAt: asked, expiresAt: expires,
                     question: [], choiceIDs: ["q-approve", "q-decline"], approvalChoiceIDs: ["q-approve"],
                     answeredBy: answered ? "g1-f0-0" : nil, answerChoiceID: answered ? choice : nil,
                     closedAt: state.isClosed ? asked.addingTimeInterval(answered ? 0.41 : 3) : nil))
@@ -166,6 +166,43 @@ struct InvariantCheckerTests {
         var run = SyntheticRun()
         run.editLedger("approved") { $0.closedAt = $0.expiresAt.addingTimeInterval(0.001) }
         expectViolation(run.check(), .noAnswerAfterExpiry, question: run.ids["approved"])
+    }
+
+    @Test("a guardian that answers at or after expiry is reported even when the broker refused it")
+    func guardianIgnoredExpiry() {
+        var run = SyntheticRun()
+        let expired = run.ids["expired"]!
+        run.guardians.append(
+            GuardianAnswerRecord(
+                question: expired, guardian: "g1-0-0", family: "f0", choiceID: "q-approve", receivedAt: run.t0,
+                answeredAt: run.t0.addingTimeInterval(3), result: "expired", expiresAt: run.t0.addingTimeInterval(3)))
+        let result = run.check()
+        expectViolation(result, .guardiansHonourExpiry, question: expired)
+        #expect(!result.violations.contains { $0.invariant == .noAnswerAfterExpiry })
+    }
+
+    @Test("an extra line for a second response is a response surfaced twice, not a second ending")
+    func extraLine() {
+        var run = SyntheticRun()
+        var extra = run.children.first { $0.question == run.ids["approved"] }!
+        extra.responsesSurfaced = 2
+        run.children.append(extra)
+        let result = run.check()
+        expectViolation(result, .responseAtMostOnce, question: run.ids["approved"])
+        #expect(!result.violations.contains { $0.invariant == .endsExactlyOnce })
+    }
+
+    @Test("missing records of a child process the fault schedule killed are noted, not violations")
+    func interruptedChild() {
+        var run = SyntheticRun()
+        run.children.removeAll { $0.question == run.ids["expired"] }
+        var inputs = run.inputs
+        inputs.interruptedChildPrefixes = ["c1-"]
+        let result = run.check(inputs)
+        #expect(result.ok, "\(result.violations)")
+        #expect(result.notes.contains { $0.contains("interrupted by the fault schedule") })
+        inputs.interruptedChildPrefixes = ["c2-"]
+        expectViolation(run.check(inputs), .endsExactlyOnce, question: run.ids["expired"])
     }
 
     @Test("a response surfaced twice is reported")

@@ -47,6 +47,9 @@ public enum DeliveryDisposition: Sendable {
     case ack
     /// Poison: it can never be processed; refuse it with a code so the broker stops redelivering.
     case refuse(WireError)
+    /// Not processed now (for example the worker's own store failed): neither acknowledged nor remembered, so the
+    /// broker delivers it again after its ack timeout.
+    case hold
 }
 
 /// The worker logic driven by a ``WorkerConnection``. Every call happens on the connection's thread.
@@ -237,6 +240,8 @@ public final class WorkerConnection {
                 output.removeAll()
                 WireEncoder.nack(id: id, error, into: &output)
                 transmit(output)
+            case .hold:
+                counters.held += 1
             }
         case .ack:
             for id in input.ackIDs(parsed) {
@@ -369,6 +374,8 @@ public struct WorkerCounters: Sendable, Codable {
     public var malformed = 0
     public var registrations = 0
     public var reconnects = 0
+    /// Deliveries the handler chose not to acknowledge yet (``DeliveryDisposition/hold``).
+    public var held = 0
 }
 
 /// Jobs posted to the connection thread from other threads, plus the pipe that wakes it.

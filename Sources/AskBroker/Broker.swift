@@ -187,7 +187,7 @@ public final class Broker {
         case .bye:
             if let session { endSession(session, reason: "said bye") }
         case .welcome, .deliver:
-            refuseInput(WireError(.unknownCommand, "\(parsed.command) is sent by the broker, not to it"), session: session, id: parsed.id)
+            refuseInput(WireError(.forbidden, "\(parsed.command) is sent by the broker, not to it"), session: session, id: parsed.id)
         }
     }
 
@@ -262,15 +262,15 @@ public final class Broker {
         guard hello.version == Int(Wire.version) else {
             return WireError(.unsupportedVersion, "HELLO version \(hello.version) is not supported; this broker speaks \(Wire.version)")
         }
-        guard !hello.endpoints.isEmpty else { return WireError(.missingFrames, "HELLO lists no endpoints") }
-        guard hello.endpoints.count <= 200_000 else { return WireError(.oversizeFrame, "HELLO lists more than 200000 endpoints") }
+        guard !hello.endpoints.isEmpty else { return WireError(.badHello, "HELLO lists no endpoints") }
+        guard hello.endpoints.count <= 200_000 else { return WireError(.badHello, "HELLO lists more than 200000 endpoints") }
         var seen: Set<String> = []
         for claim in hello.endpoints {
             guard seen.insert(claim.address).inserted else {
-                return WireError(.badAddress, "HELLO lists '\(claim.address)' twice")
+                return WireError(.badHello, "HELLO lists '\(claim.address)' twice")
             }
             guard Self.isValidAddress(claim.address) else {
-                return WireError(.badAddress, "'\(claim.address)' is not 'role/id' (id: A-Z a-z 0-9 . _ -, 1-64 bytes)")
+                return WireError(.badHello, "'\(claim.address)' is not 'role/id' (id: A-Z a-z 0-9 . _ -, 1-64 bytes)")
             }
             guard claim.address.hasPrefix(hello.role.addressPrefix) else {
                 return WireError(.forbidden, "role \(hello.role.rawValue) may not serve '\(claim.address)'")
@@ -286,6 +286,9 @@ public final class Broker {
         }
         return nil
     }
+
+    /// Address prefixes of the roles that serve addresses.
+    static let routableRoles = SessionRole.allCases.map(\.addressPrefix)
 
     static func isValidIdentifier(_ text: some StringProtocol) -> Bool {
         let bytes = text.utf8
@@ -349,6 +352,9 @@ public final class Broker {
     /// - Throws: ``WireError`` `busy` when a queue limit is reached, `bad-address` for the broker's own address.
     func route(id: MessageID, from: String, to: String, kind: String, subject: MessageID?, body: [UInt8], expiresAt: Date? = nil, limitsKey: String? = nil) throws(WireError) {
         guard to != "broker" else { throw WireError(.badAddress, "kind '\(kind)' is not one the broker handles") }
+        guard to == "limits" || Self.routableRoles.contains(where: { to.hasPrefix($0) }) else {
+            throw WireError(.noRoute, "no role serves '\(to)'; addresses are child/, guardian/, limits/, observer/, echo/ or client/ ids, or the limits service")
+        }
         let target = to == "limits" ? limitsTarget(for: limitsKey ?? from) : to
         let mailbox = mailbox(for: target)
         guard mailbox.waitingCount + mailbox.inflight.count < configuration.maxQueuedPerAddress else {
@@ -362,6 +368,7 @@ public final class Broker {
         let persistent = journal.durability != .off
         let now = Date()
         let envelope = Envelope(seq: nextSeq, id: id, from: from, to: to, kind: kind, subject: subject, body: body, createdAt: now.timeIntervalSince1970, persistent: persistent)
+        envelope.expiresAt = expiresAt?.timeIntervalSince1970
         nextSeq += 1
         if persistent {
             do {
@@ -417,6 +424,13 @@ public final class Broker {
         while mailbox.inflight.count < owner.window, let envelope = mailbox.dequeue() {
             if envelope.withdrawn {
                 totalQueued -= 1
+                continue
+            }
+            if let expiresAt = envelope.expiresAt, expiresAt <= Date().timeIntervalSince1970 {
+                // Past its deadline (a question for a guardian who was away): nobody may act on it any more.
+                totalQueued -= 1
+                stats.expiredUndelivered += 1
+                if envelope.persistent { try? journal.deleteMessage(id: envelope.id, to: envelope.to) }
                 continue
             }
             guard deliver(envelope, to: owner) else {
@@ -591,6 +605,7 @@ public final class Broker {
         let messages = try journal.loadMessages()
         for stored in messages {
             let envelope = Envelope(seq: stored.seq, id: stored.id, from: stored.from, to: stored.to, kind: stored.kind, subject: stored.subject, body: stored.body, createdAt: stored.createdAt.timeIntervalSince1970, persistent: true)
+            envelope.expiresAt = stored.expiresAt?.timeIntervalSince1970
             mailbox(for: stored.to).enqueue(envelope)
             totalQueued += 1
             nextSeq = max(nextSeq, stored.seq + 1)

@@ -11,6 +11,8 @@ public struct BrokerStats: Sendable {
     public var duplicates = 0
     public var staleAcks = 0
     public var busy = 0
+    /// Messages dropped undelivered because their deadline passed while they waited.
+    public var expiredUndelivered = 0
     public var refusedByWorkers = 0
     public var storageFailures = 0
     public var sessionsOpened = 0

@@ -72,6 +72,8 @@ final class Envelope {
     /// Written to the journal (and so deleted from it when acked).
     let persistent: Bool
     var deliveredAt: ContinuousClock.Instant?
+    /// Seconds since 1970 after which the message is dropped undelivered (a question past its deadline).
+    var expiresAt: Double?
     /// Set when the turn that accepted it failed to commit: never deliver.
     var withdrawn = false
 

@@ -5,6 +5,8 @@ import Foundation
 struct LedgerEntry {
     var record: QuestionRecord
     let question: AnyPermissionQuestion
+    /// The limits address the ask was routed to; only that worker may admit or refuse it (unknown after a restart).
+    var admitter: String? = nil
 }
 
 /// The question ledger: every question's state (docs/protocol.md, "Question lifecycle"), family rosters, deadlines.
@@ -71,9 +73,10 @@ struct QuestionLedger {
     /// The refusal for acting on a question in `state` when the action needs another state.
     static func refusal(for state: QuestionState, wanted: String) -> WireError {
         switch state {
+        case .admitting where wanted != "answer": WireError(.notPresented, "the question is still being admitted; cannot \(wanted)")
         case .admitting, .presented: WireError(.notSent, "the question has not been sent (state \(state.rawValue)); cannot \(wanted)")
         case .refused: WireError(.notPresented, "the question was refused at admission; cannot \(wanted)")
-        case .sent: WireError(.notPresented, "the question was already sent; cannot \(wanted)")
+        case .sent: WireError(.alreadySent, "the question was already sent; cannot \(wanted)")
         case .answered: WireError(.alreadyClosed, "the question was already answered; cannot \(wanted)")
         case .expired, .abandoned: WireError(.expired, "the question expired; cannot \(wanted)")
         case .cancelled: WireError(.cancelled, "the question was cancelled; cannot \(wanted)")
@@ -189,7 +192,8 @@ extension Broker {
             answeredBy: nil, answerChoiceID: nil, closedAt: nil)
         try save(record)
         try route(id: id, from: from, to: "limits", kind: MessageKind.ask.rawValue, subject: questionID, body: body)
-        ledger.track(LedgerEntry(record: record, question: question))
+        let admitter = limitsTarget(for: from)
+        ledger.track(LedgerEntry(record: record, question: question, admitter: admitter == "limits" ? nil : admitter))
     }
 
     /// `ask.result`, limits → child: the question is presented or refused.
@@ -199,6 +203,9 @@ extension Broker {
         let questionID = MessageID(uuid: result.questionID)
         guard var entry = ledger.entries[questionID] else {
             throw WireError(.unknownQuestion, "no question \(result.questionID)")
+        }
+        if let admitter = entry.admitter, session.addresses[admitter] == nil, mailboxes[admitter]?.owner?.isAlive == true {
+            throw WireError(.forbidden, "question \(result.questionID) was routed to \(admitter), not to this limits worker")
         }
         guard to == "child/\(entry.record.child)" else {
             throw WireError(.badAddress, "the result of question \(result.questionID) goes to child/\(entry.record.child)")

@@ -127,7 +127,9 @@ struct LedgerTests {
         let unknown = try flow.guardian1.send(GuardianAnswer(questionID: UUID(), choiceID: PermissionChoice.approve.id), from: "guardian/g1", to: "broker")
         #expect(try flow.guardian1.expectNack(unknown).code == ErrorCode.unknownQuestion.rawValue)
         let twice = try flow.child.send(SendQuestion(questionID: question.id), from: "child/c1", to: "broker")
-        #expect(try flow.child.expectNack(twice).code == ErrorCode.notPresented.rawValue)
+        #expect(try flow.child.expectNack(twice).code == ErrorCode.alreadySent.rawValue)
+        let cancelSent = try flow.child.send(CancelQuestion(questionID: question.id), from: "child/c1", to: "broker")
+        #expect(try flow.child.expectNack(cancelSent).code == ErrorCode.alreadySent.rawValue)
         let duplicate = try flow.child.send(AskRequest(question: question), from: "child/c1", to: "limits")
         #expect(try flow.child.expectNack(duplicate).code == ErrorCode.duplicateQuestion.rawValue)
         let guardianAsks = try flow.guardian1.send(AskRequest(question: FlowHarness.question()), from: "guardian/g1", to: "limits")
@@ -175,6 +177,27 @@ struct LedgerTests {
         let late = try flow.answer(flow.guardian1, "guardian/g1", question, choice: PermissionChoice.approve.id)
         #expect(try flow.guardian1.expectNack(late).code == ErrorCode.expired.rawValue)
         #expect(try flow.child.receivesNothing(within: .milliseconds(200)) { $0.kind == "response" })
+    }
+
+    @Test("a question that expired while a guardian was away is not delivered when the guardian comes back")
+    func expiredQuestionNotDeliveredLate() throws {
+        let flow = try FlowHarness()
+        defer { flow.stop() }
+        let away = try RawPeer(context: flow.context, endpoint: flow.broker.endpoint)
+        try away.register(role: .guardian, ["guardian/g3"], family: "f1")
+        var bye = Multipart()
+        WireEncoder.bye(into: &bye)
+        try away.send(bye)
+        let question = FlowHarness.question(expiresIn: 0.5)
+        try flow.askAndPresent(question)
+        try flow.sendToGuardians(question)
+        // The present guardians are told when it expires: after that, g3 comes back.
+        _ = try flow.guardian1.expectDelivery(kind: "closed")
+        let back = try RawPeer(context: flow.context, endpoint: flow.broker.endpoint)
+        try back.register(role: .guardian, ["guardian/g3"], family: "f1")
+        let closed = try back.expectDelivery(kind: "closed")
+        #expect(try closed.decode(QuestionClosed.self).reason == .expired)
+        #expect(try back.receivesNothing(within: .milliseconds(300)) { $0.kind == "question" })
     }
 
     @Test("the pending window, scaled by time-scale, abandons a question presented but never sent")

@@ -45,10 +45,13 @@ let malformedCases: [MalformedCase] = [
     MalformedCase(name: "empty ACK", frames: [signature, [WireCommand.ack.rawValue], []], code: .badID),
     MalformedCase(name: "NACK with a 3-byte id", frames: [signature, [WireCommand.nack.rawValue], [1, 2, 3], utf8("busy"), []], code: .badID),
     MalformedCase(name: "BYE with 4 frames", frames: [signature, [WireCommand.bye.rawValue], [], []], code: .extraFrames),
-    MalformedCase(name: "DELIVER sent to the broker", frames: [signature, [WireCommand.deliver.rawValue]] + goodHeaders + [[]], code: .unknownCommand),
+    MalformedCase(name: "DELIVER sent to the broker", frames: [signature, [WireCommand.deliver.rawValue]] + goodHeaders + [[]], code: .forbidden),
     MalformedCase(name: "HELLO with invalid JSON", frames: [signature, [WireCommand.hello.rawValue], utf8("{not json")], code: .invalidJSON),
     MalformedCase(name: "HELLO with invalid UTF-8", frames: [signature, [WireCommand.hello.rawValue], [0xC3, 0x28]], code: .invalidUTF8),
     MalformedCase(name: "HELLO missing endpoints", frames: [signature, [WireCommand.hello.rawValue], utf8(#"{"version":1,"role":"child","worker":"w"}"#)], code: .invalidJSON),
+    MalformedCase(name: "HELLO with no endpoints", frames: [signature, [WireCommand.hello.rawValue], utf8(#"{"version":1,"role":"echo","worker":"w","endpoints":[]}"#)], code: .badHello),
+    MalformedCase(name: "HELLO claiming an address twice", frames: [signature, [WireCommand.hello.rawValue], utf8(#"{"version":1,"role":"echo","worker":"w","endpoints":[{"address":"echo/9"},{"address":"echo/9"}]}"#)], code: .badHello),
+    MalformedCase(name: "SEND to a role nobody serves", frames: send([validID, utf8("client/1"), utf8("nobody/1"), utf8("echo"), [], []]), code: .noRoute),
     MalformedCase(name: "HELLO with an unknown role", frames: [signature, [WireCommand.hello.rawValue], utf8(#"{"version":1,"role":"king","worker":"w","endpoints":[]}"#)], code: .invalidJSON),
 ]
 

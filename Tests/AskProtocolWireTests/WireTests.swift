@@ -317,9 +317,8 @@ struct WireErrorTableTests {
 
     @Test("a ROUTER message with no frames after the identity is missing frames")
     func identityOnly() {
-        #expect(throws: WireError(.missingFrames, "a message needs at least a signature and a command frame, got 0")) {
-            try WireParser.parse(Multipart([routerIdentity]), base: 1)
-        }
+        let error = #expect(throws: WireError.self) { try WireParser.parse(Multipart([routerIdentity]), base: 1) }
+        #expect(error?.code == .missingFrames)
         #expect(throws: WireError.self) { try WireParser.parse(Multipart(), base: 1) }
     }
 

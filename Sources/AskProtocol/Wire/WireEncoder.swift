@@ -63,7 +63,7 @@ public enum WireEncoder {
 
     public static func bye(reason: String = "", into out: inout Multipart) {
         header(.bye, into: &out)
-        if !reason.isEmpty { out.append(reason) }
+        if !reason.isEmpty { out.append(truncated(reason, toBytes: Wire.Limits.standard.maxReason)) }
     }
 
     /// HELLO or WELCOME with a JSON body.

@@ -20,12 +20,11 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
 
     // Session and routing.
     case notRegistered = "not-registered"
-    case alreadyRegistered = "already-registered"
+    case badHello = "bad-hello"
     case addressTaken = "address-taken"
     case forbidden = "forbidden"
     case noRoute = "no-route"
     case busy = "busy"
-    case shuttingDown = "shutting-down"
     case storageFailed = "storage-failed"
 
     // Question ledger.
@@ -34,6 +33,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case unknownQuestion = "unknown-question"
     case notPresented = "not-presented"
     case notSent = "not-sent"
+    case alreadySent = "already-sent"
     case alreadyClosed = "already-closed"
     case expired = "expired"
     case cancelled = "cancelled"

@@ -1,0 +1,279 @@
+import AskLogging
+import AskProtocol
+import Foundation
+
+/// The ``AskCenter``'s side of the connection: waiters for `ask.result`, SEND acknowledgements and `limits.reply`,
+/// and the response record. Lives on the connection thread; callers reach it through `WorkerRuntime.submit`.
+final class AskCenterConnection: WorkerHandler {
+    typealias AskContinuation = CheckedContinuation<Result<Void, AskError>, Never>
+    typealias SheetContinuation = CheckedContinuation<Result<Void, SheetError>, Never>
+    typealias QueryContinuation = CheckedContinuation<Result<[CommunicationHandle], LimitsQueryError>, Never>
+
+    struct PendingAsk {
+        var child: String
+        var question: AnyPermissionQuestion
+        var continuation: AskContinuation
+        var deadline: ContinuousClock.Instant
+        var sendID: MessageID
+    }
+
+    struct PendingSheet {
+        var continuation: SheetContinuation
+        var deadline: ContinuousClock.Instant
+    }
+
+    struct PendingQuery {
+        var handles: [CommunicationHandle]
+        var continuation: QueryContinuation
+        /// Set when the query is on the wire (the head of the child's queue).
+        var deadline: ContinuousClock.Instant?
+        var sendID: MessageID?
+    }
+
+    /// What a SEND was for, so its ACK or NACK reaches the right waiter.
+    enum SendPurpose {
+        case ask(UUID)
+        case sheet
+        case query(child: String)
+        case other
+    }
+
+    let options: AskCenter.Options
+    let shared: AskCenterShared
+    let logger: Logger
+    let store: ResponseStore
+    private var asks: [UUID: PendingAsk] = [:]
+    private var sheets: [MessageID: PendingSheet] = [:]
+    private var queries: [String: [PendingQuery]] = [:]
+    private var purposes: [MessageID: SendPurpose] = [:]
+    private var counters = AskCenterCounters()
+    private var lastSweep = ContinuousClock.now
+
+    init(storePath: String?, options: AskCenter.Options, shared: AskCenterShared, logger: Logger) {
+        self.options = options
+        self.shared = shared
+        self.logger = logger
+        do {
+            store = try ResponseStore(path: storePath)
+        } catch {
+            // The init opened the same file a moment ago; if it fails now, deduplicate in memory and say so.
+            logger.error("response store unavailable; deduplicating in memory only", ["error": "\(error)"])
+            store = try! ResponseStore(path: nil)
+        }
+    }
+
+    // MARK: Operations
+
+    func startAsk(_ question: AnyPermissionQuestion, child: String, continuation: AskContinuation, connection: WorkerConnection) {
+        guard asks[question.id] == nil else {
+            continuation.resume(returning: .failure(.systemError("question \(question.id) is already being asked")))
+            return
+        }
+        let sendID = connection.send(AskRequest(question: question), from: "child/\(child)", to: "limits")
+        purposes[sendID] = .ask(question.id)
+        asks[question.id] = PendingAsk(
+            child: child, question: question, continuation: continuation, deadline: .now + options.askTimeout, sendID: sendID)
+    }
+
+    func startSheet(
+        _ action: SheetAction, questionID: UUID, child: String, continuation: SheetContinuation, connection: WorkerConnection
+    ) {
+        let sendID: MessageID
+        switch action {
+        case .send: sendID = connection.send(SendQuestion(questionID: questionID), from: "child/\(child)", to: "broker")
+        case .cancel: sendID = connection.send(CancelQuestion(questionID: questionID), from: "child/\(child)", to: "broker")
+        }
+        purposes[sendID] = .sheet
+        sheets[sendID] = PendingSheet(continuation: continuation, deadline: .now + options.sheetTimeout)
+    }
+
+    func startQuery(_ handles: [CommunicationHandle], child: String, continuation: QueryContinuation, connection: WorkerConnection) {
+        queries[child, default: []].append(PendingQuery(handles: handles, continuation: continuation))
+        if queries[child]?.count == 1 { transmitHeadQuery(child: child, connection: connection) }
+    }
+
+    private func transmitHeadQuery(child: String, connection: WorkerConnection) {
+        guard var head = queries[child]?.first, head.sendID == nil else { return }
+        let sendID = connection.send(KnownHandlesQuery(child: child, handles: head.handles), from: "child/\(child)", to: "limits")
+        head.sendID = sendID
+        head.deadline = .now + options.queryTimeout
+        queries[child]![0] = head
+        purposes[sendID] = .query(child: child)
+    }
+
+    /// Ends the head query of `child` with `result` and puts the next one on the wire.
+    private func finishHeadQuery(child: String, _ result: Result<[CommunicationHandle], LimitsQueryError>, connection: WorkerConnection) {
+        guard var queue = queries[child], !queue.isEmpty else { return }
+        let head = queue.removeFirst()
+        queries[child] = queue.isEmpty ? nil : queue
+        head.continuation.resume(returning: result)
+        transmitHeadQuery(child: child, connection: connection)
+    }
+
+    func markSurfaced(_ questions: [UUID]) {
+        do { try store.markSurfaced(questions) } catch {
+            logger.warning("could not mark responses surfaced", ["error": "\(error)"])
+        }
+    }
+
+    func counters(_ connection: WorkerConnection) -> AskCenterCounters {
+        var counters = self.counters
+        counters.connection = connection.counters
+        return counters
+    }
+
+    /// The center stops: every waiter gets its `stopped` error.
+    func failEverything() {
+        for (_, ask) in asks { ask.continuation.resume(returning: .failure(.systemError("the ask center stopped"))) }
+        asks.removeAll()
+        for (_, sheet) in sheets { sheet.continuation.resume(returning: .failure(.stopped)) }
+        sheets.removeAll()
+        for (_, queue) in queries {
+            for query in queue { query.continuation.resume(returning: .failure(.stopped)) }
+        }
+        queries.removeAll()
+        shared.saveCounters(counters)
+    }
+
+    // MARK: WorkerHandler
+
+    func registered(_ connection: WorkerConnection, welcome: Welcome) {
+        shared.registered()
+    }
+
+    func deliver(_ delivery: Delivery, connection: WorkerConnection) -> DeliveryDisposition {
+        guard delivery.to.hasPrefix("child/") else {
+            return .refuse(WireError(.badAddress, "this worker hosts children only"))
+        }
+        let child = String(delivery.to.dropFirst("child/".count))
+        switch delivery.kind {
+        case MessageKind.response.rawValue:
+            return deliverResponse(delivery, child: child)
+        case MessageKind.askResult.rawValue:
+            guard let result = try? AppMessageRegistry.decode(AskResult.self, from: delivery.body) else {
+                return .refuse(WireError(.invalidJSON, "unreadable ask.result"))
+            }
+            guard let ask = asks.removeValue(forKey: result.questionID) else {
+                counters.lateAskResults += 1
+                logger.info("ask.result nobody waits for", ["question": result.questionID, "child": child])
+                return .ack
+            }
+            purposes.removeValue(forKey: ask.sendID)
+            switch result.outcome {
+            case .presented: ask.continuation.resume(returning: .success(()))
+            case .refused(let error): ask.continuation.resume(returning: .failure(error))
+            }
+            return .ack
+        case MessageKind.limitsReply.rawValue:
+            guard let reply = try? AppMessageRegistry.decode(KnownHandlesReply.self, from: delivery.body) else {
+                return .refuse(WireError(.invalidJSON, "unreadable limits.reply"))
+            }
+            guard let head = queries[child]?.first, head.sendID != nil else {
+                counters.staleReplies += 1
+                logger.info("limits.reply with no query outstanding", ["child": child])
+                return .ack
+            }
+            let asked = Set(head.handles.map(\.normalized))
+            guard reply.known.allSatisfy({ asked.contains($0.normalized) }) else {
+                counters.staleReplies += 1
+                logger.info("limits.reply names handles not asked about; ignored as stale", ["child": child])
+                return .ack
+            }
+            // Answer in the caller's spelling.
+            let known = Set(reply.known.map(\.normalized))
+            finishHeadQuery(child: child, .success(head.handles.filter { known.contains($0.normalized) }), connection: connection)
+            return .ack
+        default:
+            logger.debug("ignoring delivery", ["kind": delivery.kind, "to": delivery.to])
+            return .ack
+        }
+    }
+
+    private func deliverResponse(_ delivery: Delivery, child: String) -> DeliveryDisposition {
+        guard let response = try? AppMessageRegistry.decode(AnyPermissionResponse.self, from: delivery.body) else {
+            return .refuse(WireError(.invalidJSON, "unreadable response"))
+        }
+        let delivered = DeliveredResponse(child: child, response: response)
+        let isNew: Bool
+        do {
+            isNew = try store.record(delivered, body: delivery.body, now: Date())
+        } catch {
+            // Not recorded, so not acknowledged: the broker delivers it again later.
+            logger.error("could not record a response; holding it", ["question": response.question.id, "error": "\(error)"])
+            return .hold
+        }
+        guard isNew else {
+            counters.responsesDuplicate += 1
+            logger.debug("duplicate response dropped", ["question": response.question.id, "child": child])
+            return .ack
+        }
+        counters.responsesSurfaced += 1
+        if shared.hub.publish(delivered) { markSurfaced([response.question.id]) }
+        return .ack
+    }
+
+    func accepted(_ id: MessageID, connection: WorkerConnection) {
+        guard let purpose = purposes.removeValue(forKey: id) else { return }
+        if case .sheet = purpose, let sheet = sheets.removeValue(forKey: id) {
+            sheet.continuation.resume(returning: .success(()))
+        }
+    }
+
+    func refused(_ id: MessageID, error: WireError, connection: WorkerConnection) {
+        guard let purpose = purposes.removeValue(forKey: id) else { return }
+        switch purpose {
+        case .ask(let questionID):
+            guard let ask = asks.removeValue(forKey: questionID) else { return }
+            let askError: AskError =
+                error.code == .invalidQuestion
+                ? .invalidQuestion(Self.invalidReason(error.reason, question: ask.question))
+                : .systemError("\(error.code.rawValue): \(error.reason)")
+            ask.continuation.resume(returning: .failure(askError))
+        case .sheet:
+            sheets.removeValue(forKey: id)?.continuation.resume(returning: .failure(.refused(code: error.code, reason: error.reason)))
+        case .query(let child):
+            guard queries[child]?.first?.sendID == id else { return }
+            finishHeadQuery(child: child, .failure(.refused(code: error.code, reason: error.reason)), connection: connection)
+        case .other:
+            break
+        }
+    }
+
+    func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant) {
+        guard now - lastSweep >= .milliseconds(50) else { return }
+        lastSweep = now
+        for (questionID, ask) in asks where ask.deadline <= now {
+            asks.removeValue(forKey: questionID)
+            purposes.removeValue(forKey: ask.sendID)
+            // The limits service may still present it later; cancel so it cannot linger presented.
+            purposes[connection.send(CancelQuestion(questionID: questionID), from: "child/\(ask.child)", to: "broker")] = .other
+            ask.continuation.resume(returning: .failure(.systemError("ask timed out after \(options.askTimeout) without an ask.result")))
+        }
+        for (id, sheet) in sheets where sheet.deadline <= now {
+            sheets.removeValue(forKey: id)
+            sheet.continuation.resume(returning: .failure(.timedOut))
+        }
+        for (child, queue) in queries {
+            guard let deadline = queue.first?.deadline, deadline <= now else { continue }
+            finishHeadQuery(child: child, .failure(.timedOut), connection: connection)
+        }
+    }
+
+    /// Rebuilds the structured reason of a broker `invalid-question` refusal: local validation first (it runs the
+    /// same rules; the clocks may differ), else the broker's text `invalid question: <field>: <code> (<message>)`.
+    static func invalidReason(_ text: String, question: AnyPermissionQuestion) -> InvalidQuestionReason {
+        do { try question.validate(now: Date()) } catch {
+            if case .invalidQuestion(let reason) = error { return reason }
+        }
+        var rest = Substring(text)
+        if rest.hasPrefix("invalid question: ") { rest = rest.dropFirst("invalid question: ".count) }
+        if let colon = rest.range(of: ": "), let open = rest.range(of: " (", range: colon.upperBound..<rest.endIndex),
+            rest.hasSuffix(")")
+        {
+            return InvalidQuestionReason(
+                field: String(rest[..<colon.lowerBound]), code: .init(rawValue: String(rest[colon.upperBound..<open.lowerBound])),
+                message: String(rest[open.upperBound..<rest.index(before: rest.endIndex)]))
+        }
+        return InvalidQuestionReason(field: "question", code: "refused-by-broker", message: text)
+    }
+}

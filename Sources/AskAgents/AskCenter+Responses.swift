@@ -1,0 +1,266 @@
+import AskProtocol
+import Foundation
+import SQLite
+import Synchronization
+
+/// A response as it reached a child, before it is typed for a stream.
+struct DeliveredResponse: Sendable {
+    var child: String
+    var response: AnyPermissionResponse
+}
+
+/// Hands responses to the open streams, and keeps the ones no stream wants yet.
+///
+/// A response goes to every stream of its topic for its child and to every center-wide stream of its topic. With no
+/// such stream it waits in arrival order until one opens.
+final class ResponseHub: Sendable {
+    struct Subscriber {
+        var child: String?
+        var topicID: String
+        var yield: @Sendable (DeliveredResponse) -> Void
+        var finish: @Sendable () -> Void
+    }
+
+    struct State {
+        var nextToken = 0
+        var subscribers: [Int: Subscriber] = [:]
+        var waiting: [DeliveredResponse] = []
+        var finished = false
+    }
+
+    private let state: Mutex<State>
+
+    init(waiting: [DeliveredResponse]) {
+        state = Mutex(State(waiting: waiting))
+    }
+
+    /// Gives `response` to the matching streams. - Returns: whether any stream took it.
+    func publish(_ response: DeliveredResponse) -> Bool {
+        let targets = state.withLock { state -> [@Sendable (DeliveredResponse) -> Void] in
+            let targets = state.subscribers.values.filter { $0.matches(response) }.map(\.yield)
+            if targets.isEmpty { state.waiting.append(response) }
+            return targets
+        }
+        for yield in targets { yield(response) }
+        return !targets.isEmpty
+    }
+
+    /// Opens a stream. - Returns: its token and the ids of waiting responses it was given.
+    func subscribe(
+        child: String?, topicID: String, yield: @escaping @Sendable (DeliveredResponse) -> Void,
+        finish: @escaping @Sendable () -> Void
+    ) -> (Int, [UUID]) {
+        let subscriber = Subscriber(child: child, topicID: topicID, yield: yield, finish: finish)
+        let (token, flushed) = state.withLock { state -> (Int, [DeliveredResponse]?) in
+            let token = state.nextToken
+            state.nextToken += 1
+            guard !state.finished else { return (token, nil) }
+            state.subscribers[token] = subscriber
+            var flushed: [DeliveredResponse] = []
+            state.waiting.removeAll { response in
+                guard subscriber.matches(response) else { return false }
+                flushed.append(response)
+                return true
+            }
+            return (token, flushed)
+        }
+        guard let flushed else {
+            finish()
+            return (token, [])
+        }
+        for response in flushed { yield(response) }
+        return (token, flushed.map(\.response.question.id))
+    }
+
+    func unsubscribe(_ token: Int) {
+        _ = state.withLock { $0.subscribers.removeValue(forKey: token) }
+    }
+
+    /// Stops every stream (the center stopped).
+    func finishAll() {
+        let subscribers = state.withLock { state in
+            state.finished = true
+            defer { state.subscribers.removeAll() }
+            return Array(state.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.finish() }
+    }
+
+    var waitingCount: Int { state.withLock { $0.waiting.count } }
+}
+
+extension ResponseHub.Subscriber {
+    func matches(_ response: DeliveredResponse) -> Bool {
+        response.response.question.topicID == topicID && (child == nil || child == response.child)
+    }
+}
+
+/// The record of responses already surfaced: question id → body, plus whether a stream took it yet.
+///
+/// SQLite in WAL mode with `synchronous=NORMAL`: a committed row survives the process being killed; a power loss
+/// may lose the last commits after their ACK went out (accepted for a simulation client). Without a path it is a
+/// dictionary in memory. Belongs to the connection thread.
+final class ResponseStore {
+    private let database: Database?
+    private var memory: [UUID: Bool] = [:]
+
+    init(path: String?) throws {
+        guard let path else {
+            database = nil
+            return
+        }
+        let database = try Database(path: path)
+        _ = try database.pragma("journal_mode", "WAL")
+        _ = try database.pragma("synchronous", "NORMAL")
+        _ = try database.pragma("busy_timeout", 5000)
+        try database.execute(
+            """
+            CREATE TABLE IF NOT EXISTS responses (
+                question TEXT PRIMARY KEY,
+                child TEXT NOT NULL,
+                topic TEXT NOT NULL,
+                choice TEXT NOT NULL,
+                body BLOB NOT NULL,
+                received_at REAL NOT NULL,
+                surfaced INTEGER NOT NULL DEFAULT 0
+            );
+            CREATE INDEX IF NOT EXISTS responses_waiting ON responses(surfaced) WHERE surfaced = 0;
+            """)
+        self.database = database
+    }
+
+    /// Responses recorded but not yet taken by any stream, oldest first (read at start-up).
+    static func unsurfaced(path: String?) throws -> [DeliveredResponse] {
+        guard path != nil else { return [] }
+        let store = try ResponseStore(path: path)
+        guard let database = store.database else { return [] }
+        let rows = try database.query(
+            "SELECT child, body FROM responses WHERE surfaced = 0 ORDER BY received_at, rowid"
+        ) { row in (row.text(at: 0), row.blob(at: 1)) }
+        return rows.compactMap { child, body in
+            (try? WireJSON.decode(AnyPermissionResponse.self, from: body)).map { DeliveredResponse(child: child, response: $0) }
+        }
+    }
+
+    /// Records a response unless its question already has one.
+    /// - Returns: `true` if it is new (and now recorded), `false` for a duplicate.
+    /// - Throws: a SQLite error; the response is then not recorded.
+    func record(_ response: DeliveredResponse, body: [UInt8], now: Date) throws -> Bool {
+        let key = response.response.question.id
+        guard let database else {
+            guard memory[key] == nil else { return false }
+            memory[key] = false
+            return true
+        }
+        try database.run(
+            "INSERT OR IGNORE INTO responses (question, child, topic, choice, body, received_at) VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                .text(key.uuidString), .text(response.child), .text(response.response.question.topicID),
+                .text(response.response.choice.id), .blob(body), .real(now.timeIntervalSince1970),
+            ])
+        return database.changes == 1
+    }
+
+    /// Marks responses as taken by a stream.
+    func markSurfaced(_ questions: [UUID]) throws {
+        guard let database else {
+            for question in questions { memory[question] = true }
+            return
+        }
+        try database.transaction {
+            for question in questions {
+                try database.run("UPDATE responses SET surfaced = 1 WHERE question = ?", [.text(question.uuidString)])
+            }
+        }
+    }
+}
+
+/// State shared between the connection thread and callers: the response hub, registration and stop flags.
+final class AskCenterShared: Sendable {
+    let hub: ResponseHub
+
+    private struct Registration {
+        var count = 0
+        var waiters: [UUID: CheckedContinuation<Bool, Never>] = [:]
+        var reconnectionStreams: [Int: AsyncStream<Int>.Continuation] = [:]
+        var nextToken = 0
+        var stopped = false
+        var counters = AskCenterCounters()
+    }
+
+    private let registration = Mutex(Registration())
+
+    init(pendingAtStart: [DeliveredResponse]) {
+        hub = ResponseHub(waiting: pendingAtStart)
+    }
+
+    var registrationCount: Int { registration.withLock { $0.count } }
+    var isStopped: Bool { registration.withLock { $0.stopped } }
+
+    /// - Returns: `false` if it was already stopped.
+    func markStopped() -> Bool {
+        registration.withLock { state in
+            defer { state.stopped = true }
+            return !state.stopped
+        }
+    }
+
+    func registered() {
+        let (count, waiters, streams) = registration.withLock { state in
+            state.count += 1
+            defer { state.waiters.removeAll() }
+            return (state.count, Array(state.waiters.values), Array(state.reconnectionStreams.values))
+        }
+        for waiter in waiters { waiter.resume(returning: true) }
+        if count > 1 {
+            for stream in streams { stream.yield(count) }
+        }
+    }
+
+    func waitForRegistration(timeout: Duration) async -> Bool {
+        let token = UUID()
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let already = registration.withLock { state -> Bool in
+                if state.count > 0 { return true }
+                state.waiters[token] = continuation
+                return false
+            }
+            if already {
+                continuation.resume(returning: true)
+                return
+            }
+            let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
+                let waiter = registration.withLock { $0.waiters.removeValue(forKey: token) }
+                waiter?.resume(returning: false)
+            }
+        }
+    }
+
+    func reconnections() -> AsyncStream<Int> {
+        let (stream, continuation) = AsyncStream<Int>.makeStream()
+        let token = registration.withLock { state in
+            defer { state.nextToken += 1 }
+            state.reconnectionStreams[state.nextToken] = continuation
+            return state.nextToken
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.registration.withLock { $0.reconnectionStreams.removeValue(forKey: token) }
+        }
+        return stream
+    }
+
+    func finishReconnections() {
+        let streams = registration.withLock { state in
+            defer { state.reconnectionStreams.removeAll() }
+            return Array(state.reconnectionStreams.values)
+        }
+        for stream in streams { stream.finish() }
+    }
+
+    func saveCounters(_ counters: AskCenterCounters) {
+        registration.withLock { $0.counters = counters }
+    }
+
+    func lastCounters() -> AskCenterCounters { registration.withLock { $0.counters } }
+}

@@ -1,0 +1,400 @@
+import AskLogging
+import AskProtocol
+import Foundation
+import Synchronization
+import ZeroMQ
+
+/// One child an ``AskCenter`` speaks for: its id (the `<id>` of `child/<id>`) and its family.
+public struct ChildIdentity: Sendable, Hashable, Codable {
+    public var id: String
+    public var family: String
+
+    public init(id: String, family: String) {
+        self.id = id
+        self.family = family
+    }
+
+    /// `child/<id>`.
+    public var address: String { "child/\(id)" }
+}
+
+/// Why `send` or `cancel` of a presented question failed.
+public enum SheetError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The broker refused it; `code` says why (`expired`, `cancelled`, `not-sent`, `unknown-question`, ...).
+    case refused(code: ErrorCode, reason: String)
+    /// The broker did not acknowledge within ``AskCenter/Options/sheetTimeout`` (it keeps being retried until the
+    /// center stops, so it may still take effect).
+    case timedOut
+    /// The center was stopped before the broker answered.
+    case stopped
+    /// The child id is not one this center hosts.
+    case unknownChild(String)
+
+    /// The broker's refusal code, if it refused.
+    public var code: ErrorCode? {
+        if case .refused(let code, _) = self { return code }
+        return nil
+    }
+
+    public var description: String {
+        switch self {
+        case .refused(let code, let reason): "\(code.rawValue): \(reason)"
+        case .timedOut: "the broker did not acknowledge in time"
+        case .stopped: "the ask center stopped"
+        case .unknownChild(let id): "child '\(id)' is not hosted by this ask center"
+        }
+    }
+}
+
+/// Why a `CommunicationLimits` query failed.
+public enum LimitsQueryError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The broker refused the query (for example `busy`).
+    case refused(code: ErrorCode, reason: String)
+    /// No `limits.reply` within ``AskCenter/Options/queryTimeout``.
+    case timedOut
+    /// The center was stopped before the reply came.
+    case stopped
+    /// The child id is not one this center hosts.
+    case unknownChild(String)
+
+    public var description: String {
+        switch self {
+        case .refused(let code, let reason): "\(code.rawValue): \(reason)"
+        case .timedOut: "no reply from the limits service in time"
+        case .stopped: "the ask center stopped"
+        case .unknownChild(let id): "child '\(id)' is not hosted by this ask center"
+        }
+    }
+}
+
+/// A response together with the child it was addressed to (the center-wide streams carry these).
+public struct ChildResponse<Topic: QuestionTopic>: Sendable, Hashable {
+    public var child: String
+    public var response: PermissionResponse<Topic>
+}
+
+/// The client library for child apps: PermissionKit's `AskCenter`, `CommunicationLimits` and response streams
+/// over one broker connection that can host many children (`child/<id>` each).
+///
+/// The connection runs on a thread of its own (a ``WorkerRuntime``); every method here is safe from any task.
+/// It reconnects and registers the children again by itself.
+///
+/// Responses are surfaced **once per question**, across broker redeliveries, reconnects and restarts: each one is
+/// recorded (question id and body) in a SQLite database under `stateDirectory` before the delivery is acknowledged,
+/// and a response already recorded is acknowledged and dropped. Responses that arrive while nobody listens on
+/// their topic's stream are kept (also across a restart) until a stream for that topic is opened.
+public final class AskCenter: Sendable {
+    /// Timing and naming of the connection.
+    public struct Options: Sendable {
+        /// How long `ask` waits for the limits service's `ask.result`. On timeout `ask` throws
+        /// `AskError.systemError("ask timed out ...")` and the question is cancelled at the broker.
+        public var askTimeout: Duration = .seconds(10)
+        /// How long `send` / `cancel` wait for the broker's acknowledgement before ``SheetError/timedOut``.
+        public var sheetTimeout: Duration = .seconds(10)
+        /// How long a known-handles query waits for `limits.reply` before ``LimitsQueryError/timedOut``.
+        public var queryTimeout: Duration = .seconds(10)
+        /// Heartbeat interval of the connection.
+        public var heartbeatInterval: Duration = .seconds(1)
+        /// Deliveries in flight per child address.
+        public var window = 64
+        /// The worker name in the broker's logs.
+        public var workerName = "askcenter[\(ProcessInfo.processInfo.processIdentifier)]"
+        /// CURVE keys, when the broker runs CURVE.
+        public var curve: (keys: CurveKeyPair, serverKey: String)?
+
+        public init() {}
+    }
+
+    let runtime: WorkerRuntime
+    let shared: AskCenterShared
+    /// The hosted children by id.
+    public let children: [String: ChildIdentity]
+    let logger: Logger
+
+    /// Connects to the broker and registers every child.
+    /// - Parameters:
+    ///   - broker: the broker endpoint, for example `tcp://127.0.0.1:5555`.
+    ///   - children: the children to host (one address `child/<id>` each, with its family).
+    ///   - stateDirectory: where the response record (`askcenter.sqlite`) lives; `nil` keeps it in memory, which
+    ///     deduplicates only for the life of this object. One center per directory at a time.
+    ///   - logger: log lines of the connection and the center.
+    ///   - context: the ZeroMQ context.
+    ///   - options: timeouts and connection settings.
+    /// - Throws: an error opening the state database or creating the socket.
+    public init(
+        broker: String,
+        children: [ChildIdentity],
+        stateDirectory: String?,
+        logger: Logger,
+        context: Context,
+        options: Options = Options()
+    ) throws {
+        var byID: [String: ChildIdentity] = [:]
+        for child in children {
+            guard Address.isValidID(child.id), Address.isValidID(child.family) else {
+                throw AskCenterSetupError("child id and family must be 1-64 characters of A-Z a-z 0-9 . _ -: \(child.id)@\(child.family)")
+            }
+            guard byID.updateValue(child, forKey: child.id) == nil else {
+                throw AskCenterSetupError("child '\(child.id)' is listed twice")
+            }
+        }
+        self.children = byID
+        self.logger = logger
+        var path: String?
+        if let stateDirectory {
+            try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
+            path = (stateDirectory as NSString).appendingPathComponent("askcenter.sqlite")
+        }
+        // Open the store once here so a bad path fails the init, and read the responses still waiting for a stream.
+        let pending = try ResponseStore.unsurfaced(path: path)
+        let shared = AskCenterShared(pendingAtStart: pending)
+        self.shared = shared
+        var configuration = WorkerConfiguration(
+            broker: broker, role: .child, worker: options.workerName,
+            endpoints: children.map { EndpointClaim(address: $0.address, family: $0.family) })
+        configuration.heartbeatInterval = options.heartbeatInterval
+        configuration.window = options.window
+        configuration.curve = options.curve
+        let storePath = path
+        let handlerLogger = logger
+        runtime = try WorkerRuntime(configuration: configuration, logger: logger, context: context) {
+            AskCenterConnection(storePath: storePath, options: options, shared: shared, logger: handlerLogger)
+        }
+    }
+
+    /// The API of one hosted child.
+    /// - Precondition: none; an unknown id gives a session whose calls fail with an `unknownChild` error.
+    public func child(_ id: String) -> ChildSession { ChildSession(center: self, id: id) }
+
+    // MARK: Registration
+
+    /// How many times the connection registered (1 after the first WELCOME; more after reconnects).
+    public var registrationCount: Int { shared.registrationCount }
+
+    /// Waits until the connection is registered (at least once).
+    /// - Returns: `false` if `timeout` passed first.
+    public func waitUntilRegistered(timeout: Duration = .seconds(30)) async -> Bool {
+        await shared.waitForRegistration(timeout: timeout)
+    }
+
+    /// The registration count after each registration that follows the first (reconnects, broker restarts):
+    /// the moment to check known handles again.
+    public func reconnections() -> AsyncStream<Int> { shared.reconnections() }
+
+    // MARK: Responses
+
+    /// Every response of topic type `Topic` for any hosted child, each surfaced once (see the type's notes).
+    public func responses<Topic: QuestionTopic>(for topic: Topic.Type) -> AsyncStream<ChildResponse<Topic>> {
+        let (stream, continuation) = AsyncStream<ChildResponse<Topic>>.makeStream()
+        subscribe(child: nil, topicID: Topic.topicID, continuation: continuation) { delivered in
+            guard let typed = delivered.response.typed(as: Topic.self) else { return }
+            continuation.yield(ChildResponse(child: delivered.child, response: typed))
+        }
+        return stream
+    }
+
+    func subscribe<Element>(
+        child: String?, topicID: String, continuation: AsyncStream<Element>.Continuation,
+        yield: @escaping @Sendable (DeliveredResponse) -> Void
+    ) {
+        let (token, flushed) = shared.hub.subscribe(child: child, topicID: topicID, yield: yield) {
+            continuation.finish()
+        }
+        let hub = shared.hub
+        continuation.onTermination = { _ in hub.unsubscribe(token) }
+        if !flushed.isEmpty { markSurfaced(flushed) }
+    }
+
+    func markSurfaced(_ questions: [UUID]) {
+        runtime.submit { _, handler in (handler as? AskCenterConnection)?.markSurfaced(questions) }
+    }
+
+    // MARK: Operations (used by ChildSession)
+
+    func ask(_ question: AnyPermissionQuestion, child: String) async throws(AskError) {
+        guard children[child] != nil else { throw .systemError("child '\(child)' is not hosted by this ask center") }
+        try question.validate(now: Date())
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, AskError>, Never>) in
+            if shared.isStopped {
+                continuation.resume(returning: .failure(.systemError("the ask center stopped")))
+                return
+            }
+            runtime.submit { connection, handler in
+                guard let handler = handler as? AskCenterConnection else { return }
+                handler.startAsk(question, child: child, continuation: continuation, connection: connection)
+            }
+        }
+        try result.get()
+    }
+
+    func sheet(_ kind: SheetAction, questionID: UUID, child: String) async throws(SheetError) {
+        guard children[child] != nil else { throw .unknownChild(child) }
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, SheetError>, Never>) in
+            if shared.isStopped {
+                continuation.resume(returning: .failure(.stopped))
+                return
+            }
+            runtime.submit { connection, handler in
+                guard let handler = handler as? AskCenterConnection else { return }
+                handler.startSheet(kind, questionID: questionID, child: child, continuation: continuation, connection: connection)
+            }
+        }
+        try result.get()
+    }
+
+    func knownHandles(_ handles: [CommunicationHandle], child: String) async throws(LimitsQueryError) -> Set<CommunicationHandle> {
+        guard children[child] != nil else { throw .unknownChild(child) }
+        if handles.isEmpty { return [] }
+        let result = await withCheckedContinuation {
+            (continuation: CheckedContinuation<Result<[CommunicationHandle], LimitsQueryError>, Never>) in
+            if shared.isStopped {
+                continuation.resume(returning: .failure(.stopped))
+                return
+            }
+            runtime.submit { connection, handler in
+                guard let handler = handler as? AskCenterConnection else { return }
+                handler.startQuery(handles, child: child, continuation: continuation, connection: connection)
+            }
+        }
+        return Set(try result.get())
+    }
+
+    /// The subset of `handles` the system knows for `child` (`limits.query` / `limits.reply`).
+    ///
+    /// Replies carry no query id, so one query per child is in flight at a time; further queries for the same child
+    /// wait their turn. A reply naming a handle that was not asked about is treated as stale and ignored.
+    /// - Throws: ``LimitsQueryError``.
+    public func knownHandles(in handles: Set<CommunicationHandle>, child: String) async throws(LimitsQueryError)
+        -> Set<CommunicationHandle>
+    {
+        try await knownHandles(handles.sorted(), child: child)
+    }
+
+    /// Whether `handle` is known for `child`.
+    /// - Throws: ``LimitsQueryError``.
+    public func isKnownHandle(_ handle: CommunicationHandle, child: String) async throws(LimitsQueryError) -> Bool {
+        try await !knownHandles([handle], child: child).isEmpty
+    }
+
+    // MARK: Stopping
+
+    /// Says BYE and stops the connection; pending calls fail with a `stopped` / system error. Idempotent.
+    public func stop() async {
+        guard shared.markStopped() else { return }
+        runtime.submit { _, handler in (handler as? AskCenterConnection)?.failEverything() }
+        let runtime = self.runtime
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let thread = Thread {
+                runtime.stop()
+                continuation.resume()
+            }
+            thread.start()
+        }
+        shared.hub.finishAll()
+        shared.finishReconnections()
+    }
+
+    /// Counters of the underlying connection, read on its thread.
+    public func counters() async -> AskCenterCounters {
+        await withCheckedContinuation { (continuation: CheckedContinuation<AskCenterCounters, Never>) in
+            if shared.isStopped {
+                continuation.resume(returning: shared.lastCounters())
+                return
+            }
+            runtime.submit { connection, handler in
+                let counters = (handler as? AskCenterConnection)?.counters(connection) ?? AskCenterCounters()
+                continuation.resume(returning: counters)
+            }
+        }
+    }
+}
+
+/// A setup problem of an ``AskCenter`` (bad child ids).
+public struct AskCenterSetupError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// What the center counted.
+public struct AskCenterCounters: Sendable, Codable {
+    /// Responses recorded and surfaced (first time seen).
+    public var responsesSurfaced = 0
+    /// Responses dropped because their question already had one recorded (redeliveries, restarts).
+    public var responsesDuplicate = 0
+    /// `ask.result`s nobody waited for (the ask had timed out).
+    public var lateAskResults = 0
+    /// `limits.reply`s that matched no outstanding query or named handles not asked about.
+    public var staleReplies = 0
+    public var connection = WorkerCounters()
+}
+
+enum SheetAction: String, Sendable {
+    case send, cancel
+}
+
+/// The API of one child hosted by an ``AskCenter``: a cheap value, make as many as you like.
+public struct ChildSession: Sendable {
+    public let center: AskCenter
+    /// The child's id (`child/<id>`).
+    public let id: String
+
+    /// Validates the question locally, then asks the limits service; returns once the send sheet is presented.
+    ///
+    /// It does not wait for an answer: call ``send(_:)`` or ``cancel(_:)``, then read ``responses(for:)``.
+    /// - Throws: ``AskError``: `invalidQuestion` (local validation, or the broker's `invalid-question`), the
+    ///   limits service's refusal (`communicationLimitsNotEnabled`, `contactSyncNotSetup`, `notAvailable`, ...),
+    ///   `systemError` for any other broker refusal, a timeout (``AskCenter/Options/askTimeout``, after which the
+    ///   question is cancelled) or a stopped center.
+    public func ask<Topic: QuestionTopic>(_ question: PermissionQuestion<Topic>) async throws(AskError) {
+        try await center.ask(AnyPermissionQuestion(question), child: id)
+    }
+
+    /// Asks a question of any topic; see ``ask(_:)-(PermissionQuestion<Topic>)``.
+    public func ask(_ question: AnyPermissionQuestion) async throws(AskError) {
+        try await center.ask(question, child: id)
+    }
+
+    /// Sends the presented question to the family's guardians; returns when the broker has it durably.
+    /// - Throws: ``SheetError`` (`expired`, `cancelled`, `not-presented`, `unknown-question`, timeout, ...).
+    public func send(_ questionID: UUID) async throws(SheetError) {
+        try await center.sheet(.send, questionID: questionID, child: id)
+    }
+
+    /// Dismisses the send sheet: the question will never get a response. Returns when the broker has it.
+    /// - Throws: ``SheetError``.
+    public func cancel(_ questionID: UUID) async throws(SheetError) {
+        try await center.sheet(.cancel, questionID: questionID, child: id)
+    }
+
+    /// This child's responses of topic type `Topic`, each surfaced once, including ones that arrived while no
+    /// stream was open or the program was not running.
+    public func responses<Topic: QuestionTopic>(for topic: Topic.Type) -> AsyncStream<PermissionResponse<Topic>> {
+        let (stream, continuation) = AsyncStream<PermissionResponse<Topic>>.makeStream()
+        center.subscribe(child: id, topicID: Topic.topicID, continuation: continuation) { delivered in
+            guard let typed = delivered.response.typed(as: Topic.self) else { return }
+            continuation.yield(typed)
+        }
+        return stream
+    }
+
+    /// This child's `CommunicationLimits`.
+    public var limits: CommunicationLimits { CommunicationLimits(center: center, child: id) }
+}
+
+/// PermissionKit's `CommunicationLimits` for one child: which handles the system already knows.
+public struct CommunicationLimits: CommunicationLimitsQuerying {
+    public let center: AskCenter
+    public let child: String
+
+    /// The known subset of `handles`.
+    /// - Throws: ``LimitsQueryError``.
+    public func knownHandles(in handles: Set<CommunicationHandle>) async throws -> Set<CommunicationHandle> {
+        try await center.knownHandles(in: handles, child: child)
+    }
+
+    /// Whether `handle` is known.
+    /// - Throws: ``LimitsQueryError``.
+    public func isKnownHandle(_ handle: CommunicationHandle) async throws -> Bool {
+        try await center.isKnownHandle(handle, child: child)
+    }
+}

@@ -1,0 +1,149 @@
+import AskProtocol
+import Foundation
+import SQLite
+
+/// The limits worker's state file: a `defaults` entry for children not listed, and one entry per child.
+///
+/// ```json
+/// {
+///   "defaults": {"limitsEnabled": true, "contactSyncSetUp": true, "eligible": true},
+///   "children": {
+///     "c1": {"knownHandles": [{"kind": "phoneNumber", "value": "+14155550100"}]},
+///     "c2": {"limitsEnabled": false},
+///     "c3": {"contactSyncSetUp": false, "eligible": false}
+///   }
+/// }
+/// ```
+///
+/// A field left out of a child's entry takes the `defaults` value; a field left out of `defaults` takes the
+/// built-in default (limits on, contact sync set up, eligible, no known handles).
+public struct LimitsStateFile: Sendable, Hashable {
+    public var defaults: LimitsState
+    public var children: [String: LimitsState]
+
+    public init(defaults: LimitsState = LimitsState(), children: [String: LimitsState] = [:]) {
+        self.defaults = defaults
+        self.children = children
+    }
+
+    /// The state of `child`: its own entry, else the defaults.
+    public func state(of child: String) -> LimitsState { children[child] ?? defaults }
+
+    /// One entry as written in the file: every field optional.
+    struct Entry: Codable {
+        var limitsEnabled: Bool?
+        var contactSyncSetUp: Bool?
+        var eligible: Bool?
+        var knownHandles: [CommunicationHandle]?
+
+        func resolved(over base: LimitsState) -> LimitsState {
+            LimitsState(
+                limitsEnabled: limitsEnabled ?? base.limitsEnabled,
+                contactSyncSetUp: contactSyncSetUp ?? base.contactSyncSetUp,
+                eligible: eligible ?? base.eligible,
+                knownHandles: knownHandles.map(Set.init) ?? base.knownHandles)
+        }
+    }
+
+    struct File: Codable {
+        var defaults: Entry?
+        var children: [String: Entry]?
+    }
+
+    /// Parses the JSON of a state file.
+    /// - Throws: ``AgentConfigurationError`` naming the source and the problem.
+    public static func parse(_ data: Data, source: String = "state file") throws(AgentConfigurationError) -> LimitsStateFile {
+        let file: File
+        do {
+            file = try JSONDecoder().decode(File.self, from: data)
+        } catch {
+            throw AgentConfigurationError("\(source): not a limits state file ({\"defaults\": {...}, \"children\": {\"<id>\": {...}}}): \(describeDecoding(error))")
+        }
+        let defaults = file.defaults?.resolved(over: LimitsState()) ?? LimitsState()
+        var children: [String: LimitsState] = [:]
+        for (id, entry) in file.children ?? [:] {
+            guard Address.isValidID(id) else {
+                throw AgentConfigurationError("\(source): child id '\(id)' must be 1-64 characters of A-Z a-z 0-9 . _ -")
+            }
+            for handle in entry.knownHandles ?? [] where handle.value.trimmingCharacters(in: .whitespaces).isEmpty {
+                throw AgentConfigurationError("\(source): child '\(id)' has a known handle with an empty value")
+            }
+            children[id] = entry.resolved(over: defaults)
+        }
+        return LimitsStateFile(defaults: defaults, children: children)
+    }
+
+    /// Reads and parses a state file.
+    public static func load(path: String) throws(AgentConfigurationError) -> LimitsStateFile {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw AgentConfigurationError("cannot read limits state file \(path)")
+        }
+        return try parse(data, source: path)
+    }
+}
+
+/// The limits worker's SQLite store: one row per child, plus the defaults. Belongs to one thread at a time.
+final class LimitsStore {
+    let database: Database
+    private(set) var defaults: LimitsState
+    private(set) var children: [String: LimitsState]
+
+    /// Opens (creating) `directory/limits.sqlite`. A new store, or `reset`, is seeded from `seed`; otherwise `seed`
+    /// is ignored and the stored state wins. - Returns: the store and whether it was seeded now.
+    static func open(directory: String, seed: LimitsStateFile?, reset: Bool) throws -> (store: LimitsStore, seeded: Bool) {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let database = try Database(path: directory + "/limits.sqlite")
+        try database.pragma("journal_mode", "wal")
+        try database.pragma("synchronous", "normal")
+        try database.execute("""
+            CREATE TABLE IF NOT EXISTS limits_meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+            CREATE TABLE IF NOT EXISTS limits_children (child TEXT PRIMARY KEY, state BLOB NOT NULL);
+            """)
+        let isSeeded = try !database.query("SELECT 1 FROM limits_meta WHERE key = 'defaults'", [], { _ in 1 }).isEmpty
+        var seededNow = false
+        if reset || !isSeeded {
+            let file = seed ?? LimitsStateFile()
+            try database.transaction {
+                try database.run("DELETE FROM limits_children")
+                try database.run("INSERT OR REPLACE INTO limits_meta (key, value) VALUES ('defaults', ?)", [.blob(try WireJSON.encode(file.defaults))])
+                for (child, state) in file.children {
+                    try database.run("INSERT INTO limits_children (child, state) VALUES (?, ?)", [.text(child), .blob(try WireJSON.encode(state))])
+                }
+            }
+            seededNow = true
+        }
+        let defaultsBlob = try database.query("SELECT value FROM limits_meta WHERE key = 'defaults'", [], { $0.blob(at: 0) })
+        let defaults = try defaultsBlob.first.map { try WireJSON.decode(LimitsState.self, from: $0) } ?? LimitsState()
+        var children: [String: LimitsState] = [:]
+        for (child, blob) in try database.query("SELECT child, state FROM limits_children", [], { ($0.text(at: 0), $0.blob(at: 1)) }) {
+            children[child] = try WireJSON.decode(LimitsState.self, from: blob)
+        }
+        return (LimitsStore(database: database, defaults: defaults, children: children), seededNow)
+    }
+
+    private init(database: Database, defaults: LimitsState, children: [String: LimitsState]) {
+        self.database = database
+        self.defaults = defaults
+        self.children = children
+    }
+
+    func state(of child: String) -> LimitsState { children[child] ?? defaults }
+
+    /// Changes a child's state and writes it before returning.
+    func update(_ child: String, _ change: (inout LimitsState) -> Void) throws {
+        var state = state(of: child)
+        change(&state)
+        try database.run("INSERT OR REPLACE INTO limits_children (child, state) VALUES (?, ?)", [.text(child), .blob(try WireJSON.encode(state))])
+        children[child] = state
+    }
+}
+
+/// Hands a store opened on one thread to the connection thread, once.
+final class LimitsStoreHandOff: @unchecked Sendable {  // @unchecked: the opening thread gives the store up before the connection thread takes it; never shared.
+    private var store: LimitsStore?
+    init(_ store: LimitsStore) { self.store = store }
+    func take() -> LimitsStore? {
+        defer { store = nil }
+        return store
+    }
+}

@@ -1,0 +1,248 @@
+import AskLogging
+import AskProtocol
+import Foundation
+
+/// The parent worker's logic, on the connection thread: holds each question for its guardian's think time (and
+/// offline period), then answers per policy, never at or after the question's expiry.
+final class ParentWorkerHandler: WorkerHandler {
+    struct Guardian {
+        let setup: GuardianSetup
+        /// Decisions and think times come from separate streams, so changing one does not shift the other.
+        var decisions: SeededGenerator
+        var thinking: SeededGenerator
+    }
+
+    struct HeldKey: Hashable {
+        let guardian: String
+        let question: UUID
+    }
+
+    struct Held {
+        let question: GuardianQuestion
+        let receivedAt: Date
+        /// When to decide; `nil` waits for a `closed` (only with `answerAfterExpiry` and no expiration date).
+        var decideAt: ContinuousClock.Instant?
+    }
+
+    let configuration: ParentWorkerConfiguration
+    let logger: Logger
+    let onRegistered: @Sendable () -> Void
+    let onEvent: @Sendable (ParentWorkerEvent) -> Void
+    let records: JSONLinesWriter?
+    let start = ContinuousClock.now
+    var guardians: [String: Guardian] = [:]
+    var held: [HeldKey: Held] = [:]
+    /// When held questions are due; an entry whose instant no longer matches its question's `decideAt` is stale.
+    var due = DueHeap()
+    /// Answers sent and not yet accepted or refused, with their record (result still empty).
+    var attempts: [MessageID: GuardianAnswerRecord] = [:]
+
+    init(
+        configuration: ParentWorkerConfiguration, logger: Logger, onRegistered: @escaping @Sendable () -> Void,
+        onEvent: @escaping @Sendable (ParentWorkerEvent) -> Void
+    ) {
+        self.configuration = configuration
+        self.logger = logger
+        self.onRegistered = onRegistered
+        self.onEvent = onEvent
+        do {
+            records = try JSONLinesWriter(path: configuration.recordsPath)
+        } catch {
+            logger.error("cannot open records file", ["path": configuration.recordsPath ?? "", "error": "\(error)"])
+            records = nil
+        }
+        for setup in configuration.guardians {
+            guardians[setup.id] = Guardian(
+                setup: setup,
+                decisions: SeededGenerator(seed: configuration.seed, stream: "decide/\(setup.id)"),
+                thinking: SeededGenerator(seed: configuration.seed, stream: "think/\(setup.id)"))
+        }
+    }
+
+    func registered(_ connection: WorkerConnection, welcome: Welcome) {
+        onRegistered()
+    }
+
+    func deliver(_ delivery: Delivery, connection: WorkerConnection) -> DeliveryDisposition {
+        guard delivery.to.hasPrefix("guardian/"), guardians[String(delivery.to.dropFirst("guardian/".count))] != nil else {
+            return .refuse(WireError(.badAddress, "this worker does not host '\(delivery.to)'"))
+        }
+        let guardian = String(delivery.to.dropFirst("guardian/".count))
+        switch delivery.kind {
+        case GuardianQuestion.kind:
+            guard let question = try? WireJSON.decode(GuardianQuestion.self, from: delivery.body) else {
+                return .refuse(WireError(.invalidJSON, "unreadable question body"))
+            }
+            receive(question, guardian: guardian)
+        case QuestionClosed.kind:
+            guard let closed = try? WireJSON.decode(QuestionClosed.self, from: delivery.body) else {
+                return .refuse(WireError(.invalidJSON, "unreadable closed body"))
+            }
+            close(closed, guardian: guardian)
+        default:
+            logger.warning("unexpected message for a guardian", ["kind": delivery.kind, "from": delivery.from, "to": delivery.to])
+            return .refuse(WireError(.unknownKind, "a guardian handles question and closed, not '\(delivery.kind)'"))
+        }
+        return .ack
+    }
+
+    func accepted(_ id: MessageID, connection: WorkerConnection) {
+        finish(id, result: "accepted")
+    }
+
+    func refused(_ id: MessageID, error: WireError, connection: WorkerConnection) {
+        if attempts[id] != nil {
+            logger.info("answer refused", ["code": error.code.rawValue, "reason": error.reason])
+        }
+        finish(id, result: error.code.rawValue)
+    }
+
+    func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant) {
+        while let top = due.peek, top.at <= now {
+            due.pop()
+            guard let item = held[top.key], item.decideAt == top.at else { continue }
+            decide(top.key, item, now: now, connection: connection)
+        }
+    }
+
+    // MARK: Flow
+
+    private func receive(_ question: GuardianQuestion, guardian: String) {
+        let key = HeldKey(guardian: guardian, question: question.question.id)
+        guard held[key] == nil else { return }
+        onEvent(.received(guardian: guardian, question: key.question))
+        let now = ContinuousClock.now
+        let date = Date()
+        if configuration.answerAfterExpiry {
+            schedule(key, Held(question: question, receivedAt: date, decideAt: afterExpiry(question, now: now, date: date)))
+            return
+        }
+        if question.question.isExpired(at: date) {
+            drop(key, why: "expired")
+            return
+        }
+        schedule(key, Held(question: question, receivedAt: date, decideAt: whenToDecide(guardian, now: now)))
+    }
+
+    private func close(_ closed: QuestionClosed, guardian: String) {
+        let key = HeldKey(guardian: guardian, question: closed.questionID)
+        guard var item = held[key] else { return }
+        if configuration.answerAfterExpiry && closed.reason == .expired {
+            // Checker tests: answer now that the broker says it expired.
+            item.decideAt = .now
+            schedule(key, item)
+            return
+        }
+        drop(key, why: "closed-\(closed.reason.rawValue)")
+    }
+
+    private func decide(_ key: HeldKey, _ item: Held, now: ContinuousClock.Instant, connection: WorkerConnection) {
+        guard var guardian = guardians[key.guardian] else { return }
+        let date = Date()
+        let question = item.question.question
+        var choice: PermissionChoice?
+        if configuration.answerAfterExpiry {
+            if question.expirationDate != nil, !question.isExpired(at: date) {
+                var later = item
+                later.decideAt = afterExpiry(item.question, now: now, date: date)
+                schedule(key, later)
+                return
+            }
+            choice = guardian.setup.policy.choice(for: question, random: &guardian.decisions) ?? question.defaultChoice
+        } else {
+            if let offline = guardian.setup.offline, offline.offline(at: now - start) != nil {
+                var later = item
+                later.decideAt = whenToDecide(key.guardian, now: now)
+                schedule(key, later)
+                return
+            }
+            if question.isExpired(at: date) {
+                drop(key, why: "expired")
+                return
+            }
+            choice = guardian.setup.policy.choice(for: question, random: &guardian.decisions)
+        }
+        guardians[key.guardian] = guardian
+        held[key] = nil
+        guard let choice else {
+            drop(key, why: "never")
+            return
+        }
+        let id = connection.send(GuardianAnswer(questionID: key.question, choiceID: choice.id), from: "guardian/\(key.guardian)", to: "broker")
+        attempts[id] = GuardianAnswerRecord(
+            question: key.question, guardian: key.guardian, family: guardian.setup.family, choiceID: choice.id,
+            receivedAt: item.receivedAt, answeredAt: date, result: "", expiresAt: question.expirationDate)
+        logger.debug("answered", ["guardian": key.guardian, "question": key.question, "choice": choice.id])
+        onEvent(.answered(guardian: key.guardian, question: key.question, choiceID: choice.id))
+    }
+
+    /// After the think time, counted from when the guardian is back if it is offline now.
+    private func whenToDecide(_ id: String, now: ContinuousClock.Instant) -> ContinuousClock.Instant {
+        guard var guardian = guardians[id] else { return now }
+        var at = now
+        if let offline = guardian.setup.offline, let left = offline.offline(at: now - start) { at = now + left }
+        at += guardian.setup.think.sample(using: &guardian.thinking)
+        guardians[id] = guardian
+        return at
+    }
+
+    /// Just after the question's expiration date; `nil` (wait for `closed`) when it has none.
+    private func afterExpiry(_ question: GuardianQuestion, now: ContinuousClock.Instant, date: Date) -> ContinuousClock.Instant? {
+        guard let expiry = question.question.expirationDate else { return nil }
+        let left = max(0, expiry.timeIntervalSince(date))
+        return now + .nanoseconds(Int64(left * 1e9)) + .milliseconds(1)
+    }
+
+    private func schedule(_ key: HeldKey, _ item: Held) {
+        held[key] = item
+        if let at = item.decideAt { due.push(at, key) }
+    }
+
+    private func drop(_ key: HeldKey, why: String) {
+        held[key] = nil
+        logger.debug("question dropped", ["guardian": key.guardian, "question": key.question, "why": why])
+        onEvent(.dropped(guardian: key.guardian, question: key.question, why: why))
+    }
+
+    private func finish(_ id: MessageID, result: String) {
+        guard var record = attempts.removeValue(forKey: id) else { return }
+        record.result = result
+        records?.write(record)
+        onEvent(.answerResult(record))
+    }
+}
+
+/// A min-heap of (instant, held question).
+struct DueHeap {
+    private var items: [(at: ContinuousClock.Instant, key: ParentWorkerHandler.HeldKey)] = []
+
+    var peek: (at: ContinuousClock.Instant, key: ParentWorkerHandler.HeldKey)? { items.first }
+
+    mutating func push(_ at: ContinuousClock.Instant, _ key: ParentWorkerHandler.HeldKey) {
+        items.append((at, key))
+        var child = items.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard items[child].at < items[parent].at else { break }
+            items.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    mutating func pop() {
+        guard !items.isEmpty else { return }
+        items.swapAt(0, items.count - 1)
+        items.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var smallest = parent
+            if left < items.count && items[left].at < items[smallest].at { smallest = left }
+            if right < items.count && items[right].at < items[smallest].at { smallest = right }
+            if smallest == parent { break }
+            items.swapAt(parent, smallest)
+            parent = smallest
+        }
+    }
+}

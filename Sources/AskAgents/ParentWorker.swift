@@ -1,0 +1,117 @@
+import AskLogging
+import AskProtocol
+import Foundation
+import ZeroMQ
+
+/// One guardian, ready to run: who it is and how it decides.
+public struct GuardianSetup: Sendable {
+    public var id: String
+    public var family: String
+    public var policy: DecisionPolicy
+    public var think: ThinkTime
+    /// When the guardian is offline; `nil` for always online.
+    public var offline: OfflineSchedule?
+
+    public init(id: String, family: String, policy: DecisionPolicy, think: ThinkTime, offline: OfflineSchedule? = nil) {
+        self.id = id
+        self.family = family
+        self.policy = policy
+        self.think = think
+        self.offline = offline
+    }
+
+    /// Builds guardians from roster entries, with the worker-wide policy and think time where an entry gives none.
+    ///
+    /// With `offlineEvery`/`offlineFor`, each guardian gets an offline schedule whose phase is drawn from its own
+    /// seeded stream, so guardians of a family are not all offline at the same moment.
+    /// - Throws: ``AgentConfigurationError`` for a bad per-guardian policy or think time.
+    public static func make(
+        _ entries: [GuardianEntry], policy: DecisionPolicy, think: ThinkTime, seed: UInt64,
+        offlineEvery: Duration? = nil, offlineFor: Duration? = nil, baseDirectory: String? = nil
+    ) throws(AgentConfigurationError) -> [GuardianSetup] {
+        var setups: [GuardianSetup] = []
+        var parsedPolicies: [String: DecisionPolicy] = [:]
+        for entry in entries {
+            var guardianPolicy = policy
+            if let text = entry.policy {
+                if let known = parsedPolicies[text] {
+                    guardianPolicy = known
+                } else {
+                    do { guardianPolicy = try DecisionPolicy.parse(text, baseDirectory: baseDirectory) } catch {
+                        throw AgentConfigurationError("guardian \(entry.id): \(error.message)")
+                    }
+                    parsedPolicies[text] = guardianPolicy
+                }
+            }
+            var guardianThink = think
+            if let text = entry.think {
+                do { guardianThink = try ThinkTime.parse(text) } catch {
+                    throw AgentConfigurationError("guardian \(entry.id): \(error.message)")
+                }
+            }
+            var offline: OfflineSchedule?
+            if let every = offlineEvery, let duration = offlineFor {
+                var random = SeededGenerator(seed: seed, stream: "offline/\(entry.id)")
+                offline = try OfflineSchedule(every: every, duration: duration, phase: every * random.nextUnit())
+            }
+            setups.append(GuardianSetup(id: entry.id, family: entry.family, policy: guardianPolicy, think: guardianThink, offline: offline))
+        }
+        return setups
+    }
+}
+
+/// What a parent worker runs: its guardians and the run-wide settings.
+public struct ParentWorkerConfiguration: Sendable {
+    public var guardians: [GuardianSetup]
+    /// Seeds every guardian's random streams (decisions, think times).
+    public var seed: UInt64 = 1
+    /// JSON Lines file of ``GuardianAnswerRecord``s; `nil` writes none.
+    public var recordsPath: String?
+    /// For checker tests only: answer right after each question's expiry instead of before it.
+    public var answerAfterExpiry = false
+
+    public init(guardians: [GuardianSetup]) { self.guardians = guardians }
+}
+
+/// Something a parent worker did, for tests and progress displays. Delivered on the connection thread.
+public enum ParentWorkerEvent: Sendable {
+    /// A question reached a guardian.
+    case received(guardian: String, question: UUID)
+    /// A guardian sent an answer.
+    case answered(guardian: String, question: UUID, choiceID: String)
+    /// The broker accepted (`accepted`) or refused (its code) an answer; the record was written.
+    case answerResult(GuardianAnswerRecord)
+    /// A guardian let a question go without answering (`expired`, `closed`, `never`).
+    case dropped(guardian: String, question: UUID, why: String)
+}
+
+/// A parent worker: hosts guardians over one connection and answers their questions per policy.
+public final class ParentWorker: Sendable {
+    public let runtime: WorkerRuntime
+
+    /// Connects and starts serving.
+    /// - Parameters:
+    ///   - onRegistered: called on the connection thread each time the session is registered.
+    ///   - onEvent: called on the connection thread for each ``ParentWorkerEvent``.
+    /// - Throws: an error creating the socket or opening the records file.
+    public init(
+        configuration: ParentWorkerConfiguration, broker: String, heartbeat: Duration = .seconds(1), logger: Logger,
+        context: Context, onRegistered: @escaping @Sendable () -> Void = {},
+        onEvent: @escaping @Sendable (ParentWorkerEvent) -> Void = { _ in }
+    ) throws {
+        if let path = configuration.recordsPath { _ = try JSONLinesWriter(path: path) }
+        var connection = WorkerConfiguration(
+            broker: broker, role: .guardian, worker: "askrelay-parent[\(ProcessInfo.processInfo.processIdentifier)]",
+            endpoints: configuration.guardians.map { EndpointClaim(address: "guardian/\($0.id)", family: $0.family) })
+        connection.heartbeatInterval = heartbeat
+        runtime = try WorkerRuntime(configuration: connection, logger: logger, context: context) {
+            ParentWorkerHandler(configuration: configuration, logger: logger, onRegistered: onRegistered, onEvent: onEvent)
+        }
+    }
+
+    /// Says BYE and waits for the connection thread to end.
+    public func stop() { runtime.stop() }
+
+    /// Waits until the connection thread has ended.
+    public func wait() { runtime.wait() }
+}

@@ -1,0 +1,183 @@
+import AskAgents
+import AskCLI
+import AskLogging
+import AskProtocol
+import Foundation
+import Synchronization
+import ZeroMQ
+
+/// `askrelay-child`: parses flags, builds the child worker (one connection, many children), plays its flows.
+@main
+struct ChildMain: Command {
+    static let name = "askrelay-child"
+    static let abstract = "simulated children that ask their parents through the AskRelay broker"
+    static let discussion = """
+        Children come from --child ID@FAMILY (repeatable) and/or --families N --children-per-family C, which makes ids
+        <prefix><f>-<c> in family f<f> (0-based). Each child plays --flows asks (or until --duration): check known
+        handles, ask, send or cancel, wait for the answer or the expiry, and appends one JSON line per finished flow to
+        --records. Prints 'ready children=<n>' once registered and 'done flows=<n>' at the end, then exits 0 (unless
+        --stay). SIGTERM or SIGINT: stop, keep the records written so far, exit 0. Durations take a unit: 250ms, 2s,
+        5m, 48h. See docs/workers.md.
+        """
+    static let options: [OptionSpec] = [
+        .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
+        .value("child", "ID@FAMILY", env: "ASKRELAY_CHILDREN", repeatable: true, help: "a child to host (env: comma-separated)"),
+        .value("families", "N", env: "ASKRELAY_FAMILIES", default: "0", help: "generated families"),
+        .value("children-per-family", "C", env: "ASKRELAY_CHILDREN_PER_FAMILY", default: "1", help: "generated children per family"),
+        .value("id-prefix", "P", env: "ASKRELAY_ID_PREFIX", default: "c", help: "prefix of generated child ids"),
+        .value("seed", "N", env: "ASKRELAY_SEED", default: "1", help: "seed of contacts, choices and think times"),
+        .value("records", "FILE", env: "ASKRELAY_RECORDS", help: "append one JSON line per finished flow"),
+        .value("state-dir", "DIR", env: "ASKRELAY_STATE_DIR", help: "response record of the ask center (memory when absent)"),
+        .value("flows", "N", env: "ASKRELAY_FLOWS", default: "10", help: "asks per child (0: unlimited, needs --duration)"),
+        .value("duration", "DURATION", env: "ASKRELAY_DURATION", help: "stop starting flows after this long"),
+        .value("think", "DURATION", env: "ASKRELAY_THINK", default: "100ms", help: "mean pause between a child's flows"),
+        .value("cancel-probability", "P", env: "ASKRELAY_CANCEL_PROBABILITY", default: "0.1", help: "cancel the send sheet instead of sending"),
+        .value("abandon-probability", "P", env: "ASKRELAY_ABANDON_PROBABILITY", default: "0", help: "neither send nor cancel; wait out the pending window"),
+        .value("contacts", "N", env: "ASKRELAY_CONTACTS", default: "8", help: "generated contacts per child"),
+        .value("known-ratio", "R", env: "ASKRELAY_KNOWN_RATIO", default: "0.2", help: "share of contacts known beforehand"),
+        .value("invalid-ratio", "R", env: "ASKRELAY_INVALID_RATIO", default: "0", help: "share of deliberately invalid questions"),
+        .value("group-ratio", "R", env: "ASKRELAY_GROUP_RATIO", default: "0.2", help: "share of questions about several people"),
+        .value("app-update-ratio", "R", env: "ASKRELAY_APP_UPDATE_RATIO", default: "0.1", help: "share of significant-app-update questions"),
+        .value("pending-window", "DURATION", env: "ASKRELAY_PENDING_WINDOW", default: "48h", help: "how long a question may wait, before scaling"),
+        .value("time-scale", "X", env: "ASKRELAY_TIME_SCALE", default: "1", help: "divide --pending-window and --expire-after by X"),
+        .value("expire-after", "DURATION", env: "ASKRELAY_EXPIRE_AFTER", help: "give questions expirationDate = now + this (scaled)"),
+        .value("grace", "DURATION", env: "ASKRELAY_GRACE", default: "2s", help: "wait this long past a sent question's expiry before 'expired'"),
+        .value("ask-timeout", "DURATION", env: "ASKRELAY_ASK_TIMEOUT", default: "10s", help: "wait for the limits service's ask.result"),
+        .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
+        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "trace, debug, info, notice, warning, error"),
+        .flag("stay", env: "ASKRELAY_STAY", help: "keep running after the flows are done, until SIGTERM"),
+    ]
+
+    let configuration: ChildWorkerConfiguration
+    let logLevel: LogLevel
+    let stay: Bool
+
+    init(arguments: Arguments) throws {
+        var children: [ChildIdentity] = []
+        let listed = arguments.strings("child").flatMap { $0.split(separator: ",").map(String.init) }
+        for text in listed {
+            let parts = text.split(separator: "@", omittingEmptySubsequences: false)
+            guard parts.count == 2, Address.isValidID(parts[0]), Address.isValidID(parts[1]) else {
+                throw UsageError("--child must be ID@FAMILY (each 1-64 of A-Z a-z 0-9 . _ -), got '\(text)'")
+            }
+            children.append(ChildIdentity(id: String(parts[0]), family: String(parts[1])))
+        }
+        let families = try arguments.int("families", in: 0...1_000_000) ?? 0
+        let perFamily = try arguments.int("children-per-family", in: 1...1_000_000) ?? 1
+        let prefix = arguments.string("id-prefix") ?? "c"
+        children += ContactGenerator.children(families: families, childrenPerFamily: perFamily, idPrefix: prefix)
+        if let duplicate = Dictionary(grouping: children, by: \.id).first(where: { $0.value.count > 1 })?.key {
+            throw UsageError("child '\(duplicate)' is given twice")
+        }
+        var configuration = ChildWorkerConfiguration(broker: try arguments.require("broker"), children: children)
+        guard let seed = UInt64(arguments.string("seed") ?? "1") else { throw UsageError("--seed must be a non-negative integer") }
+        configuration.seed = seed
+        configuration.recordsPath = arguments.string("records")
+        configuration.stateDirectory = arguments.string("state-dir")
+        let flows = try arguments.int("flows", in: 0...100_000_000) ?? 10
+        configuration.flows = flows == 0 ? nil : flows
+        configuration.duration = try arguments.duration("duration")
+        configuration.think = try arguments.duration("think") ?? .milliseconds(100)
+        configuration.cancelProbability = try arguments.double("cancel-probability", in: 0...1) ?? 0.1
+        configuration.abandonProbability = try arguments.double("abandon-probability", in: 0...1) ?? 0
+        configuration.contactsPerChild = try arguments.int("contacts", in: 1...100_000) ?? 8
+        configuration.knownRatio = try arguments.double("known-ratio", in: 0...1) ?? 0.2
+        configuration.invalidRatio = try arguments.double("invalid-ratio", in: 0...1) ?? 0
+        configuration.groupRatio = try arguments.double("group-ratio", in: 0...1) ?? 0.2
+        configuration.appUpdateRatio = try arguments.double("app-update-ratio", in: 0...1) ?? 0.1
+        configuration.pendingWindow = try arguments.duration("pending-window") ?? .seconds(48 * 3600)
+        configuration.timeScale = try arguments.double("time-scale", in: 0.000_001...1e9) ?? 1
+        configuration.expireAfter = try arguments.duration("expire-after")
+        configuration.grace = try arguments.duration("grace") ?? .seconds(2)
+        configuration.center.askTimeout = try arguments.duration("ask-timeout") ?? .seconds(10)
+        configuration.center.heartbeatInterval = try arguments.duration("heartbeat") ?? .seconds(1)
+        configuration.center.workerName = "askrelay-child[\(ProcessInfo.processInfo.processIdentifier)]"
+        self.configuration = configuration
+        guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {
+            throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.description).joined(separator: ", "))")
+        }
+        logLevel = level
+        stay = arguments.flag("stay")
+    }
+
+    func validate() throws {
+        if let problem = configuration.problems().first { throw UsageError(problem) }
+        if configuration.center.heartbeatInterval < .milliseconds(10) { throw UsageError("--heartbeat must be at least 10ms") }
+    }
+
+    func run() async throws -> Int32 {
+        let logger = Logger(label: "askrelay-child", level: logLevel)
+        let worker: ChildWorker
+        do {
+            worker = try ChildWorker(configuration: configuration, logger: logger, context: try Context())
+        } catch {
+            logger.error("child worker could not start", ["error": "\(error)"])
+            printError("askrelay-child: \(error)")
+            return ExitCode.unavailable
+        }
+        let stopping = StopSignal()
+        let children = configuration.children.count
+        let play = Task {
+            // Waits for the broker as long as it takes; SIGTERM cancels.
+            while !(await worker.center.waitUntilRegistered(timeout: .seconds(5))) {
+                if Task.isCancelled { return ChildWorkerSummary() }
+            }
+            printLine("ready children=\(children)")
+            return await worker.run()
+        }
+        let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
+            logger.notice("signal received, stopping", ["signal": signal])
+            stopping.fire()
+            play.cancel()
+            // Stopping the center ends calls waiting on the broker at once; unfinished flows are not recorded.
+            Task { await worker.stop() }
+        }
+        let summary = await play.value
+        if !stopping.fired {
+            printLine("done flows=\(summary.flows)")
+            let outcomes = summary.outcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+            logger.info("flows done", ["outcomes": outcomes, "stray": summary.strayResponses])
+            if stay { await stopping.wait() }
+        } else {
+            logger.notice("stopped", ["flows": summary.flows])
+        }
+        await worker.stop()
+        _ = signals
+        return ExitCode.success
+    }
+
+    static func main() async {
+        exit(await CommandRunner.run(ChildMain.self))
+    }
+}
+
+/// A one-shot flag set by the signal handler, which tasks can wait for.
+final class StopSignal: Sendable {
+    private struct State {
+        var fired = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    var fired: Bool { state.withLock { $0.fired } }
+
+    func fire() {
+        let waiters = state.withLock { state in
+            state.fired = true
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let fired = state.withLock { state in
+                if !state.fired { state.waiters.append(continuation) }
+                return state.fired
+            }
+            if fired { continuation.resume() }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import AskAgents
+import AskCLI
+import AskLogging
+import AskProtocol
+import Foundation
+import Synchronization
+import ZeroMQ
+
+/// `askrelay-limits`: parses flags, opens the limits store, serves `limits/<id>` until SIGTERM or SIGINT.
+@main
+struct LimitsMain: Command {
+    static let name = "askrelay-limits"
+    static let abstract = "the system-limits worker: admits or refuses asks, knows which handles each child may contact"
+    static let discussion = """
+        Prints 'ready id=<id> children=<n>' on stdout once registered with the broker (n: children with a state of
+        their own). The state file seeds the SQLite store on first start or with --reset; afterwards the store wins.
+        SIGTERM or SIGINT: say BYE, exit 0. Durations take a unit: 250ms, 2s. See docs/workers.md.
+        """
+    static let options: [OptionSpec] = [
+        .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
+        .value("id", "ID", env: "ASKRELAY_ID", default: "limits-1", help: "serve limits/<ID>"),
+        .value("state", "FILE", env: "ASKRELAY_STATE", help: "JSON state file that seeds the store (defaults + per child)"),
+        .value("data-dir", "DIR", env: "ASKRELAY_DATA_DIR", default: "./askrelay-limits-data", help: "folder of the SQLite store"),
+        .flag("reset", env: "ASKRELAY_RESET", help: "forget the stored state and seed again from --state"),
+        .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
+        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "trace, debug, info, notice, warning, error"),
+    ]
+
+    let configuration: LimitsWorkerConfiguration
+    let logLevel: LogLevel
+
+    init(arguments: Arguments) throws {
+        var configuration = LimitsWorkerConfiguration()
+        configuration.broker = try arguments.require("broker")
+        configuration.id = try arguments.require("id")
+        guard Address.isValidID(configuration.id) else { throw UsageError("--id must be 1-64 characters of A-Z a-z 0-9 . _ -") }
+        configuration.dataDirectory = try arguments.require("data-dir")
+        configuration.reset = arguments.flag("reset")
+        configuration.heartbeat = try arguments.duration("heartbeat") ?? .seconds(1)
+        if let path = arguments.string("state") {
+            do { configuration.seed = try LimitsStateFile.load(path: path) } catch { throw UsageError("--state: \(error.message)") }
+        }
+        self.configuration = configuration
+        guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {
+            throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.description).joined(separator: ", "))")
+        }
+        logLevel = level
+    }
+
+    func validate() throws {
+        if configuration.heartbeat < .milliseconds(10) { throw UsageError("--heartbeat must be at least 10ms") }
+    }
+
+    func run() async throws -> Int32 {
+        let logger = Logger(label: "askrelay-limits", level: logLevel)
+        let configuration = self.configuration
+        let ready = ReadyOnce()
+        let worker: LimitsWorker
+        do {
+            // Opening the SQLite store blocks: keep it off the cooperative pool.
+            worker = try await onDedicatedThread(name: "limits-open") {
+                try LimitsWorker(configuration: configuration, logger: logger, context: Context()) { children in
+                    ready.once { printLine("ready id=\(configuration.id) children=\(children)") }
+                }
+            }
+        } catch {
+            logger.error("limits worker could not start", ["error": "\(error)"])
+            printError("askrelay-limits: \(error)")
+            return ExitCode.unavailable
+        }
+        let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
+            logger.notice("signal received, stopping", ["signal": signal])
+            worker.stop()
+        }
+        try await onDedicatedThread(name: "limits-wait") { worker.wait() }
+        _ = signals
+        return ExitCode.success
+    }
+
+    static func main() async {
+        exit(await CommandRunner.run(LimitsMain.self))
+    }
+}
+
+/// Runs a block the first time only (the ready line, though the session may register again after a reconnect).
+final class ReadyOnce: Sendable {
+    private let done = Mutex(false)
+    func once(_ body: () -> Void) {
+        guard done.withLock({ done in defer { done = true }; return !done }) else { return }
+        body()
+    }
+}

@@ -1,0 +1,133 @@
+import AskAgents
+import AskCLI
+import AskLogging
+import Foundation
+import Synchronization
+import ZeroMQ
+
+/// `askrelay-parent`: parses flags, builds the guardians, answers their questions until SIGTERM or SIGINT.
+@main
+struct ParentMain: Command {
+    static let name = "askrelay-parent"
+    static let abstract = "the parent worker: hosts guardians that answer their family's questions per policy"
+    static let discussion = """
+        Guardians come from exactly one of: --guardian ID@FAMILY (repeatable), --roster FILE, or --families N
+        (with --guardians-per-family G and --id-prefix P: ids P<f>-<g>, families f<f>).
+        Policies: approve, deny, never, probability:P, rules:FILE. Think times: fixed:200ms, uniform:50ms-2s,
+        exponential:300ms. Prints 'ready guardians=<n>' on stdout once registered with the broker.
+        SIGTERM or SIGINT: say BYE, exit 0. See docs/workers.md.
+        """
+    static let options: [OptionSpec] = [
+        .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
+        .value("guardian", "ID@FAMILY", env: "ASKRELAY_GUARDIANS", repeatable: true, help: "host guardian/<ID> of FAMILY"),
+        .value("roster", "FILE", env: "ASKRELAY_ROSTER", help: "JSON list of {id, family, policy?, think?}"),
+        .value("families", "N", env: "ASKRELAY_FAMILIES", help: "generate N families f1...fN"),
+        .value("guardians-per-family", "G", env: "ASKRELAY_GUARDIANS_PER_FAMILY", default: "2", help: "guardians per generated family"),
+        .value("id-prefix", "P", env: "ASKRELAY_ID_PREFIX", default: "g", help: "generated guardian ids are P<f>-<g>"),
+        .value("policy", "POLICY", env: "ASKRELAY_POLICY", default: "approve", help: "approve, deny, never, probability:P, rules:FILE"),
+        .value("think", "THINK", env: "ASKRELAY_THINK", default: "fixed:100ms", help: "fixed:D, uniform:MIN-MAX, exponential:MEAN"),
+        .value("offline-every", "DURATION", env: "ASKRELAY_OFFLINE_EVERY", help: "each guardian goes offline once per this period"),
+        .value("offline-for", "DURATION", env: "ASKRELAY_OFFLINE_FOR", help: "... for this long (needs --offline-every)"),
+        .value("seed", "N", env: "ASKRELAY_SEED", default: "1", help: "seed of every guardian's random streams"),
+        .value("records", "FILE", env: "ASKRELAY_RECORDS", help: "append one JSON line per answer attempt"),
+        .flag("answer-after-expiry", env: "ASKRELAY_ANSWER_AFTER_EXPIRY", help: "CHECKER TESTS ONLY: answer just after each question expires"),
+        .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
+        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "trace, debug, info, notice, warning, error"),
+    ]
+
+    let configuration: ParentWorkerConfiguration
+    let broker: String
+    let heartbeat: Duration
+    let logLevel: LogLevel
+
+    init(arguments: Arguments) throws {
+        broker = try arguments.require("broker")
+        heartbeat = try arguments.duration("heartbeat") ?? .seconds(1)
+        guard let seed = UInt64(try arguments.require("seed")) else { throw UsageError("--seed must be a whole number in 0...\(UInt64.max)") }
+        let guardianFlags = arguments.strings("guardian")
+        let roster = arguments.string("roster")
+        let families = try arguments.int("families", in: 1...1_000_000)
+        let sources = [!guardianFlags.isEmpty, roster != nil, families != nil].filter { $0 }.count
+        guard sources == 1 else {
+            throw UsageError("give the guardians with exactly one of --guardian, --roster or --families")
+        }
+        do {
+            let entries: [GuardianEntry]
+            var baseDirectory: String?
+            if let roster {
+                entries = try Roster.load(path: roster)
+                baseDirectory = (roster as NSString).deletingLastPathComponent
+            } else if let families {
+                entries = try Roster.generate(
+                    families: families, guardiansPerFamily: try arguments.int("guardians-per-family", in: 1...10_000) ?? 2,
+                    idPrefix: try arguments.require("id-prefix"))
+            } else {
+                entries = try guardianFlags.map { text throws(AgentConfigurationError) in try Roster.parseGuardian(text) }
+                try Roster.check(entries, source: "--guardian")
+            }
+            let policy = try DecisionPolicy.parse(try arguments.require("policy"))
+            let think = try ThinkTime.parse(try arguments.require("think"))
+            let every = try arguments.duration("offline-every")
+            let duration = try arguments.duration("offline-for")
+            guard (every == nil) == (duration == nil) else { throw UsageError("--offline-every and --offline-for go together") }
+            var configuration = ParentWorkerConfiguration(
+                guardians: try GuardianSetup.make(
+                    entries, policy: policy, think: think, seed: seed, offlineEvery: every, offlineFor: duration,
+                    baseDirectory: baseDirectory))
+            configuration.seed = seed
+            configuration.recordsPath = arguments.string("records")
+            configuration.answerAfterExpiry = arguments.flag("answer-after-expiry")
+            self.configuration = configuration
+        } catch let error as AgentConfigurationError {
+            throw UsageError(error.message)
+        }
+        guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {
+            throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.description).joined(separator: ", "))")
+        }
+        logLevel = level
+    }
+
+    func validate() throws {
+        if heartbeat < .milliseconds(10) { throw UsageError("--heartbeat must be at least 10ms") }
+    }
+
+    func run() async throws -> Int32 {
+        let logger = Logger(label: "askrelay-parent", level: logLevel)
+        if configuration.answerAfterExpiry {
+            logger.warning("--answer-after-expiry: guardians answer AFTER expiry on purpose (checker tests only)")
+        }
+        let configuration = self.configuration
+        let ready = ReadyOnce()
+        let count = configuration.guardians.count
+        let worker: ParentWorker
+        do {
+            worker = try ParentWorker(configuration: configuration, broker: broker, heartbeat: heartbeat, logger: logger, context: Context()) {
+                ready.once { printLine("ready guardians=\(count)") }
+            }
+        } catch {
+            logger.error("parent worker could not start", ["error": "\(error)"])
+            printError("askrelay-parent: \(error)")
+            return ExitCode.unavailable
+        }
+        let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
+            logger.notice("signal received, stopping", ["signal": signal])
+            worker.stop()
+        }
+        try await onDedicatedThread(name: "parent-wait") { worker.wait() }
+        _ = signals
+        return ExitCode.success
+    }
+
+    static func main() async {
+        exit(await CommandRunner.run(ParentMain.self))
+    }
+}
+
+/// Runs a block the first time only (the ready line, though the session may register again after a reconnect).
+final class ReadyOnce: Sendable {
+    private let done = Mutex(false)
+    func once(_ body: () -> Void) {
+        guard done.withLock({ done in defer { done = true }; return !done }) else { return }
+        body()
+    }
+}

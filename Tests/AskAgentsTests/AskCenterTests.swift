@@ -1,0 +1,346 @@
+@testable import AskAgents
+import AskBroker
+import AskLogging
+import AskProtocol
+import Foundation
+import Testing
+import ZeroMQ
+
+/// A broker in-process, raw peers playing the limits service and a guardian of family `f1`, and helpers to start
+/// ask centers for child `c1`.
+final class AskRig: @unchecked Sendable {  // @unchecked: built once, then only read; raw peers are driven serially.
+    let broker: TestBroker
+    let context: Context
+    let limits: RawPeer
+    let guardian: RawPeer
+    let state: TempDirectory
+    let child = ChildIdentity(id: "c1", family: "f1")
+
+    init() async throws {
+        broker = try TestBroker()
+        context = try Context()
+        state = TempDirectory()
+        let endpoint = broker.endpoint
+        let context = self.context
+        limits = try await blocking {
+            let peer = try RawPeer(context: context, endpoint: endpoint)
+            try peer.register(role: .limits, ["limits/L1"])
+            return peer
+        }
+        guardian = try await blocking {
+            let peer = try RawPeer(context: context, endpoint: endpoint)
+            try peer.register(role: .guardian, ["guardian/g1"], family: "f1")
+            return peer
+        }
+    }
+
+    func center(stateDirectory: String? = nil, configure: (inout AskCenter.Options) -> Void = { _ in }) async throws -> AskCenter {
+        var options = AskCenter.Options()
+        options.heartbeatInterval = .milliseconds(200)
+        options.askTimeout = .seconds(5)
+        configure(&options)
+        let center = try AskCenter(
+            broker: broker.endpoint, children: [child], stateDirectory: stateDirectory, logger: .silent(), context: context,
+            options: options)
+        #expect(await center.waitUntilRegistered(timeout: .seconds(5)))
+        return center
+    }
+
+    /// The limits peer takes the next `ask` and answers it with `outcome`. - Returns: the asked question.
+    @discardableResult
+    func admitNext(_ outcome: AskResult.Outcome = .presented) async throws -> AnyPermissionQuestion {
+        let limits = self.limits
+        return try await blocking {
+            let delivery = try limits.expectDelivery(kind: "ask")
+            try limits.ack([delivery.id!])
+            let request = try delivery.decode(AskRequest.self)
+            _ = try limits.send(AskResult(questionID: request.question.id, outcome: outcome), from: "limits/L1", to: delivery.from)
+            return request.question
+        }
+    }
+
+    /// The guardian takes the next `question` and answers `choiceID`.
+    func answerNext(_ choiceID: String) async throws -> GuardianQuestion {
+        let guardian = self.guardian
+        return try await blocking {
+            let delivery = try guardian.expectDelivery(kind: "question")
+            try guardian.ack([delivery.id!])
+            let question = try delivery.decode(GuardianQuestion.self)
+            let id = try guardian.send(GuardianAnswer(questionID: question.question.id, choiceID: choiceID), from: "guardian/g1", to: "broker")
+            try guardian.expectAck(id)
+            return question
+        }
+    }
+
+    func stop() {
+        broker.stop()
+        broker.directory.cleanup()
+        state.cleanup()
+    }
+}
+
+/// Asks one question and has it presented. - Returns: the question.
+func presented(_ session: ChildSession, _ rig: AskRig, handle: String = "+15550100") async throws -> PermissionQuestion<CommunicationTopic> {
+    let question = PermissionQuestion(handle: CommunicationHandle(value: handle, kind: .phoneNumber))
+    async let asked: Void = session.ask(question)
+    try await rig.admitNext()
+    try await asked
+    return question
+}
+
+@Suite("AskCenter against an in-process broker", .serialized, .timeLimit(.minutes(3)))
+struct AskCenterTests {
+    @Test("ask returns once the limits service presents the sheet")
+    func askPresented() async throws {
+        let rig = try await AskRig()
+        defer { rig.stop() }
+        let center = try await rig.center()
+        let question = try await presented(center.child("c1"), rig)
+        await center.stop()
+        #expect(question.topic.handles.count == 1)
+    }
+
+    @Test("ask throws the limits service's AskError, each case")
+    func askRefused() async throws {
+        let rig = try await AskRig()
+        defer { rig.stop() }
+        let center = try await rig.center()
+        let session = center.child("c1")
+        let errors: [AskError] = [
+            .communicationLimitsNotEnabled, .contactSyncNotSetup, .notAvailable, .systemError("disk on fire"), .unknown,
+            .invalidQuestion(InvalidQuestionReason(field: "topic", code: "policy", message: "not allowed")),
+        ]
+        for expected in errors {
+            let question = PermissionQuestion(handle: CommunicationHandle(value: "kid@example.org", kind: .emailAddress))
+            async let asked: Void = session.ask(question)
+            try await rig.admitNext(.refused(expected))
+            do {
+                try await asked
+                Issue.record("ask succeeded; expected \(expected)")
+            } catch let error as AskError {
+                #expect(error == expected)
+            }
+        }
+        await center.stop()
+    }
+
+    @Test("an invalid question fails locally with a structured reason and never reaches the limits service")
+    func askInvalidLocally() async throws {
+        let rig = try await AskRig()
+        defer { rig.stop() }
+        let center = try await rig.center()
+        let question = PermissionQuestion(handle: CommunicationHandle(value: "  ", kind: .custom))
+        do {
+            try await center.child("c1").ask(question)
+            Issue.record("ask succeeded")
+        } catch {
+            guard case .invalidQuestion(let reason) = error else {
+                Issue.record("expected invalidQuestion, got \(error)")
+                return
+            }
+            #expect(reason.code == .empty)
+            #expect(reason.field == "topic.personInformation[0].handle.value")
+        }
+        let limits = rig.limits
+        #expect(try await blocking { try limits.receivesNothing(within: .milliseconds(300)) { $0.kind == "ask" } })
+        await center.stop()
+    }
+
+    @Test("ask times out as systemError when the limits service never answers")
+    func askTimesOut() async throws {
+        let rig = try await AskRig()
+        defer { rig.stop() }
+        let center = try await rig.center { $0.askTimeout = .milliseconds(300) }
+        do {
+            try await center.child("c1").ask(PermissionQuestion(handle: CommunicationHandle(value: "+15550101", kind: .phoneNumber)))
+            Issue.record("ask succeeded")
+        } catch {
+            guard case .systemError(let message) = error else {
+                Issue.record("expected systemError, got \(error)")
+                return
+            }
+            #expect(message.contains("timed out"))
+        }
+        await center.stop()
+    }
+
+    @Test("send reaches the guardian; the answer surfaces once, on the right topic stream")
+    func sendAndResponse() async throws {
+        let rig = try await AskRig()
+        defer { rig.stop() }
+        let center = try await rig.center(stateDirectory: rig.state.path)
+        let session = center.child("c1")
+        let communication = Collector(session.responses(for: CommunicationTopic.self))
+        let updates = Collector(session.responses(for: SignificantAppUpdateTopic.self))
+        let everyone = Collector(center.responses(for: CommunicationTopic.self))
+        let question = try await presented(session, rig)
+        try await session.send(question.id)
+        let asked = try await rig.answerNext(PermissionChoice.approve.id)
+        #expect(asked.question.id == question.id)
+        #expect(asked.child == "c1")
+        #expect(await communication.wait(for: 1))
+        #expect(communication.items.first == PermissionResponse(question: question, choice: .approve))
+        #expect(await everyone.wait(for: 1))
+        #expect(everyone.items.first?.child == "c1")
+        #expect(await communication.wait(for: 2, timeout: .milliseconds(500)) == false)
+        #expect(updates.items.isEmpty)
+        let counters = await center.counters()
+        #expect(counters.responsesSurfaced == 1)
+        await center.stop()
+    }
+
+    @Test("a response that arrives while the program is down surfaces exactly once after a restart")
+    func restartSurfacesOnce() async throws {
+        let rig = try await AskRig()
+        defer { rig.stop() }
+        let first = try await rig.center(stateDirectory: rig.state.path)
+        let question = try await presented(first.child("c1"), rig)
+        try await first.child("c1").send(question.id)
+        await first.stop()
+        _ = try await rig.answerNext(PermissionChoice.decline.id)
+
+        let second = try await rig.center(stateDirectory: rig.state.path)
+        let responses = Collector(second.child("c1").responses(for: CommunicationTopic.self))
+        #expect(await responses.wait(for: 1))
+        #expect(responses.items.first?.choice == .decline)
+        #expect(await responses.wait(for: 2, timeout: .milliseconds(500)) == false)
+        await second.stop()
+
+        let third = try await rig.center(stateDirectory: rig.state.path)
+        let again = Collector(third.child("c1").responses(for: CommunicationTopic.self))
+        #expect(await again.wait(for: 1, timeout: .milliseconds(500)) == false)
+        await third.stop()
+    }
+
+    @Test("a cancelled question reaches no guardian and never gets a response")
+    func cancelGivesNoResponse() async throws {
+        let rig = try await AskRig()
+        defer { rig.stop() }
+        let center = try await rig.center()
+        let session = center.child("c1")
+        let responses = Collector(session.responses(for: CommunicationTopic.self))
+        let question = try await presented(session, rig)
+        try await session.cancel(question.id)
+        let guardian = rig.guardian
+        #expect(try await blocking { try guardian.receivesNothing(within: .milliseconds(300)) { $0.kind == "question" } })
+        let refusal = try await blocking {
+            let id = try guardian.send(GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.approve.id), from: "guardian/g1", to: "broker")
+            return try guardian.expectNack(id)
+        }
+        #expect(refusal.code == ErrorCode.cancelled.rawValue)
+        #expect(await responses.wait(for: 1, timeout: .milliseconds(300)) == false)
+        do {
+            try await session.send(question.id)
+            Issue.record("send after cancel succeeded")
+        } catch {
+            #expect(error.code == .cancelled)
+        }
+        await center.stop()
+    }
+
+    @Test("send of an unknown question is refused with its code")
+    func sendUnknown() async throws {
+        let rig = try await AskRig()
+        defer { rig.stop() }
+        let center = try await rig.center()
+        do {
+            try await center.child("c1").send(UUID())
+            Issue.record("send succeeded")
+        } catch {
+            #expect(error.code == .unknownQuestion)
+        }
+        await center.stop()
+    }
+
+    @Test("known handles: query and reply round trip, one query per child at a time")
+    func knownHandles() async throws {
+        let rig = try await AskRig()
+        defer { rig.stop() }
+        let center = try await rig.center()
+        let a = CommunicationHandle(value: "+1 555-0100", kind: .phoneNumber)
+        let b = CommunicationHandle(value: "Friend@Example.org", kind: .emailAddress)
+        let c = CommunicationHandle(value: "gamer42", kind: .custom)
+        let limits = rig.limits
+        async let firstAnswer = center.knownHandles(in: [a, b, c], child: "c1")
+        async let secondAnswer = center.child("c1").limits.isKnownHandle(c)
+        let first = try await blocking {
+            let delivery = try limits.expectDelivery(kind: "limits.query")
+            try limits.ack([delivery.id!])
+            return (delivery.from, try delivery.decode(KnownHandlesQuery.self))
+        }
+        #expect(first.0 == "child/c1")
+        #expect(first.1.child == "c1")
+        let firstHandles = Set(first.1.handles)
+        #expect(try await blocking { try limits.receivesNothing(within: .milliseconds(300)) { $0.kind == "limits.query" } })
+        // The limits service answers in normalized spelling; the client answers in the caller's. It knows a and b.
+        let knownSet = Set([a, b].map(\.normalized))
+        _ = try await blocking {
+            try limits.send(KnownHandlesReply(known: first.1.handles.map(\.normalized).filter(knownSet.contains)), from: "limits/L1", to: "child/c1")
+        }
+        let second = try await blocking {
+            let delivery = try limits.expectDelivery(kind: "limits.query")
+            try limits.ack([delivery.id!])
+            return try delivery.decode(KnownHandlesQuery.self)
+        }
+        #expect(Set(second.handles).union(firstHandles) == [a, b, c])
+        _ = try await blocking {
+            try limits.send(KnownHandlesReply(known: second.handles.map(\.normalized).filter(knownSet.contains)), from: "limits/L1", to: "child/c1")
+        }
+        let answers = try await (firstAnswer, secondAnswer)
+        #expect(answers.0 == [a, b])
+        #expect(answers.1 == false)
+        await center.stop()
+    }
+}
+
+@Suite("AskCenter pieces", .timeLimit(.minutes(1)))
+struct AskCenterPieceTests {
+    @Test("the same response delivered again (new message id, new process) surfaces nothing")
+    func duplicateDelivery() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let path = directory.path + "/askcenter.sqlite"
+        let context = try Context()
+        let connection = try WorkerConnection(
+            configuration: WorkerConfiguration(broker: "tcp://127.0.0.1:9", role: .child, worker: "test", endpoints: []),
+            logger: .silent(), context: context, inbox: WorkerInbox())
+        let question = AnyPermissionQuestion(PermissionQuestion(handle: CommunicationHandle(value: "a@example.org", kind: .emailAddress)))
+        let body = try WireJSON.encode(AnyPermissionResponse(question: question, choice: .approve))
+        func delivery() -> Delivery {
+            Delivery(id: .random(), from: "broker", to: "child/c1", kind: "response", subject: MessageID(uuid: question.id), body: body)
+        }
+        let shared = AskCenterShared(pendingAtStart: [])
+        let handler = AskCenterConnection(storePath: path, options: .init(), shared: shared, logger: .silent())
+        #expect(handler.deliver(delivery(), connection: connection).isAck)
+        #expect(handler.deliver(delivery(), connection: connection).isAck)
+        #expect(handler.counters(connection).responsesSurfaced == 1)
+        #expect(handler.counters(connection).responsesDuplicate == 1)
+        // Nobody listened: it waits for a stream, also in a new process.
+        #expect(shared.hub.waitingCount == 1)
+        #expect(try ResponseStore.unsurfaced(path: path).map(\.response.question.id) == [question.id])
+        let restarted = AskCenterConnection(storePath: path, options: .init(), shared: AskCenterShared(pendingAtStart: []), logger: .silent())
+        #expect(restarted.deliver(delivery(), connection: connection).isAck)
+        #expect(restarted.counters(connection).responsesSurfaced == 0)
+        #expect(restarted.counters(connection).responsesDuplicate == 1)
+        restarted.markSurfaced([question.id])
+        #expect(try ResponseStore.unsurfaced(path: path).isEmpty)
+    }
+
+    @Test("a broker invalid-question text becomes a structured reason")
+    func invalidReasonParsing() {
+        let valid = AnyPermissionQuestion(PermissionQuestion(handle: CommunicationHandle(value: "a@example.org", kind: .emailAddress)))
+        let reason = AskCenterConnection.invalidReason(
+            "invalid question: expirationDate: in-past (the expiration date must be after now)", question: valid)
+        #expect(reason == InvalidQuestionReason(field: "expirationDate", code: .inPast, message: "the expiration date must be after now"))
+        let odd = AskCenterConnection.invalidReason("something else", question: valid)
+        #expect(odd.code.rawValue == "refused-by-broker")
+        #expect(odd.message == "something else")
+    }
+}
+
+extension DeliveryDisposition {
+    var isAck: Bool {
+        if case .ack = self { return true }
+        return false
+    }
+}

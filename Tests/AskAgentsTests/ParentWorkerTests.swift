@@ -1,0 +1,169 @@
+import AskAgents
+import AskBroker
+import AskLogging
+import AskProtocol
+import Foundation
+import Testing
+import ZeroMQ
+
+/// The parent worker against a real in-process broker and limits worker, with a raw peer playing the child.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct ParentWorkerTests {
+    final class Setup {
+        let broker: LPBroker
+        let context: Context
+        let data = LPTempDirectory()
+        let limits: LimitsWorker
+        var parent: ParentWorker?
+        let events = LPEvents<ParentWorkerEvent>()
+        let child: LPPeer
+        var recordsPath: String { data.path + "/answers.jsonl" }
+        /// Taken just before the parent worker starts.
+        var parentStarted = ContinuousClock.now
+
+        init(guardians: [GuardianSetup], answerAfterExpiry: Bool = false) throws {
+            broker = try LPBroker()
+            context = try Context()
+            var limitsConfiguration = LimitsWorkerConfiguration()
+            limitsConfiguration.broker = broker.endpoint
+            limitsConfiguration.dataDirectory = data.path + "/limits"
+            limitsConfiguration.heartbeat = .milliseconds(200)
+            let limitsReady = LPEvents<Int>()
+            limits = try LimitsWorker(configuration: limitsConfiguration, logger: .silent(), context: context, onRegistered: { limitsReady.add($0) })
+            _ = try limitsReady.wait { _ in true }
+
+            var configuration = ParentWorkerConfiguration(guardians: guardians)
+            configuration.seed = 7
+            configuration.recordsPath = data.path + "/answers.jsonl"
+            configuration.answerAfterExpiry = answerAfterExpiry
+            let registered = LPEvents<Bool>()
+            let events = self.events
+            parentStarted = .now
+            parent = try ParentWorker(
+                configuration: configuration, broker: broker.endpoint, heartbeat: .milliseconds(200), logger: .silent(),
+                context: context, onRegistered: { registered.add(true) }, onEvent: { events.add($0) })
+            _ = try registered.wait { _ in true }
+
+            child = try LPPeer(context: context, endpoint: broker.endpoint)
+            try child.register(role: .child, ["child/c1"], family: "f1")
+        }
+
+        func stop() {
+            parent?.stop()
+            limits.stop()
+            broker.stop()
+            data.cleanup()
+        }
+
+        func records() -> [GuardianAnswerRecord] {
+            JSONLinesWriter.read(GuardianAnswerRecord.self, path: recordsPath).values
+        }
+
+        func response(for q: AnyPermissionQuestion, timeout: Duration = .seconds(5)) throws -> AnyPermissionResponse {
+            try child.expect(timeout: timeout) {
+                $0.command == .deliver && $0.kind == AnyPermissionResponse.kind && (try? $0.decode(AnyPermissionResponse.self).question.id) == q.id
+            }.decode(AnyPermissionResponse.self)
+        }
+
+        func result(for q: AnyPermissionQuestion, guardian: String? = nil) throws -> GuardianAnswerRecord {
+            let event = try events.wait {
+                if case .answerResult(let record) = $0 { return record.question == q.id && (guardian == nil || record.guardian == guardian) }
+                return false
+            }
+            guard case .answerResult(let record) = event else { throw LPFailure("not a result") }
+            return record
+        }
+    }
+
+    static func guardian(_ id: String, _ policy: DecisionPolicy, think: ThinkTime = .fixed(.zero), offline: OfflineSchedule? = nil) -> GuardianSetup {
+        GuardianSetup(id: id, family: "f1", policy: policy, think: think, offline: offline)
+    }
+
+    @Test(arguments: [(DecisionPolicy.approveAll, PermissionChoice.approve), (.denyAll, .decline)])
+    func answersPerPolicy(policy: DecisionPolicy, choice: PermissionChoice) throws {
+        let setup = try Setup(guardians: [Self.guardian("g1", policy, think: .fixed(.milliseconds(20)))])
+        defer { setup.stop() }
+        let q = question([phone("+14155550123")])
+        try setup.child.askAndSend(q, child: "c1")
+        #expect(try setup.response(for: q).choice == choice)
+        let record = try setup.result(for: q)
+        #expect(record.result == "accepted")
+        #expect(record.choiceID == choice.id)
+        #expect(record.answeredAt >= record.receivedAt)
+        #expect(setup.records().map(\.question) == [q.id])
+    }
+
+    @Test func neverPolicyDoesNotAnswer() throws {
+        let setup = try Setup(guardians: [Self.guardian("g1", .never)])
+        defer { setup.stop() }
+        let q = question([phone("+14155550124")])
+        try setup.child.askAndSend(q, child: "c1")
+        _ = try setup.events.wait { if case .dropped(_, let id, "never") = $0 { return id == q.id }; return false }
+        #expect(try setup.child.receivesNothing(within: .milliseconds(300)) { $0.kind == AnyPermissionResponse.kind })
+        #expect(setup.records().isEmpty)
+    }
+
+    @Test func firstOfTwoGuardiansWinsAndTheOtherIsRefusedAlreadyClosed() throws {
+        // Both think for no time, so both answer in the same loop turn, before the broker can close the question.
+        let setup = try Setup(guardians: [Self.guardian("g1", .approveAll), Self.guardian("g2", .denyAll)])
+        defer { setup.stop() }
+        let q = question([phone("+14155550125")])
+        try setup.child.askAndSend(q, child: "c1")
+        let response = try setup.response(for: q)
+        let first = try setup.result(for: q, guardian: "g1")
+        let second = try setup.result(for: q, guardian: "g2")
+        let results = [first, second].sorted { $0.result < $1.result }
+        #expect(results.map(\.result) == ["accepted", "already-closed"])
+        #expect(results[0].choiceID == response.choice.id)
+        #expect(Set(setup.records().map(\.result)) == ["accepted", "already-closed"])
+        #expect(try setup.child.receivesNothing(within: .milliseconds(200)) { $0.kind == AnyPermissionResponse.kind })
+    }
+
+    @Test func neverAnswersAtOrAfterExpiry() throws {
+        let setup = try Setup(guardians: [Self.guardian("g1", .approveAll, think: .fixed(.seconds(1)))])
+        defer { setup.stop() }
+        let q = question([phone("+14155550126")], expiresIn: 0.3)
+        try setup.child.askAndSend(q, child: "c1")
+        let dropped = try setup.events.wait(timeout: .seconds(5)) {
+            if case .dropped(_, let id, _) = $0 { return id == q.id }
+            return false
+        }
+        guard case .dropped(_, _, let why) = dropped else { return }
+        #expect(why == "closed-expired" || why == "expired")
+        // Past the think time: still no answer from the guardian.
+        #expect(throws: LPFailure.self) {
+            try setup.events.wait(timeout: .milliseconds(1300)) { if case .answered = $0 { return true }; return false }
+        }
+        #expect(setup.records().isEmpty)
+    }
+
+    @Test func answerAfterExpiryModeIsRefusedExpired() throws {
+        let setup = try Setup(guardians: [Self.guardian("g1", .approveAll)], answerAfterExpiry: true)
+        defer { setup.stop() }
+        let q = question([phone("+14155550127")], expiresIn: 0.3)
+        try setup.child.askAndSend(q, child: "c1")
+        let record = try setup.result(for: q)
+        #expect(record.result == "expired")
+        let expiry = try #require(record.expiresAt)
+        #expect(record.answeredAt >= expiry)
+        #expect(setup.records().map(\.result) == ["expired"])
+        #expect(setup.records().map(\.question) == [q.id])
+    }
+
+    @Test func offlineGuardianAnswersQueuedQuestionWhenBack() throws {
+        let offline = try OfflineSchedule(every: .seconds(60), duration: .seconds(1))
+        let setup = try Setup(guardians: [Self.guardian("g1", .approveAll, offline: offline)])
+        defer { setup.stop() }
+        let q = question([phone("+14155550128")])
+        try setup.child.askAndSend(q, child: "c1")
+        _ = try setup.events.wait { if case .received(_, let id) = $0 { return id == q.id }; return false }
+        let response: AnyPermissionResponse
+        do { response = try setup.response(for: q) } catch {
+            throw LPFailure("\(error); parent events: \(setup.events.all)")
+        }
+        #expect(response.choice == .approve)
+        // The guardian was offline for the first second of its life; the answer came only after it was back.
+        #expect(ContinuousClock.now - setup.parentStarted >= .seconds(1))
+        #expect(try setup.result(for: q).result == "accepted")
+    }
+}

@@ -1,12 +1,9 @@
 import AskProtocol
 import Foundation
 
-/// SplitMix64: a small, fast, seedable generator, so a run is reproducible from its `--seed`.
-public struct SeededGenerator: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-
-    public init(seed: UInt64) { state = seed }
-
+// The generator itself is `SeededGenerator` in DecisionPolicy.swift (the same SplitMix64); the child's streams
+// keep their own seeding (seed XOR FNV-1a of the label, advanced once) through this extension.
+extension SeededGenerator {
     /// A generator for one named thing (a child) under a run seed: the same pair always gives the same stream.
     public init(seed: UInt64, label: String) {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
@@ -14,16 +11,8 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
             hash ^= UInt64(byte)
             hash &*= 0x0000_0100_0000_01B3
         }
-        state = seed ^ hash
+        self.init(seed: seed ^ hash)
         _ = next()
-    }
-
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 
     /// A uniform number in `0..<1`.

@@ -68,7 +68,7 @@ public final class Simulation: Sendable {
         let brokerEndpoint = options.externalBroker ?? "ipc://\(socketDirectory)/broker.ipc"
         let statsEndpoint = options.externalBroker == nil ? "ipc://\(socketDirectory)/stats.ipc" : nil
         let plan = WorkerPlan(scenario: scenario, brokerEndpoint: brokerEndpoint, runDirectory: runDirectory)
-        try plan.limitsState(knownHandles: Self.knownHandles).write(to: plan.limitsStatePath)
+        try plan.limitsState(knownHandles: knownHandles).write(to: plan.limitsStatePath)
         for index in 1...scenario.parentProcesses { try RosterEntry.write(plan.roster(index), to: plan.rosterPath(index)) }
         try WireDates.encoder().encode(scenario).write(to: URL(fileURLWithPath: (runDirectory as NSString).appendingPathComponent("scenario.json")))
 
@@ -270,8 +270,10 @@ public final class Simulation: Sendable {
     }
 
     /// The known contacts askrelay-child generates for `child` with `seed` (the same function the child uses).
-    static func knownHandles(_ child: String, _ seed: UInt64) -> [CommunicationHandle] {
-        []  // filled in once askrelay-child's ContactGenerator is on main
+    func knownHandles(_ child: String, _ seed: UInt64) -> [CommunicationHandle] {
+        ContactGenerator.contacts(
+            for: child, seed: seed, count: options.scenario.contactsPerChild, knownRatio: options.scenario.ratios.knownHandle
+        ).filter(\.known).map(\.handle)
     }
 
     static func exitReport(_ process: SupervisedProcess) -> ProcessExitReport {

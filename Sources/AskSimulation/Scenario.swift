@@ -33,7 +33,7 @@ public struct Scenario: Codable, Sendable, Equatable {
     public var contactsPerChild = 8
     public var guardians = Guardians()
     /// Wall-clock pause of a child between two flows.
-    public var childThink: Duration = .milliseconds(400)
+    public var childThink: Duration = .milliseconds(1500)
     /// Product pending window (48 hours), divided by `timeScale`.
     public var pendingWindow: Duration = .seconds(48 * 3600)
     /// Product expiry a child puts on its questions (`expirationDate = now + expireAfter / timeScale`);
@@ -44,7 +44,7 @@ public struct Scenario: Codable, Sendable, Equatable {
     /// Longest the children may run; when it passes they are told to stop (SIGTERM) and finish.
     public var duration: Duration = .seconds(40)
     /// Flows each simulated child plays before its process prints `done` and exits.
-    public var flowsPerChild = 3
+    public var flowsPerChild = 4
     /// How long a child keeps waiting for a response after its local expiry, for answers already in flight.
     public var grace: Duration = .seconds(2)
     /// Broker journal durability: strict, batch, off.

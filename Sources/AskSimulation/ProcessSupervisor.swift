@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// How a process ended.
-public enum ExitStatus: Sendable, Hashable, CustomStringConvertible {
+public enum ProcessExitStatus: Sendable, Hashable, CustomStringConvertible {
     case exited(Int32)
     case signaled(Int32)
 
@@ -51,7 +51,7 @@ public struct SupervisorError: Error, CustomStringConvertible, Sendable {
 public struct Incarnation: Sendable, Hashable {
     public var pid: pid_t
     public var startedAt: Date
-    public var exit: ExitStatus?
+    public var exit: ProcessExitStatus?
     /// The signal our own fault schedule sent to end it, if any: its exit by that signal is expected.
     public var expectedSignal: Int32?
     /// The `ready ...` line, once printed.
@@ -232,10 +232,10 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
     }
 
     /// The exit of the current run, once it ended.
-    public var exitStatus: ExitStatus? { incarnations.last?.exit }
+    public var exitStatus: ProcessExitStatus? { incarnations.last?.exit }
 
     /// The current run's exit, for predicates of ``ProcessSupervisor/wait(until:_:)`` (which hold the lock).
-    public var exitStatusUnlocked: ExitStatus? { incarnationsStorage.last?.exit }
+    public var exitStatusUnlocked: ProcessExitStatus? { incarnationsStorage.last?.exit }
 
     /// Every stdout line so far, over all runs.
     public var lines: [String] {
@@ -273,7 +273,7 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
     public func waitForLine(prefix: String = "ready", timeout: Duration) throws -> String {
         let deadline = ContinuousClock.now + timeout
         var found: String?
-        var exited: ExitStatus?
+        var exited: ProcessExitStatus?
         condition.lock()
         let from = lineCursorOfIncarnation.last ?? 0
         condition.unlock()
@@ -312,13 +312,13 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
 
     /// Waits for the current run to exit. - Returns: its status. - Throws: on timeout.
     @discardableResult
-    public func waitForExit(timeout: Duration) throws -> ExitStatus {
+    public func waitForExit(timeout: Duration) throws -> ProcessExitStatus {
         try waitForExit(until: .now + timeout)
     }
 
     @discardableResult
-    public func waitForExit(until deadline: ContinuousClock.Instant) throws -> ExitStatus {
-        var status: ExitStatus?
+    public func waitForExit(until deadline: ContinuousClock.Instant) throws -> ProcessExitStatus {
+        var status: ProcessExitStatus?
         _ = supervisor.wait(until: deadline) {
             status = incarnationsStorage.last?.exit
             return status != nil
@@ -451,7 +451,7 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
         while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
         condition.lock()
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        let exit: ExitStatus
+        let exit: ProcessExitStatus
         if status & 0x7f == 0 {
             exit = .exited((status >> 8) & 0xff)
         } else {

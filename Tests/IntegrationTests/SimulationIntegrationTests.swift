@@ -16,7 +16,7 @@ struct SimulationIntegrationTests {
         """
 
     struct Run {
-        var exit: ExitStatus
+        var exit: ProcessExitStatus
         var report: [String: Any]
         var stdout: [String]
         var directory: String

@@ -178,11 +178,13 @@ final class SupervisorCore: @unchecked Sendable {  // @unchecked: `interruptedBy
         condition.unlock()
     }
 
-    func wait(until deadline: ContinuousClock.Instant, _ predicate: () -> Bool) -> Bool {
+    /// - Parameter interruptible: return `false` at once after an interruption (every wait but the wait for an
+    ///   exit, which killAll relies on to reap what it killed).
+    func wait(until deadline: ContinuousClock.Instant, interruptible: Bool = true, _ predicate: () -> Bool) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         while !predicate() {
-            if interruptedBy != nil { return false }
+            if interruptible && interruptedBy != nil { return false }
             let remaining = ContinuousClock.now.duration(to: deadline)
             if remaining <= .zero { return false }
             _ = condition.wait(until: Date().addingTimeInterval(min(remaining.seconds, 0.5)))
@@ -319,7 +321,7 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
     @discardableResult
     public func waitForExit(until deadline: ContinuousClock.Instant) throws -> ProcessExitStatus {
         var status: ProcessExitStatus?
-        _ = supervisor.wait(until: deadline) {
+        _ = supervisor.wait(until: deadline, interruptible: false) {
             status = incarnationsStorage.last?.exit
             return status != nil
         }

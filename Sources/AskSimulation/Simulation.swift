@@ -24,6 +24,8 @@ public struct SimulationOptions: Sendable {
     public var drainTimeout: Duration = .seconds(15)
     /// Kill everything on SIGINT/SIGTERM of this process (the command sets it; tests leave it off).
     public var watchSignals = false
+    /// Called once every process is ready, with each process's name and pid in start order.
+    public var onStarted: @Sendable ([(name: String, pid: Int32)]) -> Void = { _ in }
 
     public init(scenario: Scenario, reportDirectory: String) {
         self.scenario = scenario
@@ -111,6 +113,7 @@ public final class Simulation: Sendable {
         }
         for child in children { try child.waitForLine(timeout: options.readyTimeout) }
         logger.info("every process is ready", ["processes": supervisor.all.count])
+        options.onStarted(supervisor.all.map { ($0.name, $0.pid ?? 0) })
 
         let progress = ProgressReporter(
             statsEndpoint: statsEndpoint, recordsPaths: (1...scenario.childProcesses).map(plan.childRecordsPath), quiet: options.quiet

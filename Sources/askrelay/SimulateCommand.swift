@@ -77,6 +77,9 @@ struct Simulate: Command {
         options.quiet = quiet
         options.workerLogLevel = logLevel.description
         options.watchSignals = true
+        options.onStarted = { processes in
+            printLine("running: " + processes.map { "\($0.name)=\($0.pid)" }.joined(separator: " "))
+        }
         let simulation = Simulation(options: options, logger: logger)
         let result: SimulationResult
         do {

@@ -79,11 +79,11 @@ struct SimulationIntegrationTests {
     func brokerKilled() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        // A 6 s pending window (48h / 28 800) and no earlier expiry: the outage (restart + the workers noticing,
+        // A 4 s pending window (48h / 43 200) and no earlier expiry: the outage (restart + the workers noticing,
         // about 2 s) does not outlast a question, so nothing expires while nobody could act on it.
         let scenario = """
             {"seed": 5, "families": 30, "flowsPerChild": 4, "childThink": "300ms", "grace": "500ms",
-             "expireAfter": null, "timeScale": 28800, "abandonProbability": 0, "duration": "60s",
+             "expireAfter": null, "timeScale": 43200, "abandonProbability": 0, "duration": "60s",
              "guardians": {"approveProbability": 0.6, "neverAnswerRatio": 0.1, "think": "exponential:100ms"},
              "faults": [{"at": "1s", "process": "broker", "action": "kill", "restartAfter": "200ms"}]}
             """
@@ -116,6 +116,29 @@ struct SimulationIntegrationTests {
         #expect(!broken.isEmpty, "violations: \(violations(run))")
         #expect((broken.first?["questions"] as? [String])?.isEmpty == false)
         #expect(run.stdout.contains { $0.contains("FAILED") })
+    }
+
+    @Test("SIGINT of askrelay kills every process it started and exits 1")
+    func interrupted() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let scenarioPath = directory.path + "/scenario-in.json"
+        try Data(Self.small.utf8).write(to: URL(fileURLWithPath: scenarioPath))
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let askrelay = try supervisor.start(
+            name: "askrelay", executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", directory.path + "/report", "--quiet"],
+            logPath: directory.path + "/askrelay.log")
+        let line = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
+        let pids = line.dropFirst("running:".count).split(separator: " ").compactMap { $0.split(separator: "=").last.flatMap { Int32($0) } }
+        #expect(pids.count == 6, "\(line)")
+        defer { for pid in pids { kill(pid, SIGKILL) } }
+        for pid in pids { #expect(kill(pid, 0) == 0, "worker \(pid) should be running") }
+        askrelay.signal(SIGINT)
+        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(1))
+        // askrelay reaped its workers before exiting, so none of their pids is alive any more.
+        for pid in pids { #expect(kill(pid, 0) == -1 && errno == ESRCH, "worker \(pid) survived") }
     }
 
     @Test("bad usage exits 64 and names the problem")

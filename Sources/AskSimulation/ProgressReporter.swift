@@ -96,8 +96,9 @@ public final class ProgressReporter: Sendable {
         }
     }
 
-    /// Stops the thread and waits for it.
+    /// Stops the thread and waits for it; later calls return at once.
     public func stop() {
+        guard !stopped.isStopped else { return }
         stopped.stop()
         thread.join(timeout: .seconds(5))
     }

@@ -141,9 +141,10 @@ enum ReportHTML {
             svg += "<rect x=\"\(legendX)\" y=\"4\" width=\"12\" height=\"12\" fill=\"\(outcomeColors[outcome.rawValue] ?? "#999")\"/><text x=\"\(legendX + 16)\" y=\"14\">\(outcome.rawValue)</text>"
             legendX += Double(outcome.rawValue.count) * 7.5 + 34
         }
-        for step in 0...4 {
-            let value = yMax * Double(step) / 4
-            let y = top + height - height * Double(step) / 4
+        let steps = Int(yMax) % 4 == 0 ? 4 : 5
+        for step in 0...steps {
+            let value = yMax * Double(step) / Double(steps)
+            let y = top + height - height * Double(step) / Double(steps)
             svg += "<line x1=\"\(left)\" y1=\"\(y)\" x2=\"\(left + width)\" y2=\"\(y)\" stroke=\"#e3e3e3\"/><text x=\"\(left - 6)\" y=\"\(y + 4)\" text-anchor=end>\(Int(value))</text>"
         }
         for (index, bucket) in buckets.enumerated() {

@@ -147,7 +147,7 @@ public final class ChildWorker: Sendable {
     // MARK: One child
 
     func play(_ child: ChildIdentity, deadline: ContinuousClock.Instant?) async {
-        var random = SeededGenerator(seed: configuration.seed, label: "flows/\(child.id)")
+        var random = SeededGenerator(seed: configuration.seed, stream: "flows/\(child.id)")
         let contacts = ContactGenerator.contacts(
             for: child.id, seed: configuration.seed, count: configuration.contactsPerChild, knownRatio: configuration.knownRatio)
         var approvals = ContactApprovals(pendingWindow: configuration.scaledPendingWindow)

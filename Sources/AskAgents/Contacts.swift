@@ -1,27 +1,6 @@
 import AskProtocol
 import Foundation
 
-// The generator itself is `SeededGenerator` in DecisionPolicy.swift (the same SplitMix64); the child's streams
-// keep their own seeding (seed XOR FNV-1a of the label, advanced once) through this extension.
-extension SeededGenerator {
-    /// A generator for one named thing (a child) under a run seed: the same pair always gives the same stream.
-    public init(seed: UInt64, label: String) {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
-        for byte in label.utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01B3
-        }
-        self.init(seed: seed ^ hash)
-        _ = next()
-    }
-
-    /// A uniform number in `0..<1`.
-    public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
-
-    /// `true` with probability `p`.
-    public mutating func chance(_ p: Double) -> Bool { p > 0 && unit() < p }
-}
-
 /// One person in a simulated child's address book.
 public struct GeneratedContact: Sendable, Hashable, Codable {
     public var handle: CommunicationHandle
@@ -38,7 +17,7 @@ public struct GeneratedContact: Sendable, Hashable, Codable {
 
 /// Deterministic simulated children and their contacts.
 ///
-/// Generated children: family index `f` in `0..<families`, child index `c` in `0..<childrenPerFamily`; the child id is
+/// Generated children: family index `f` in `1...families`, child index `c` in `1...childrenPerFamily`; the child id is
 /// `<prefix><f>-<c>` and its family `f<f>` (the parent worker names generated guardians' families the same way).
 /// Contacts depend only on (seed, child id, count, known ratio), so another process (the simulation seeding the
 /// limits state) can compute the same list.
@@ -46,17 +25,18 @@ public enum ContactGenerator {
     static let givenNames = ["Ada", "Ben", "Chloé", "Dev", "Ela", "Finn", "Grace", "Hiro", "Ines", "Jonas", "Kemal", "Lena", "Mei", "Noor", "Olu", "Priya"]
     static let familyNames = ["Abe", "Brown", "Costa", "Diallo", "Evans", "Fischer", "García", "Hansen", "Ivanova", "Jensen", "Kim", "López", "Müller", "Nakamura"]
 
-    /// The generated children: ids `<idPrefix><f>-<c>`, families `f<f>`, both 0-based.
+    /// The generated children: ids `<idPrefix><f>-<c>`, families `f<f>`, both 1-based like generated guardians.
     public static func children(families: Int, childrenPerFamily: Int, idPrefix: String) -> [ChildIdentity] {
-        (0..<max(0, families)).flatMap { f in
-            (0..<max(0, childrenPerFamily)).map { c in ChildIdentity(id: "\(idPrefix)\(f)-\(c)", family: "f\(f)") }
+        guard families > 0, childrenPerFamily > 0 else { return [] }
+        return (1...families).flatMap { f in
+            (1...childrenPerFamily).map { c in ChildIdentity(id: "\(idPrefix)\(f)-\(c)", family: "f\(f)") }
         }
     }
 
     /// The contacts of `child`: a mix of phone numbers (E.164, some written with spaces and dashes), e-mail
     /// addresses and custom handles, most with names; about `knownRatio` of them marked known.
     public static func contacts(for child: String, seed: UInt64, count: Int, knownRatio: Double) -> [GeneratedContact] {
-        var random = SeededGenerator(seed: seed, label: "contacts/\(child)")
+        var random = SeededGenerator(seed: seed, stream: "contacts/\(child)")
         var seen = Set<CommunicationHandle>()
         var contacts: [GeneratedContact] = []
         while contacts.count < count {

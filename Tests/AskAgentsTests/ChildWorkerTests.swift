@@ -27,11 +27,13 @@ struct ChildWorkerTests {
         }
     }
 
-    @Test("generated children are <prefix><f>-<c> in family f<f>, 0-based")
-    func generatedChildren() {
+    @Test("generated children are <prefix><f>-<c> in family f<f>, 1-based like generated guardians")
+    func generatedChildren() throws {
         let children = ContactGenerator.children(families: 2, childrenPerFamily: 2, idPrefix: "k")
-        #expect(children.map(\.id) == ["k0-0", "k0-1", "k1-0", "k1-1"])
-        #expect(children.map(\.family) == ["f0", "f0", "f1", "f1"])
+        #expect(children.map(\.id) == ["k1-1", "k1-2", "k2-1", "k2-2"])
+        #expect(children.map(\.family) == ["f1", "f1", "f2", "f2"])
+        let guardians = try Roster.generate(families: 2, guardiansPerFamily: 1, idPrefix: "g")
+        #expect(Set(guardians.map(\.family)) == Set(children.map(\.family)), "children and guardians share family names")
     }
 
     @Test("flow plans are deterministic by seed")
@@ -39,7 +41,7 @@ struct ChildWorkerTests {
         let configuration = ChildWorkerConfiguration(broker: "tcp://127.0.0.1:1", children: [])
         let contacts = ContactGenerator.contacts(for: "c", seed: 7, count: 8, knownRatio: 0)
         func plans(_ seed: UInt64) -> [AnyQuestionTopic] {
-            var random = SeededGenerator(seed: seed, label: "flows/c")
+            var random = SeededGenerator(seed: seed, stream: "flows/c")
             return (0..<20).map { _ in
                 let plan = FlowPlan.make(using: &random, contacts: contacts, configuration: configuration, approvals: ContactApprovals())
                 return plan.question.topic
@@ -130,7 +132,7 @@ final class Responder: Sendable {
             try limits.register(role: .limits, ["limits/L1"])
             let guardians = try RawPeer(context: context, endpoint: endpoint)
             try guardians.hello(role: .guardian, endpoints: [
-                EndpointClaim(address: "guardian/g0", family: "f0"), EndpointClaim(address: "guardian/g1", family: "f1"),
+                EndpointClaim(address: "guardian/g1", family: "f1"), EndpointClaim(address: "guardian/g2", family: "f2"),
             ])
             _ = try guardians.expect { $0.command == .welcome }
             return (limits, guardians)

@@ -7,7 +7,7 @@ import Foundation
 public struct Scenario: Codable, Sendable, Equatable {
     /// Root of every random decision; each process gets a seed derived from it and its name.
     public var seed: UInt64 = 42
-    /// Families `f0 ..< f<families>`; every child and parent process serves all of them.
+    /// Families `f1 ... f<families>`; every child and parent process serves all of them.
     public var families = 240
     /// Children of each family in each child process.
     public var childrenPerFamily = 1
@@ -230,7 +230,7 @@ extension Scenario {
         ["broker", "limits"] + (1...parentProcesses).map { "parent-\($0)" } + (1...childProcesses).map { "child-\($0)" }
     }
 
-    /// Families whose guardians answer: `f0 ..< f<answeringFamilies>`; the rest never answer.
+    /// Families whose guardians answer: `f1 ... f<answeringFamilies>`; the rest never answer.
     public var answeringFamilies: Int {
         max(0, min(families, Int((Double(families) * (1 - guardians.neverAnswerRatio)).rounded())))
     }

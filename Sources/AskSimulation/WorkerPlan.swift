@@ -59,11 +59,11 @@ public struct WorkerPlan: Sendable {
     public func rosterPath(_ index: Int) -> String { path("roster-parent-\(index).json") }
 
     /// Child ids of child process `index` (1-based), as askrelay-child generates them: `<prefix><f>-<c>` in family
-    /// `f<f>`, both 0-based.
+    /// `f<f>`, both 1-based.
     public func childIDs(process index: Int) -> [(id: String, family: String)] {
         var ids: [(String, String)] = []
-        for family in 0..<scenario.families {
-            for child in 0..<scenario.childrenPerFamily {
+        for family in 1...scenario.families {
+            for child in 1...scenario.childrenPerFamily {
                 ids.append(("\(Self.childPrefix(index))\(family)-\(child)", "f\(family)"))
             }
         }
@@ -73,17 +73,17 @@ public struct WorkerPlan: Sendable {
     /// The child process's `--seed` (also the seed of its generated contacts, which the limits state repeats).
     public func childSeed(_ index: Int) -> UInt64 { SeedDerivation.seed(scenario.seed, "child-\(index)") }
 
-    /// The guardians of parent process `index`: `guardiansPerFamily` per family `f0 ..< f<families>`; families from
-    /// ``Scenario/answeringFamilies`` on get the `never` policy, so their questions expire. Written as a roster file
-    /// because the parent's own `--families` numbers families from 1 while the child numbers them from 0.
+    /// The guardians of parent process `index`: `guardiansPerFamily` per family `f1 ... f<families>`, named like the
+    /// parent's generated ones (`<prefix><f>-<g>`); families after ``Scenario/answeringFamilies`` get the `never`
+    /// policy, so their questions expire. A roster file, because `--families` gives every guardian one policy.
     public func roster(_ index: Int) -> [RosterEntry] {
         var entries: [RosterEntry] = []
-        for family in 0..<scenario.families {
-            for guardian in 0..<scenario.guardiansPerFamily {
+        for family in 1...scenario.families {
+            for guardian in 1...scenario.guardiansPerFamily {
                 entries.append(
                     RosterEntry(
                         id: "\(Self.guardianPrefix(index))\(family)-\(guardian)", family: "f\(family)",
-                        policy: family < scenario.answeringFamilies ? nil : "never"))
+                        policy: family <= scenario.answeringFamilies ? nil : "never"))
             }
         }
         return entries

@@ -1,3 +1,4 @@
+import AskAgents
 import Foundation
 import Testing
 
@@ -150,5 +151,25 @@ struct ScenarioTests {
         var other = Scenario()
         other.seed = 43
         #expect(WorkerPlan(scenario: other, brokerEndpoint: "", runDirectory: "/tmp").limitsState() != state)
+    }
+
+    @Test("the plan names children and guardians as the workers generate them, and the roster parses as a roster")
+    func naming() throws {
+        var scenario = Scenario()
+        scenario.families = 5
+        scenario.childrenPerFamily = 2
+        scenario.guardiansPerFamily = 2
+        scenario.guardians.neverAnswerRatio = 0.4
+        let plan = WorkerPlan(scenario: scenario, brokerEndpoint: "", runDirectory: "/tmp")
+        let generated = ContactGenerator.children(families: 5, childrenPerFamily: 2, idPrefix: WorkerPlan.childPrefix(2))
+        #expect(plan.childIDs(process: 2).map(\.id) == generated.map(\.id))
+        #expect(plan.childIDs(process: 2).map(\.family) == generated.map(\.family))
+        let roster = plan.roster(1)
+        let guardians = try Roster.generate(families: 5, guardiansPerFamily: 2, idPrefix: WorkerPlan.guardianPrefix(1))
+        #expect(roster.map(\.id) == guardians.map(\.id))
+        #expect(roster.map(\.family) == guardians.map(\.family))
+        #expect(roster.filter { $0.policy == "never" }.map(\.family) == ["f4", "f4", "f5", "f5"])
+        let parsed = try Roster.parseFile(try JSONEncoder().encode(roster))
+        #expect(parsed.count == 10)
     }
 }

@@ -18,7 +18,13 @@ public struct ProcessExitReport: Codable, Sendable, Hashable {
         /// Still running when the check was made (never collected).
         public var running: Bool
 
-        public init(pid: Int32, exitCode: Int32? = nil, signal: Int32? = nil, expectedSignal: Int32? = nil, running: Bool = false) {
+        public init(
+            pid: Int32,
+            exitCode: Int32? = nil,
+            signal: Int32? = nil,
+            expectedSignal: Int32? = nil,
+            running: Bool = false
+        ) {
             self.pid = pid
             self.exitCode = exitCode
             self.signal = signal
@@ -37,7 +43,9 @@ public struct ProcessExitReport: Codable, Sendable, Hashable {
         public var summary: String {
             if running { return "still running" }
             if let exitCode { return "exit \(exitCode)" }
-            if let signal { return "killed by \(signalName(signal))" + (expectedSignal == signal ? " (fault schedule)" : "") }
+            if let signal {
+                return "killed by \(signalName(signal))" + (expectedSignal == signal ? " (fault schedule)" : "")
+            }
             return "unknown"
         }
     }
@@ -67,8 +75,12 @@ public struct InvariantInputs: Sendable {
     public var interruptedChildPrefixes: [String]
 
     public init(
-        childRecords: [ChildFlowRecord], guardianRecords: [GuardianAnswerRecord], ledger: [QuestionRecord]?,
-        processes: [ProcessExitReport] = [], unreadableLines: Int = 0, parentKilledByFault: Bool = false,
+        childRecords: [ChildFlowRecord],
+        guardianRecords: [GuardianAnswerRecord],
+        ledger: [QuestionRecord]?,
+        processes: [ProcessExitReport] = [],
+        unreadableLines: Int = 0,
+        parentKilledByFault: Bool = false,
         interruptedChildPrefixes: [String] = []
     ) {
         self.interruptedChildPrefixes = interruptedChildPrefixes
@@ -182,7 +194,11 @@ public enum InvariantChecker {
         for (id, records) in childByQuestion {
             primary[id] = records.min { $0.responsesSurfaced < $1.responsesSurfaced }
             if Set(records.map(\.responsesSurfaced)).count < records.count {
-                violate(.endsExactlyOnce, "question ended more than once in the child records (\(records.map(\.outcome.rawValue).joined(separator: ", ")))", id)
+                violate(
+                    .endsExactlyOnce,
+                    "question ended more than once in the child records (\(records.map(\.outcome.rawValue).joined(separator: ", ")))",
+                    id
+                )
             }
         }
         var excused = 0
@@ -190,13 +206,21 @@ public enum InvariantChecker {
             for (id, entry) in ledgerByQuestion {
                 let interrupted = inputs.interruptedChildPrefixes.contains { entry.child.hasPrefix($0) }
                 if !entry.state.isClosed {
-                    violate(.endsExactlyOnce, "the broker's ledger still has the question open (state \(entry.state.rawValue))", id)
+                    violate(
+                        .endsExactlyOnce,
+                        "the broker's ledger still has the question open (state \(entry.state.rawValue))",
+                        id
+                    )
                 }
                 if childByQuestion[id] == nil {
                     if interrupted {
                         excused += 1
                     } else {
-                        violate(.endsExactlyOnce, "the ledger has the question (state \(entry.state.rawValue)) but no child recorded how it ended", id)
+                        violate(
+                            .endsExactlyOnce,
+                            "the ledger has the question (state \(entry.state.rawValue)) but no child recorded how it ended",
+                            id
+                        )
                     }
                 }
             }
@@ -204,7 +228,11 @@ public enum InvariantChecker {
                 guard let entry = ledgerByQuestion[id] else {
                     // Refused before the broker recorded it (an invalid question), or never asked.
                     if record.outcome != .refused && record.outcome != .knownHandle {
-                        violate(.endsExactlyOnce, "the child recorded '\(record.outcome.rawValue)' but the broker's ledger has no such question", id)
+                        violate(
+                            .endsExactlyOnce,
+                            "the child recorded '\(record.outcome.rawValue)' but the broker's ledger has no such question",
+                            id
+                        )
                     }
                     continue
                 }
@@ -214,7 +242,9 @@ public enum InvariantChecker {
             notes.append("ledger checks skipped: the broker is external (--broker), its journal was not read")
         }
         if excused > 0 {
-            notes.append("\(excused) question(s) of child processes interrupted by the fault schedule have no child record (flows in flight are not recorded)")
+            notes.append(
+                "\(excused) question(s) of child processes interrupted by the fault schedule have no child record (flows in flight are not recorded)"
+            )
         }
 
         // response-needs-accepted-answer, no-answer-after-expiry
@@ -223,27 +253,43 @@ public enum InvariantChecker {
             let accepted = (guardianByQuestion[id] ?? []).filter { $0.result == "accepted" }
             if let answer = accepted.first {
                 if let choice = record.choiceID, choice != answer.choiceID {
-                    violate(.responseNeedsAcceptedAnswer, "the response's choice differs from the accepted answer's", id)
+                    violate(
+                        .responseNeedsAcceptedAnswer,
+                        "the response's choice differs from the accepted answer's",
+                        id
+                    )
                 }
                 continue
             }
-            if inputs.parentKilledByFault, let entry = ledgerByQuestion?[id], entry.state == .answered, entry.answerChoiceID == record.choiceID {
+            if inputs.parentKilledByFault, let entry = ledgerByQuestion?[id], entry.state == .answered,
+                entry.answerChoiceID == record.choiceID
+            {
                 continue  // the guardian's record died with its process; the ledger recorded the accepted answer
             }
             violate(.responseNeedsAcceptedAnswer, "a response surfaced but no guardian's answer was accepted", id)
         }
         for answer in inputs.guardianRecords where answer.result == "accepted" {
-            if let expiry = answer.expiresAt ?? ledgerByQuestion?[answer.question]?.expiresAt, answer.answeredAt >= expiry {
+            if let expiry = answer.expiresAt ?? ledgerByQuestion?[answer.question]?.expiresAt,
+                answer.answeredAt >= expiry
+            {
                 violate(.noAnswerAfterExpiry, "a guardian's answer at or after expiry was accepted", answer.question)
             }
         }
         for answer in inputs.guardianRecords {
-            if let expiry = answer.expiresAt ?? ledgerByQuestion?[answer.question]?.expiresAt, answer.answeredAt >= expiry {
-                violate(.guardiansHonourExpiry, "a guardian answered at or after the question's expiry (the broker said '\(answer.result)')", answer.question)
+            if let expiry = answer.expiresAt ?? ledgerByQuestion?[answer.question]?.expiresAt,
+                answer.answeredAt >= expiry
+            {
+                violate(
+                    .guardiansHonourExpiry,
+                    "a guardian answered at or after the question's expiry (the broker said '\(answer.result)')",
+                    answer.question
+                )
             }
         }
         var acceptedCount: [UUID: Int] = [:]
-        for answer in inputs.guardianRecords where answer.result == "accepted" { acceptedCount[answer.question, default: 0] += 1 }
+        for answer in inputs.guardianRecords where answer.result == "accepted" {
+            acceptedCount[answer.question, default: 0] += 1
+        }
         for (id, count) in acceptedCount where count > 1 {
             violate(.responseNeedsAcceptedAnswer, "more than one guardian answer was accepted (\(count))", id)
         }
@@ -270,7 +316,10 @@ public enum InvariantChecker {
             let ids = found[key] ?? []
             let unique = Array(Set(ids)).sorted { $0.uuidString < $1.uuidString }
             let shown = Array(unique.prefix(maxIDs))
-            let more = unique.count > shown.count ? " (\(unique.count) questions, first \(shown.count) listed)" : unique.count > 1 ? " (\(unique.count) questions)" : ""
+            let more =
+                unique.count > shown.count
+                ? " (\(unique.count) questions, first \(shown.count) listed)"
+                : unique.count > 1 ? " (\(unique.count) questions)" : ""
             return InvariantViolation(key.invariant, questions: shown, key.reason + more)
         }
 
@@ -278,7 +327,13 @@ public enum InvariantChecker {
         for process in inputs.processes {
             let bad = process.runs.filter { !$0.isClean }
             if !bad.isEmpty {
-                violations.append(InvariantViolation(.processesExitCleanly, processes: [process.name], "did not exit cleanly: \(bad.map(\.summary).joined(separator: ", "))"))
+                violations.append(
+                    InvariantViolation(
+                        .processesExitCleanly,
+                        processes: [process.name],
+                        "did not exit cleanly: \(bad.map(\.summary).joined(separator: ", "))"
+                    )
+                )
             }
         }
         if inputs.unreadableLines > 0 {
@@ -308,10 +363,13 @@ public enum InvariantChecker {
         guard expected.contains(entry.state) else {
             return "the child recorded '\(record.outcome.rawValue)' but the ledger says '\(entry.state.rawValue)'"
         }
-        if entry.state == .answered, let choice = record.choiceID, let answered = entry.answerChoiceID, choice != answered {
+        if entry.state == .answered, let choice = record.choiceID, let answered = entry.answerChoiceID,
+            choice != answered
+        {
             return "the child's choice differs from the ledger's answer"
         }
-        if record.outcome == .approved, let answered = entry.answerChoiceID, !entry.approvalChoiceIDs.contains(answered) {
+        if record.outcome == .approved, let answered = entry.answerChoiceID, !entry.approvalChoiceIDs.contains(answered)
+        {
             return "the child recorded 'approved' but the accepted choice is a denial"
         }
         if record.outcome == .denied, let answered = entry.answerChoiceID, entry.approvalChoiceIDs.contains(answered) {

@@ -2,7 +2,7 @@ import AskCLI
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// How a process ended.
@@ -117,10 +117,20 @@ public final class ProcessSupervisor: @unchecked Sendable {  // @unchecked: all 
     /// - Throws: ``SupervisorError`` if the process cannot be spawned.
     @discardableResult
     public func start(
-        name: String, executable: String, arguments: [String], environment: [String: String] = [:], logPath: String? = nil
+        name: String,
+        executable: String,
+        arguments: [String],
+        environment: [String: String] = [:],
+        logPath: String? = nil
     ) throws -> SupervisedProcess {
         let process = SupervisedProcess(
-            core: core, name: name, executable: executable, arguments: arguments, environment: environment, logPath: logPath)
+            core: core,
+            name: name,
+            executable: executable,
+            arguments: arguments,
+            environment: environment,
+            logPath: logPath
+        )
         condition.lock()
         if let signal = core.interruptedBy {
             condition.unlock()
@@ -209,7 +219,14 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
     private var lineCursorOfIncarnation: [Int] = []
     private var openReaders = 0
 
-    init(core: SupervisorCore, name: String, executable: String, arguments: [String], environment: [String: String], logPath: String?) {
+    init(
+        core: SupervisorCore,
+        name: String,
+        executable: String,
+        arguments: [String],
+        environment: [String: String],
+        logPath: String?
+    ) {
         self.supervisor = core
         self.name = name
         self.executable = executable
@@ -300,8 +317,12 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
             return found
         }
         let log = logPath.map { " (log: \($0))" } ?? ""
-        if let exited { throw SupervisorError(process: name, "exited (\(exited)) before printing '\(prefix) ...'\(log)\(tail())") }
-        if let signal = supervisor.interrupted { throw SupervisorError(process: name, "interrupted by \(signalName(signal))") }
+        if let exited {
+            throw SupervisorError(process: name, "exited (\(exited)) before printing '\(prefix) ...'\(log)\(tail())")
+        }
+        if let signal = supervisor.interrupted {
+            throw SupervisorError(process: name, "interrupted by \(signalName(signal))")
+        }
         _ = ok
         throw SupervisorError(process: name, "did not print '\(prefix) ...' within \(timeout.text)\(log)\(tail())")
     }
@@ -385,7 +406,9 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
             close(errPipe[0])
             throw SupervisorError(process: name, "could not start \(executable): \(String(cString: strerror(result)))")
         }
-        incarnationsStorage.append(Incarnation(pid: pid, startedAt: Date(), exit: nil, expectedSignal: nil, readyLine: nil))
+        incarnationsStorage.append(
+            Incarnation(pid: pid, startedAt: Date(), exit: nil, expectedSignal: nil, readyLine: nil)
+        )
         lineCursorOfIncarnation.append(linesStorage.count)
         openReaders += 2
         condition.unlock()

@@ -35,7 +35,10 @@ public final class ProgressReporter: Sendable {
     ///   - recordsPaths: the children's records files, counted incrementally.
     ///   - processes: returns (alive, total).
     public init(
-        statsEndpoint: String?, recordsPaths: [String], quiet: Bool, processes: @escaping @Sendable () -> (Int, Int)
+        statsEndpoint: String?,
+        recordsPaths: [String],
+        quiet: Bool,
+        processes: @escaping @Sendable () -> (Int, Int)
     ) {
         let start = ContinuousClock.now
         let stoppedFlag = stopped
@@ -77,9 +80,16 @@ public final class ProgressReporter: Sendable {
                 let flows = counter.count()
                 let (alive, total) = processes()
                 let sample = ProgressSample(
-                    elapsed: (now - start).seconds, asked: latest?.routedByKind["ask"], sent: latest?.routedByKind["send"],
-                    answered: latest?.ledger["answered"], expired: latest.map { ($0.ledger["expired"] ?? 0) + ($0.ledger["abandoned"] ?? 0) },
-                    flows: flows, flowsPerSecond: Double(flows - lastFlows) / interval, alive: alive, processes: total)
+                    elapsed: (now - start).seconds,
+                    asked: latest?.routedByKind["ask"],
+                    sent: latest?.routedByKind["send"],
+                    answered: latest?.ledger["answered"],
+                    expired: latest.map { ($0.ledger["expired"] ?? 0) + ($0.ledger["abandoned"] ?? 0) },
+                    flows: flows,
+                    flowsPerSecond: Double(flows - lastFlows) / interval,
+                    alive: alive,
+                    processes: total
+                )
                 lastFlows = flows
                 guard !quiet else { continue }
                 if terminal {

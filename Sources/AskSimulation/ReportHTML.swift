@@ -10,7 +10,8 @@ enum ReportHTML {
     static let percentileColors = ["#9ecae1", "#4292c6", "#08519c", "#08306b"]
 
     static func render(_ report: SimulationReport) -> String {
-        let verdict = report.invariants.ok
+        let verdict =
+            report.invariants.ok
             ? "<span class=ok>invariants OK</span>"
             : "<span class=bad>invariants FAILED (\(report.invariants.violations.count))</span>"
         var html = """
@@ -31,11 +32,13 @@ enum ReportHTML {
             \(String(format: "%.1f", report.throughputFlowsPerSecond)) flows/s · \(String(format: "%.1f", report.wallSeconds)) s wall · \(verdict)</div>
 
             """
-        html += "<div class=grid><div><h2>Outcomes</h2><table><tr><th>outcome</th><th class=n>flows</th><th class=n>share</th></tr>"
+        html +=
+            "<div class=grid><div><h2>Outcomes</h2><table><tr><th>outcome</th><th class=n>flows</th><th class=n>share</th></tr>"
         for outcome in FlowOutcome.allCases {
             let count = report.outcomes[outcome.rawValue] ?? 0
             let share = report.flows == 0 ? 0 : Double(count) * 100 / Double(report.flows)
-            html += "<tr><td><span class=swatch style=\"background:\(outcomeColors[outcome.rawValue] ?? "#999")\"></span>\(outcome.rawValue)</td><td class=n>\(count)</td><td class=n>\(String(format: "%.1f%%", share))</td></tr>"
+            html +=
+                "<tr><td><span class=swatch style=\"background:\(outcomeColors[outcome.rawValue] ?? "#999")\"></span>\(outcome.rawValue)</td><td class=n>\(count)</td><td class=n>\(String(format: "%.1f%%", share))</td></tr>"
         }
         html += "</table></div><div><h2>AskError</h2><table><tr><th>case</th><th class=n>count</th></tr>"
         for (name, count) in report.askErrors.sorted(by: { $0.key < $1.key }) {
@@ -49,12 +52,16 @@ enum ReportHTML {
 
         html += "<h2>Invariants</h2>"
         if report.invariants.ok {
-            html += "<p class=ok>All \(report.invariants.checked.count) invariants hold: \(report.invariants.checked.map { "<code>\($0.rawValue)</code>" }.joined(separator: " "))</p>"
+            html +=
+                "<p class=ok>All \(report.invariants.checked.count) invariants hold: \(report.invariants.checked.map { "<code>\($0.rawValue)</code>" }.joined(separator: " "))</p>"
         } else {
             html += "<ul>"
             for violation in report.invariants.violations {
-                let ids = (violation.questions.map { $0.uuidString.lowercased() } + violation.processes).joined(separator: ", ")
-                html += "<li class=bad><code>\(violation.invariant.rawValue)</code> \(esc(violation.message))<br><small>\(esc(ids))</small></li>"
+                let ids = (violation.questions.map { $0.uuidString.lowercased() } + violation.processes).joined(
+                    separator: ", "
+                )
+                html +=
+                    "<li class=bad><code>\(violation.invariant.rawValue)</code> \(esc(violation.message))<br><small>\(esc(ids))</small></li>"
             }
             html += "</ul>"
         }
@@ -62,14 +69,19 @@ enum ReportHTML {
 
         html += "<h2>Processes</h2><table><tr><th>process</th><th>runs</th></tr>"
         for process in report.processes {
-            html += "<tr><td>\(esc(process.name))</td><td>\(esc(process.runs.map(\.summary).joined(separator: " → ")))</td></tr>"
+            html +=
+                "<tr><td>\(esc(process.name))</td><td>\(esc(process.runs.map(\.summary).joined(separator: " → ")))</td></tr>"
         }
         html += "</table>"
         if !report.scenario.faults.isEmpty {
             html += "<h2>Fault schedule</h2><table><tr><th>at</th><th>process</th><th>action</th><th>then</th></tr>"
             for fault in report.scenario.faults {
-                let then = fault.restartAfter.map { "restart after \($0.text)" } ?? fault.continueAfter.map { "continue after \($0.text)" } ?? (fault.action == .stop ? "continue after 1s" : "—")
-                html += "<tr><td>\(fault.at.text)</td><td>\(esc(fault.process))</td><td>\(fault.action.rawValue)</td><td>\(then)</td></tr>"
+                let then =
+                    fault.restartAfter.map { "restart after \($0.text)" } ?? fault.continueAfter.map {
+                        "continue after \($0.text)"
+                    } ?? (fault.action == .stop ? "continue after 1s" : "—")
+                html +=
+                    "<tr><td>\(fault.at.text)</td><td>\(esc(fault.process))</td><td>\(fault.action.rawValue)</td><td>\(then)</td></tr>"
             }
             html += "</table>"
         }
@@ -78,10 +90,14 @@ enum ReportHTML {
     }
 
     static func latencyTable(_ report: SimulationReport) -> String {
-        var html = "<table><tr><th>stage</th><th class=n>samples</th><th class=n>p50</th><th class=n>p90</th><th class=n>p99</th><th class=n>max</th></tr>"
+        var html =
+            "<table><tr><th>stage</th><th class=n>samples</th><th class=n>p50</th><th class=n>p90</th><th class=n>p99</th><th class=n>max</th></tr>"
         for stage in SimulationReport.stages {
             guard let s = report.latencyMs[stage.key] else { continue }
-            html += "<tr><td>\(esc(stage.title))</td><td class=n>\(s.count)</td>" + [s.p50, s.p90, s.p99, s.max].map { "<td class=n>\(String(format: "%.1f", $0))</td>" }.joined() + "</tr>"
+            html +=
+                "<tr><td>\(esc(stage.title))</td><td class=n>\(s.count)</td>"
+                + [s.p50, s.p90, s.p99, s.max].map { "<td class=n>\(String(format: "%.1f", $0))</td>" }.joined()
+                + "</tr>"
         }
         return html + "</table>"
     }
@@ -97,10 +113,12 @@ enum ReportHTML {
             return (log10(max(value, low)) - log10(low)) / (log10(high) - log10(low)) * chartWidth
         }
         let height = top + rowHeight * Double(SimulationReport.stages.count) + 30
-        var svg = "<svg width=\"\(Int(labelWidth + chartWidth + 60))\" height=\"\(Int(height))\" role=img aria-label=\"latency percentiles\">"
+        var svg =
+            "<svg width=\"\(Int(labelWidth + chartWidth + 60))\" height=\"\(Int(height))\" role=img aria-label=\"latency percentiles\">"
         let names = ["p50", "p90", "p99", "max"]
         for (index, name) in names.enumerated() {
-            svg += "<rect x=\"\(labelWidth + Double(index) * 80)\" y=\"4\" width=\"12\" height=\"12\" fill=\"\(percentileColors[index])\"/><text x=\"\(labelWidth + Double(index) * 80 + 17)\" y=\"14\">\(name)</text>"
+            svg +=
+                "<rect x=\"\(labelWidth + Double(index) * 80)\" y=\"4\" width=\"12\" height=\"12\" fill=\"\(percentileColors[index])\"/><text x=\"\(labelWidth + Double(index) * 80 + 17)\" y=\"14\">\(name)</text>"
         }
         var tick = low
         while tick <= high * 1.0001 {
@@ -120,8 +138,10 @@ enum ReportHTML {
             for (index, value) in [s.p50, s.p90, s.p99, s.max].enumerated() {
                 let by = y + Double(index) * (barHeight + 1)
                 let width = max(1, x(value))
-                svg += "<rect x=\"\(labelWidth)\" y=\"\(by)\" width=\"\(width)\" height=\"\(barHeight)\" fill=\"\(percentileColors[index])\"><title>\(names[index]) \(String(format: "%.1f", value)) ms</title></rect>"
-                svg += "<text x=\"\(labelWidth + width + 4)\" y=\"\(by + 10)\" font-size=\"10\">\(String(format: "%.1f", value))</text>"
+                svg +=
+                    "<rect x=\"\(labelWidth)\" y=\"\(by)\" width=\"\(width)\" height=\"\(barHeight)\" fill=\"\(percentileColors[index])\"><title>\(names[index]) \(String(format: "%.1f", value)) ms</title></rect>"
+                svg +=
+                    "<text x=\"\(labelWidth + width + 4)\" y=\"\(by + 10)\" font-size=\"10\">\(String(format: "%.1f", value))</text>"
             }
         }
         return svg + "</svg>\n"
@@ -135,17 +155,20 @@ enum ReportHTML {
         let maxTotal = Double(buckets.map { $0.outcomes.values.reduce(0, +) }.max() ?? 1)
         let yMax = niceCeiling(max(maxTotal, 1))
         let columnWidth = width / Double(buckets.count)
-        var svg = "<svg width=\"\(Int(left + width + 20))\" height=\"\(Int(top + height + 40))\" role=img aria-label=\"outcomes over time\">"
+        var svg =
+            "<svg width=\"\(Int(left + width + 20))\" height=\"\(Int(top + height + 40))\" role=img aria-label=\"outcomes over time\">"
         var legendX = left
         for outcome in FlowOutcome.allCases {
-            svg += "<rect x=\"\(legendX)\" y=\"4\" width=\"12\" height=\"12\" fill=\"\(outcomeColors[outcome.rawValue] ?? "#999")\"/><text x=\"\(legendX + 16)\" y=\"14\">\(outcome.rawValue)</text>"
+            svg +=
+                "<rect x=\"\(legendX)\" y=\"4\" width=\"12\" height=\"12\" fill=\"\(outcomeColors[outcome.rawValue] ?? "#999")\"/><text x=\"\(legendX + 16)\" y=\"14\">\(outcome.rawValue)</text>"
             legendX += Double(outcome.rawValue.count) * 7.5 + 34
         }
         let steps = Int(yMax) % 4 == 0 ? 4 : 5
         for step in 0...steps {
             let value = yMax * Double(step) / Double(steps)
             let y = top + height - height * Double(step) / Double(steps)
-            svg += "<line x1=\"\(left)\" y1=\"\(y)\" x2=\"\(left + width)\" y2=\"\(y)\" stroke=\"#e3e3e3\"/><text x=\"\(left - 6)\" y=\"\(y + 4)\" text-anchor=end>\(Int(value))</text>"
+            svg +=
+                "<line x1=\"\(left)\" y1=\"\(y)\" x2=\"\(left + width)\" y2=\"\(y)\" stroke=\"#e3e3e3\"/><text x=\"\(left - 6)\" y=\"\(y + 4)\" text-anchor=end>\(Int(value))</text>"
         }
         for (index, bucket) in buckets.enumerated() {
             var y = top + height
@@ -155,14 +178,17 @@ enum ReportHTML {
                 guard count > 0 else { continue }
                 let h = height * Double(count) / yMax
                 y -= h
-                svg += "<rect x=\"\(x + 0.5)\" y=\"\(y)\" width=\"\(max(1, columnWidth - 1))\" height=\"\(h)\" fill=\"\(outcomeColors[outcome.rawValue] ?? "#999")\"><title>\(bucket.second)s \(outcome.rawValue): \(count)</title></rect>"
+                svg +=
+                    "<rect x=\"\(x + 0.5)\" y=\"\(y)\" width=\"\(max(1, columnWidth - 1))\" height=\"\(h)\" fill=\"\(outcomeColors[outcome.rawValue] ?? "#999")\"><title>\(bucket.second)s \(outcome.rawValue): \(count)</title></rect>"
             }
         }
         let labelEvery = max(1, buckets.count / 12)
         for (index, bucket) in buckets.enumerated() where index % labelEvery == 0 {
-            svg += "<text x=\"\(left + (Double(index) + 0.5) * columnWidth)\" y=\"\(top + height + 16)\" text-anchor=middle>\(bucket.second)s</text>"
+            svg +=
+                "<text x=\"\(left + (Double(index) + 0.5) * columnWidth)\" y=\"\(top + height + 16)\" text-anchor=middle>\(bucket.second)s</text>"
         }
-        svg += "<text x=\"\(left + width / 2)\" y=\"\(top + height + 34)\" text-anchor=middle>seconds since the first ask</text>"
+        svg +=
+            "<text x=\"\(left + width / 2)\" y=\"\(top + height + 34)\" text-anchor=middle>seconds since the first ask</text>"
         return svg + "</svg>\n"
     }
 

@@ -97,7 +97,13 @@ public struct Scenario: Codable, Sendable, Equatable {
         public var restartAfter: Duration?
         public var continueAfter: Duration?
 
-        public init(at: Duration, process: String, action: Action, restartAfter: Duration? = nil, continueAfter: Duration? = nil) {
+        public init(
+            at: Duration,
+            process: String,
+            action: Action,
+            restartAfter: Duration? = nil,
+            continueAfter: Duration? = nil
+        ) {
             self.at = at
             self.process = process
             self.action = action
@@ -137,7 +143,10 @@ extension Scenario {
         } catch let error as ScenarioError {
             throw error
         } catch let DecodingError.typeMismatch(type, context) {
-            throw ScenarioError(field: path(context.codingPath), "expected \(describe(type)): \(context.debugDescription)")
+            throw ScenarioError(
+                field: path(context.codingPath),
+                "expected \(describe(type)): \(context.debugDescription)"
+            )
         } catch let DecodingError.valueNotFound(type, context) {
             throw ScenarioError(field: path(context.codingPath), "expected \(describe(type)), found null")
         } catch let DecodingError.keyNotFound(key, context) {
@@ -152,7 +161,11 @@ extension Scenario {
     static func path(_ codingPath: [any CodingKey]) -> String {
         var text = ""
         for key in codingPath {
-            if let index = key.intValue { text += "[\(index)]" } else { text += text.isEmpty ? key.stringValue : ".\(key.stringValue)" }
+            if let index = key.intValue {
+                text += "[\(index)]"
+            } else {
+                text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
+            }
         }
         return text
     }
@@ -170,10 +183,14 @@ extension Scenario {
     /// Checks ranges and cross-field rules. - Throws: ``ScenarioError`` naming the first bad field.
     public func validate() throws {
         func fraction(_ value: Double, _ field: String) throws {
-            guard value.isFinite, (0...1).contains(value) else { throw ScenarioError(field: field, "must be a number in 0...1, got \(value)") }
+            guard value.isFinite, (0...1).contains(value) else {
+                throw ScenarioError(field: field, "must be a number in 0...1, got \(value)")
+            }
         }
         func atLeast(_ value: Int, _ minimum: Int, _ field: String) throws {
-            guard value >= minimum else { throw ScenarioError(field: field, "must be at least \(minimum), got \(value)") }
+            guard value >= minimum else {
+                throw ScenarioError(field: field, "must be at least \(minimum), got \(value)")
+            }
         }
         try atLeast(families, 1, "families")
         try atLeast(childrenPerFamily, 1, "childrenPerFamily")
@@ -193,15 +210,26 @@ extension Scenario {
         try fraction(guardians.approveProbability, "guardians.approveProbability")
         try fraction(guardians.neverAnswerRatio, "guardians.neverAnswerRatio")
         guard ThinkTime(guardians.think) != nil else {
-            throw ScenarioError(field: "guardians.think", "must be fixed:D, uniform:D-D or exponential:D, got '\(guardians.think)'")
+            throw ScenarioError(
+                field: "guardians.think",
+                "must be fixed:D, uniform:D-D or exponential:D, got '\(guardians.think)'"
+            )
         }
         for (name, weight) in actions where !(weight.isFinite && weight >= 0) || !Self.knownActions.contains(name) {
-            throw ScenarioError(field: "actions.\(name)", "must be one of \(Self.knownActions.joined(separator: ", ")) with a weight ≥ 0")
+            throw ScenarioError(
+                field: "actions.\(name)",
+                "must be one of \(Self.knownActions.joined(separator: ", ")) with a weight ≥ 0"
+            )
         }
         for (name, weight) in topics where !(weight.isFinite && weight >= 0) || !Self.knownTopics.contains(name) {
-            throw ScenarioError(field: "topics.\(name)", "must be one of \(Self.knownTopics.joined(separator: ", ")) with a weight ≥ 0")
+            throw ScenarioError(
+                field: "topics.\(name)",
+                "must be one of \(Self.knownTopics.joined(separator: ", ")) with a weight ≥ 0"
+            )
         }
-        guard timeScale.isFinite, timeScale > 0 else { throw ScenarioError(field: "timeScale", "must be a positive number, got \(timeScale)") }
+        guard timeScale.isFinite, timeScale > 0 else {
+            throw ScenarioError(field: "timeScale", "must be a positive number, got \(timeScale)")
+        }
         guard pendingWindow > .zero else { throw ScenarioError(field: "pendingWindow", "must be longer than 0") }
         if let expireAfter, expireAfter <= .zero { throw ScenarioError(field: "expireAfter", "must be longer than 0") }
         guard duration > .zero else { throw ScenarioError(field: "duration", "must be longer than 0") }
@@ -211,18 +239,29 @@ extension Scenario {
         for (index, fault) in faults.enumerated() {
             let valid = processNames
             guard valid.contains(fault.process) else {
-                throw ScenarioError(field: "faults[\(index)].process", "must be one of \(valid.joined(separator: ", ")), got '\(fault.process)'")
+                throw ScenarioError(
+                    field: "faults[\(index)].process",
+                    "must be one of \(valid.joined(separator: ", ")), got '\(fault.process)'"
+                )
             }
             if fault.action == .stop && fault.restartAfter != nil {
-                throw ScenarioError(field: "faults[\(index)].restartAfter", "a stopped process continues (continueAfter); it is not restarted")
+                throw ScenarioError(
+                    field: "faults[\(index)].restartAfter",
+                    "a stopped process continues (continueAfter); it is not restarted"
+                )
             }
             if fault.action != .stop && fault.continueAfter != nil {
-                throw ScenarioError(field: "faults[\(index)].continueAfter", "only a 'stop' fault continues; use restartAfter")
+                throw ScenarioError(
+                    field: "faults[\(index)].continueAfter",
+                    "only a 'stop' fault continues; use restartAfter"
+                )
             }
         }
     }
 
-    public static let knownActions = ["message", "audioCall", "videoCall", "call", "chat", "follow", "beFollowed", "friend", "connect", "communicate"]
+    public static let knownActions = [
+        "message", "audioCall", "videoCall", "call", "chat", "follow", "beFollowed", "friend", "connect", "communicate",
+    ]
     public static let knownTopics = ["communication", "significantAppUpdate"]
 
     /// Names of every process the scenario starts, in start order.
@@ -243,8 +282,10 @@ extension Scenario {
 
 extension Scenario {
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case seed, families, childrenPerFamily, guardiansPerFamily, childProcesses, parentProcesses, ratios, actions, topics
-        case groupQuestionRatio, invalidRatio, cancelProbability, abandonProbability, contactsPerChild, guardians, childThink, pendingWindow, expireAfter
+        case seed, families, childrenPerFamily, guardiansPerFamily, childProcesses, parentProcesses, ratios, actions,
+            topics
+        case groupQuestionRatio, invalidRatio, cancelProbability, abandonProbability, contactsPerChild, guardians,
+            childThink, pendingWindow, expireAfter
         case timeScale, duration, flowsPerChild, grace, durability, faults, answerAfterExpiry
     }
 
@@ -309,7 +350,11 @@ extension Scenario {
         try c.encode(guardians, forKey: .guardians)
         try c.encode(childThink.text, forKey: .childThink)
         try c.encode(pendingWindow.text, forKey: .pendingWindow)
-        if let expireAfter { try c.encode(expireAfter.text, forKey: .expireAfter) } else { try c.encodeNil(forKey: .expireAfter) }
+        if let expireAfter {
+            try c.encode(expireAfter.text, forKey: .expireAfter)
+        } else {
+            try c.encodeNil(forKey: .expireAfter)
+        }
         try c.encode(timeScale, forKey: .timeScale)
         try c.encode(duration.text, forKey: .duration)
         try c.encode(flowsPerChild, forKey: .flowsPerChild)
@@ -353,12 +398,17 @@ extension Scenario.Fault {
     public init(from decoder: any Decoder) throws {
         try refuseUnknownKeys(decoder, CodingKeys.allCases.map(\.rawValue))
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        guard let at = try c.decodeDuration(.at) else { throw ScenarioError(field: Scenario.path(c.codingPath + [CodingKeys.at]), "is required") }
+        guard let at = try c.decodeDuration(.at) else {
+            throw ScenarioError(field: Scenario.path(c.codingPath + [CodingKeys.at]), "is required")
+        }
         self.at = at
         process = try c.decode(String.self, forKey: .process)
         let actionText = try c.decode(String.self, forKey: .action)
         guard let action = Action(rawValue: actionText) else {
-            throw ScenarioError(field: Scenario.path(c.codingPath + [CodingKeys.action]), "must be kill, stop or term, got '\(actionText)'")
+            throw ScenarioError(
+                field: Scenario.path(c.codingPath + [CodingKeys.action]),
+                "must be kill, stop or term, got '\(actionText)'"
+            )
         }
         self.action = action
         restartAfter = try c.decodeDuration(.restartAfter)
@@ -385,7 +435,10 @@ struct AnyKey: CodingKey {
 private func refuseUnknownKeys(_ decoder: any Decoder, _ known: [String]) throws {
     let container = try decoder.container(keyedBy: AnyKey.self)
     for key in container.allKeys where !known.contains(key.stringValue) {
-        throw ScenarioError(field: Scenario.path(decoder.codingPath + [key]), "unknown field (known: \(known.joined(separator: ", ")))")
+        throw ScenarioError(
+            field: Scenario.path(decoder.codingPath + [key]),
+            "unknown field (known: \(known.joined(separator: ", ")))"
+        )
     }
 }
 
@@ -398,10 +451,16 @@ extension KeyedDecodingContainer {
         }
         let text: String
         do { text = try decode(String.self, forKey: key) } catch {
-            throw ScenarioError(field: Scenario.path(codingPath + [key]), "expected a duration such as \"250ms\", \"2s\" or \"48h\"")
+            throw ScenarioError(
+                field: Scenario.path(codingPath + [key]),
+                "expected a duration such as \"250ms\", \"2s\" or \"48h\""
+            )
         }
         guard let value = parseDuration(text) else {
-            throw ScenarioError(field: Scenario.path(codingPath + [key]), "expected a duration such as \"250ms\", \"2s\" or \"48h\", got '\(text)'")
+            throw ScenarioError(
+                field: Scenario.path(codingPath + [key]),
+                "expected a duration such as \"250ms\", \"2s\" or \"48h\", got '\(text)'"
+            )
         }
         return value
     }
@@ -440,7 +499,9 @@ public enum ThinkTime: Sendable, Equatable {
             self = .exponential(value)
         case "uniform":
             let bounds = parts[1].split(separator: "-").map(String.init)
-            guard bounds.count == 2, let low = parseDuration(bounds[0]), let high = parseDuration(bounds[1]), low <= high else { return nil }
+            guard bounds.count == 2, let low = parseDuration(bounds[0]), let high = parseDuration(bounds[1]),
+                low <= high
+            else { return nil }
             self = .uniform(low, high)
         default: return nil
         }

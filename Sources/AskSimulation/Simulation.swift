@@ -60,10 +60,15 @@ public final class Simulation: Sendable {
         let fileManager = FileManager.default
         let runDirectory = options.reportDirectory
         for folder in ["", "logs", "records"] {
-            try fileManager.createDirectory(atPath: (runDirectory as NSString).appendingPathComponent(folder), withIntermediateDirectories: true)
+            try fileManager.createDirectory(
+                atPath: (runDirectory as NSString).appendingPathComponent(folder),
+                withIntermediateDirectories: true
+            )
         }
         // ipc paths must stay short (about 100 bytes), so the sockets live in a fresh folder under /tmp.
-        let socketDirectory = (NSTemporaryDirectory() as NSString).appendingPathComponent("askrelay-sim-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        let socketDirectory = (NSTemporaryDirectory() as NSString).appendingPathComponent(
+            "askrelay-sim-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        )
         try fileManager.createDirectory(atPath: socketDirectory, withIntermediateDirectories: true)
         defer { try? fileManager.removeItem(atPath: socketDirectory) }
 
@@ -71,8 +76,12 @@ public final class Simulation: Sendable {
         let statsEndpoint = options.externalBroker == nil ? "ipc://\(socketDirectory)/stats.ipc" : nil
         let plan = WorkerPlan(scenario: scenario, brokerEndpoint: brokerEndpoint, runDirectory: runDirectory)
         try plan.limitsState(knownHandles: knownHandles).write(to: plan.limitsStatePath)
-        for index in 1...scenario.parentProcesses { try RosterEntry.write(plan.roster(index), to: plan.rosterPath(index)) }
-        try WireDates.encoder().encode(scenario).write(to: URL(fileURLWithPath: (runDirectory as NSString).appendingPathComponent("scenario.json")))
+        for index in 1...scenario.parentProcesses {
+            try RosterEntry.write(plan.roster(index), to: plan.rosterPath(index))
+        }
+        try WireDates.encoder().encode(scenario).write(
+            to: URL(fileURLWithPath: (runDirectory as NSString).appendingPathComponent("scenario.json"))
+        )
 
         let supervisor = ProcessSupervisor()
         if options.watchSignals { supervisor.watchSignals() }
@@ -89,13 +98,22 @@ public final class Simulation: Sendable {
         }
         func start(_ name: String, _ binary: String, _ arguments: [String]) throws -> SupervisedProcess {
             logger.info("starting", ["process": name, "args": arguments.joined(separator: " ")])
-            return try supervisor.start(name: name, executable: try executable(binary), arguments: arguments, logPath: plan.logPath(name))
+            return try supervisor.start(
+                name: name,
+                executable: try executable(binary),
+                arguments: arguments,
+                logPath: plan.logPath(name)
+            )
         }
 
         // 1. broker, limits, parents, children: each group waits for its ready lines before the next starts.
         var services: [SupervisedProcess] = []
         if options.externalBroker == nil {
-            let broker = try start("broker", "askrelay-broker", plan.brokerArguments(statsEndpoint: statsEndpoint!, logLevel: options.workerLogLevel))
+            let broker = try start(
+                "broker",
+                "askrelay-broker",
+                plan.brokerArguments(statsEndpoint: statsEndpoint!, logLevel: options.workerLogLevel)
+            )
             try broker.waitForLine(timeout: options.readyTimeout)
             services.append(broker)
         }
@@ -104,19 +122,33 @@ public final class Simulation: Sendable {
         services.append(limits)
         var parents: [SupervisedProcess] = []
         for index in 1...scenario.parentProcesses {
-            parents.append(try start("parent-\(index)", "askrelay-parent", plan.parentArguments(index, logLevel: options.workerLogLevel)))
+            parents.append(
+                try start(
+                    "parent-\(index)",
+                    "askrelay-parent",
+                    plan.parentArguments(index, logLevel: options.workerLogLevel)
+                )
+            )
         }
         for parent in parents { try parent.waitForLine(timeout: options.readyTimeout) }
         var children: [SupervisedProcess] = []
         for index in 1...scenario.childProcesses {
-            children.append(try start("child-\(index)", "askrelay-child", plan.childArguments(index, logLevel: options.workerLogLevel)))
+            children.append(
+                try start(
+                    "child-\(index)",
+                    "askrelay-child",
+                    plan.childArguments(index, logLevel: options.workerLogLevel)
+                )
+            )
         }
         for child in children { try child.waitForLine(timeout: options.readyTimeout) }
         logger.info("every process is ready", ["processes": supervisor.all.count])
         options.onStarted(supervisor.all.map { ($0.name, $0.pid ?? 0) })
 
         let progress = ProgressReporter(
-            statsEndpoint: statsEndpoint, recordsPaths: (1...scenario.childProcesses).map(plan.childRecordsPath), quiet: options.quiet
+            statsEndpoint: statsEndpoint,
+            recordsPaths: (1...scenario.childProcesses).map(plan.childRecordsPath),
+            quiet: options.quiet
         ) {
             let all = supervisor.all
             return (all.filter(\.isRunning).count, all.count)
@@ -163,8 +195,11 @@ public final class Simulation: Sendable {
                 notes.append("ledger checks skipped: durability 'off' keeps no journal")
             } else {
                 do {
-                    ledger = try Journal(directory: plan.brokerDataDirectory, durability: Durability(rawValue: scenario.durability) ?? .batch)
-                        .loadQuestions(openOnly: false)
+                    ledger = try Journal(
+                        directory: plan.brokerDataDirectory,
+                        durability: Durability(rawValue: scenario.durability) ?? .batch
+                    )
+                    .loadQuestions(openOnly: false)
                 } catch {
                     notes.append("could not read the broker's journal: \(error)")
                 }
@@ -175,25 +210,45 @@ public final class Simulation: Sendable {
         let interruptedChildren = scenario.faults.filter { $0.process.hasPrefix("child-") && $0.action != .stop }
             .compactMap { Int($0.process.dropFirst("child-".count)) }.map(WorkerPlan.childPrefix)
         // Children told to finish at the end of `duration` drop their flows in flight too.
-        let stoppedAtEnd = notes.contains { $0.contains("told to finish") } ? (1...scenario.childProcesses).map(WorkerPlan.childPrefix) : []
+        let stoppedAtEnd =
+            notes.contains { $0.contains("told to finish") }
+            ? (1...scenario.childProcesses).map(WorkerPlan.childPrefix) : []
         let inputs = InvariantInputs(
-            childRecords: childRecords, guardianRecords: guardianRecords, ledger: ledger, processes: exits,
-            unreadableLines: unreadable, parentKilledByFault: parentKilled,
-            interruptedChildPrefixes: Array(Set(interruptedChildren + stoppedAtEnd)))
+            childRecords: childRecords,
+            guardianRecords: guardianRecords,
+            ledger: ledger,
+            processes: exits,
+            unreadableLines: unreadable,
+            parentKilledByFault: parentKilled,
+            interruptedChildPrefixes: Array(Set(interruptedChildren + stoppedAtEnd))
+        )
         var result = InvariantChecker.check(inputs)
         if ledger == nil && options.externalBroker == nil && !result.notes.isEmpty {
             result.notes.removeAll { $0.contains("--broker") }
         }
         let report = SimulationReport.build(
-            scenario: scenario, broker: options.externalBroker ?? "internal", startedAt: startedAt, wallSeconds: wallSeconds,
-            childRecords: childRecords, guardianRecords: guardianRecords, invariants: result, processes: exits, notes: notes)
+            scenario: scenario,
+            broker: options.externalBroker ?? "internal",
+            startedAt: startedAt,
+            wallSeconds: wallSeconds,
+            childRecords: childRecords,
+            guardianRecords: guardianRecords,
+            invariants: result,
+            processes: exits,
+            notes: notes
+        )
         let paths = try report.write(to: runDirectory)
         return SimulationResult(report: report, reportJSON: paths.json, reportHTML: paths.html)
     }
 
     /// Plays the fault schedule until every child process has exited by itself, or `duration` passed (then the
     /// children are told to finish with SIGTERM).
-    func playFaults(supervisor: ProcessSupervisor, children: [SupervisedProcess], start: ContinuousClock.Instant, notes: inout [String]) throws {
+    func playFaults(
+        supervisor: ProcessSupervisor,
+        children: [SupervisedProcess],
+        start: ContinuousClock.Instant,
+        notes: inout [String]
+    ) throws {
         struct Step {
             var at: Duration
             var process: String
@@ -204,7 +259,12 @@ public final class Simulation: Sendable {
             switch fault.action {
             case .kill: Step(at: fault.at, process: fault.process, action: .signal(SIGKILL, follow: fault.restartAfter))
             case .term: Step(at: fault.at, process: fault.process, action: .signal(SIGTERM, follow: fault.restartAfter))
-            case .stop: Step(at: fault.at, process: fault.process, action: .signal(SIGSTOP, follow: fault.continueAfter ?? .seconds(1)))
+            case .stop:
+                Step(
+                    at: fault.at,
+                    process: fault.process,
+                    action: .signal(SIGSTOP, follow: fault.continueAfter ?? .seconds(1))
+                )
             }
         }
         let end = start + options.scenario.duration
@@ -216,14 +276,21 @@ public final class Simulation: Sendable {
             steps.sort { $0.at < $1.at }
             let next = steps.first.map { start + $0.at }
             let wakeAt = min(next ?? end, end)
-            _ = supervisor.wait(until: wakeAt) { children.allSatisfy { $0.exitStatusUnlocked != nil } && pendingRestarts.isEmpty }
+            _ = supervisor.wait(until: wakeAt) {
+                children.allSatisfy { $0.exitStatusUnlocked != nil } && pendingRestarts.isEmpty
+            }
             if let signal = supervisor.interrupted {
-                throw SupervisorError(process: "askrelay", "interrupted by \(signalName(signal)); every process was killed")
+                throw SupervisorError(
+                    process: "askrelay",
+                    "interrupted by \(signalName(signal)); every process was killed"
+                )
             }
             if childrenDone() { return }
             let now = ContinuousClock.now
             if now >= end {
-                notes.append("the children were still running after \(options.scenario.duration.text) and were told to finish (SIGTERM)")
+                notes.append(
+                    "the children were still running after \(options.scenario.duration.text) and were told to finish (SIGTERM)"
+                )
                 for child in children where child.isRunning { child.signal(SIGTERM) }
                 let deadline = now + options.scenario.grace + options.drainTimeout
                 for child in children {
@@ -254,7 +321,13 @@ public final class Simulation: Sendable {
                     pendingRestarts.insert(step.process)
                     // The restart waits for the old run to be gone, so the same ipc path and records file are free.
                     _ = try? process.waitForExit(timeout: options.drainTimeout)
-                    steps.append(Step(at: max(step.at + follow, (ContinuousClock.now - start)), process: step.process, action: .restart))
+                    steps.append(
+                        Step(
+                            at: max(step.at + follow, (ContinuousClock.now - start)),
+                            process: step.process,
+                            action: .restart
+                        )
+                    )
                 }
             case .resume:
                 logger.notice("fault: continue", ["process": step.process])
@@ -275,7 +348,10 @@ public final class Simulation: Sendable {
     /// The known contacts askrelay-child generates for `child` with `seed` (the same function the child uses).
     func knownHandles(_ child: String, _ seed: UInt64) -> [CommunicationHandle] {
         ContactGenerator.contacts(
-            for: child, seed: seed, count: options.scenario.contactsPerChild, knownRatio: options.scenario.ratios.knownHandle
+            for: child,
+            seed: seed,
+            count: options.scenario.contactsPerChild,
+            knownRatio: options.scenario.ratios.knownHandle
         ).filter(\.known).map(\.handle)
     }
 
@@ -288,7 +364,8 @@ public final class Simulation: Sendable {
                 case .signaled(let signal): .init(pid: run.pid, signal: signal, expectedSignal: run.expectedSignal)
                 case nil: .init(pid: run.pid, expectedSignal: run.expectedSignal, running: true)
                 }
-            })
+            }
+        )
     }
 }
 

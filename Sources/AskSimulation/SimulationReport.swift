@@ -61,7 +61,8 @@ public struct SimulationReport: Codable, Sendable {
     public var notes: [String]
 
     enum CodingKeys: String, CodingKey {
-        case seed, scenario, broker, startedAt, wallSeconds, flows, questions, outcomes, askErrors, timeline, guardianAnswers
+        case seed, scenario, broker, startedAt, wallSeconds, flows, questions, outcomes, askErrors, timeline,
+            guardianAnswers
         case invariants, processes, notes
         case throughputFlowsPerSecond = "throughput_flows_per_s"
         case latencyMs = "latency_ms"
@@ -77,8 +78,15 @@ public struct SimulationReport: Codable, Sendable {
 
     /// Builds the report from the records and the checker's verdict.
     public static func build(
-        scenario: Scenario, broker: String, startedAt: Date, wallSeconds: Double, childRecords: [ChildFlowRecord],
-        guardianRecords: [GuardianAnswerRecord], invariants: InvariantResult, processes: [ProcessExitReport], notes: [String] = []
+        scenario: Scenario,
+        broker: String,
+        startedAt: Date,
+        wallSeconds: Double,
+        childRecords: [ChildFlowRecord],
+        guardianRecords: [GuardianAnswerRecord],
+        invariants: InvariantResult,
+        processes: [ProcessExitReport],
+        notes: [String] = []
     ) -> SimulationReport {
         var outcomes: [String: Int] = [:]
         for outcome in FlowOutcome.allCases { outcomes[outcome.rawValue] = 0 }
@@ -105,7 +113,9 @@ public struct SimulationReport: Codable, Sendable {
         for answer in guardianRecords {
             guard let child = byQuestion[answer.question]?.first else { continue }
             if let value = ms(child.sentAt, answer.receivedAt) { sendToDelivered.append(value) }
-            if answer.result == "accepted", let value = ms(answer.answeredAt, child.respondedAt) { answerToResponse.append(value) }
+            if answer.result == "accepted", let value = ms(answer.answeredAt, child.respondedAt) {
+                answerToResponse.append(value)
+            }
         }
         let latency: [String: LatencySummary] = [
             "ask_to_presented": Percentiles(askToPresented).summary,
@@ -124,16 +134,29 @@ public struct SimulationReport: Codable, Sendable {
             buckets[second, default: [:]][record.outcome.rawValue, default: 0] += 1
         }
         let lastSecond = buckets.keys.max() ?? -1
-        let timeline = lastSecond < 0 ? [] : (0...lastSecond).map { TimelineBucket(second: $0, outcomes: buckets[$0] ?? [:]) }
+        let timeline =
+            lastSecond < 0 ? [] : (0...lastSecond).map { TimelineBucket(second: $0, outcomes: buckets[$0] ?? [:]) }
         var guardianAnswers: [String: Int] = [:]
         for answer in guardianRecords { guardianAnswers[answer.result, default: 0] += 1 }
 
         return SimulationReport(
-            seed: scenario.seed, scenario: scenario, broker: broker, startedAt: startedAt, wallSeconds: wallSeconds,
-            flows: childRecords.count, questions: questions,
+            seed: scenario.seed,
+            scenario: scenario,
+            broker: broker,
+            startedAt: startedAt,
+            wallSeconds: wallSeconds,
+            flows: childRecords.count,
+            questions: questions,
             throughputFlowsPerSecond: childRecords.isEmpty ? 0 : Double(childRecords.count) / span,
-            outcomes: outcomes, askErrors: askErrors, latencyMs: latency, timeline: timeline, guardianAnswers: guardianAnswers,
-            invariants: invariants, processes: processes, notes: notes)
+            outcomes: outcomes,
+            askErrors: askErrors,
+            latencyMs: latency,
+            timeline: timeline,
+            guardianAnswers: guardianAnswers,
+            invariants: invariants,
+            processes: processes,
+            notes: notes
+        )
     }
 
     /// report.json: sorted keys, ISO dates, pretty printed.
@@ -163,9 +186,13 @@ public struct SimulationReport: Codable, Sendable {
         lines.append("")
         lines.append("outcome          count")
         for outcome in FlowOutcome.allCases {
-            lines.append("  \(outcome.rawValue.padding(toLength: 15, withPad: " ", startingAt: 0)) \(pad(outcomes[outcome.rawValue] ?? 0, 6))")
+            lines.append(
+                "  \(outcome.rawValue.padding(toLength: 15, withPad: " ", startingAt: 0)) \(pad(outcomes[outcome.rawValue] ?? 0, 6))"
+            )
         }
-        lines.append("  \("total flows".padding(toLength: 15, withPad: " ", startingAt: 0)) \(pad(flows, 6))   questions asked \(questions)")
+        lines.append(
+            "  \("total flows".padding(toLength: 15, withPad: " ", startingAt: 0)) \(pad(flows, 6))   questions asked \(questions)"
+        )
         if !askErrors.isEmpty {
             lines.append("")
             lines.append("AskError                          count")
@@ -177,7 +204,9 @@ public struct SimulationReport: Codable, Sendable {
         lines.append("latency (ms)                        count      p50      p90      p99      max")
         for stage in Self.stages {
             let s = latencyMs[stage.key] ?? LatencySummary(count: 0, p50: 0, p90: 0, p99: 0, max: 0)
-            lines.append("  \(stage.title.padding(toLength: 32, withPad: " ", startingAt: 0)) \(pad(s.count, 6)) \(fmt(s.p50)) \(fmt(s.p90)) \(fmt(s.p99)) \(fmt(s.max))")
+            lines.append(
+                "  \(stage.title.padding(toLength: 32, withPad: " ", startingAt: 0)) \(pad(s.count, 6)) \(fmt(s.p50)) \(fmt(s.p90)) \(fmt(s.p99)) \(fmt(s.max))"
+            )
         }
         lines.append("")
         lines.append("throughput       \(String(format: "%.1f", throughputFlowsPerSecond)) flows/s")

@@ -82,8 +82,11 @@ public struct WorkerPlan: Sendable {
             for guardian in 1...scenario.guardiansPerFamily {
                 entries.append(
                     RosterEntry(
-                        id: "\(Self.guardianPrefix(index))\(family)-\(guardian)", family: "f\(family)",
-                        policy: family <= scenario.answeringFamilies ? nil : "never"))
+                        id: "\(Self.guardianPrefix(index))\(family)-\(guardian)",
+                        family: "f\(family)",
+                        policy: family <= scenario.answeringFamilies ? nil : "never"
+                    )
+                )
             }
         }
         return entries
@@ -105,7 +108,12 @@ public struct WorkerPlan: Sendable {
                 let sync = Double.random(in: 0..<1, using: &generator) < scenario.ratios.contactSyncSetUp
                 let known = knownHandles(id, childSeed(process))
                 if eligible && limits && sync && known.isEmpty { continue }
-                children[id] = LimitsState(limitsEnabled: limits, contactSyncSetUp: sync, eligible: eligible, knownHandles: Set(known))
+                children[id] = LimitsState(
+                    limitsEnabled: limits,
+                    contactSyncSetUp: sync,
+                    eligible: eligible,
+                    knownHandles: Set(known)
+                )
             }
         }
         return LimitsStateSeed(defaults: LimitsState(), children: children)
@@ -125,7 +133,8 @@ public struct WorkerPlan: Sendable {
 
     public func limitsArguments(logLevel: String) -> [String] {
         [
-            "--broker", brokerEndpoint, "--id", "limits-1", "--state", limitsStatePath, "--data-dir", path("limits-data"),
+            "--broker", brokerEndpoint, "--id", "limits-1", "--state", limitsStatePath, "--data-dir",
+            path("limits-data"),
             "--heartbeat", Self.heartbeat, "--log-level", logLevel,
         ]
     }
@@ -136,7 +145,8 @@ public struct WorkerPlan: Sendable {
         var arguments = [
             "--broker", brokerEndpoint, "--seed", String(SeedDerivation.seed(scenario.seed, "parent-\(index)")),
             "--records", parentRecordsPath(index), "--roster", rosterPath(index),
-            "--policy", policy, "--think", scenario.guardians.think, "--heartbeat", Self.heartbeat, "--log-level", logLevel,
+            "--policy", policy, "--think", scenario.guardians.think, "--heartbeat", Self.heartbeat, "--log-level",
+            logLevel,
         ]
         if scenario.answerAfterExpiry { arguments.append("--answer-after-expiry") }
         return arguments
@@ -152,7 +162,8 @@ public struct WorkerPlan: Sendable {
             "--id-prefix", Self.childPrefix(index), "--flows", String(scenario.flowsPerChild),
             "--duration", scenario.duration.text, "--think", scenario.childThink.text,
             "--cancel-probability", format(scenario.cancelProbability),
-            "--abandon-probability", format(scenario.abandonProbability), "--contacts", String(scenario.contactsPerChild),
+            "--abandon-probability", format(scenario.abandonProbability), "--contacts",
+            String(scenario.contactsPerChild),
             "--known-ratio", format(scenario.ratios.knownHandle), "--invalid-ratio", format(scenario.invalidRatio),
             "--group-ratio", format(scenario.groupQuestionRatio), "--app-update-ratio", format(appUpdates),
             "--pending-window", scenario.pendingWindow.text, "--time-scale", format(scenario.timeScale),

@@ -16,15 +16,50 @@ struct Simulate: Command {
         Flags override the scenario file. Durations take a unit: 250ms, 2s, 5m, 48h. See docs/simulation.md.
         """
     static let options: [OptionSpec] = [
-        .value("scenario", "FILE", env: "ASKRELAY_SCENARIO", help: "scenario JSON file (docs/scenarios/); built-in defaults without it"),
+        .value(
+            "scenario",
+            "FILE",
+            env: "ASKRELAY_SCENARIO",
+            help: "scenario JSON file (docs/scenarios/); built-in defaults without it"
+        ),
         .value("seed", "N", env: "ASKRELAY_SEED", help: "root seed of every random decision (overrides the scenario)"),
         .value("families", "N", env: "ASKRELAY_FAMILIES", help: "number of families (overrides the scenario)"),
-        .value("duration", "DURATION", env: "ASKRELAY_DURATION", help: "longest the children may run (overrides the scenario)"),
-        .value("time-scale", "X", env: "ASKRELAY_TIME_SCALE", help: "product durations pass X times faster (overrides the scenario)"),
-        .value("report-dir", "DIR", env: "ASKRELAY_REPORT_DIR", help: "folder for the report, logs and records (default: ./askrelay-report-<timestamp>)"),
-        .value("broker", "ENDPOINT", env: "ASKRELAY_BROKER", help: "use this running broker instead of starting one (skips the ledger checks)"),
-        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "log level of askrelay and of every worker's log file"),
-        .flag("insecure", env: "ASKRELAY_INSECURE", help: "accepted and ignored for now: the simulation runs without CURVE over loopback ipc"),
+        .value(
+            "duration",
+            "DURATION",
+            env: "ASKRELAY_DURATION",
+            help: "longest the children may run (overrides the scenario)"
+        ),
+        .value(
+            "time-scale",
+            "X",
+            env: "ASKRELAY_TIME_SCALE",
+            help: "product durations pass X times faster (overrides the scenario)"
+        ),
+        .value(
+            "report-dir",
+            "DIR",
+            env: "ASKRELAY_REPORT_DIR",
+            help: "folder for the report, logs and records (default: ./askrelay-report-<timestamp>)"
+        ),
+        .value(
+            "broker",
+            "ENDPOINT",
+            env: "ASKRELAY_BROKER",
+            help: "use this running broker instead of starting one (skips the ledger checks)"
+        ),
+        .value(
+            "log-level",
+            "LEVEL",
+            env: "ASKRELAY_LOG_LEVEL",
+            default: "info",
+            help: "log level of askrelay and of every worker's log file"
+        ),
+        .flag(
+            "insecure",
+            env: "ASKRELAY_INSECURE",
+            help: "accepted and ignored for now: the simulation runs without CURVE over loopback ipc"
+        ),
         .flag("quiet", env: "ASKRELAY_QUIET", help: "no progress lines on stderr"),
     ]
 
@@ -43,7 +78,9 @@ struct Simulate: Command {
             }
         }
         if let seed = arguments.string("seed") {
-            guard let value = UInt64(seed) else { throw UsageError("option '--seed' needs a whole number ≥ 0, got '\(seed)'") }
+            guard let value = UInt64(seed) else {
+                throw UsageError("option '--seed' needs a whole number ≥ 0, got '\(seed)'")
+            }
             scenario.seed = value
         }
         if let families = try arguments.int("families", in: 1...1_000_000) { scenario.families = families }
@@ -61,7 +98,9 @@ struct Simulate: Command {
         }
         broker = arguments.string("broker")
         guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {
-            throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.description).joined(separator: ", "))")
+            throw UsageError(
+                "--log-level must be one of \(LogLevel.allCases.map(\.description).joined(separator: ", "))"
+            )
         }
         logLevel = level
         quiet = arguments.flag("quiet")

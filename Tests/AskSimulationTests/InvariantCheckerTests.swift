@@ -27,10 +27,26 @@ struct SyntheticRun {
         add("refused", outcome: .refused, state: .refused, askError: "communicationLimitsNotEnabled")
         // An invalid question is refused by the broker before the ledger records it.
         add("invalid", outcome: .refused, state: nil, askError: "invalidQuestion")
-        children.append(ChildFlowRecord(question: nil, child: "c1-0-0", family: "f0", topic: "communication", outcome: .knownHandle, closedAt: t0))
+        children.append(
+            ChildFlowRecord(
+                question: nil,
+                child: "c1-0-0",
+                family: "f0",
+                topic: "communication",
+                outcome: .knownHandle,
+                closedAt: t0
+            )
+        )
     }
 
-    mutating func add(_ name: String, outcome: FlowOutcome, state: QuestionState?, choice: String? = nil, approve: Bool = false, askError: String? = nil) {
+    mutating func add(
+        _ name: String,
+        outcome: FlowOutcome,
+        state: QuestionState?,
+        choice: String? = nil,
+        approve: Bool = false,
+        askError: String? = nil
+    ) {
         let id = UUID()
         ids[name] = id
         let asked = t0
@@ -38,28 +54,65 @@ struct SyntheticRun {
         let answered = outcome == .approved || outcome == .denied
         children.append(
             ChildFlowRecord(
-                question: id, child: "c1-0-0", family: "f0", topic: "communication", outcome: outcome, askError: askError,
-                choiceID: answered ? choice : nil, askedAt: asked, presentedAt: asked.addingTimeInterval(0.01),
+                question: id,
+                child: "c1-0-0",
+                family: "f0",
+                topic: "communication",
+                outcome: outcome,
+                askError: askError,
+                choiceID: answered ? choice : nil,
+                askedAt: asked,
+                presentedAt: asked.addingTimeInterval(0.01),
                 sentAt: answered || outcome == .expired ? asked.addingTimeInterval(0.02) : nil,
-                respondedAt: answered ? asked.addingTimeInterval(0.5) : nil, closedAt: asked.addingTimeInterval(answered ? 0.5 : 3),
-                expiresAt: expires, responsesSurfaced: answered ? 1 : 0))
+                respondedAt: answered ? asked.addingTimeInterval(0.5) : nil,
+                closedAt: asked.addingTimeInterval(answered ? 0.5 : 3),
+                expiresAt: expires,
+                responsesSurfaced: answered ? 1 : 0
+            )
+        )
         if answered, let choice {
             guardians.append(
                 GuardianAnswerRecord(
-                    question: id, guardian: "g1-f0-0", family: "f0", choiceID: choice, receivedAt: asked.addingTimeInterval(0.03),
-                    answeredAt: asked.addingTimeInterval(0.4), result: "accepted", expiresAt: expires))
+                    question: id,
+                    guardian: "g1-f0-0",
+                    family: "f0",
+                    choiceID: choice,
+                    receivedAt: asked.addingTimeInterval(0.03),
+                    answeredAt: asked.addingTimeInterval(0.4),
+                    result: "accepted",
+                    expiresAt: expires
+                )
+            )
             guardians.append(
                 GuardianAnswerRecord(
-                    question: id, guardian: "g2-f0-0", family: "f0", choiceID: choice, receivedAt: asked.addingTimeInterval(0.03),
-                    answeredAt: asked.addingTimeInterval(0.45), result: "already-closed", expiresAt: expires))
+                    question: id,
+                    guardian: "g2-f0-0",
+                    family: "f0",
+                    choiceID: choice,
+                    receivedAt: asked.addingTimeInterval(0.03),
+                    answeredAt: asked.addingTimeInterval(0.45),
+                    result: "already-closed",
+                    expiresAt: expires
+                )
+            )
         }
         if let state {
             ledger.append(
                 QuestionRecord(
-                    id: MessageID(uuid: id), child: "c1-0-0", family: "f0", state: state, createdAt: asked, expiresAt: expires,
-                    question: [], choiceIDs: ["q-approve", "q-decline"], approvalChoiceIDs: ["q-approve"],
-                    answeredBy: answered ? "g1-f0-0" : nil, answerChoiceID: answered ? choice : nil,
-                    closedAt: state.isClosed ? asked.addingTimeInterval(answered ? 0.41 : 3) : nil))
+                    id: MessageID(uuid: id),
+                    child: "c1-0-0",
+                    family: "f0",
+                    state: state,
+                    createdAt: asked,
+                    expiresAt: expires,
+                    question: [],
+                    choiceIDs: ["q-approve", "q-decline"],
+                    approvalChoiceIDs: ["q-approve"],
+                    answeredBy: answered ? "g1-f0-0" : nil,
+                    answerChoiceID: answered ? choice : nil,
+                    closedAt: state.isClosed ? asked.addingTimeInterval(answered ? 0.41 : 3) : nil
+                )
+            )
         }
     }
 
@@ -82,13 +135,30 @@ struct SyntheticRun {
 
 @Suite("InvariantChecker on synthetic records", .timeLimit(.minutes(1)))
 struct InvariantCheckerTests {
-    func expectViolation(_ result: InvariantResult, _ invariant: Invariant, question: UUID?, process: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectViolation(
+        _ result: InvariantResult,
+        _ invariant: Invariant,
+        question: UUID?,
+        process: String? = nil,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(!result.ok, sourceLocation: sourceLocation)
         let matching = result.violations.filter { $0.invariant == invariant }
-        #expect(!matching.isEmpty, "expected \(invariant.rawValue), got \(result.violations)", sourceLocation: sourceLocation)
+        #expect(
+            !matching.isEmpty,
+            "expected \(invariant.rawValue), got \(result.violations)",
+            sourceLocation: sourceLocation
+        )
         if let question {
-            #expect(matching.contains { $0.questions.contains(question) }, "\(question) not named in \(matching)", sourceLocation: sourceLocation)
-            #expect(matching.first.map { "\($0)" }?.contains(question.uuidString.lowercased()) == true, sourceLocation: sourceLocation)
+            #expect(
+                matching.contains { $0.questions.contains(question) },
+                "\(question) not named in \(matching)",
+                sourceLocation: sourceLocation
+            )
+            #expect(
+                matching.first.map { "\($0)" }?.contains(question.uuidString.lowercased()) == true,
+                sourceLocation: sourceLocation
+            )
         }
         if let process {
             #expect(matching.contains { $0.processes.contains(process) }, sourceLocation: sourceLocation)
@@ -174,8 +244,16 @@ struct InvariantCheckerTests {
         let expired = run.ids["expired"]!
         run.guardians.append(
             GuardianAnswerRecord(
-                question: expired, guardian: "g1-0-0", family: "f0", choiceID: "q-approve", receivedAt: run.t0,
-                answeredAt: run.t0.addingTimeInterval(3), result: "expired", expiresAt: run.t0.addingTimeInterval(3)))
+                question: expired,
+                guardian: "g1-0-0",
+                family: "f0",
+                choiceID: "q-approve",
+                receivedAt: run.t0,
+                answeredAt: run.t0.addingTimeInterval(3),
+                result: "expired",
+                expiresAt: run.t0.addingTimeInterval(3)
+            )
+        )
         let result = run.check()
         expectViolation(result, .guardiansHonourExpiry, question: expired)
         #expect(!result.violations.contains { $0.invariant == .noAnswerAfterExpiry })
@@ -226,7 +304,10 @@ struct InvariantCheckerTests {
     func processes() {
         var run = SyntheticRun()
         run.processes = [
-            .init(name: "broker", runs: [.init(pid: 1, signal: SIGKILL, expectedSignal: SIGKILL), .init(pid: 2, exitCode: 0)]),
+            .init(
+                name: "broker",
+                runs: [.init(pid: 1, signal: SIGKILL, expectedSignal: SIGKILL), .init(pid: 2, exitCode: 0)]
+            ),
             .init(name: "parent-1", runs: [.init(pid: 3, signal: SIGSEGV)]),
             .init(name: "child-1", runs: [.init(pid: 4, exitCode: 1)]),
             .init(name: "limits", runs: [.init(pid: 5, running: true)]),
@@ -257,9 +338,21 @@ struct InvariantCheckerTests {
         for _ in 0..<30 {
             let id = UUID()
             ids.append(id)
-            run.children.append(ChildFlowRecord(question: id, child: "c", family: "f0", topic: "communication", outcome: .cancelled, closedAt: run.t0, responsesSurfaced: 1))
+            run.children.append(
+                ChildFlowRecord(
+                    question: id,
+                    child: "c",
+                    family: "f0",
+                    topic: "communication",
+                    outcome: .cancelled,
+                    closedAt: run.t0,
+                    responsesSurfaced: 1
+                )
+            )
         }
-        let result = InvariantChecker.check(InvariantInputs(childRecords: run.children, guardianRecords: run.guardians, ledger: nil))
+        let result = InvariantChecker.check(
+            InvariantInputs(childRecords: run.children, guardianRecords: run.guardians, ledger: nil)
+        )
         let cancelled = result.violations.filter { $0.invariant == .cancelledNeverResponds }
         #expect(cancelled.count == 1)
         #expect(cancelled.first?.questions.count == 20)

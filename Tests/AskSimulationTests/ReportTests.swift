@@ -8,8 +8,15 @@ import Testing
 struct ReportTests {
     func report(_ run: SyntheticRun = SyntheticRun()) -> SimulationReport {
         SimulationReport.build(
-            scenario: Scenario(), broker: "internal", startedAt: run.t0, wallSeconds: 4.2, childRecords: run.children,
-            guardianRecords: run.guardians, invariants: run.check(), processes: run.processes)
+            scenario: Scenario(),
+            broker: "internal",
+            startedAt: run.t0,
+            wallSeconds: 4.2,
+            childRecords: run.children,
+            guardianRecords: run.guardians,
+            invariants: run.check(),
+            processes: run.processes
+        )
     }
 
     @Test("report.json has the required keys and counts")
@@ -17,7 +24,9 @@ struct ReportTests {
         let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("report-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let paths = try report().write(to: directory)
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: paths.json))) as? [String: Any])
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: paths.json))) as? [String: Any]
+        )
         let invariants = try #require(object["invariants"] as? [String: Any])
         #expect(invariants["ok"] as? Bool == true)
         #expect((invariants["violations"] as? [Any])?.isEmpty == true)
@@ -77,7 +86,17 @@ struct ReportTests {
 
     @Test("the progress line shows asked, sent, answered, expired, flows per second and processes")
     func progressLine() {
-        let sample = ProgressSample(elapsed: 12, asked: 830, sent: 700, answered: 520, expired: 40, flows: 900, flowsPerSecond: 75, alive: 7, processes: 7)
+        let sample = ProgressSample(
+            elapsed: 12,
+            asked: 830,
+            sent: 700,
+            answered: 520,
+            expired: 40,
+            flows: 900,
+            flowsPerSecond: 75,
+            alive: 7,
+            processes: 7
+        )
         #expect(sample.line == "  12s asked 830 sent 700 answered 520 expired 40 | flows 900 (75.0/s) | processes 7/7")
         var counter = LineCounter(paths: ["/nonexistent"])
         #expect(counter.count() == 0)

@@ -33,12 +33,15 @@ struct ScenarioTests {
         #expect(scenario.scaled(scenario.expireAfter ?? scenario.pendingWindow) < scenario.duration.seconds / 4)
         #expect(scenario.answeringFamilies < scenario.families)
         #expect(scenario.cancelProbability > 0 && scenario.invalidRatio > 0 && scenario.ratios.knownHandle > 0)
-        #expect(scenario.ratios.limitsEnabled < 1 && scenario.ratios.contactSyncSetUp < 1 && scenario.ratios.eligible < 1)
+        #expect(
+            scenario.ratios.limitsEnabled < 1 && scenario.ratios.contactSyncSetUp < 1 && scenario.ratios.eligible < 1
+        )
     }
 
     @Test("every field is read")
     func everyField() throws {
-        let scenario = try parse("""
+        let scenario = try parse(
+            """
             {"seed": 7, "families": 10, "childrenPerFamily": 2, "guardiansPerFamily": 3, "childProcesses": 3,
              "parentProcesses": 4,
              "ratios": {"limitsEnabled": 0.5, "contactSyncSetUp": 0.6, "eligible": 0.7, "knownHandle": 0.1},
@@ -50,17 +53,23 @@ struct ScenarioTests {
              "faults": [{"at": "5s", "process": "broker", "action": "kill", "restartAfter": "1s"},
                         {"at": 6.5, "process": "parent-2", "action": "stop", "continueAfter": "2s"},
                         {"at": "7s", "process": "child-3", "action": "term"}]}
-            """)
+            """
+        )
         #expect(scenario.seed == 7 && scenario.families == 10 && scenario.childrenPerFamily == 2)
         #expect(scenario.guardiansPerFamily == 3 && scenario.childProcesses == 3 && scenario.parentProcesses == 4)
         #expect(scenario.ratios.limitsEnabled == 0.5 && scenario.ratios.contactSyncSetUp == 0.6)
         #expect(scenario.ratios.eligible == 0.7 && scenario.ratios.knownHandle == 0.1)
         #expect(scenario.actions == ["message": 1, "follow": 2] && scenario.topics == ["communication": 1])
-        #expect(scenario.groupQuestionRatio == 0.3 && scenario.invalidRatio == 0.04 && scenario.cancelProbability == 0.2)
+        #expect(
+            scenario.groupQuestionRatio == 0.3 && scenario.invalidRatio == 0.04 && scenario.cancelProbability == 0.2
+        )
         #expect(scenario.guardians.approveProbability == 0.9 && scenario.guardians.neverAnswerRatio == 0.5)
         #expect(scenario.guardians.think == "uniform:50ms-2s")
         #expect(scenario.childThink == .seconds(1) && scenario.pendingWindow == .seconds(24 * 3600))
-        #expect(scenario.expireAfter == .seconds(12 * 3600) && scenario.timeScale == 1000 && scenario.duration == .seconds(60))
+        #expect(
+            scenario.expireAfter == .seconds(12 * 3600) && scenario.timeScale == 1000
+                && scenario.duration == .seconds(60)
+        )
         #expect(scenario.flowsPerChild == 5 && scenario.grace == .milliseconds(500) && scenario.durability == "strict")
         #expect(scenario.answerAfterExpiry)
         #expect(
@@ -68,7 +77,8 @@ struct ScenarioTests {
                 .init(at: .seconds(5), process: "broker", action: .kill, restartAfter: .seconds(1)),
                 .init(at: .milliseconds(6500), process: "parent-2", action: .stop, continueAfter: .seconds(2)),
                 .init(at: .seconds(7), process: "child-3", action: .term),
-            ])
+            ]
+        )
         #expect(scenario.answeringFamilies == 5)
     }
 
@@ -103,9 +113,13 @@ struct ScenarioTests {
             (#"{"faults": [{"at": "1s", "process": "broker", "action": "explode"}]}"#, "faults[0].action"),
             (#"{"faults": [{"at": "1s", "process": "parent-9", "action": "kill"}]}"#, "faults[0].process"),
             (#"{"faults": [{"process": "broker", "action": "kill"}]}"#, "faults[0].at"),
-            (#"{"faults": [{"at": "1s", "process": "broker", "action": "kill", "continueAfter": "1s"}]}"#, "faults[0].continueAfter"),
+            (
+                #"{"faults": [{"at": "1s", "process": "broker", "action": "kill", "continueAfter": "1s"}]}"#,
+                "faults[0].continueAfter"
+            ),
             (#"{"seed": -1}"#, "seed"),
-        ])
+        ]
+    )
     func badInput(json: String, field: String) {
         let error = error(json)
         #expect(error?.field == field, "\(json) → \(error.map(String.init(describing:)) ?? "no error")")
@@ -119,7 +133,8 @@ struct ScenarioTests {
 
     @Test("the example scenarios in docs/scenarios parse, and default.json is the built-in default")
     func examples() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         for name in ["default", "faults", "small"] {
             _ = try Scenario.load(path: root.appendingPathComponent("docs/scenarios/\(name).json").path)
         }
@@ -161,7 +176,11 @@ struct ScenarioTests {
         scenario.guardiansPerFamily = 2
         scenario.guardians.neverAnswerRatio = 0.4
         let plan = WorkerPlan(scenario: scenario, brokerEndpoint: "", runDirectory: "/tmp")
-        let generated = ContactGenerator.children(families: 5, childrenPerFamily: 2, idPrefix: WorkerPlan.childPrefix(2))
+        let generated = ContactGenerator.children(
+            families: 5,
+            childrenPerFamily: 2,
+            idPrefix: WorkerPlan.childPrefix(2)
+        )
         #expect(plan.childIDs(process: 2).map(\.id) == generated.map(\.id))
         #expect(plan.childIDs(process: 2).map(\.family) == generated.map(\.family))
         let roster = plan.roster(1)

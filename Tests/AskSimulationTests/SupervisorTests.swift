@@ -29,14 +29,20 @@ struct SupervisorTests {
         process.signal(SIGKILL)
         #expect(try process.waitForExit(timeout: .seconds(10)) == .signaled(SIGKILL))
         #expect(!process.isRunning)
-        #expect(String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self).contains("to the log"))
+        #expect(
+            String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self).contains("to the log")
+        )
     }
 
     @Test("a process that never prints ready fails with a clear error within the deadline")
     func neverReady() throws {
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
-        let process = try supervisor.start(name: "mute", executable: "/bin/sh", arguments: ["-c", "echo starting; exec tail -f /dev/null"])
+        let process = try supervisor.start(
+            name: "mute",
+            executable: "/bin/sh",
+            arguments: ["-c", "echo starting; exec tail -f /dev/null"]
+        )
         let started = ContinuousClock.now
         do {
             try process.waitForLine(timeout: .milliseconds(300))
@@ -55,7 +61,12 @@ struct SupervisorTests {
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
         let log = (directory as NSString).appendingPathComponent("broken.log")
-        let process = try supervisor.start(name: "broken", executable: "/bin/sh", arguments: ["-c", "echo 'no config' >&2; exit 3"], logPath: log)
+        let process = try supervisor.start(
+            name: "broken",
+            executable: "/bin/sh",
+            arguments: ["-c", "echo 'no config' >&2; exit 3"],
+            logPath: log
+        )
         let started = ContinuousClock.now
         #expect {
             try process.waitForLine(timeout: .seconds(30))
@@ -71,7 +82,11 @@ struct SupervisorTests {
     func exitCodes() throws {
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
-        let process = try supervisor.start(name: "ok", executable: "/bin/sh", arguments: ["-c", "echo ready; echo done flows=3"])
+        let process = try supervisor.start(
+            name: "ok",
+            executable: "/bin/sh",
+            arguments: ["-c", "echo ready; echo done flows=3"]
+        )
         #expect(try process.waitForLine(prefix: "done", timeout: .seconds(10)) == "done flows=3")
         #expect(try process.waitForExit(timeout: .seconds(10)) == .exited(0))
         #expect(throws: SupervisorError.self) {

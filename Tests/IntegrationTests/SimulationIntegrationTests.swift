@@ -30,14 +30,20 @@ struct SimulationIntegrationTests {
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
         let askrelay = try supervisor.start(
-            name: "askrelay", executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
             arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", reportDirectory, "--quiet"] + flags,
-            logPath: directory.path + "/askrelay.log")
+            logPath: directory.path + "/askrelay.log"
+        )
         let exit = try askrelay.waitForExit(timeout: .seconds(150))
-        let log = String(decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(), as: UTF8.self)
+        let log = String(
+            decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(),
+            as: UTF8.self
+        )
         let data = try #require(
             FileManager.default.contents(atPath: reportDirectory + "/report.json"),
-            "no report.json; askrelay \(exit); stderr:\n\(log.suffix(3000))")
+            "no report.json; askrelay \(exit); stderr:\n\(log.suffix(3000))"
+        )
         let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         return Run(exit: exit, report: report, stdout: askrelay.lines, directory: reportDirectory)
     }
@@ -127,11 +133,15 @@ struct SimulationIntegrationTests {
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
         let askrelay = try supervisor.start(
-            name: "askrelay", executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
             arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", directory.path + "/report", "--quiet"],
-            logPath: directory.path + "/askrelay.log")
+            logPath: directory.path + "/askrelay.log"
+        )
         let line = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
-        let pids = line.dropFirst("running:".count).split(separator: " ").compactMap { $0.split(separator: "=").last.flatMap { Int32($0) } }
+        let pids = line.dropFirst("running:".count).split(separator: " ").compactMap {
+            $0.split(separator: "=").last.flatMap { Int32($0) }
+        }
         #expect(pids.count == 6, "\(line)")
         defer { for pid in pids { kill(pid, SIGKILL) } }
         for pid in pids { #expect(kill(pid, 0) == 0, "worker \(pid) should be running") }
@@ -151,8 +161,11 @@ struct SimulationIntegrationTests {
         try Data(#"{"families": 0}"#.utf8).write(to: URL(fileURLWithPath: scenarioPath))
         let log = directory.path + "/bad.log"
         let askrelay = try supervisor.start(
-            name: "askrelay", executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
-            arguments: ["simulate", "--scenario", scenarioPath], logPath: log)
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: ["simulate", "--scenario", scenarioPath],
+            logPath: log
+        )
         #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(64))
         let text = String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self)
         #expect(text.contains("'families'"))

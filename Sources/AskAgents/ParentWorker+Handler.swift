@@ -33,7 +33,7 @@ final class ParentWorkerHandler: WorkerHandler {
     var guardians: [String: Guardian] = [:]
     var held: [HeldKey: Held] = [:]
     /// When held questions are due; an entry whose instant no longer matches its question's `decideAt` is stale.
-    var due = DueHeap()
+    var due = DeadlineHeap<ContinuousClock.Instant, HeldKey>()
     /// Answers sent and not yet accepted or refused, with their record (result still empty).
     var attempts: [MessageID: GuardianAnswerRecord] = [:]
 
@@ -100,8 +100,8 @@ final class ParentWorkerHandler: WorkerHandler {
     func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant) {
         while let top = due.peek, top.at <= now {
             due.pop()
-            guard let item = held[top.key], item.decideAt == top.at else { continue }
-            decide(top.key, item, now: now, connection: connection)
+            guard let item = held[top.payload], item.decideAt == top.at else { continue }
+            decide(top.payload, item, now: now, connection: connection)
         }
     }
 
@@ -141,8 +141,9 @@ final class ParentWorkerHandler: WorkerHandler {
         let date = Date()
         let question = item.question.question
         var choice: PermissionChoice?
+        let deadline = item.question.expiresAt ?? question.expirationDate
         if configuration.answerAfterExpiry {
-            if question.expirationDate != nil, !question.isExpired(at: date) {
+            if let deadline, date < deadline {
                 var later = item
                 later.decideAt = afterExpiry(item.question, now: now, date: date)
                 schedule(key, later)
@@ -156,7 +157,7 @@ final class ParentWorkerHandler: WorkerHandler {
                 schedule(key, later)
                 return
             }
-            if question.isExpired(at: date) {
+            if let deadline, date >= deadline {
                 drop(key, why: "expired")
                 return
             }
@@ -171,7 +172,7 @@ final class ParentWorkerHandler: WorkerHandler {
         let id = connection.send(GuardianAnswer(questionID: key.question, choiceID: choice.id), from: "guardian/\(key.guardian)", to: "broker")
         attempts[id] = GuardianAnswerRecord(
             question: key.question, guardian: key.guardian, family: guardian.setup.family, choiceID: choice.id,
-            receivedAt: item.receivedAt, answeredAt: date, result: "", expiresAt: question.expirationDate)
+            receivedAt: item.receivedAt, answeredAt: date, result: "", expiresAt: deadline)
         logger.debug("answered", ["guardian": key.guardian, "question": key.question, "choice": choice.id])
         onEvent(.answered(guardian: key.guardian, question: key.question, choiceID: choice.id))
     }
@@ -186,9 +187,10 @@ final class ParentWorkerHandler: WorkerHandler {
         return at
     }
 
-    /// Just after the question's expiration date; `nil` (wait for `closed`) when it has none.
+    /// Just after the question's deadline (the broker's, else its expiration date); `nil` (wait for `closed`) when
+    /// it has neither.
     private func afterExpiry(_ question: GuardianQuestion, now: ContinuousClock.Instant, date: Date) -> ContinuousClock.Instant? {
-        guard let expiry = question.question.expirationDate else { return nil }
+        guard let expiry = question.expiresAt ?? question.question.expirationDate else { return nil }
         let left = max(0, expiry.timeIntervalSince(date))
         return now + .nanoseconds(Int64(left * 1e9)) + .milliseconds(1)
     }
@@ -209,40 +211,5 @@ final class ParentWorkerHandler: WorkerHandler {
         record.result = result
         records?.write(record)
         onEvent(.answerResult(record))
-    }
-}
-
-/// A min-heap of (instant, held question).
-struct DueHeap {
-    private var items: [(at: ContinuousClock.Instant, key: ParentWorkerHandler.HeldKey)] = []
-
-    var peek: (at: ContinuousClock.Instant, key: ParentWorkerHandler.HeldKey)? { items.first }
-
-    mutating func push(_ at: ContinuousClock.Instant, _ key: ParentWorkerHandler.HeldKey) {
-        items.append((at, key))
-        var child = items.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard items[child].at < items[parent].at else { break }
-            items.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    mutating func pop() {
-        guard !items.isEmpty else { return }
-        items.swapAt(0, items.count - 1)
-        items.removeLast()
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1
-            let right = left + 1
-            var smallest = parent
-            if left < items.count && items[left].at < items[smallest].at { smallest = left }
-            if right < items.count && items[right].at < items[smallest].at { smallest = right }
-            if smallest == parent { break }
-            items.swapAt(parent, smallest)
-            parent = smallest
-        }
     }
 }

@@ -14,7 +14,7 @@ struct LedgerEntry {
 /// It decides; the broker routes. Every transition is journaled by the broker in the same turn.
 struct QuestionLedger {
     /// Kinds the broker must read even when they are addressed to a worker.
-    static let watchedKinds: Set<String> = [MessageKind.ask.rawValue, MessageKind.askResult.rawValue]
+    static let watchedKinds: Set<String> = [MessageKind.ask.rawValue, MessageKind.askResult.rawValue, MessageKind.limitsAdmin.rawValue]
     /// Kinds only the broker may send.
     static let brokerOnlyKinds: Set<String> = [
         MessageKind.question.rawValue, MessageKind.response.rawValue, MessageKind.closed.rawValue,
@@ -24,7 +24,7 @@ struct QuestionLedger {
     let configuration: BrokerConfiguration
     var entries: [MessageID: LedgerEntry] = [:]
     var rosters: [String: Set<String>] = [:]
-    private var deadlines = DeadlineHeap()
+    private var deadlines = DeadlineHeap<Date, MessageID>()
 
     init(configuration: BrokerConfiguration) { self.configuration = configuration }
 
@@ -47,7 +47,7 @@ struct QuestionLedger {
     var nextDeadline: Date? {
         mutating get {
             while let top = deadlines.peek {
-                if let entry = entries[top.id], !entry.record.state.isClosed, entry.record.expiresAt == top.at { return top.at }
+                if let entry = entries[top.payload], !entry.record.state.isClosed, entry.record.expiresAt == top.at { return top.at }
                 deadlines.pop()
             }
             return nil
@@ -59,7 +59,7 @@ struct QuestionLedger {
         var due: [MessageID] = []
         while let top = deadlines.peek, top.at <= now {
             deadlines.pop()
-            if let entry = entries[top.id], !entry.record.state.isClosed, entry.record.expiresAt <= now { due.append(top.id) }
+            if let entry = entries[top.payload], !entry.record.state.isClosed, entry.record.expiresAt <= now { due.append(top.payload) }
         }
         return due
     }
@@ -84,41 +84,6 @@ struct QuestionLedger {
     }
 }
 
-/// A min-heap of (deadline, question id).
-struct DeadlineHeap {
-    private var items: [(at: Date, id: MessageID)] = []
-
-    var peek: (at: Date, id: MessageID)? { items.first }
-
-    mutating func push(_ at: Date, _ id: MessageID) {
-        items.append((at, id))
-        var child = items.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard items[child].at < items[parent].at else { break }
-            items.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    mutating func pop() {
-        guard !items.isEmpty else { return }
-        items.swapAt(0, items.count - 1)
-        items.removeLast()
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1
-            let right = left + 1
-            var smallest = parent
-            if left < items.count && items[left].at < items[smallest].at { smallest = left }
-            if right < items.count && items[right].at < items[smallest].at { smallest = right }
-            if smallest == parent { break }
-            items.swapAt(parent, smallest)
-            parent = smallest
-        }
-    }
-}
-
 // MARK: - The broker's side of the flow
 
 extension Broker {
@@ -131,6 +96,12 @@ extension Broker {
             try handleAsk(session: session, from: from, to: to, id: id, subject: parsed.subject, body: body, now: now)
         case (_, MessageKind.askResult.rawValue):
             try handleAskResult(session: session, from: from, to: to, id: id, subject: parsed.subject, body: body, now: now)
+        case (_, MessageKind.limitsAdmin.rawValue):
+            // Admin changes go to the limits worker that serves the child, not the one the sender hashes to.
+            guard session.role == .observer else { throw WireError(.forbidden, "only an observer may change limits state") }
+            let change = try decodeBody(LimitsAdminChange.self, body)
+            guard to == "limits" || to.hasPrefix("limits/") else { throw WireError(.badAddress, "limits.admin goes to 'limits'") }
+            try route(id: id, from: from, to: to, kind: kind, subject: parsed.subject, body: body, limitsKey: "child/\(change.child)")
         case ("broker", MessageKind.send.rawValue):
             let request = try decodeBody(SendQuestion.self, body)
             try handleSendQuestion(session: session, from: from, questionID: MessageID(uuid: request.questionID), now: now)
@@ -240,7 +211,7 @@ extension Broker {
         guard now < entry.record.expiresAt else { throw WireError(.expired, "the question expired at \(entry.record.expiresAt)") }
         entry.record.state = .sent
         try save(entry.record)
-        let body = (try? WireJSON.encode(GuardianQuestion(question: entry.question, child: entry.record.child, family: entry.record.family, sentAt: now))) ?? []
+        let body = (try? WireJSON.encode(GuardianQuestion(question: entry.question, child: entry.record.child, family: entry.record.family, sentAt: now, expiresAt: entry.record.expiresAt))) ?? []
         for guardian in (ledger.rosters[entry.record.family] ?? []).sorted() {
             try route(id: .random(), from: "broker", to: "guardian/\(guardian)", kind: MessageKind.question.rawValue, subject: questionID, body: body, expiresAt: entry.record.expiresAt)
         }

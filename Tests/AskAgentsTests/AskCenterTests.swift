@@ -1,4 +1,5 @@
 @testable import AskAgents
+import AskTestSupport
 import AskBroker
 import AskLogging
 import AskProtocol

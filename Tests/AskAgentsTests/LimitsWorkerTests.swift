@@ -138,8 +138,8 @@ struct LimitsWorkerTests {
         let setup = try Setup(children: ["off"])
         defer { setup.stop() }
         let id = try setup.child.send(LimitsAdminChange(child: "off", limitsEnabled: true), from: "child/off", to: "limits")
-        try setup.child.expectAck(id)
-        // The worker refuses the delivery; the state is unchanged.
+        // The broker refuses it (only observers change limits state); the worker would refuse it too.
+        #expect(try setup.child.expect { $0.command == .nack && $0.id == id }.code == ErrorCode.forbidden.rawValue)
         #expect(try setup.child.ask(question([phone("+14155550115")]), child: "off").outcome == .refused(.communicationLimitsNotEnabled))
         #expect(!setup.events.all.contains { if case .changed = $0 { true } else { false } })
     }

@@ -1,4 +1,5 @@
 @testable import AskAgents
+import AskTestSupport
 import AskBroker
 import AskLogging
 import AskProtocol
@@ -196,67 +197,4 @@ final class RawPeer: @unchecked Sendable {  // @unchecked: one test drives it, o
 struct TestFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// Runs blocking socket work (a raw peer waiting for a message) on a thread of its own, off the cooperative pool.
-func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread { continuation.resume(with: Result { try work() }) }
-        thread.start()
-    }
-}
-
-/// Reads an async stream into a list in the background; tests wait for a count with a deadline.
-final class Collector<Element: Sendable>: Sendable {
-    private struct State {
-        var items: [Element] = []
-        var waiters: [(count: Int, id: UUID, continuation: CheckedContinuation<Bool, Never>)] = []
-    }
-
-    private let state = Mutex(State())
-    private let task = Mutex<Task<Void, Never>?>(nil)
-
-    init(_ stream: AsyncStream<Element>) {
-        let reader = Task { [self] in
-            for await item in stream {
-                let ready = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
-                    state.items.append(item)
-                    let count = state.items.count
-                    let ready = state.waiters.filter { $0.count <= count }.map(\.continuation)
-                    state.waiters.removeAll { $0.count <= count }
-                    return ready
-                }
-                for waiter in ready { waiter.resume(returning: true) }
-            }
-        }
-        task.withLock { $0 = reader }
-    }
-
-    var items: [Element] { state.withLock { $0.items } }
-
-    /// Whether at least `count` items arrived within `timeout`.
-    func wait(for count: Int, timeout: Duration = .seconds(5)) async -> Bool {
-        let id = UUID()
-        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            let done = state.withLock { state -> Bool in
-                if state.items.count >= count { return true }
-                state.waiters.append((count, id, continuation))
-                return false
-            }
-            if done {
-                continuation.resume(returning: true)
-                return
-            }
-            let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
-            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
-                let waiter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
-                    guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                    return state.waiters.remove(at: index).continuation
-                }
-                waiter?.resume(returning: false)
-            }
-        }
-    }
-
-    func cancel() { task.withLock { $0?.cancel() } }
 }

@@ -249,4 +249,33 @@ struct LedgerTests {
             }
         }
     }
+
+    @Test("an observer's limits.admin reaches the limits worker that serves the child it names, and only observers may send it")
+    func adminFollowsTheChild() throws {
+        let flow = try FlowHarness()
+        defer { flow.stop() }
+        let second = try RawPeer(context: flow.context, endpoint: flow.broker.endpoint)
+        try second.register(role: .limits, ["limits/l2"])
+        // c1's first ask pins c1 to one of the two workers.
+        let question = FlowHarness.question()
+        try flow.child.expectAck(try flow.child.send(AskRequest(question: question), from: "child/c1", to: "limits"))
+        var pinned: RawPeer?
+        let deadline = ContinuousClock.now + .seconds(5)
+        while pinned == nil && ContinuousClock.now < deadline {
+            if let message = try flow.limits.next(timeout: .milliseconds(50)), message.kind == "ask" { pinned = flow.limits }
+            else if let message = try second.next(timeout: .milliseconds(50)), message.kind == "ask" { pinned = second }
+        }
+        let worker = try #require(pinned)
+        // Observers hash differently from children; whatever worker the observer's name would pick, the change follows c1.
+        for name in ["observer/a", "observer/b", "observer/c", "observer/d"] {
+            let observer = try RawPeer(context: flow.context, endpoint: flow.broker.endpoint)
+            try observer.register(role: .observer, [name])
+            try observer.expectAck(try observer.send(LimitsAdminChange(child: "c1", limitsEnabled: false), from: name, to: "limits"))
+            let admin = try worker.expectDelivery(kind: "limits.admin")
+            #expect(admin.from == name)
+            try worker.ack([admin.id!])
+        }
+        let fromChild = try flow.child.send(LimitsAdminChange(child: "c1", limitsEnabled: true), from: "child/c1", to: "limits")
+        #expect(try flow.child.expectNack(fromChild).code == ErrorCode.forbidden.rawValue)
+    }
 }

@@ -37,7 +37,7 @@ public struct Received: CustomStringConvertible, Sendable {
 }
 
 /// A hand-driven DEALER speaking the wire protocol frame by frame: the test decides every byte.
-public final class RawPeer {
+public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drives it, one blocking call at a time.
     public let socket: Socket
     public var buffer = Multipart()
     /// Messages read while waiting for something else, kept for later expectations.

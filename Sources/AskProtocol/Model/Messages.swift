@@ -109,12 +109,18 @@ public struct GuardianQuestion: AppMessage, Hashable {
     public var sentAt: Date {
         didSet { sentAt = sentAt.truncatedToWireMilliseconds }
     }
+    /// When the broker will close the question: the earlier of its `expirationDate` and the end of the pending
+    /// window. No answer is accepted at or after it. Absent from senders that predate the field.
+    public var expiresAt: Date? {
+        didSet { expiresAt = expiresAt?.truncatedToWireMilliseconds }
+    }
 
-    public init(question: AnyPermissionQuestion, child: String, family: String, sentAt: Date) {
+    public init(question: AnyPermissionQuestion, child: String, family: String, sentAt: Date, expiresAt: Date? = nil) {
         self.question = question
         self.child = child
         self.family = family
         self.sentAt = sentAt.truncatedToWireMilliseconds
+        self.expiresAt = expiresAt?.truncatedToWireMilliseconds
     }
 }
 

@@ -1,0 +1,42 @@
+/// A min-heap of deadlines, each with a payload: the timer queue of the broker's ledger and of the workers.
+public struct DeadlineHeap<Deadline: Comparable, Payload> {
+    private var items: [(at: Deadline, payload: Payload)] = []
+
+    public init() {}
+
+    /// The earliest deadline and its payload.
+    public var peek: (at: Deadline, payload: Payload)? { items.first }
+    public var count: Int { items.count }
+    public var isEmpty: Bool { items.isEmpty }
+
+    public mutating func push(_ at: Deadline, _ payload: Payload) {
+        items.append((at, payload))
+        var child = items.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard items[child].at < items[parent].at else { break }
+            items.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    /// Removes the earliest entry.
+    public mutating func pop() {
+        guard !items.isEmpty else { return }
+        items.swapAt(0, items.count - 1)
+        items.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var smallest = parent
+            if left < items.count && items[left].at < items[smallest].at { smallest = left }
+            if right < items.count && items[right].at < items[smallest].at { smallest = right }
+            if smallest == parent { break }
+            items.swapAt(parent, smallest)
+            parent = smallest
+        }
+    }
+}
+
+extension DeadlineHeap: Sendable where Deadline: Sendable, Payload: Sendable {}

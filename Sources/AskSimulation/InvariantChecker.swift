@@ -1,0 +1,380 @@
+import AskAgents
+import AskBroker
+import AskProtocol
+import Foundation
+
+/// How one simulated process ended, for the "every process exited cleanly" invariant.
+public struct ProcessExitReport: Codable, Sendable, Hashable {
+    public var name: String
+    /// `exit 0`, `killed by SIGKILL`, ... per run, oldest first.
+    public var runs: [Run]
+
+    public struct Run: Codable, Sendable, Hashable {
+        public var pid: Int32
+        public var exitCode: Int32?
+        public var signal: Int32?
+        /// Our own fault schedule ended this run with that signal.
+        public var expectedSignal: Int32?
+        /// Still running when the check was made (never collected).
+        public var running: Bool
+
+        public init(
+            pid: Int32,
+            exitCode: Int32? = nil,
+            signal: Int32? = nil,
+            expectedSignal: Int32? = nil,
+            running: Bool = false
+        ) {
+            self.pid = pid
+            self.exitCode = exitCode
+            self.signal = signal
+            self.expectedSignal = expectedSignal
+            self.running = running
+        }
+
+        /// Exit 0, or ended by the very signal our fault schedule sent (a `term` fault may also end in exit 0).
+        public var isClean: Bool {
+            if running { return false }
+            if exitCode == 0 { return true }
+            if let signal, let expectedSignal, signal == expectedSignal { return true }
+            return false
+        }
+
+        public var summary: String {
+            if running { return "still running" }
+            if let exitCode { return "exit \(exitCode)" }
+            if let signal {
+                return "killed by \(signalName(signal))" + (expectedSignal == signal ? " (fault schedule)" : "")
+            }
+            return "unknown"
+        }
+    }
+
+    public init(name: String, runs: [Run]) {
+        self.name = name
+        self.runs = runs
+    }
+}
+
+/// Everything the checker reads: the children's and guardians' JSON Lines records, the broker's ledger (when the
+/// simulation ran its own broker), and how each process ended.
+public struct InvariantInputs: Sendable {
+    public var childRecords: [ChildFlowRecord]
+    public var guardianRecords: [GuardianAnswerRecord]
+    /// `nil` when the ledger could not be read (an external `--broker`): the ledger checks are skipped.
+    public var ledger: [QuestionRecord]?
+    public var processes: [ProcessExitReport]
+    /// Records lines that did not decode (a process killed mid-write loses at most its last line).
+    public var unreadableLines: Int
+    /// A parent process was killed by the fault schedule, so an accepted answer may miss its guardian record; the
+    /// broker's ledger then stands in as the evidence of the accepted answer.
+    public var parentKilledByFault: Bool
+    /// Id prefixes of children whose process the fault schedule killed or stopped with SIGTERM: flows in flight then
+    /// are never recorded (askrelay-child records finished flows only), so their missing records are noted, not
+    /// counted as violations.
+    public var interruptedChildPrefixes: [String]
+
+    public init(
+        childRecords: [ChildFlowRecord],
+        guardianRecords: [GuardianAnswerRecord],
+        ledger: [QuestionRecord]?,
+        processes: [ProcessExitReport] = [],
+        unreadableLines: Int = 0,
+        parentKilledByFault: Bool = false,
+        interruptedChildPrefixes: [String] = []
+    ) {
+        self.interruptedChildPrefixes = interruptedChildPrefixes
+        self.childRecords = childRecords
+        self.guardianRecords = guardianRecords
+        self.ledger = ledger
+        self.processes = processes
+        self.unreadableLines = unreadableLines
+        self.parentKilledByFault = parentKilledByFault
+    }
+}
+
+/// One broken invariant: which one, the questions (or processes) involved, and why.
+public struct InvariantViolation: Codable, Sendable, Hashable, CustomStringConvertible {
+    public var invariant: Invariant
+    public var questions: [UUID]
+    public var processes: [String]
+    public var message: String
+
+    public init(_ invariant: Invariant, questions: [UUID] = [], processes: [String] = [], _ message: String) {
+        self.invariant = invariant
+        self.questions = questions
+        self.processes = processes
+        self.message = message
+    }
+
+    public var description: String {
+        var subjects = questions.map { $0.uuidString.lowercased() }
+        subjects += processes
+        return "[\(invariant.rawValue)] \(subjects.joined(separator: ", ")): \(message)"
+    }
+}
+
+/// The invariants a simulation must keep (docs/simulation.md).
+public enum Invariant: String, Codable, Sendable, CaseIterable {
+    /// Every question ends exactly once: one child record, a closed ledger entry, and the two agree.
+    case endsExactlyOnce = "ends-exactly-once"
+    /// A response (approved/denied) only follows a guardian's accepted answer with the same choice.
+    case responseNeedsAcceptedAnswer = "response-needs-accepted-answer"
+    /// No answer is accepted at or after the question's expiry.
+    case noAnswerAfterExpiry = "no-answer-after-expiry"
+    /// Guardians honour expiry: none even tries to answer at or after the question's expiry.
+    case guardiansHonourExpiry = "guardians-honour-expiry"
+    /// No response reaches the app twice.
+    case responseAtMostOnce = "response-at-most-once"
+    /// A cancelled question never surfaces a response.
+    case cancelledNeverResponds = "cancelled-never-responds"
+    /// Every process exited with 0, or by the signal our own fault schedule sent.
+    case processesExitCleanly = "processes-exit-cleanly"
+}
+
+/// The checker's verdict.
+public struct InvariantResult: Codable, Sendable {
+    public var ok: Bool { violations.isEmpty }
+    public var violations: [InvariantViolation]
+    /// Invariants that were checked.
+    public var checked: [Invariant]
+    /// What was skipped or excused, in words.
+    public var notes: [String]
+
+    enum CodingKeys: String, CodingKey { case ok, violations, checked, notes }
+
+    public init(violations: [InvariantViolation], checked: [Invariant], notes: [String]) {
+        self.violations = violations
+        self.checked = checked
+        self.notes = notes
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        violations = try c.decode([InvariantViolation].self, forKey: .violations)
+        checked = try c.decode([Invariant].self, forKey: .checked)
+        notes = try c.decode([String].self, forKey: .notes)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(ok, forKey: .ok)
+        try c.encode(violations, forKey: .violations)
+        try c.encode(checked, forKey: .checked)
+        try c.encode(notes, forKey: .notes)
+    }
+}
+
+/// Checks a finished simulation's records. A pure function of its inputs, so tests feed it synthetic records.
+public enum InvariantChecker {
+    /// Violations are grouped per invariant and reason, each listing the questions involved (at most `maxIDs` ids
+    /// per entry, with the count in the message).
+    public static func check(_ inputs: InvariantInputs, maxIDs: Int = 20) -> InvariantResult {
+        var found: [Key: [UUID]] = [:]
+        var order: [Key] = []
+        var notes: [String] = []
+        func violate(_ invariant: Invariant, _ reason: String, _ id: UUID) {
+            let key = Key(invariant: invariant, reason: reason)
+            if found[key] == nil { order.append(key) }
+            found[key, default: []].append(id)
+        }
+
+        let guardianByQuestion = Dictionary(grouping: inputs.guardianRecords, by: \.question)
+        var childByQuestion: [UUID: [ChildFlowRecord]] = [:]
+        for record in inputs.childRecords {
+            if let id = record.question { childByQuestion[id, default: []].append(record) }
+        }
+        let ledgerByQuestion: [UUID: QuestionRecord]? = inputs.ledger.map { ledger in
+            Dictionary(ledger.map { ($0.id.uuid, $0) }, uniquingKeysWith: { first, _ in first })
+        }
+
+        // ends-exactly-once. A child writes an extra line, with a higher responsesSurfaced, when a response surfaces
+        // for a finished flow; two lines with the same count are two endings.
+        var primary: [UUID: ChildFlowRecord] = [:]
+        for (id, records) in childByQuestion {
+            primary[id] = records.min { $0.responsesSurfaced < $1.responsesSurfaced }
+            if Set(records.map(\.responsesSurfaced)).count < records.count {
+                violate(
+                    .endsExactlyOnce,
+                    "question ended more than once in the child records (\(records.map(\.outcome.rawValue).joined(separator: ", ")))",
+                    id
+                )
+            }
+        }
+        var excused = 0
+        if let ledgerByQuestion {
+            for (id, entry) in ledgerByQuestion {
+                let interrupted = inputs.interruptedChildPrefixes.contains { entry.child.hasPrefix($0) }
+                if !entry.state.isClosed {
+                    violate(
+                        .endsExactlyOnce,
+                        "the broker's ledger still has the question open (state \(entry.state.rawValue))",
+                        id
+                    )
+                }
+                if childByQuestion[id] == nil {
+                    if interrupted {
+                        excused += 1
+                    } else {
+                        violate(
+                            .endsExactlyOnce,
+                            "the ledger has the question (state \(entry.state.rawValue)) but no child recorded how it ended",
+                            id
+                        )
+                    }
+                }
+            }
+            for (id, record) in primary {
+                guard let entry = ledgerByQuestion[id] else {
+                    // Refused before the broker recorded it (an invalid question), or never asked.
+                    if record.outcome != .refused && record.outcome != .knownHandle {
+                        violate(
+                            .endsExactlyOnce,
+                            "the child recorded '\(record.outcome.rawValue)' but the broker's ledger has no such question",
+                            id
+                        )
+                    }
+                    continue
+                }
+                if let problem = mismatch(record, entry) { violate(.endsExactlyOnce, problem, id) }
+            }
+        } else {
+            notes.append("ledger checks skipped: the broker is external (--broker), its journal was not read")
+        }
+        if excused > 0 {
+            notes.append(
+                "\(excused) question(s) of child processes interrupted by the fault schedule have no child record (flows in flight are not recorded)"
+            )
+        }
+
+        // response-needs-accepted-answer, no-answer-after-expiry
+        for (id, record) in primary {
+            guard record.outcome == .approved || record.outcome == .denied else { continue }
+            let accepted = (guardianByQuestion[id] ?? []).filter { $0.result == "accepted" }
+            if let answer = accepted.first {
+                if let choice = record.choiceID, choice != answer.choiceID {
+                    violate(
+                        .responseNeedsAcceptedAnswer,
+                        "the response's choice differs from the accepted answer's",
+                        id
+                    )
+                }
+                continue
+            }
+            if inputs.parentKilledByFault, let entry = ledgerByQuestion?[id], entry.state == .answered,
+                entry.answerChoiceID == record.choiceID
+            {
+                continue  // the guardian's record died with its process; the ledger recorded the accepted answer
+            }
+            violate(.responseNeedsAcceptedAnswer, "a response surfaced but no guardian's answer was accepted", id)
+        }
+        for answer in inputs.guardianRecords where answer.result == "accepted" {
+            if let expiry = answer.expiresAt ?? ledgerByQuestion?[answer.question]?.expiresAt,
+                answer.answeredAt >= expiry
+            {
+                violate(.noAnswerAfterExpiry, "a guardian's answer at or after expiry was accepted", answer.question)
+            }
+        }
+        for answer in inputs.guardianRecords {
+            if let expiry = answer.expiresAt ?? ledgerByQuestion?[answer.question]?.expiresAt,
+                answer.answeredAt >= expiry
+            {
+                violate(
+                    .guardiansHonourExpiry,
+                    "a guardian answered at or after the question's expiry (the broker said '\(answer.result)')",
+                    answer.question
+                )
+            }
+        }
+        var acceptedCount: [UUID: Int] = [:]
+        for answer in inputs.guardianRecords where answer.result == "accepted" {
+            acceptedCount[answer.question, default: 0] += 1
+        }
+        for (id, count) in acceptedCount where count > 1 {
+            violate(.responseNeedsAcceptedAnswer, "more than one guardian answer was accepted (\(count))", id)
+        }
+        if let ledgerByQuestion {
+            for (id, entry) in ledgerByQuestion where entry.state == .answered {
+                if let closedAt = entry.closedAt, closedAt >= entry.expiresAt {
+                    violate(.noAnswerAfterExpiry, "the ledger accepted an answer at or after the question's expiry", id)
+                }
+            }
+        }
+
+        // response-at-most-once, cancelled-never-responds
+        for record in inputs.childRecords {
+            guard let id = record.question else { continue }
+            if record.responsesSurfaced > 1 {
+                violate(.responseAtMostOnce, "a response reached the app more than once", id)
+            }
+            if record.outcome == .cancelled && (record.responsesSurfaced > 0 || record.respondedAt != nil) {
+                violate(.cancelledNeverResponds, "a cancelled question surfaced a response", id)
+            }
+        }
+
+        var violations = order.map { key -> InvariantViolation in
+            let ids = found[key] ?? []
+            let unique = Array(Set(ids)).sorted { $0.uuidString < $1.uuidString }
+            let shown = Array(unique.prefix(maxIDs))
+            let more =
+                unique.count > shown.count
+                ? " (\(unique.count) questions, first \(shown.count) listed)"
+                : unique.count > 1 ? " (\(unique.count) questions)" : ""
+            return InvariantViolation(key.invariant, questions: shown, key.reason + more)
+        }
+
+        // processes-exit-cleanly
+        for process in inputs.processes {
+            let bad = process.runs.filter { !$0.isClean }
+            if !bad.isEmpty {
+                violations.append(
+                    InvariantViolation(
+                        .processesExitCleanly,
+                        processes: [process.name],
+                        "did not exit cleanly: \(bad.map(\.summary).joined(separator: ", "))"
+                    )
+                )
+            }
+        }
+        if inputs.unreadableLines > 0 {
+            notes.append("\(inputs.unreadableLines) records line(s) did not decode (a process killed mid-write)")
+        }
+        var checked = Invariant.allCases
+        if inputs.processes.isEmpty { checked.removeAll { $0 == .processesExitCleanly } }
+        return InvariantResult(violations: violations, checked: checked, notes: notes)
+    }
+
+    private struct Key: Hashable {
+        var invariant: Invariant
+        var reason: String
+    }
+
+    /// How a child's outcome must look in the ledger; `nil` when they agree.
+    static func mismatch(_ record: ChildFlowRecord, _ entry: QuestionRecord) -> String? {
+        let expected: [QuestionState]
+        switch record.outcome {
+        case .approved, .denied: expected = [.answered]
+        case .cancelled: expected = [.cancelled]
+        case .expired: expected = [.expired]
+        case .abandoned: expected = [.abandoned, .expired]
+        case .refused: expected = [.refused]
+        case .knownHandle: expected = []
+        }
+        guard expected.contains(entry.state) else {
+            return "the child recorded '\(record.outcome.rawValue)' but the ledger says '\(entry.state.rawValue)'"
+        }
+        if entry.state == .answered, let choice = record.choiceID, let answered = entry.answerChoiceID,
+            choice != answered
+        {
+            return "the child's choice differs from the ledger's answer"
+        }
+        if record.outcome == .approved, let answered = entry.answerChoiceID, !entry.approvalChoiceIDs.contains(answered)
+        {
+            return "the child recorded 'approved' but the accepted choice is a denial"
+        }
+        if record.outcome == .denied, let answered = entry.answerChoiceID, entry.approvalChoiceIDs.contains(answered) {
+            return "the child recorded 'denied' but the accepted choice is an approval"
+        }
+        return nil
+    }
+}

@@ -1,0 +1,491 @@
+import AskCLI
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// How a process ended.
+public enum ProcessExitStatus: Sendable, Hashable, CustomStringConvertible {
+    case exited(Int32)
+    case signaled(Int32)
+
+    public var isSuccess: Bool { self == .exited(0) }
+
+    public var description: String {
+        switch self {
+        case .exited(let code): "exit \(code)"
+        case .signaled(let signal): "killed by \(signalName(signal))"
+        }
+    }
+}
+
+func signalName(_ signal: Int32) -> String {
+    switch signal {
+    case SIGKILL: "SIGKILL"
+    case SIGTERM: "SIGTERM"
+    case SIGINT: "SIGINT"
+    case SIGSTOP: "SIGSTOP"
+    case SIGCONT: "SIGCONT"
+    case SIGSEGV: "SIGSEGV"
+    case SIGABRT: "SIGABRT"
+    case SIGILL: "SIGILL"
+    case SIGTRAP: "SIGTRAP"
+    case SIGBUS: "SIGBUS"
+    default: "signal \(signal)"
+    }
+}
+
+/// A supervision failure: a process that could not start, never said ready, or did not exit in time.
+public struct SupervisorError: Error, CustomStringConvertible, Sendable {
+    public let process: String
+    public let message: String
+    public init(process: String, _ message: String) {
+        self.process = process
+        self.message = message
+    }
+    public var description: String { "\(process): \(message)" }
+}
+
+/// One run of a supervised process (it gets a new one when it is restarted).
+public struct Incarnation: Sendable, Hashable {
+    public var pid: pid_t
+    public var startedAt: Date
+    public var exit: ProcessExitStatus?
+    /// The signal our own fault schedule sent to end it, if any: its exit by that signal is expected.
+    public var expectedSignal: Int32?
+    /// The `ready ...` line, once printed.
+    public var readyLine: String?
+}
+
+/// Starts, watches, signals, restarts and always cleans up the worker processes of a simulation.
+///
+/// Every process gets its stdout read line by line on a thread of its own (lines go to `onLine` and are kept for
+/// ``SupervisedProcess/waitForLine(deadline:matching:)``), its stderr copied to a log file, and its exit collected
+/// by a waiter thread. All waits take a deadline; nothing sleeps. ``killAll()`` runs on every exit path, including a
+/// SIGINT or SIGTERM of the supervising process (see ``watchSignals()``).
+public final class ProcessSupervisor: @unchecked Sendable {  // @unchecked: all mutable state is guarded by `core.condition`.
+    let core: SupervisorCore
+    var condition: NSCondition { core.condition }
+    private var processes: [SupervisedProcess] = []
+    private var signalWatcher: SignalWatcher?
+    /// Called with (process name, line) for every stdout line, on the reading thread.
+    public var onLine: @Sendable (String, String) -> Void { core.onLine }
+
+    public init(onLine: @escaping @Sendable (String, String) -> Void = { _, _ in }) {
+        core = SupervisorCore(onLine: onLine)
+    }
+
+    deinit { killAll() }
+
+    /// Folder holding the executables that sit next to the running program (`askrelay`, or the test bundle).
+    public static var executableDirectory: URL {
+        let argument0 = CommandLine.arguments.first ?? ""
+        if argument0.contains("/") {
+            return URL(fileURLWithPath: argument0).deletingLastPathComponent().standardizedFileURL
+        }
+        if let resolved = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            return URL(fileURLWithPath: resolved).deletingLastPathComponent()
+        }
+        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
+    }
+
+    /// Kills everything this supervisor started when askrelay itself receives SIGINT or SIGTERM; waits then fail fast.
+    public func watchSignals() {
+        let watcher = SignalWatcher(signals: [SIGINT, SIGTERM]) { [weak self] number in
+            guard let self else { return }
+            self.core.interrupt(number)
+            self.killAll()
+        }
+        condition.lock()
+        signalWatcher = watcher
+        condition.unlock()
+    }
+
+    /// The signal that interrupted the supervisor, if one did.
+    public var interrupted: Int32? { core.interrupted }
+
+    public var all: [SupervisedProcess] {
+        condition.lock()
+        defer { condition.unlock() }
+        return processes
+    }
+
+    public func process(named name: String) -> SupervisedProcess? { all.first { $0.name == name } }
+
+    /// Starts `executable` with `arguments` and extra `environment`; stderr goes to `logPath` (appended).
+    /// - Throws: ``SupervisorError`` if the process cannot be spawned.
+    @discardableResult
+    public func start(
+        name: String,
+        executable: String,
+        arguments: [String],
+        environment: [String: String] = [:],
+        logPath: String? = nil
+    ) throws -> SupervisedProcess {
+        let process = SupervisedProcess(
+            core: core,
+            name: name,
+            executable: executable,
+            arguments: arguments,
+            environment: environment,
+            logPath: logPath
+        )
+        condition.lock()
+        if let signal = core.interruptedBy {
+            condition.unlock()
+            throw SupervisorError(process: name, "not started: interrupted by \(signalName(signal))")
+        }
+        processes.append(process)
+        condition.unlock()
+        try process.spawn()
+        return process
+    }
+
+    /// Sends SIGKILL to every running process (continuing stopped ones) and waits briefly for their exits.
+    public func killAll(deadline: Duration = .seconds(5)) {
+        let running = all.filter { $0.isRunning }
+        for process in running {
+            process.signal(SIGKILL)
+        }
+        let end = ContinuousClock.now + deadline
+        for process in running { _ = try? process.waitForExit(until: end) }
+    }
+
+    /// Waits until `predicate` holds (checked under the lock after every process event) or `deadline` passes.
+    /// - Returns: `false` on timeout or interruption.
+    public func wait(until deadline: ContinuousClock.Instant, _ predicate: () -> Bool) -> Bool {
+        core.wait(until: deadline, predicate)
+    }
+
+    /// Wakes every waiter (for callers that change state the predicates look at).
+    public func poke() {
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
+    }
+}
+
+/// The lock, condition and interruption state a supervisor shares with its processes (whose reader threads may
+/// outlive the supervisor object).
+final class SupervisorCore: @unchecked Sendable {  // @unchecked: `interruptedBy` is guarded by `condition`.
+    let condition = NSCondition()
+    var interruptedBy: Int32?
+    let onLine: @Sendable (String, String) -> Void
+
+    init(onLine: @escaping @Sendable (String, String) -> Void) { self.onLine = onLine }
+
+    var interrupted: Int32? {
+        condition.lock()
+        defer { condition.unlock() }
+        return interruptedBy
+    }
+
+    func interrupt(_ number: Int32) {
+        condition.lock()
+        interruptedBy = number
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// - Parameter interruptible: return `false` at once after an interruption (every wait but the wait for an
+    ///   exit, which killAll relies on to reap what it killed).
+    func wait(until deadline: ContinuousClock.Instant, interruptible: Bool = true, _ predicate: () -> Bool) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while !predicate() {
+            if interruptible && interruptedBy != nil { return false }
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            if remaining <= .zero { return false }
+            _ = condition.wait(until: Date().addingTimeInterval(min(remaining.seconds, 0.5)))
+        }
+        return true
+    }
+}
+
+/// One supervised executable; restartable with the same arguments.
+public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: mutable state is guarded by the supervisor's condition.
+    public let name: String
+    public let executable: String
+    public let arguments: [String]
+    public let environment: [String: String]
+    public let logPath: String?
+    private let supervisor: SupervisorCore
+    private var condition: NSCondition { supervisor.condition }
+
+    // Guarded by `condition`.
+    private var incarnationsStorage: [Incarnation] = []
+    private var linesStorage: [String] = []
+    private var lineCursorOfIncarnation: [Int] = []
+    private var openReaders = 0
+
+    init(
+        core: SupervisorCore,
+        name: String,
+        executable: String,
+        arguments: [String],
+        environment: [String: String],
+        logPath: String?
+    ) {
+        self.supervisor = core
+        self.name = name
+        self.executable = executable
+        self.arguments = arguments
+        self.environment = environment
+        self.logPath = logPath
+    }
+
+    /// Every run so far, the current one last.
+    public var incarnations: [Incarnation] {
+        condition.lock()
+        defer { condition.unlock() }
+        return incarnationsStorage
+    }
+
+    /// The pid of the current run.
+    public var pid: pid_t? { incarnations.last?.pid }
+
+    public var isRunning: Bool {
+        guard let last = incarnations.last else { return false }
+        return last.exit == nil
+    }
+
+    /// The exit of the current run, once it ended.
+    public var exitStatus: ProcessExitStatus? { incarnations.last?.exit }
+
+    /// The current run's exit, for predicates of ``ProcessSupervisor/wait(until:_:)`` (which hold the lock).
+    public var exitStatusUnlocked: ProcessExitStatus? { incarnationsStorage.last?.exit }
+
+    /// Every stdout line so far, over all runs.
+    public var lines: [String] {
+        condition.lock()
+        defer { condition.unlock() }
+        return linesStorage
+    }
+
+    /// Starts the process again with the same arguments. - Throws: if it is still running or cannot be spawned.
+    public func restart() throws {
+        guard !isRunning else { throw SupervisorError(process: name, "cannot restart: still running") }
+        try spawn()
+    }
+
+    /// Sends `signal` to the current run. `SIGKILL` and `SIGTERM` also send `SIGCONT` so a stopped process obeys.
+    public func signal(_ number: Int32, expected: Bool = false) {
+        condition.lock()
+        guard var last = incarnationsStorage.last, last.exit == nil else {
+            condition.unlock()
+            return
+        }
+        if expected {
+            last.expectedSignal = number
+            incarnationsStorage[incarnationsStorage.count - 1] = last
+        }
+        // Signalled under the lock: the waiter thread reaps (and so frees the pid) only under the same lock.
+        _ = kill(last.pid, number)
+        if number == SIGKILL || number == SIGTERM { _ = kill(last.pid, SIGCONT) }
+        condition.unlock()
+    }
+
+    /// Waits for the current run's stdout line that starts with `prefix` (default `ready`).
+    /// - Returns: the line. - Throws: ``SupervisorError`` if the process exits first or the deadline passes.
+    @discardableResult
+    public func waitForLine(prefix: String = "ready", timeout: Duration) throws -> String {
+        let deadline = ContinuousClock.now + timeout
+        var found: String?
+        var exited: ProcessExitStatus?
+        condition.lock()
+        let from = lineCursorOfIncarnation.last ?? 0
+        condition.unlock()
+        let ok = supervisor.wait(until: deadline) {
+            if let line = linesStorage[from...].first(where: { $0.hasPrefix(prefix) }) {
+                found = line
+                return true
+            }
+            // Exited and every reader is drained: the line will not come.
+            if let exit = incarnationsStorage.last?.exit, openReaders == 0 {
+                exited = exit
+                return true
+            }
+            return false
+        }
+        if let found {
+            if prefix == "ready" {
+                condition.lock()
+                if !incarnationsStorage.isEmpty { incarnationsStorage[incarnationsStorage.count - 1].readyLine = found }
+                condition.unlock()
+            }
+            return found
+        }
+        let log = logPath.map { " (log: \($0))" } ?? ""
+        if let exited {
+            throw SupervisorError(process: name, "exited (\(exited)) before printing '\(prefix) ...'\(log)\(tail())")
+        }
+        if let signal = supervisor.interrupted {
+            throw SupervisorError(process: name, "interrupted by \(signalName(signal))")
+        }
+        _ = ok
+        throw SupervisorError(process: name, "did not print '\(prefix) ...' within \(timeout.text)\(log)\(tail())")
+    }
+
+    private func tail() -> String {
+        guard let logPath, let data = FileManager.default.contents(atPath: logPath), !data.isEmpty else { return "" }
+        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").suffix(3)
+        return "; last log lines:\n  " + lines.joined(separator: "\n  ")
+    }
+
+    /// Waits for the current run to exit. - Returns: its status. - Throws: on timeout.
+    @discardableResult
+    public func waitForExit(timeout: Duration) throws -> ProcessExitStatus {
+        try waitForExit(until: .now + timeout)
+    }
+
+    @discardableResult
+    public func waitForExit(until deadline: ContinuousClock.Instant) throws -> ProcessExitStatus {
+        var status: ProcessExitStatus?
+        _ = supervisor.wait(until: deadline, interruptible: false) {
+            status = incarnationsStorage.last?.exit
+            return status != nil
+        }
+        if status == nil {
+            condition.lock()
+            status = incarnationsStorage.last?.exit
+            condition.unlock()
+        }
+        guard let status else { throw SupervisorError(process: name, "did not exit in time") }
+        return status
+    }
+
+    // MARK: spawning
+
+    func spawn() throws {
+        // Pipes are made close-on-exec while holding the lock every spawn takes, so no other worker inherits them
+        // (an inherited write end would keep a reader from seeing end-of-file). pipe2 is not visible from Swift.
+        condition.lock()
+        var outPipe: [Int32] = [0, 0]
+        var errPipe: [Int32] = [0, 0]
+        guard pipe(&outPipe) == 0, pipe(&errPipe) == 0 else {
+            condition.unlock()
+            throw SupervisorError(process: name, "pipe failed: \(String(cString: strerror(errno)))")
+        }
+        for fd in outPipe + errPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
+
+        var merged = ProcessInfo.processInfo.environment
+        for (key, value) in environment { merged[key] = value }
+        let argv = [executable] + arguments
+        let cArgs = argv.map { strdup($0) } + [nil]
+        let cEnv = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for pointer in cArgs { free(pointer) }
+            for pointer in cEnv { free(pointer) }
+        }
+        // Our own SignalWatcher ignores SIGINT/SIGTERM, and ignored signals survive exec: give workers the defaults.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for number in [SIGINT, SIGTERM, SIGPIPE, SIGHUP] { sigaddset(&defaults, number) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        var noMask = sigset_t()
+        sigemptyset(&noMask)
+        posix_spawnattr_setsigmask(&attributes, &noMask)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, executable, &actions, &attributes, cArgs, cEnv)
+        close(outPipe[1])
+        close(errPipe[1])
+        guard result == 0 else {
+            condition.unlock()
+            close(outPipe[0])
+            close(errPipe[0])
+            throw SupervisorError(process: name, "could not start \(executable): \(String(cString: strerror(result)))")
+        }
+        incarnationsStorage.append(
+            Incarnation(pid: pid, startedAt: Date(), exit: nil, expectedSignal: nil, readyLine: nil)
+        )
+        lineCursorOfIncarnation.append(linesStorage.count)
+        openReaders += 2
+        condition.unlock()
+
+        let spawned = pid
+        let outFD = outPipe[0]
+        let errFD = errPipe[0]
+        let logFD: Int32 = logPath.map { open($0, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644) } ?? -1
+        _ = JoinableThread(name: "sim.\(name).out") { [self] in readLines(outFD) }
+        _ = JoinableThread(name: "sim.\(name).err") { [self] in copyStderr(errFD, to: logFD) }
+        _ = JoinableThread(name: "sim.\(name).wait") { [self] in reap(spawned) }
+    }
+
+    private func readLines(_ fd: Int32) {
+        var pending: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            pending.append(contentsOf: buffer[0..<count])
+            while let newline = pending.firstIndex(of: 0x0A) {
+                let line = String(decoding: pending[..<newline], as: UTF8.self)
+                pending.removeSubrange(...newline)
+                deliver(line)
+            }
+        }
+        if !pending.isEmpty { deliver(String(decoding: pending, as: UTF8.self)) }
+        close(fd)
+        readerClosed()
+    }
+
+    private func deliver(_ line: String) {
+        condition.lock()
+        linesStorage.append(line)
+        condition.broadcast()
+        condition.unlock()
+        supervisor.onLine(name, line)
+    }
+
+    private func copyStderr(_ fd: Int32, to logFD: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            if logFD >= 0 { _ = buffer.withUnsafeBytes { write(logFD, $0.baseAddress, count) } }
+        }
+        close(fd)
+        if logFD >= 0 { close(logFD) }
+        readerClosed()
+    }
+
+    private func readerClosed() {
+        condition.lock()
+        openReaders -= 1
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func reap(_ pid: pid_t) {
+        var status: Int32 = 0
+        // Wait without reaping first, so the pid stays ours while `signal` may still target it.
+        var info = siginfo_t()
+        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
+        condition.lock()
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let exit: ProcessExitStatus
+        if status & 0x7f == 0 {
+            exit = .exited((status >> 8) & 0xff)
+        } else {
+            exit = .signaled(status & 0x7f)
+        }
+        if let index = incarnationsStorage.lastIndex(where: { $0.pid == pid }) {
+            incarnationsStorage[index].exit = exit
+        }
+        condition.broadcast()
+        condition.unlock()
+    }
+}

@@ -1,0 +1,380 @@
+import AskAgents
+import AskBroker
+import AskCLI
+import AskLogging
+import AskProtocol
+import Foundation
+
+/// How to run one simulation.
+public struct SimulationOptions: Sendable {
+    public var scenario: Scenario
+    /// Where report.json, report.html, logs, records and journals go.
+    public var reportDirectory: String
+    /// Run the workers against this already-running broker instead of starting one.
+    public var externalBroker: String?
+    /// No progress lines.
+    public var quiet = false
+    /// Folder of askrelay-broker, askrelay-limits, askrelay-parent, askrelay-child.
+    public var executableDirectory: URL = ProcessSupervisor.executableDirectory
+    /// Log level passed to every worker (their logs go to `<report>/logs/<process>.log`).
+    public var workerLogLevel = "info"
+    /// How long a process may take to print its ready line.
+    public var readyTimeout: Duration = .seconds(30)
+    /// How long draining processes may take to exit after SIGTERM before they are killed.
+    public var drainTimeout: Duration = .seconds(15)
+    /// Kill everything on SIGINT/SIGTERM of this process (the command sets it; tests leave it off).
+    public var watchSignals = false
+    /// Called once every process is ready, with each process's name and pid in start order.
+    public var onStarted: @Sendable ([(name: String, pid: Int32)]) -> Void = { _ in }
+
+    public init(scenario: Scenario, reportDirectory: String) {
+        self.scenario = scenario
+        self.reportDirectory = reportDirectory
+    }
+}
+
+/// A finished simulation.
+public struct SimulationResult: Sendable {
+    public var report: SimulationReport
+    public var reportJSON: String
+    public var reportHTML: String
+    /// 0 when every invariant held, 1 otherwise.
+    public var exitCode: Int32 { report.invariants.ok ? ExitCode.success : ExitCode.failure }
+}
+
+/// Plays a scenario with real processes: broker → limits → parents → children, the fault schedule on time, then a
+/// drain, the invariant check and the report. Blocking; call it from a dedicated thread.
+public final class Simulation: Sendable {
+    public let options: SimulationOptions
+    let logger: Logger
+
+    public init(options: SimulationOptions, logger: Logger) {
+        self.options = options
+        self.logger = logger
+    }
+
+    /// Runs everything. Every process started is killed on every exit path.
+    /// - Throws: when a process cannot start or does not get ready, or on interruption.
+    public func run() throws -> SimulationResult {
+        let scenario = options.scenario
+        let fileManager = FileManager.default
+        let runDirectory = options.reportDirectory
+        for folder in ["", "logs", "records"] {
+            try fileManager.createDirectory(
+                atPath: (runDirectory as NSString).appendingPathComponent(folder),
+                withIntermediateDirectories: true
+            )
+        }
+        // ipc paths must stay short (about 100 bytes), so the sockets live in a fresh folder under /tmp.
+        let socketDirectory = (NSTemporaryDirectory() as NSString).appendingPathComponent(
+            "askrelay-sim-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        )
+        try fileManager.createDirectory(atPath: socketDirectory, withIntermediateDirectories: true)
+        defer { try? fileManager.removeItem(atPath: socketDirectory) }
+
+        let brokerEndpoint = options.externalBroker ?? "ipc://\(socketDirectory)/broker.ipc"
+        let statsEndpoint = options.externalBroker == nil ? "ipc://\(socketDirectory)/stats.ipc" : nil
+        let plan = WorkerPlan(scenario: scenario, brokerEndpoint: brokerEndpoint, runDirectory: runDirectory)
+        try plan.limitsState(knownHandles: knownHandles).write(to: plan.limitsStatePath)
+        for index in 1...scenario.parentProcesses {
+            try RosterEntry.write(plan.roster(index), to: plan.rosterPath(index))
+        }
+        try WireDates.encoder().encode(scenario).write(
+            to: URL(fileURLWithPath: (runDirectory as NSString).appendingPathComponent("scenario.json"))
+        )
+
+        let supervisor = ProcessSupervisor()
+        if options.watchSignals { supervisor.watchSignals() }
+        defer { supervisor.killAll() }
+
+        let startedAt = Date()
+        let clockStart = ContinuousClock.now
+        func executable(_ name: String) throws -> String {
+            let path = options.executableDirectory.appendingPathComponent(name).path
+            guard fileManager.isExecutableFile(atPath: path) else {
+                throw SupervisorError(process: name, "executable not found at \(path) (build it: swift build)")
+            }
+            return path
+        }
+        func start(_ name: String, _ binary: String, _ arguments: [String]) throws -> SupervisedProcess {
+            logger.info("starting", ["process": name, "args": arguments.joined(separator: " ")])
+            return try supervisor.start(
+                name: name,
+                executable: try executable(binary),
+                arguments: arguments,
+                logPath: plan.logPath(name)
+            )
+        }
+
+        // 1. broker, limits, parents, children: each group waits for its ready lines before the next starts.
+        var services: [SupervisedProcess] = []
+        if options.externalBroker == nil {
+            let broker = try start(
+                "broker",
+                "askrelay-broker",
+                plan.brokerArguments(statsEndpoint: statsEndpoint!, logLevel: options.workerLogLevel)
+            )
+            try broker.waitForLine(timeout: options.readyTimeout)
+            services.append(broker)
+        }
+        let limits = try start("limits", "askrelay-limits", plan.limitsArguments(logLevel: options.workerLogLevel))
+        try limits.waitForLine(timeout: options.readyTimeout)
+        services.append(limits)
+        var parents: [SupervisedProcess] = []
+        for index in 1...scenario.parentProcesses {
+            parents.append(
+                try start(
+                    "parent-\(index)",
+                    "askrelay-parent",
+                    plan.parentArguments(index, logLevel: options.workerLogLevel)
+                )
+            )
+        }
+        for parent in parents { try parent.waitForLine(timeout: options.readyTimeout) }
+        var children: [SupervisedProcess] = []
+        for index in 1...scenario.childProcesses {
+            children.append(
+                try start(
+                    "child-\(index)",
+                    "askrelay-child",
+                    plan.childArguments(index, logLevel: options.workerLogLevel)
+                )
+            )
+        }
+        for child in children { try child.waitForLine(timeout: options.readyTimeout) }
+        logger.info("every process is ready", ["processes": supervisor.all.count])
+        options.onStarted(supervisor.all.map { ($0.name, $0.pid ?? 0) })
+
+        let progress = ProgressReporter(
+            statsEndpoint: statsEndpoint,
+            recordsPaths: (1...scenario.childProcesses).map(plan.childRecordsPath),
+            quiet: options.quiet
+        ) {
+            let all = supervisor.all
+            return (all.filter(\.isRunning).count, all.count)
+        }
+        defer { progress.stop() }
+
+        // 2. The children play while the fault schedule runs on time.
+        let playStart = ContinuousClock.now
+        var notes: [String] = []
+        try playFaults(supervisor: supervisor, children: children, start: playStart, notes: &notes)
+
+        // 3. Drain: parents, limits, then the broker, each by SIGTERM.
+        progress.stop()
+        for group in [parents, [limits], services.filter { $0.name == "broker" }] {
+            for process in group where process.isRunning { process.signal(SIGTERM) }
+            let deadline = ContinuousClock.now + options.drainTimeout
+            for process in group {
+                do { try process.waitForExit(until: deadline) } catch {
+                    notes.append("\(process.name) did not exit within \(options.drainTimeout.text) of SIGTERM; killed")
+                    process.signal(SIGKILL)
+                    _ = try? process.waitForExit(timeout: .seconds(5))
+                }
+            }
+        }
+        let wallSeconds = (ContinuousClock.now - clockStart).seconds
+
+        // 4. Check and report.
+        var childRecords: [ChildFlowRecord] = []
+        var guardianRecords: [GuardianAnswerRecord] = []
+        var unreadable = 0
+        for index in 1...scenario.childProcesses {
+            let read = JSONLinesWriter.read(ChildFlowRecord.self, path: plan.childRecordsPath(index))
+            childRecords += read.values
+            unreadable += read.unreadable
+        }
+        for index in 1...scenario.parentProcesses {
+            let read = JSONLinesWriter.read(GuardianAnswerRecord.self, path: plan.parentRecordsPath(index))
+            guardianRecords += read.values
+            unreadable += read.unreadable
+        }
+        var ledger: [QuestionRecord]?
+        if options.externalBroker == nil {
+            if scenario.durability == "off" {
+                notes.append("ledger checks skipped: durability 'off' keeps no journal")
+            } else {
+                do {
+                    ledger = try Journal(
+                        directory: plan.brokerDataDirectory,
+                        durability: Durability(rawValue: scenario.durability) ?? .batch
+                    )
+                    .loadQuestions(openOnly: false)
+                } catch {
+                    notes.append("could not read the broker's journal: \(error)")
+                }
+            }
+        }
+        let exits = supervisor.all.map(Self.exitReport)
+        let parentKilled = scenario.faults.contains { $0.process.hasPrefix("parent-") && $0.action == .kill }
+        let interruptedChildren = scenario.faults.filter { $0.process.hasPrefix("child-") && $0.action != .stop }
+            .compactMap { Int($0.process.dropFirst("child-".count)) }.map(WorkerPlan.childPrefix)
+        // Children told to finish at the end of `duration` drop their flows in flight too.
+        let stoppedAtEnd =
+            notes.contains { $0.contains("told to finish") }
+            ? (1...scenario.childProcesses).map(WorkerPlan.childPrefix) : []
+        let inputs = InvariantInputs(
+            childRecords: childRecords,
+            guardianRecords: guardianRecords,
+            ledger: ledger,
+            processes: exits,
+            unreadableLines: unreadable,
+            parentKilledByFault: parentKilled,
+            interruptedChildPrefixes: Array(Set(interruptedChildren + stoppedAtEnd))
+        )
+        var result = InvariantChecker.check(inputs)
+        if ledger == nil && options.externalBroker == nil && !result.notes.isEmpty {
+            result.notes.removeAll { $0.contains("--broker") }
+        }
+        let report = SimulationReport.build(
+            scenario: scenario,
+            broker: options.externalBroker ?? "internal",
+            startedAt: startedAt,
+            wallSeconds: wallSeconds,
+            childRecords: childRecords,
+            guardianRecords: guardianRecords,
+            invariants: result,
+            processes: exits,
+            notes: notes
+        )
+        let paths = try report.write(to: runDirectory)
+        return SimulationResult(report: report, reportJSON: paths.json, reportHTML: paths.html)
+    }
+
+    /// Plays the fault schedule until every child process has exited by itself, or `duration` passed (then the
+    /// children are told to finish with SIGTERM).
+    func playFaults(
+        supervisor: ProcessSupervisor,
+        children: [SupervisedProcess],
+        start: ContinuousClock.Instant,
+        notes: inout [String]
+    ) throws {
+        struct Step {
+            var at: Duration
+            var process: String
+            var action: Action
+            enum Action { case signal(Int32, follow: Duration?), restart, resume }
+        }
+        var steps: [Step] = options.scenario.faults.map { fault in
+            switch fault.action {
+            case .kill: Step(at: fault.at, process: fault.process, action: .signal(SIGKILL, follow: fault.restartAfter))
+            case .term: Step(at: fault.at, process: fault.process, action: .signal(SIGTERM, follow: fault.restartAfter))
+            case .stop:
+                Step(
+                    at: fault.at,
+                    process: fault.process,
+                    action: .signal(SIGSTOP, follow: fault.continueAfter ?? .seconds(1))
+                )
+            }
+        }
+        let end = start + options.scenario.duration
+        var pendingRestarts: Set<String> = []
+        func childrenDone() -> Bool {
+            children.allSatisfy { !$0.isRunning && !pendingRestarts.contains($0.name) }
+        }
+        while true {
+            steps.sort { $0.at < $1.at }
+            let next = steps.first.map { start + $0.at }
+            let wakeAt = min(next ?? end, end)
+            _ = supervisor.wait(until: wakeAt) {
+                children.allSatisfy { $0.exitStatusUnlocked != nil } && pendingRestarts.isEmpty
+            }
+            if let signal = supervisor.interrupted {
+                throw SupervisorError(
+                    process: "askrelay",
+                    "interrupted by \(signalName(signal)); every process was killed"
+                )
+            }
+            if childrenDone() { return }
+            let now = ContinuousClock.now
+            if now >= end {
+                notes.append(
+                    "the children were still running after \(options.scenario.duration.text) and were told to finish (SIGTERM)"
+                )
+                for child in children where child.isRunning { child.signal(SIGTERM) }
+                let deadline = now + options.scenario.grace + options.drainTimeout
+                for child in children {
+                    do { try child.waitForExit(until: deadline) } catch {
+                        notes.append("\(child.name) did not finish after SIGTERM; killed")
+                        child.signal(SIGKILL)
+                    }
+                }
+                return
+            }
+            guard let step = steps.first, start + step.at <= now else { continue }
+            steps.removeFirst()
+            guard let process = supervisor.process(named: step.process) else {
+                notes.append("fault at \(step.at.text): no process '\(step.process)' in this run; skipped")
+                continue
+            }
+            switch step.action {
+            case .signal(let number, let follow):
+                logger.notice("fault", ["process": step.process, "signal": signalName(number), "at": step.at.text])
+                guard process.isRunning else {
+                    notes.append("fault at \(step.at.text): \(step.process) had already exited; skipped")
+                    continue
+                }
+                process.signal(number, expected: number != SIGSTOP)
+                if number == SIGSTOP {
+                    steps.append(Step(at: step.at + (follow ?? .seconds(1)), process: step.process, action: .resume))
+                } else if let follow {
+                    pendingRestarts.insert(step.process)
+                    // The restart waits for the old run to be gone, so the same ipc path and records file are free.
+                    _ = try? process.waitForExit(timeout: options.drainTimeout)
+                    steps.append(
+                        Step(
+                            at: max(step.at + follow, (ContinuousClock.now - start)),
+                            process: step.process,
+                            action: .restart
+                        )
+                    )
+                }
+            case .resume:
+                logger.notice("fault: continue", ["process": step.process])
+                process.signal(SIGCONT)
+            case .restart:
+                pendingRestarts.remove(step.process)
+                if process.isRunning {
+                    process.signal(SIGKILL, expected: true)
+                    _ = try? process.waitForExit(timeout: .seconds(5))
+                }
+                logger.notice("fault: restart", ["process": step.process])
+                try process.restart()
+                try process.waitForLine(timeout: options.readyTimeout)
+            }
+        }
+    }
+
+    /// The known contacts askrelay-child generates for `child` with `seed` (the same function the child uses).
+    func knownHandles(_ child: String, _ seed: UInt64) -> [CommunicationHandle] {
+        ContactGenerator.contacts(
+            for: child,
+            seed: seed,
+            count: options.scenario.contactsPerChild,
+            knownRatio: options.scenario.ratios.knownHandle
+        ).filter(\.known).map(\.handle)
+    }
+
+    static func exitReport(_ process: SupervisedProcess) -> ProcessExitReport {
+        ProcessExitReport(
+            name: process.name,
+            runs: process.incarnations.map { run in
+                switch run.exit {
+                case .exited(let code): .init(pid: run.pid, exitCode: code, expectedSignal: run.expectedSignal)
+                case .signaled(let signal): .init(pid: run.pid, signal: signal, expectedSignal: run.expectedSignal)
+                case nil: .init(pid: run.pid, expectedSignal: run.expectedSignal, running: true)
+                }
+            }
+        )
+    }
+}
+
+/// JSON encoders for files the simulation writes.
+enum WireDates {
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        return encoder
+    }
+}

@@ -1,0 +1,228 @@
+import AskAgents
+import Foundation
+
+/// Nearest-rank percentiles over a sorted copy of the samples (exact, fine for the tens of thousands of flows one
+/// simulation produces).
+struct Percentiles {
+    let sorted: [Double]
+
+    init(_ samples: [Double]) { sorted = samples.filter(\.isFinite).sorted() }
+
+    /// The `p`-th percentile (0...100) by nearest rank; 0 when empty.
+    func value(_ p: Double) -> Double {
+        guard !sorted.isEmpty else { return 0 }
+        let rank = Int((p / 100 * Double(sorted.count)).rounded(.up))
+        return sorted[min(sorted.count - 1, max(0, rank - 1))]
+    }
+
+    var summary: LatencySummary {
+        LatencySummary(count: sorted.count, p50: value(50), p90: value(90), p99: value(99), max: sorted.last ?? 0)
+    }
+}
+
+/// Latency percentiles of one stage, in milliseconds.
+public struct LatencySummary: Codable, Sendable, Equatable {
+    public var count: Int
+    public var p50: Double
+    public var p90: Double
+    public var p99: Double
+    public var max: Double
+}
+
+/// Flows that ended in one second of the run, by outcome.
+public struct TimelineBucket: Codable, Sendable, Equatable {
+    /// Seconds since the first flow started.
+    public var second: Int
+    public var outcomes: [String: Int]
+}
+
+/// What `askrelay simulate` found: written as report.json, drawn as report.html, summarised on stdout.
+public struct SimulationReport: Codable, Sendable {
+    public var seed: UInt64
+    public var scenario: Scenario
+    /// `internal` when the simulation ran its own broker, else the external endpoint.
+    public var broker: String
+    public var startedAt: Date
+    /// Wall-clock seconds from the first process start to the last exit.
+    public var wallSeconds: Double
+    /// Child records (one per flow, including known-handle flows that asked nothing).
+    public var flows: Int
+    /// Distinct questions asked.
+    public var questions: Int
+    public var throughputFlowsPerSecond: Double
+    public var outcomes: [String: Int]
+    public var askErrors: [String: Int]
+    /// Stage name → percentiles in milliseconds.
+    public var latencyMs: [String: LatencySummary]
+    public var timeline: [TimelineBucket]
+    public var guardianAnswers: [String: Int]
+    public var invariants: InvariantResult
+    public var processes: [ProcessExitReport]
+    public var notes: [String]
+
+    enum CodingKeys: String, CodingKey {
+        case seed, scenario, broker, startedAt, wallSeconds, flows, questions, outcomes, askErrors, timeline,
+            guardianAnswers
+        case invariants, processes, notes
+        case throughputFlowsPerSecond = "throughput_flows_per_s"
+        case latencyMs = "latency_ms"
+    }
+
+    /// Latency stages in report order, with what each measures.
+    public static let stages: [(key: String, title: String)] = [
+        ("ask_to_presented", "ask → presented (child)"),
+        ("send_to_delivered", "send → delivered to guardian"),
+        ("answer_to_response", "answer → response at child"),
+        ("end_to_end", "ask → response (end to end)"),
+    ]
+
+    /// Builds the report from the records and the checker's verdict.
+    public static func build(
+        scenario: Scenario,
+        broker: String,
+        startedAt: Date,
+        wallSeconds: Double,
+        childRecords: [ChildFlowRecord],
+        guardianRecords: [GuardianAnswerRecord],
+        invariants: InvariantResult,
+        processes: [ProcessExitReport],
+        notes: [String] = []
+    ) -> SimulationReport {
+        var outcomes: [String: Int] = [:]
+        for outcome in FlowOutcome.allCases { outcomes[outcome.rawValue] = 0 }
+        var askErrors: [String: Int] = [:]
+        for record in childRecords {
+            outcomes[record.outcome.rawValue, default: 0] += 1
+            if record.outcome == .refused { askErrors[record.askError ?? "unknown", default: 0] += 1 }
+        }
+        let questions = Set(childRecords.compactMap(\.question)).count
+
+        func ms(_ from: Date?, _ to: Date?) -> Double? {
+            guard let from, let to else { return nil }
+            return to.timeIntervalSince(from) * 1000
+        }
+        let byQuestion = Dictionary(grouping: childRecords.filter { $0.question != nil }, by: { $0.question! })
+        var askToPresented: [Double] = []
+        var sendToDelivered: [Double] = []
+        var answerToResponse: [Double] = []
+        var endToEnd: [Double] = []
+        for record in childRecords {
+            if let value = ms(record.askedAt, record.presentedAt) { askToPresented.append(value) }
+            if let value = ms(record.askedAt, record.respondedAt) { endToEnd.append(value) }
+        }
+        for answer in guardianRecords {
+            guard let child = byQuestion[answer.question]?.first else { continue }
+            if let value = ms(child.sentAt, answer.receivedAt) { sendToDelivered.append(value) }
+            if answer.result == "accepted", let value = ms(answer.answeredAt, child.respondedAt) {
+                answerToResponse.append(value)
+            }
+        }
+        let latency: [String: LatencySummary] = [
+            "ask_to_presented": Percentiles(askToPresented).summary,
+            "send_to_delivered": Percentiles(sendToDelivered).summary,
+            "answer_to_response": Percentiles(answerToResponse).summary,
+            "end_to_end": Percentiles(endToEnd).summary,
+        ]
+
+        let starts = childRecords.map { $0.askedAt ?? $0.closedAt }
+        let first = starts.min() ?? startedAt
+        let last = childRecords.map(\.closedAt).max() ?? first
+        let span = max(last.timeIntervalSince(first), 0.001)
+        var buckets: [Int: [String: Int]] = [:]
+        for record in childRecords {
+            let second = max(0, Int(record.closedAt.timeIntervalSince(first)))
+            buckets[second, default: [:]][record.outcome.rawValue, default: 0] += 1
+        }
+        let lastSecond = buckets.keys.max() ?? -1
+        let timeline =
+            lastSecond < 0 ? [] : (0...lastSecond).map { TimelineBucket(second: $0, outcomes: buckets[$0] ?? [:]) }
+        var guardianAnswers: [String: Int] = [:]
+        for answer in guardianRecords { guardianAnswers[answer.result, default: 0] += 1 }
+
+        return SimulationReport(
+            seed: scenario.seed,
+            scenario: scenario,
+            broker: broker,
+            startedAt: startedAt,
+            wallSeconds: wallSeconds,
+            flows: childRecords.count,
+            questions: questions,
+            throughputFlowsPerSecond: childRecords.isEmpty ? 0 : Double(childRecords.count) / span,
+            outcomes: outcomes,
+            askErrors: askErrors,
+            latencyMs: latency,
+            timeline: timeline,
+            guardianAnswers: guardianAnswers,
+            invariants: invariants,
+            processes: processes,
+            notes: notes
+        )
+    }
+
+    /// report.json: sorted keys, ISO dates, pretty printed.
+    public func jsonData() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        return try encoder.encode(self)
+    }
+
+    /// Writes report.json and report.html into `directory` (created if needed). - Returns: the two paths.
+    @discardableResult
+    public func write(to directory: String) throws -> (json: String, html: String) {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let json = (directory as NSString).appendingPathComponent("report.json")
+        let html = (directory as NSString).appendingPathComponent("report.html")
+        try jsonData().write(to: URL(fileURLWithPath: json))
+        try Data(ReportHTML.render(self).utf8).write(to: URL(fileURLWithPath: html))
+        return (json, html)
+    }
+
+    /// The summary table printed on stdout.
+    public var summaryTable: String {
+        var lines: [String] = []
+        let verdict = invariants.ok ? "OK" : "FAILED (\(invariants.violations.count) violation(s))"
+        lines.append("AskRelay simulation — seed \(seed), broker \(broker), \(String(format: "%.1f", wallSeconds)) s")
+        lines.append("")
+        lines.append("outcome          count")
+        for outcome in FlowOutcome.allCases {
+            lines.append(
+                "  \(outcome.rawValue.padding(toLength: 15, withPad: " ", startingAt: 0)) \(pad(outcomes[outcome.rawValue] ?? 0, 6))"
+            )
+        }
+        lines.append(
+            "  \("total flows".padding(toLength: 15, withPad: " ", startingAt: 0)) \(pad(flows, 6))   questions asked \(questions)"
+        )
+        if !askErrors.isEmpty {
+            lines.append("")
+            lines.append("AskError                          count")
+            for (name, count) in askErrors.sorted(by: { $0.key < $1.key }) {
+                lines.append("  \(name.padding(toLength: 32, withPad: " ", startingAt: 0)) \(pad(count, 6))")
+            }
+        }
+        lines.append("")
+        lines.append("latency (ms)                        count      p50      p90      p99      max")
+        for stage in Self.stages {
+            let s = latencyMs[stage.key] ?? LatencySummary(count: 0, p50: 0, p90: 0, p99: 0, max: 0)
+            lines.append(
+                "  \(stage.title.padding(toLength: 32, withPad: " ", startingAt: 0)) \(pad(s.count, 6)) \(fmt(s.p50)) \(fmt(s.p90)) \(fmt(s.p99)) \(fmt(s.max))"
+            )
+        }
+        lines.append("")
+        lines.append("throughput       \(String(format: "%.1f", throughputFlowsPerSecond)) flows/s")
+        lines.append("invariants       \(verdict)")
+        for violation in invariants.violations.prefix(20) { lines.append("  ✗ \(violation)") }
+        for note in invariants.notes + notes { lines.append("  note: \(note)") }
+        return lines.joined(separator: "\n")
+    }
+
+    private func pad(_ value: Int, _ width: Int) -> String {
+        let text = String(value)
+        return String(repeating: " ", count: max(0, width - text.count)) + text
+    }
+
+    private func fmt(_ value: Double) -> String {
+        let text = String(format: "%.1f", value)
+        return String(repeating: " ", count: max(0, 8 - text.count)) + text
+    }
+}

@@ -1,0 +1,205 @@
+import AskProtocol
+import Foundation
+
+/// Seeds derived from the scenario's seed, one per process name, so every process decides the same way on every
+/// run with the same seed and no two processes share a random stream.
+public enum SeedDerivation {
+    /// SplitMix64 of the seed mixed with the FNV-1a hash of `name`.
+    public static func seed(_ root: UInt64, _ name: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in name.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01b3
+        }
+        var generator = SplitMix64(seed: root ^ hash)
+        return generator.next()
+    }
+}
+
+/// A small, fast, seedable generator (Steele, Lea, Flood 2014).
+public struct SplitMix64: RandomNumberGenerator, Sendable {
+    var state: UInt64
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+}
+
+/// Names and command lines of the worker processes a scenario starts. The worker naming conventions (family
+/// `f<index>`, child and guardian ids built from an id prefix) live here only.
+public struct WorkerPlan: Sendable {
+    public let scenario: Scenario
+    public let brokerEndpoint: String
+    public let runDirectory: String
+
+    public init(scenario: Scenario, brokerEndpoint: String, runDirectory: String) {
+        self.scenario = scenario
+        self.brokerEndpoint = brokerEndpoint
+        self.runDirectory = runDirectory
+    }
+
+    func path(_ parts: String...) -> String {
+        parts.reduce(runDirectory) { ($0 as NSString).appendingPathComponent($1) }
+    }
+
+    public var limitsStatePath: String { path("limits-state.json") }
+    public func childRecordsPath(_ index: Int) -> String { path("records", "child-\(index).jsonl") }
+    public func parentRecordsPath(_ index: Int) -> String { path("records", "parent-\(index).jsonl") }
+    public func logPath(_ process: String) -> String { path("logs", "\(process).log") }
+    public var brokerDataDirectory: String { path("broker-data") }
+
+    /// Child process `index` names its children `c<index>-<family>-<child>` (askrelay-child's `--id-prefix`).
+    public static func childPrefix(_ index: Int) -> String { "c\(index)-" }
+    /// Parent process `index` hosts guardians `g<index>-<family>-<guardian>`.
+    public static func guardianPrefix(_ index: Int) -> String { "g\(index)-" }
+    public func rosterPath(_ index: Int) -> String { path("roster-parent-\(index).json") }
+
+    /// Child ids of child process `index` (1-based), as askrelay-child generates them: `<prefix><f>-<c>` in family
+    /// `f<f>`, both 1-based.
+    public func childIDs(process index: Int) -> [(id: String, family: String)] {
+        var ids: [(String, String)] = []
+        for family in 1...scenario.families {
+            for child in 1...scenario.childrenPerFamily {
+                ids.append(("\(Self.childPrefix(index))\(family)-\(child)", "f\(family)"))
+            }
+        }
+        return ids
+    }
+
+    /// The child process's `--seed` (also the seed of its generated contacts, which the limits state repeats).
+    public func childSeed(_ index: Int) -> UInt64 { SeedDerivation.seed(scenario.seed, "child-\(index)") }
+
+    /// The guardians of parent process `index`: `guardiansPerFamily` per family `f1 ... f<families>`, named like the
+    /// parent's generated ones (`<prefix><f>-<g>`); families after ``Scenario/answeringFamilies`` get the `never`
+    /// policy, so their questions expire. A roster file, because `--families` gives every guardian one policy.
+    public func roster(_ index: Int) -> [RosterEntry] {
+        var entries: [RosterEntry] = []
+        for family in 1...scenario.families {
+            for guardian in 1...scenario.guardiansPerFamily {
+                entries.append(
+                    RosterEntry(
+                        id: "\(Self.guardianPrefix(index))\(family)-\(guardian)",
+                        family: "f\(family)",
+                        policy: family <= scenario.answeringFamilies ? nil : "never"
+                    )
+                )
+            }
+        }
+        return entries
+    }
+
+    /// The limits worker's state file: per child, limits/contact sync/eligibility drawn from the scenario's ratios
+    /// with a seeded generator (so the same seed gives the same children the same refusals), and the child's known
+    /// contacts as askrelay-child generates them (`knownHandles`: the given generator, one call per child).
+    public func limitsState(
+        knownHandles: (_ child: String, _ seed: UInt64) -> [CommunicationHandle] = { _, _ in [] }
+    ) -> LimitsStateSeed {
+        var generator = SplitMix64(seed: SeedDerivation.seed(scenario.seed, "limits-state"))
+        var children: [String: LimitsState] = [:]
+        for process in 1...scenario.childProcesses {
+            for (id, _) in childIDs(process: process) {
+                // Three independent draws; the limits worker checks eligible, limits, contact sync in that order.
+                let eligible = Double.random(in: 0..<1, using: &generator) < scenario.ratios.eligible
+                let limits = Double.random(in: 0..<1, using: &generator) < scenario.ratios.limitsEnabled
+                let sync = Double.random(in: 0..<1, using: &generator) < scenario.ratios.contactSyncSetUp
+                let known = knownHandles(id, childSeed(process))
+                if eligible && limits && sync && known.isEmpty { continue }
+                children[id] = LimitsState(
+                    limitsEnabled: limits,
+                    contactSyncSetUp: sync,
+                    eligible: eligible,
+                    knownHandles: Set(known)
+                )
+            }
+        }
+        return LimitsStateSeed(defaults: LimitsState(), children: children)
+    }
+
+    /// Arguments of the broker (only when the simulation runs its own).
+    public func brokerArguments(statsEndpoint: String, logLevel: String) -> [String] {
+        [
+            "--endpoint", brokerEndpoint, "--data-dir", brokerDataDirectory, "--durability", scenario.durability,
+            "--time-scale", format(scenario.timeScale), "--pending-window", scenario.pendingWindow.text,
+            "--heartbeat", Self.heartbeat, "--stats-endpoint", statsEndpoint, "--log-level", logLevel,
+        ]
+    }
+
+    /// Heartbeat of every process: short, so a restarted broker is noticed within about 1.5 s.
+    static let heartbeat = "500ms"
+
+    public func limitsArguments(logLevel: String) -> [String] {
+        [
+            "--broker", brokerEndpoint, "--id", "limits-1", "--state", limitsStatePath, "--data-dir",
+            path("limits-data"),
+            "--heartbeat", Self.heartbeat, "--log-level", logLevel,
+        ]
+    }
+
+    public func parentArguments(_ index: Int, logLevel: String) -> [String] {
+        let probability = scenario.guardians.approveProbability
+        let policy = probability >= 1 ? "approve" : probability <= 0 ? "deny" : "probability:\(format(probability))"
+        var arguments = [
+            "--broker", brokerEndpoint, "--seed", String(SeedDerivation.seed(scenario.seed, "parent-\(index)")),
+            "--records", parentRecordsPath(index), "--roster", rosterPath(index),
+            "--policy", policy, "--think", scenario.guardians.think, "--heartbeat", Self.heartbeat, "--log-level",
+            logLevel,
+        ]
+        if scenario.answerAfterExpiry { arguments.append("--answer-after-expiry") }
+        return arguments
+    }
+
+    public func childArguments(_ index: Int, logLevel: String) -> [String] {
+        let topicTotal = scenario.topics.values.reduce(0, +)
+        let appUpdates = topicTotal > 0 ? (scenario.topics["significantAppUpdate"] ?? 0) / topicTotal : 0
+        var arguments = [
+            "--broker", brokerEndpoint, "--seed", String(childSeed(index)),
+            "--records", childRecordsPath(index), "--state-dir", path("child-\(index)-state"),
+            "--families", String(scenario.families), "--children-per-family", String(scenario.childrenPerFamily),
+            "--id-prefix", Self.childPrefix(index), "--flows", String(scenario.flowsPerChild),
+            "--duration", scenario.duration.text, "--think", scenario.childThink.text,
+            "--cancel-probability", format(scenario.cancelProbability),
+            "--abandon-probability", format(scenario.abandonProbability), "--contacts",
+            String(scenario.contactsPerChild),
+            "--known-ratio", format(scenario.ratios.knownHandle), "--invalid-ratio", format(scenario.invalidRatio),
+            "--group-ratio", format(scenario.groupQuestionRatio), "--app-update-ratio", format(appUpdates),
+            "--pending-window", scenario.pendingWindow.text, "--time-scale", format(scenario.timeScale),
+            "--grace", scenario.grace.text, "--heartbeat", Self.heartbeat, "--log-level", logLevel,
+        ]
+        if let expireAfter = scenario.expireAfter { arguments += ["--expire-after", expireAfter.text] }
+        return arguments
+    }
+
+    func format(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(value)
+    }
+}
+
+/// The limits worker's `--state` file as the simulation writes it: a default state and the children that differ.
+public struct LimitsStateSeed: Codable, Sendable, Equatable {
+    public var defaults: LimitsState
+    public var children: [String: LimitsState]
+
+    public func write(to path: String) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try encoder.encode(self).write(to: URL(fileURLWithPath: path))
+    }
+}
+
+/// One guardian of a parent worker's `--roster` file.
+public struct RosterEntry: Codable, Sendable, Equatable {
+    public var id: String
+    public var family: String
+    /// Overrides the worker's `--policy` for this guardian.
+    public var policy: String?
+
+    public static func write(_ entries: [RosterEntry], to path: String) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try encoder.encode(entries).write(to: URL(fileURLWithPath: path))
+    }
+}

@@ -1,0 +1,194 @@
+import AskAgents
+import Foundation
+import Testing
+
+@testable import AskSimulation
+
+@Suite("Scenario files", .timeLimit(.minutes(1)))
+struct ScenarioTests {
+    func parse(_ json: String) throws -> Scenario { try Scenario.parse(Data(json.utf8)) }
+
+    func error(_ json: String) -> ScenarioError? {
+        do {
+            _ = try parse(json)
+            return nil
+        } catch let error as ScenarioError {
+            return error
+        } catch {
+            Issue.record("expected a ScenarioError, got \(error)")
+            return nil
+        }
+    }
+
+    @Test("{} is the default scenario, and the defaults make every outcome possible")
+    func emptyIsDefault() throws {
+        let scenario = try parse("{}")
+        #expect(scenario == Scenario())
+        #expect(scenario.seed == 42)
+        #expect(scenario.pendingWindow == .seconds(48 * 3600))
+        #expect(scenario.childProcesses >= 2 && scenario.parentProcesses >= 2)
+        #expect(scenario.families >= 200)
+        #expect(scenario.faults.isEmpty)
+        // Expiry must happen within the run: the scaled expiry is far shorter than the run.
+        #expect(scenario.scaled(scenario.expireAfter ?? scenario.pendingWindow) < scenario.duration.seconds / 4)
+        #expect(scenario.answeringFamilies < scenario.families)
+        #expect(scenario.cancelProbability > 0 && scenario.invalidRatio > 0 && scenario.ratios.knownHandle > 0)
+        #expect(
+            scenario.ratios.limitsEnabled < 1 && scenario.ratios.contactSyncSetUp < 1 && scenario.ratios.eligible < 1
+        )
+    }
+
+    @Test("every field is read")
+    func everyField() throws {
+        let scenario = try parse(
+            """
+            {"seed": 7, "families": 10, "childrenPerFamily": 2, "guardiansPerFamily": 3, "childProcesses": 3,
+             "parentProcesses": 4,
+             "ratios": {"limitsEnabled": 0.5, "contactSyncSetUp": 0.6, "eligible": 0.7, "knownHandle": 0.1},
+             "actions": {"message": 1, "follow": 2}, "topics": {"communication": 1},
+             "groupQuestionRatio": 0.3, "invalidRatio": 0.04, "cancelProbability": 0.2,
+             "guardians": {"approveProbability": 0.9, "neverAnswerRatio": 0.5, "think": "uniform:50ms-2s"},
+             "childThink": "1s", "pendingWindow": "24h", "expireAfter": "12h", "timeScale": 1000, "duration": "1m",
+             "flowsPerChild": 5, "grace": "500ms", "durability": "strict", "answerAfterExpiry": true,
+             "faults": [{"at": "5s", "process": "broker", "action": "kill", "restartAfter": "1s"},
+                        {"at": 6.5, "process": "parent-2", "action": "stop", "continueAfter": "2s"},
+                        {"at": "7s", "process": "child-3", "action": "term"}]}
+            """
+        )
+        #expect(scenario.seed == 7 && scenario.families == 10 && scenario.childrenPerFamily == 2)
+        #expect(scenario.guardiansPerFamily == 3 && scenario.childProcesses == 3 && scenario.parentProcesses == 4)
+        #expect(scenario.ratios.limitsEnabled == 0.5 && scenario.ratios.contactSyncSetUp == 0.6)
+        #expect(scenario.ratios.eligible == 0.7 && scenario.ratios.knownHandle == 0.1)
+        #expect(scenario.actions == ["message": 1, "follow": 2] && scenario.topics == ["communication": 1])
+        #expect(
+            scenario.groupQuestionRatio == 0.3 && scenario.invalidRatio == 0.04 && scenario.cancelProbability == 0.2
+        )
+        #expect(scenario.guardians.approveProbability == 0.9 && scenario.guardians.neverAnswerRatio == 0.5)
+        #expect(scenario.guardians.think == "uniform:50ms-2s")
+        #expect(scenario.childThink == .seconds(1) && scenario.pendingWindow == .seconds(24 * 3600))
+        #expect(
+            scenario.expireAfter == .seconds(12 * 3600) && scenario.timeScale == 1000
+                && scenario.duration == .seconds(60)
+        )
+        #expect(scenario.flowsPerChild == 5 && scenario.grace == .milliseconds(500) && scenario.durability == "strict")
+        #expect(scenario.answerAfterExpiry)
+        #expect(
+            scenario.faults == [
+                .init(at: .seconds(5), process: "broker", action: .kill, restartAfter: .seconds(1)),
+                .init(at: .milliseconds(6500), process: "parent-2", action: .stop, continueAfter: .seconds(2)),
+                .init(at: .seconds(7), process: "child-3", action: .term),
+            ]
+        )
+        #expect(scenario.answeringFamilies == 5)
+    }
+
+    @Test("a scenario survives encode then parse")
+    func roundTrip() throws {
+        var scenario = Scenario()
+        scenario.faults = [.init(at: .milliseconds(1500), process: "limits", action: .kill, restartAfter: .seconds(2))]
+        scenario.expireAfter = nil
+        let data = try JSONEncoder().encode(scenario)
+        #expect(try Scenario.parse(data) == scenario)
+    }
+
+    @Test("expireAfter null leaves expiry to the pending window")
+    func expireAfterNull() throws {
+        #expect(try parse(#"{"expireAfter": null}"#).expireAfter == nil)
+    }
+
+    @Test(
+        "bad input names the field",
+        arguments: [
+            (#"{"families": "many"}"#, "families"),
+            (#"{"families": 0}"#, "families"),
+            (#"{"famlies": 3}"#, "famlies"),
+            (#"{"ratios": {"eligible": 1.5}}"#, "ratios.eligible"),
+            (#"{"ratios": {"elgible": 0.5}}"#, "ratios.elgible"),
+            (#"{"guardians": {"think": "sometimes"}}"#, "guardians.think"),
+            (#"{"guardians": {"approveProbability": -0.1}}"#, "guardians.approveProbability"),
+            (#"{"pendingWindow": "two days"}"#, "pendingWindow"),
+            (#"{"timeScale": 0}"#, "timeScale"),
+            (#"{"durability": "fast"}"#, "durability"),
+            (#"{"actions": {"hug": 1}}"#, "actions.hug"),
+            (#"{"faults": [{"at": "1s", "process": "broker", "action": "explode"}]}"#, "faults[0].action"),
+            (#"{"faults": [{"at": "1s", "process": "parent-9", "action": "kill"}]}"#, "faults[0].process"),
+            (#"{"faults": [{"process": "broker", "action": "kill"}]}"#, "faults[0].at"),
+            (
+                #"{"faults": [{"at": "1s", "process": "broker", "action": "kill", "continueAfter": "1s"}]}"#,
+                "faults[0].continueAfter"
+            ),
+            (#"{"seed": -1}"#, "seed"),
+        ]
+    )
+    func badInput(json: String, field: String) {
+        let error = error(json)
+        #expect(error?.field == field, "\(json) → \(error.map(String.init(describing:)) ?? "no error")")
+        #expect(error?.description.contains("'\(field)'") == true)
+    }
+
+    @Test("text that is not JSON is refused")
+    func notJSON() {
+        #expect(error("families: 3") != nil)
+    }
+
+    @Test("the example scenarios in docs/scenarios parse, and default.json is the built-in default")
+    func examples() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        for name in ["default", "faults", "small"] {
+            _ = try Scenario.load(path: root.appendingPathComponent("docs/scenarios/\(name).json").path)
+        }
+        #expect(try Scenario.load(path: root.appendingPathComponent("docs/scenarios/default.json").path) == Scenario())
+        let faults = try Scenario.load(path: root.appendingPathComponent("docs/scenarios/faults.json").path)
+        #expect(faults.faults.contains { $0.process == "broker" && $0.action == .kill && $0.restartAfter != nil })
+    }
+
+    @Test("think times parse like the parent's --think flag")
+    func thinkTimes() {
+        #expect(ThinkTime("fixed:200ms") == .fixed(.milliseconds(200)))
+        #expect(ThinkTime("uniform:50ms-2s") == .uniform(.milliseconds(50), .seconds(2)))
+        #expect(ThinkTime("exponential:300ms") == .exponential(.milliseconds(300)))
+        #expect(ThinkTime("uniform:2s-1s") == nil)
+        #expect(ThinkTime("gaussian:1s") == nil)
+    }
+
+    @Test("derived seeds differ per process and repeat per seed; the limits state is seeded")
+    func seeds() {
+        #expect(SeedDerivation.seed(1, "child-1") == SeedDerivation.seed(1, "child-1"))
+        #expect(SeedDerivation.seed(1, "child-1") != SeedDerivation.seed(1, "child-2"))
+        #expect(SeedDerivation.seed(1, "child-1") != SeedDerivation.seed(2, "child-1"))
+        let plan = WorkerPlan(scenario: Scenario(), brokerEndpoint: "ipc:///tmp/x", runDirectory: "/tmp")
+        let state = plan.limitsState()
+        #expect(state == plan.limitsState())
+        #expect(state.children.values.contains { !$0.eligible })
+        #expect(state.children.values.contains { !$0.limitsEnabled })
+        #expect(state.children.values.contains { !$0.contactSyncSetUp })
+        var other = Scenario()
+        other.seed = 43
+        #expect(WorkerPlan(scenario: other, brokerEndpoint: "", runDirectory: "/tmp").limitsState() != state)
+    }
+
+    @Test("the plan names children and guardians as the workers generate them, and the roster parses as a roster")
+    func naming() throws {
+        var scenario = Scenario()
+        scenario.families = 5
+        scenario.childrenPerFamily = 2
+        scenario.guardiansPerFamily = 2
+        scenario.guardians.neverAnswerRatio = 0.4
+        let plan = WorkerPlan(scenario: scenario, brokerEndpoint: "", runDirectory: "/tmp")
+        let generated = ContactGenerator.children(
+            families: 5,
+            childrenPerFamily: 2,
+            idPrefix: WorkerPlan.childPrefix(2)
+        )
+        #expect(plan.childIDs(process: 2).map(\.id) == generated.map(\.id))
+        #expect(plan.childIDs(process: 2).map(\.family) == generated.map(\.family))
+        let roster = plan.roster(1)
+        let guardians = try Roster.generate(families: 5, guardiansPerFamily: 2, idPrefix: WorkerPlan.guardianPrefix(1))
+        #expect(roster.map(\.id) == guardians.map(\.id))
+        #expect(roster.map(\.family) == guardians.map(\.family))
+        #expect(roster.filter { $0.policy == "never" }.map(\.family) == ["f4", "f4", "f5", "f5"])
+        let parsed = try Roster.parseFile(try JSONEncoder().encode(roster))
+        #expect(parsed.count == 10)
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import AskSimulation
+
+@Suite("ProcessSupervisor with real processes", .timeLimit(.minutes(1)))
+struct SupervisorTests {
+    let directory: String = {
+        let path = (NSTemporaryDirectory() as NSString).appendingPathComponent("supervisor-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }()
+
+    /// A shell that says ready with its pid, then blocks until it is signalled.
+    static let blocker = ["-c", "echo \"ready pid=$$\"; echo 'to the log' >&2; exec tail -f /dev/null"]
+
+    @Test("waits for the ready line, exposes the pid, logs stderr, and a SIGKILL ends it")
+    func readyAndKill() throws {
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let log = (directory as NSString).appendingPathComponent("sh.log")
+        let process = try supervisor.start(name: "sh", executable: "/bin/sh", arguments: Self.blocker, logPath: log)
+        let line = try process.waitForLine(timeout: .seconds(10))
+        let pid = try #require(process.pid)
+        #expect(line == "ready pid=\(pid)")
+        #expect(process.isRunning)
+        #expect(process.incarnations.last?.readyLine == line)
+        process.signal(SIGKILL)
+        #expect(try process.waitForExit(timeout: .seconds(10)) == .signaled(SIGKILL))
+        #expect(!process.isRunning)
+        #expect(
+            String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self).contains("to the log")
+        )
+    }
+
+    @Test("a process that never prints ready fails with a clear error within the deadline")
+    func neverReady() throws {
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let process = try supervisor.start(
+            name: "mute",
+            executable: "/bin/sh",
+            arguments: ["-c", "echo starting; exec tail -f /dev/null"]
+        )
+        let started = ContinuousClock.now
+        do {
+            try process.waitForLine(timeout: .milliseconds(300))
+            Issue.record("waitForLine returned without a ready line")
+        } catch let error as SupervisorError {
+            #expect(error.process == "mute")
+            #expect(error.description.contains("did not print 'ready ...' within 300ms"))
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(process.isRunning)
+        #expect(process.lines == ["starting"])
+    }
+
+    @Test("a process that exits before ready fails at once with its exit status and last log lines")
+    func exitsBeforeReady() throws {
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let log = (directory as NSString).appendingPathComponent("broken.log")
+        let process = try supervisor.start(
+            name: "broken",
+            executable: "/bin/sh",
+            arguments: ["-c", "echo 'no config' >&2; exit 3"],
+            logPath: log
+        )
+        let started = ContinuousClock.now
+        #expect {
+            try process.waitForLine(timeout: .seconds(30))
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("exit 3") && text.contains("no config")
+        }
+        #expect(ContinuousClock.now - started < .seconds(10))
+        #expect(process.exitStatus == .exited(3))
+    }
+
+    @Test("exit codes are reported; a missing executable is a clear error")
+    func exitCodes() throws {
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let process = try supervisor.start(
+            name: "ok",
+            executable: "/bin/sh",
+            arguments: ["-c", "echo ready; echo done flows=3"]
+        )
+        #expect(try process.waitForLine(prefix: "done", timeout: .seconds(10)) == "done flows=3")
+        #expect(try process.waitForExit(timeout: .seconds(10)) == .exited(0))
+        #expect(throws: SupervisorError.self) {
+            try supervisor.start(name: "ghost", executable: "/nonexistent/askrelay-ghost", arguments: [])
+        }
+    }
+
+    @Test("SIGSTOP and SIGCONT, restart with the same arguments, SIGTERM, and killAll")
+    func signalsAndRestart() throws {
+        let seen = Mutex<[String]>([])
+        let supervisor = ProcessSupervisor { name, line in
+            seen.withLock { $0.append("\(name): \(line)") }
+        }
+        defer { supervisor.killAll() }
+        let process = try supervisor.start(name: "w", executable: "/bin/sh", arguments: Self.blocker)
+        try process.waitForLine(timeout: .seconds(10))
+        let first = try #require(process.pid)
+        process.signal(SIGSTOP)
+        process.signal(SIGCONT)
+        #expect(process.isRunning)
+        #expect(throws: SupervisorError.self) { try process.restart() }
+        process.signal(SIGTERM, expected: true)
+        #expect(try process.waitForExit(timeout: .seconds(10)) == .signaled(SIGTERM))
+        #expect(process.incarnations.last?.expectedSignal == SIGTERM)
+
+        try process.restart()
+        let line = try process.waitForLine(timeout: .seconds(10))
+        let second = try #require(process.pid)
+        #expect(second != first)
+        #expect(line == "ready pid=\(second)")
+        #expect(process.incarnations.count == 2)
+
+        // A stopped process still dies from killAll.
+        process.signal(SIGSTOP)
+        let other = try supervisor.start(name: "v", executable: "/bin/sh", arguments: Self.blocker)
+        try other.waitForLine(timeout: .seconds(10))
+        supervisor.killAll()
+        #expect(!process.isRunning && !other.isRunning)
+        #expect(process.exitStatus == .signaled(SIGKILL))
+        let lines = seen.withLock { $0 }
+        #expect(lines.contains("w: ready pid=\(first)") && lines.contains("v: ready pid=\(other.pid ?? 0)"))
+    }
+
+    @Test("the executable folder is the running program's folder")
+    func executableDirectory() {
+        let directory = ProcessSupervisor.executableDirectory.path
+        #expect(FileManager.default.fileExists(atPath: directory))
+    }
+}

@@ -181,16 +181,20 @@ extension Broker {
         guard to == "child/\(entry.record.child)" else {
             throw WireError(.badAddress, "the result of question \(result.questionID) goes to child/\(entry.record.child)")
         }
-        if entry.record.state == .admitting {
-            switch result.outcome {
-            case .presented: entry.record.state = .presented
-            case .refused:
-                entry.record.state = .refused
-                entry.record.closedAt = now
-            }
-            try save(entry.record)
-            ledger.entries[questionID] = entry
+        guard entry.record.state == .admitting else {
+            // Too late: the question already closed (its deadline passed during admission, and the child was told).
+            // Acknowledge the result and drop it, so the child sees exactly one outcome.
+            stats.countRouted("ledger.late-ask-result")
+            return
         }
+        switch result.outcome {
+        case .presented: entry.record.state = .presented
+        case .refused:
+            entry.record.state = .refused
+            entry.record.closedAt = now
+        }
+        try save(entry.record)
+        ledger.entries[questionID] = entry
         try route(id: id, from: from, to: to, kind: MessageKind.askResult.rawValue, subject: questionID, body: body)
     }
 
@@ -268,9 +272,21 @@ extension Broker {
         ledger.entries[questionID] = entry
     }
 
-    /// Closes a question whose deadline passed: unsent ones are abandoned, sent ones expire and guardians are told.
+    /// Closes a question whose deadline passed: unsent ones are abandoned, sent ones expire and guardians are told,
+    /// and one still waiting for admission is refused, the child being told in place of the limits worker.
     func expire(_ questionID: MessageID, now: Date) throws(WireError) {
         guard var entry = ledger.entries[questionID], !entry.record.state.isClosed else { return }
+        if entry.record.state == .admitting {
+            entry.record.state = .refused
+            entry.record.closedAt = now
+            try save(entry.record)
+            ledger.entries[questionID] = entry
+            stats.countRouted("ledger.admission-expired")
+            let refusal = AskResult(questionID: questionID.uuid, outcome: .refused(.systemError("the question expired before the limits service admitted it")))
+            let body = (try? WireJSON.encode(refusal)) ?? []
+            try route(id: .random(), from: "broker", to: "child/\(entry.record.child)", kind: MessageKind.askResult.rawValue, subject: questionID, body: body)
+            return
+        }
         let wasSent = entry.record.state == .sent
         entry.record.state = wasSent ? .expired : .abandoned
         entry.record.closedAt = now

@@ -278,4 +278,27 @@ struct LedgerTests {
         let fromChild = try flow.child.send(LimitsAdminChange(child: "c1", limitsEnabled: true), from: "child/c1", to: "limits")
         #expect(try flow.child.expectNack(fromChild).code == ErrorCode.forbidden.rawValue)
     }
+
+    @Test("a question whose deadline passes during admission is refused to the child once; the late result is dropped")
+    func deadlineDuringAdmission() throws {
+        let flow = try FlowHarness()
+        defer { flow.stop() }
+        let question = FlowHarness.question(expiresIn: 0.5)
+        try flow.child.expectAck(try flow.child.send(AskRequest(question: question), from: "child/c1", to: "limits"))
+        let ask = try flow.limits.expectDelivery(kind: "ask")
+        try flow.limits.ack([ask.id!])
+        // The limits worker is slow: the broker refuses on its behalf when the deadline passes.
+        let refusal = try flow.child.expectDelivery(kind: "ask.result")
+        #expect(refusal.from == "broker")
+        guard case .refused(.systemError) = try refusal.decode(AskResult.self).outcome else {
+            Issue.record("expected a systemError refusal, got \(try refusal.decode(AskResult.self).outcome)")
+            return
+        }
+        try flow.child.ack([refusal.id!])
+        let late = try flow.limits.send(AskResult(questionID: question.id, outcome: .presented), from: "limits/l1", to: "child/c1")
+        try flow.limits.expectAck(late)
+        #expect(try flow.child.receivesNothing(within: .milliseconds(300)) { $0.kind == "ask.result" })
+        let send = try flow.child.send(SendQuestion(questionID: question.id), from: "child/c1", to: "broker")
+        #expect(try flow.child.expectNack(send).code == ErrorCode.notPresented.rawValue)
+    }
 }

@@ -288,6 +288,13 @@ func register(socket: Socket, role: SessionRole, address: String, input: inout M
     }
 }
 
+/// Ends a broker session politely, so its address is free again at once.
+func sayBye(_ socket: Socket) {
+    var out = Multipart()
+    WireEncoder.bye(reason: "load run over", into: &out)
+    _ = try? socket.send(out, .dontWait)
+}
+
 /// Sends ACKs for `ids` in frames of at most 4096 ids.
 func sendAcks(_ ids: inout [MessageID], socket: Socket, out: inout Multipart) throws {
     var start = 0
@@ -321,7 +328,7 @@ final class EchoWorker {
         address = "echo/\(index)"
         addressBytes = Array(address.utf8)
         socket = try context.socket(.dealer)
-        try socket.set(.linger, 0)
+        try socket.set(.linger, 200)  // long enough for the closing BYE
         try socket.set(.sendHighWaterMark, 0)
         try socket.set(.receiveHighWaterMark, 0)
         switch target {
@@ -348,6 +355,7 @@ final class EchoWorker {
         } catch {
             if !shared.stopping.load(ordering: .acquiring) { shared.fail("\(address): \(error)") }
         }
+        if case .broker = target { sayBye(socket) }
     }
 
     struct Pending {
@@ -478,7 +486,7 @@ final class ClientConnection {
         fromBytes = Array(address.utf8)
         toBytes = Array("echo/\(index % options.echoWorkers)".utf8)
         socket = try context.socket(.dealer)
-        try socket.set(.linger, 0)
+        try socket.set(.linger, 200)  // long enough for the closing BYE
         try socket.set(.sendHighWaterMark, 0)
         try socket.set(.receiveHighWaterMark, 0)
         switch target {
@@ -519,6 +527,7 @@ struct ClientLoop {
         } catch {
             shared.fail("client: \(error)")
         }
+        for connection in connections where connection.isBroker { sayBye(connection.socket) }
         shared.clientsDone.signal()
     }
 

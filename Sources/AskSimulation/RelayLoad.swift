@@ -314,7 +314,8 @@ func sendAcks(_ ids: inout [MessageID], socket: Socket, out: inout Multipart) th
 final class EchoWorker {
     let index: Int
     let target: RelayTarget
-    let socket: Socket
+    /// Released (closed) as soon as the worker stops, so the closing BYE is flushed when the context ends.
+    var socket: Socket!
     let options: RelayLoadOptions
     let shared: SharedRun
     let address: String
@@ -356,6 +357,7 @@ final class EchoWorker {
             if !shared.stopping.load(ordering: .acquiring) { shared.fail("\(address): \(error)") }
         }
         if case .broker = target { sayBye(socket) }
+        socket = nil
     }
 
     struct Pending {
@@ -464,7 +466,8 @@ final class EchoWorker {
 /// One client DEALER socket and its counters.
 final class ClientConnection {
     let index: Int
-    let socket: Socket
+    /// Released (closed) when the client stops, so the closing BYE is flushed when the context ends.
+    var socket: Socket!
     let isBroker: Bool
     let address: String
     let fromBytes: [UInt8]
@@ -527,7 +530,10 @@ struct ClientLoop {
         } catch {
             shared.fail("client: \(error)")
         }
-        for connection in connections where connection.isBroker { sayBye(connection.socket) }
+        for connection in connections {
+            if connection.isBroker { sayBye(connection.socket) }
+            connection.socket = nil
+        }
         shared.clientsDone.signal()
     }
 

@@ -39,6 +39,11 @@ public final class Broker {
     var input = Multipart()
     var output = Multipart()
     let wake: WakeSignal
+    /// The time at the start of this loop turn: stamps on the hot path (last heard, last sent, delivered, accepted)
+    /// use it instead of reading the clock once per message.
+    var turnNow = ContinuousClock.now
+    /// Wall-clock time at the start of this loop turn (message creation times).
+    var turnDate = Date()
     var lastHousekeeping = ContinuousClock.now
     var lastAckScan = ContinuousClock.now
     var statsPublisher: StatsPublisher?
@@ -78,6 +83,8 @@ public final class Broker {
         logger.notice("broker ready", ["endpoints": boundEndpoints.joined(separator: ","), "durability": configuration.durability.rawValue, "instance": instanceID])
         while !stopping {
             try poller.poll(timeoutMilliseconds: pollTimeout())
+            turnNow = .now
+            turnDate = Date()
             if poller.isReady(wakeIndex) {
                 wake.drain()
                 stopping = true
@@ -160,7 +167,7 @@ public final class Broker {
             refuseInput(error, session: session)
             return
         }
-        if let session { session.lastHeard = .now }
+        if let session { session.lastHeard = turnNow }
         switch parsed.command {
         case .heartbeat:
             if session == nil { refuseInput(WireError(.notRegistered, "this connection has no session; send HELLO"), session: nil) }
@@ -335,8 +342,8 @@ public final class Broker {
     /// Marks a SEND accepted: remembered for deduplication, acknowledged after the commit.
     func accept(_ id: MessageID, from session: Session) {
         accepted.insert(id)
-        acceptedOrder.append((.now, id))
-        if journal.durability != .off { try? journal.rememberAccepted(id, at: Date()) }
+        acceptedOrder.append((turnNow, id))
+        if journal.durability != .off { try? journal.rememberAccepted(id, at: turnDate) }
         queueAck(id, for: session)
     }
 
@@ -360,7 +367,7 @@ public final class Broker {
             throw WireError(.busy, "the broker holds \(configuration.maxQueuedTotal) queued messages; retry later")
         }
         let persistent = journal.durability != .off
-        let now = Date()
+        let now = turnDate
         let envelope = Envelope(seq: nextSeq, id: id, from: from, to: to, kind: kind, subject: subject, body: body, createdAt: now.timeIntervalSince1970, persistent: persistent)
         nextSeq += 1
         if persistent {
@@ -435,7 +442,7 @@ public final class Broker {
         output.append(owner.identity)
         WireEncoder.message(.deliver, id: envelope.id, from: envelope.from, to: envelope.to, kind: envelope.kind, subject: envelope.subject, body: envelope.body, into: &output)
         guard sendToPeer(owner) else { return false }
-        envelope.deliveredAt = .now
+        envelope.deliveredAt = turnNow
         return true
     }
 
@@ -444,7 +451,7 @@ public final class Broker {
     func sendToPeer(_ session: Session) -> Bool {
         do {
             let sent = try socket.send(output, .dontWait)
-            if sent { session.lastSent = .now }
+            if sent { session.lastSent = turnNow }
             return sent
         } catch let error as ZMQError where error.isHostUnreachable {
             endSession(session, reason: "peer disconnected")

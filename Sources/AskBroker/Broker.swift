@@ -321,12 +321,13 @@ public final class Broker {
         }
         let to = input.string(parsed.toFrame)
         let kind = input.string(parsed.kindFrame)
-        guard !QuestionLedger.brokerOnlyKinds.contains(kind) else {
+        // Linear scans of a few short strings: no hashing per message.
+        guard !Self.brokerOnlyKindList.contains(kind) else {
             nack(session: session, id: id, WireError(.forbidden, "only the broker sends '\(kind)'"))
             return
         }
         do {
-            if to == "broker" || QuestionLedger.watchedKinds.contains(kind) {
+            if to == "broker" || Self.watchedKindList.contains(kind) {
                 try ledgerSend(session: session, parsed: parsed, id: id, from: from, to: to, kind: kind)
             } else {
                 try route(id: id, from: from, to: to, kind: kind, subject: parsed.subject, body: Array(input[parsed.bodyFrame]))
@@ -338,6 +339,9 @@ public final class Broker {
         accept(id, from: session)
         stats.countRouted(kind)
     }
+
+    static let brokerOnlyKindList = Array(QuestionLedger.brokerOnlyKinds)
+    static let watchedKindList = Array(QuestionLedger.watchedKinds)
 
     /// Marks a SEND accepted: remembered for deduplication, acknowledged after the commit.
     func accept(_ id: MessageID, from session: Session) {

@@ -21,8 +21,10 @@ public final class Broker {
     var sessions: [PeerID: Session] = [:]
     var mailboxes: [String: Mailbox] = [:]
     var inflightIndex: [MessageID: Mailbox] = [:]
+    /// Mailboxes to pump at the end of the turn (each once: `Mailbox.isDirty`).
     var dirty: [Mailbox] = []
-    var dirtySet: Set<ObjectIdentifier> = []
+    /// The spare buffer `dirty` is swapped with while pumping, so neither is reallocated per turn.
+    var pumping: [Mailbox] = []
     var sessionsWithAcks: [Session] = []
     var turnAccepted: [(envelope: Envelope, session: Session)] = []
     var accepted: Set<MessageID> = []
@@ -412,15 +414,18 @@ public final class Broker {
     }
 
     func markDirty(_ mailbox: Mailbox) {
-        if dirtySet.insert(ObjectIdentifier(mailbox)).inserted { dirty.append(mailbox) }
+        if !mailbox.isDirty {
+            mailbox.isDirty = true
+            dirty.append(mailbox)
+        }
     }
 
     func pumpDirty() {
         guard !dirty.isEmpty else { return }
-        let batch = dirty
-        dirty.removeAll(keepingCapacity: true)
-        dirtySet.removeAll(keepingCapacity: true)
-        for mailbox in batch { pump(mailbox) }
+        swap(&dirty, &pumping)
+        for mailbox in pumping { mailbox.isDirty = false }
+        for mailbox in pumping { pump(mailbox) }
+        pumping.removeAll(keepingCapacity: true)
     }
 
     func pump(_ mailbox: Mailbox) {

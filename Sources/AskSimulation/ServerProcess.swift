@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A server executable started for a benchmark: launched with a stdout pipe, considered up once it prints its
 /// `ready ...` line, and always stopped with SIGTERM (then SIGKILL) by ``stop()``.
@@ -21,6 +22,8 @@ public final class ServerProcess: @unchecked Sendable {  // @unchecked: used by 
         let exited = self.exited
         process.terminationHandler = { _ in exited.signal() }
         try process.run()
+        let started = process
+        Self.running.withLock { $0[started.processIdentifier] = started }
         let descriptor = output.fileHandleForReading.fileDescriptor
         let deadline = ContinuousClock.now + timeout
         var buffer: [UInt8] = []
@@ -56,7 +59,18 @@ public final class ServerProcess: @unchecked Sendable {  // @unchecked: used by 
     }
 
     /// SIGTERM, then SIGKILL if it has not exited within 5 s. Safe to call more than once.
-    public func stop() { Self.terminate(process, exited) }
+    public func stop() {
+        Self.terminate(process, exited)
+        _ = Self.running.withLock { $0.removeValue(forKey: process.processIdentifier) }
+    }
+
+    /// Processes started and not yet stopped, so a signal handler can stop them all.
+    private static let running = Mutex<[Int32: Process]>([:])
+
+    /// Sends SIGTERM to every server still running (for a SIGINT/SIGTERM handler; does not wait).
+    public static func terminateAll() {
+        for process in running.withLock({ Array($0.values) }) where process.isRunning { process.terminate() }
+    }
 
     static func terminate(_ process: Process, _ exited: DispatchSemaphore) {
         guard process.isRunning else { return }

@@ -71,6 +71,12 @@ struct LoadCommand: Command {
             return ExitCode.unavailable
         }
         let (options, durability, baseline, broker, reportDirectory) = (self.options, self.durability, self.baseline, self.broker, self.reportDirectory)
+        // Interrupted: the broker and proxy processes go down with us.
+        let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) { signal in
+            ServerProcess.terminateAll()
+            exit(128 + signal)
+        }
+        defer { _ = signals }
         return try await onDedicatedThread(name: "load") {
             let me = Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])
             let directory = me.deletingLastPathComponent()

@@ -21,8 +21,10 @@ public final class Broker {
     var sessions: [PeerID: Session] = [:]
     var mailboxes: [String: Mailbox] = [:]
     var inflightIndex: [MessageID: Mailbox] = [:]
+    /// Mailboxes to pump at the end of the turn (each once: `Mailbox.isDirty`).
     var dirty: [Mailbox] = []
-    var dirtySet: Set<ObjectIdentifier> = []
+    /// The spare buffer `dirty` is swapped with while pumping, so neither is reallocated per turn.
+    var pumping: [Mailbox] = []
     var sessionsWithAcks: [Session] = []
     var turnAccepted: [(envelope: Envelope, session: Session)] = []
     var accepted: Set<MessageID> = []
@@ -39,6 +41,11 @@ public final class Broker {
     var input = Multipart()
     var output = Multipart()
     let wake: WakeSignal
+    /// The time at the start of this loop turn: stamps on the hot path (last heard, last sent, delivered, accepted)
+    /// use it instead of reading the clock once per message.
+    var turnNow = ContinuousClock.now
+    /// Wall-clock time at the start of this loop turn (message creation times).
+    var turnDate = Date()
     var lastHousekeeping = ContinuousClock.now
     var lastAckScan = ContinuousClock.now
     var statsPublisher: StatsPublisher?
@@ -78,6 +85,8 @@ public final class Broker {
         logger.notice("broker ready", ["endpoints": boundEndpoints.joined(separator: ","), "durability": configuration.durability.rawValue, "instance": instanceID])
         while !stopping {
             try poller.poll(timeoutMilliseconds: pollTimeout())
+            turnNow = .now
+            turnDate = Date()
             if poller.isReady(wakeIndex) {
                 wake.drain()
                 stopping = true
@@ -160,7 +169,7 @@ public final class Broker {
             refuseInput(error, session: session)
             return
         }
-        if let session { session.lastHeard = .now }
+        if let session { session.lastHeard = turnNow }
         switch parsed.command {
         case .heartbeat:
             if session == nil { refuseInput(WireError(.notRegistered, "this connection has no session; send HELLO"), session: nil) }
@@ -317,12 +326,13 @@ public final class Broker {
         }
         let to = input.string(parsed.toFrame)
         let kind = input.string(parsed.kindFrame)
-        guard !QuestionLedger.brokerOnlyKinds.contains(kind) else {
+        // Linear scans of a few short strings: no hashing per message.
+        guard !Self.brokerOnlyKindList.contains(kind) else {
             nack(session: session, id: id, WireError(.forbidden, "only the broker sends '\(kind)'"))
             return
         }
         do {
-            if to == "broker" || QuestionLedger.watchedKinds.contains(kind) {
+            if to == "broker" || Self.watchedKindList.contains(kind) {
                 try ledgerSend(session: session, parsed: parsed, id: id, from: from, to: to, kind: kind)
             } else {
                 try route(id: id, from: from, to: to, kind: kind, subject: parsed.subject, body: Array(input[parsed.bodyFrame]))
@@ -335,11 +345,14 @@ public final class Broker {
         stats.countRouted(kind)
     }
 
+    static let brokerOnlyKindList = Array(QuestionLedger.brokerOnlyKinds)
+    static let watchedKindList = Array(QuestionLedger.watchedKinds)
+
     /// Marks a SEND accepted: remembered for deduplication, acknowledged after the commit.
     func accept(_ id: MessageID, from session: Session) {
         accepted.insert(id)
-        acceptedOrder.append((.now, id))
-        if journal.durability != .off { try? journal.rememberAccepted(id, at: Date()) }
+        acceptedOrder.append((turnNow, id))
+        if journal.durability != .off { try? journal.rememberAccepted(id, at: turnDate) }
         queueAck(id, for: session)
     }
 
@@ -366,7 +379,7 @@ public final class Broker {
             throw WireError(.busy, "the broker holds \(configuration.maxQueuedTotal) queued messages; retry later")
         }
         let persistent = journal.durability != .off
-        let now = Date()
+        let now = turnDate
         let envelope = Envelope(seq: nextSeq, id: id, from: from, to: to, kind: kind, subject: subject, body: body, createdAt: now.timeIntervalSince1970, persistent: persistent)
         envelope.expiresAt = expiresAt?.timeIntervalSince1970
         nextSeq += 1
@@ -408,15 +421,18 @@ public final class Broker {
     }
 
     func markDirty(_ mailbox: Mailbox) {
-        if dirtySet.insert(ObjectIdentifier(mailbox)).inserted { dirty.append(mailbox) }
+        if !mailbox.isDirty {
+            mailbox.isDirty = true
+            dirty.append(mailbox)
+        }
     }
 
     func pumpDirty() {
         guard !dirty.isEmpty else { return }
-        let batch = dirty
-        dirty.removeAll(keepingCapacity: true)
-        dirtySet.removeAll(keepingCapacity: true)
-        for mailbox in batch { pump(mailbox) }
+        swap(&dirty, &pumping)
+        for mailbox in pumping { mailbox.isDirty = false }
+        for mailbox in pumping { pump(mailbox) }
+        pumping.removeAll(keepingCapacity: true)
     }
 
     func pump(_ mailbox: Mailbox) {
@@ -449,7 +465,7 @@ public final class Broker {
         output.append(owner.identity)
         WireEncoder.message(.deliver, id: envelope.id, from: envelope.from, to: envelope.to, kind: envelope.kind, subject: envelope.subject, body: envelope.body, into: &output)
         guard sendToPeer(owner) else { return false }
-        envelope.deliveredAt = .now
+        envelope.deliveredAt = turnNow
         return true
     }
 
@@ -458,7 +474,7 @@ public final class Broker {
     func sendToPeer(_ session: Session) -> Bool {
         do {
             let sent = try socket.send(output, .dontWait)
-            if sent { session.lastSent = .now }
+            if sent { session.lastSent = turnNow }
             return sent
         } catch let error as ZMQError where error.isHostUnreachable {
             endSession(session, reason: "peer disconnected")

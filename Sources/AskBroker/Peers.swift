@@ -94,6 +94,8 @@ final class Envelope {
 final class Mailbox {
     let address: String
     var owner: Session?
+    /// Queued in the broker's `dirty` list for this turn (replaces a set of object identifiers: no hashing).
+    var isDirty = false
     private var waiting: [Envelope] = []
     private var head = 0
     var inflight: [MessageID: Envelope] = [:]

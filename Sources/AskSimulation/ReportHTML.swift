@@ -129,7 +129,7 @@ enum ReportHTML {
         }
         for (row, stage) in SimulationReport.stages.enumerated() {
             let y = top + Double(row) * rowHeight
-            let s = report.latencyMs[stage.key] ?? LatencySummary(count: 0, p50: 0, p90: 0, p99: 0, max: 0)
+            let s = report.latencyMs[stage.key] ?? StageLatency(count: 0, p50: 0, p90: 0, p99: 0, max: 0)
             svg += "<text x=\"0\" y=\"\(y + 28)\">\(esc(stage.title))</text>"
             if s.count == 0 {
                 svg += "<text x=\"\(labelWidth + 6)\" y=\"\(y + 28)\" fill=\"#888\">no samples</text>"

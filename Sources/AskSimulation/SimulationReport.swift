@@ -15,13 +15,13 @@ struct Percentiles {
         return sorted[min(sorted.count - 1, max(0, rank - 1))]
     }
 
-    var summary: LatencySummary {
-        LatencySummary(count: sorted.count, p50: value(50), p90: value(90), p99: value(99), max: sorted.last ?? 0)
+    var summary: StageLatency {
+        StageLatency(count: sorted.count, p50: value(50), p90: value(90), p99: value(99), max: sorted.last ?? 0)
     }
 }
 
 /// Latency percentiles of one stage, in milliseconds.
-public struct LatencySummary: Codable, Sendable, Equatable {
+public struct StageLatency: Codable, Sendable, Equatable {
     public var count: Int
     public var p50: Double
     public var p90: Double
@@ -53,7 +53,7 @@ public struct SimulationReport: Codable, Sendable {
     public var outcomes: [String: Int]
     public var askErrors: [String: Int]
     /// Stage name → percentiles in milliseconds.
-    public var latencyMs: [String: LatencySummary]
+    public var latencyMs: [String: StageLatency]
     public var timeline: [TimelineBucket]
     public var guardianAnswers: [String: Int]
     public var invariants: InvariantResult
@@ -117,7 +117,7 @@ public struct SimulationReport: Codable, Sendable {
                 answerToResponse.append(value)
             }
         }
-        let latency: [String: LatencySummary] = [
+        let latency: [String: StageLatency] = [
             "ask_to_presented": Percentiles(askToPresented).summary,
             "send_to_delivered": Percentiles(sendToDelivered).summary,
             "answer_to_response": Percentiles(answerToResponse).summary,
@@ -203,7 +203,7 @@ public struct SimulationReport: Codable, Sendable {
         lines.append("")
         lines.append("latency (ms)                        count      p50      p90      p99      max")
         for stage in Self.stages {
-            let s = latencyMs[stage.key] ?? LatencySummary(count: 0, p50: 0, p90: 0, p99: 0, max: 0)
+            let s = latencyMs[stage.key] ?? StageLatency(count: 0, p50: 0, p90: 0, p99: 0, max: 0)
             lines.append(
                 "  \(stage.title.padding(toLength: 32, withPad: " ", startingAt: 0)) \(pad(s.count, 6)) \(fmt(s.p50)) \(fmt(s.p90)) \(fmt(s.p99)) \(fmt(s.max))"
             )

@@ -41,7 +41,9 @@ public final class Socket {
     public let context: Context
     public let type: SocketType
     /// Reused for every frame received, so receiving allocates nothing in libzmq's message layer.
-    @usableFromInline var scratch = zmq_msg_t()
+    /// Held through a pointer rather than a stored `var`, so the per-frame receive path has no dynamic
+    /// exclusivity check (a `var` of a class costs a begin/end access pair for every `&scratch`).
+    @usableFromInline let scratch: UnsafeMutablePointer<zmq_msg_t>
 
     init(context: Context, type: SocketType) throws {
         guard let handle = zmq_socket(context.handle, type.rawValue) else {
@@ -50,11 +52,14 @@ public final class Socket {
         self.handle = handle
         self.context = context
         self.type = type
-        zmq_msg_init(&scratch)
+        scratch = .allocate(capacity: 1)
+        scratch.initialize(to: zmq_msg_t())
+        zmq_msg_init(scratch)
     }
 
     deinit {
-        zmq_msg_close(&scratch)
+        zmq_msg_close(scratch)
+        scratch.deallocate()
         zmq_close(handle)
     }
 
@@ -146,10 +151,10 @@ public final class Socket {
     public func receiveFrame<R>(_ blocking: Blocking = .wait, _ body: (UnsafeRawBufferPointer) throws -> R) throws
         -> (result: R, more: Bool)?
     {
-        let outcome = try zmqCall("zmq_msg_recv") { zmq_msg_recv(&scratch, handle, blocking.flag) }
+        let outcome = try zmqCall("zmq_msg_recv") { zmq_msg_recv(scratch, handle, blocking.flag) }
         guard case .done(let size) = outcome else { return nil }
-        let result = try body(UnsafeRawBufferPointer(start: zmq_msg_data(&scratch), count: Int(size)))
-        return (result, zmq_msg_more(&scratch) != 0)
+        let result = try body(UnsafeRawBufferPointer(start: zmq_msg_data(scratch), count: Int(size)))
+        return (result, zmq_msg_more(scratch) != 0)
     }
 
     /// Receives one frame as bytes.

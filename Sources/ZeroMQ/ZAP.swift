@@ -5,7 +5,7 @@ extension Socket {
     /// `"Socket-Type"`, `"Routing-Id"`, `"Peer-Address"`, or a property the ZAP handler returned.
     /// - Returns: `nil` when nothing was received yet or the property is absent.
     public func lastFrameProperty(_ name: String) -> String? {
-        guard let value = zmq_msg_gets(&scratch, name) else { return nil }
+        guard let value = zmq_msg_gets(scratch, name) else { return nil }
         return String(validatingCString: value)
     }
 }

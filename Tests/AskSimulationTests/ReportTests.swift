@@ -81,7 +81,7 @@ struct ReportTests {
         #expect(values.value(99) == 99)
         #expect(values.value(100) == 100)
         #expect(Percentiles([7]).value(99) == 7)
-        #expect(Percentiles([]).summary == LatencySummary(count: 0, p50: 0, p90: 0, p99: 0, max: 0))
+        #expect(Percentiles([]).summary == StageLatency(count: 0, p50: 0, p90: 0, p99: 0, max: 0))
     }
 
     @Test("the progress line shows asked, sent, answered, expired, flows per second and processes")

@@ -8,7 +8,7 @@ public enum WireEncoder {
     @inlinable
     public static func header(_ command: WireCommand, into out: inout Multipart) {
         out.append(Wire.signature)
-        out.append([command.rawValue])
+        withUnsafeBytes(of: command.rawValue) { out.append($0) }
     }
 
     /// SEND (worker → broker) or DELIVER (broker → worker).
@@ -24,11 +24,11 @@ public enum WireEncoder {
     ) {
         precondition(command == .send || command == .deliver, "only SEND and DELIVER carry application messages")
         header(command, into: &out)
-        out.append(id.bytes)
+        id.appendFrame(to: &out)
         out.append(from)
         out.append(to)
         out.append(kind)
-        out.append(subject?.bytes ?? [])
+        if let subject { subject.appendFrame(to: &out) } else { out.append([UInt8]()) }
         out.append(body)
     }
 
@@ -71,5 +71,13 @@ public enum WireEncoder {
         precondition(command == .hello || command == .welcome, "only HELLO and WELCOME carry a session body")
         header(command, into: &out)
         out.append(body)
+    }
+}
+
+extension MessageID {
+    /// Appends the 16 big-endian bytes to `out` as one frame, without making an array.
+    @inlinable
+    public func appendFrame(to out: inout Multipart) {
+        withUnsafeBytes(of: (high.bigEndian, low.bigEndian)) { out.append($0) }
     }
 }

@@ -1,0 +1,134 @@
+/// A latency histogram with log-linear buckets: every power-of-two range is split into 1024 equal sub-buckets, so
+/// any recorded value is kept to 3 significant digits (relative error below 0.05% for the reported midpoints).
+/// This is HdrHistogram's layout, written from its description; memory is fixed (about 270 KB) whatever is recorded.
+///
+/// Values are nanoseconds from 0 up to ``highestTrackable`` (about 73 minutes); larger values count as that.
+public struct LatencyHistogram: Sendable, Equatable {
+    /// Sub-buckets per power of two in the upper half of each bucket (2^10 → 3 significant decimal digits).
+    static let subBucketHalfCountMagnitude = 10
+    static let subBucketHalfCount = 1 << subBucketHalfCountMagnitude
+    static let subBucketMask: UInt64 = UInt64(2 * subBucketHalfCount - 1)
+    /// 64 − (sub-bucket magnitude + 1): turns a leading-zero count into a bucket index.
+    static let leadingZeroCountBase = 64 - subBucketHalfCountMagnitude - 1
+    /// The largest value kept exactly enough; larger ones are clamped to it.
+    public static let highestTrackable: UInt64 = (1 << 42) - 1
+    static let bucketCount = bucketIndex(highestTrackable) + 1
+    static let countsLength = (bucketCount + 1) * subBucketHalfCount
+
+    var counts: [UInt64]
+    public private(set) var count: UInt64 = 0
+    public private(set) var min: UInt64 = .max
+    public private(set) var max: UInt64 = 0
+    private var sum: Double = 0
+
+    public init() {
+        counts = [UInt64](repeating: 0, count: Self.countsLength)
+    }
+
+    @inline(__always)
+    static func bucketIndex(_ value: UInt64) -> Int {
+        leadingZeroCountBase - (value | subBucketMask).leadingZeroBitCount
+    }
+
+    @inline(__always)
+    static func countsIndex(_ value: UInt64) -> Int {
+        let bucket = bucketIndex(value)
+        let subBucket = Int(truncatingIfNeeded: value >> UInt64(bucket))
+        return bucket << subBucketHalfCountMagnitude + subBucket
+    }
+
+    /// The lowest value that lands in counts slot `index`, and the slot's width.
+    static func range(ofIndex index: Int) -> (lowest: UInt64, width: UInt64) {
+        var bucket = (index >> subBucketHalfCountMagnitude) - 1
+        var subBucket = (index & (subBucketHalfCount - 1)) + subBucketHalfCount
+        if bucket < 0 {
+            subBucket -= subBucketHalfCount
+            bucket = 0
+        }
+        return (UInt64(subBucket) << UInt64(bucket), 1 << UInt64(bucket))
+    }
+
+    /// Records one value in nanoseconds.
+    @inline(__always)
+    public mutating func record(_ nanoseconds: UInt64) {
+        let value = Swift.min(nanoseconds, Self.highestTrackable)
+        counts[Self.countsIndex(value)] &+= 1
+        count &+= 1
+        if value < min { min = value }
+        if value > max { max = value }
+        sum += Double(value)
+    }
+
+    /// Records a duration (negative durations count as 0).
+    public mutating func record(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        record(UInt64(Swift.max(0, nanoseconds)))
+    }
+
+    /// Adds every value recorded in `other`.
+    public mutating func merge(_ other: LatencyHistogram) {
+        guard other.count > 0 else { return }
+        for index in other.counts.indices where other.counts[index] != 0 { counts[index] &+= other.counts[index] }
+        count &+= other.count
+        min = Swift.min(min, other.min)
+        max = Swift.max(max, other.max)
+        sum += other.sum
+    }
+
+    public mutating func reset() { self = LatencyHistogram() }
+
+    /// The mean of the recorded values (0 when empty).
+    public var mean: Double { count == 0 ? 0 : sum / Double(count) }
+
+    /// The value below or at which `percentile` percent of the recorded values fall (0 when empty), as the midpoint
+    /// of its bucket, kept within the recorded min and max.
+    public func value(atPercentile percentile: Double) -> UInt64 {
+        guard count > 0 else { return 0 }
+        let p = Swift.min(Swift.max(percentile, 0), 100)
+        if p >= 100 { return max }
+        let target = Swift.max(1, UInt64((p / 100 * Double(count)).rounded(.up)))
+        var seen: UInt64 = 0
+        for index in counts.indices where counts[index] != 0 {
+            seen += counts[index]
+            if seen >= target {
+                let (lowest, width) = Self.range(ofIndex: index)
+                let middle = lowest + (width - 1) / 2
+                return Swift.min(Swift.max(middle, min), max)
+            }
+        }
+        return max
+    }
+
+    public var p50: UInt64 { value(atPercentile: 50) }
+    public var p90: UInt64 { value(atPercentile: 90) }
+    public var p99: UInt64 { value(atPercentile: 99) }
+    public var p999: UInt64 { value(atPercentile: 99.9) }
+    /// The smallest recorded value (0 when empty).
+    public var minimum: UInt64 { count == 0 ? 0 : min }
+
+    /// The usual figures in microseconds, for reports.
+    public var summary: LatencySummary {
+        LatencySummary(
+            count: count, minUs: Double(minimum) / 1000, meanUs: mean / 1000, p50Us: Double(p50) / 1000,
+            p90Us: Double(p90) / 1000, p99Us: Double(p99) / 1000, p999Us: Double(p999) / 1000, maxUs: Double(max) / 1000)
+    }
+}
+
+/// A histogram's figures in microseconds (JSON: `count`, `min_us`, `mean_us`, `p50_us`, `p90_us`, `p99_us`,
+/// `p99_9_us`, `max_us`).
+public struct LatencySummary: Sendable, Codable, Equatable {
+    public var count: UInt64
+    public var minUs: Double
+    public var meanUs: Double
+    public var p50Us: Double
+    public var p90Us: Double
+    public var p99Us: Double
+    public var p999Us: Double
+    public var maxUs: Double
+
+    enum CodingKeys: String, CodingKey {
+        case count, minUs = "min_us", meanUs = "mean_us", p50Us = "p50_us", p90Us = "p90_us", p99Us = "p99_us"
+        case p999Us = "p99_9_us", maxUs = "max_us"
+    }
+}

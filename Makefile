@@ -6,14 +6,18 @@ SWIFT ?= swift
 APT_PACKAGES := libzmq3-dev libsqlite3-dev docker-compose pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build release test simulate bench clean help
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_SECONDS ?= 60
+
+.PHONY: deps build release test test-only simulate bench fuzz fuzz-smoke fuzz-build clean help
 
 help:
 	@echo "make simulate   run the local simulation (builds what it needs)"
 	@echo "make test       install missing packages, build, run every test"
 	@echo "make deps       install libzmq3-dev, libsqlite3-dev, docker-compose when missing"
 	@echo "make release    build release executables into .build/release"
-	@echo "make bench      run the side-by-side benchmarks (wrapper vs C)"
+	@echo "make bench      run the side-by-side benchmarks (wrapper vs C, codec, relay vs zmq_proxy)"
+	@echo "make fuzz       fuzz the frame parser and message decoders for FUZZ_SECONDS (default 600)"
 
 # Installs the Debian packages the build and tests need, only when one is missing.
 deps:
@@ -31,9 +35,28 @@ build: deps
 release: deps
 	$(SWIFT) build -c release
 
+# Every test suite, then a bounded fuzzing run. Tests run one at a time: many start real processes and wait on
+# sockets, and on a 2-core machine parallel tests starve each other's cooperative threads.
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(SWIFT) test --skip-build --no-parallel
+	$(MAKE) fuzz-smoke
+
+test-only:
+	$(SWIFT) test --skip-build --no-parallel
+
+# libFuzzer build of the protocol fuzz target (Sources/askrelay-fuzz), in its own build folder.
+fuzz-build: deps
+	$(SWIFT) build -c release --product askrelay-fuzz --sanitize fuzzer -Xswiftc -DFUZZING --scratch-path .build/fuzz
+
+# Fuzz from the checked-in seed corpus; new interesting inputs go to .build/fuzz-corpus, crashes to .build/fuzz-crashes.
+fuzz: fuzz-build
+	@mkdir -p .build/fuzz-corpus .build/fuzz-crashes
+	.build/fuzz/release/askrelay-fuzz -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=.build/fuzz-crashes/ \
+	  -print_final_stats=1 .build/fuzz-corpus Tests/Fuzz/corpus
+
+fuzz-smoke:
+	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
 
 simulate: release
 	@if .build/release/askrelay simulate --help >/dev/null 2>&1; then \
@@ -44,6 +67,8 @@ simulate: release
 
 bench: release
 	.build/release/askrelay bench wrapper
+	.build/release/askrelay bench codec
+	.build/release/askrelay load --mode relay --baseline proxy
 
 clean:
 	rm -rf .build

@@ -129,3 +129,19 @@ struct BrokerProcessTests {
         #expect(try String(contentsOfFile: top.stderrPath, encoding: .utf8).contains("no statistics"))
     }
 }
+
+@Suite("Fuzz regression corpus", .timeLimit(.minutes(1)))
+struct FuzzCorpusTests {
+    @Test("every input of the seed and regression corpus goes through the parser and decoders without a crash")
+    func replayCorpus() throws {
+        let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz/corpus").path
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let replay = try TestProcess("askrelay-fuzz", [corpus], logDirectory: directory.path)
+        let line = try replay.waitForLine(startingWith: "replayed")
+        replay.process.waitUntilExit()
+        #expect(replay.process.terminationStatus == 0)
+        let count = Int(line.split(separator: " ")[1]) ?? 0
+        #expect(count >= 50, "\(line)")
+    }
+}

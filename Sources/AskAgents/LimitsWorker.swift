@@ -15,6 +15,8 @@ public struct LimitsWorkerConfiguration: Sendable {
     /// Re-seed from `seed`, forgetting everything learnt.
     public var reset = false
     public var heartbeat: Duration = .seconds(1)
+    /// CURVE: this worker's key pair and the broker's public key.
+    public var curve: (keys: CurveKeyPair, serverKey: String)?
 
     public init() {}
 }
@@ -61,6 +63,7 @@ public final class LimitsWorker: Sendable {
             broker: configuration.broker, role: .limits, worker: "askrelay-limits[\(ProcessInfo.processInfo.processIdentifier)]",
             endpoints: [EndpointClaim(address: "limits/\(configuration.id)")])
         connection.heartbeatInterval = configuration.heartbeat
+        connection.curve = configuration.curve
         let address = "limits/\(configuration.id)"
         runtime = try WorkerRuntime(configuration: connection, logger: logger, context: context) {
             LimitsWorkerHandler(address: address, store: handOff.take()!, logger: logger, onRegistered: onRegistered, onEvent: onEvent)

@@ -95,7 +95,8 @@ public final class ParentWorker: Sendable {
     ///   - onEvent: called on the connection thread for each ``ParentWorkerEvent``.
     /// - Throws: an error creating the socket or opening the records file.
     public init(
-        configuration: ParentWorkerConfiguration, broker: String, heartbeat: Duration = .seconds(1), logger: Logger,
+        configuration: ParentWorkerConfiguration, broker: String, heartbeat: Duration = .seconds(1),
+        curve: (keys: CurveKeyPair, serverKey: String)? = nil, logger: Logger,
         context: Context, onRegistered: @escaping @Sendable () -> Void = {},
         onEvent: @escaping @Sendable (ParentWorkerEvent) -> Void = { _ in }
     ) throws {
@@ -104,6 +105,7 @@ public final class ParentWorker: Sendable {
             broker: broker, role: .guardian, worker: "askrelay-parent[\(ProcessInfo.processInfo.processIdentifier)]",
             endpoints: configuration.guardians.map { EndpointClaim(address: "guardian/\($0.id)", family: $0.family) })
         connection.heartbeatInterval = heartbeat
+        connection.curve = curve
         runtime = try WorkerRuntime(configuration: connection, logger: logger, context: context) {
             ParentWorkerHandler(configuration: configuration, logger: logger, onRegistered: onRegistered, onEvent: onEvent)
         }

@@ -49,6 +49,8 @@ public final class Broker {
     var lastHousekeeping = ContinuousClock.now
     var lastAckScan = ContinuousClock.now
     var statsPublisher: StatsPublisher?
+    /// CURVE authentication, when configured.
+    let authenticator: Authenticator?
 
     /// Opens the journal, recovers its state and binds every endpoint. Call ``run()`` on the same thread next.
     /// - Throws: ``ZMQError`` for an endpoint that cannot be bound, or the journal's error.
@@ -64,6 +66,13 @@ public final class Broker {
         try socket.set(.sendHighWaterMark, 0)
         try socket.set(.receiveHighWaterMark, 0)
         try socket.set(.maxMessageSize, Int64(configuration.limits.maxBody + 4096))
+        if let secretFile = configuration.curveSecretFile, let principalsFile = configuration.principalsFile {
+            let authenticator = try Authenticator(secretKeyFile: secretFile, principalsFile: principalsFile, context: context, logger: logger)
+            try authenticator.secure(socket)
+            self.authenticator = authenticator
+        } else {
+            authenticator = nil
+        }
         var bound: [String] = []
         for endpoint in configuration.endpoints {
             bound.append(try socket.bind(endpoint))
@@ -82,7 +91,8 @@ public final class Broker {
         var poller = Poller()
         let socketIndex = poller.add(socket)
         let wakeIndex = poller.add(fileDescriptor: wake.readDescriptor)
-        logger.notice("broker ready", ["endpoints": boundEndpoints.joined(separator: ","), "durability": configuration.durability.rawValue, "instance": instanceID])
+        let zapIndex = authenticator?.add(to: &poller)
+        logger.notice("broker ready", ["endpoints": boundEndpoints.joined(separator: ","), "durability": configuration.durability.rawValue, "instance": instanceID, "curve": authenticator != nil])
         while !stopping {
             try poller.poll(timeoutMilliseconds: pollTimeout())
             turnNow = .now
@@ -90,6 +100,9 @@ public final class Broker {
             if poller.isReady(wakeIndex) {
                 wake.drain()
                 stopping = true
+            }
+            if let zapIndex, poller.isReady(zapIndex) {
+                authenticator?.serve()
             }
             if poller.isReady(socketIndex) {
                 try readBatch()
@@ -233,11 +246,25 @@ public final class Broker {
             refuseInput(problem, session: existing)
             return
         }
+        var principalKey: String?
+        if let authenticator {
+            // Who the peer is comes from its authenticated key, never from what the HELLO claims.
+            let key = socket.lastFrameProperty("User-Id")
+            switch authenticator.authorize(hello, key: key) {
+            case .failure(let refusal):
+                logger.notice("hello refused by principal", ["worker": hello.worker, "reason": refusal.reason])
+                refuseInput(refusal, session: existing)
+                return
+            case .success:
+                principalKey = key
+            }
+        }
         if let existing { endSession(existing, reason: "registered again", requeue: true) }
         let identity = Array(input[0])
         let window = min(hello.window ?? configuration.window, configuration.window)
         let session = Session(peer: peer, identity: identity, serial: nextSerial, hello: hello, window: max(1, window), now: .now)
         nextSerial += 1
+        session.principalKey = principalKey
         sessions[peer] = session
         for claim in hello.endpoints {
             session.addresses[claim.address] = claim.family
@@ -566,6 +593,18 @@ public final class Broker {
         }
         guard now - lastHousekeeping >= .milliseconds(50) else { return }
         lastHousekeeping = now
+        if let authenticator {
+            let revoked = authenticator.reloadIfChanged(now: now)
+            if !revoked.isEmpty {
+                for session in Array(sessions.values) where session.principalKey.map(revoked.contains) == true {
+                    output.removeAll()
+                    output.append(session.identity)
+                    WireEncoder.bye(reason: "key revoked", into: &output)
+                    sendToPeer(session)
+                    endSession(session, reason: "key revoked")
+                }
+            }
+        }
         let interval = configuration.heartbeatInterval
         let deadline = interval * configuration.liveness
         for session in Array(sessions.values) {

@@ -34,6 +34,13 @@ public struct BrokerConfiguration: Sendable {
     public var batchSize = 512
     /// Serve non-loopback endpoints without CURVE.
     public var allowInsecure = false
+    /// CURVE: the broker's key file (``KeyFile`` JSON). With `principalsFile`, turns CURVE and ZAP on.
+    public var curveSecretFile: String?
+    /// CURVE: `principals.json`, the keys the broker accepts and what each may claim. Reloaded when it changes.
+    public var principalsFile: String?
+
+    /// Whether CURVE authentication is on.
+    public var isSecure: Bool { curveSecretFile != nil && principalsFile != nil }
 
     public init() {}
 
@@ -52,7 +59,10 @@ public struct BrokerConfiguration: Sendable {
         if heartbeatInterval < .milliseconds(10) { problems.append("--heartbeat must be at least 10ms") }
         if timeScale <= 0 || !timeScale.isFinite { problems.append("--time-scale must be a positive number") }
         if maxQueuedPerAddress < 1 || maxQueuedTotal < 1 { problems.append("queue limits must be at least 1") }
-        if !allowInsecure {
+        if (curveSecretFile == nil) != (principalsFile == nil) {
+            problems.append("CURVE needs both --curve-secret-file and --principals")
+        }
+        if !allowInsecure && !isSecure {
             for endpoint in endpoints where !Self.isLocal(endpoint) {
                 problems.append(
                     "endpoint \(endpoint) is not loopback; without CURVE keys the broker serves loopback and ipc only (--allow-insecure overrides)"

@@ -45,6 +45,8 @@ final class Session {
     /// Ids accepted this turn, acknowledged in one ACK after the journal commit.
     var pendingAcks: [MessageID] = []
     var isAlive = true
+    /// The CURVE key the session authenticated with (nil without CURVE).
+    var principalKey: String?
 
     init(peer: PeerID, identity: [UInt8], serial: Int, hello: Hello, window: Int, now: ContinuousClock.Instant) {
         self.peer = peer

@@ -28,6 +28,8 @@ struct BrokerMain: Command {
         .value("stats-endpoint", "URL", env: "ASKRELAY_STATS_ENDPOINT", help: "PUB endpoint for a JSON snapshot every second"),
         .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "trace, debug, info, notice, warning, error"),
         .flag("allow-insecure", env: "ASKRELAY_ALLOW_INSECURE", help: "serve non-loopback endpoints without CURVE"),
+        .value("curve-secret-file", "FILE", env: "ASKRELAY_CURVE_SECRET_FILE", help: "the broker's key file (askrelay keys generate); turns CURVE on, with --principals"),
+        .value("principals", "FILE", env: "ASKRELAY_PRINCIPALS", help: "principals.json: the keys the broker accepts and what each may serve; reloaded when it changes"),
     ]
 
     let configuration: BrokerConfiguration
@@ -51,6 +53,8 @@ struct BrokerMain: Command {
         configuration.maxQueuedTotal = try arguments.int("max-queued-total", in: 1...1_000_000_000) ?? 2_000_000
         configuration.statsEndpoint = arguments.string("stats-endpoint")
         configuration.allowInsecure = arguments.flag("allow-insecure")
+        configuration.curveSecretFile = arguments.string("curve-secret-file")
+        configuration.principalsFile = arguments.string("principals")
         self.configuration = configuration
         guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {
             throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.description).joined(separator: ", "))")

@@ -44,6 +44,8 @@ struct ChildMain: Command {
         .value("grace", "DURATION", env: "ASKRELAY_GRACE", default: "2s", help: "wait this long past a sent question's expiry before 'expired'"),
         .value("ask-timeout", "DURATION", env: "ASKRELAY_ASK_TIMEOUT", default: "10s", help: "wait for the limits service's ask.result"),
         .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
+        .value("curve-key", "FILE", env: "ASKRELAY_CURVE_KEY", help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"),
+        .value("broker-key", "KEY|FILE", env: "ASKRELAY_BROKER_KEY", help: "the broker's CURVE public key, or a file holding it (broker.public)"),
         .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "trace, debug, info, notice, warning, error"),
         .flag("stay", env: "ASKRELAY_STAY", help: "keep running after the flows are done, until SIGTERM"),
     ]
@@ -91,6 +93,9 @@ struct ChildMain: Command {
         configuration.grace = try arguments.duration("grace") ?? .seconds(2)
         configuration.center.askTimeout = try arguments.duration("ask-timeout") ?? .seconds(10)
         configuration.center.heartbeatInterval = try arguments.duration("heartbeat") ?? .seconds(1)
+        do { configuration.center.curve = try CurveOptions.load(keyFile: arguments.string("curve-key"), brokerKey: arguments.string("broker-key")) } catch {
+            throw UsageError("\(error)")
+        }
         configuration.center.workerName = "askrelay-child[\(ProcessInfo.processInfo.processIdentifier)]"
         self.configuration = configuration
         guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {

@@ -23,6 +23,8 @@ struct LimitsMain: Command {
         .value("data-dir", "DIR", env: "ASKRELAY_DATA_DIR", default: "./askrelay-limits-data", help: "folder of the SQLite store"),
         .flag("reset", env: "ASKRELAY_RESET", help: "forget the stored state and seed again from --state"),
         .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
+        .value("curve-key", "FILE", env: "ASKRELAY_CURVE_KEY", help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"),
+        .value("broker-key", "KEY|FILE", env: "ASKRELAY_BROKER_KEY", help: "the broker's CURVE public key, or a file holding it (broker.public)"),
         .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "trace, debug, info, notice, warning, error"),
     ]
 
@@ -37,6 +39,9 @@ struct LimitsMain: Command {
         configuration.dataDirectory = try arguments.require("data-dir")
         configuration.reset = arguments.flag("reset")
         configuration.heartbeat = try arguments.duration("heartbeat") ?? .seconds(1)
+        do { configuration.curve = try CurveOptions.load(keyFile: arguments.string("curve-key"), brokerKey: arguments.string("broker-key")) } catch {
+            throw UsageError("\(error)")
+        }
         if let path = arguments.string("state") {
             do { configuration.seed = try LimitsStateFile.load(path: path) } catch { throw UsageError("--state: \(error.message)") }
         }

@@ -32,17 +32,23 @@ struct ParentMain: Command {
         .value("records", "FILE", env: "ASKRELAY_RECORDS", help: "append one JSON line per answer attempt"),
         .flag("answer-after-expiry", env: "ASKRELAY_ANSWER_AFTER_EXPIRY", help: "CHECKER TESTS ONLY: answer just after each question expires"),
         .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
+        .value("curve-key", "FILE", env: "ASKRELAY_CURVE_KEY", help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"),
+        .value("broker-key", "KEY|FILE", env: "ASKRELAY_BROKER_KEY", help: "the broker's CURVE public key, or a file holding it (broker.public)"),
         .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "trace, debug, info, notice, warning, error"),
     ]
 
     let configuration: ParentWorkerConfiguration
     let broker: String
     let heartbeat: Duration
+    let curve: (keys: CurveKeyPair, serverKey: String)?
     let logLevel: LogLevel
 
     init(arguments: Arguments) throws {
         broker = try arguments.require("broker")
         heartbeat = try arguments.duration("heartbeat") ?? .seconds(1)
+        do { curve = try CurveOptions.load(keyFile: arguments.string("curve-key"), brokerKey: arguments.string("broker-key")) } catch {
+            throw UsageError("\(error)")
+        }
         guard let seed = UInt64(try arguments.require("seed")) else { throw UsageError("--seed must be a whole number in 0...\(UInt64.max)") }
         let guardianFlags = arguments.strings("guardian")
         let roster = arguments.string("roster")
@@ -101,7 +107,7 @@ struct ParentMain: Command {
         let count = configuration.guardians.count
         let worker: ParentWorker
         do {
-            worker = try ParentWorker(configuration: configuration, broker: broker, heartbeat: heartbeat, logger: logger, context: Context()) {
+            worker = try ParentWorker(configuration: configuration, broker: broker, heartbeat: heartbeat, curve: curve, logger: logger, context: Context()) {
                 ready.once { printLine("ready guardians=\(count)") }
             }
         } catch {

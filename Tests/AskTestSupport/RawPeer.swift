@@ -43,9 +43,10 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
     /// Messages read while waiting for something else, kept for later expectations.
     public var backlog: [Received] = []
 
-    public init(context: Context, endpoint: String) throws {
+    public init(context: Context, endpoint: String, curve: (keys: CurveKeyPair, serverKey: String)? = nil) throws {
         socket = try context.socket(.dealer)
         try socket.set(.linger, 0)
+        if let curve { try socket.makeCurveClient(curve.keys, serverKey: curve.serverKey) }
         try socket.connect(endpoint)
     }
 

@@ -1,0 +1,18 @@
+import AskProtocol
+import ZeroMQ
+
+/// The CURVE flags every worker takes, and how they become connection settings.
+public enum CurveOptions {
+    /// `--curve-key FILE` and `--broker-key KEY|FILE`, for a worker's flag table.
+    public static let flagNames = ["curve-key", "broker-key"]
+
+    /// Reads both flags (both or neither).
+    /// - Returns: `nil` without CURVE. - Throws: ``KeyFileError`` naming the flag and the problem.
+    public static func load(keyFile: String?, brokerKey: String?) throws -> (keys: CurveKeyPair, serverKey: String)? {
+        switch (keyFile, brokerKey) {
+        case (nil, nil): return nil
+        case (let keyFile?, let brokerKey?): return try CurveClientSettings.load(keyFile: keyFile, brokerKey: brokerKey)
+        default: throw KeyFileError("CURVE needs both --curve-key and --broker-key")
+        }
+    }
+}

@@ -18,6 +18,9 @@ public struct SimulationOptions: Sendable {
     public var executableDirectory: URL = ProcessSupervisor.executableDirectory
     /// Log level passed to every worker (their logs go to `<report>/logs/<process>.log`).
     public var workerLogLevel = "info"
+    /// CURVE between every process (keys generated into the run folder). Off with `--insecure`, and with an
+    /// external broker, whose keys the simulation does not have.
+    public var curve = true
     /// How long a process may take to print its ready line.
     public var readyTimeout: Duration = .seconds(30)
     /// How long draining processes may take to exit after SIGTERM before they are killed.
@@ -96,12 +99,14 @@ public final class Simulation: Sendable {
             }
             return path
         }
+        let curveArguments = options.curve && options.externalBroker == nil
+            ? try SimulationKeys.write(plan: plan, scenario: scenario, directory: plan.path("keys")) : [:]
         func start(_ name: String, _ binary: String, _ arguments: [String]) throws -> SupervisedProcess {
-            logger.info("starting", ["process": name, "args": arguments.joined(separator: " ")])
+            logger.info("starting", ["process": name, "args": arguments.joined(separator: " "), "curve": !curveArguments.isEmpty])
             return try supervisor.start(
                 name: name,
                 executable: try executable(binary),
-                arguments: arguments,
+                arguments: arguments + (curveArguments[name] ?? []),
                 logPath: plan.logPath(name)
             )
         }

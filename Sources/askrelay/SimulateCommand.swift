@@ -58,7 +58,7 @@ struct Simulate: Command {
         .flag(
             "insecure",
             env: "ASKRELAY_INSECURE",
-            help: "accepted and ignored for now: the simulation runs without CURVE over loopback ipc"
+            help: "run without CURVE (the default generates keys into the run folder and authenticates every process)"
         ),
         .flag("quiet", env: "ASKRELAY_QUIET", help: "no progress lines on stderr"),
     ]
@@ -110,10 +110,11 @@ struct Simulate: Command {
     func run() async throws -> Int32 {
         // Our own log lines stay quiet at info; the workers log at the chosen level into their files.
         let logger = Logger(label: "askrelay-simulate", level: max(logLevel, .notice))
-        if insecure { logger.notice("--insecure accepted and ignored: CURVE is not wired into the simulation yet") }
+        if insecure { logger.notice("--insecure: the processes talk without CURVE (for measuring its cost)") }
         var options = SimulationOptions(scenario: scenario, reportDirectory: reportDirectory)
         options.externalBroker = broker
         options.quiet = quiet
+        options.curve = !insecure
         options.workerLogLevel = logLevel.description
         options.watchSignals = true
         options.onStarted = { processes in

@@ -4,6 +4,7 @@ import AskCLI
 import AskLogging
 import AskProtocol
 import Foundation
+import Synchronization
 
 /// How to run one simulation.
 public struct SimulationOptions: Sendable {
@@ -12,6 +13,13 @@ public struct SimulationOptions: Sendable {
     public var reportDirectory: String
     /// Run the workers against this already-running broker instead of starting one.
     public var externalBroker: String?
+    /// The endpoint the broker we start binds (a `*` port is read back from its ready line); the workers connect
+    /// to it. `nil`: `ipc://` in a fresh folder under /tmp.
+    public var brokerEndpoint: String?
+    /// Pass `--allow-insecure` to the broker we start (needed for a non-loopback `brokerEndpoint`: no CURVE yet).
+    public var allowInsecure = false
+    /// Command prefixes per role, for running processes in other network namespaces or hosts.
+    public var wrappers = CommandWrappers()
     /// No progress lines.
     public var quiet = false
     /// Folder of askrelay-broker, askrelay-limits, askrelay-parent, askrelay-child.
@@ -30,6 +38,26 @@ public struct SimulationOptions: Sendable {
     public init(scenario: Scenario, reportDirectory: String) {
         self.scenario = scenario
         self.reportDirectory = reportDirectory
+    }
+}
+
+/// Command prefixes that each process of a role is started under, e.g. `["ip", "netns", "exec", "host-b"]`: the
+/// process runs as `<prefix...> <executable> <arguments...>`. The prefix must end by exec'ing the command (as
+/// `ip netns exec`, `nsenter`, `sudo`, `env` do), so that signals reach the worker itself.
+public struct CommandWrappers: Sendable, Equatable {
+    public var broker: [String] = []
+    public var limits: [String] = []
+    public var parent: [String] = []
+    public var child: [String] = []
+    public init() {}
+
+    /// The prefix for a process named `broker`, `limits`, `parent-<n>` or `child-<n>`.
+    public func prefix(for process: String) -> [String] {
+        if process == "broker" { return broker }
+        if process == "limits" { return limits }
+        if process.hasPrefix("parent-") { return parent }
+        if process.hasPrefix("child-") { return child }
+        return []
     }
 }
 
@@ -72,9 +100,17 @@ public final class Simulation: Sendable {
         try fileManager.createDirectory(atPath: socketDirectory, withIntermediateDirectories: true)
         defer { try? fileManager.removeItem(atPath: socketDirectory) }
 
-        let brokerEndpoint = options.externalBroker ?? "ipc://\(socketDirectory)/broker.ipc"
+        let bindEndpoint = options.externalBroker ?? options.brokerEndpoint ?? "ipc://\(socketDirectory)/broker.ipc"
         let statsEndpoint = options.externalBroker == nil ? "ipc://\(socketDirectory)/stats.ipc" : nil
-        let plan = WorkerPlan(scenario: scenario, brokerEndpoint: brokerEndpoint, runDirectory: runDirectory)
+        if bindEndpoint.hasSuffix(":*")
+            && scenario.faults.contains(where: { $0.process == "broker" && $0.restartAfter != nil })
+        {
+            throw SupervisorError(
+                process: "broker",
+                "a restarted broker would bind another port than \(bindEndpoint): give a fixed port"
+            )
+        }
+        var plan = WorkerPlan(scenario: scenario, brokerEndpoint: bindEndpoint, runDirectory: runDirectory)
         try plan.limitsState(knownHandles: knownHandles).write(to: plan.limitsStatePath)
         for index in 1...scenario.parentProcesses {
             try RosterEntry.write(plan.roster(index), to: plan.rosterPath(index))
@@ -97,11 +133,19 @@ public final class Simulation: Sendable {
             return path
         }
         func start(_ name: String, _ binary: String, _ arguments: [String]) throws -> SupervisedProcess {
-            logger.info("starting", ["process": name, "args": arguments.joined(separator: " ")])
+            let prefix = options.wrappers.prefix(for: name)
+            logger.info(
+                "starting",
+                ["process": name, "args": arguments.joined(separator: " "), "prefix": prefix.joined(separator: " ")]
+            )
+            let path = try executable(binary)
+            guard let wrapper = prefix.first else {
+                return try supervisor.start(name: name, executable: path, arguments: arguments, logPath: plan.logPath(name))
+            }
             return try supervisor.start(
                 name: name,
-                executable: try executable(binary),
-                arguments: arguments,
+                executable: try Self.resolveProgram(wrapper),
+                arguments: Array(prefix.dropFirst()) + [path] + arguments,
                 logPath: plan.logPath(name)
             )
         }
@@ -109,13 +153,18 @@ public final class Simulation: Sendable {
         // 1. broker, limits, parents, children: each group waits for its ready lines before the next starts.
         var services: [SupervisedProcess] = []
         if options.externalBroker == nil {
-            let broker = try start(
-                "broker",
-                "askrelay-broker",
-                plan.brokerArguments(statsEndpoint: statsEndpoint!, logLevel: options.workerLogLevel)
-            )
-            try broker.waitForLine(timeout: options.readyTimeout)
+            var arguments = plan.brokerArguments(statsEndpoint: statsEndpoint!, logLevel: options.workerLogLevel)
+            if options.allowInsecure { arguments.append("--allow-insecure") }
+            let broker = try start("broker", "askrelay-broker", arguments)
+            let ready = try broker.waitForLine(timeout: options.readyTimeout)
             services.append(broker)
+            if bindEndpoint.hasSuffix(":*") {
+                // The workers connect to the port the broker's OS picked: `ready endpoints=<bound>,...`.
+                guard let bound = ready.split(separator: " ").first(where: { $0.hasPrefix("endpoints=") })?
+                    .dropFirst("endpoints=".count).split(separator: ",").first
+                else { throw SupervisorError(process: "broker", "no endpoints in its ready line: \(ready)") }
+                plan = WorkerPlan(scenario: scenario, brokerEndpoint: String(bound), runDirectory: runDirectory)
+            }
         }
         let limits = try start("limits", "askrelay-limits", plan.limitsArguments(logLevel: options.workerLogLevel))
         try limits.waitForLine(timeout: options.readyTimeout)
@@ -158,7 +207,14 @@ public final class Simulation: Sendable {
         // 2. The children play while the fault schedule runs on time.
         let playStart = ContinuousClock.now
         var notes: [String] = []
-        try playFaults(supervisor: supervisor, children: children, start: playStart, notes: &notes)
+        let undos = PendingUndos()
+        defer {
+            // A partition must not outlive the run, whatever ended it.
+            for command in undos.takeAll() {
+                do { try Self.runCommand(command) } catch { logger.error("undo failed", ["error": "\(error)"]) }
+            }
+        }
+        try playFaults(supervisor: supervisor, children: children, start: playStart, undos: undos, notes: &notes)
 
         // 3. Drain: parents, limits, then the broker, each by SIGTERM.
         progress.stop()
@@ -247,16 +303,18 @@ public final class Simulation: Sendable {
         supervisor: ProcessSupervisor,
         children: [SupervisedProcess],
         start: ContinuousClock.Instant,
+        undos: PendingUndos,
         notes: inout [String]
     ) throws {
         struct Step {
             var at: Duration
             var process: String
             var action: Action
-            enum Action { case signal(Int32, follow: Duration?), restart, resume }
+            enum Action { case signal(Int32, follow: Duration?), restart, resume, run([String]), undo(Int) }
         }
         var steps: [Step] = options.scenario.faults.map { fault in
             switch fault.action {
+            case .run: Step(at: fault.at, process: "", action: .run(fault.command ?? []))
             case .kill: Step(at: fault.at, process: fault.process, action: .signal(SIGKILL, follow: fault.restartAfter))
             case .term: Step(at: fault.at, process: fault.process, action: .signal(SIGTERM, follow: fault.restartAfter))
             case .stop:
@@ -303,6 +361,24 @@ public final class Simulation: Sendable {
             }
             guard let step = steps.first, start + step.at <= now else { continue }
             steps.removeFirst()
+            switch step.action {
+            case .run(let command):
+                logger.notice("fault: run", ["command": command.joined(separator: " "), "at": step.at.text])
+                try Self.runCommand(command)
+                if let fault = options.scenario.faults.first(where: { $0.action == .run && $0.at == step.at && $0.command == command }),
+                    let undo = fault.undo
+                {
+                    let token = undos.add(undo)
+                    steps.append(Step(at: step.at + (fault.undoAfter ?? .seconds(1)), process: "", action: .undo(token)))
+                }
+                continue
+            case .undo(let token):
+                guard let command = undos.take(token) else { continue }
+                logger.notice("fault: undo", ["command": command.joined(separator: " "), "at": step.at.text])
+                try Self.runCommand(command)
+                continue
+            default: break
+            }
             guard let process = supervisor.process(named: step.process) else {
                 notes.append("fault at \(step.at.text): no process '\(step.process)' in this run; skipped")
                 continue
@@ -329,6 +405,7 @@ public final class Simulation: Sendable {
                         )
                     )
                 }
+            case .run, .undo: break
             case .resume:
                 logger.notice("fault: continue", ["process": step.process])
                 process.signal(SIGCONT)
@@ -342,6 +419,41 @@ public final class Simulation: Sendable {
                 try process.restart()
                 try process.waitForLine(timeout: options.readyTimeout)
             }
+        }
+    }
+
+    /// `program` itself when it contains a `/`, else its first match on `PATH`.
+    static func resolveProgram(_ program: String) throws -> String {
+        if program.contains("/") { return program }
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        for folder in path.split(separator: ":") where !folder.isEmpty {
+            let candidate = "\(folder)/\(program)"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        throw SupervisorError(process: program, "not found on PATH")
+    }
+
+    /// Runs a fault's command to completion (30 s at most). - Throws: when it cannot start, fails or hangs.
+    static func runCommand(_ command: [String]) throws {
+        guard let program = command.first else { return }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try resolveProgram(program))
+        process.arguments = Array(command.dropFirst())
+        process.standardInput = FileHandle.nullDevice
+        let done = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in done.signal() }
+        do { try process.run() } catch {
+            throw SupervisorError(process: program, "cannot run '\(command.joined(separator: " "))': \(error)")
+        }
+        if done.wait(timeout: .now() + 30) == .timedOut {
+            process.terminate()
+            throw SupervisorError(process: program, "'\(command.joined(separator: " "))' did not finish within 30 s")
+        }
+        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
+            throw SupervisorError(
+                process: program,
+                "'\(command.joined(separator: " "))' failed (status \(process.terminationStatus))"
+            )
         }
     }
 
@@ -376,5 +488,28 @@ enum WireDates {
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         encoder.dateEncodingStrategy = .iso8601
         return encoder
+    }
+}
+
+/// The undo commands of `run` faults that have run but not been undone yet; whoever takes one runs it.
+final class PendingUndos: Sendable {
+    private let state = Mutex<(next: Int, commands: [Int: [String]])>((0, [:]))
+
+    func add(_ command: [String]) -> Int {
+        state.withLock {
+            $0.next += 1
+            $0.commands[$0.next] = command
+            return $0.next
+        }
+    }
+
+    func take(_ token: Int) -> [String]? { state.withLock { $0.commands.removeValue(forKey: token) } }
+
+    func takeAll() -> [[String]] {
+        state.withLock {
+            let all = $0.commands.sorted { $0.key < $1.key }.map(\.value)
+            $0.commands = [:]
+            return all
+        }
     }
 }

@@ -55,11 +55,26 @@ struct Simulate: Command {
             default: "info",
             help: "log level of askrelay and of every worker's log file"
         ),
+        .value(
+            "endpoint",
+            "ENDPOINT",
+            env: "ASKRELAY_ENDPOINT",
+            help: "endpoint the started broker binds, workers connect to (default: ipc in a fresh /tmp folder)"
+        ),
         .flag(
             "insecure",
             env: "ASKRELAY_INSECURE",
-            help: "accepted and ignored for now: the simulation runs without CURVE over loopback ipc"
+            help: "pass --allow-insecure to the broker (a non-loopback --endpoint without CURVE)"
         ),
+        .value(
+            "wrap-broker",
+            "COMMAND",
+            env: "ASKRELAY_WRAP_BROKER",
+            help: "command prefix the broker runs under, split on spaces (e.g. 'ip netns exec host-b')"
+        ),
+        .value("wrap-limits", "COMMAND", env: "ASKRELAY_WRAP_LIMITS", help: "command prefix of the limits worker"),
+        .value("wrap-parent", "COMMAND", env: "ASKRELAY_WRAP_PARENT", help: "command prefix of every parent worker"),
+        .value("wrap-child", "COMMAND", env: "ASKRELAY_WRAP_CHILD", help: "command prefix of every child worker"),
         .flag("quiet", env: "ASKRELAY_QUIET", help: "no progress lines on stderr"),
     ]
 
@@ -69,6 +84,8 @@ struct Simulate: Command {
     let logLevel: LogLevel
     let quiet: Bool
     let insecure: Bool
+    let endpoint: String?
+    let wrappers: CommandWrappers
 
     init(arguments: Arguments) throws {
         var scenario = Scenario()
@@ -105,14 +122,33 @@ struct Simulate: Command {
         logLevel = level
         quiet = arguments.flag("quiet")
         insecure = arguments.flag("insecure")
+        endpoint = arguments.string("endpoint")
+        if endpoint != nil && broker != nil {
+            throw UsageError("--endpoint is for the broker simulate starts; it cannot go with --broker")
+        }
+        func words(_ name: String) throws -> [String] {
+            guard let text = arguments.string(name) else { return [] }
+            let parts = text.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+            if parts.isEmpty { throw UsageError("option '--\(name)' needs a command, got '\(text)'") }
+            return parts
+        }
+        var wrappers = CommandWrappers()
+        wrappers.broker = try words("wrap-broker")
+        wrappers.limits = try words("wrap-limits")
+        wrappers.parent = try words("wrap-parent")
+        wrappers.child = try words("wrap-child")
+        self.wrappers = wrappers
     }
 
     func run() async throws -> Int32 {
         // Our own log lines stay quiet at info; the workers log at the chosen level into their files.
         let logger = Logger(label: "askrelay-simulate", level: max(logLevel, .notice))
-        if insecure { logger.notice("--insecure accepted and ignored: CURVE is not wired into the simulation yet") }
+        if insecure { logger.notice("--insecure: the broker serves without CURVE (--allow-insecure)") }
         var options = SimulationOptions(scenario: scenario, reportDirectory: reportDirectory)
         options.externalBroker = broker
+        options.brokerEndpoint = endpoint
+        options.allowInsecure = insecure
+        options.wrappers = wrappers
         options.quiet = quiet
         options.workerLogLevel = logLevel.description
         options.watchSignals = true

@@ -1,0 +1,158 @@
+import AskAgents
+import AskBroker
+import AskSimulation
+import AskTestSupport
+import Foundation
+import Testing
+
+/// Beyond one machine, on one machine: a broker host, a guardian host and a child host, each its own network
+/// namespace joined by a bridge (``NetworkLab``), the real broker and workers talking real TCP between them through
+/// `askrelay simulate --endpoint tcp://10.203.0.1:5555 --wrap-<role> 'ip netns exec <host>'`. The guardian host's
+/// link goes down for 4 s (longer than the 1.5 s heartbeat liveness, and than the 2 s question expiry) and comes
+/// back; the invariants must hold and the partition must show in the outcomes.
+@Suite(
+    "multi-host: broker, guardian and child hosts in network namespaces, a partition of the guardian host",
+    .timeLimit(.minutes(3)),
+    .serialized
+)
+struct MultiHostTests {
+    static let notPossible: Comment = "needs root and a working `ip netns add` (see NetworkLab.unavailableReason)"
+
+    /// 24 h expiry / 43 200 = 2 s; 48 h pending window = 4 s. The children play about 12 s; the partition is 3 s to
+    /// 7 s after they start, so questions sent in it expire there and later ones are answered.
+    static func scenario(_ lab: NetworkLab) throws -> String {
+        let down = lab.linkCommand("guardian", up: false)
+        let up = lab.linkCommand("guardian", up: true)
+        let json = { (command: [String]) in
+            String(decoding: try JSONSerialization.data(withJSONObject: command), as: UTF8.self)
+        }
+        return """
+            {"seed": 9, "families": 20, "flowsPerChild": 8, "childThink": "1200ms", "grace": "500ms",
+             "timeScale": 43200, "abandonProbability": 0, "cancelProbability": 0.1, "invalidRatio": 0.02,
+             "guardians": {"approveProbability": 0.6, "neverAnswerRatio": 0, "think": "fixed:50ms"},
+             "duration": "60s",
+             "faults": [{"at": "3s", "action": "run", "command": \(try json(down)),
+                         "undo": \(try json(up)), "undoAfter": "4s"}]}
+            """
+    }
+
+    @Test(
+        "a seeded simulation across three hosts survives a partition of the guardian host",
+        .enabled(if: NetworkLab.unavailableReason == nil, notPossible)
+    )
+    func partitionedGuardianHost() throws {
+        NetworkLab.removeStale()
+        let lab = try NetworkLab(hosts: ["broker", "guardian", "child"])
+        let namespaces = ["sw", "broker", "guardian", "child"].map(lab.namespace)
+        defer {
+            lab.destroy()
+            let left = Set(NetworkLab.namespaces()).intersection(namespaces)
+            #expect(left.isEmpty, "namespaces left behind: \(left.sorted())")
+        }
+        #expect(Set(namespaces).isSubset(of: NetworkLab.namespaces()))
+
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let scenarioPath = directory.path + "/scenario-in.json"
+        try Data(try Self.scenario(lab).utf8).write(to: URL(fileURLWithPath: scenarioPath))
+        let report = directory.path + "/report"
+        let logPath = directory.path + "/askrelay.log"
+        let wrap = { (host: String) in lab.exec(host).joined(separator: " ") }
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let askrelay = try supervisor.start(
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: [
+                "simulate", "--scenario", scenarioPath, "--report-dir", report, "--quiet",
+                // Not loopback and no CURVE yet: the broker must be told it may serve insecurely.
+                "--endpoint", "tcp://\(lab.address("broker")):5555", "--insecure",
+                "--wrap-broker", wrap("broker"), "--wrap-limits", wrap("broker"),
+                "--wrap-parent", wrap("guardian"), "--wrap-child", wrap("child"),
+            ],
+            environment: Tool.cleanEnvironment,
+            logPath: logPath
+        )
+        // askrelay itself is killed by the supervisor on failure; the workers it started live in the lab's
+        // namespaces and are killed by lab.destroy().
+        let exit = try askrelay.waitForExit(timeout: .seconds(150))
+        let log = String(decoding: FileManager.default.contents(atPath: logPath) ?? Data(), as: UTF8.self)
+        let data = try #require(
+            FileManager.default.contents(atPath: report + "/report.json"),
+            "no report.json; askrelay \(exit); stderr:\n\(log.suffix(3000))"
+        )
+        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let invariants = try #require(json["invariants"] as? [String: Any])
+        #expect(invariants["ok"] as? Bool == true, "violations: \(invariants["violations"] ?? "?")")
+        #expect(exit == .exited(0), "askrelay \(exit); stderr:\n\(log.suffix(3000))")
+        #expect(lab.isLinkUp("guardian"), "the partition was not undone")
+
+        // Every worker ran in its host: the broker logged sessions from guardians that went silent, and the
+        // parents reconnected over TCP once the link came back.
+        let brokerLog = String(decoding: FileManager.default.contents(atPath: report + "/logs/broker.log") ?? Data(), as: UTF8.self)
+        #expect(brokerLog.contains("missed 3 heartbeats"), "the broker never lost the guardians' sessions")
+        let parentLog = String(decoding: FileManager.default.contents(atPath: report + "/logs/parent-1.log") ?? Data(), as: UTF8.self)
+        #expect(parentLog.contains("reconnecting"), "parent-1 never reconnected")
+
+        let partition = try Self.partition(in: log)
+        #expect(partition.up.timeIntervalSince(partition.down) >= 4)
+
+        var children: [ChildFlowRecord] = []
+        for index in 1...2 {
+            let read = JSONLinesWriter.read(ChildFlowRecord.self, path: report + "/records/child-\(index).jsonl")
+            #expect(read.unreadable == 0)
+            children += read.values
+        }
+        #expect(children.count == 20 * 2 * 8, "every flow of every child is recorded")
+        let ledger = try Journal(directory: report + "/broker-data", durability: .batch).loadQuestions(openOnly: false)
+        let ledgerByID = Dictionary(uniqueKeysWithValues: ledger.map { ($0.id.uuid, $0) })
+
+        // Every question whose send a child saw acknowledged ended exactly once, in the child and in the ledger.
+        let sent = children.filter { $0.sentAt != nil }
+        let recordsPerQuestion = Dictionary(grouping: children.compactMap(\.question)) { $0 }.mapValues(\.count)
+        for record in sent {
+            let id = try #require(record.question)
+            #expect(recordsPerQuestion[id] == 1, "\(id) has \(recordsPerQuestion[id] ?? 0) child records")
+            let entry = ledgerByID[id]
+            #expect(entry?.state.isClosed == true, "\(id): ledger \(entry.map { "\($0.state)" } ?? "missing")")
+        }
+
+        // Sent after the link went down and expiring before it came back: no guardian could see it, so it expired.
+        let margin: TimeInterval = 0.2
+        let stranded = sent.filter {
+            $0.sentAt! >= partition.down.addingTimeInterval(margin) && ($0.expiresAt ?? .distantFuture) <= partition.up
+        }
+        #expect(stranded.count >= 5, "too few questions expired inside the partition: \(stranded.count)")
+        for record in stranded {
+            #expect(record.outcome == .expired, "\(record.question!): \(record.outcome) but it expired in the partition")
+            #expect(ledgerByID[record.question!]?.state == .expired)
+        }
+
+        // Expiring well after the link came back (heartbeat liveness 1.5 s plus the reconnect): answered.
+        let reconnect: TimeInterval = 2.5
+        let outlived = sent.filter { ($0.expiresAt ?? .distantPast) > partition.up.addingTimeInterval(reconnect) }
+        #expect(outlived.count >= 20, "too few questions after the partition: \(outlived.count)")
+        for record in outlived {
+            #expect(
+                record.outcome == .approved || record.outcome == .denied,
+                "\(record.question!): \(record.outcome) though it outlived the partition"
+            )
+            #expect(ledgerByID[record.question!]?.state == .answered)
+        }
+        #expect(
+            sent.contains { ($0.respondedAt ?? .distantPast) > partition.up },
+            "no response reached a child after the partition"
+        )
+    }
+
+    /// When askrelay took the link down (`fault: run`) and up again (`fault: undo`), from its log's timestamps.
+    static func partition(in log: String) throws -> (down: Date, up: Date) {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        func time(_ marker: String) throws -> Date {
+            let line = try #require(log.split(separator: "\n").first { $0.hasSuffix(marker) }, "no '\(marker)' line")
+            return try #require(formatter.date(from: String(line.prefix { $0 != " " })), "bad time in: \(line)")
+        }
+        return (try time("fault: run"), try time("fault: undo"))
+    }
+}

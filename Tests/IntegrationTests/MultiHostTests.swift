@@ -95,7 +95,8 @@ struct MultiHostTests {
         #expect(parentLog.contains("reconnecting"), "parent-1 never reconnected")
 
         let partition = try Self.partition(in: log)
-        #expect(partition.up.timeIntervalSince(partition.down) >= 4)
+        // Log times are taken just before each command; 4 s apart give or take the millisecond rounding.
+        #expect(partition.up.timeIntervalSince(partition.down) >= 3.9)
 
         var children: [ChildFlowRecord] = []
         for index in 1...2 {

@@ -140,7 +140,12 @@ public final class Simulation: Sendable {
             )
             let path = try executable(binary)
             guard let wrapper = prefix.first else {
-                return try supervisor.start(name: name, executable: path, arguments: arguments, logPath: plan.logPath(name))
+                return try supervisor.start(
+                    name: name,
+                    executable: path,
+                    arguments: arguments,
+                    logPath: plan.logPath(name)
+                )
             }
             return try supervisor.start(
                 name: name,
@@ -160,8 +165,9 @@ public final class Simulation: Sendable {
             services.append(broker)
             if bindEndpoint.hasSuffix(":*") {
                 // The workers connect to the port the broker's OS picked: `ready endpoints=<bound>,...`.
-                guard let bound = ready.split(separator: " ").first(where: { $0.hasPrefix("endpoints=") })?
-                    .dropFirst("endpoints=".count).split(separator: ",").first
+                guard
+                    let bound = ready.split(separator: " ").first(where: { $0.hasPrefix("endpoints=") })?
+                        .dropFirst("endpoints=".count).split(separator: ",").first
                 else { throw SupervisorError(process: "broker", "no endpoints in its ready line: \(ready)") }
                 plan = WorkerPlan(scenario: scenario, brokerEndpoint: String(bound), runDirectory: runDirectory)
             }
@@ -310,11 +316,19 @@ public final class Simulation: Sendable {
             var at: Duration
             var process: String
             var action: Action
-            enum Action { case signal(Int32, follow: Duration?), restart, resume, run([String]), undo(Int) }
+            enum Action {
+                case signal(Int32, follow: Duration?), restart, resume
+                case run([String], undo: [String]?, after: Duration), undo(Int)
+            }
         }
         var steps: [Step] = options.scenario.faults.map { fault in
             switch fault.action {
-            case .run: Step(at: fault.at, process: "", action: .run(fault.command ?? []))
+            case .run:
+                Step(
+                    at: fault.at,
+                    process: "",
+                    action: .run(fault.command ?? [], undo: fault.undo, after: fault.undoAfter ?? .seconds(1))
+                )
             case .kill: Step(at: fault.at, process: fault.process, action: .signal(SIGKILL, follow: fault.restartAfter))
             case .term: Step(at: fault.at, process: fault.process, action: .signal(SIGTERM, follow: fault.restartAfter))
             case .stop:
@@ -362,14 +376,11 @@ public final class Simulation: Sendable {
             guard let step = steps.first, start + step.at <= now else { continue }
             steps.removeFirst()
             switch step.action {
-            case .run(let command):
+            case .run(let command, let undo, let after):
                 logger.notice("fault: run", ["command": command.joined(separator: " "), "at": step.at.text])
                 try Self.runCommand(command)
-                if let fault = options.scenario.faults.first(where: { $0.action == .run && $0.at == step.at && $0.command == command }),
-                    let undo = fault.undo
-                {
-                    let token = undos.add(undo)
-                    steps.append(Step(at: step.at + (fault.undoAfter ?? .seconds(1)), process: "", action: .undo(token)))
+                if let undo {
+                    steps.append(Step(at: step.at + after, process: "", action: .undo(undos.add(undo))))
                 }
                 continue
             case .undo(let token):
@@ -425,7 +436,9 @@ public final class Simulation: Sendable {
     /// `program` itself when it contains a `/`, else its first match on `PATH`.
     static func resolveProgram(_ program: String) throws -> String {
         if program.contains("/") { return program }
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        let path =
+            ProcessInfo.processInfo.environment["PATH"]
+            ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
         for folder in path.split(separator: ":") where !folder.isEmpty {
             let candidate = "\(folder)/\(program)"
             if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }

@@ -140,9 +140,18 @@ struct ScenarioTests {
             (#"{"seed": -1}"#, "seed"),
             (#"{"faults": [{"at": "1s", "action": "run"}]}"#, "faults[0].command"),
             (#"{"faults": [{"at": "1s", "action": "run", "command": []}]}"#, "faults[0].command"),
-            (#"{"faults": [{"at": "1s", "process": "broker", "action": "run", "command": ["x"]}]}"#, "faults[0].process"),
-            (#"{"faults": [{"at": "1s", "action": "run", "command": ["x"], "undoAfter": "1s"}]}"#, "faults[0].undoAfter"),
-            (#"{"faults": [{"at": "1s", "process": "broker", "action": "kill", "command": ["x"]}]}"#, "faults[0].command"),
+            (
+                #"{"faults": [{"at": "1s", "process": "broker", "action": "run", "command": ["x"]}]}"#,
+                "faults[0].process"
+            ),
+            (
+                #"{"faults": [{"at": "1s", "action": "run", "command": ["x"], "undoAfter": "1s"}]}"#,
+                "faults[0].undoAfter"
+            ),
+            (
+                #"{"faults": [{"at": "1s", "process": "broker", "action": "kill", "command": ["x"]}]}"#,
+                "faults[0].command"
+            ),
         ]
     )
     func badInput(json: String, field: String) {

@@ -16,7 +16,10 @@ import Testing
     .serialized
 )
 struct MultiHostTests {
-    static let notPossible: Comment = "needs root and a working `ip netns add` (see NetworkLab.unavailableReason)"
+    /// Shown when the test is skipped: needs root and a working `ip netns add`, and what failed here.
+    static let notPossible = Comment(
+        rawValue: "needs root and a working `ip netns add`: \(NetworkLab.unavailableReason ?? "available")"
+    )
 
     /// 24 h expiry / 43 200 = 2 s; 48 h pending window = 4 s. The children play about 12 s; the partition is 3 s to
     /// 7 s after they start, so questions sent in it expire there and later ones are answered.
@@ -89,9 +92,15 @@ struct MultiHostTests {
 
         // Every worker ran in its host: the broker logged sessions from guardians that went silent, and the
         // parents reconnected over TCP once the link came back.
-        let brokerLog = String(decoding: FileManager.default.contents(atPath: report + "/logs/broker.log") ?? Data(), as: UTF8.self)
+        let brokerLog = String(
+            decoding: FileManager.default.contents(atPath: report + "/logs/broker.log") ?? Data(),
+            as: UTF8.self
+        )
         #expect(brokerLog.contains("missed 3 heartbeats"), "the broker never lost the guardians' sessions")
-        let parentLog = String(decoding: FileManager.default.contents(atPath: report + "/logs/parent-1.log") ?? Data(), as: UTF8.self)
+        let parentLog = String(
+            decoding: FileManager.default.contents(atPath: report + "/logs/parent-1.log") ?? Data(),
+            as: UTF8.self
+        )
         #expect(parentLog.contains("reconnecting"), "parent-1 never reconnected")
 
         let partition = try Self.partition(in: log)
@@ -125,7 +134,10 @@ struct MultiHostTests {
         }
         #expect(stranded.count >= 5, "too few questions expired inside the partition: \(stranded.count)")
         for record in stranded {
-            #expect(record.outcome == .expired, "\(record.question!): \(record.outcome) but it expired in the partition")
+            #expect(
+                record.outcome == .expired,
+                "\(record.question!): \(record.outcome) but it expired in the partition"
+            )
             #expect(ledgerByID[record.question!]?.state == .expired)
         }
 

@@ -27,8 +27,10 @@ final class NetworkLab: @unchecked Sendable {  // @unchecked: `created` is only 
                 let space = namespace(host)
                 try addNamespace(space)
                 // Created straight inside the two namespaces: the machine's own namespace never sees them.
-                try ip(["link", "add", "name", "eth0", "netns", space, "type", "veth", "peer", "name", "port-\(host)",
-                        "netns", bridge])
+                try ip([
+                    "link", "add", "name", "eth0", "netns", space, "type", "veth", "peer", "name", "port-\(host)",
+                    "netns", bridge,
+                ])
                 try ip(["-n", bridge, "link", "set", "dev", "port-\(host)", "master", "br0"])
                 try ip(["-n", bridge, "link", "set", "dev", "port-\(host)", "up"])
                 try ip(["-n", space, "addr", "add", "\(address(host))/24", "dev", "eth0"])
@@ -102,7 +104,9 @@ final class NetworkLab: @unchecked Sendable {  // @unchecked: `created` is only 
     /// Why namespaces cannot be made here, or `nil` when they can (tried for real with a throwaway namespace).
     static let unavailableReason: String? = {
         if geteuid() != 0 { return "not root: network namespaces need root (run the suite as root)" }
-        guard FileManager.default.isExecutableFile(atPath: ipPath) else { return "no \(ipPath) (apt-get install iproute2)" }
+        guard FileManager.default.isExecutableFile(atPath: ipPath) else {
+            return "no \(ipPath) (apt-get install iproute2)"
+        }
         let probe = "\(prefix)\(getpid())-probe"
         let add = Tool.run(ipPath, ["netns", "add", probe])
         defer { _ = Tool.run(ipPath, ["netns", "del", probe]) }

@@ -73,7 +73,6 @@ struct MultiHostTests {
                 "--wrap-broker", wrap("broker"), "--wrap-limits", wrap("broker"),
                 "--wrap-parent", wrap("guardian"), "--wrap-child", wrap("child"),
             ],
-            environment: Tool.cleanEnvironment,
             logPath: logPath
         )
         // askrelay itself is killed by the supervisor on failure; the workers it started live in the lab's
@@ -101,7 +100,9 @@ struct MultiHostTests {
             decoding: FileManager.default.contents(atPath: report + "/logs/parent-1.log") ?? Data(),
             as: UTF8.self
         )
-        #expect(parentLog.contains("reconnecting"), "parent-1 never reconnected")
+        #expect(parentLog.contains("reconnecting"), "parent-1 never lost the broker")
+        let sessions = parentLog.split(separator: "\n").filter { $0.hasSuffix(" registered") }.count
+        #expect(sessions >= 2, "parent-1 registered \(sessions) time(s): it did not come back after the partition")
 
         let partition = try Self.partition(in: log)
         // Log times are taken just before each command; 4 s apart give or take the millisecond rounding.
@@ -141,8 +142,9 @@ struct MultiHostTests {
             #expect(ledgerByID[record.question!]?.state == .expired)
         }
 
-        // Expiring well after the link came back (heartbeat liveness 1.5 s plus the reconnect): answered.
-        let reconnect: TimeInterval = 2.5
+        // Expiring well after the link came back (heartbeat liveness 1.5 s, the reconnect, slack for a busy
+        // machine): answered.
+        let reconnect: TimeInterval = 3
         let outlived = sent.filter { ($0.expiresAt ?? .distantPast) > partition.up.addingTimeInterval(reconnect) }
         #expect(outlived.count >= 20, "too few questions after the partition: \(outlived.count)")
         for record in outlived {

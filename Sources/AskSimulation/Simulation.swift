@@ -217,6 +217,7 @@ public final class Simulation: Sendable {
         defer {
             // A partition must not outlive the run, whatever ended it.
             for command in undos.takeAll() {
+                logger.notice("fault: undo at the end of the run", ["command": command.joined(separator: " ")])
                 do { try Self.runCommand(command) } catch { logger.error("undo failed", ["error": "\(error)"]) }
             }
         }

@@ -76,12 +76,19 @@ enum ReportHTML {
         if !report.scenario.faults.isEmpty {
             html += "<h2>Fault schedule</h2><table><tr><th>at</th><th>process</th><th>action</th><th>then</th></tr>"
             for fault in report.scenario.faults {
-                let then =
+                var then =
                     fault.restartAfter.map { "restart after \($0.text)" } ?? fault.continueAfter.map {
                         "continue after \($0.text)"
                     } ?? (fault.action == .stop ? "continue after 1s" : "—")
+                var target = fault.process
+                if fault.action == .run {
+                    target = (fault.command ?? []).joined(separator: " ")
+                    if let undo = fault.undo {
+                        then = "after \((fault.undoAfter ?? .seconds(1)).text): \(undo.joined(separator: " "))"
+                    }
+                }
                 html +=
-                    "<tr><td>\(fault.at.text)</td><td>\(esc(fault.process))</td><td>\(fault.action.rawValue)</td><td>\(then)</td></tr>"
+                    "<tr><td>\(fault.at.text)</td><td>\(esc(target))</td><td>\(fault.action.rawValue)</td><td>\(esc(then))</td></tr>"
             }
             html += "</table>"
         }

@@ -4,6 +4,7 @@ import AskCLI
 import AskLogging
 import AskProtocol
 import Foundation
+import Synchronization
 
 /// How to run one simulation.
 public struct SimulationOptions: Sendable {
@@ -12,6 +13,13 @@ public struct SimulationOptions: Sendable {
     public var reportDirectory: String
     /// Run the workers against this already-running broker instead of starting one.
     public var externalBroker: String?
+    /// The endpoint the broker we start binds (a `*` port is read back from its ready line); the workers connect
+    /// to it. `nil`: `ipc://` in a fresh folder under /tmp.
+    public var brokerEndpoint: String?
+    /// Pass `--allow-insecure` to the broker we start (needed for a non-loopback `brokerEndpoint` without CURVE).
+    public var allowInsecure = false
+    /// Command prefixes per role, for running processes in other network namespaces or hosts.
+    public var wrappers = CommandWrappers()
     /// No progress lines.
     public var quiet = false
     /// Folder of askrelay-broker, askrelay-limits, askrelay-parent, askrelay-child.
@@ -33,6 +41,26 @@ public struct SimulationOptions: Sendable {
     public init(scenario: Scenario, reportDirectory: String) {
         self.scenario = scenario
         self.reportDirectory = reportDirectory
+    }
+}
+
+/// Command prefixes that each process of a role is started under, e.g. `["ip", "netns", "exec", "host-b"]`: the
+/// process runs as `<prefix...> <executable> <arguments...>`. The prefix must end by exec'ing the command (as
+/// `ip netns exec`, `nsenter`, `sudo`, `env` do), so that signals reach the worker itself.
+public struct CommandWrappers: Sendable, Equatable {
+    public var broker: [String] = []
+    public var limits: [String] = []
+    public var parent: [String] = []
+    public var child: [String] = []
+    public init() {}
+
+    /// The prefix for a process named `broker`, `limits`, `parent-<n>` or `child-<n>`.
+    public func prefix(for process: String) -> [String] {
+        if process == "broker" { return broker }
+        if process == "limits" { return limits }
+        if process.hasPrefix("parent-") { return parent }
+        if process.hasPrefix("child-") { return child }
+        return []
     }
 }
 
@@ -75,9 +103,17 @@ public final class Simulation: Sendable {
         try fileManager.createDirectory(atPath: socketDirectory, withIntermediateDirectories: true)
         defer { try? fileManager.removeItem(atPath: socketDirectory) }
 
-        let brokerEndpoint = options.externalBroker ?? "ipc://\(socketDirectory)/broker.ipc"
+        let bindEndpoint = options.externalBroker ?? options.brokerEndpoint ?? "ipc://\(socketDirectory)/broker.ipc"
         let statsEndpoint = options.externalBroker == nil ? "ipc://\(socketDirectory)/stats.ipc" : nil
-        let plan = WorkerPlan(scenario: scenario, brokerEndpoint: brokerEndpoint, runDirectory: runDirectory)
+        if bindEndpoint.hasSuffix(":*")
+            && scenario.faults.contains(where: { $0.process == "broker" && $0.restartAfter != nil })
+        {
+            throw SupervisorError(
+                process: "broker",
+                "a restarted broker would bind another port than \(bindEndpoint): give a fixed port"
+            )
+        }
+        var plan = WorkerPlan(scenario: scenario, brokerEndpoint: bindEndpoint, runDirectory: runDirectory)
         try plan.limitsState(knownHandles: knownHandles).write(to: plan.limitsStatePath)
         for index in 1...scenario.parentProcesses {
             try RosterEntry.write(plan.roster(index), to: plan.rosterPath(index))
@@ -102,11 +138,24 @@ public final class Simulation: Sendable {
         let curveArguments = options.curve && options.externalBroker == nil
             ? try SimulationKeys.write(plan: plan, scenario: scenario, directory: plan.path("keys")) : [:]
         func start(_ name: String, _ binary: String, _ arguments: [String]) throws -> SupervisedProcess {
-            logger.info("starting", ["process": name, "args": arguments.joined(separator: " "), "curve": !curveArguments.isEmpty])
+            let prefix = options.wrappers.prefix(for: name)
+            logger.info(
+                "starting",
+                ["process": name, "args": arguments.joined(separator: " "), "prefix": prefix.joined(separator: " "), "curve": !curveArguments.isEmpty]
+            )
+            let path = try executable(binary)
+            guard let wrapper = prefix.first else {
+                return try supervisor.start(
+                    name: name,
+                    executable: path,
+                    arguments: arguments + (curveArguments[name] ?? []),
+                    logPath: plan.logPath(name)
+                )
+            }
             return try supervisor.start(
                 name: name,
-                executable: try executable(binary),
-                arguments: arguments + (curveArguments[name] ?? []),
+                executable: try Self.resolveProgram(wrapper),
+                arguments: Array(prefix.dropFirst()) + [path] + arguments + (curveArguments[name] ?? []),
                 logPath: plan.logPath(name)
             )
         }
@@ -114,13 +163,19 @@ public final class Simulation: Sendable {
         // 1. broker, limits, parents, children: each group waits for its ready lines before the next starts.
         var services: [SupervisedProcess] = []
         if options.externalBroker == nil {
-            let broker = try start(
-                "broker",
-                "askrelay-broker",
-                plan.brokerArguments(statsEndpoint: statsEndpoint!, logLevel: options.workerLogLevel)
-            )
-            try broker.waitForLine(timeout: options.readyTimeout)
+            var arguments = plan.brokerArguments(statsEndpoint: statsEndpoint!, logLevel: options.workerLogLevel)
+            if options.allowInsecure { arguments.append("--allow-insecure") }
+            let broker = try start("broker", "askrelay-broker", arguments)
+            let ready = try broker.waitForLine(timeout: options.readyTimeout)
             services.append(broker)
+            if bindEndpoint.hasSuffix(":*") {
+                // The workers connect to the port the broker's OS picked: `ready endpoints=<bound>,...`.
+                guard
+                    let bound = ready.split(separator: " ").first(where: { $0.hasPrefix("endpoints=") })?
+                        .dropFirst("endpoints=".count).split(separator: ",").first
+                else { throw SupervisorError(process: "broker", "no endpoints in its ready line: \(ready)") }
+                plan = WorkerPlan(scenario: scenario, brokerEndpoint: String(bound), runDirectory: runDirectory)
+            }
         }
         let limits = try start("limits", "askrelay-limits", plan.limitsArguments(logLevel: options.workerLogLevel))
         try limits.waitForLine(timeout: options.readyTimeout)
@@ -163,7 +218,15 @@ public final class Simulation: Sendable {
         // 2. The children play while the fault schedule runs on time.
         let playStart = ContinuousClock.now
         var notes: [String] = []
-        try playFaults(supervisor: supervisor, children: children, start: playStart, notes: &notes)
+        let undos = PendingUndos()
+        defer {
+            // A partition must not outlive the run, whatever ended it.
+            for command in undos.takeAll() {
+                logger.notice("fault: undo at the end of the run", ["command": command.joined(separator: " ")])
+                do { try Self.runCommand(command) } catch { logger.error("undo failed", ["error": "\(error)"]) }
+            }
+        }
+        try playFaults(supervisor: supervisor, children: children, start: playStart, undos: undos, notes: &notes)
 
         // 3. Drain: parents, limits, then the broker, each by SIGTERM.
         progress.stop()
@@ -252,16 +315,26 @@ public final class Simulation: Sendable {
         supervisor: ProcessSupervisor,
         children: [SupervisedProcess],
         start: ContinuousClock.Instant,
+        undos: PendingUndos,
         notes: inout [String]
     ) throws {
         struct Step {
             var at: Duration
             var process: String
             var action: Action
-            enum Action { case signal(Int32, follow: Duration?), restart, resume }
+            enum Action {
+                case signal(Int32, follow: Duration?), restart, resume
+                case run([String], undo: [String]?, after: Duration), undo(Int)
+            }
         }
         var steps: [Step] = options.scenario.faults.map { fault in
             switch fault.action {
+            case .run:
+                Step(
+                    at: fault.at,
+                    process: "",
+                    action: .run(fault.command ?? [], undo: fault.undo, after: fault.undoAfter ?? .seconds(1))
+                )
             case .kill: Step(at: fault.at, process: fault.process, action: .signal(SIGKILL, follow: fault.restartAfter))
             case .term: Step(at: fault.at, process: fault.process, action: .signal(SIGTERM, follow: fault.restartAfter))
             case .stop:
@@ -308,6 +381,21 @@ public final class Simulation: Sendable {
             }
             guard let step = steps.first, start + step.at <= now else { continue }
             steps.removeFirst()
+            switch step.action {
+            case .run(let command, let undo, let after):
+                logger.notice("fault: run", ["command": command.joined(separator: " "), "at": step.at.text])
+                try Self.runCommand(command)
+                if let undo {
+                    steps.append(Step(at: step.at + after, process: "", action: .undo(undos.add(undo))))
+                }
+                continue
+            case .undo(let token):
+                guard let command = undos.take(token) else { continue }
+                logger.notice("fault: undo", ["command": command.joined(separator: " "), "at": step.at.text])
+                try Self.runCommand(command)
+                continue
+            default: break
+            }
             guard let process = supervisor.process(named: step.process) else {
                 notes.append("fault at \(step.at.text): no process '\(step.process)' in this run; skipped")
                 continue
@@ -334,6 +422,7 @@ public final class Simulation: Sendable {
                         )
                     )
                 }
+            case .run, .undo: break
             case .resume:
                 logger.notice("fault: continue", ["process": step.process])
                 process.signal(SIGCONT)
@@ -347,6 +436,43 @@ public final class Simulation: Sendable {
                 try process.restart()
                 try process.waitForLine(timeout: options.readyTimeout)
             }
+        }
+    }
+
+    /// `program` itself when it contains a `/`, else its first match on `PATH`.
+    static func resolveProgram(_ program: String) throws -> String {
+        if program.contains("/") { return program }
+        let path =
+            ProcessInfo.processInfo.environment["PATH"]
+            ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        for folder in path.split(separator: ":") where !folder.isEmpty {
+            let candidate = "\(folder)/\(program)"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        throw SupervisorError(process: program, "not found on PATH")
+    }
+
+    /// Runs a fault's command to completion (30 s at most). - Throws: when it cannot start, fails or hangs.
+    static func runCommand(_ command: [String]) throws {
+        guard let program = command.first else { return }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try resolveProgram(program))
+        process.arguments = Array(command.dropFirst())
+        process.standardInput = FileHandle.nullDevice
+        let done = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in done.signal() }
+        do { try process.run() } catch {
+            throw SupervisorError(process: program, "cannot run '\(command.joined(separator: " "))': \(error)")
+        }
+        if done.wait(timeout: .now() + 30) == .timedOut {
+            process.terminate()
+            throw SupervisorError(process: program, "'\(command.joined(separator: " "))' did not finish within 30 s")
+        }
+        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
+            throw SupervisorError(
+                process: program,
+                "'\(command.joined(separator: " "))' failed (status \(process.terminationStatus))"
+            )
         }
     }
 
@@ -381,5 +507,28 @@ enum WireDates {
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         encoder.dateEncodingStrategy = .iso8601
         return encoder
+    }
+}
+
+/// The undo commands of `run` faults that have run but not been undone yet; whoever takes one runs it.
+final class PendingUndos: Sendable {
+    private let state = Mutex<(next: Int, commands: [Int: [String]])>((0, [:]))
+
+    func add(_ command: [String]) -> Int {
+        state.withLock {
+            $0.next += 1
+            $0.commands[$0.next] = command
+            return $0.next
+        }
+    }
+
+    func take(_ token: Int) -> [String]? { state.withLock { $0.commands.removeValue(forKey: token) } }
+
+    func takeAll() -> [[String]] {
+        state.withLock {
+            let all = $0.commands.sorted { $0.key < $1.key }.map(\.value)
+            $0.commands = [:]
+            return all
+        }
     }
 }

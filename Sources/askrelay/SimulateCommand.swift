@@ -55,11 +55,26 @@ struct Simulate: Command {
             default: "info",
             help: "log level of askrelay and of every worker's log file"
         ),
+        .value(
+            "endpoint",
+            "ENDPOINT",
+            env: "ASKRELAY_ENDPOINT",
+            help: "endpoint the started broker binds, workers connect to (default: ipc in a fresh /tmp folder)"
+        ),
         .flag(
             "insecure",
             env: "ASKRELAY_INSECURE",
-            help: "run without CURVE (the default generates keys into the run folder and authenticates every process)"
+            help: "run without CURVE (by default keys are generated into the run folder and every process authenticates); the broker gets --allow-insecure so a non-loopback --endpoint still works"
         ),
+        .value(
+            "wrap-broker",
+            "COMMAND",
+            env: "ASKRELAY_WRAP_BROKER",
+            help: "command prefix the broker runs under, split on spaces (e.g. 'ip netns exec host-b')"
+        ),
+        .value("wrap-limits", "COMMAND", env: "ASKRELAY_WRAP_LIMITS", help: "command prefix of the limits worker"),
+        .value("wrap-parent", "COMMAND", env: "ASKRELAY_WRAP_PARENT", help: "command prefix of every parent worker"),
+        .value("wrap-child", "COMMAND", env: "ASKRELAY_WRAP_CHILD", help: "command prefix of every child worker"),
         .flag("quiet", env: "ASKRELAY_QUIET", help: "no progress lines on stderr"),
     ]
 
@@ -69,6 +84,8 @@ struct Simulate: Command {
     let logLevel: LogLevel
     let quiet: Bool
     let insecure: Bool
+    let endpoint: String?
+    let wrappers: CommandWrappers
 
     init(arguments: Arguments) throws {
         var scenario = Scenario()
@@ -105,14 +122,33 @@ struct Simulate: Command {
         logLevel = level
         quiet = arguments.flag("quiet")
         insecure = arguments.flag("insecure")
+        endpoint = arguments.string("endpoint")
+        if endpoint != nil && broker != nil {
+            throw UsageError("--endpoint is for the broker simulate starts; it cannot go with --broker")
+        }
+        func words(_ name: String) throws -> [String] {
+            guard let text = arguments.string(name) else { return [] }
+            let parts = text.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+            if parts.isEmpty { throw UsageError("option '--\(name)' needs a command, got '\(text)'") }
+            return parts
+        }
+        var wrappers = CommandWrappers()
+        wrappers.broker = try words("wrap-broker")
+        wrappers.limits = try words("wrap-limits")
+        wrappers.parent = try words("wrap-parent")
+        wrappers.child = try words("wrap-child")
+        self.wrappers = wrappers
     }
 
     func run() async throws -> Int32 {
         // Our own log lines stay quiet at info; the workers log at the chosen level into their files.
         let logger = Logger(label: "askrelay-simulate", level: max(logLevel, .notice))
-        if insecure { logger.notice("--insecure: the processes talk without CURVE (for measuring its cost)") }
+        if insecure { logger.notice("--insecure: the processes talk without CURVE; the broker serves with --allow-insecure") }
         var options = SimulationOptions(scenario: scenario, reportDirectory: reportDirectory)
         options.externalBroker = broker
+        options.brokerEndpoint = endpoint
+        options.allowInsecure = insecure
+        options.wrappers = wrappers
         options.quiet = quiet
         options.curve = !insecure
         options.workerLogLevel = logLevel.description

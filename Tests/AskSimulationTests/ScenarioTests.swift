@@ -91,6 +91,26 @@ struct ScenarioTests {
         #expect(try Scenario.parse(data) == scenario)
     }
 
+    @Test("a 'run' fault takes a command and an undo (1s later by default), names no process, and round-trips")
+    func runFault() throws {
+        let scenario = try parse(
+            #"{"faults": [{"at": "2s", "action": "run", "command": ["ip", "link", "set", "dev", "eth0", "down"],"#
+                + #" "undo": ["ip", "link", "set", "dev", "eth0", "up"]}, {"at": "9s", "action": "run", "command": ["true"]}]}"#
+        )
+        #expect(
+            scenario.faults == [
+                .init(
+                    at: .seconds(2),
+                    run: ["ip", "link", "set", "dev", "eth0", "down"],
+                    undo: ["ip", "link", "set", "dev", "eth0", "up"],
+                    undoAfter: .seconds(1)
+                ),
+                .init(at: .seconds(9), run: ["true"]),
+            ]
+        )
+        #expect(try Scenario.parse(try JSONEncoder().encode(scenario)) == scenario)
+    }
+
     @Test("expireAfter null leaves expiry to the pending window")
     func expireAfterNull() throws {
         #expect(try parse(#"{"expireAfter": null}"#).expireAfter == nil)
@@ -118,6 +138,20 @@ struct ScenarioTests {
                 "faults[0].continueAfter"
             ),
             (#"{"seed": -1}"#, "seed"),
+            (#"{"faults": [{"at": "1s", "action": "run"}]}"#, "faults[0].command"),
+            (#"{"faults": [{"at": "1s", "action": "run", "command": []}]}"#, "faults[0].command"),
+            (
+                #"{"faults": [{"at": "1s", "process": "broker", "action": "run", "command": ["x"]}]}"#,
+                "faults[0].process"
+            ),
+            (
+                #"{"faults": [{"at": "1s", "action": "run", "command": ["x"], "undoAfter": "1s"}]}"#,
+                "faults[0].undoAfter"
+            ),
+            (
+                #"{"faults": [{"at": "1s", "process": "broker", "action": "kill", "command": ["x"]}]}"#,
+                "faults[0].command"
+            ),
         ]
     )
     func badInput(json: String, field: String) {

@@ -34,6 +34,8 @@ public struct BrokerConfiguration: Sendable {
     public var batchSize = 512
     /// Serve non-loopback endpoints without CURVE.
     public var allowInsecure = false
+    /// Test-only: crash with SIGKILL at an exact point (`--crash-at`, fault tests only). Unarmed by default.
+    public var crashAt = CrashPoints()
 
     public init() {}
 

@@ -28,6 +28,7 @@ struct BrokerMain: Command {
         .value("stats-endpoint", "URL", env: "ASKRELAY_STATS_ENDPOINT", help: "PUB endpoint for a JSON snapshot every second"),
         .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "trace, debug, info, notice, warning, error"),
         .flag("allow-insecure", env: "ASKRELAY_ALLOW_INSECURE", help: "serve non-loopback endpoints without CURVE"),
+        .value("crash-at", "POINT[:N]", env: "ASKRELAY_CRASH_AT", help: "fault tests only: SIGKILL itself at the N-th accept, commit, fanout, answer or expiry"),
     ]
 
     let configuration: BrokerConfiguration
@@ -51,6 +52,12 @@ struct BrokerMain: Command {
         configuration.maxQueuedTotal = try arguments.int("max-queued-total", in: 1...1_000_000_000) ?? 2_000_000
         configuration.statsEndpoint = arguments.string("stats-endpoint")
         configuration.allowInsecure = arguments.flag("allow-insecure")
+        if let crashAt = arguments.string("crash-at") {
+            guard let points = CrashPoints(parsing: crashAt) else {
+                throw UsageError("--crash-at must be POINT or POINT:N with POINT one of \(CrashPoints.Point.allCases.map(\.rawValue).joined(separator: ", ")) and N ≥ 1")
+            }
+            configuration.crashAt = points
+        }
         self.configuration = configuration
         guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {
             throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.description).joined(separator: ", "))")
@@ -64,6 +71,9 @@ struct BrokerMain: Command {
 
     func run() async throws -> Int32 {
         let logger = Logger(label: "askrelay-broker", level: logLevel)
+        if let point = configuration.crashAt.point {
+            logger.warning("test-only crash hook armed (--crash-at)", ["point": point.rawValue, "occurrence": configuration.crashAt.occurrence])
+        }
         if configuration.allowInsecure {
             logger.warning("serving without CURVE on non-loopback endpoints (--allow-insecure)")
         }

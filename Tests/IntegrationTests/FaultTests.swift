@@ -424,7 +424,7 @@ struct LiveFuzzTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let scenario = """
-            {"seed": 21, "families": 16, "flowsPerChild": 4, "childThink": "300ms", "grace": "500ms",
+            {"seed": 21, "families": 16, "flowsPerChild": 5, "childThink": "400ms", "grace": "500ms",
              "guardians": {"approveProbability": 0.6, "neverAnswerRatio": 0.15, "think": "exponential:100ms"},
              "duration": "40s"}
             """
@@ -438,8 +438,10 @@ struct LiveFuzzTests {
             try registered.register(role: .client, ["client/fz1"])
             let stranger = try RawPeer(context: context, endpoint: endpoint)
             var fuzzer = Fuzzer(random: SplitMix(state: 0xF00D))
+            // Fuzz while the children play (the broker is drained only after every child finished), at most 12 s.
+            let children = pids.filter { $0.key.hasPrefix("child-") }.map(\.value)
             let deadline = ContinuousClock.now + .seconds(12)
-            while sent < 20_000 && ContinuousClock.now < deadline && kill(brokerPid, 0) == 0 {
+            while sent < 20_000 && ContinuousClock.now < deadline && children.allSatisfy({ kill($0, 0) == 0 }) && kill(brokerPid, 0) == 0 {
                 let peer = fuzzer.random.next() % 4 == 0 ? stranger : registered
                 if peer === stranger && fuzzer.random.next() % 10 == 0 {
                     // A HELLO with a mutated body (never a real family's address).
@@ -461,6 +463,7 @@ struct LiveFuzzTests {
             let id = try probe.sendMessage(from: "client/fz-probe", to: "echo/fz-offline", kind: "note", body: [1])
             try probe.expectAck(id)
         }
+        print("live fuzz: \(sent) messages, \(answered) ACK/NACK answers; broker runs \(run.runs(of: "broker"))")
         #expect(sent > 1000, "only \(sent) fuzz messages")
         #expect(answered > sent / 4, "\(answered) answers to \(sent) messages")
         #expect(run.ok, "violations: \(run.violations)")

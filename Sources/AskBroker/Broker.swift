@@ -178,9 +178,8 @@ public final class Broker {
         for envelope in turnEnvelopes { envelope.withdrawn = true }
         for (id, previous) in turnLedgerUndo {
             if let previous {
-                ledger.entries[id] = previous
-                // Its deadline may have been consumed by an expiry of this turn: track it again.
-                if !previous.record.state.isClosed { ledger.track(previous) }
+                // Its deadline may have been consumed by an expiry of this turn: it comes again shortly.
+                ledger.putBack(previous, notBefore: Date().addingTimeInterval(0.25))
             } else {
                 ledger.entries.removeValue(forKey: id)
             }

@@ -44,6 +44,13 @@ struct QuestionLedger {
         deadlines.push(entry.record.expiresAt, entry.record.id)
     }
 
+    /// Puts back an entry a failed turn had changed; its deadline comes again no sooner than `notBefore`, so an
+    /// expiry that cannot be written (disk full) is retried without spinning.
+    mutating func putBack(_ entry: LedgerEntry, notBefore: Date) {
+        entries[entry.record.id] = entry
+        if !entry.record.state.isClosed { deadlines.push(max(entry.record.expiresAt, notBefore), entry.record.id) }
+    }
+
     var nextDeadline: Date? {
         mutating get {
             while let top = deadlines.peek {

@@ -137,6 +137,7 @@ struct BrokerCrashPointTests {
         #expect(runs.first?["signal"] as? Int == Int(SIGKILL))
         #expect(runs.last?["exitCode"] as? Int == 0)
         #expect(run.notes.contains { $0.contains("--crash-at \(point)") }, "\(run.notes)")
+        #expect(run.log("broker").contains("recovered from journal"), "the restarted broker found nothing to resume")
         // ends-exactly-once compares every child record with the ledger (nothing acknowledged lost, every question
         // closed), response-at-most-once: no response surfaced twice.
         #expect(run.ok, "violations: \(run.violations)")

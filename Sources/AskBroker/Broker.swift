@@ -26,7 +26,6 @@ public final class Broker {
     /// The spare buffer `dirty` is swapped with while pumping, so neither is reallocated per turn.
     var pumping: [Mailbox] = []
     var sessionsWithAcks: [Session] = []
-    var turnAccepted: [(envelope: Envelope, session: Session)] = []
     var accepted: Set<MessageID> = []
     var acceptedOrder: [(at: ContinuousClock.Instant, id: MessageID)] = []
     var acceptedHead = 0
@@ -51,6 +50,15 @@ public final class Broker {
     var statsPublisher: StatsPublisher?
     /// CURVE authentication, when configured.
     let authenticator: Authenticator?
+    /// Test-only crash hooks (`--crash-at`); unarmed unless configured.
+    var crashPoints: CrashPoints
+    /// This turn's journaled envelopes, SENDs accepted and ledger entries as they were before the turn: what
+    /// ``withdrawTurn(_:)`` undoes when the commit fails.
+    var turnEnvelopes: [Envelope] = []
+    var turnAccepted: [(id: MessageID, session: Session)] = []
+    var turnLedgerUndo: [MessageID: LedgerEntry?] = [:]
+    /// `journal.writeFailures` when this turn began.
+    var turnWriteFailures = 0
 
     /// Opens the journal, recovers its state and binds every endpoint. Call ``run()`` on the same thread next.
     /// - Throws: ``ZMQError`` for an endpoint that cannot be bound, or the journal's error.
@@ -60,6 +68,8 @@ public final class Broker {
         self.wake = wake
         journal = try Journal(directory: configuration.dataDirectory, durability: configuration.durability)
         ledger = QuestionLedger(configuration: configuration)
+        crashPoints = configuration.crashAt
+        if crashPoints.isArmed { crashPoints.arm(dataDirectory: configuration.dataDirectory) }
         socket = try context.socket(.router)
         try socket.set(.linger, 0)
         try socket.set(.routerMandatory, true)
@@ -132,14 +142,23 @@ public final class Broker {
 
     /// Commits the turn's journal writes, then acknowledges and delivers.
     func finishTurn() {
-        if journal.hasPendingWrites {
+        let writeFailed = journal.writeFailures != turnWriteFailures
+        if journal.hasPendingWrites || writeFailed {
             do {
+                if writeFailed {
+                    // A write of this turn failed and rolled back the turn's transaction; whatever was written after
+                    // it is only part of the turn, so it goes too.
+                    journal.discardPendingWrites()
+                    throw journal.lastWriteFailure ?? WireError(.storageFailed, "a journal write failed")
+                }
                 if let took = try journal.commitIfNeeded() { stats.recordCommit(took) }
+                crashPoints.committed(acks: !sessionsWithAcks.isEmpty)
             } catch {
                 withdrawTurn(error)
             }
         }
-        turnAccepted.removeAll(keepingCapacity: true)
+        clearTurn()
+        turnWriteFailures = journal.writeFailures
         for session in sessionsWithAcks where session.isAlive && !session.pendingAcks.isEmpty {
             var start = 0
             while start < session.pendingAcks.count {
@@ -156,16 +175,32 @@ public final class Broker {
         pumpDirty()
     }
 
-    /// The journal could not commit: nothing from this turn is acknowledged or delivered.
+    func clearTurn() {
+        if !turnEnvelopes.isEmpty { turnEnvelopes.removeAll(keepingCapacity: true) }
+        if !turnAccepted.isEmpty { turnAccepted.removeAll(keepingCapacity: true) }
+        if !turnLedgerUndo.isEmpty { turnLedgerUndo.removeAll(keepingCapacity: true) }
+    }
+
+    /// The journal could not commit (or a write of the turn failed, which rolled the whole turn back): nothing
+    /// from this turn is acknowledged or delivered. Its SENDs get `storage-failed`, its envelopes are withdrawn and
+    /// the ledger entries it changed are put back as they were, so memory matches the journal again.
     func withdrawTurn(_ error: any Error) {
         stats.storageFailures += 1
         logger.error("journal commit failed; refusing this turn's messages", ["error": "\(error)", "messages": turnAccepted.count])
         let failure = WireError(.storageFailed, "the broker could not write its journal: \(error)")
-        for (envelope, session) in turnAccepted {
-            envelope.withdrawn = true
-            accepted.remove(envelope.id)
-            session.pendingAcks.removeAll { $0 == envelope.id }
-            nack(session: session, id: envelope.id, failure)
+        for envelope in turnEnvelopes { envelope.withdrawn = true }
+        for (id, previous) in turnLedgerUndo {
+            if let previous {
+                // Its deadline may have been consumed by an expiry of this turn: it comes again shortly.
+                ledger.putBack(previous, notBefore: Date().addingTimeInterval(0.25))
+            } else {
+                ledger.entries.removeValue(forKey: id)
+            }
+        }
+        for (id, session) in turnAccepted {
+            accepted.remove(id)
+            session.pendingAcks.removeAll { $0 == id }
+            nack(session: session, id: id, failure)
         }
     }
 
@@ -370,6 +405,7 @@ public final class Broker {
         }
         accept(id, from: session)
         stats.countRouted(kind)
+        crashPoints.hit(.accept)
     }
 
     static let brokerOnlyKindList = Array(QuestionLedger.brokerOnlyKinds)
@@ -379,7 +415,10 @@ public final class Broker {
     func accept(_ id: MessageID, from session: Session) {
         accepted.insert(id)
         acceptedOrder.append((turnNow, id))
-        if journal.durability != .off { try? journal.rememberAccepted(id, at: turnDate) }
+        if journal.durability != .off {
+            try? journal.rememberAccepted(id, at: turnDate)
+            turnAccepted.append((id, session))
+        }
         queueAck(id, for: session)
     }
 
@@ -418,6 +457,7 @@ public final class Broker {
             }
         }
         mailbox.enqueue(envelope)
+        if persistent { turnEnvelopes.append(envelope) }
         totalQueued += 1
         markDirty(mailbox)
     }
@@ -493,6 +533,7 @@ public final class Broker {
         WireEncoder.message(.deliver, id: envelope.id, from: envelope.from, to: envelope.to, kind: envelope.kind, subject: envelope.subject, body: envelope.body, into: &output)
         guard sendToPeer(owner) else { return false }
         envelope.deliveredAt = turnNow
+        if crashPoints.isArmed { crashPoints.delivered(kind: envelope.kind, subject: envelope.subject) }
         return true
     }
 

@@ -41,6 +41,8 @@ public struct BrokerConfiguration: Sendable {
 
     /// Whether CURVE authentication is on.
     public var isSecure: Bool { curveSecretFile != nil && principalsFile != nil }
+    /// Test-only: crash with SIGKILL at an exact point (`--crash-at`, fault tests only). Unarmed by default.
+    public var crashAt = CrashPoints()
 
     public init() {}
 

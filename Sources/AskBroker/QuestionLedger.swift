@@ -44,10 +44,17 @@ struct QuestionLedger {
         deadlines.push(entry.record.expiresAt, entry.record.id)
     }
 
+    /// Puts back an entry a failed turn had changed; its deadline comes again no sooner than `notBefore`, so an
+    /// expiry that cannot be written (disk full) is retried without spinning.
+    mutating func putBack(_ entry: LedgerEntry, notBefore: Date) {
+        entries[entry.record.id] = entry
+        if !entry.record.state.isClosed { deadlines.push(max(entry.record.expiresAt, notBefore), entry.record.id) }
+    }
+
     var nextDeadline: Date? {
         mutating get {
             while let top = deadlines.peek {
-                if let entry = entries[top.payload], !entry.record.state.isClosed, entry.record.expiresAt == top.at { return top.at }
+                if let entry = entries[top.payload], !entry.record.state.isClosed, top.at >= entry.record.expiresAt { return top.at }
                 deadlines.pop()
             }
             return nil
@@ -129,6 +136,7 @@ extension Broker {
     }
 
     func save(_ record: QuestionRecord) throws(WireError) {
+        if turnLedgerUndo.index(forKey: record.id) == nil { turnLedgerUndo[record.id] = .some(ledger.entries[record.id]) }
         do { try journal.saveQuestion(record) } catch {
             throw WireError(.storageFailed, "the journal refused the question: \(error)")
         }
@@ -265,6 +273,7 @@ extension Broker {
         for other in (ledger.rosters[entry.record.family] ?? []).sorted() where other != guardian {
             try route(id: .random(), from: "broker", to: "guardian/\(other)", kind: MessageKind.closed.rawValue, subject: questionID, body: closed)
         }
+        crashPoints.answerAccepted()
         if choice.answer == .approval {
             let notice = (try? WireJSON.encode(ApprovalNotice(child: entry.record.child, questionID: answer.questionID, handles: entry.question.topic.handles))) ?? []
             try route(id: .random(), from: "broker", to: "limits", kind: MessageKind.approval.rawValue, subject: questionID, body: notice, limitsKey: child)
@@ -294,6 +303,7 @@ extension Broker {
         ledger.entries[questionID] = entry
         stats.countRouted(wasSent ? "ledger.expired" : "ledger.abandoned")
         guard wasSent else { return }
+        crashPoints.hit(.expiry)
         let closed = (try? WireJSON.encode(QuestionClosed(questionID: questionID.uuid, reason: .expired))) ?? []
         for guardian in (ledger.rosters[entry.record.family] ?? []).sorted() {
             try route(id: .random(), from: "broker", to: "guardian/\(guardian)", kind: MessageKind.closed.rawValue, subject: questionID, body: closed)

@@ -286,6 +286,13 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
         condition.unlock()
     }
 
+    /// Marks the current run's exit by `number` as expected (a crash the run was told to make), once it ended.
+    public func expectExit(by number: Int32) {
+        condition.lock()
+        if let index = incarnationsStorage.indices.last { incarnationsStorage[index].expectedSignal = number }
+        condition.unlock()
+    }
+
     /// Waits for the current run's stdout line that starts with `prefix` (default `ready`).
     /// - Returns: the line. - Throws: ``SupervisorError`` if the process exits first or the deadline passes.
     @discardableResult

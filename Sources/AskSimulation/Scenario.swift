@@ -1,3 +1,4 @@
+import AskBroker
 import AskCLI
 import Foundation
 
@@ -53,6 +54,9 @@ public struct Scenario: Codable, Sendable, Equatable {
     public var faults: [Fault] = []
     /// Test only: the parent processes answer after expiry (`--answer-after-expiry`), which must break an invariant.
     public var answerAfterExpiry = false
+    /// Fault tests only: the broker's first run gets `--crash-at POINT[:N]` (docs/broker.md); when it crashes there
+    /// it is restarted on the same journal, and that SIGKILL counts as expected.
+    public var brokerCrashAt: String?
 
     public init() {}
 
@@ -254,6 +258,12 @@ extension Scenario {
         guard ["strict", "batch", "off"].contains(durability) else {
             throw ScenarioError(field: "durability", "must be strict, batch or off, got '\(durability)'")
         }
+        if let brokerCrashAt, CrashPoints(parsing: brokerCrashAt) == nil {
+            throw ScenarioError(
+                field: "brokerCrashAt",
+                "must be POINT or POINT:N with POINT one of \(CrashPoints.Point.allCases.map(\.rawValue).joined(separator: ", ")), got '\(brokerCrashAt)'"
+            )
+        }
         for (index, fault) in faults.enumerated() {
             if fault.action == .run {
                 guard fault.process.isEmpty else {
@@ -328,7 +338,7 @@ extension Scenario {
             topics
         case groupQuestionRatio, invalidRatio, cancelProbability, abandonProbability, contactsPerChild, guardians,
             childThink, pendingWindow, expireAfter
-        case timeScale, duration, flowsPerChild, grace, durability, faults, answerAfterExpiry
+        case timeScale, duration, flowsPerChild, grace, durability, faults, answerAfterExpiry, brokerCrashAt
     }
 
     public init(from decoder: any Decoder) throws {
@@ -371,6 +381,7 @@ extension Scenario {
         durability = try c.decodeIfPresent(String.self, forKey: .durability) ?? d.durability
         faults = try c.decodeIfPresent([Fault].self, forKey: .faults) ?? d.faults
         answerAfterExpiry = try c.decodeIfPresent(Bool.self, forKey: .answerAfterExpiry) ?? d.answerAfterExpiry
+        brokerCrashAt = try c.decodeIfPresent(String.self, forKey: .brokerCrashAt)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -404,6 +415,7 @@ extension Scenario {
         try c.encode(durability, forKey: .durability)
         try c.encode(faults, forKey: .faults)
         try c.encode(answerAfterExpiry, forKey: .answerAfterExpiry)
+        try c.encodeIfPresent(brokerCrashAt, forKey: .brokerCrashAt)
     }
 }
 

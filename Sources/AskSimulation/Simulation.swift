@@ -347,6 +347,9 @@ public final class Simulation: Sendable {
         }
         let end = start + options.scenario.duration
         var pendingRestarts: Set<String> = []
+        // A broker told to crash (`brokerCrashAt`) is restarted once on the same journal when it exits by itself.
+        let crashingBroker = options.scenario.brokerCrashAt == nil ? nil : supervisor.process(named: "broker")
+        var crashRestarted = false
         func childrenDone() -> Bool {
             children.allSatisfy { !$0.isRunning && !pendingRestarts.contains($0.name) }
         }
@@ -355,13 +358,23 @@ public final class Simulation: Sendable {
             let next = steps.first.map { start + $0.at }
             let wakeAt = min(next ?? end, end)
             _ = supervisor.wait(until: wakeAt) {
-                children.allSatisfy { $0.exitStatusUnlocked != nil } && pendingRestarts.isEmpty
+                (children.allSatisfy { $0.exitStatusUnlocked != nil } && pendingRestarts.isEmpty)
+                    || (!crashRestarted && crashingBroker?.exitStatusUnlocked != nil)
             }
             if let signal = supervisor.interrupted {
                 throw SupervisorError(
                     process: "askrelay",
                     "interrupted by \(signalName(signal)); every process was killed"
                 )
+            }
+            if !crashRestarted, let broker = crashingBroker, let exit = broker.exitStatus {
+                crashRestarted = true
+                notes.append("the broker crashed at --crash-at \(options.scenario.brokerCrashAt ?? "") (\(exit)) and was restarted on its journal")
+                logger.notice("broker crashed at its crash point; restarting", ["exit": "\(exit)"])
+                if exit == .signaled(SIGKILL) { broker.expectExit(by: SIGKILL) }
+                try broker.restart()
+                try broker.waitForLine(timeout: options.readyTimeout)
+                continue
             }
             if childrenDone() { return }
             let now = ContinuousClock.now

@@ -125,7 +125,7 @@ public struct WorkerPlan: Sendable {
             "--endpoint", brokerEndpoint, "--data-dir", brokerDataDirectory, "--durability", scenario.durability,
             "--time-scale", format(scenario.timeScale), "--pending-window", scenario.pendingWindow.text,
             "--heartbeat", Self.heartbeat, "--stats-endpoint", statsEndpoint, "--log-level", logLevel,
-        ]
+        ] + (scenario.brokerCrashAt.map { ["--crash-at", $0] } ?? [])
     }
 
     /// Heartbeat of every process: short, so a restarted broker is noticed within about 1.5 s.

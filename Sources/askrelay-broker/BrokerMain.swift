@@ -30,6 +30,7 @@ struct BrokerMain: Command {
         .flag("allow-insecure", env: "ASKRELAY_ALLOW_INSECURE", help: "serve non-loopback endpoints without CURVE"),
         .value("curve-secret-file", "FILE", env: "ASKRELAY_CURVE_SECRET_FILE", help: "the broker's key file (askrelay keys generate); turns CURVE on, with --principals"),
         .value("principals", "FILE", env: "ASKRELAY_PRINCIPALS", help: "principals.json: the keys the broker accepts and what each may serve; reloaded when it changes"),
+        .value("crash-at", "POINT[:N]", env: "ASKRELAY_CRASH_AT", help: "fault tests only: SIGKILL itself at the N-th accept, commit, fanout, answer or expiry"),
     ]
 
     let configuration: BrokerConfiguration
@@ -55,6 +56,12 @@ struct BrokerMain: Command {
         configuration.allowInsecure = arguments.flag("allow-insecure")
         configuration.curveSecretFile = arguments.string("curve-secret-file")
         configuration.principalsFile = arguments.string("principals")
+        if let crashAt = arguments.string("crash-at") {
+            guard let points = CrashPoints(parsing: crashAt) else {
+                throw UsageError("--crash-at must be POINT or POINT:N with POINT one of \(CrashPoints.Point.allCases.map(\.rawValue).joined(separator: ", ")) and N ≥ 1")
+            }
+            configuration.crashAt = points
+        }
         self.configuration = configuration
         guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {
             throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.description).joined(separator: ", "))")
@@ -68,6 +75,9 @@ struct BrokerMain: Command {
 
     func run() async throws -> Int32 {
         let logger = Logger(label: "askrelay-broker", level: logLevel)
+        if let point = configuration.crashAt.point {
+            logger.warning("test-only crash hook armed (--crash-at)", ["point": point.rawValue, "occurrence": configuration.crashAt.occurrence])
+        }
         if configuration.allowInsecure {
             logger.warning("serving without CURVE on non-loopback endpoints (--allow-insecure)")
         }

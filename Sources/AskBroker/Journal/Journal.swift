@@ -31,6 +31,10 @@ public final class Journal {
     /// `nil` when durability is `.off`. Internal so tests can reach SQLite directly.
     let database: Database?
     private var pendingWrites = false
+    /// Writes that failed (each rolled its transaction back), and the last failure. A caller that batches writes
+    /// into one commit compares the count before and after its batch: a change means part of the batch is gone.
+    public private(set) var writeFailures = 0
+    public private(set) var lastWriteFailure: (any Error)?
     private let clock = ContinuousClock()
     private let encoder = JSONEncoder()
     private let decoder = JSONDecoder()
@@ -122,6 +126,8 @@ public final class Journal {
             return result
         } catch {
             discard(db)
+            writeFailures += 1
+            lastWriteFailure = error
             throw error
         }
     }

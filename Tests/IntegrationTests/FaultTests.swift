@@ -1,0 +1,475 @@
+import AskBroker
+import AskProtocol
+import AskSimulation
+import AskTestSupport
+import Foundation
+import Testing
+import ZeroMQ
+
+/// Fault tolerance with real processes (docs/reliability.md): the broker SIGKILLed at exact points of its loop,
+/// workers SIGKILLed mid-flow, a guardian SIGSTOPped, the journal's disk full, and a live fuzz.
+enum FaultSupport {
+    struct Run {
+        var exit: ProcessExitStatus
+        var report: [String: Any]
+        var directory: String
+        var notes: [String] { report["notes"] as? [String] ?? [] }
+        var invariants: [String: Any] { report["invariants"] as? [String: Any] ?? [:] }
+        var ok: Bool { invariants["ok"] as? Bool ?? false }
+        var violations: [Any] { invariants["violations"] as? [Any] ?? [] }
+        var outcomes: [String: Int] { report["outcomes"] as? [String: Int] ?? [:] }
+
+        /// The runs of one process in report.json.
+        func runs(of name: String) -> [[String: Any]] {
+            let processes = report["processes"] as? [[String: Any]] ?? []
+            return processes.first { $0["name"] as? String == name }?["runs"] as? [[String: Any]] ?? []
+        }
+
+        func log(_ process: String) -> String {
+            String(decoding: FileManager.default.contents(atPath: directory + "/logs/\(process).log") ?? Data(), as: UTF8.self)
+        }
+
+        /// Every question of the broker's journal, read after the run.
+        func ledger() throws -> [QuestionRecord] {
+            try Journal(directory: directory + "/broker-data", durability: .batch).loadQuestions(openOnly: false)
+        }
+    }
+
+    /// Runs `askrelay simulate` with `scenario`; `whileRunning` gets the `running: ...` pids once every process is
+    /// ready and runs while the simulation plays. - Returns: the exit and report.json.
+    static func simulate(_ scenario: String, directory: TempDirectory, whileRunning: (([String: Int32]) throws -> Void)? = nil) throws -> Run {
+        let scenarioPath = directory.path + "/scenario-in.json"
+        try Data(scenario.utf8).write(to: URL(fileURLWithPath: scenarioPath))
+        let reportDirectory = directory.path + "/report"
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let askrelay = try supervisor.start(
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", reportDirectory, "--quiet"],
+            logPath: directory.path + "/askrelay.log"
+        )
+        if let whileRunning {
+            let line = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
+            var pids: [String: Int32] = [:]
+            for pair in line.dropFirst("running:".count).split(separator: " ") {
+                let parts = pair.split(separator: "=")
+                if parts.count == 2, let pid = Int32(parts[1]) { pids[String(parts[0])] = pid }
+            }
+            try whileRunning(pids)
+        }
+        let exit = try askrelay.waitForExit(timeout: .seconds(120))
+        let log = String(decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(), as: UTF8.self)
+        let data = try #require(
+            FileManager.default.contents(atPath: reportDirectory + "/report.json"),
+            "no report.json; askrelay \(exit); stderr:\n\(log.suffix(3000))"
+        )
+        let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        return Run(exit: exit, report: report, directory: reportDirectory)
+    }
+
+    /// VmRSS of a process in KiB, from /proc/<pid>/status.
+    static func residentKiB(_ pid: Int32) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return nil }
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+    }
+
+    /// The `--endpoint` a running broker was started with (from /proc/<pid>/cmdline).
+    static func endpoint(ofBroker pid: Int32) -> String? {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return nil }
+        let arguments = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        guard let index = arguments.firstIndex(of: "--endpoint"), index + 1 < arguments.count else { return nil }
+        return arguments[index + 1]
+    }
+
+    /// Whether this process may mount a tmpfs (root in a container that allows it): tried once on a scratch folder.
+    static let canMountTmpfs: Bool = {
+        guard getuid() == 0 else { return false }
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        guard run("/bin/mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", directory.path]) == 0 else { return false }
+        _ = run("/bin/umount", [directory.path])
+        return true
+    }()
+
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String]) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return -1 }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+// MARK: - 1. The broker SIGKILLed at five points
+
+@Suite("Fault: broker SIGKILL at exact points (--crash-at)", .timeLimit(.minutes(4)), .serialized)
+struct BrokerCrashPointTests {
+    /// Small and seeded: 12 families × 2 child processes × 3 flows, two guardians per family (one per parent
+    /// process, so a send fans out to two), a 4 s pending window (48h / 43 200) and no earlier expiry, so the
+    /// outage does not outlast a question while nobody could act on it; two families never answer, so questions expire.
+    static func scenario(_ crashAt: String) -> String {
+        """
+        {"seed": 5, "families": 12, "flowsPerChild": 3, "childThink": "150ms", "grace": "500ms",
+         "expireAfter": null, "timeScale": 43200, "abandonProbability": 0, "duration": "45s",
+         "guardians": {"approveProbability": 0.6, "neverAnswerRatio": 0.15, "think": "exponential:100ms"},
+         "brokerCrashAt": "\(crashAt)"}
+        """
+    }
+
+    @Test(
+        "the broker killed at the point, restarted on its journal: every invariant holds, nothing acknowledged is lost, no response twice",
+        arguments: ["accept:40", "commit:40", "fanout:5", "answer:5", "expiry:1"]
+    )
+    func crashAt(_ point: String) throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let run = try FaultSupport.simulate(Self.scenario(point), directory: directory)
+        // It really crashed there, once, and the restarted run drained cleanly.
+        #expect(run.log("broker").contains("--crash-at \(point) reached; SIGKILL"), "the broker never reached \(point)")
+        let runs = run.runs(of: "broker")
+        #expect(runs.count == 2, "the broker ran \(runs.count) time(s)")
+        #expect(runs.first?["signal"] as? Int == Int(SIGKILL))
+        #expect(runs.last?["exitCode"] as? Int == 0)
+        #expect(run.notes.contains { $0.contains("--crash-at \(point)") }, "\(run.notes)")
+        #expect(run.log("broker").contains("recovered from journal"), "the restarted broker found nothing to resume")
+        // ends-exactly-once compares every child record with the ledger (nothing acknowledged lost, every question
+        // closed), response-at-most-once: no response surfaced twice.
+        #expect(run.ok, "violations: \(run.violations)")
+        let checked = run.invariants["checked"] as? [String] ?? []
+        for invariant in ["ends-exactly-once", "response-at-most-once", "response-needs-accepted-answer", "no-answer-after-expiry"] {
+            #expect(checked.contains(invariant), "\(invariant) not checked: \(checked)")
+        }
+        #expect(run.exit == .exited(0))
+        #expect(run.outcomes.values.reduce(0, +) == 72, "\(run.outcomes)")
+        #expect((run.outcomes["approved"] ?? 0) + (run.outcomes["denied"] ?? 0) > 0, "\(run.outcomes)")
+        if point.hasPrefix("expiry") { #expect((run.outcomes["expired"] ?? 0) > 0, "\(run.outcomes)") }
+    }
+}
+
+// MARK: - 2. Workers SIGKILLed mid-flow
+
+@Suite("Fault: guardian, child and limits workers SIGKILLed mid-flow", .timeLimit(.minutes(3)), .serialized)
+struct WorkerKillTests {
+    @Test("their work resumes when they come back with the same arguments; no question waits past its expiry")
+    func workersKilled() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let scenario = """
+            {"seed": 9, "families": 12, "flowsPerChild": 4, "childThink": "150ms", "grace": "500ms",
+             "expireAfter": null, "timeScale": 43200, "abandonProbability": 0.05, "duration": "45s",
+             "guardians": {"approveProbability": 0.6, "neverAnswerRatio": 0.15, "think": "exponential:100ms"},
+             "faults": [
+               {"at": "700ms", "process": "parent-1", "action": "kill", "restartAfter": "300ms"},
+               {"at": "1500ms", "process": "limits", "action": "kill", "restartAfter": "300ms"},
+               {"at": "2300ms", "process": "child-1", "action": "kill", "restartAfter": "300ms"}
+             ]}
+            """
+        let run = try FaultSupport.simulate(scenario, directory: directory)
+        #expect(run.ok, "violations: \(run.violations)")
+        #expect(run.exit == .exited(0))
+        for name in ["parent-1", "limits", "child-1"] {
+            let runs = run.runs(of: name)
+            #expect(runs.count == 2, "\(name) ran \(runs.count) time(s)")
+            #expect(runs.first?["signal"] as? Int == Int(SIGKILL), "\(name): \(runs)")
+        }
+        // The restarted processes did work: the restarted child played flows, guardians answered after 2.3 s.
+        #expect((run.outcomes["approved"] ?? 0) + (run.outcomes["denied"] ?? 0) > 0, "\(run.outcomes)")
+        // Nothing waited past its deadline: every question of the ledger is closed, and none closed later than
+        // its deadline plus the broker's timer slack.
+        let ledger = try run.ledger()
+        #expect(!ledger.isEmpty)
+        for question in ledger {
+            let closedAt = try #require(question.closedAt, "question \(question.id) still open: \(question.state)")
+            #expect(closedAt.timeIntervalSince(question.expiresAt) < 1.5, "question \(question.id) closed \(closedAt.timeIntervalSince(question.expiresAt)) s after its deadline")
+        }
+    }
+}
+
+// MARK: - 3. A guardian SIGSTOPped: a slow consumer
+
+@Suite("Fault: a SIGSTOPped guardian (slow consumer)", .timeLimit(.minutes(2)), .serialized)
+struct SlowConsumerTests {
+    @Test("the broker's memory stays bounded, senders get busy at --max-queue, everything flows again after SIGCONT")
+    func stoppedGuardian() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let maxQueue = 40
+        let broker = try TestProcess(
+            "askrelay-broker",
+            ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--heartbeat", "200ms", "--max-queue", "\(maxQueue)", "--window", "4"],
+            logDirectory: directory.path
+        )
+        defer { broker.kill9() }
+        let endpoint = try broker.readyEndpoint()
+        let parent = try TestProcess(
+            "askrelay-parent",
+            ["--broker", endpoint, "--guardian", "g1@f1", "--heartbeat", "200ms", "--policy", "approve"],
+            logDirectory: directory.path
+        )
+        defer {
+            parent.signal(SIGCONT)
+            parent.kill9()
+        }
+        _ = try parent.waitForLine(startingWith: "ready")
+        let client = try RawPeer(context: try Context(), endpoint: endpoint)
+        try client.register(role: .client, ["client/1"])
+        let body = Array(repeating: UInt8(ascii: "x"), count: 8192)
+        /// Sends one message to the guardian and returns the broker's answer: ack, or the NACK code.
+        func offer() throws -> String {
+            let id = try client.sendMessage(from: "client/1", to: "guardian/g1", kind: "note", body: body)
+            let reply = try client.expect(timeout: .seconds(5)) { ($0.command == .ack && $0.ackIDs.contains(id)) || ($0.command == .nack && $0.id == id) }
+            return reply.command == .ack ? "ack" : reply.code
+        }
+        // Flowing: the guardian consumes (its worker refuses the unknown kind, which also takes it off the queue).
+        for _ in 0..<(maxQueue * 2) { #expect(try offer() == "ack") }
+        let before = try #require(FaultSupport.residentKiB(broker.pid))
+
+        parent.signal(SIGSTOP)
+        // Keep offering for 1.5 s of stop: longer than the broker's liveness (3 × 200 ms), so it also declares the
+        // guardian dead and keeps its queue for when it comes back.
+        let stoppedAt = ContinuousClock.now
+        var replies: [String: Int] = [:]
+        var offers = 0
+        while offers < maxQueue * 10 || ContinuousClock.now - stoppedAt < .milliseconds(1500) {
+            replies[try offer(), default: 0] += 1
+            offers += 1
+        }
+        let during = try #require(FaultSupport.residentKiB(broker.pid))
+        #expect((replies["ack"] ?? 0) <= maxQueue + 4, "accepted past the limit while the guardian was stopped: \(replies)")
+        #expect((replies["busy"] ?? 0) >= offers - maxQueue - 4, "\(replies)")
+        #expect(replies.keys.allSatisfy { $0 == "ack" || $0 == "busy" }, "\(replies)")
+        // Thousands of offers of 8 KiB were made; the broker holds at most `maxQueue` of them. Allow allocator noise.
+        #expect(during - before < 16 * 1024, "RSS grew from \(before) KiB to \(during) KiB")
+
+        parent.signal(SIGCONT)
+        // The guardian comes back (re-registering if the broker declared it dead) and drains its queue; offers are
+        // accepted again.
+        let deadline = ContinuousClock.now + .seconds(20)
+        var resumed = 0
+        while resumed < maxQueue * 2 && ContinuousClock.now < deadline {
+            if try offer() == "ack" { resumed += 1 } else { _ = try client.next(timeout: .milliseconds(100)) }
+        }
+        #expect(resumed == maxQueue * 2, "only \(resumed) accepted after SIGCONT")
+        let after = try #require(FaultSupport.residentKiB(broker.pid))
+        print("slow consumer: \(offers) offers while stopped \(replies); RSS KiB before \(before) during \(during) after \(after)")
+        #expect(after - before < 16 * 1024, "RSS grew from \(before) KiB to \(after) KiB")
+        #expect(parent.terminate() == 0)
+        #expect(broker.terminate() == 0)
+    }
+}
+
+// MARK: - 4. The journal's disk fills
+
+@Suite("Fault: the journal's disk fills", .timeLimit(.minutes(2)), .serialized)
+struct DiskFullTests {
+    @Test(
+        "new work is refused storage-failed, nothing unwritten is acknowledged, reads and acks go on, it recovers when space returns",
+        .enabled(if: FaultSupport.canMountTmpfs, "skipped: mounting a tmpfs needs root in a container that allows mount")
+    )
+    func diskFull() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let mountPoint = directory.path + "/data"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        try #require(FaultSupport.run("/bin/mount", ["-t", "tmpfs", "-o", "size=3m", "tmpfs", mountPoint]) == 0, "mount failed")
+        defer { FaultSupport.run("/bin/umount", ["-l", mountPoint]) }
+        func startBroker(_ endpoint: String = "tcp://127.0.0.1:*") throws -> (TestProcess, String) {
+            let broker = try TestProcess("askrelay-broker", ["--endpoint", endpoint, "--data-dir", mountPoint, "--heartbeat", "200ms"], logDirectory: directory.path)
+            return (broker, try broker.readyEndpoint())
+        }
+        var (broker, endpoint) = try startBroker()
+        defer { broker.kill9() }
+        let context = try Context()
+        let client = try RawPeer(context: context, endpoint: endpoint)
+        try client.register(role: .client, ["client/1"])
+        let body = Array(repeating: UInt8(ascii: "d"), count: 4096)
+        var acked: [MessageID] = []
+        var refused: [MessageID] = []
+        /// Sends one message for the offline receiver; records the broker's answer.
+        func offer() throws -> String {
+            let id = try client.sendMessage(from: "client/1", to: "echo/disk", kind: "note", body: body)
+            let reply = try client.expect(timeout: .seconds(5)) { ($0.command == .ack && $0.ackIDs.contains(id)) || ($0.command == .nack && $0.id == id) }
+            if reply.command == .ack { acked.append(id) } else { refused.append(id) }
+            return reply.command == .ack ? "ack" : reply.code
+        }
+        for _ in 0..<20 { #expect(try offer() == "ack") }
+
+        // Fill what is left of the tmpfs with a filler file.
+        let fillerPath = mountPoint + "/filler"
+        let fd = open(fillerPath, O_WRONLY | O_CREAT, 0o600)
+        try #require(fd >= 0)
+        let chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
+        close(fd)
+
+        // Drive load until the journal cannot grow: storage-failed, and nothing but ack or storage-failed.
+        var replies: [String: Int] = [:]
+        for _ in 0..<200 {
+            replies[try offer(), default: 0] += 1
+            if (replies["storage-failed"] ?? 0) >= 30 { break }
+        }
+        #expect((replies["storage-failed"] ?? 0) >= 30, "no storage-failed with the disk full (an ACK for each message means acknowledged without being written): \(replies)")
+        #expect(replies.keys.allSatisfy { $0 == "ack" || $0 == "storage-failed" }, "\(replies)")
+        #expect(broker.process.isRunning, "the broker died on a full disk")
+
+        // Reads and acks go on: the receiver gets every acknowledged message, and none that was refused.
+        let receiver = try RawPeer(context: context, endpoint: endpoint)
+        try receiver.register(role: .echo, ["echo/disk"])
+        var delivered: Set<MessageID> = []
+        while !Set(acked).isSubset(of: delivered) {
+            let delivery = try receiver.expectDelivery()
+            delivered.insert(delivery.id!)
+            try receiver.ack([delivery.id!])
+        }
+        #expect(delivered.isDisjoint(with: refused), "a refused message was delivered")
+
+        // Space returns: new work is accepted again.
+        try FileManager.default.removeItem(atPath: fillerPath)
+        var recovered = 0
+        for _ in 0..<50 where recovered < 10 {
+            if try offer() == "ack" { recovered += 1 }
+        }
+        #expect(recovered == 10, "still refusing after space returned: \(refused.count) refused")
+        // Delivered after recovery too; then a kill -9 loses nothing acknowledged that was not yet acked by the receiver.
+        let lastAcked = Array(acked.suffix(10))
+        for _ in 0..<5 {
+            let delivery = try receiver.expectDelivery()
+            delivered.insert(delivery.id!)
+            try receiver.ack([delivery.id!])
+        }
+        broker.kill9()
+        (broker, endpoint) = try startBroker(endpoint)
+        let again = try RawPeer(context: context, endpoint: endpoint)
+        try again.register(role: .echo, ["echo/disk"])
+        while !Set(lastAcked).isSubset(of: delivered) {
+            let delivery = try again.expectDelivery()
+            delivered.insert(delivery.id!)
+            try again.ack([delivery.id!])
+        }
+        #expect(delivered.isDisjoint(with: refused), "a refused message was delivered after the restart")
+        let log = try String(contentsOfFile: broker.stderrPath, encoding: .utf8)
+        #expect(!log.contains("error"), "\(log.suffix(1000))")
+        #expect(broker.terminate() == 0)
+    }
+}
+
+// MARK: - 5. A live fuzz while a simulation runs
+
+@Suite("Fault: live broker fuzz during a simulation", .timeLimit(.minutes(2)), .serialized)
+struct LiveFuzzTests {
+    /// Random and mutated multipart messages from raw peers. Registered peers use only `client/fz*` and `echo/fz*`
+    /// addresses, so nothing they send can be a legal step of the simulation's flows (a fuzz guardian or child in a
+    /// real family would legitimately change outcomes).
+    struct Fuzzer {
+        var random: SplitMix
+        let kinds = ["ask", "ask.result", "send", "cancel", "question", "answer", "response", "closed", "approval", "limits.query", "limits.reply", "limits.admin", "echo", "note", "", "\u{0}", "ä"]
+        let addresses = ["broker", "limits", "guardian/fz1", "child/fz1", "echo/fz1", "client/fz1", "limits/fz", "observer/fz", "nobody", "", "child/", "/x", String(repeating: "a", count: 300)]
+        let samples: [[UInt8]] = [
+            Array(#"{"questionID":"6F1B2B3C-0000-4000-8000-000000000001","choiceID":"approve"}"#.utf8),
+            Array(#"{"questionID":"6F1B2B3C-0000-4000-8000-000000000002"}"#.utf8),
+            Array(#"{"question":{"id":"6F1B2B3C-0000-4000-8000-000000000003","choices":[],"topic":{}}}"#.utf8),
+            Array("{}".utf8), Array("[]".utf8), Array("null".utf8), [0xFF, 0xFE, 0x00], [],
+        ]
+
+        mutating func bytes(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) } }
+        mutating func pick<T>(_ list: [T]) -> T { list[Int(random.next() % UInt64(list.count))] }
+
+        mutating func mutate(_ frame: [UInt8]) -> [UInt8] {
+            var frame = frame
+            switch random.next() % 5 {
+            case 0 where !frame.isEmpty: frame[Int(random.next() % UInt64(frame.count))] = UInt8(truncatingIfNeeded: random.next())
+            case 1 where !frame.isEmpty: frame.removeLast(Int(random.next() % UInt64(frame.count)))
+            case 2: frame += bytes(Int(random.next() % 16))
+            case 3: frame = bytes(Int(random.next() % 40))
+            default: break
+            }
+            return frame
+        }
+
+        /// One message: a well-formed SEND with random parts, a mutated one, or random frames.
+        mutating func message() -> [[UInt8]] {
+            let id = MessageID.random()
+            var output = Multipart()
+            WireEncoder.message(.send, id: id, from: pick(["client/fz1", "client/fz1", "child/x", "guardian/y"]), to: pick(addresses), kind: pick(kinds), subject: random.next() % 3 == 0 ? .random() : nil, body: random.next() % 2 == 0 ? pick(samples) : bytes(Int(random.next() % 64)), into: &output)
+            var frames = (0..<output.count).map { Array(output[$0]) }
+            switch random.next() % 6 {
+            case 0, 1: break
+            case 2: let index = Int(random.next() % UInt64(frames.count)); frames[index] = mutate(frames[index])
+            case 3: frames.removeLast(Int(random.next() % UInt64(frames.count)))
+            case 4: frames.append(bytes(Int(random.next() % 32)))
+            default: frames = (0..<Int(1 + random.next() % 8)).map { _ in bytes(Int(random.next() % 24)) }
+            }
+            return frames.isEmpty ? [[]] : frames
+        }
+    }
+
+    struct SplitMix {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9e37_79b9_7f4a_7c15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+            z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+            return z ^ (z >> 31)
+        }
+    }
+
+    @Test("random and mutated messages are answered or dropped; the broker never crashes, exits 0, invariants hold")
+    func fuzzDuringSimulation() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let scenario = """
+            {"seed": 21, "families": 16, "flowsPerChild": 5, "childThink": "400ms", "grace": "500ms",
+             "guardians": {"approveProbability": 0.6, "neverAnswerRatio": 0.15, "think": "exponential:100ms"},
+             "duration": "40s"}
+            """
+        var sent = 0
+        var answered = 0
+        let run = try FaultSupport.simulate(scenario, directory: directory) { pids in
+            let brokerPid = try #require(pids["broker"])
+            let endpoint = try #require(FaultSupport.endpoint(ofBroker: brokerPid))
+            let context = try Context()
+            let registered = try RawPeer(context: context, endpoint: endpoint)
+            try registered.register(role: .client, ["client/fz1"])
+            let stranger = try RawPeer(context: context, endpoint: endpoint)
+            var fuzzer = Fuzzer(random: SplitMix(state: 0xF00D))
+            // Fuzz while the children play (the broker is drained only after every child finished), at most 12 s.
+            let children = pids.filter { $0.key.hasPrefix("child-") }.map(\.value)
+            let deadline = ContinuousClock.now + .seconds(12)
+            while sent < 20_000 && ContinuousClock.now < deadline && children.allSatisfy({ kill($0, 0) == 0 }) && kill(brokerPid, 0) == 0 {
+                let peer = fuzzer.random.next() % 4 == 0 ? stranger : registered
+                if peer === stranger && fuzzer.random.next() % 10 == 0 {
+                    // A HELLO with a mutated body (never a real family's address).
+                    let hello = Array(#"{"version":1,"role":"echo","worker":"fz","endpoints":[{"address":"echo/fz2"}]}"#.utf8)
+                    try peer.sendFrames([Wire.signature, [WireCommand.hello.rawValue], fuzzer.mutate(hello)])
+                } else {
+                    try peer.sendFrames(fuzzer.message())
+                }
+                sent += 1
+                // Pace by the broker's answers: read what has come back without waiting long.
+                while let reply = try peer.next(timeout: .milliseconds(sent % 64 == 0 ? 20 : 1)) {
+                    if reply.command == .nack || reply.command == .ack { answered += 1 }
+                }
+            }
+            #expect(kill(brokerPid, 0) == 0, "the broker died under fuzzing")
+            // Still serving: a well-formed exchange on a fresh peer works.
+            let probe = try RawPeer(context: context, endpoint: endpoint)
+            try probe.register(role: .client, ["client/fz-probe"])
+            let id = try probe.sendMessage(from: "client/fz-probe", to: "echo/fz-offline", kind: "note", body: [1])
+            try probe.expectAck(id)
+        }
+        print("live fuzz: \(sent) messages, \(answered) ACK/NACK answers; broker runs \(run.runs(of: "broker"))")
+        #expect(sent > 1000, "only \(sent) fuzz messages")
+        #expect(answered > sent / 4, "\(answered) answers to \(sent) messages")
+        #expect(run.ok, "violations: \(run.violations)")
+        #expect(run.exit == .exited(0))
+        let runs = run.runs(of: "broker")
+        #expect(runs.count == 1 && runs.first?["exitCode"] as? Int == 0, "the broker: \(runs)")
+    }
+}

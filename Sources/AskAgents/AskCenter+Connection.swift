@@ -141,6 +141,10 @@ final class AskCenterConnection: WorkerHandler {
         shared.registered()
     }
 
+    func unregistered(_ connection: WorkerConnection) {
+        shared.unregistered()
+    }
+
     func deliver(_ delivery: Delivery, connection: WorkerConnection) -> DeliveryDisposition {
         guard delivery.to.hasPrefix("child/") else {
             return .refuse(WireError(.badAddress, "this worker hosts children only"))
@@ -242,6 +246,10 @@ final class AskCenterConnection: WorkerHandler {
     func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant) {
         guard now - lastSweep >= .milliseconds(50) else { return }
         lastSweep = now
+        if connection.isRegistered {
+            let silence = now - connection.lastHeard
+            shared.heardFromBroker(at: Date().addingTimeInterval(-Double(silence.components.seconds) - Double(silence.components.attoseconds) / 1e18))
+        }
         for (questionID, ask) in asks where ask.deadline <= now {
             asks.removeValue(forKey: questionID)
             purposes.removeValue(forKey: ask.sendID)

@@ -185,6 +185,9 @@ final class AskCenterShared: Sendable {
         var reconnectionStreams: [Int: AsyncStream<Int>.Continuation] = [:]
         var nextToken = 0
         var stopped = false
+        var connected = false
+        var lastHeard = Date.distantPast
+        var registeredAt = Date.distantPast
         var counters = AskCenterCounters()
     }
 
@@ -205,9 +208,18 @@ final class AskCenterShared: Sendable {
         }
     }
 
+    var isConnected: Bool { registration.withLock { $0.connected } }
+    var lastHeardFromBroker: Date { registration.withLock { $0.lastHeard } }
+    var lastRegistration: Date { registration.withLock { $0.registeredAt } }
+    func heardFromBroker(at date: Date) { registration.withLock { $0.lastHeard = max($0.lastHeard, date) } }
+
+    func unregistered() { registration.withLock { $0.connected = false } }
+
     func registered() {
         let (count, waiters, streams) = registration.withLock { state in
             state.count += 1
+            state.connected = true
+            state.registeredAt = Date()
             defer { state.waiters.removeAll() }
             return (state.count, Array(state.waiters.values), Array(state.reconnectionStreams.values))
         }
@@ -217,11 +229,12 @@ final class AskCenterShared: Sendable {
         }
     }
 
-    func waitForRegistration(timeout: Duration) async -> Bool {
+    /// Waits until the registration count exceeds `minimum` (0: the first registration).
+    func waitForRegistration(after minimum: Int = 0, timeout: Duration) async -> Bool {
         let token = UUID()
         return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let already = registration.withLock { state -> Bool in
-                if state.count > 0 { return true }
+                if state.count > minimum { return true }
                 state.waiters[token] = continuation
                 return false
             }

@@ -177,6 +177,21 @@ public final class AskCenter: Sendable {
         await shared.waitForRegistration(timeout: timeout)
     }
 
+    /// Whether the connection holds a session with the broker right now.
+    public var isConnected: Bool { shared.isConnected }
+
+    /// When the broker was last heard from on a live session (refreshed every 50 ms). The broker delivers in order
+    /// and heartbeats idle sessions, so anything it sent a child before this instant has arrived.
+    public var lastHeardFromBroker: Date { shared.lastHeardFromBroker }
+
+    /// When the connection last registered (the first time, or again after a reconnect).
+    public var lastRegistration: Date { shared.lastRegistration }
+
+    /// Waits for the next registration after `count` (a reconnect). - Returns: `false` on timeout.
+    public func waitForRegistration(after count: Int, timeout: Duration) async -> Bool {
+        await shared.waitForRegistration(after: count, timeout: timeout)
+    }
+
     /// The registration count after each registration that follows the first (reconnects, broker restarts):
     /// the moment to check known handles again.
     public func reconnections() -> AsyncStream<Int> { shared.reconnections() }

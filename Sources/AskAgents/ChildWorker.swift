@@ -278,7 +278,29 @@ public final class ChildWorker: Sendable {
         }
         record.sentAt = Date()
         let wait = max(0, until.timeIntervalSinceNow) + ContactApprovals.seconds(configuration.grace)
-        let response = await router.wait(question.id, timeout: .nanoseconds(Int64(wait * 1e9)))
+        var response = await router.wait(question.id, timeout: .nanoseconds(Int64(wait * 1e9)))
+        // No response by the deadline means "expired" only if the broker could have delivered one: a guardian may
+        // have answered in time while this connection was cut, and the broker then holds the response until the
+        // child is back. So conclude only once the broker has been heard, on a live session, after the deadline
+        // and at least half a heartbeat after the session began (it delivers in order, and redelivers what waited
+        // right after WELCOME); until then wait for the session to come back, within one more pending window.
+        let giveUp = Date().addingTimeInterval(ContactApprovals.seconds(configuration.scaledPendingWindow))
+        let settle = ContactApprovals.seconds(configuration.center.heartbeatInterval) / 2
+        func brokerHadItsSay() -> Bool {
+            center.isConnected && center.lastHeardFromBroker > max(until, center.lastRegistration.addingTimeInterval(settle))
+        }
+        var reconnected = false
+        while response == nil && !Task.isCancelled && Date() < giveUp && !brokerHadItsSay() {
+            reconnected = true
+            if !center.isConnected {
+                _ = await center.waitForRegistration(after: center.registrationCount, timeout: configuration.grace)
+            }
+            response = await router.wait(question.id, timeout: configuration.grace)
+        }
+        if response == nil && reconnected && !Task.isCancelled {
+            // What the broker redelivered after the reconnect may still be on its way to this flow: one grace more.
+            response = await router.wait(question.id, timeout: configuration.grace)
+        }
         if Task.isCancelled && response == nil { return nil }
         record.closedAt = Date()
         if let response {
@@ -370,7 +392,6 @@ final class ResponseRouter: Sendable {
         case expecting(response: AnyPermissionResponse?, waiter: CheckedContinuation<AnyPermissionResponse?, Never>?)
         case cancelled
         /// The wait ended without a response (timeout or cancellation), perhaps before the flow started waiting.
-        case gaveUp
         case finished(ChildFlowRecord)
     }
 
@@ -417,7 +438,7 @@ final class ResponseRouter: Sendable {
             case .expecting(.some, _):
                 state.strays += 1
                 return (nil, nil)
-            case .cancelled, .gaveUp:
+            case .cancelled:
                 state.strays += 1
                 return (nil, nil)
             case .finished(var record):
@@ -464,7 +485,8 @@ final class ResponseRouter: Sendable {
     private func resolve(_ question: UUID) {
         let waiter = state.withLock { state -> CheckedContinuation<AnyPermissionResponse?, Never>? in
             guard case .expecting(nil, let waiter) = state.entries[question] else { return nil }
-            state.entries[question] = .gaveUp
+            // Still expected: the flow may wait again (after a reconnect); `finished` closes the entry.
+            state.entries[question] = .expecting(response: nil, waiter: nil)
             return waiter
         }
         waiter?.resume(returning: nil)

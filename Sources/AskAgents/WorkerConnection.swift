@@ -58,6 +58,8 @@ public protocol WorkerHandler: AnyObject {
     func registered(_ connection: WorkerConnection, welcome: Welcome)
     /// A new (not duplicate) delivery.
     func deliver(_ delivery: Delivery, connection: WorkerConnection) -> DeliveryDisposition
+    /// The session was lost (the broker went silent, said BYE, or forgot it); the connection registers again by itself.
+    func unregistered(_ connection: WorkerConnection)
     /// The broker accepted a SEND (it is durable).
     func accepted(_ id: MessageID, connection: WorkerConnection)
     /// The broker refused a SEND; it will not be retried.
@@ -68,6 +70,7 @@ public protocol WorkerHandler: AnyObject {
 
 extension WorkerHandler {
     public func registered(_ connection: WorkerConnection, welcome: Welcome) {}
+    public func unregistered(_ connection: WorkerConnection) {}
     public func accepted(_ id: MessageID, connection: WorkerConnection) {}
     public func refused(_ id: MessageID, error: WireError, connection: WorkerConnection) {}
     public func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant) {}
@@ -86,8 +89,16 @@ public final class WorkerConnection {
     private let inbox: WorkerInbox
 
     public private(set) var isRegistered = false
+
+    /// Marks the session lost and tells the handler once.
+    private func loseRegistration() {
+        guard isRegistered else { return }
+        isRegistered = false
+        handler?.unregistered(self)
+    }
     public private(set) var welcome: Welcome?
-    private var lastHeard = ContinuousClock.now
+    /// When the broker was last heard from (any message, heartbeats included).
+    public private(set) var lastHeard = ContinuousClock.now
     private var lastSent = ContinuousClock.now
     private var lastHello = ContinuousClock.now - .seconds(3600)
     private var outstanding: [MessageID: PendingSend] = [:]
@@ -254,7 +265,7 @@ public final class WorkerConnection {
             let code = ErrorCode(rawValue: input.string(parsed.codeFrame))
             let reason = input.string(parsed.reasonFrame)
             if code == .notRegistered {
-                isRegistered = false
+                loseRegistration()
                 sendHello(force: false)
                 return
             }
@@ -268,7 +279,7 @@ public final class WorkerConnection {
             }
         case .bye:
             logger.notice("broker said bye; registering again")
-            isRegistered = false
+            loseRegistration()
             sendHello(force: true)
         case .hello, .send:
             counters.malformed += 1
@@ -337,7 +348,7 @@ public final class WorkerConnection {
             // The broker went silent: start over on a fresh socket (a restarted broker forgot us anyway).
             logger.notice("broker silent; reconnecting", ["endpoint": configuration.broker])
             counters.reconnects += 1
-            isRegistered = false
+            loseRegistration()
             socket = try Self.makeSocket(configuration, context: context)
             socketReplaced = true
             lastHeard = now

@@ -199,11 +199,10 @@ struct MultiHostTests {
     }
 
     /// The child host goes offline while guardians think (300 ms to 1.5 s), so answers accepted before the expiry
-    /// wait in the broker for a child that is unreachable. Known issue, found by this test: askrelay-child gives up
-    /// on a sent question at its expiry plus `grace` even while disconnected and records `expired`, though the
-    /// ledger says `answered` and the response is delivered once it reconnects (`ends-exactly-once` fails). Kept as
-    /// a known issue until the child waits for its session to come back (or the broker tells children about
-    /// expiry); everything else is asserted.
+    /// wait in the broker for a child that is unreachable. This test found that askrelay-child gave up on a sent
+    /// question at its expiry plus `grace` even while disconnected and recorded `expired`, though the ledger said
+    /// `answered` (`ends-exactly-once` failed). Fixed: a child calls a sent question expired only once the broker
+    /// has been heard on a live session after the deadline, so it receives the answer the broker accepted in time.
     @Test(
         "a partition of the child host: the broker keeps what it accepted and the children come back",
         .enabled(if: NetworkLab.unavailableReason == nil, notPossible)
@@ -212,13 +211,8 @@ struct MultiHostTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let run = try play(partition: "child", think: "uniform:300ms-1500ms", in: directory)
-        withKnownIssue(
-            "askrelay-child records 'expired' while offline for questions the ledger has answered",
-            isIntermittent: true
-        ) {
-            #expect(run.invariantsOK == true, "violations: \(run.violations)")
-            #expect(run.exit == .exited(0))
-        }
+        #expect(run.invariantsOK == true, "violations: \(run.violations)")
+        #expect(run.exit == .exited(0))
         #expect(run.linkUpAfter, "the partition was not undone")
         #expect(run.processLog("broker").contains("missed 3 heartbeats"), "the broker never lost the children")
         #expect(run.processLog("child-1").contains("registered again"), "child-1 did not come back")

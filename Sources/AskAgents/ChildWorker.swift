@@ -391,7 +391,6 @@ final class ResponseRouter: Sendable {
     private enum Entry {
         case expecting(response: AnyPermissionResponse?, waiter: CheckedContinuation<AnyPermissionResponse?, Never>?)
         case cancelled
-        /// The wait ended without a response (timeout or cancellation), perhaps before the flow started waiting.
         case finished(ChildFlowRecord)
     }
 

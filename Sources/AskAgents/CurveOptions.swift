@@ -6,6 +6,13 @@ public enum CurveOptions {
     /// `--curve-key FILE` and `--broker-key KEY|FILE`, for a worker's flag table.
     public static let flagNames = ["curve-key", "broker-key"]
 
+    /// The addresses a key file says its principal may serve (empty when it does not say), for workers that host
+    /// exactly what their key allows.
+    public static func endpoints(keyFile: String?) throws -> [EndpointClaim] {
+        guard let keyFile else { return [] }
+        return try KeyFile.load(path: keyFile).endpoints ?? []
+    }
+
     /// Reads both flags (both or neither).
     /// - Returns: `nil` without CURVE. - Throws: ``KeyFileError`` naming the flag and the problem.
     public static func load(keyFile: String?, brokerKey: String?) throws -> (keys: CurveKeyPair, serverKey: String)? {

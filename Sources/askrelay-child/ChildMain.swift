@@ -68,6 +68,14 @@ struct ChildMain: Command {
         let perFamily = try arguments.int("children-per-family", in: 1...1_000_000) ?? 1
         let prefix = arguments.string("id-prefix") ?? "c"
         children += ContactGenerator.children(families: families, childrenPerFamily: perFamily, idPrefix: prefix)
+        if children.isEmpty {
+            // With no children given, host exactly those the --curve-key file lists.
+            let claims = (try? CurveOptions.endpoints(keyFile: arguments.string("curve-key"))) ?? []
+            children = claims.compactMap { claim in
+                guard claim.address.hasPrefix("child/"), let family = claim.family else { return nil }
+                return ChildIdentity(id: String(claim.address.dropFirst("child/".count)), family: family)
+            }
+        }
         if let duplicate = Dictionary(grouping: children, by: \.id).first(where: { $0.value.count > 1 })?.key {
             throw UsageError("child '\(duplicate)' is given twice")
         }

@@ -54,13 +54,18 @@ struct ParentMain: Command {
         let roster = arguments.string("roster")
         let families = try arguments.int("families", in: 1...1_000_000)
         let sources = [!guardianFlags.isEmpty, roster != nil, families != nil].filter { $0 }.count
-        guard sources == 1 else {
-            throw UsageError("give the guardians with exactly one of --guardian, --roster or --families")
+        // With none of those, a --curve-key whose file lists the key's addresses says whom to host.
+        let fromKey = sources == 0 ? (try? CurveOptions.endpoints(keyFile: arguments.string("curve-key"))) ?? [] : []
+        guard sources == 1 || !fromKey.isEmpty else {
+            throw UsageError("give the guardians with exactly one of --guardian, --roster or --families (or a --curve-key that lists them)")
         }
         do {
             let entries: [GuardianEntry]
             var baseDirectory: String?
-            if let roster {
+            if !fromKey.isEmpty {
+                entries = fromKey.map { GuardianEntry(id: String($0.address.dropFirst("guardian/".count)), family: $0.family ?? "") }
+                try Roster.check(entries, source: "--curve-key")
+            } else if let roster {
                 entries = try Roster.load(path: roster)
                 baseDirectory = (roster as NSString).deletingLastPathComponent
             } else if let families {

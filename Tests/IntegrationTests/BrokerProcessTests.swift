@@ -145,3 +145,34 @@ struct FuzzCorpusTests {
         #expect(count >= 50, "\(line)")
     }
 }
+
+@Suite("CURVE deployment with real processes", .timeLimit(.minutes(1)), .serialized)
+struct CurveDeploymentTests {
+    @Test("askrelay keys generate, a CURVE broker, and workers that host exactly what their keys allow")
+    func keysBrokerWorkers() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let keys = directory.path + "/keys"
+        let generate = try TestProcess("askrelay", ["keys", "generate", "--out", keys, "--families", "4", "--guardians", "2", "--children", "1", "--parent-hosts", "2", "--child-hosts", "2"], logDirectory: directory.path)
+        generate.process.waitUntilExit()
+        #expect(generate.process.terminationStatus == 0)
+        let broker = try TestProcess("askrelay-broker", [
+            "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off",
+            "--curve-secret-file", keys + "/broker.key", "--principals", keys + "/principals.json",
+        ], logDirectory: directory.path)
+        defer { broker.kill9() }
+        let endpoint = try broker.readyEndpoint()
+        let parent = try TestProcess("askrelay-parent", ["--broker", endpoint, "--curve-key", keys + "/parent-1.key", "--broker-key", keys + "/broker.public"], logDirectory: directory.path)
+        defer { parent.kill9() }
+        // parent-1 serves families f1 and f3, two guardians each.
+        #expect(try parent.waitForLine(startingWith: "ready") == "ready guardians=4")
+        let child = try TestProcess("askrelay-child", ["--broker", endpoint, "--curve-key", keys + "/child-2.key", "--broker-key", keys + "/broker.public", "--flows", "1", "--stay"], logDirectory: directory.path)
+        defer { child.kill9() }
+        #expect(try child.waitForLine(startingWith: "ready") == "ready children=2")
+        // A worker whose key does not allow what it claims is refused and never gets ready.
+        let impostor = try TestProcess("askrelay-parent", ["--broker", endpoint, "--curve-key", keys + "/parent-2.key", "--broker-key", keys + "/broker.public", "--guardian", "g5-1@f5"], logDirectory: directory.path)
+        defer { impostor.kill9() }
+        #expect(throws: (any Error).self) { try impostor.waitForLine(startingWith: "ready", timeout: .seconds(2)) }
+        #expect(try String(contentsOfFile: broker.stderrPath, encoding: .utf8).contains("may not serve 'guardian/g5-1'"))
+    }
+}

@@ -37,7 +37,8 @@ enum FaultSupport {
 
     /// Runs `askrelay simulate` with `scenario`; `whileRunning` gets the `running: ...` pids once every process is
     /// ready and runs while the simulation plays. - Returns: the exit and report.json.
-    static func simulate(_ scenario: String, directory: TempDirectory, whileRunning: (([String: Int32]) throws -> Void)? = nil) throws -> Run {
+    /// Runs `askrelay simulate`; `insecure` turns CURVE off, for tests whose raw peers talk to its broker.
+    static func simulate(_ scenario: String, directory: TempDirectory, insecure: Bool = false, whileRunning: (([String: Int32]) throws -> Void)? = nil) throws -> Run {
         let scenarioPath = directory.path + "/scenario-in.json"
         try Data(scenario.utf8).write(to: URL(fileURLWithPath: scenarioPath))
         let reportDirectory = directory.path + "/report"
@@ -46,7 +47,7 @@ enum FaultSupport {
         let askrelay = try supervisor.start(
             name: "askrelay",
             executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
-            arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", reportDirectory, "--quiet"],
+            arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", reportDirectory, "--quiet"] + (insecure ? ["--insecure"] : []),
             logPath: directory.path + "/askrelay.log"
         )
         if let whileRunning {
@@ -431,7 +432,8 @@ struct LiveFuzzTests {
             """
         var sent = 0
         var answered = 0
-        let run = try FaultSupport.simulate(scenario, directory: directory) { pids in
+        // Without CURVE: the fuzzing peers are raw connections without keys.
+        let run = try FaultSupport.simulate(scenario, directory: directory, insecure: true) { pids in
             let brokerPid = try #require(pids["broker"])
             let endpoint = try #require(FaultSupport.endpoint(ofBroker: brokerPid))
             let context = try Context()

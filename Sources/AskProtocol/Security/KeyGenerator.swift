@@ -51,8 +51,9 @@ public enum KeyGenerator {
         var entries: [PrincipalEntry] = []
         func add(role: SessionRole, id: String, family: String?, endpoints: [EndpointClaim], file: String) throws {
             let keys = try CurveKeyPair.generate()
-            keyFiles[file] = KeyFile(keys: keys, role: role.rawValue, id: id, family: family)
-            entries.append(PrincipalEntry(publicKey: keys.publicKey, role: role, id: id, family: family, endpoints: endpoints))
+            let entry = PrincipalEntry(publicKey: keys.publicKey, role: role, id: id, family: family, endpoints: endpoints)
+            keyFiles[file] = KeyFile(keys: keys, role: role.rawValue, id: id, family: family, endpoints: entry.allowedEndpoints)
+            entries.append(entry)
         }
         let families = plan.families > 0 ? Array(1...plan.families) : []
         let guardians = families.flatMap { f in (plan.guardiansPerFamily > 0 ? Array(1...plan.guardiansPerFamily) : []).map { (f, "\(plan.guardianPrefix)\(f)-\($0)") } }

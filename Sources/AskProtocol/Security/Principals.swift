@@ -108,13 +108,17 @@ public struct KeyFile: Codable, Sendable, Hashable {
     public var role: String
     public var id: String
     public var family: String?
+    /// The addresses the key's principal may serve, for a worker that hosts exactly what its key allows
+    /// (`askrelay-parent` / `askrelay-child` with only `--curve-key`). Absent in older files.
+    public var endpoints: [EndpointClaim]?
 
-    public init(keys: CurveKeyPair, role: String, id: String, family: String? = nil) {
+    public init(keys: CurveKeyPair, role: String, id: String, family: String? = nil, endpoints: [EndpointClaim]? = nil) {
         publicKey = keys.publicKey
         secretKey = keys.secretKey
         self.role = role
         self.id = id
         self.family = family
+        self.endpoints = endpoints
     }
 
     public var keyPair: CurveKeyPair { CurveKeyPair(publicKey: publicKey, secretKey: secretKey) }

@@ -33,11 +33,11 @@ struct ComposeTests {
         #expect(config.stdout.contains("services:"))
     }
 
-    @Test("the services are broker, limits, parent, child, each running one of our executables", .enabled(if: hasCompose, noCompose))
+    @Test("the services are keys, broker, limits, parent, child, each running one of our executables", .enabled(if: hasCompose, noCompose))
     func servicesAreOurs() throws {
         let config = try Self.parsed
-        #expect(config.services == ["broker", "child", "limits", "parent"])
-        let expected = ["broker": "askrelay-broker", "limits": "askrelay-limits", "parent": "askrelay-parent", "child": "askrelay-child"]
+        #expect(config.services == ["broker", "child", "keys", "limits", "parent"])
+        let expected = ["broker": "askrelay-broker", "limits": "askrelay-limits", "parent": "askrelay-parent", "child": "askrelay-child", "keys": "askrelay"]
         for service in config.services {
             let invocation = try #require(config.invocation(service), "service \(service) has no command")
             #expect(invocation.executable == expected[service], "service \(service) runs \(invocation.executable)")
@@ -52,14 +52,20 @@ struct ComposeTests {
         for service in ["limits", "parent", "child"] {
             #expect(config.scalars["services.\(service).depends_on.broker.condition"] == "service_healthy", "\(service) depends on a healthy broker")
         }
-        for service in config.services {
+        for service in config.services where service != "keys" {
             #expect(config.scalars["services.\(service).stop_grace_period"] != nil, "\(service) has a stop_grace_period")
         }
+        // CURVE: every long-running service waits for the one-shot keys service and mounts the keys.
+        for service in ["broker", "limits", "parent", "child"] {
+            #expect(config.scalars["services.\(service).depends_on.keys.condition"] == "service_completed_successfully", "\(service) waits for the keys")
+            #expect(config.lists["services.\(service).volumes"]?.contains("keys:/etc/askrelay/keys:ro") == true, "\(service) mounts the keys read-only")
+        }
+        #expect(!(config.lists["services.broker.command"] ?? []).contains("--allow-insecure"), "the broker runs CURVE, not --allow-insecure")
         #expect(config.lists["services.broker.volumes"]?.contains("journal:/var/lib/askrelay:rw") == true)
         #expect(config.scalars["volumes.journal.name"] == "askrelay-journal", "journal is a named volume")
         let ports = config.lists["services.broker.ports"] ?? []
         #expect(ports.contains { $0.hasSuffix(":5555:5555/tcp") } && ports.contains { $0.hasSuffix(":5556:5556/tcp") }, "\(ports)")
-        #expect(ports.allSatisfy { $0.hasPrefix("127.0.0.1:") }, "published on loopback by default while there is no CURVE: \(ports)")
+        #expect(ports.allSatisfy { $0.hasPrefix("127.0.0.1:") }, "published on loopback by default: \(ports)")
         for service in ["parent", "child"] {
             #expect(config.scalars["services.\(service).deploy.replicas"] != nil, "\(service) is scalable")
         }
@@ -67,6 +73,13 @@ struct ComposeTests {
 
     @Test("broker flags in compose are flags of askrelay-broker", .enabled(if: hasCompose, noCompose))
     func brokerFlags() throws { try checkFlags(of: "broker") }
+
+    @Test("the keys service runs askrelay keys generate with its real flags", .enabled(if: hasCompose, noCompose))
+    func keysFlags() throws {
+        let invocation = try #require(try Self.parsed.invocation("keys"))
+        #expect(invocation.subcommands == ["keys", "generate"])
+        try checkFlags(invocation, what: "service keys")
+    }
 
     @Test("the broker health check uses flags of askrelay top", .enabled(if: hasCompose, noCompose))
     func healthCheckFlags() throws {

@@ -382,7 +382,8 @@ public final class Broker {
     /// The mailbox a message for `to` goes to, after the route and queue-limit checks.
     func routeTarget(from: String, to: String, kind: String, limitsKey: String?) throws(WireError) -> Mailbox {
         guard to != "broker" else { throw WireError(.badAddress, "kind '\(kind)' is not one the broker handles") }
-        guard to == "limits" || Self.routableRoles.contains(where: { to.hasPrefix($0) }) else {
+        // Byte comparisons: String.hasPrefix compares Unicode characters, which is slower and not needed here.
+        guard to == "limits" || Self.routableRoles.contains(where: { to.utf8.starts(with: $0.utf8) }) else {
             throw WireError(.noRoute, "no role serves '\(to)'; addresses are child/, guardian/, limits/, observer/, echo/ or client/ ids, or the limits service")
         }
         let target = to == "limits" ? limitsTarget(for: limitsKey ?? from) : to

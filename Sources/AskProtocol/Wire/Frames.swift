@@ -228,17 +228,17 @@ public enum WireParser {
         parsed.fromRange = from
         parsed.toRange = to
         parsed.kindRange = kind
-        try checkAddress(message, from, what: "from", limits)
-        try checkAddress(message, to, what: "to", limits)
-        try checkKind(message, kind, limits)
+        try checkAddress(storage, from, what: "from", limits)
+        try checkAddress(storage, to, what: "to", limits)
+        try checkKind(storage, kind, limits)
     }
     /// An address is `role` or `role/id`: role of lowercase letters, id of `A-Z a-z 0-9 . _ -` (1-64 bytes).
     @inline(__always)
-    static func checkAddress(_ message: Multipart, _ range: Range<Int>, what: String, _ limits: Wire.Limits) throws(WireError) {
+    static func checkAddress(_ storage: [UInt8], _ range: Range<Int>, what: String, _ limits: Wire.Limits) throws(WireError) {
         guard !range.isEmpty, range.count <= limits.maxAddress else {
             throw WireError(.badAddress, "the '\(what)' address must be 1-\(limits.maxAddress) bytes, got \(range.count)")
         }
-        let ok = message.storage.withUnsafeBufferPointer { buffer -> Bool in
+        let ok = storage.withUnsafeBufferPointer { buffer -> Bool in
             var index = range.lowerBound
             var roleLength = 0
             while index < range.upperBound, buffer[index] >= 0x61, buffer[index] <= 0x7A {
@@ -262,18 +262,18 @@ public enum WireParser {
             return true
         }
         guard ok else {
-            let text = String(decoding: message.storage[range].prefix(64), as: UTF8.self)
+            let text = String(decoding: storage[range].prefix(64), as: UTF8.self)
             throw WireError(.badAddress, "the '\(what)' address '\(text)' is not 'role' or 'role/id' (id: A-Z a-z 0-9 . _ -)")
         }
     }
 
     /// A kind is 1-32 bytes of `a-z 0-9 . -`.
     @inline(__always)
-    static func checkKind(_ message: Multipart, _ range: Range<Int>, _ limits: Wire.Limits) throws(WireError) {
+    static func checkKind(_ storage: [UInt8], _ range: Range<Int>, _ limits: Wire.Limits) throws(WireError) {
         guard !range.isEmpty, range.count <= limits.maxKind else {
             throw WireError(.badKind, "the kind must be 1-\(limits.maxKind) bytes, got \(range.count)")
         }
-        let ok = message.storage.withUnsafeBufferPointer { buffer -> Bool in
+        let ok = storage.withUnsafeBufferPointer { buffer -> Bool in
             for index in range {
                 let byte = buffer[index]
                 if !((byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2E || byte == 0x2D) {

@@ -232,6 +232,7 @@ public enum WireParser {
         try checkAddress(storage, to, what: "to", limits)
         try checkKind(storage, kind, limits)
     }
+
     /// An address is `role` or `role/id`: role of lowercase letters, id of `A-Z a-z 0-9 . _ -` (1-64 bytes).
     @inline(__always)
     static func checkAddress(_ storage: [UInt8], _ range: Range<Int>, what: String, _ limits: Wire.Limits) throws(WireError) {

@@ -239,7 +239,7 @@ public final class WorkerConnection {
                 return
             }
             let delivery = Delivery(
-                id: id, from: input.string(parsed.fromFrame), to: input.string(parsed.toFrame), kind: input.string(parsed.kindFrame),
+                id: id, from: input.from(parsed), to: input.to(parsed), kind: input.kind(parsed),
                 subject: parsed.subject, body: Array(input[parsed.bodyFrame]))
             counters.delivered += 1
             switch handler?.deliver(delivery, connection: self) ?? .ack {

@@ -375,7 +375,7 @@ public final class Broker {
 
     func handleSend(session: Session, parsed: ParsedFrames) {
         guard let id = parsed.id else { return }
-        let from = input.string(parsed.fromFrame)
+        let from = input.from(parsed)
         guard session.addresses[from] != nil else {
             nack(session: session, id: id, WireError(.forbidden, "this session does not serve '\(from)'"))
             return
@@ -386,8 +386,8 @@ public final class Broker {
             queueAck(id, for: session)
             return
         }
-        let to = input.string(parsed.toFrame)
-        let kind = input.string(parsed.kindFrame)
+        let to = input.to(parsed)
+        let kind = input.kind(parsed)
         // Linear scans of a few short strings: no hashing per message.
         guard !Self.brokerOnlyKindList.contains(kind) else {
             nack(session: session, id: id, WireError(.forbidden, "only the broker sends '\(kind)'"))
@@ -397,7 +397,10 @@ public final class Broker {
             if to == "broker" || Self.watchedKindList.contains(kind) {
                 try ledgerSend(session: session, parsed: parsed, id: id, from: from, to: to, kind: kind)
             } else {
-                try route(id: id, from: from, to: to, kind: kind, subject: parsed.subject, body: Array(input[parsed.bodyFrame]))
+                // The DELIVER forwards the SEND's header bytes unchanged: copy header and body (adjacent) at once.
+                let header = input.range(of: parsed.headerFrame)
+                let packed = Array(input.storage[header.lowerBound..<input.range(of: parsed.bodyFrame).upperBound])
+                try route(id: id, from: from, to: to, kind: kind, subject: parsed.subject, packed: packed, headerCount: header.count)
             }
         } catch {
             nack(session: session, id: id, error)
@@ -427,11 +430,26 @@ public final class Broker {
         session.pendingAcks.append(id)
     }
 
-    /// Queues a message for `to` (journaled when durable).
+    /// Queues a message for `to` (journaled when durable), encoding its header.
     /// - Throws: ``WireError`` `busy` when a queue limit is reached, `bad-address` for the broker's own address.
     func route(id: MessageID, from: String, to: String, kind: String, subject: MessageID?, body: [UInt8], expiresAt: Date? = nil, limitsKey: String? = nil) throws(WireError) {
+        let mailbox = try routeTarget(from: from, to: to, kind: kind, limitsKey: limitsKey)
+        let envelope = Envelope(seq: nextSeq, id: id, from: from, to: to, kind: kind, subject: subject, body: body, createdAt: turnDate.timeIntervalSince1970, persistent: journal.durability != .off)
+        try enqueue(envelope, body: body, in: mailbox, expiresAt: expiresAt)
+    }
+
+    /// Queues a message whose header (as the sender wrote it) and body are already packed in one array.
+    func route(id: MessageID, from: String, to: String, kind: String, subject: MessageID?, packed: [UInt8], headerCount: Int) throws(WireError) {
+        let mailbox = try routeTarget(from: from, to: to, kind: kind, limitsKey: nil)
+        let envelope = Envelope(seq: nextSeq, id: id, from: from, to: to, kind: kind, subject: subject, packed: packed, headerCount: headerCount, createdAt: turnDate.timeIntervalSince1970, persistent: journal.durability != .off)
+        try enqueue(envelope, body: nil, in: mailbox, expiresAt: nil)
+    }
+
+    /// The mailbox a message for `to` goes to, after the route and queue-limit checks.
+    func routeTarget(from: String, to: String, kind: String, limitsKey: String?) throws(WireError) -> Mailbox {
         guard to != "broker" else { throw WireError(.badAddress, "kind '\(kind)' is not one the broker handles") }
-        guard to == "limits" || Self.routableRoles.contains(where: { to.hasPrefix($0) }) else {
+        // Byte comparisons: String.hasPrefix compares Unicode characters, which is slower and not needed here.
+        guard to == "limits" || Self.routableRoles.contains(where: { to.utf8.starts(with: $0.utf8) }) else {
             throw WireError(.noRoute, "no role serves '\(to)'; addresses are child/, guardian/, limits/, observer/, echo/ or client/ ids, or the limits service")
         }
         let target = to == "limits" ? limitsTarget(for: limitsKey ?? from) : to
@@ -444,14 +462,16 @@ public final class Broker {
             stats.busy += 1
             throw WireError(.busy, "the broker holds \(configuration.maxQueuedTotal) queued messages; retry later")
         }
-        let persistent = journal.durability != .off
-        let now = turnDate
-        let envelope = Envelope(seq: nextSeq, id: id, from: from, to: to, kind: kind, subject: subject, body: body, createdAt: now.timeIntervalSince1970, persistent: persistent)
+        return mailbox
+    }
+
+    /// Journals (when durable) and queues an envelope. `body` saves a copy when the caller still has it.
+    func enqueue(_ envelope: Envelope, body: [UInt8]?, in mailbox: Mailbox, expiresAt: Date?) throws(WireError) {
         envelope.expiresAt = expiresAt?.timeIntervalSince1970
         nextSeq += 1
-        if persistent {
+        if envelope.persistent {
             do {
-                try journal.storeMessage(StoredMessage(seq: envelope.seq, id: id, from: from, to: to, kind: kind, subject: subject, body: body, createdAt: now, expiresAt: expiresAt))
+                try journal.storeMessage(StoredMessage(seq: envelope.seq, id: envelope.id, from: envelope.from, to: envelope.to, kind: envelope.kind, subject: envelope.subject, body: body ?? envelope.body, createdAt: turnDate, expiresAt: expiresAt))
             } catch {
                 throw WireError(.storageFailed, "the journal refused the message: \(error)")
             }
@@ -530,7 +550,7 @@ public final class Broker {
     func deliver(_ envelope: Envelope, to owner: Session) -> Bool {
         output.removeAll()
         output.append(owner.identity)
-        WireEncoder.message(.deliver, id: envelope.id, from: envelope.from, to: envelope.to, kind: envelope.kind, subject: envelope.subject, body: envelope.body, into: &output)
+        envelope.appendDeliver(to: &output)
         guard sendToPeer(owner) else { return false }
         envelope.deliveredAt = turnNow
         if crashPoints.isArmed { crashPoints.delivered(kind: envelope.kind, subject: envelope.subject) }

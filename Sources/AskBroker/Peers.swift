@@ -61,6 +61,9 @@ final class Session {
 }
 
 /// One message copy on its way to one address.
+///
+/// It keeps the DELIVER's packed header and the body back to back in one array (`packed`), so delivering is two
+/// appends and a routed SEND costs one copy: the header bytes the sender wrote are forwarded unchanged.
 final class Envelope {
     let seq: Int64
     let id: MessageID
@@ -69,7 +72,10 @@ final class Envelope {
     let to: String
     let kind: String
     let subject: MessageID?
-    let body: [UInt8]
+    /// The packed header (`id flags [subject] from to kind`) followed by the body.
+    let packed: [UInt8]
+    /// How many bytes of `packed` are the header.
+    let headerCount: Int
     let createdAt: Double
     /// Written to the journal (and so deleted from it when acked).
     let persistent: Bool
@@ -79,16 +85,36 @@ final class Envelope {
     /// Set when the turn that accepted it failed to commit: never deliver.
     var withdrawn = false
 
-    init(seq: Int64, id: MessageID, from: String, to: String, kind: String, subject: MessageID?, body: [UInt8], createdAt: Double, persistent: Bool) {
+    /// An envelope from header + body bytes already packed (a routed SEND's own header).
+    init(seq: Int64, id: MessageID, from: String, to: String, kind: String, subject: MessageID?, packed: [UInt8], headerCount: Int, createdAt: Double, persistent: Bool) {
         self.seq = seq
         self.id = id
         self.from = from
         self.to = to
         self.kind = kind
         self.subject = subject
-        self.body = body
+        self.packed = packed
+        self.headerCount = headerCount
         self.createdAt = createdAt
         self.persistent = persistent
+    }
+
+    /// An envelope whose header is encoded from the fields.
+    convenience init(seq: Int64, id: MessageID, from: String, to: String, kind: String, subject: MessageID?, body: [UInt8], createdAt: Double, persistent: Bool) {
+        var packed = WireEncoder.headerBytes(id: id, subject: subject, from: from, to: to, kind: kind)
+        let headerCount = packed.count
+        packed.append(contentsOf: body)
+        self.init(seq: seq, id: id, from: from, to: to, kind: kind, subject: subject, packed: packed, headerCount: headerCount, createdAt: createdAt, persistent: persistent)
+    }
+
+    /// A copy of the body (journal and ledger paths only).
+    var body: [UInt8] { Array(packed[headerCount...]) }
+
+    /// Appends the DELIVER of this envelope to `out`.
+    func appendDeliver(to out: inout Multipart) {
+        packed.withUnsafeBytes { bytes in
+            WireEncoder.deliver(header: UnsafeRawBufferPointer(rebasing: bytes[..<headerCount]), body: UnsafeRawBufferPointer(rebasing: bytes[headerCount...]), into: &out)
+        }
     }
 }
 

@@ -152,7 +152,7 @@ extension Broker {
         let question = request.question
         let questionID = MessageID(uuid: question.id)
         if let subject, subject != questionID {
-            throw WireError(.badSubject, "the subject frame must be the question id \(question.id)")
+            throw WireError(.badSubject, "the subject must be the question id \(question.id)")
         }
         guard ledger.entries[questionID] == nil else {
             throw WireError(.duplicateQuestion, "question \(question.id) was already asked")

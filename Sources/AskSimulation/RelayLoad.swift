@@ -257,13 +257,18 @@ final class SharedRun: Sendable {
 @inline(__always)
 func monotonicNanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
-/// Appends a message id's 16 bytes to `out` as one frame, without allocating.
+/// Appends a SEND's packed header frame (id, no subject, from, to, kind) to `out`, without allocating.
 @inline(__always)
-func appendID(_ high: UInt64, _ low: UInt64, to out: inout Multipart) {
-    withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 2) { buffer in
-        buffer[0] = high.bigEndian
-        buffer[1] = low.bigEndian
-        out.append(UnsafeRawBufferPointer(buffer))
+func appendHeader(_ high: UInt64, _ low: UInt64, from: UnsafeRawBufferPointer, to: UnsafeRawBufferPointer, kind: [UInt8], into out: inout Multipart) {
+    out.appendFrame { bytes in
+        withUnsafeBytes(of: (high.bigEndian, low.bigEndian)) { bytes.append(contentsOf: $0) }
+        bytes.append(0)  // flags: no subject
+        bytes.append(UInt8(truncatingIfNeeded: from.count))
+        bytes.append(contentsOf: from)
+        bytes.append(UInt8(truncatingIfNeeded: to.count))
+        bytes.append(contentsOf: to)
+        bytes.append(UInt8(truncatingIfNeeded: kind.count))
+        bytes.append(contentsOf: kind)
     }
 }
 
@@ -411,11 +416,9 @@ final class EchoWorker {
                         out.removeAll()
                         WireEncoder.header(.send, into: &out)
                         idLow &+= 1
-                        appendID(idHigh, idLow, to: &out)
-                        out.append(addressBytes)
-                        input.withFrame(parsed.fromFrame) { out.append($0) }
-                        out.append(RelayLoad.kind)
-                        out.append([UInt8]())
+                        input.withBytes(parsed.fromRange) { replyTo in
+                            addressBytes.withUnsafeBytes { appendHeader(idHigh, idLow, from: $0, to: replyTo, kind: RelayLoad.kind, into: &out) }
+                        }
                         input.withFrame(parsed.bodyFrame) { out.append($0) }
                         if service == 0 {
                             try socket.send(out)
@@ -571,11 +574,9 @@ struct ClientLoop {
             if connection.isBroker {
                 WireEncoder.header(.send, into: &out)
                 connection.idLow &+= 1
-                appendID(connection.idHigh, connection.idLow, to: &out)
-                out.append(connection.fromBytes)
-                out.append(connection.toBytes)
-                out.append(RelayLoad.kind)
-                out.append([UInt8]())
+                connection.fromBytes.withUnsafeBytes { from in
+                    connection.toBytes.withUnsafeBytes { appendHeader(connection.idHigh, connection.idLow, from: from, to: $0, kind: RelayLoad.kind, into: &out) }
+                }
                 out.append(body)
             } else {
                 out.append(body)

@@ -234,6 +234,13 @@ public struct Multipart: Sendable, Equatable {
         ends.append(_storage.count)
     }
 
+    /// Appends one frame built in place: `build` appends the frame's bytes to the end of the storage (it MUST NOT
+    /// change the bytes already there). No intermediate array.
+    @inlinable public mutating func appendFrame(_ build: (inout [UInt8]) -> Void) {
+        build(&_storage)
+        ends.append(_storage.count)
+    }
+
     /// The byte range of frame `index` within the storage.
     @inlinable public func range(of index: Int) -> Range<Int> {
         (index == 0 ? 0 : ends[index - 1])..<ends[index]

@@ -42,7 +42,7 @@ func fuzzOne(_ data: UnsafeRawBufferPointer) {
         guard let parsed = try? WireParser.parse(message, base: base) else { continue }
         switch parsed.command {
         case .send, .deliver:
-            _ = try? AppMessageRegistry.decode(kind: message.string(parsed.kindFrame), from: Array(message[parsed.bodyFrame]))
+            _ = try? AppMessageRegistry.decode(kind: message.kind(parsed), from: Array(message[parsed.bodyFrame]))
         case .hello:
             _ = try? SessionJSON.decode(Hello.self, from: Array(message[parsed.bodyFrame]))
         case .ack:

@@ -43,6 +43,7 @@ enum SpecExamples {
     }
 
     /// One line per frame: index, size, hex (frames up to 24 bytes), and the text when it is printable ASCII.
+    /// Longer binary frames (the SEND/DELIVER header) are shown in hex, 16 bytes per line.
     static func dump(_ message: Multipart) -> String {
         (0..<message.count).map { index -> String in
             let frame = Array(message[index])
@@ -51,8 +52,14 @@ enum SpecExamples {
             if frame.count <= 24 {
                 let hex = frame.map { String(format: "%02x", $0) }.joined(separator: " ")
                 line += printable ? hex.padding(toLength: 72, withPad: " ", startingAt: 0) + "\"" + String(decoding: frame, as: UTF8.self) + "\"" : hex
+            } else if printable {
+                line += String(decoding: frame, as: UTF8.self)
+            } else if frame.count <= 256 {
+                line += stride(from: 0, to: frame.count, by: 16).map { start in
+                    frame[start..<min(start + 16, frame.count)].map { String(format: "%02x", $0) }.joined(separator: " ")
+                }.joined(separator: "\n" + String(repeating: " ", count: 10))
             } else {
-                line += printable ? String(decoding: frame, as: UTF8.self) : "<\(frame.count) bytes>"
+                line += "<\(frame.count) bytes>"
             }
             return line.replacingOccurrences(of: " +$", with: "", options: .regularExpression)
         }.joined(separator: "\n")

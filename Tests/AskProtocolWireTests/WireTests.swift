@@ -44,15 +44,26 @@ struct WireRoundTripTests {
         let (parsed, message) = try encodeAndParse(base: base) {
             WireEncoder.message(command, id: idA, from: "child/c-17", to: "broker", kind: "send", subject: idB, body: body, into: &$0)
         }
-        #expect(message.count == base + 8)
+        #expect(message.count == base + 4)
         #expect(parsed.command == command)
         #expect(parsed.base == base)
         #expect(parsed.id == idA)
         #expect(parsed.subject == idB)
-        #expect(message.string(parsed.fromFrame) == "child/c-17")
-        #expect(message.string(parsed.toFrame) == "broker")
-        #expect(message.string(parsed.kindFrame) == "send")
+        #expect(message.from(parsed) == "child/c-17")
+        #expect(message.to(parsed) == "broker")
+        #expect(message.kind(parsed) == "send")
+        #expect(message.bytes(parsed.fromRange, equal: "child/c-17"))
+        #expect(!message.bytes(parsed.toRange, equal: "brokers"))
         #expect(Array(message[parsed.bodyFrame]) == body)
+        // The header frame: id, flags 1, subject, then each field after its length byte.
+        let header = idA.bytes + [1] + idB.bytes + [10] + bytes("child/c-17") + [6] + bytes("broker") + [4] + bytes("send")
+        #expect(Array(message[parsed.headerFrame]) == header)
+        #expect(parsed.headerFrame == base + 2 && parsed.bodyFrame == base + 3)
+        // Field ranges lie inside the header frame.
+        let headerRange = message.range(of: parsed.headerFrame)
+        for range in [parsed.fromRange, parsed.toRange, parsed.kindRange] {
+            #expect(range.lowerBound >= headerRange.lowerBound && range.upperBound <= headerRange.upperBound)
+        }
         #expect(Array(message[base]) == signature)
         #expect(Array(message[base + 1]) == [command.rawValue])
     }
@@ -64,9 +75,9 @@ struct WireRoundTripTests {
         }
         #expect(parsed.id == idB)
         #expect(parsed.subject == nil)
-        #expect(message.size(of: parsed.subjectFrame) == 0)
+        #expect(Array(message[parsed.headerFrame]) == idB.bytes + [0, 7] + bytes("echo/e1") + [6] + bytes("limits") + [4] + bytes("echo"))
         #expect(message.size(of: parsed.bodyFrame) == 0)
-        #expect(message.string(parsed.toFrame) == "limits")
+        #expect(message.to(parsed) == "limits")
     }
 
     @Test("HELLO and WELCOME carry their JSON body", arguments: [0, 1])
@@ -149,12 +160,39 @@ struct WireRoundTripTests {
         var message = Multipart()
         WireEncoder.message(.send, id: idA, from: longID, to: longAddress, kind: longKind, subject: nil, body: body, into: &message)
         let parsed = try WireParser.parse(message)
-        #expect(message.string(parsed.fromFrame) == longID)
-        #expect(message.string(parsed.toFrame) == longAddress)
+        #expect(message.from(parsed) == longID)
+        #expect(message.to(parsed) == longAddress)
+        #expect(message.kind(parsed) == longKind)
         let reason = String(repeating: "r", count: limits.maxReason)
         #expect(try WireParser.parse(Multipart([signature, [0x07], [], bytes(longKind), bytes(reason)])).command == .nack)
         #expect(try WireParser.parse(Multipart([signature, [0x08], bytes(reason)])).command == .bye)
         #expect(try WireParser.parse(Multipart([signature, [0x01], body])).command == .hello)
+    }
+
+    @Test("a DELIVER made from a SEND's header bytes is the DELIVER the encoder makes", arguments: [idB, nil] as [MessageID?])
+    func forwardedHeader(subject: MessageID?) throws {
+        let body = bytes(#"{"x":1}"#)
+        var send = Multipart()
+        send.append(routerIdentity)
+        WireEncoder.message(.send, id: idA, from: "client/c1", to: "echo/e0", kind: "echo", subject: subject, body: body, into: &send)
+        let parsed = try WireParser.parse(send, base: 1)
+        var forwarded = Multipart()
+        send.withFrame(parsed.headerFrame) { header in
+            send.withFrame(parsed.bodyFrame) { WireEncoder.deliver(header: header, body: $0, into: &forwarded) }
+        }
+        var encoded = Multipart()
+        WireEncoder.message(.deliver, id: idA, from: "client/c1", to: "echo/e0", kind: "echo", subject: subject, body: body, into: &encoded)
+        #expect(forwarded == encoded)
+        #expect(WireEncoder.headerBytes(id: idA, subject: subject, from: "client/c1", to: "echo/e0", kind: "echo") == Array(send[parsed.headerFrame]))
+        let delivered = try WireParser.parse(forwarded)
+        #expect(delivered.command == .deliver && delivered.id == idA && delivered.subject == subject)
+    }
+
+    @Test("a field too long for its length byte is refused by the receiver, not trapped by the encoder")
+    func overlongField() {
+        var message = Multipart()
+        WireEncoder.message(.send, id: idA, from: "child/" + String(repeating: "x", count: 300), to: "limits", kind: "ask", subject: nil, body: [], into: &message)
+        #expect(throws: WireError(.badAddress, "the 'from' address must be 1-128 bytes, got 255")) { try WireParser.parse(message) }
     }
 
     @Test("the parser honours smaller limits")
@@ -189,15 +227,23 @@ struct BadMessage: Sendable, CustomTestStringConvertible {
     }
 }
 
-/// A valid SEND with frame `index` (0 = signature) replaced.
-func send(replacing index: Int, with frame: [UInt8]) -> [[UInt8]] {
-    var frames = validSend
-    frames[index] = frame
-    return frames
+/// A SEND/DELIVER header built by hand (not by the encoder): id, flags, the subject if given, then each field after
+/// a length byte (the byte is the field's size modulo 256, so a 300-byte field lies about its size), then `trailing`.
+func rawHeader(
+    id: [UInt8] = idA.bytes, flags: UInt8 = 1, subject: [UInt8]? = idB.bytes, from: [UInt8] = bytes("child/c1"),
+    to: [UInt8] = bytes("limits"), kind: [UInt8] = bytes("ask"), trailing: [UInt8] = []
+) -> [UInt8] {
+    var out = id + [flags] + (subject ?? [])
+    for field in [from, to, kind] { out += [UInt8(truncatingIfNeeded: field.count)] + field }
+    return out + trailing
 }
 
-let validSend: [[UInt8]] = [signature, [0x04], idA.bytes, bytes("child/c1"), bytes("limits"), bytes("ask"), idB.bytes, bytes("{}")]
-let validDeliver: [[UInt8]] = [signature, [0x05]] + validSend.dropFirst(2)
+/// A SEND (or another command) with the given header frame and a small body.
+func send(header: [UInt8], command: UInt8 = 0x04) -> [[UInt8]] { [signature, [command], header, bytes("{}")] }
+
+let validHeader = rawHeader()
+let validSend: [[UInt8]] = send(header: validHeader)
+let validDeliver: [[UInt8]] = send(header: validHeader, command: 0x05)
 let validNack: [[UInt8]] = [signature, [0x07], idA.bytes, bytes("busy"), bytes("retry later")]
 let invalidUTF8: [UInt8] = [0x68, 0x69, 0xC3, 0x28]  // "hi" then a broken 2-byte sequence
 let limits = Wire.Limits.standard
@@ -225,45 +271,69 @@ let badMessages: [BadMessage] = [
     .init("HELLO with 4 frames", [signature, [0x01], bytes("{}"), []], .extraFrames),
     .init("WELCOME without body", [signature, [0x02]], .missingFrames),
     .init("WELCOME with 4 frames", [signature, [0x02], bytes("{}"), []], .extraFrames),
-    .init("SEND with 7 frames", Array(validSend.dropLast()), .missingFrames),
-    .init("SEND with 9 frames", validSend + [[]], .extraFrames),
+    .init("SEND with 3 frames", Array(validSend.dropLast()), .missingFrames),
+    .init("SEND with 5 frames", validSend + [[]], .extraFrames),
     .init("SEND with 2 frames", Array(validSend.prefix(2)), .missingFrames),
-    .init("DELIVER with 7 frames", Array(validDeliver.dropLast()), .missingFrames),
-    .init("DELIVER with 9 frames", validDeliver + [[]], .extraFrames),
+    .init("SEND in the old 8-frame layout", [signature, [0x04], idA.bytes, bytes("child/c1"), bytes("limits"), bytes("ask"), [], []], .extraFrames),
+    .init("DELIVER with 3 frames", Array(validDeliver.dropLast()), .missingFrames),
+    .init("DELIVER with 5 frames", validDeliver + [[]], .extraFrames),
     .init("ACK without ids", [signature, [0x06]], .missingFrames),
     .init("ACK with 4 frames", [signature, [0x06], idA.bytes, idB.bytes], .extraFrames),
     .init("NACK with 4 frames", Array(validNack.dropLast()), .missingFrames),
     .init("NACK with 6 frames", validNack + [[]], .extraFrames),
     .init("BYE with 4 frames", [signature, [0x08], bytes("bye"), []], .extraFrames),
-    // Ids and subjects.
-    .init("SEND 15-byte id", send(replacing: 2, with: Array(idA.bytes.prefix(15))), .badID),
-    .init("SEND 17-byte id", send(replacing: 2, with: idA.bytes + [0]), .badID),
-    .init("SEND empty id", send(replacing: 2, with: []), .badID),
-    .init("DELIVER 15-byte id", [signature, [0x05], Array(idA.bytes.prefix(15))] + validSend.dropFirst(3), .badID),
-    .init("subject of 1 byte", send(replacing: 6, with: [0]), .badSubject),
-    .init("subject of 15 bytes", send(replacing: 6, with: Array(idB.bytes.prefix(15))), .badSubject),
-    .init("subject of 17 bytes", send(replacing: 6, with: idB.bytes + [0]), .badSubject),
-    .init("bad id wins over bad address", send(replacing: 2, with: []).enumerated().map { $0.offset == 3 ? [] : $0.element }, .badID),
-    // Addresses.
-    .init("empty from", send(replacing: 3, with: []), .badAddress),
-    .init("empty to", send(replacing: 4, with: []), .badAddress),
-    .init("upper-case role", send(replacing: 3, with: bytes("Child/c1")), .badAddress),
-    .init("no id after '/'", send(replacing: 3, with: bytes("child/")), .badAddress),
-    .init("no role before '/'", send(replacing: 4, with: bytes("/c1")), .badAddress),
-    .init("id with a space", send(replacing: 4, with: bytes("child/c 1")), .badAddress),
-    .init("id with a second '/'", send(replacing: 4, with: bytes("child/c1/x")), .badAddress),
-    .init("digit in role", send(replacing: 4, with: bytes("child2/c1")), .badAddress),
-    .init("65-byte id", send(replacing: 3, with: bytes("child/" + String(repeating: "x", count: 65))), .badAddress),
-    .init("129-byte address", send(replacing: 4, with: bytes(String(repeating: "a", count: 129))), .badAddress),
-    .init("non-ASCII id", send(replacing: 3, with: bytes("child/é")), .badAddress),
-    // Kinds.
-    .init("upper-case kind", send(replacing: 5, with: bytes("Ask")), .badKind),
-    .init("empty kind", send(replacing: 5, with: []), .badKind),
-    .init("33-byte kind", send(replacing: 5, with: bytes(String(repeating: "k", count: 33))), .badKind),
-    .init("kind with '_'", send(replacing: 5, with: bytes("ask_result")), .badKind),
-    .init("kind with '/'", send(replacing: 5, with: bytes("ask/result")), .badKind),
+    // The header's structure.
+    .init("empty header", send(header: []), .badHeader),
+    .init("header of 16 bytes (id only)", send(header: idA.bytes), .badHeader),
+    .init("header of 19 bytes (one byte short of the minimum)", send(header: idA.bytes + [0, 0, 0]), .badHeader),
+    .init("minimal header, zero-length fields, is read (then the address is bad)", send(header: idA.bytes + [0, 0, 0, 0]), .badAddress),
+    .init("15-byte id (the flags byte is read from the lengths)", send(header: rawHeader(id: Array(idA.bytes.prefix(15)))), .badHeader),
+    .init("17-byte id", send(header: rawHeader(id: idA.bytes + [0])), .badHeader),
+    .init("flags 0x02", send(header: rawHeader(flags: 0x02, subject: nil)), .badHeader),
+    .init("flags 0x03", send(header: rawHeader(flags: 0x03)), .badHeader),
+    .init("flags 0x80", send(header: rawHeader(flags: 0x80, subject: nil)), .badHeader),
+    .init("flags 0xFF", send(header: rawHeader(flags: 0xFF)), .badHeader),
+    .init("subject flag without a subject", send(header: rawHeader(flags: 1, subject: nil)), .badHeader),
+    .init("subject flag, header ends inside the subject", send(header: idA.bytes + [1] + Array(idB.bytes.prefix(10))), .badHeader),
+    .init("no subject flag but a subject", send(header: rawHeader(flags: 0)), .badHeader),
+    .init("from length past the end", send(header: idA.bytes + [0, 9] + bytes("child/c1")), .badHeader),
+    .init("from length 255", send(header: idA.bytes + [0, 255] + bytes("child/c1") + [6] + bytes("limits") + [3] + bytes("ask")), .badHeader),
+    .init("to length past the end", send(header: idA.bytes + [0, 8] + bytes("child/c1") + [200] + bytes("limits") + [3] + bytes("ask")), .badHeader),
+    .init("kind length past the end", send(header: Array(rawHeader().dropLast())), .badHeader),
+    .init("header ends before the kind length", send(header: idA.bytes + [0, 8] + bytes("child/c1") + [6] + bytes("limits")), .badHeader),
+    .init("header ends before the to length", send(header: idA.bytes + [0, 8] + bytes("child/c1")), .badHeader),
+    .init("one trailing byte", send(header: rawHeader(trailing: [0])), .badHeader),
+    .init("a trailing id", send(header: rawHeader(trailing: idA.bytes)), .badHeader),
+    .init("DELIVER with a trailing byte", send(header: rawHeader(trailing: [0x61]), command: 0x05), .badHeader),
+    .init("DELIVER with flags 0x04", send(header: rawHeader(flags: 0x04, subject: nil), command: 0x05), .badHeader),
+    .init("bad header wins over a bad address", send(header: rawHeader(from: [], trailing: [1])), .badHeader),
+    .init("bad flags win over a bad kind", send(header: rawHeader(flags: 0x10, subject: nil, kind: bytes("ASK"))), .badHeader),
+    // Addresses inside the header.
+    .init("empty from", send(header: rawHeader(from: [])), .badAddress),
+    .init("empty to", send(header: rawHeader(to: [])), .badAddress),
+    .init("upper-case role", send(header: rawHeader(from: bytes("Child/c1"))), .badAddress),
+    .init("no id after '/'", send(header: rawHeader(from: bytes("child/"))), .badAddress),
+    .init("no role before '/'", send(header: rawHeader(to: bytes("/c1"))), .badAddress),
+    .init("id with a space", send(header: rawHeader(to: bytes("child/c 1"))), .badAddress),
+    .init("id with a second '/'", send(header: rawHeader(to: bytes("child/c1/x"))), .badAddress),
+    .init("digit in role", send(header: rawHeader(to: bytes("child2/c1"))), .badAddress),
+    .init("65-byte id", send(header: rawHeader(from: bytes("child/" + String(repeating: "x", count: 65)))), .badAddress),
+    .init("129-byte address", send(header: rawHeader(to: bytes(String(repeating: "a", count: 129)))), .badAddress),
+    .init("255-byte address", send(header: rawHeader(to: bytes(String(repeating: "a", count: 255)))), .badAddress),
+    .init("non-ASCII id", send(header: rawHeader(from: bytes("child/é"))), .badAddress),
+    .init("NUL in an address", send(header: rawHeader(to: bytes("child/c") + [0])), .badAddress),
+    .init("bad from wins over bad kind", send(header: rawHeader(from: bytes("Child/c1"), kind: bytes("ASK"))), .badAddress),
+    .init("DELIVER with an empty to", send(header: rawHeader(to: []), command: 0x05), .badAddress),
+    // Kinds inside the header.
+    .init("upper-case kind", send(header: rawHeader(kind: bytes("Ask"))), .badKind),
+    .init("empty kind", send(header: rawHeader(kind: [])), .badKind),
+    .init("33-byte kind", send(header: rawHeader(kind: bytes(String(repeating: "k", count: 33)))), .badKind),
+    .init("kind with '_'", send(header: rawHeader(kind: bytes("ask_result"))), .badKind),
+    .init("kind with '/'", send(header: rawHeader(kind: bytes("ask/result"))), .badKind),
+    .init("DELIVER with a bad kind", send(header: rawHeader(kind: bytes("a b")), command: 0x05), .badKind),
     // Sizes.
-    .init("SEND body limit+1", send(replacing: 7, with: [UInt8](repeating: 0x20, count: limits.maxBody + 1)), .oversizeFrame),
+    .init("SEND body limit+1", [signature, [0x04], validHeader, [UInt8](repeating: 0x20, count: limits.maxBody + 1)], .oversizeFrame),
+    .init("bad header wins over an oversize body", [signature, [0x04], rawHeader(trailing: [0]), [UInt8](repeating: 0x20, count: limits.maxBody + 1)], .badHeader),
     .init("HELLO body limit+1", [signature, [0x01], [UInt8](repeating: 0x20, count: limits.maxBody + 1)], .oversizeFrame),
     // ACK.
     .init("ACK with 0 bytes", [signature, [0x06], []], .badID),
@@ -300,12 +370,12 @@ struct WireErrorTableTests {
         }
     }
 
-    @Test("the table covers at least 25 rows and every framing code the parser can give")
+    @Test("the table covers at least 70 rows and every framing code the parser can give")
     func coverage() {
-        #expect(badMessages.count >= 25)
+        #expect(badMessages.count >= 70)
         let framing: Set<ErrorCode> = [
             .badSignature, .unsupportedVersion, .unknownCommand, .missingFrames, .extraFrames, .oversizeFrame, .badID,
-            .badAddress, .badKind, .invalidUTF8, .badSubject,
+            .badAddress, .badKind, .invalidUTF8, .badHeader,
         ]
         #expect(Set(badMessages.map(\.code)) == framing)
     }
@@ -350,7 +420,7 @@ struct WireFuzzTests {
 
     static let framingCodes: Set<ErrorCode> = [
         .badSignature, .unsupportedVersion, .unknownCommand, .missingFrames, .extraFrames, .oversizeFrame, .badID,
-        .badAddress, .badKind, .invalidUTF8, .badSubject,
+        .badAddress, .badKind, .invalidUTF8, .badHeader,
     ]
 
     static func randomFrame(_ rng: inout SplitMix64) -> [UInt8] {
@@ -411,8 +481,10 @@ struct WireFuzzTests {
                 #expect(Array(message[base]) == signature)
                 #expect(Array(message[base + 1]) == [parsed.command.rawValue])
                 if parsed.command == .send || parsed.command == .deliver {
-                    #expect(message.count == base + 8)
-                    #expect(parsed.id.map { $0.bytes == Array(message[base + 2]) } == true)
+                    #expect(message.count == base + 4)
+                    #expect(parsed.id.map { $0.bytes == Array(message[base + 2].prefix(16)) } == true)
+                    let header = message.range(of: parsed.headerFrame)
+                    #expect(parsed.fromRange.lowerBound > header.lowerBound && parsed.kindRange.upperBound == header.upperBound)
                 }
             } catch {
                 codes.insert(error.code)

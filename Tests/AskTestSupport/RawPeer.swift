@@ -108,9 +108,9 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
             var received = Received(command: parsed.command, id: parsed.id, subject: parsed.subject)
             switch parsed.command {
             case .deliver, .send:
-                received.from = buffer.string(parsed.fromFrame)
-                received.to = buffer.string(parsed.toFrame)
-                received.kind = buffer.string(parsed.kindFrame)
+                received.from = buffer.from(parsed)
+                received.to = buffer.to(parsed)
+                received.kind = buffer.kind(parsed)
                 received.body = Array(buffer[parsed.bodyFrame])
             case .welcome, .hello:
                 received.body = Array(buffer[parsed.bodyFrame])

@@ -13,6 +13,13 @@ def frames(parts):
         out += struct.pack("<H", len(part)) + part
     return out
 
+def header(msg_id, subject, sender, recipient, kind):
+    """The packed SEND/DELIVER header: id, flags (bit 0: subject), [subject], then from, to, kind after a length byte."""
+    out = msg_id + bytes([0 if subject is None else 1]) + (subject or b"")
+    for field in (sender, recipient, kind):
+        out += bytes([len(field)]) + field
+    return out
+
 def main(fixtures, out):
     os.makedirs(out, exist_ok=True)
     written = 0
@@ -27,7 +34,7 @@ def main(fixtures, out):
         index = KINDS.index(kind)
         open(os.path.join(out, f"json-{stem}"), "wb").write(bytes([1, index]) + body)
         msg_id = uuid.UUID(int=index + 1).bytes
-        send = [SIGNATURE, bytes([4]), msg_id, b"child/c1", b"limits", kind.encode(), b"", body]
+        send = [SIGNATURE, bytes([4]), header(msg_id, None, b"child/c1", b"limits", kind.encode()), body]
         open(os.path.join(out, f"send-{stem}"), "wb").write(frames(send))
         open(os.path.join(out, f"router-{stem}"), "wb").write(frames([b"\x00\x80\x00\x00\x01"] + send))
         written += 3
@@ -38,7 +45,10 @@ def main(fixtures, out):
     open(os.path.join(out, "nack"), "wb").write(frames([SIGNATURE, bytes([7]), uuid.uuid4().bytes, b"busy", b"retry later"]))
     open(os.path.join(out, "bye"), "wb").write(frames([SIGNATURE, bytes([8]), b"bye"]))
     open(os.path.join(out, "heartbeat"), "wb").write(frames([SIGNATURE, bytes([3])]))
-    print(f"wrote {written + 6} corpus files to {out}")
+    subject = uuid.UUID("6f1c4a3e-2b7d-4e59-9a0c-1d2e3f405162").bytes
+    deliver = [SIGNATURE, bytes([5]), header(uuid.UUID(int=99).bytes, subject, b"broker", b"guardian/g1", b"question"), b"{}"]
+    open(os.path.join(out, "deliver-subject"), "wb").write(frames(deliver))
+    print(f"wrote {written + 7} corpus files to {out}")
 
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2])

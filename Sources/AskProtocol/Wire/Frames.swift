@@ -57,22 +57,31 @@ public enum Wire {
 /// A message read off the wire, described by the frame positions of its parts in the received ``Multipart``.
 ///
 /// Parsing checks every header but never decodes a body: the body stays bytes in the buffer until someone needs it.
+/// SEND and DELIVER carry their routing fields packed in one header frame (docs/protocol.md §5.2); the parser
+/// records where `from`, `to` and `kind` lie in the ``Multipart/storage``, so they can be compared or hashed in
+/// place (``Multipart/bytes(_:equal:)``, ``Multipart/withBytes(_:_:)``) or turned into strings when needed.
 public struct ParsedFrames: Sendable, Equatable {
     public var command: WireCommand
     /// The index of the signature frame (1 on a ROUTER, after the peer identity; 0 on a DEALER).
     public var base: Int
     /// SEND / DELIVER: the message id. NACK: the refused message's id, when it had one.
     public var id: MessageID?
-    /// SEND / DELIVER: the question the message is about (subject frame), when it has one.
+    /// SEND / DELIVER: the question the message is about (subject flag set), when it has one.
     public var subject: MessageID?
+    /// SEND / DELIVER: where the address and kind bytes lie in the message's storage (empty for other commands).
+    public var fromRange: Range<Int> = 0..<0
+    public var toRange: Range<Int> = 0..<0
+    public var kindRange: Range<Int> = 0..<0
 
-    // Frame indices of the variable parts (only meaningful for the commands that have them).
-    public var fromFrame: Int { base + 3 }
-    public var toFrame: Int { base + 4 }
-    public var kindFrame: Int { base + 5 }
-    public var subjectFrame: Int { base + 6 }
+    public init(command: WireCommand, base: Int) {
+        self.command = command
+        self.base = base
+    }
+
+    /// SEND / DELIVER: the packed header frame (id, flags, subject, from, to, kind).
+    public var headerFrame: Int { base + 2 }
     /// SEND / DELIVER: the body; HELLO / WELCOME: the JSON body.
-    public var bodyFrame: Int { command == .hello || command == .welcome ? base + 2 : base + 7 }
+    public var bodyFrame: Int { command == .hello || command == .welcome ? base + 2 : base + 3 }
     /// ACK: the frame holding N × 16 id bytes.
     public var ackFrame: Int { base + 2 }
     /// NACK: code and reason frames.
@@ -113,17 +122,8 @@ public enum WireParser {
                 throw WireError(.oversizeFrame, "\(command) body is \(message.size(of: base + 2)) bytes, limit \(limits.maxBody)")
             }
         case .send, .deliver:
-            try expectFrames(frames, 8, command)
-            parsed.id = try messageID(message, base + 2, what: "message id")
-            try checkAddress(message, parsed.fromFrame, what: "from", limits)
-            try checkAddress(message, parsed.toFrame, what: "to", limits)
-            try checkKind(message, parsed.kindFrame, limits)
-            let subjectSize = message.size(of: parsed.subjectFrame)
-            if subjectSize == 16 {
-                parsed.subject = message.withFrame(parsed.subjectFrame) { MessageID(bytes: $0) }
-            } else if subjectSize != 0 {
-                throw WireError(.badSubject, "the subject frame must be empty or 16 bytes, got \(subjectSize)")
-            }
+            try expectFrames(frames, 4, command)
+            try parseHeader(message, into: &parsed, limits)
             let bodySize = message.size(of: parsed.bodyFrame)
             guard bodySize <= limits.maxBody else {
                 throw WireError(.oversizeFrame, "body is \(bodySize) bytes, limit \(limits.maxBody)")
@@ -180,22 +180,66 @@ public enum WireParser {
         if count > expected { throw WireError(.extraFrames, "\(command) has \(expected) frames, got \(count)") }
     }
 
+    /// The smallest SEND/DELIVER header: id, flags and three length bytes.
+    static let minimumHeader = 16 + 1 + 3
+
+    /// Reads the packed SEND/DELIVER header: first its structure (size, flags, subject, the three lengths, nothing
+    /// after the kind), then the fields from left to right (from, to, kind).
     @inline(__always)
-    static func messageID(_ message: Multipart, _ index: Int, what: String) throws(WireError) -> MessageID {
-        guard let id = message.withFrame(index, { MessageID(bytes: $0) }) else {
-            throw WireError(.badID, "the \(what) must be 16 bytes, got \(message.size(of: index))")
+    static func parseHeader(_ message: Multipart, into parsed: inout ParsedFrames, _ limits: Wire.Limits) throws(WireError) {
+        let header = message.range(of: parsed.headerFrame)
+        guard header.count >= minimumHeader else {
+            throw WireError(.badHeader, "the header frame must be at least \(minimumHeader) bytes, got \(header.count)")
         }
-        return id
+        // Structure: where each field lies, or what is wrong with the layout (no allocation).
+        let storage = message.storage
+        let flags = storage[header.lowerBound + 16]
+        guard flags & 0xFE == 0 else {
+            throw WireError(.badHeader, "header flags 0x\(String(flags, radix: 16)): only bit 0 (subject) may be set")
+        }
+        var cursor = header.lowerBound + 17
+        if flags & 1 == 1 {
+            guard cursor + 16 <= header.upperBound else {
+                throw WireError(.badHeader, "the header's subject runs past its end (\(header.count) bytes)")
+            }
+            parsed.subject = storage.withUnsafeBytes { MessageID(bytes: UnsafeRawBufferPointer(rebasing: $0[cursor..<cursor + 16])) }
+            cursor += 16
+        }
+        @inline(__always)
+        func field(_ name: StaticString) throws(WireError) -> Range<Int> {
+            guard cursor < header.upperBound else {
+                throw WireError(.badHeader, "the header ends before the length of '\(name)' (\(header.count) bytes)")
+            }
+            let length = Int(storage[cursor])
+            cursor += 1
+            guard cursor + length <= header.upperBound else {
+                throw WireError(.badHeader, "the '\(name)' length \(length) runs past the header's end (\(header.count) bytes)")
+            }
+            defer { cursor += length }
+            return cursor..<cursor + length
+        }
+        let from = try field("from")
+        let to = try field("to")
+        let kind = try field("kind")
+        guard cursor == header.upperBound else {
+            throw WireError(.badHeader, "the header has \(header.upperBound - cursor) bytes after the kind")
+        }
+        parsed.id = storage.withUnsafeBytes { MessageID(bytes: UnsafeRawBufferPointer(rebasing: $0[header.lowerBound..<header.lowerBound + 16])) }
+        parsed.fromRange = from
+        parsed.toRange = to
+        parsed.kindRange = kind
+        try checkAddress(storage, from, what: "from", limits)
+        try checkAddress(storage, to, what: "to", limits)
+        try checkKind(storage, kind, limits)
     }
 
     /// An address is `role` or `role/id`: role of lowercase letters, id of `A-Z a-z 0-9 . _ -` (1-64 bytes).
     @inline(__always)
-    static func checkAddress(_ message: Multipart, _ index: Int, what: String, _ limits: Wire.Limits) throws(WireError) {
-        let range = message.range(of: index)
+    static func checkAddress(_ storage: [UInt8], _ range: Range<Int>, what: String, _ limits: Wire.Limits) throws(WireError) {
         guard !range.isEmpty, range.count <= limits.maxAddress else {
             throw WireError(.badAddress, "the '\(what)' address must be 1-\(limits.maxAddress) bytes, got \(range.count)")
         }
-        let ok = message.storage.withUnsafeBufferPointer { buffer -> Bool in
+        let ok = storage.withUnsafeBufferPointer { buffer -> Bool in
             var index = range.lowerBound
             var roleLength = 0
             while index < range.upperBound, buffer[index] >= 0x61, buffer[index] <= 0x7A {
@@ -219,19 +263,18 @@ public enum WireParser {
             return true
         }
         guard ok else {
-            let text = String(decoding: message[index].prefix(64), as: UTF8.self)
+            let text = String(decoding: storage[range].prefix(64), as: UTF8.self)
             throw WireError(.badAddress, "the '\(what)' address '\(text)' is not 'role' or 'role/id' (id: A-Z a-z 0-9 . _ -)")
         }
     }
 
     /// A kind is 1-32 bytes of `a-z 0-9 . -`.
     @inline(__always)
-    static func checkKind(_ message: Multipart, _ index: Int, _ limits: Wire.Limits) throws(WireError) {
-        let range = message.range(of: index)
+    static func checkKind(_ storage: [UInt8], _ range: Range<Int>, _ limits: Wire.Limits) throws(WireError) {
         guard !range.isEmpty, range.count <= limits.maxKind else {
             throw WireError(.badKind, "the kind must be 1-\(limits.maxKind) bytes, got \(range.count)")
         }
-        let ok = message.storage.withUnsafeBufferPointer { buffer -> Bool in
+        let ok = storage.withUnsafeBufferPointer { buffer -> Bool in
             for index in range {
                 let byte = buffer[index]
                 if !((byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2E || byte == 0x2D) {
@@ -264,6 +307,32 @@ extension Multipart {
                 && memcmp(bytes.baseAddress ?? UnsafeRawPointer(text.utf8Start), text.utf8Start, bytes.count) == 0
         }
     }
+
+    /// The bytes at `range` of the storage as a string (lossy for invalid UTF-8; parsed fields are already checked).
+    public func string(_ range: Range<Int>) -> String {
+        storage.withUnsafeBytes { String(decoding: UnsafeRawBufferPointer(rebasing: $0[range]).bindMemory(to: UInt8.self), as: UTF8.self) }
+    }
+
+    /// Lends the bytes at `range` of the storage (a parsed address or kind) without copying.
+    @inlinable
+    public func withBytes<R>(_ range: Range<Int>, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[range])) }
+    }
+
+    /// Whether the bytes at `range` are exactly the UTF-8 bytes of `text`, without making a string.
+    public func bytes(_ range: Range<Int>, equal text: StaticString) -> Bool {
+        withBytes(range) { bytes in
+            bytes.count == text.utf8CodeUnitCount
+                && memcmp(bytes.baseAddress ?? UnsafeRawPointer(text.utf8Start), text.utf8Start, bytes.count) == 0
+        }
+    }
+
+    /// SEND / DELIVER: the sender's address.
+    public func from(_ parsed: ParsedFrames) -> String { string(parsed.fromRange) }
+    /// SEND / DELIVER: the recipient's address.
+    public func to(_ parsed: ParsedFrames) -> String { string(parsed.toRange) }
+    /// SEND / DELIVER: the message kind.
+    public func kind(_ parsed: ParsedFrames) -> String { string(parsed.kindRange) }
 
     /// The ids of an ACK frame, in order.
     public func ackIDs(_ parsed: ParsedFrames) -> [MessageID] {

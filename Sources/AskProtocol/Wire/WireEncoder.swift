@@ -11,7 +11,8 @@ public enum WireEncoder {
         withUnsafeBytes(of: command.rawValue) { out.append($0) }
     }
 
-    /// SEND (worker → broker) or DELIVER (broker → worker).
+    /// SEND (worker → broker) or DELIVER (broker → worker): signature, command, the packed header (built in place,
+    /// one append), body.
     public static func message(
         _ command: WireCommand,
         id: MessageID,
@@ -24,12 +25,61 @@ public enum WireEncoder {
     ) {
         precondition(command == .send || command == .deliver, "only SEND and DELIVER carry application messages")
         header(command, into: &out)
-        id.appendFrame(to: &out)
-        out.append(from)
-        out.append(to)
-        out.append(kind)
-        if let subject { subject.appendFrame(to: &out) } else { out.append([UInt8]()) }
+        out.appendFrame { appendHeader(id: id, subject: subject, from: from, to: to, kind: kind, to: &$0) }
         out.append(body)
+    }
+
+    /// SEND or DELIVER from header bytes already encoded (the broker forwards a SEND's header unchanged in the
+    /// DELIVER it makes of it: only the command byte differs).
+    @inlinable
+    public static func message(_ command: WireCommand, header: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer, into out: inout Multipart) {
+        precondition(command == .send || command == .deliver, "only SEND and DELIVER carry application messages")
+        self.header(command, into: &out)
+        out.append(header)
+        out.append(body)
+    }
+
+    /// DELIVER with a forwarded header (see ``message(_:header:body:into:)``).
+    @inlinable
+    public static func deliver(header: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer, into out: inout Multipart) {
+        message(.deliver, header: header, body: body, into: &out)
+    }
+
+    /// Appends the packed SEND/DELIVER header (`id flags [subject] from to kind`, docs/protocol.md §5.2) to `bytes`.
+    /// A field longer than 255 bytes cannot be encoded: its first 255 bytes are written, and the receiver refuses
+    /// the message (`bad-address` / `bad-kind`), as it would any over-long field.
+    public static func appendHeader(id: MessageID, subject: MessageID?, from: String, to: String, kind: String, to bytes: inout [UInt8]) {
+        bytes.reserveCapacity(bytes.count + 20 + (subject == nil ? 0 : 16) + from.utf8.count + to.utf8.count + kind.utf8.count)
+        id.append(to: &bytes)
+        if let subject {
+            bytes.append(1)
+            subject.append(to: &bytes)
+        } else {
+            bytes.append(0)
+        }
+        appendField(from, to: &bytes)
+        appendField(to, to: &bytes)
+        appendField(kind, to: &bytes)
+    }
+
+    @inline(__always)
+    static func appendField(_ text: String, to bytes: inout [UInt8]) {
+        let utf8 = text.utf8
+        let count = utf8.count
+        if count <= 255 {
+            bytes.append(UInt8(count))
+            bytes.append(contentsOf: utf8)
+        } else {
+            bytes.append(255)
+            bytes.append(contentsOf: utf8.prefix(255))
+        }
+    }
+
+    /// The packed header as its own array (for senders that keep it, like the broker's envelopes).
+    public static func headerBytes(id: MessageID, subject: MessageID?, from: String, to: String, kind: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        appendHeader(id: id, subject: subject, from: from, to: to, kind: kind, to: &bytes)
+        return bytes
     }
 
     /// ACK of one or more message ids (at most ``Wire/Limits/maxAckIDs``).

@@ -17,6 +17,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case invalidJSON = "invalid-json"
     case unknownKind = "unknown-kind"
     case badSubject = "bad-subject"
+    case badHeader = "bad-header"
 
     // Session and routing.
     case notRegistered = "not-registered"

@@ -477,7 +477,7 @@ public final class Broker {
             }
         }
         mailbox.enqueue(envelope)
-        if persistent { turnEnvelopes.append(envelope) }
+        if envelope.persistent { turnEnvelopes.append(envelope) }
         totalQueued += 1
         markDirty(mailbox)
     }

@@ -23,7 +23,7 @@ struct LoadCommand: Command {
         See docs/performance.md. Build with -c release.
         """
     static let options: [OptionSpec] = [
-        .value("mode", "MODE", default: "relay", help: "relay (echo round trips) or flows (complete ask flows)"),
+        .value("mode", "MODE", default: "relay", help: "relay (echo round trips), flows (complete ask flows) or pending (fill the broker with pending questions, memory and recovery)"),
         .value("connections", "N", help: "relay: client DEALER sockets (default 4); flows: AskCenter connections (default 1)"),
         .value("inflight", "N", default: "100", help: "round trips / flows in flight (closed loop)"),
         .value("rate", "R", help: "open loop: round trips / flows started per second (overrides --inflight)"),
@@ -31,8 +31,9 @@ struct LoadCommand: Command {
         .value("warmup", "DURATION", default: "1s", help: "load before the measured window, not counted"),
         .value("size", "BYTES", default: "100", help: "relay: message body size (at least 16)"),
         .value("echo-workers", "N", default: "2", help: "relay: echo workers (threads in this process)"),
-        .value("endpoints", "N", default: "100", help: "flows: logical children hosted by this process"),
-        .value("families", "N", help: "flows: families f1..fN (default min(endpoints, 100))"),
+        .value("endpoints", "N", help: "flows: logical children hosted by this process (default 100); pending: children claimed (default 100000)"),
+        .value("questions", "N", default: "1000000", help: "pending: questions to leave pending"),
+        .value("families", "N", help: "flows: families f1..fN (default min(endpoints, 100)); pending: default endpoints/2"),
         .value("guardians-per-family", "G", default: "1", help: "flows: guardians per family"),
         .value("parents", "N", default: "1", help: "flows: askrelay-parent processes"),
         .value("durability", "MODE", help: "broker journal: off, batch or strict (default: off for relay, batch for flows)"),
@@ -55,9 +56,10 @@ struct LoadCommand: Command {
     let broker: String?
     let reportDirectory: String?
     let sweep: SweepOptions?
+    let pendingOptions: PendingLoadOptions
 
     init(arguments: Arguments) throws {
-        mode = try arguments.choice("mode", ["relay", "flows"]) ?? "relay"
+        mode = try arguments.choice("mode", ["relay", "flows", "pending"]) ?? "relay"
         var options = RelayLoadOptions()
         let connections = try arguments.int("connections", in: 1...10_000)
         options.connections = connections ?? 4
@@ -70,9 +72,17 @@ struct LoadCommand: Command {
         options.sharedClientThread = try arguments.choice("client-threads", ["per-socket", "shared"]) == "shared"
         self.options = options
         var flows = FlowLoadOptions()
-        flows.endpoints = try arguments.int("endpoints", in: 1...1_000_000) ?? 100
+        let endpoints = try arguments.int("endpoints", in: 1...1_000_000)
+        let families = try arguments.int("families", in: 1...1_000_000)
+        var pending = PendingLoadOptions()
+        pending.endpoints = endpoints ?? 100_000
+        pending.families = families ?? max(1, pending.endpoints / 2)
+        pending.questions = try arguments.int("questions", in: 1...100_000_000) ?? 1_000_000
+        pending.window = try arguments.int("inflight", in: 1...1_000_000) ?? 2000
+        pendingOptions = pending
+        flows.endpoints = endpoints ?? 100
         flows.connections = connections ?? 1
-        flows.families = try arguments.int("families", in: 1...1_000_000) ?? min(flows.endpoints, 100)
+        flows.families = families ?? min(flows.endpoints, 100)
         flows.guardiansPerFamily = try arguments.int("guardians-per-family", in: 1...100) ?? 1
         flows.parents = try arguments.int("parents", in: 1...100) ?? 1
         flows.inflight = options.inflight
@@ -80,7 +90,7 @@ struct LoadCommand: Command {
         flows.durationSeconds = options.durationSeconds
         flows.warmupSeconds = options.warmupSeconds
         flowOptions = flows
-        durability = try arguments.choice("durability", ["off", "batch", "strict"]) ?? (mode == "flows" ? "batch" : "off")
+        durability = try arguments.choice("durability", ["off", "batch", "strict"]) ?? (mode == "relay" ? "off" : "batch")
         baseline = try arguments.choice("baseline", ["proxy"]) != nil
         broker = arguments.string("broker")
         reportDirectory = arguments.string("report-dir")
@@ -101,11 +111,13 @@ struct LoadCommand: Command {
     }
 
     func validate() throws {
-        let problems = mode == "flows" ? flowOptions.problems() : options.problems()
+        let problems = mode == "flows" ? flowOptions.problems() : mode == "pending" ? [] : options.problems()
         if let problem = problems.first { throw UsageError(problem) }
         if let problem = sweep?.problems().first { throw UsageError(problem) }
         if sweep != nil && baseline { throw UsageError("--baseline cannot be combined with --sweep") }
-        if mode == "flows" && baseline { throw UsageError("--baseline is for --mode relay") }
+        if mode != "relay" && baseline { throw UsageError("--baseline is for --mode relay") }
+        if mode == "pending" && sweep != nil { throw UsageError("--sweep is for --mode relay or flows") }
+        if mode == "pending" && pendingOptions.families > pendingOptions.endpoints { throw UsageError("--families must be at most --endpoints") }
     }
 
     func run() async throws -> Int32 {
@@ -118,7 +130,9 @@ struct LoadCommand: Command {
         defer { _ = signals }
         return try await onDedicatedThread(name: "load") {
             let lines: [String]
-            if command.mode == "flows" {
+            if command.mode == "pending" {
+                lines = try command.runPending()
+            } else if command.mode == "flows" {
                 lines = try command.runFlows()
             } else if command.sweep != nil {
                 lines = try command.runRelaySweep()
@@ -210,6 +224,41 @@ struct LoadCommand: Command {
         let report = LoadReport(
             mode: "relay", commandLine: commandLine, durability: broker == nil ? durability : "external", externalBroker: broker != nil,
             relayOptions: base, flowOptions: nil, flows: nil, sweep: result, throughputSamples: recorder.samples)
+        if let reportDirectory { try report.write(to: reportDirectory) }
+        return report.table
+    }
+
+    /// `--mode pending`: broker RSS per pending question, then kill -9, restart and time to `ready`.
+    func runPending() throws -> [String] {
+        let progress = ProgressPrinter()
+        let options = pendingOptions
+        let dataDirectory = NSTemporaryDirectory() + "askrelay-load-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+        let brokerExecutable = executableDirectory.appendingPathComponent("askrelay-broker")
+        let brokerArguments = ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability, "--log-level", "warning"]
+        var report = PendingLoadReport(commandLine: commandLine, durability: durability, options: options)
+        let first = try ServerProcess(executable: brokerExecutable, arguments: brokerArguments)
+        defer { first.stop() }
+        guard let endpoint = first.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
+            throw RelayLoadError("the broker's ready line names no endpoint: \(first.readyLine)")
+        }
+        let pid = first.process.processIdentifier
+        report.brokerRssStartKiB = PendingLoad.residentKiB(pid: pid)
+        let result = try PendingLoad.run(broker: endpoint, options: options, registered: {
+            report.brokerRssRegisteredKiB = PendingLoad.residentKiB(pid: pid)
+        }, progress: { progress.show("pending", $0) })
+        progress.finish()
+        report.fill = result
+        report.brokerRssFilledKiB = PendingLoad.residentKiB(pid: pid)
+        // kill -9, restart on the same data folder, time to the ready line.
+        kill(pid, SIGKILL)
+        first.stop()
+        let restartedAt = ContinuousClock.now
+        let second = try ServerProcess(executable: brokerExecutable, arguments: brokerArguments, timeout: .seconds(600))
+        defer { second.stop() }
+        let recovery = ContinuousClock.now - restartedAt
+        report.recoverySeconds = Double(recovery.components.seconds) + Double(recovery.components.attoseconds) / 1e18
+        report.brokerRssRecoveredKiB = PendingLoad.residentKiB(pid: second.process.processIdentifier)
         if let reportDirectory { try report.write(to: reportDirectory) }
         return report.table
     }

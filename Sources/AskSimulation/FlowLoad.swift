@@ -384,6 +384,8 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
     public let broker: String
     public let brokerProcess: ServerProcess?
     public private(set) var processes: [ServerProcess] = []
+    /// Name → pid of every process started (`broker`, `limits`, `parent-<n>`).
+    public private(set) var pids: [String: Int32] = [:]
     public let directory: String
 
     /// - Parameters:
@@ -429,6 +431,10 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
         self.broker = broker
         self.brokerProcess = brokerProcess
         processes = started
+        for (index, process) in started.enumerated() {
+            let offset = brokerProcess == nil ? index + 1 : index
+            pids[offset == 0 ? "broker" : offset == 1 ? "limits" : "parent-\(offset - 1)"] = process.process.processIdentifier
+        }
     }
 
     /// Stops every process (last started first) and removes the temporary folder. Safe to call more than once.

@@ -54,6 +54,8 @@ public struct LoadReport: Sendable, Codable {
     public var flows: FlowLoadResult?
     public var sweep: SweepResult?
     public var throughputSamples: [ThroughputSample]
+    /// Flows mode, single run: CPU µs (user + system) per completed flow of each process (`load` is this one).
+    public var cpuPerFlowUs: [String: Double]?
 
     public init(
         mode: String, commandLine: String, durability: String, externalBroker: Bool, relayOptions: RelayLoadOptions?,
@@ -106,6 +108,10 @@ public struct LoadReport: Sendable, Codable {
             }
             lines.append("started=\(flows.started) completed=\(flows.completed) errors=\(flows.errors) in_flight_at_end=\(flows.inFlightAtEnd)")
             for sample in flows.errorSamples.prefix(3) { lines.append("error: \(sample)") }
+            if let cpu = cpuPerFlowUs, !cpu.isEmpty {
+                lines.append("cpu µs/flow: " + cpu.sorted { $0.key < $1.key }.map { String(format: "%@ %.0f", $0.key, $0.value) }.joined(separator: ", ")
+                    + String(format: " (total %.0f)", cpu.values.reduce(0, +)))
+            }
             lines.append(String(format: "throughput=%.0f", flows.throughput))
         }
         return lines
@@ -299,5 +305,39 @@ enum LoadHTML {
         }
         if series.count <= 6 { svg += legend(series.map(\.0)) }
         return svg + "</svg>\n"
+    }
+}
+
+/// CPU time (user + system) of processes, from /proc/<pid>/stat, to express each one's CPU per completed flow.
+public struct ProcessCPU: Sendable {
+    /// User + system seconds of `pid` so far (nil if unreadable).
+    public static func seconds(pid: Int32) -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return nil }
+        // Fields after "(comm) ": state is field 3; utime and stime are fields 14 and 15.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        return (user + system) / ticks
+    }
+
+    /// Snapshots `processes` (name → pid) now; ``perUnit(after:units:)`` gives the CPU µs per unit since then.
+    public let before: [String: (pid: Int32, seconds: Double)]
+
+    public init(_ processes: [String: Int32]) {
+        var before: [String: (pid: Int32, seconds: Double)] = [:]
+        for (name, pid) in processes { if let seconds = Self.seconds(pid: pid) { before[name] = (pid, seconds) } }
+        self.before = before
+    }
+
+    /// CPU microseconds per unit of work of each process since the snapshot.
+    public func perUnit(units: Int) -> [String: Double] {
+        guard units > 0 else { return [:] }
+        var result: [String: Double] = [:]
+        for (name, entry) in before {
+            if let now = Self.seconds(pid: entry.pid) { result[name] = (now - entry.seconds) * 1e6 / Double(units) }
+        }
+        return result
     }
 }

@@ -271,6 +271,7 @@ struct LoadCommand: Command {
         defer { services.stop() }
         var single: FlowLoadResult?
         var sweepResult: SweepResult?
+        var cpuPerFlow: [String: Double]?
         if let sweep {
             sweepResult = try LoadSweep.run(sweep, step: { rate in
                 var options = base
@@ -286,15 +287,18 @@ struct LoadCommand: Command {
                 return step
             }, onStep: { progress.step($0) })
         } else {
+            let cpu = ProcessCPU(services.pids.merging(["load": getpid()]) { a, _ in a })
             single = try FlowLoad.run(broker: services.broker, options: base, progress: {
                 progress.show("flows", $0)
                 recorder.record("flows", $0)
             })
+            cpuPerFlow = cpu.perUnit(units: single?.completed ?? 0)
             progress.finish()
         }
-        let report = LoadReport(
+        var report = LoadReport(
             mode: "flows", commandLine: commandLine, durability: broker == nil ? durability : "external", externalBroker: broker != nil,
             relayOptions: nil, flowOptions: base, flows: single, sweep: sweepResult, throughputSamples: recorder.samples)
+        report.cpuPerFlowUs = cpuPerFlow
         if let reportDirectory { try report.write(to: reportDirectory) }
         return report.table
     }

@@ -100,6 +100,22 @@ struct FlowLoadTests {
         #expect(run.html.contains("<svg"))
     }
 
+    @Test("a relay sweep of two tiny steps writes its steps and knee")
+    func relaySweep() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let run = try load(
+            ["--mode", "relay", "--sweep", "--sweep-start", "200", "--sweep-steps", "2", "--max-p99", "1s",
+             "--connections", "1", "--echo-workers", "1", "--duration", "500ms", "--warmup", "0s"],
+            directory: directory)
+        #expect(run.exit == .exited(0))
+        let sweep = try #require(run.report["sweep"] as? [String: Any])
+        let steps = try #require(sweep["steps"] as? [[String: Any]])
+        #expect(steps.map { $0["target_rate"] as? Double ?? 0 } == [200, 300])
+        #expect(sweep["knee_rate"] as? Double == 300, "steps: \(steps)")
+        #expect(run.stdout.last == "throughput=\(String(format: "%.0f", (steps.last?["achieved_rate"] as? Double) ?? -1)) knee=300")
+    }
+
     @Test("bad flows usage exits 64")
     func badUsage() throws {
         let directory = TempDirectory()

@@ -179,7 +179,7 @@ public enum PendingLoad {
                     WireEncoder.heartbeat(into: &out)
                     try socket.send(out)
                 }
-                progress?(RelayLoadProgress(elapsedSeconds: Double(after - started) / 1e9, completed: pending, sent: asked, errors: refused, phase: "filling"))
+                progress?(RelayLoadProgress(elapsedSeconds: Double(after - started) / 1e9, completed: pending, sent: asked, errors: refused, phase: errorSamples.first.map { "filling (first refusal: \($0))" } ?? "filling"))
             }
         }
         let seconds = Double(monotonicNanoseconds() - started) / 1e9

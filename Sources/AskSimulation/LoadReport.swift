@@ -77,6 +77,7 @@ public struct LoadReport: Sendable, Codable {
     enum CodingKeys: String, CodingKey {
         case mode, commandLine = "command_line", cores, startedAt = "started_at", durability, externalBroker = "external_broker"
         case relayOptions = "relay_options", flowOptions = "flow_options", flows, sweep, throughputSamples = "throughput_samples"
+        case cpuPerFlowUs = "cpu_per_flow_us"
     }
 
     var unit: String { mode == "flows" ? "flows/s" : "rt/s" }

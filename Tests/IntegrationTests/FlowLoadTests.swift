@@ -25,6 +25,8 @@ struct FlowLoadTests {
             arguments: ["load"] + flags + ["--report-dir", reportDirectory],
             logPath: directory.path + "/askrelay.log"
         )
+        // The last stdout line is read by then (stdout is read on another thread than the exit is seen on).
+        _ = try? askrelay.waitForLine(prefix: "throughput=", timeout: .seconds(60))
         let exit = try askrelay.waitForExit(timeout: .seconds(60))
         let log = String(decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(), as: UTF8.self)
         let data = try #require(
@@ -71,6 +73,8 @@ struct FlowLoadTests {
         let ask = (flows["ask_to_presented"] as? [String: Any])?["p50_us"] as? Double ?? 0
         #expect(endToEnd >= ask)
         #expect(!(run.report["throughput_samples"] as? [Any] ?? []).isEmpty)
+        let cpu = run.report["cpu_per_flow_us"] as? [String: Double] ?? [:]
+        #expect(Set(cpu.keys) == ["broker", "limits", "parent-1", "parent-2", "load"], "cpu: \(cpu)")
         #expect(run.stdout.last?.hasPrefix("throughput=") == true, "stdout: \(run.stdout)")
         #expect(run.html.contains("<svg"))
     }

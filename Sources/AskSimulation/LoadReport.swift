@@ -186,7 +186,42 @@ enum LoadHTML {
         }
         html += "<h2>Throughput over time (\(unit), per-second samples)</h2>\n" + timeChart(samples, unit: unit)
         html += "</body></html>\n"
-        return html
+        return quoteAttributes(html)
+    }
+
+    /// Puts double quotes around unquoted attribute values inside tags (`x=1.0` → `x="1.0"`, `w=2/>` → `w="2"/>`),
+    /// so the SVG is also well-formed XML and a value before `/>` does not swallow the slash.
+    static func quoteAttributes(_ html: String) -> String {
+        var out = ""
+        out.reserveCapacity(html.utf8.count + html.utf8.count / 4)
+        var inTag = false, inQuote = false, inValue = false
+        let characters = Array(html)
+        for (index, character) in characters.enumerated() {
+            if inValue {
+                let next = index + 1 < characters.count ? characters[index + 1] : " "
+                if character == " " || character == ">" || (character == "/" && next == ">") {
+                    out.append("\"")
+                    inValue = false
+                    if character == ">" { inTag = false }
+                }
+                out.append(character)
+                continue
+            }
+            out.append(character)
+            if !inTag {
+                if character == "<" { inTag = true }
+            } else if inQuote {
+                if character == "\"" { inQuote = false }
+            } else if character == "\"" {
+                inQuote = true
+            } else if character == ">" {
+                inTag = false
+            } else if character == "=", index + 1 < characters.count, characters[index + 1] != "\"" {
+                out.append("\"")
+                inValue = true
+            }
+        }
+        return out
     }
 
     static let width = 760.0, height = 300.0, left = 70.0, right = 20.0, top = 20.0, bottom = 40.0

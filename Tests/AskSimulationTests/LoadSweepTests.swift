@@ -70,3 +70,12 @@ struct LoadSweepTests {
         #expect(recorder.samples.map(\.perSecond) == [100, 200, 100])
     }
 }
+
+@Suite("load.html markup")
+struct LoadHTMLTests {
+    @Test("unquoted attribute values get quotes; quoted ones and text stay as they are")
+    func quoting() {
+        #expect(LoadHTML.quoteAttributes(#"<svg width=760.0 a="x=1"><line x1=70.0 y1=2/><text x=3>p=1 </text></svg>"#)
+            == #"<svg width="760.0" a="x=1"><line x1="70.0" y1="2"/><text x="3">p=1 </text></svg>"#)
+    }
+}

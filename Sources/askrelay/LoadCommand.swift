@@ -116,6 +116,7 @@ struct LoadCommand: Command {
         if let problem = sweep?.problems().first { throw UsageError(problem) }
         if sweep != nil && baseline { throw UsageError("--baseline cannot be combined with --sweep") }
         if mode != "relay" && baseline { throw UsageError("--baseline is for --mode relay") }
+        if mode == "pending" && broker != nil { throw UsageError("--mode pending kills and restarts the broker it starts; --broker is not supported") }
         if mode == "pending" && sweep != nil { throw UsageError("--sweep is for --mode relay or flows") }
         if mode == "pending" && pendingOptions.families > pendingOptions.endpoints { throw UsageError("--families must be at most --endpoints") }
     }

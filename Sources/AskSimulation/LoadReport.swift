@@ -308,7 +308,7 @@ enum LoadHTML {
             svg += "<text x=\(x(step.targetRate)) y=\(height - bottom + 16) text-anchor=middle>\(format(step.targetRate.rounded()))</text>"
         }
         if let knee = sweep.kneeRate {
-            svg += "<line x1=\(x(knee)) y1=\(top) x2=\(x(knee)) y2=\(height - bottom) stroke=\"#2e9d5b\" stroke-dasharray=\"2 2\"/><text x=\(x(knee) + 4) y=\(top + 12)>knee</text>"
+            svg += "<line x1=\(x(knee)) y1=\(top) x2=\(x(knee)) y2=\(height - bottom) stroke=\"#2e9d5b\" stroke-dasharray=\"2 2\"/><text x=\(x(knee) - 4) y=\(top + 12) text-anchor=end>knee</text>"
         }
         svg += legend(["p50", "p99", "max"])
         return svg + "</svg>\n"
@@ -332,8 +332,9 @@ enum LoadHTML {
         var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\(width) height=\(height) viewBox=\"0 0 \(width) \(height)\">"
         for tick in 0...4 {
             let v = maxV * Double(tick) / 4
-            svg += "<line x1=\(left) y1=\(y(v)) x2=\(width - right) y2=\(y(v)) stroke=\"#eee\"/><text x=\(left - 6) y=\(y(v) + 4) text-anchor=end>\(format(v.rounded()))</text>"
+            svg += "<line x1=\(left) y1=\(y(v)) x2=\(width - right) y2=\(y(v)) stroke=\"#eee\"/><text x=\(left - 6) y=\(y(v) + 4) text-anchor=end>\(maxV < 10 ? String(format: "%.1f", v) : format(v.rounded()))</text>"
         }
+        if samples.isEmpty { svg += "<text x=\(left + 10) y=\(top + 20)>no samples (runs shorter than a second)</text>" }
         svg += "<text x=\(width - right) y=\(height - bottom + 16) text-anchor=end>\(String(format: "%.0f", maxT)) s</text><text x=\(left) y=\(height - bottom + 16)>0 s</text>"
         for (index, entry) in series.enumerated() where !entry.1.isEmpty {
             let points = entry.1.map { "\(x($0.0)),\(y($0.1))" }.joined(separator: " ")

@@ -17,6 +17,8 @@ struct LoadCommand: Command {
         --mode flows: --endpoints children hosted here (AskCenter over --connections sockets) run complete flows
         (ask -> askrelay-limits presents -> send -> askrelay-parent guardians approve -> response) against processes
         it starts (broker, limits, --parents parents) and stops at the end.
+        --mode pending: a lean raw generator fills the broker with --questions pending questions from --endpoints
+        children, reports the broker's RSS per pending question, then kill -9s it and times the restart to 'ready'.
         --sweep: open-loop steps from --sweep-start, x --sweep-factor each, until p99 > --max-p99, errors, or
         less than 90% of the target rate is achieved; reports the knee (highest sustainable rate).
         Stdout: a table; its last line starts with 'throughput='. Progress on stderr once a second.
@@ -25,7 +27,7 @@ struct LoadCommand: Command {
     static let options: [OptionSpec] = [
         .value("mode", "MODE", default: "relay", help: "relay (echo round trips), flows (complete ask flows) or pending (fill the broker with pending questions, memory and recovery)"),
         .value("connections", "N", help: "relay: client DEALER sockets (default 4); flows: AskCenter connections (default 1)"),
-        .value("inflight", "N", default: "100", help: "round trips / flows in flight (closed loop)"),
+        .value("inflight", "N", default: "100", help: "round trips / flows in flight (closed loop); pending: asks in flight"),
         .value("rate", "R", help: "open loop: round trips / flows started per second (overrides --inflight)"),
         .value("duration", "DURATION", default: "5s", help: "measured window (per step with --sweep)"),
         .value("warmup", "DURATION", default: "1s", help: "load before the measured window, not counted"),

@@ -16,6 +16,8 @@ public struct RelayLoadReport: Sendable, Codable {
     public var ratio: Double?
     /// ours ÷ baseline p50 latency.
     public var p50Ratio: Double?
+    /// Completions per second, sampled once a second during each run.
+    public var throughputSamples: [ThroughputSample]?
 
     public init(commandLine: String, durability: String, externalBroker: Bool, options: RelayLoadOptions, ours: RelayLoadResult, baseline: RelayLoadResult?) {
         self.commandLine = commandLine
@@ -33,6 +35,7 @@ public struct RelayLoadReport: Sendable, Codable {
     enum CodingKeys: String, CodingKey {
         case mode, commandLine = "command_line", cores, startedAt = "started_at", durability
         case externalBroker = "external_broker", options, ours, baseline, ratio, p50Ratio = "p50_ratio"
+        case throughputSamples = "throughput_samples"
     }
 
     /// The table printed on stdout; its last line is `throughput=<ours> baseline=<proxy> ratio=<ours/proxy>`.

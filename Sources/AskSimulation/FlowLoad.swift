@@ -1,0 +1,448 @@
+import AskAgents
+import AskLogging
+import AskProtocol
+import Dispatch
+import Foundation
+import Synchronization
+import ZeroMQ
+
+/// The workload of `askrelay load --mode flows`: complete ask flows by children hosted in this process.
+public struct FlowLoadOptions: Sendable, Codable, Equatable {
+    /// Logical children (`child/c<f>-<k>`), hosted by ``AskCenter``s of this process.
+    public var endpoints = 100
+    /// Broker connections (one ``AskCenter`` each); children are dealt round-robin.
+    public var connections = 1
+    /// Families `f1`...`fN`; child `i` (0-based) is in family `f<i mod N + 1>`. Default: min(endpoints, 100).
+    public var families = 100
+    /// Guardians per family, split over ``parents`` processes.
+    public var guardiansPerFamily = 1
+    /// `askrelay-parent` processes; family `f` is hosted by process `(f - 1) mod parents + 1`.
+    public var parents = 1
+    /// Flows in flight over all children (closed loop).
+    public var inflight = 100
+    /// Open loop: flows started per second; overrides `inflight` when set.
+    public var rate: Double?
+    public var durationSeconds: Double = 5
+    public var warmupSeconds: Double = 1
+    /// After the measured window, how long to wait for flows still in flight.
+    public var drainSeconds: Double = 2
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case endpoints, connections, families, guardiansPerFamily = "guardians_per_family", parents, inflight, rate
+        case durationSeconds = "duration_s", warmupSeconds = "warmup_s", drainSeconds = "drain_s"
+    }
+
+    public var isOpenLoop: Bool { rate != nil }
+
+    public func problems() -> [String] {
+        var problems: [String] = []
+        if endpoints < 1 { problems.append("--endpoints must be at least 1") }
+        if connections < 1 || connections > endpoints { problems.append("--connections must be between 1 and --endpoints") }
+        if families < 1 || families > endpoints { problems.append("--families must be between 1 and --endpoints") }
+        if guardiansPerFamily < 1 { problems.append("--guardians-per-family must be at least 1") }
+        if parents < 1 || parents > families { problems.append("--parents must be between 1 and --families") }
+        if inflight < 1 { problems.append("--inflight must be at least 1") }
+        if let rate, !(rate > 0 && rate.isFinite) { problems.append("--rate must be a positive number") }
+        if !(durationSeconds > 0) { problems.append("--duration must be positive") }
+        if warmupSeconds < 0 { problems.append("--warmup must not be negative") }
+        return problems
+    }
+
+    /// The hosted children, in order.
+    public var children: [ChildIdentity] {
+        (0..<endpoints).map { index in
+            let family = index % families + 1
+            return ChildIdentity(id: "c\(family)-\(index / families + 1)", family: "f\(family)")
+        }
+    }
+
+    /// The guardian roster of parent process `process` (1-based): `{id, family}` entries.
+    public func roster(process: Int) -> [(id: String, family: String)] {
+        var entries: [(id: String, family: String)] = []
+        for family in stride(from: process, through: families, by: parents) {
+            for guardian in 1...guardiansPerFamily { entries.append(("g\(family)-\(guardian)", "f\(family)")) }
+        }
+        return entries
+    }
+}
+
+/// The figures of one flows run.
+public struct FlowLoadResult: Sendable, Codable, Equatable {
+    /// `closed` (fixed in flight) or `open` (fixed start rate, latency from the intended start time).
+    public var loop: String
+    /// Flows started (warm-up, measured window).
+    public var started: Int
+    /// Flows whose response reached the child.
+    public var completed: Int
+    /// Flows that failed (ask refused or failed, send refused, unexpected response); the first few in `errorSamples`.
+    public var errors: Int
+    /// Flows neither completed nor failed when the run ended (after the drain).
+    public var inFlightAtEnd: Int
+    /// Completions inside the measured window.
+    public var measuredCompleted: Int
+    public var measuredSeconds: Double
+    /// Flows completed per second inside the measured window.
+    public var throughput: Double
+    /// ask() call → send sheet presented (limits admitted), flows started in the window.
+    public var askToPresented: LatencySummary
+    /// send() call → response surfaced to the child.
+    public var sendToResponse: LatencySummary
+    /// Intended start (open loop) or start (closed loop) → response surfaced.
+    public var endToEnd: LatencySummary
+    public var errorSamples: [String]
+
+    enum CodingKeys: String, CodingKey {
+        case loop, started, completed, errors, inFlightAtEnd = "in_flight_at_end", measuredCompleted = "measured_completed"
+        case measuredSeconds = "measured_s", throughput = "throughput_flows_s", askToPresented = "ask_to_presented"
+        case sendToResponse = "send_to_response", endToEnd = "end_to_end", errorSamples = "error_samples"
+    }
+}
+
+/// Runs ask flows through a running broker, limits worker and parent processes.
+///
+/// Children live in ``AskCenter``s of this process. A flow: `ask` (one-person communication question) → the limits
+/// worker presents it → `send` → the family's guardians answer → the response is surfaced to the child.
+public enum FlowLoad {
+    /// The person every flow asks about (the same one, so the limits worker's known handles stay small).
+    static let handle = CommunicationHandle(value: "+1 415 555 0100", kind: .phoneNumber)
+
+    /// Runs one measurement against `broker`. Blocking: call it on a dedicated thread.
+    /// - Parameter progress: called about once a second from the calling thread.
+    public static func run(
+        broker: String, options: FlowLoadOptions, context: Context? = nil,
+        progress: ((RelayLoadProgress) -> Void)? = nil
+    ) throws -> FlowLoadResult {
+        if let problem = options.problems().first { throw RelayLoadError(problem) }
+        let context = try context ?? Context()
+        let logger = Logger(label: "load", level: .warning)
+        let children = options.children
+        var centerOptions = AskCenter.Options()
+        centerOptions.workerName = "askrelay-load[\(getpid())]"
+        centerOptions.askTimeout = .seconds(30)
+        centerOptions.sheetTimeout = .seconds(30)
+        var centers: [AskCenter] = []
+        for connection in 0..<options.connections {
+            let mine = children.enumerated().filter { $0.offset % options.connections == connection }.map(\.element)
+            centers.append(try AskCenter(broker: broker, children: mine, stateDirectory: nil, logger: logger, context: context, options: centerOptions))
+        }
+        let sessions = children.enumerated().map { centers[$0.offset % options.connections].child($0.element.id) }
+        let tracker = FlowTracker()
+        defer {
+            tracker.cancelAll()
+            let stopCenters = centers
+            blocking { for center in stopCenters { await center.stop() } }
+        }
+        let allCenters = centers
+        let registered = blocking { () async -> Bool in
+            for center in allCenters where !(await center.waitUntilRegistered(timeout: .seconds(15))) { return false }
+            return true
+        }
+        guard registered else { throw RelayLoadError("the ask centers did not register with the broker within 15 s") }
+        // One consumer per center surfaces responses to the flows waiting for them.
+        for center in centers {
+            let stream = center.responses(for: CommunicationTopic.self)
+            Task.detached {
+                for await response in stream {
+                    tracker.respond(response.response.question.id, choice: response.response.choice, at: monotonicNanoseconds())
+                }
+            }
+        }
+
+        let start = monotonicNanoseconds() + 10_000_000
+        let measureStart = start + UInt64(options.warmupSeconds * 1e9)
+        let measureEnd = measureStart + UInt64(options.durationSeconds * 1e9)
+        let drainEnd = measureEnd + UInt64(options.drainSeconds * 1e9)
+        let window = FlowWindow(measureStart: measureStart, measureEnd: measureEnd)
+        let stats = FlowStats()
+        let pacer = DispatchSemaphore(value: 0)
+        var lastProgress = start
+        func report(_ now: UInt64) {
+            guard now &- lastProgress >= 1_000_000_000 else { return }
+            lastProgress = now
+            let phase = now < measureStart ? "warm-up" : now < measureEnd ? "measuring" : "draining"
+            progress?(RelayLoadProgress(
+                elapsedSeconds: Double(now &- start) / 1e9, completed: stats.completed.load(ordering: .relaxed),
+                sent: stats.started.load(ordering: .relaxed), errors: stats.errors.load(ordering: .relaxed), phase: phase))
+        }
+        while monotonicNanoseconds() < start { _ = pacer.wait(timeout: .now() + .milliseconds(1)) }
+
+        if let rate = options.rate {
+            // Open loop: every flow starts at its intended time (late starts keep their intended stamp).
+            let interval = 1e9 / rate
+            var number: UInt64 = 0
+            while true {
+                let due = start + UInt64(Double(number) * interval)
+                guard due < measureEnd else { break }
+                let now = monotonicNanoseconds()
+                if due > now {
+                    report(now)
+                    _ = pacer.wait(timeout: DispatchTime(uptimeNanoseconds: min(due, now + 100_000_000)))
+                    continue
+                }
+                let session = sessions[Int(number % UInt64(sessions.count))]
+                number += 1
+                stats.started.add(1, ordering: .relaxed)
+                Task.detached { await runFlow(session, intended: due, tracker: tracker, window: window, stats: stats) }
+            }
+        } else {
+            // Closed loop: `inflight` loops, each starting its next flow when the previous one ends.
+            for loop in 0..<options.inflight {
+                Task.detached {
+                    var turn = 0
+                    while true {
+                        let now = monotonicNanoseconds()
+                        guard now < measureEnd else { break }
+                        let session = sessions[(loop + turn * options.inflight) % sessions.count]
+                        turn += 1
+                        stats.started.add(1, ordering: .relaxed)
+                        guard await runFlow(session, intended: now, tracker: tracker, window: window, stats: stats) else { break }
+                    }
+                }
+            }
+            while monotonicNanoseconds() < measureEnd {
+                report(monotonicNanoseconds())
+                _ = pacer.wait(timeout: .now() + .milliseconds(100))
+            }
+        }
+        // Drain: wait for the flows still in flight.
+        while true {
+            let now = monotonicNanoseconds()
+            report(now)
+            let open = stats.started.load(ordering: .relaxed) - stats.completed.load(ordering: .relaxed) - stats.errors.load(ordering: .relaxed)
+            if open <= 0 || now >= drainEnd { break }
+            _ = pacer.wait(timeout: .now() + .milliseconds(10))
+        }
+        let totals = stats.snapshot()
+        let started = stats.started.load(ordering: .relaxed)
+        let completed = stats.completed.load(ordering: .relaxed)
+        let errors = stats.errors.load(ordering: .relaxed)
+        return FlowLoadResult(
+            loop: options.isOpenLoop ? "open" : "closed", started: started, completed: completed, errors: errors,
+            inFlightAtEnd: started - completed - errors, measuredCompleted: totals.measuredCompleted,
+            measuredSeconds: options.durationSeconds, throughput: Double(totals.measuredCompleted) / options.durationSeconds,
+            askToPresented: totals.ask.summary, sendToResponse: totals.send.summary, endToEnd: totals.endToEnd.summary,
+            errorSamples: totals.errorSamples)
+    }
+
+    /// One flow; returns `false` when the run is over (the tracker was cancelled).
+    @discardableResult
+    static func runFlow(_ child: ChildSession, intended: UInt64, tracker: FlowTracker, window: FlowWindow, stats: FlowStats) async -> Bool {
+        let question = PermissionQuestion<CommunicationTopic>(handle: FlowLoad.handle)
+        let id = question.id
+        let askStart = monotonicNanoseconds()
+        do {
+            try await child.ask(question)
+        } catch {
+            if tracker.isCancelled { return false }
+            stats.fail("ask \(child.id): \(error)")
+            return true
+        }
+        let presented = monotonicNanoseconds()
+        tracker.expect(id)
+        do {
+            try await child.send(id)
+        } catch {
+            if tracker.isCancelled { return false }
+            tracker.forget(id)
+            stats.fail("send \(child.id): \(error)")
+            return true
+        }
+        guard let (answered, choice) = await tracker.wait(for: id) else { return false }
+        if choice.id != PermissionChoice.approve.id {
+            stats.fail("response \(child.id): choice \(choice.id), expected approve")
+            return true
+        }
+        stats.complete(
+            intended: intended, askStart: askStart, presented: presented, sendStart: presented, answered: answered, window: window)
+        return true
+    }
+}
+
+/// The measured window of a run, in monotonic nanoseconds.
+struct FlowWindow: Sendable {
+    var measureStart: UInt64
+    var measureEnd: UInt64
+}
+
+/// Counters and histograms shared by every flow of a run.
+final class FlowStats: Sendable {
+    struct Totals: Sendable {
+        var measuredCompleted = 0
+        var ask = LatencyHistogram()
+        var send = LatencyHistogram()
+        var endToEnd = LatencyHistogram()
+        var errorSamples: [String] = []
+    }
+
+    let started = Atomic<Int>(0)
+    let completed = Atomic<Int>(0)
+    let errors = Atomic<Int>(0)
+    private let totals = Mutex(Totals())
+
+    func fail(_ message: String) {
+        totals.withLock { if $0.errorSamples.count < 10 { $0.errorSamples.append(message) } }
+        errors.add(1, ordering: .relaxed)
+    }
+
+    func complete(intended: UInt64, askStart: UInt64, presented: UInt64, sendStart: UInt64, answered: UInt64, window: FlowWindow) {
+        totals.withLock { totals in
+            if intended >= window.measureStart && intended < window.measureEnd {
+                totals.ask.record(presented &- askStart)
+                totals.send.record(answered >= sendStart ? answered - sendStart : 0)
+                totals.endToEnd.record(answered >= intended ? answered - intended : 0)
+            }
+            if answered >= window.measureStart && answered < window.measureEnd { totals.measuredCompleted += 1 }
+        }
+        completed.add(1, ordering: .relaxed)
+    }
+
+    func snapshot() -> Totals { totals.withLock { $0 } }
+}
+
+/// Matches surfaced responses to the flows waiting for them (a response may come before its flow waits).
+final class FlowTracker: Sendable {
+    typealias Waiter = CheckedContinuation<(UInt64, PermissionChoice)?, Never>
+    enum Entry {
+        case expected
+        case waiting(Waiter)
+        case answered(UInt64, PermissionChoice)
+    }
+
+    private let state = Mutex<(entries: [UUID: Entry], cancelled: Bool)>(([:], false))
+
+    var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    func expect(_ id: UUID) { state.withLock { _ = $0.entries[id] = .expected } }
+    func forget(_ id: UUID) { state.withLock { _ = $0.entries.removeValue(forKey: id) } }
+
+    func respond(_ id: UUID, choice: PermissionChoice, at time: UInt64) {
+        let waiter: Waiter? = state.withLock { state in
+            switch state.entries[id] {
+            case .waiting(let waiter):
+                state.entries.removeValue(forKey: id)
+                return waiter
+            case .expected, nil:
+                // nil: the send's ACK has not been seen yet by the flow (or the flow is unknown): keep it for later.
+                state.entries[id] = .answered(time, choice)
+                return nil
+            case .answered:
+                return nil
+            }
+        }
+        waiter?.resume(returning: (time, choice))
+    }
+
+    func wait(for id: UUID) async -> (UInt64, PermissionChoice)? {
+        await withCheckedContinuation { (continuation: Waiter) in
+            let ready: (UInt64, PermissionChoice)?? = state.withLock { state in
+                if state.cancelled { return .some(nil) }
+                if case .answered(let time, let choice) = state.entries[id] {
+                    state.entries.removeValue(forKey: id)
+                    return .some((time, choice))
+                }
+                state.entries[id] = .waiting(continuation)
+                return .none
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// Ends every wait with `nil` (the run is over).
+    func cancelAll() {
+        let waiters: [Waiter] = state.withLock { state in
+            state.cancelled = true
+            let waiters = state.entries.values.compactMap { entry -> Waiter? in
+                if case .waiting(let waiter) = entry { return waiter }
+                return nil
+            }
+            state.entries.removeAll()
+            return waiters
+        }
+        for waiter in waiters { waiter.resume(returning: nil) }
+    }
+}
+
+/// Runs `body` on the cooperative pool and blocks the calling (dedicated) thread until it returns.
+func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+    let done = DispatchSemaphore(value: 0)
+    let result = Mutex<T?>(nil)
+    Task.detached {
+        let value = await body()
+        result.withLock { $0 = value }
+        done.signal()
+    }
+    done.wait()
+    return result.withLock { $0! }
+}
+
+/// The processes a flows run needs: the broker (unless one is given), one `askrelay-limits` and the
+/// `askrelay-parent`s (policy approve, think fixed:0ms), each started and waited for (its `ready` line) in that
+/// order, and all stopped by ``stop()`` (SIGTERM, then SIGKILL after 5 s), which the deinit also calls.
+public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by the one thread that runs the benchmark.
+    public let broker: String
+    public let brokerProcess: ServerProcess?
+    public private(set) var processes: [ServerProcess] = []
+    /// Name → pid of every process started (`broker`, `limits`, `parent-<n>`).
+    public private(set) var pids: [String: Int32] = [:]
+    public let directory: String
+
+    /// - Parameters:
+    ///   - executables: the folder of askrelay-broker, askrelay-limits and askrelay-parent.
+    ///   - externalBroker: use this broker instead of starting one.
+    public init(executables: URL, options: FlowLoadOptions, durability: String, externalBroker: String?, logLevel: String = "warning") throws {
+        let directory = NSTemporaryDirectory() + "askrelay-load-" + UUID().uuidString
+        self.directory = directory
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var started: [ServerProcess] = []
+        var brokerProcess: ServerProcess?
+        let broker: String
+        do {
+            if let externalBroker {
+                broker = externalBroker
+            } else {
+                let server = try ServerProcess(
+                    executable: executables.appendingPathComponent("askrelay-broker"),
+                    arguments: ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory + "/broker", "--durability", durability, "--log-level", logLevel])
+                started.append(server)
+                brokerProcess = server
+                guard let endpoint = server.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
+                    throw RelayLoadError("the broker's ready line names no endpoint: \(server.readyLine)")
+                }
+                broker = endpoint
+            }
+            started.append(try ServerProcess(
+                executable: executables.appendingPathComponent("askrelay-limits"),
+                arguments: ["--broker", broker, "--id", "load-1", "--data-dir", directory + "/limits", "--reset", "--log-level", logLevel]))
+            for process in 1...options.parents {
+                let roster = options.roster(process: process).map { ["id": $0.id, "family": $0.family] }
+                let path = directory + "/roster-\(process).json"
+                try JSONSerialization.data(withJSONObject: roster).write(to: URL(fileURLWithPath: path))
+                started.append(try ServerProcess(
+                    executable: executables.appendingPathComponent("askrelay-parent"),
+                    arguments: ["--broker", broker, "--roster", path, "--policy", "approve", "--think", "fixed:0ms", "--log-level", logLevel]))
+            }
+        } catch {
+            for process in started.reversed() { process.stop() }
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
+        self.broker = broker
+        self.brokerProcess = brokerProcess
+        processes = started
+        for (index, process) in started.enumerated() {
+            let offset = brokerProcess == nil ? index + 1 : index
+            pids[offset == 0 ? "broker" : offset == 1 ? "limits" : "parent-\(offset - 1)"] = process.process.processIdentifier
+        }
+    }
+
+    /// Stops every process (last started first) and removes the temporary folder. Safe to call more than once.
+    public func stop() {
+        for process in processes.reversed() { process.stop() }
+        processes.removeAll()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    deinit { stop() }
+}

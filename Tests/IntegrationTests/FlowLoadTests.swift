@@ -1,0 +1,134 @@
+import AskSimulation
+import AskTestSupport
+import Foundation
+import Testing
+
+/// `askrelay load --mode flows` and `--sweep` end to end: the real askrelay executable starts the real broker,
+/// limits and parent processes and drives complete ask flows through them.
+@Suite("askrelay load flows end to end", .timeLimit(.minutes(2)), .serialized)
+struct FlowLoadTests {
+    struct Run {
+        var exit: ProcessExitStatus
+        var report: [String: Any]
+        var html: String
+        var stdout: [String]
+    }
+
+    /// Runs `askrelay load <flags> --report-dir <tmp>`; returns its exit, load.json, load.html and stdout.
+    func load(_ flags: [String], directory: TempDirectory) throws -> Run {
+        let reportDirectory = directory.path + "/report"
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let askrelay = try supervisor.start(
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: ["load"] + flags + ["--report-dir", reportDirectory],
+            logPath: directory.path + "/askrelay.log"
+        )
+        // The last stdout line is read by then (stdout is read on another thread than the exit is seen on).
+        _ = try? askrelay.waitForLine(prefix: "throughput=", timeout: .seconds(60))
+        let exit = try askrelay.waitForExit(timeout: .seconds(60))
+        let log = String(decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(), as: UTF8.self)
+        let data = try #require(
+            FileManager.default.contents(atPath: reportDirectory + "/load.json"), "no load.json; askrelay \(exit); stderr:\n\(log.suffix(3000))")
+        let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let html = String(decoding: FileManager.default.contents(atPath: reportDirectory + "/load.html") ?? Data(), as: UTF8.self)
+        return Run(exit: exit, report: report, html: html, stdout: askrelay.lines)
+    }
+
+    func percentilesOrdered(_ latency: [String: Any]?) -> Bool {
+        guard let latency else { return false }
+        let values = ["min_us", "p50_us", "p90_us", "p99_us", "p99_9_us", "max_us"].map { latency[$0] as? Double ?? -1 }
+        return values.allSatisfy { $0 >= 0 } && zip(values, values.dropFirst()).allSatisfy { $0 <= $1 }
+    }
+
+    @Test("a short closed-loop flows run: figures present and sane, HTML with SVG charts")
+    func shortFlows() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let run = try load(
+            ["--mode", "flows", "--endpoints", "40", "--families", "10", "--guardians-per-family", "2", "--parents", "2",
+             "--connections", "2", "--inflight", "8", "--duration", "1500ms", "--warmup", "250ms"],
+            directory: directory)
+        #expect(run.exit == .exited(0))
+        #expect(run.report["mode"] as? String == "flows")
+        #expect(run.report["durability"] as? String == "batch")
+        #expect((run.report["cores"] as? Int ?? 0) >= 1)
+        #expect((run.report["command_line"] as? String ?? "").contains("--mode flows"))
+        let flows = try #require(run.report["flows"] as? [String: Any])
+        let started = flows["started"] as? Int ?? -1
+        let completed = flows["completed"] as? Int ?? -1
+        let inFlight = flows["in_flight_at_end"] as? Int ?? -1
+        #expect((flows["throughput_flows_s"] as? Double ?? 0) > 0)
+        #expect(completed > 0)
+        #expect(flows["errors"] as? Int == 0, "errors: \(flows["error_samples"] ?? "")")
+        #expect(completed == started - inFlight)
+        for stage in ["ask_to_presented", "send_to_response", "end_to_end"] {
+            let latency = flows[stage] as? [String: Any]
+            #expect(percentilesOrdered(latency), "\(stage): \(latency ?? [:])")
+            #expect((latency?["count"] as? Int ?? 0) > 0)
+        }
+        // End to end covers both stages.
+        let endToEnd = (flows["end_to_end"] as? [String: Any])?["p50_us"] as? Double ?? 0
+        let ask = (flows["ask_to_presented"] as? [String: Any])?["p50_us"] as? Double ?? 0
+        #expect(endToEnd >= ask)
+        #expect(!(run.report["throughput_samples"] as? [Any] ?? []).isEmpty)
+        let cpu = run.report["cpu_per_flow_us"] as? [String: Double] ?? [:]
+        #expect(Set(cpu.keys) == ["broker", "limits", "parent-1", "parent-2", "load"], "cpu: \(cpu)")
+        #expect(run.stdout.last?.hasPrefix("throughput=") == true, "stdout: \(run.stdout)")
+        #expect(run.html.contains("<svg"))
+    }
+
+    @Test("a short open-loop sweep gives ordered steps, a knee and a latency-against-rate chart")
+    func shortSweep() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let run = try load(
+            ["--mode", "flows", "--sweep", "--sweep-start", "20", "--sweep-factor", "2", "--sweep-steps", "3",
+             "--max-p99", "2s", "--endpoints", "10", "--families", "5", "--duration", "700ms", "--warmup", "0s"],
+            directory: directory)
+        #expect(run.exit == .exited(0))
+        let sweep = try #require(run.report["sweep"] as? [String: Any])
+        let steps = try #require(sweep["steps"] as? [[String: Any]])
+        #expect(!steps.isEmpty && steps.count <= 3)
+        let rates = steps.map { $0["target_rate"] as? Double ?? 0 }
+        #expect(zip(rates, rates.dropFirst()).allSatisfy { $0 < $1 }, "rates \(rates)")
+        // Steps continue only while sustainable: every step but the last is ok.
+        #expect(steps.dropLast().allSatisfy { $0["ok"] as? Bool == true })
+        let knee = try #require(sweep["knee_rate"] as? Double, "no knee: \(steps)")
+        #expect(rates.contains(knee))
+        #expect(steps.allSatisfy { ($0["flows"] as? [String: Any]) != nil })
+        #expect(run.stdout.last?.hasPrefix("throughput=") == true)
+        #expect(run.stdout.last?.contains("knee=") == true)
+        #expect(run.html.contains("Latency against rate"))
+        #expect(run.html.contains("<svg"))
+    }
+
+    @Test("a relay sweep of two tiny steps writes its steps and knee")
+    func relaySweep() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let run = try load(
+            ["--mode", "relay", "--sweep", "--sweep-start", "200", "--sweep-steps", "2", "--max-p99", "1s",
+             "--connections", "1", "--echo-workers", "1", "--duration", "500ms", "--warmup", "0s"],
+            directory: directory)
+        #expect(run.exit == .exited(0))
+        let sweep = try #require(run.report["sweep"] as? [String: Any])
+        let steps = try #require(sweep["steps"] as? [[String: Any]])
+        #expect(steps.map { $0["target_rate"] as? Double ?? 0 } == [200, 300])
+        #expect(sweep["knee_rate"] as? Double == 300, "steps: \(steps)")
+        #expect(run.stdout.last == "throughput=\(String(format: "%.0f", (steps.last?["achieved_rate"] as? Double) ?? -1)) knee=300")
+    }
+
+    @Test("bad flows usage exits 64")
+    func badUsage() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let askrelay = try supervisor.start(
+            name: "askrelay", executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: ["load", "--mode", "flows", "--endpoints", "2", "--families", "5"], logPath: directory.path + "/askrelay.log")
+        #expect(try askrelay.waitForExit(timeout: .seconds(20)) == .exited(64))
+    }
+}

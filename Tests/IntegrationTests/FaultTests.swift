@@ -36,8 +36,8 @@ enum FaultSupport {
     }
 
     /// Runs `askrelay simulate` with `scenario`; `whileRunning` gets the `running: ...` pids once every process is
-    /// ready and runs while the simulation plays. - Returns: the exit and report.json.
-    /// Runs `askrelay simulate`; `insecure` turns CURVE off, for tests whose raw peers talk to its broker.
+    /// ready and runs while the simulation plays; `insecure` turns CURVE off, for tests whose raw peers talk to its
+    /// broker. - Returns: the exit and report.json.
     static func simulate(_ scenario: String, directory: TempDirectory, insecure: Bool = false, whileRunning: (([String: Int32]) throws -> Void)? = nil) throws -> Run {
         let scenarioPath = directory.path + "/scenario-in.json"
         try Data(scenario.utf8).write(to: URL(fileURLWithPath: scenarioPath))

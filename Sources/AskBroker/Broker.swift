@@ -140,7 +140,7 @@ public final class Broker {
         }
     }
 
-    /// Commits the turn's journal writes, then acknowledges and delivers.
+    /// Commits the turn's journal writes, then delivers and acknowledges.
     func finishTurn() {
         let writeFailed = journal.writeFailures != turnWriteFailures
         if journal.hasPendingWrites || writeFailed {
@@ -159,6 +159,9 @@ public final class Broker {
         }
         clearTurn()
         turnWriteFailures = journal.writeFailures
+        // Deliveries first: they are on the critical path of a round trip; the senders' ACKs only free their
+        // retry timers. Both go out after the commit.
+        pumpDirty()
         for session in sessionsWithAcks where session.isAlive && !session.pendingAcks.isEmpty {
             var start = 0
             while start < session.pendingAcks.count {
@@ -172,7 +175,6 @@ public final class Broker {
             session.pendingAcks.removeAll(keepingCapacity: true)
         }
         sessionsWithAcks.removeAll(keepingCapacity: true)
-        pumpDirty()
     }
 
     func clearTurn() {

@@ -12,6 +12,9 @@ enum FaultSupport {
     struct Run {
         var exit: ProcessExitStatus
         var report: [String: Any]
+        /// askrelay's stdout lines (the summary table).
+        var stdout: [String]
+        /// The report folder.
         var directory: String
         var notes: [String] { report["notes"] as? [String] ?? [] }
         var invariants: [String: Any] { report["invariants"] as? [String: Any] ?? [:] }
@@ -38,7 +41,10 @@ enum FaultSupport {
     /// Runs `askrelay simulate` with `scenario`; `whileRunning` gets the `running: ...` pids once every process is
     /// ready and runs while the simulation plays; `insecure` turns CURVE off, for tests whose raw peers talk to its
     /// broker. - Returns: the exit and report.json.
-    static func simulate(_ scenario: String, directory: TempDirectory, insecure: Bool = false, whileRunning: (([String: Int32]) throws -> Void)? = nil) throws -> Run {
+    static func simulate(
+        _ scenario: String, directory: TempDirectory, insecure: Bool = false, flags: [String] = [],
+        timeout: Duration = .seconds(120), whileRunning: (([String: Int32]) throws -> Void)? = nil
+    ) throws -> Run {
         let scenarioPath = directory.path + "/scenario-in.json"
         try Data(scenario.utf8).write(to: URL(fileURLWithPath: scenarioPath))
         let reportDirectory = directory.path + "/report"
@@ -47,7 +53,7 @@ enum FaultSupport {
         let askrelay = try supervisor.start(
             name: "askrelay",
             executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
-            arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", reportDirectory, "--quiet"] + (insecure ? ["--insecure"] : []),
+            arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", reportDirectory, "--quiet"] + (insecure ? ["--insecure"] : []) + flags,
             logPath: directory.path + "/askrelay.log"
         )
         if let whileRunning {
@@ -59,14 +65,14 @@ enum FaultSupport {
             }
             try whileRunning(pids)
         }
-        let exit = try askrelay.waitForExit(timeout: .seconds(120))
+        let exit = try askrelay.waitForExit(timeout: timeout)
         let log = String(decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(), as: UTF8.self)
         let data = try #require(
             FileManager.default.contents(atPath: reportDirectory + "/report.json"),
             "no report.json; askrelay \(exit); stderr:\n\(log.suffix(3000))"
         )
         let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-        return Run(exit: exit, report: report, directory: reportDirectory)
+        return Run(exit: exit, report: report, stdout: askrelay.lines, directory: reportDirectory)
     }
 
     /// VmRSS of a process in KiB, from /proc/<pid>/status.

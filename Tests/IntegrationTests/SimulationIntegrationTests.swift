@@ -15,37 +15,11 @@ struct SimulationIntegrationTests {
          "duration": "40s"}
         """
 
-    struct Run {
-        var exit: ProcessExitStatus
-        var report: [String: Any]
-        var stdout: [String]
-        var directory: String
-    }
+    typealias Run = FaultSupport.Run
 
     /// Runs `askrelay simulate` with `scenario` (JSON) and extra flags; returns its exit and report.json.
     func simulate(_ scenario: String, _ flags: [String] = [], directory: TempDirectory) throws -> Run {
-        let scenarioPath = directory.path + "/scenario-in.json"
-        try Data(scenario.utf8).write(to: URL(fileURLWithPath: scenarioPath))
-        let reportDirectory = directory.path + "/report"
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let askrelay = try supervisor.start(
-            name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
-            arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", reportDirectory, "--quiet"] + flags,
-            logPath: directory.path + "/askrelay.log"
-        )
-        let exit = try askrelay.waitForExit(timeout: .seconds(150))
-        let log = String(
-            decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(),
-            as: UTF8.self
-        )
-        let data = try #require(
-            FileManager.default.contents(atPath: reportDirectory + "/report.json"),
-            "no report.json; askrelay \(exit); stderr:\n\(log.suffix(3000))"
-        )
-        let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-        return Run(exit: exit, report: report, stdout: askrelay.lines, directory: reportDirectory)
+        try FaultSupport.simulate(scenario, directory: directory, flags: flags, timeout: .seconds(150))
     }
 
     func violations(_ run: Run) -> [[String: Any]] {

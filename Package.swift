@@ -45,7 +45,7 @@ let package = Package(
         // Worker behaviours (child, parent, limits) and the AskCenter client library for Swift programs.
         .target(
             name: "AskAgents",
-            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
+            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite", "AskCLI"],
             swiftSettings: strict
         ),
         // Process supervision, scenarios, metrics, invariant checking, reports, load generation.

@@ -248,7 +248,7 @@ final class AskCenterConnection: WorkerHandler {
         lastSweep = now
         if connection.isRegistered {
             let silence = now - connection.lastHeard
-            shared.heardFromBroker(at: Date().addingTimeInterval(-Double(silence.components.seconds) - Double(silence.components.attoseconds) / 1e18))
+            shared.heardFromBroker(at: Date().addingTimeInterval(-silence.seconds))
         }
         for (questionID, ask) in asks where ask.deadline <= now {
             asks.removeValue(forKey: questionID)

@@ -242,7 +242,7 @@ final class AskCenterShared: Sendable {
                 continuation.resume(returning: true)
                 return
             }
-            let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+            let seconds = timeout.seconds
             DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
                 let waiter = registration.withLock { $0.waiters.removeValue(forKey: token) }
                 waiter?.resume(returning: false)

@@ -51,7 +51,7 @@ public struct ChildWorkerConfiguration: Sendable {
     public var scaledPendingWindow: Duration { Self.scale(pendingWindow, by: timeScale) }
 
     static func scale(_ duration: Duration, by factor: Double) -> Duration {
-        .nanoseconds(Int64(max(1, ContactApprovals.seconds(duration) * 1e9 / factor)))
+        .nanoseconds(Int64(max(1, duration.seconds * 1e9 / factor)))
     }
 
     /// Problems that make the configuration unusable, in words for an operator.
@@ -157,7 +157,7 @@ public final class ChildWorker: Sendable {
         while !Task.isCancelled {
             if let flows = configuration.flows, flow >= flows { break }
             if let deadline, ContinuousClock.now >= deadline { break }
-            let pause = ContactApprovals.seconds(configuration.think) * (flow == 0 ? random.unit() : 0.5 + random.unit())
+            let pause = configuration.think.seconds * (flow == 0 ? random.unit() : 0.5 + random.unit())
             if pause > 0 { try? await Task.sleep(for: .nanoseconds(Int64(pause * 1e9))) }
             if Task.isCancelled { break }
             let generation = reconnectGeneration.withLock { $0 }
@@ -215,7 +215,7 @@ public final class ChildWorker: Sendable {
             }
         }
         if let expireAfter = configuration.expireAfter {
-            question.expirationDate = Date().addingTimeInterval(ContactApprovals.seconds(ChildWorkerConfiguration.scale(expireAfter, by: configuration.timeScale)))
+            question.expirationDate = Date().addingTimeInterval((ChildWorkerConfiguration.scale(expireAfter, by: configuration.timeScale)).seconds)
         }
         record.question = question.id
         record.askedAt = Date()
@@ -277,15 +277,15 @@ public final class ChildWorker: Sendable {
             return record
         }
         record.sentAt = Date()
-        let wait = max(0, until.timeIntervalSinceNow) + ContactApprovals.seconds(configuration.grace)
+        let wait = max(0, until.timeIntervalSinceNow) + configuration.grace.seconds
         var response = await router.wait(question.id, timeout: .nanoseconds(Int64(wait * 1e9)))
         // No response by the deadline means "expired" only if the broker could have delivered one: a guardian may
         // have answered in time while this connection was cut, and the broker then holds the response until the
         // child is back. So conclude only once the broker has been heard, on a live session, after the deadline
         // and at least half a heartbeat after the session began (it delivers in order, and redelivers what waited
         // right after WELCOME); until then wait for the session to come back, within one more pending window.
-        let giveUp = Date().addingTimeInterval(ContactApprovals.seconds(configuration.scaledPendingWindow))
-        let settle = ContactApprovals.seconds(configuration.center.heartbeatInterval) / 2
+        let giveUp = Date().addingTimeInterval(configuration.scaledPendingWindow.seconds)
+        let settle = configuration.center.heartbeatInterval.seconds / 2
         func brokerHadItsSay() -> Bool {
             center.isConnected && center.lastHeardFromBroker > max(until, center.lastRegistration.addingTimeInterval(settle))
         }

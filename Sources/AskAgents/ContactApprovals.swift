@@ -106,7 +106,7 @@ public struct ContactApprovals: Sendable, Hashable {
     /// - Returns: when the waiting ends.
     @discardableResult
     public mutating func asked(_ questionID: UUID, handles: [CommunicationHandle], now: Date = Date(), expirationDate: Date? = nil) -> Date {
-        let windowEnd = now.addingTimeInterval(Self.seconds(pendingWindow))
+        let windowEnd = now.addingTimeInterval(pendingWindow.seconds)
         let until = min(expirationDate ?? windowEnd, windowEnd)
         pending[questionID] = Waiting(handles: handles.map(\.normalized), until: until)
         return until
@@ -158,9 +158,6 @@ public struct ContactApprovals: Sendable, Hashable {
         unavailable = false
     }
 
-    static func seconds(_ duration: Duration) -> TimeInterval {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 }
 
 extension ChildSession {

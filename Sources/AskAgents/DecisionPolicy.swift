@@ -1,3 +1,4 @@
+import AskCLI
 import AskProtocol
 import Foundation
 
@@ -8,21 +9,7 @@ public struct AgentConfigurationError: Error, CustomStringConvertible, Sendable,
     public var description: String { message }
 }
 
-/// Parses `250ms`, `1.5s`, `5m`, `48h`, `2d`, `10us` or a plain number of seconds.
-public func parseAgentDuration(_ text: String) -> Duration? {
-    let units: [(String, Double)] = [("ms", 0.001), ("us", 0.000_001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
-    for (suffix, scale) in units where text.hasSuffix(suffix) {
-        guard let number = Double(text.dropLast(suffix.count)), number >= 0, number.isFinite else { return nil }
-        return .nanoseconds(Int64((number * scale * 1e9).rounded()))
-    }
-    guard let seconds = Double(text), seconds >= 0, seconds.isFinite else { return nil }
-    return .nanoseconds(Int64((seconds * 1e9).rounded()))
-}
 
-extension Duration {
-    /// The duration in seconds, as a `Double`.
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
 
 // MARK: - Decisions
 
@@ -262,7 +249,7 @@ public enum ThinkTime: Sendable, Hashable, CustomStringConvertible {
     /// - Throws: ``AgentConfigurationError`` saying what is wrong.
     public static func parse(_ text: String) throws(AgentConfigurationError) -> ThinkTime {
         func duration(_ part: some StringProtocol) throws(AgentConfigurationError) -> Duration {
-            guard let d = parseAgentDuration(String(part)) else {
+            guard let d = parseDuration(String(part)) else {
                 throw AgentConfigurationError("think time '\(text)': '\(part)' is not a duration like 200ms, 2s or 1m")
             }
             return d
@@ -277,7 +264,7 @@ public enum ThinkTime: Sendable, Hashable, CustomStringConvertible {
             guard low <= high else { throw AgentConfigurationError("think time '\(text)': the minimum is above the maximum") }
             return .uniform(low, high)
         }
-        if let d = parseAgentDuration(text) { return .fixed(d) }
+        if let d = parseDuration(text) { return .fixed(d) }
         throw AgentConfigurationError("think time '\(text)' must be fixed:D, uniform:MIN-MAX or exponential:MEAN (D like 200ms)")
     }
 

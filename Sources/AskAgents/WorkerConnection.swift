@@ -322,7 +322,7 @@ public final class WorkerConnection {
         let hello = Hello(
             role: configuration.role, worker: configuration.worker, endpoints: configuration.endpoints,
             window: configuration.window,
-            heartbeatMs: Int(configuration.heartbeatInterval.components.seconds * 1000 + configuration.heartbeatInterval.components.attoseconds / 1_000_000_000_000_000))
+            heartbeatMs: configuration.heartbeatInterval.milliseconds)
         output.removeAll()
         WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &output)
         transmit(output)

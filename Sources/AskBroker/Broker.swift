@@ -320,7 +320,7 @@ public final class Broker {
         logger.info("session registered", ["worker": hello.worker, "role": hello.role.rawValue, "addresses": hello.endpoints.count])
         let welcome = Welcome(
             session: "\(instanceID)-\(session.serial)",
-            heartbeatMs: Int(configuration.heartbeatInterval.components.seconds * 1000 + configuration.heartbeatInterval.components.attoseconds / 1_000_000_000_000_000),
+            heartbeatMs: configuration.heartbeatInterval.milliseconds,
             liveness: configuration.liveness,
             window: session.window,
             broker: instanceID

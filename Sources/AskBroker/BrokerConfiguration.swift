@@ -48,8 +48,7 @@ public struct BrokerConfiguration: Sendable {
 
     /// `pendingWindow` after time scaling.
     public var scaledPendingWindow: Duration {
-        let seconds = Double(pendingWindow.components.seconds) + Double(pendingWindow.components.attoseconds) / 1e18
-        return .milliseconds(Int64(max(1, seconds * 1000 / timeScale)))
+        .milliseconds(Int64(max(1, pendingWindow.seconds * 1000 / timeScale)))
     }
 
     /// Problems that make the configuration unusable, in words for an operator.

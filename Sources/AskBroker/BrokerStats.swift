@@ -27,7 +27,7 @@ public struct BrokerStats: Sendable {
 
     mutating func recordCommit(_ took: Duration) {
         commits += 1
-        let micros = Int(took.components.seconds * 1_000_000 + took.components.attoseconds / 1_000_000_000_000)
+        let micros = took.microseconds
         if commitMicros.count < 1024 { commitMicros.append(micros) } else {
             commitMicros[commitHead] = micros
             commitHead = (commitHead + 1) % 1024

@@ -161,7 +161,7 @@ extension Broker {
             throw WireError(.invalidQuestion, "\(error)")
         }
         let window = configuration.scaledPendingWindow
-        let pendingEnd = now.addingTimeInterval(Double(window.components.seconds) + Double(window.components.attoseconds) / 1e18)
+        let pendingEnd = now.addingTimeInterval(window.seconds)
         let expiresAt = min(question.expirationDate ?? pendingEnd, pendingEnd)
         let encoded = (try? WireJSON.encode(question)) ?? body
         let record = QuestionRecord(

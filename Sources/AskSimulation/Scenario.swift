@@ -533,9 +533,6 @@ extension KeyedDecodingContainer {
 }
 
 extension Duration {
-    /// Seconds as a `Double`.
-    public var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-
     /// A compact text the duration parser reads back: `48h`, `2s`, `250ms`, `1.5s`.
     public var text: String {
         let ms = (seconds * 1000).rounded()

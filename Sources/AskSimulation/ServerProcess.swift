@@ -32,7 +32,7 @@ public final class ServerProcess: @unchecked Sendable {  // @unchecked: used by 
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { break }
             var pollfd = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            let milliseconds = Int32(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) + 1
+            let milliseconds = Int32(left.milliseconds + 1)
             guard poll(&pollfd, 1, milliseconds) > 0 else { continue }
             var chunk = [UInt8](repeating: 0, count: 4096)
             let count = read(descriptor, &chunk, chunk.count)

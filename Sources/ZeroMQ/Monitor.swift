@@ -81,7 +81,7 @@ public final class SocketMonitor {
         while true {
             let left = MonotonicClock.now.duration(to: deadline)
             guard left > .zero else { return nil }
-            let ms = Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) + 1
+            let ms = left.milliseconds + 1
             if let event = try next(timeoutMilliseconds: ms), wanted.contains(event.event) { return event }
         }
     }

@@ -109,7 +109,7 @@ struct LoadCommand: Command {
     }
 
     static func seconds(_ duration: Duration?) -> Double? {
-        duration.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+        duration.map(\.seconds)
     }
 
     func validate() throws {
@@ -260,7 +260,7 @@ struct LoadCommand: Command {
         let second = try ServerProcess(executable: brokerExecutable, arguments: brokerArguments, timeout: .seconds(600))
         defer { second.stop() }
         let recovery = ContinuousClock.now - restartedAt
-        report.recoverySeconds = Double(recovery.components.seconds) + Double(recovery.components.attoseconds) / 1e18
+        report.recoverySeconds = recovery.seconds
         report.brokerRssRecoveredKiB = PendingLoad.residentKiB(pid: second.process.processIdentifier)
         if let reportDirectory { try report.write(to: reportDirectory) }
         return report.table

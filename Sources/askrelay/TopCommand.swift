@@ -42,7 +42,7 @@ struct TopCommand: Command {
             let decoder = JSONDecoder()
             decoder.dateDecodingStrategy = .iso8601
             var shown = 0
-            let timeoutMs = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+            let timeoutMs = timeout.milliseconds
             while count.map({ shown < $0 }) ?? true {
                 guard try socket.wait(timeoutMilliseconds: timeoutMs), let frames = try socket.receiveMultipart(.dontWait), frames.count == 2 else {
                     printError("askrelay top: no statistics from \(endpoint) within \(timeout); is the broker running with --stats-endpoint?")

@@ -349,7 +349,7 @@ public final class Broker {
                 return WireError(.forbidden, "role \(hello.role.rawValue) may not serve '\(claim.address)'")
             }
             if hello.role == .child || hello.role == .guardian {
-                guard let family = claim.family, Self.isValidIdentifier(family) else {
+                guard let family = claim.family, Address.isValidID(family) else {
                     return WireError(.forbidden, "'\(claim.address)' needs a family (A-Z a-z 0-9 . _ -, 1-64 bytes)")
                 }
             }
@@ -363,16 +363,10 @@ public final class Broker {
     /// Address prefixes of the roles that serve addresses.
     static let routableRoles = SessionRole.allCases.map(\.addressPrefix)
 
-    static func isValidIdentifier(_ text: some StringProtocol) -> Bool {
-        let bytes = text.utf8
-        return !bytes.isEmpty && bytes.count <= 64
-            && bytes.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2E || $0 == 0x5F || $0 == 0x2D }
-    }
-
+    /// `role/id` with a valid id; whether the role may serve it is checked against the session's role.
     static func isValidAddress(_ address: String) -> Bool {
         guard let slash = address.firstIndex(of: "/") else { return false }
-        let role = address[..<slash]
-        return !role.isEmpty && role.utf8.allSatisfy { $0 >= 0x61 && $0 <= 0x7A } && isValidIdentifier(address[address.index(after: slash)...])
+        return Address.isValidID(address[address.index(after: slash)...])
     }
 
     func handleSend(session: Session, parsed: ParsedFrames) {

@@ -74,8 +74,3 @@ final class LockedBox<T>: @unchecked Sendable {  // @unchecked: every access goe
     func set(_ newValue: T) { lock.withLock { value = newValue } }
 }
 
-extension Logger {
-    public func critical(_ message: @autoclosure () -> String, _ fields: KeyValuePairs<String, Any> = [:]) {
-        log(.critical, message(), fields)
-    }
-}

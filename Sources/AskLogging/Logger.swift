@@ -84,6 +84,7 @@ public struct Logger: Sendable {
     public func notice(_ message: @autoclosure () -> String, _ fields: KeyValuePairs<String, Any> = [:]) { log(.notice, message(), fields) }
     public func warning(_ message: @autoclosure () -> String, _ fields: KeyValuePairs<String, Any> = [:]) { log(.warning, message(), fields) }
     public func error(_ message: @autoclosure () -> String, _ fields: KeyValuePairs<String, Any> = [:]) { log(.error, message(), fields) }
+    public func critical(_ message: @autoclosure () -> String, _ fields: KeyValuePairs<String, Any> = [:]) { log(.critical, message(), fields) }
 
     static func quote(_ value: String) -> String {
         value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" }) || value.isEmpty

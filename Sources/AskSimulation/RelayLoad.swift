@@ -1,3 +1,4 @@
+import AskCLI
 import AskProtocol
 import Dispatch
 import Foundation
@@ -116,7 +117,7 @@ public enum RelayLoad {
         if let problem = options.problems().first { throw RelayLoadError(problem) }
         let context = try context ?? Context()
         let shared = SharedRun(options: options)
-        var threads: [JoinableWorker] = []
+        var threads: [JoinableThread] = []
         var echoes: [EchoWorker] = []
         // Echo workers first, so clients find their addresses served.
         for index in 0..<options.echoWorkers {
@@ -136,11 +137,11 @@ public enum RelayLoad {
         let setupDeadline = DispatchTime.now().uptimeNanoseconds + 10_000_000_000
         for echo in echoes {
             let handoff = UncheckedBox(echo)
-            threads.append(JoinableWorker(name: "echo-\(echo.index)") { handoff.value.run(setupDeadline: setupDeadline) })
+            threads.append(JoinableThread(name: "echo-\(echo.index)") { handoff.value.run(setupDeadline: setupDeadline) })
         }
         for (number, group) in groups.enumerated() {
             let handoff = UncheckedBox(group)
-            threads.append(JoinableWorker(name: "client-\(number)") {
+            threads.append(JoinableThread(name: "client-\(number)") {
                 ClientLoop(connections: handoff.value, options: options, shared: shared).run(setupDeadline: setupDeadline)
             })
         }
@@ -193,21 +194,6 @@ struct UncheckedBox<T>: @unchecked Sendable {  // @unchecked: ownership moves to
     init(_ value: T) { self.value = value }
 }
 
-/// A thread that can be joined.
-final class JoinableWorker: Sendable {
-    private let finished = DispatchSemaphore(value: 0)
-    init(name: String, _ body: @escaping @Sendable () -> Void) {
-        let finished = self.finished
-        let thread = Thread {
-            body()
-            finished.signal()
-        }
-        thread.name = name
-        thread.stackSize = 4 << 20
-        thread.start()
-    }
-    func join() { finished.wait() }
-}
 
 /// State shared by the run's threads.
 final class SharedRun: Sendable {

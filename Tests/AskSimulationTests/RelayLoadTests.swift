@@ -1,3 +1,4 @@
+import AskCLI
 import AskBroker
 import AskLogging
 import AskProtocol
@@ -64,7 +65,7 @@ struct RelayLoadTests {
         let b = try backend.bind("tcp://127.0.0.1:*")
         let handoff = UncheckedBox((frontend, backend))
         let proxyContext = context
-        let proxy = JoinableWorker(name: "proxy") { _ = try? ZMQ.proxy(frontend: handoff.value.0, backend: handoff.value.1) }
+        let proxy = JoinableThread(name: "proxy") { _ = try? ZMQ.proxy(frontend: handoff.value.0, backend: handoff.value.1) }
         defer {
             proxyContext.shutdown()
             proxy.join()

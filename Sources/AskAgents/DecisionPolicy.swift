@@ -216,27 +216,6 @@ public enum DecisionPolicy: Sendable, CustomStringConvertible {
     }
 }
 
-/// A short description of a decoding error, naming the field as a path like `rules[0].decision`.
-func describeDecoding(_ error: any Error) -> String {
-    guard let error = error as? DecodingError else { return "\(error)" }
-    func path(_ keys: [any CodingKey]) -> String {
-        var text = ""
-        for key in keys {
-            if let index = key.intValue { text += "[\(index)]" } else { text += (text.isEmpty ? "" : ".") + key.stringValue }
-        }
-        return text
-    }
-    switch error {
-    case .keyNotFound(let key, let context): return "missing field '\(path(context.codingPath + [key]))'"
-    case .typeMismatch(_, let context): return "wrong type at '\(path(context.codingPath))'"
-    case .valueNotFound(_, let context): return "missing value at '\(path(context.codingPath))'"
-    case .dataCorrupted(let context):
-        let at = path(context.codingPath)
-        return at.isEmpty ? "malformed JSON" : "bad value at '\(at)': \(context.debugDescription)"
-    @unknown default: return "\(error)"
-    }
-}
-
 // MARK: - Think time
 
 /// How long a guardian thinks before answering. Parsed from `fixed:200ms`, `uniform:50ms-2s`, `exponential:300ms`

@@ -192,25 +192,9 @@ public enum AppMessageRegistry {
         do {
             return try WireJSON.decode(T.self, from: bytes)
         } catch let error as DecodingError {
-            throw .invalidJSON(describe(error))
+            throw .invalidJSON(describeDecoding(error))
         } catch {
             throw .invalidJSON(String(describing: error))
-        }
-    }
-
-    /// A one-line description of a decoding error with its coding path.
-    static func describe(_ error: DecodingError) -> String {
-        func path(_ p: [any CodingKey]) -> String {
-            p.isEmpty ? "(root)" : p.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
-        }
-        switch error {
-        case .typeMismatch(let t, let c): return "\(path(c.codingPath)): expected \(t); \(c.debugDescription)"
-        case .valueNotFound(let t, let c): return "\(path(c.codingPath)): missing \(t) value"
-        case .keyNotFound(let k, let c): return "\(path(c.codingPath + [k])): missing key"
-        case .dataCorrupted(let c):
-            let under = (c.underlyingError as? NSError)?.localizedDescription ?? ""
-            return "\(path(c.codingPath)): \(c.debugDescription)" + (under.isEmpty ? "" : " (\(under))")
-        @unknown default: return String(describing: error)
         }
     }
 }

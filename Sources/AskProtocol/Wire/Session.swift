@@ -89,9 +89,7 @@ public struct Welcome: Sendable, Codable, Hashable {
 /// JSON for the session bodies: sorted keys, so the bytes are stable.
 public enum SessionJSON {
     public static func encode<T: Encodable>(_ value: T) -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? Array(encoder.encode(value))) ?? []
+        (try? WireJSON.encode(value)) ?? []
     }
 
     public static func decode<T: Decodable>(_ type: T.Type, from bytes: some Collection<UInt8>) throws(WireError) -> T {
@@ -99,37 +97,9 @@ public enum SessionJSON {
             throw WireError(.invalidUTF8, "the body is not valid UTF-8")
         }
         do {
-            return try JSONDecoder().decode(T.self, from: Data(bytes))
+            return try WireJSON.decode(T.self, from: bytes)
         } catch {
-            throw WireError(.invalidJSON, "the \(T.self) body is not valid: \(describe(error))")
-        }
-    }
-
-    /// A field path as a reader writes it: `endpoints[0].address`, not `endpoints.Index 0.address`.
-    static func path(_ keys: [any CodingKey]) -> String {
-        var text = ""
-        for key in keys {
-            if let index = key.intValue {
-                text += "[\(index)]"
-            } else {
-                text += text.isEmpty ? key.stringValue : "." + key.stringValue
-            }
-        }
-        return text
-    }
-
-    static func describe(_ error: any Error) -> String {
-        guard let error = error as? DecodingError else { return "\(error)" }
-        switch error {
-        case .keyNotFound(let key, let context):
-            return "missing field '\(path(context.codingPath + [key]))'"
-        case .typeMismatch(_, let context), .valueNotFound(_, let context):
-            return "wrong type at '\(path(context.codingPath))'"
-        case .dataCorrupted(let context):
-            let path = path(context.codingPath)
-            return path.isEmpty ? "malformed JSON" : "bad value at '\(path)': \(context.debugDescription)"
-        @unknown default:
-            return "\(error)"
+            throw WireError(.invalidJSON, "the \(T.self) body is not valid: \(describeDecoding(error))")
         }
     }
 }

@@ -385,12 +385,12 @@ public final class Broker {
         let to = input.to(parsed)
         let kind = input.kind(parsed)
         // Linear scans of a few short strings: no hashing per message.
-        guard !Self.brokerOnlyKindList.contains(kind) else {
+        guard !QuestionLedger.brokerOnlyKinds.contains(kind) else {
             nack(session: session, id: id, WireError(.forbidden, "only the broker sends '\(kind)'"))
             return
         }
         do {
-            if to == "broker" || Self.watchedKindList.contains(kind) {
+            if to == "broker" || QuestionLedger.watchedKinds.contains(kind) {
                 try ledgerSend(session: session, parsed: parsed, id: id, from: from, to: to, kind: kind)
             } else {
                 // The DELIVER forwards the SEND's header bytes unchanged: copy header and body (adjacent) at once.
@@ -406,9 +406,6 @@ public final class Broker {
         stats.countRouted(kind)
         crashPoints.hit(.accept)
     }
-
-    static let brokerOnlyKindList = Array(QuestionLedger.brokerOnlyKinds)
-    static let watchedKindList = Array(QuestionLedger.watchedKinds)
 
     /// Marks a SEND accepted: remembered for deduplication, acknowledged after the commit.
     func accept(_ id: MessageID, from session: Session) {

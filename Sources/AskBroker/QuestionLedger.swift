@@ -13,10 +13,11 @@ struct LedgerEntry {
 ///
 /// It decides; the broker routes. Every transition is journaled by the broker in the same turn.
 struct QuestionLedger {
-    /// Kinds the broker must read even when they are addressed to a worker.
-    static let watchedKinds: Set<String> = [MessageKind.ask.rawValue, MessageKind.askResult.rawValue, MessageKind.limitsAdmin.rawValue]
+    /// Kinds the broker must read even when they are addressed to a worker. Arrays, not sets: the hot path scans a
+    /// few short strings instead of hashing each message's kind.
+    static let watchedKinds: [String] = [MessageKind.ask.rawValue, MessageKind.askResult.rawValue, MessageKind.limitsAdmin.rawValue]
     /// Kinds only the broker may send.
-    static let brokerOnlyKinds: Set<String> = [
+    static let brokerOnlyKinds: [String] = [
         MessageKind.question.rawValue, MessageKind.response.rawValue, MessageKind.closed.rawValue,
         MessageKind.approval.rawValue,
     ]

@@ -32,7 +32,10 @@ public final class Broker {
     var limitsAffinity: [String: String] = [:]
     var nextSerial = 0
     var nextSeq: Int64 = 1
+    /// Messages held in memory, waiting or in flight.
     var totalQueued = 0
+    /// Messages in the journal only (``Mailbox/spilled`` summed).
+    var totalSpilled = 0
     var stopping = false
     public internal(set) var stats = BrokerStats()
     var ledger: QuestionLedger
@@ -57,6 +60,8 @@ public final class Broker {
     var turnEnvelopes: [Envelope] = []
     var turnAccepted: [(id: MessageID, session: Session)] = []
     var turnLedgerUndo: [MessageID: LedgerEntry?] = [:]
+    /// Mailboxes that spilled a message this turn (once per message), undone when the commit fails.
+    var turnSpills: [Mailbox] = []
     /// `journal.writeFailures` when this turn began.
     var turnWriteFailures = 0
 
@@ -181,6 +186,7 @@ public final class Broker {
         if !turnEnvelopes.isEmpty { turnEnvelopes.removeAll(keepingCapacity: true) }
         if !turnAccepted.isEmpty { turnAccepted.removeAll(keepingCapacity: true) }
         if !turnLedgerUndo.isEmpty { turnLedgerUndo.removeAll(keepingCapacity: true) }
+        if !turnSpills.isEmpty { turnSpills.removeAll(keepingCapacity: true) }
     }
 
     /// The journal could not commit (or a write of the turn failed, which rolled the whole turn back): nothing
@@ -191,6 +197,12 @@ public final class Broker {
         logger.error("journal commit failed; refusing this turn's messages", ["error": "\(error)", "messages": turnAccepted.count])
         let failure = WireError(.storageFailed, "the broker could not write its journal: \(error)")
         for envelope in turnEnvelopes { envelope.withdrawn = true }
+        // Spilled rows went with the rolled-back transaction. A mailbox's spill cursor stays valid: either earlier
+        // turns spilled too (the cursor is theirs) or nothing is spilled any more.
+        for mailbox in turnSpills {
+            mailbox.spilled -= 1
+            totalSpilled -= 1
+        }
         for (id, previous) in turnLedgerUndo {
             if let previous {
                 // Its deadline may have been consumed by an expiry of this turn: it comes again shortly.
@@ -447,18 +459,32 @@ public final class Broker {
         }
         let target = to == "limits" ? limitsTarget(for: limitsKey ?? from) : to
         let mailbox = mailbox(for: target)
-        guard mailbox.waitingCount + mailbox.inflight.count < configuration.maxQueuedPerAddress else {
+        // With a journal, a message addressed to its mailbox directly spills instead (journal only, see
+        // `enqueue`); service messages and messages without a journal are refused.
+        guard mailbox.memoryCount < configuration.maxQueuedPerAddress || canSpill(to: to, in: mailbox) else {
             stats.busy += 1
             throw WireError(.busy, "'\(target)' has \(configuration.maxQueuedPerAddress) messages queued; retry later")
         }
-        guard totalQueued < configuration.maxQueuedTotal else {
+        guard totalQueued + totalSpilled < configuration.maxQueuedTotal else {
             stats.busy += 1
             throw WireError(.busy, "the broker holds \(configuration.maxQueuedTotal) queued messages; retry later")
         }
         return mailbox
     }
 
+    /// Whether a message for `to` may live in the journal only when it goes to `mailbox`: with a journal, for an
+    /// address written directly (a message for the `limits` service stays in memory: it is re-routed when limits
+    /// workers come and go).
+    @inline(__always)
+    func canSpill(to: String, in mailbox: Mailbox) -> Bool {
+        journal.durability != .off && to == mailbox.address
+    }
+
     /// Journals (when durable) and queues an envelope. `body` saves a copy when the caller still has it.
+    ///
+    /// Spill: the envelope stays in the journal only, and not in memory, when its mailbox already has spilled
+    /// messages (order), when nobody serves the address now, or when the in-memory queue holds
+    /// `maxQueuedPerAddress`. ``pump(_:)`` reads spilled messages back, in order, as the owner takes them.
     func enqueue(_ envelope: Envelope, body: [UInt8]?, in mailbox: Mailbox, expiresAt: Date?) throws(WireError) {
         envelope.expiresAt = expiresAt?.timeIntervalSince1970
         nextSeq += 1
@@ -467,6 +493,16 @@ public final class Broker {
                 try journal.storeMessage(StoredMessage(seq: envelope.seq, id: envelope.id, from: envelope.from, to: envelope.to, kind: envelope.kind, subject: envelope.subject, body: body ?? envelope.body, createdAt: turnDate, expiresAt: expiresAt))
             } catch {
                 throw WireError(.storageFailed, "the journal refused the message: \(error)")
+            }
+            if canSpill(to: envelope.to, in: mailbox),
+                mailbox.spilled > 0 || mailbox.owner?.isAlive != true || mailbox.memoryCount >= configuration.maxQueuedPerAddress
+            {
+                mailbox.noteSpilled(seq: envelope.seq)
+                totalSpilled += 1
+                stats.spilled += 1
+                turnSpills.append(mailbox)
+                if mailbox.owner?.isAlive == true { markDirty(mailbox) }
+                return
             }
         }
         mailbox.enqueue(envelope)
@@ -487,7 +523,7 @@ public final class Broker {
         inflightIndex.removeValue(forKey: id)
         totalQueued -= 1
         stats.delivered += 1
-        if envelope.persistent { try? journal.deleteMessage(id: id, to: envelope.to) }
+        if envelope.persistent { try? journal.deleteMessage(seq: envelope.seq) }
         markDirty(mailbox)
     }
 
@@ -517,7 +553,7 @@ public final class Broker {
 
     func pump(_ mailbox: Mailbox) {
         guard let owner = mailbox.owner, owner.isAlive else { return }
-        while mailbox.inflight.count < owner.window, let envelope = mailbox.dequeue() {
+        while mailbox.inflight.count < owner.window, let envelope = mailbox.dequeue() ?? refill(mailbox) {
             if envelope.withdrawn {
                 totalQueued -= 1
                 continue
@@ -526,7 +562,7 @@ public final class Broker {
                 // Past its deadline (a question for a guardian who was away): nobody may act on it any more.
                 totalQueued -= 1
                 stats.expiredUndelivered += 1
-                if envelope.persistent { try? journal.deleteMessage(id: envelope.id, to: envelope.to) }
+                if envelope.persistent { try? journal.deleteMessage(seq: envelope.seq) }
                 continue
             }
             guard deliver(envelope, to: owner) else {
@@ -538,6 +574,42 @@ public final class Broker {
             inflightIndex[envelope.id] = mailbox
         }
     }
+
+    /// Reads the next spilled messages of `mailbox` back from the journal into memory (as many as the per-address
+    /// limit leaves room for, at most ``refillBatch``) and returns the first.
+    func refill(_ mailbox: Mailbox) -> Envelope? {
+        guard mailbox.spilled > 0 else { return nil }
+        let room = max(1, min(Self.refillBatch, configuration.maxQueuedPerAddress - mailbox.memoryCount))
+        let rows: [StoredMessage]
+        do {
+            rows = try journal.loadMessages(to: mailbox.address, fromSeq: mailbox.spillCursor, limit: room)
+        } catch {
+            logger.error("cannot read spilled messages back", ["address": mailbox.address, "error": "\(error)"])
+            return nil
+        }
+        for stored in rows {
+            let envelope = Envelope(seq: stored.seq, id: stored.id, from: stored.from, to: stored.to, kind: stored.kind, subject: stored.subject, body: stored.body, createdAt: stored.createdAt.timeIntervalSince1970, persistent: true)
+            envelope.expiresAt = stored.expiresAt?.timeIntervalSince1970
+            mailbox.enqueue(envelope)
+        }
+        let read = min(rows.count, mailbox.spilled)
+        if rows.count < room, rows.count < mailbox.spilled {
+            // Fewer rows than counted: the count was off (it cannot be, but never loop on it).
+            logger.warning("spill count did not match the journal", ["address": mailbox.address, "counted": mailbox.spilled, "found": rows.count])
+            totalSpilled -= mailbox.spilled
+            mailbox.spilled = 0
+        } else {
+            mailbox.spilled -= read
+            totalSpilled -= read
+        }
+        if let last = rows.last { mailbox.spillCursor = last.seq + 1 }
+        totalQueued += rows.count
+        stats.unspilled += rows.count
+        return mailbox.dequeue()
+    }
+
+    /// Spilled messages read back per journal query.
+    static let refillBatch = 1024
 
     /// Sends one DELIVER. - Returns: `false` if the peer cannot take it now (or is gone).
     func deliver(_ envelope: Envelope, to owner: Session) -> Bool {
@@ -595,6 +667,12 @@ public final class Broker {
                 for envelope in kept { mailbox.enqueue(envelope) }
             } else {
                 mailbox.requeueInflight()
+                if journal.durability != .off {
+                    // Nobody serves the address now: its messages wait in the journal, not in memory.
+                    let spilledBefore = mailbox.spilled
+                    totalQueued -= mailbox.spillWaiting()
+                    totalSpilled += mailbox.spilled - spilledBefore
+                }
             }
         }
     }
@@ -710,15 +788,28 @@ public final class Broker {
 
     // MARK: Recovery and shutdown
 
+    /// Rebuilds memory from the journal. Queued messages are not read into memory: nobody is connected yet, so
+    /// every address's messages start spilled (counted, read back when its owner registers), except those for the
+    /// `limits` service, which are read now to be routed to whichever limits worker registers.
     func recover() throws {
-        let messages = try journal.loadMessages()
-        for stored in messages {
-            let envelope = Envelope(seq: stored.seq, id: stored.id, from: stored.from, to: stored.to, kind: stored.kind, subject: stored.subject, body: stored.body, createdAt: stored.createdAt.timeIntervalSince1970, persistent: true)
-            envelope.expiresAt = stored.expiresAt?.timeIntervalSince1970
-            mailbox(for: stored.to).enqueue(envelope)
-            totalQueued += 1
-            nextSeq = max(nextSeq, stored.seq + 1)
+        var messages = 0
+        for (recipient, count, firstSeq) in try journal.messageSummary() {
+            messages += count
+            let mailbox = mailbox(for: recipient)
+            if recipient == "limits" {
+                for stored in try journal.loadMessages(to: recipient, fromSeq: 0, limit: Int(Int32.max)) {
+                    let envelope = Envelope(seq: stored.seq, id: stored.id, from: stored.from, to: stored.to, kind: stored.kind, subject: stored.subject, body: stored.body, createdAt: stored.createdAt.timeIntervalSince1970, persistent: true)
+                    envelope.expiresAt = stored.expiresAt?.timeIntervalSince1970
+                    mailbox.enqueue(envelope)
+                    totalQueued += 1
+                }
+            } else {
+                mailbox.spilled = count
+                mailbox.spillCursor = firstSeq
+                totalSpilled += count
+            }
         }
+        nextSeq = max(nextSeq, try journal.maxMessageSeq() + 1)
         for (family, guardians) in try journal.loadGuardians() {
             for guardian in guardians { _ = ledger.addGuardian(family: family, guardian: guardian) }
         }
@@ -729,8 +820,8 @@ public final class Broker {
             accepted.insert(id)
             acceptedOrder.append((.now, id))
         }
-        if !messages.isEmpty || !questions.isEmpty {
-            logger.notice("recovered from journal", ["messages": messages.count, "open_questions": questions.count])
+        if messages > 0 || !questions.isEmpty {
+            logger.notice("recovered from journal", ["messages": messages, "open_questions": questions.count])
         }
     }
 

@@ -21,9 +21,10 @@ public struct BrokerConfiguration: Sendable {
     /// How long a question may stay pending (presented but unsent, or sent but unanswered) before it expires,
     /// unless its `expirationDate` comes first. Scaled by `timeScale`.
     public var pendingWindow: Duration = .seconds(48 * 3600)
-    /// Messages queued for one address before senders are told "busy".
-    public var maxQueuedPerAddress = 100_000
-    /// Messages queued over all addresses before senders are told "busy".
+    /// Messages one address holds in memory (waiting and in flight). With a journal, more stay in the journal only
+    /// ("spilled"); without one, and for the `limits` service, senders are told "busy".
+    public var maxQueuedPerAddress = 10_000
+    /// Undelivered messages over all addresses, in memory and in the journal, before senders are told "busy".
     public var maxQueuedTotal = 2_000_000
     /// PUB endpoint for a JSON statistics snapshot every `statsInterval`; none when `nil`.
     public var statsEndpoint: String?

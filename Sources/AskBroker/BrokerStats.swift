@@ -11,6 +11,9 @@ public struct BrokerStats: Sendable {
     public var duplicates = 0
     public var staleAcks = 0
     public var busy = 0
+    /// Messages that went to the journal only (owner away or in-memory queue full), and those read back.
+    public var spilled = 0
+    public var unspilled = 0
     /// Messages dropped undelivered because their deadline passed while they waited.
     public var expiredUndelivered = 0
     public var refusedByWorkers = 0
@@ -53,7 +56,10 @@ public struct BrokerSnapshot: Sendable, Codable {
     public var redelivered: Int
     public var duplicates: Int
     public var busy: Int
+    /// Messages held in memory (waiting or in flight).
     public var queued: Int
+    /// Messages in the journal only, waiting for their owner or for room in memory.
+    public var spilled: Int
     public var inflight: Int
     public var deepestQueues: [String: Int]
     public var ledger: [String: Int]
@@ -65,13 +71,13 @@ extension Broker {
     public func snapshot() -> BrokerSnapshot {
         var roles: [String: Int] = [:]
         for session in sessions.values { roles[session.role.rawValue, default: 0] += 1 }
-        let deepest = mailboxes.values.map { ($0.address, $0.waitingCount + $0.inflight.count) }.filter { $0.1 > 0 }
+        let deepest = mailboxes.values.map { ($0.address, $0.memoryCount + $0.spilled) }.filter { $0.1 > 0 }
             .sorted { $0.1 > $1.1 }.prefix(10)
         let commit = stats.commitPercentiles
         return BrokerSnapshot(
             broker: instanceID, time: Date(), sessions: roles, routedByKind: stats.routedByKind,
             refusalsByCode: stats.refusalsByCode, delivered: stats.delivered, redelivered: stats.redelivered,
-            duplicates: stats.duplicates, busy: stats.busy, queued: totalQueued, inflight: inflightIndex.count,
+            duplicates: stats.duplicates, busy: stats.busy, queued: totalQueued, spilled: totalSpilled, inflight: inflightIndex.count,
             deepestQueues: Dictionary(uniqueKeysWithValues: deepest.map { ($0.0, $0.1) }),
             ledger: ledger.countsByState(), commits: stats.commits,
             commitMicros: ["p50": commit.p50, "p99": commit.p99, "max": commit.max])

@@ -127,11 +127,43 @@ final class Mailbox {
     private var waiting: [Envelope] = []
     private var head = 0
     var inflight: [MessageID: Envelope] = [:]
+    /// Messages for this address that are in the journal only ("spilled": the owner is away, or the in-memory
+    /// queue is full). They all come after every message in memory, in `seq` order from ``spillCursor``.
+    var spilled = 0
+    /// The lowest `seq` that may be spilled (meaningful while `spilled > 0`): every journaled copy for this
+    /// address with `seq >= spillCursor` is journal-only, every one below it is in memory.
+    var spillCursor: Int64 = 0
 
     init(address: String) { self.address = address }
 
     var waitingCount: Int { waiting.count - head }
-    var isEmpty: Bool { waitingCount == 0 && inflight.isEmpty }
+    /// Messages held in memory (waiting and in flight).
+    var memoryCount: Int { waitingCount + inflight.count }
+    var isEmpty: Bool { waitingCount == 0 && inflight.isEmpty && spilled == 0 }
+
+    /// Records one more journal-only message (stored with `seq`).
+    func noteSpilled(seq: Int64) {
+        if spilled == 0 { spillCursor = seq }
+        spilled += 1
+    }
+
+    /// Drops every waiting message from memory, leaving it in the journal only (the owner went away). Only for a
+    /// mailbox whose messages are all journaled and addressed to it directly; call after ``requeueInflight()``.
+    /// - Returns: how many were dropped from memory.
+    func spillWaiting() -> Int {
+        let dropped = waitingCount
+        guard dropped > 0 else { return 0 }
+        // Withdrawn envelopes (their turn failed to commit) are not in the journal: they are simply dropped.
+        let journaled = waiting[head...].filter { !$0.withdrawn }
+        if let first = journaled.first {
+            // Memory holds only seqs below the cursor, so the lowest dropped seq becomes the new cursor.
+            spillCursor = first.seq
+            spilled += journaled.count
+        }
+        waiting.removeAll()
+        head = 0
+        return dropped
+    }
 
     func enqueue(_ envelope: Envelope) { waiting.append(envelope) }
 

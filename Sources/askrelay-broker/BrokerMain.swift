@@ -23,8 +23,8 @@ struct BrokerMain: Command {
         .value("ack-timeout", "DURATION", env: "ASKRELAY_ACK_TIMEOUT", default: "10s", help: "redeliver an unacked message after this"),
         .value("time-scale", "X", env: "ASKRELAY_TIME_SCALE", default: "1", help: "divide product durations (pending window) by X"),
         .value("pending-window", "DURATION", env: "ASKRELAY_PENDING_WINDOW", default: "48h", help: "how long a question may stay pending, before scaling"),
-        .value("max-queue", "N", env: "ASKRELAY_MAX_QUEUE", default: "100000", help: "messages queued per address before 'busy'"),
-        .value("max-queued-total", "N", env: "ASKRELAY_MAX_QUEUED_TOTAL", default: "2000000", help: "messages queued in all before 'busy'"),
+        .value("max-queue", "N", env: "ASKRELAY_MAX_QUEUE", default: "10000", help: "messages in memory per address; more stay in the journal only ('busy' without one)"),
+        .value("max-queued-total", "N", env: "ASKRELAY_MAX_QUEUED_TOTAL", default: "2000000", help: "undelivered messages in all (memory and journal) before 'busy'"),
         .value("stats-endpoint", "URL", env: "ASKRELAY_STATS_ENDPOINT", help: "PUB endpoint for a JSON snapshot every second"),
         .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "trace, debug, info, notice, warning, error"),
         .flag("allow-insecure", env: "ASKRELAY_ALLOW_INSECURE", help: "serve non-loopback endpoints without CURVE"),
@@ -50,7 +50,7 @@ struct BrokerMain: Command {
         configuration.ackTimeout = try arguments.duration("ack-timeout") ?? .seconds(10)
         configuration.timeScale = try arguments.double("time-scale", in: 0.000_001...1e9) ?? 1
         configuration.pendingWindow = try arguments.duration("pending-window") ?? .seconds(48 * 3600)
-        configuration.maxQueuedPerAddress = try arguments.int("max-queue", in: 1...100_000_000) ?? 100_000
+        configuration.maxQueuedPerAddress = try arguments.int("max-queue", in: 1...100_000_000) ?? 10_000
         configuration.maxQueuedTotal = try arguments.int("max-queued-total", in: 1...1_000_000_000) ?? 2_000_000
         configuration.statsEndpoint = arguments.string("stats-endpoint")
         configuration.allowInsecure = arguments.flag("allow-insecure")

@@ -95,9 +95,9 @@ struct RoutingTests {
         #expect(try echo.receivesNothing(within: .milliseconds(300)) { $0.command == .deliver })
     }
 
-    @Test("an unacked delivery comes again, with the same id, to the session that takes the address over")
-    func redeliveryAfterReconnect() throws {
-        let broker = try TestBroker()
+    @Test("an unacked delivery comes again, with the same id, to the session that takes the address over", arguments: [Durability.off, .batch])
+    func redeliveryAfterReconnect(_ durability: Durability) throws {
+        let broker = try TestBroker(durability: durability)
         defer { broker.stop() }
         let context = try Context()
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
@@ -136,9 +136,9 @@ struct RoutingTests {
         #expect(registered)
     }
 
-    @Test("messages for an address nobody serves yet wait for it, in order")
-    func storeAndForward() throws {
-        let broker = try TestBroker()
+    @Test("messages for an address nobody serves yet wait for it, in order", arguments: [Durability.off, .batch])
+    func storeAndForward(_ durability: Durability) throws {
+        let broker = try TestBroker(durability: durability)
         defer { broker.stop() }
         let context = try Context()
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
@@ -155,7 +155,106 @@ struct RoutingTests {
         #expect(received == ids)
     }
 
-    @Test("a full queue refuses with busy instead of growing")
+    @Test("with a journal, beyond the per-address limit messages stay in the journal only and arrive in order")
+    func spillBeyondTheAddressLimit() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let statsEndpoint = "ipc://\(directory.path)/stats.sock"
+        let broker = try TestBroker(durability: .batch) {
+            $0.maxQueuedPerAddress = 3
+            $0.statsEndpoint = statsEndpoint
+            $0.statsInterval = .milliseconds(20)
+        }
+        defer { broker.stop() }
+        let context = try Context()
+        let stats = try StatsReader(context: context, endpoint: statsEndpoint)
+        let client = try RawPeer(context: context, endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"])
+        let receiver = try RawPeer(context: context, endpoint: broker.endpoint)
+        try receiver.register(role: .echo, ["echo/1"], window: 1)
+        var sent: [MessageID] = []
+        for index in 0..<10 {
+            let id = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [UInt8(index)])
+            try client.expectAck(id)
+            sent.append(id)
+        }
+        // One delivered (window 1) and two waiting in memory; the other seven in the journal only.
+        let full = try stats.expect { $0.spilled == 7 }
+        #expect(full.queued == 3)
+        var received: [MessageID] = []
+        for _ in 0..<10 {
+            let id = try #require(try receiver.expectDelivery().id)
+            received.append(id)
+            try receiver.ack([id])
+        }
+        #expect(received == sent)
+        let drained = try stats.expect { $0.queued == 0 && $0.spilled == 0 }
+        #expect(drained.delivered == 10)
+    }
+
+    @Test("with a journal, an address nobody serves holds nothing in memory; its deliveries go back to the journal when its owner leaves")
+    func spillWhileAway() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let statsEndpoint = "ipc://\(directory.path)/stats.sock"
+        let broker = try TestBroker(durability: .batch) {
+            $0.statsEndpoint = statsEndpoint
+            $0.statsInterval = .milliseconds(20)
+        }
+        defer { broker.stop() }
+        let context = try Context()
+        let stats = try StatsReader(context: context, endpoint: statsEndpoint)
+        let client = try RawPeer(context: context, endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"])
+        var sent: [MessageID] = []
+        for index in 0..<5 {
+            let id = try client.sendMessage(from: "client/1", to: "echo/away", kind: "echo", body: [UInt8(index)])
+            try client.expectAck(id)
+            sent.append(id)
+        }
+        let away = try stats.expect { $0.spilled == 5 }
+        #expect(away.queued == 0)
+        // The owner takes two (window 2), acks the first, and leaves with the second unacked.
+        let first = try RawPeer(context: context, endpoint: broker.endpoint)
+        try first.register(role: .echo, ["echo/away"], window: 2)
+        let one = try first.expectDelivery()
+        let two = try first.expectDelivery()
+        #expect([one.id, two.id] == Array(sent[0..<2]))
+        try first.ack([try #require(one.id)])
+        var bye = Multipart()
+        WireEncoder.bye(reason: "test", into: &bye)
+        try first.send(bye)
+        let gone = try stats.expect { $0.spilled == 4 && $0.sessions["echo"] == nil }
+        #expect(gone.queued == 0)
+        let second = try RawPeer(context: context, endpoint: broker.endpoint)
+        try second.register(role: .echo, ["echo/away"])
+        var received: [MessageID] = []
+        for _ in 0..<4 {
+            let id = try #require(try second.expectDelivery().id)
+            received.append(id)
+            try second.ack([id])
+        }
+        #expect(received == Array(sent[1...]))
+        _ = try stats.expect { $0.queued == 0 && $0.spilled == 0 }
+    }
+
+    @Test("the global limit counts journal-only messages too")
+    func globalLimitCountsSpilled() throws {
+        let broker = try TestBroker(durability: .batch) {
+            $0.maxQueuedPerAddress = 2
+            $0.maxQueuedTotal = 5
+        }
+        defer { broker.stop() }
+        let client = try RawPeer(context: try Context(), endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"])
+        for index in 0..<5 {
+            try client.expectAck(try client.sendMessage(from: "client/1", to: "echo/nobody", kind: "echo", body: [UInt8(index)]))
+        }
+        let id = try client.sendMessage(from: "client/1", to: "echo/other", kind: "echo", body: [9])
+        #expect(try client.expectNack(id).code == ErrorCode.busy.rawValue)
+    }
+
+    @Test("without a journal a full queue refuses with busy instead of growing")
     func busy() throws {
         let broker = try TestBroker { $0.maxQueuedPerAddress = 3 }
         defer { broker.stop() }

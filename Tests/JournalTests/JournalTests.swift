@@ -71,28 +71,59 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         #expect(loaded[2].body == [] && loaded[2].expiresAt == at(1_800_000_000_123))
         #expect(try reopened.messageCount() == 3)
 
-        try reopened.deleteMessage(id: stored[1].id, to: "parent-2")
-        try reopened.deleteMessage(id: stored[0].id, to: "someone-else")  // no such copy: nothing happens
+        try reopened.deleteMessage(seq: 1)
+        try reopened.deleteMessage(seq: 99)  // no such copy: nothing happens
         try reopened.commitIfNeeded()
         #expect(try reopened.loadMessages().map(\.seq) == [2, 3])
     }
 
-    @Test func storingTheSameCopyTwiceKeepsTheFirst() throws {
+    @Test func readsOneRecipientInOrderAndSummarizesWithoutBodies() throws {
         let dir = TemporaryDirectory()
         let journal = try Journal(directory: dir.path, durability: .batch)
-        try journal.storeMessage(message(1))
-        var again = message(9)
-        again.id = message(1).id
-        try journal.storeMessage(again)
-        var sameIDOtherRecipient = again
-        sameIDOtherRecipient.to = "parent-2"
-        try journal.storeMessage(sameIDOtherRecipient)
+        for seq in [5, 1, 3, 2, 8] as [Int64] { try journal.storeMessage(message(seq, to: seq % 2 == 0 ? "mum" : "dad")) }
         try journal.commitIfNeeded()
-        #expect(try journal.loadMessages().map { "\($0.seq)>\($0.to)" } == ["1>parent-1", "9>parent-2"])
+        #expect(try journal.loadMessages(to: "dad", fromSeq: 0, limit: 10).map(\.seq) == [1, 3, 5])
+        #expect(try journal.loadMessages(to: "dad", fromSeq: 2, limit: 1).map(\.seq) == [3])
+        #expect(try journal.loadMessages(to: "mum", fromSeq: 3, limit: 10).map(\.seq) == [8])
+        #expect(try journal.loadMessages(to: "nobody", fromSeq: 0, limit: 10).isEmpty)
+        let summary = try journal.messageSummary().sorted { $0.recipient < $1.recipient }
+        #expect(summary.map { "\($0.recipient):\($0.count)@\($0.firstSeq)" } == ["dad:3@1", "mum:2@2"])
+        #expect(try journal.maxMessageSeq() == 8)
+        #expect(try Journal(directory: dir.path, durability: .off).maxMessageSeq() == 0)
 
         // A different copy reusing a seq is a broker bug, reported as a constraint error.
         let error = try #require(throws: SQLiteError.self) { try journal.storeMessage(message(1, to: "parent-3")) }
         #expect(error.isConstraint)
+    }
+
+    @Test func upgradesAVersion1File() throws {
+        let dir = TemporaryDirectory()
+        do {
+            // A journal as the version-1 broker wrote it.
+            try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
+            let db = try Database(path: dir.path + "/" + Journal.fileName)
+            try db.execute(Journal.migrations[0])
+            try db.setUserVersion(1)
+            try db.execute(
+                """
+                INSERT INTO message (seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms)
+                    VALUES (4, x'00000000000000070000000000000004', 'mum', 'child-1', 'ASK', NULL, x'010203', 1700000000004, NULL);
+                INSERT INTO accepted (id, accepted_ms) VALUES (x'00000000000000070000000000000004', 5000);
+                """)
+        }
+        let journal = try Journal(directory: dir.path, durability: .batch)
+        #expect(try journal.database!.userVersion() == Journal.schemaVersion)
+        #expect(try journal.loadMessages() == [message(4, to: "mum")])
+        #expect(try journal.loadAccepted(since: at(5000)) == [message(4).id])
+        // The new layout: copies by recipient, accepted ids by time.
+        try journal.storeMessage(message(6, to: "mum"))
+        try journal.rememberAccepted(message(6).id, at: at(6000))
+        try journal.rememberAccepted(message(6).id, at: at(6000))
+        try journal.commitIfNeeded()
+        #expect(try journal.loadMessages(to: "mum", fromSeq: 5, limit: 5).map(\.seq) == [6])
+        try journal.forgetAccepted(before: at(6000))
+        try journal.commitIfNeeded()
+        #expect(try journal.loadAccepted(since: at(0)) == [message(6).id])
     }
 
     @Test(arguments: [Durability.strict, .batch])
@@ -128,7 +159,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
             try journal.addGuardian(family: "fam", guardian: "dad")
             try journal.commitIfNeeded()
             try journal.storeMessage(message(2))
-            try journal.deleteMessage(id: message(1).id, to: "parent-1")
+            try journal.deleteMessage(seq: 1)
             try journal.addGuardian(family: "fam", guardian: "mum")
             #expect(journal.hasPendingWrites)
             // Dropped here without a commit, as if the process died mid-turn.

@@ -2,7 +2,7 @@ import SQLite
 
 extension Journal {
     /// Bump when the schema changes, and add a step to `migrations`.
-    static let schemaVersion: Int64 = 1
+    static let schemaVersion: Int64 = 2
 
     /// `migrations[n]` brings a version-`n` file to version `n + 1`. Version 0 is an empty file.
     static let migrations: [String] = [
@@ -45,7 +45,37 @@ extension Journal {
             accepted_ms INTEGER NOT NULL
         ) WITHOUT ROWID;
         CREATE INDEX accepted_time ON accepted (accepted_ms);
+        """,
+        // Version 2: cheaper writes and per-recipient reads for spill.
+        // - message: no UNIQUE (id, recipient) index (inserts at random places in a B-tree on a random id); copies
+        //   are deleted by `seq`, the broker deduplicates SENDs itself. A (recipient, seq) index instead: reading a
+        //   recipient's journal-only messages in order, and mostly appends, as seq grows.
+        // - accepted: clustered by time (appends), no index on the random id; recovery reads ids into a set.
         """
+        CREATE TABLE message_v2 (
+            seq        INTEGER PRIMARY KEY,
+            id         BLOB    NOT NULL,
+            recipient  TEXT    NOT NULL,
+            sender     TEXT    NOT NULL,
+            kind       TEXT    NOT NULL,
+            subject    BLOB,
+            body       BLOB    NOT NULL,
+            created_ms INTEGER NOT NULL,
+            expires_ms INTEGER
+        );
+        INSERT INTO message_v2 SELECT seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms FROM message;
+        DROP TABLE message;
+        ALTER TABLE message_v2 RENAME TO message;
+        CREATE INDEX message_recipient ON message (recipient, seq);
+        CREATE TABLE accepted_v2 (
+            accepted_ms INTEGER NOT NULL,
+            id          BLOB    NOT NULL,
+            PRIMARY KEY (accepted_ms, id)
+        ) WITHOUT ROWID;
+        INSERT OR IGNORE INTO accepted_v2 SELECT accepted_ms, id FROM accepted;
+        DROP TABLE accepted;
+        ALTER TABLE accepted_v2 RENAME TO accepted;
+        """,
     ]
 
     /// Creates or upgrades the schema. Reads `user_version` first so that opening a current file writes nothing

@@ -134,14 +134,14 @@ public final class Journal {
 
     // MARK: Store-and-forward messages
 
-    /// Stores one undelivered copy. Storing the same (id, recipient) again is a no-op that keeps the first copy
-    /// and its place in the delivery order; reusing a `seq` for a different copy throws a constraint error.
+    /// Stores one undelivered copy. Reusing a `seq` throws a constraint error (a broker bug). The journal does not
+    /// deduplicate copies: the broker stores each accepted SEND once.
     public func storeMessage(_ m: StoredMessage) throws {
         try write { db in
             let s = try db.prepare(
                 """
                 INSERT INTO message (seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (id, recipient) DO NOTHING
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                 """)
             try s.bind(m.seq, at: 1)
             try s.bind(m.id, at: 2)
@@ -156,31 +156,57 @@ public final class Journal {
         }
     }
 
-    /// Forgets a copy its receiver acknowledged. Deleting a copy that is not stored is not an error.
-    public func deleteMessage(id: MessageID, to: String) throws {
+    /// Forgets the copy with `seq` (its receiver acknowledged it, or it expired). Deleting a copy that is not
+    /// stored is not an error.
+    public func deleteMessage(seq: Int64) throws {
         try write { db in
-            let s = try db.prepare("DELETE FROM message WHERE id = ?1 AND recipient = ?2")
-            try s.bind(id, at: 1)
-            try s.bind(to, at: 2)
+            let s = try db.prepare("DELETE FROM message WHERE seq = ?1")
+            try s.bind(seq, at: 1)
             try s.run()
         }
     }
 
-    /// Every stored copy, by `seq` ascending (restart recovery).
+    private static let messageColumns = "seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms"
+
+    private static func storedMessage(_ row: Statement) throws -> StoredMessage {
+        StoredMessage(
+            seq: row.int64(at: 0), id: try row.messageID(at: 1), from: row.text(at: 3), to: row.text(at: 2),
+            kind: row.text(at: 4), subject: row.isNull(at: 5) ? nil : try row.messageID(at: 5),
+            body: row.blob(at: 6), createdAt: Self.date(row.int64(at: 7)),
+            expiresAt: row.isNull(at: 8) ? nil : Self.date(row.int64(at: 8)))
+    }
+
+    /// Every stored copy, by `seq` ascending.
     public func loadMessages() throws -> [StoredMessage] {
         guard let db = database else { return [] }
+        return try db.prepare("SELECT \(Self.messageColumns) FROM message ORDER BY seq").rows(Self.storedMessage)
+    }
+
+    /// The copies for one recipient with `seq >= fromSeq`, oldest first, at most `limit` (reading spilled messages
+    /// back into memory).
+    public func loadMessages(to recipient: String, fromSeq: Int64, limit: Int) throws -> [StoredMessage] {
+        guard let db = database else { return [] }
         let s = try db.prepare(
-            """
-            SELECT seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms
-            FROM message ORDER BY seq
-            """)
-        return try s.rows { row in
-            StoredMessage(
-                seq: row.int64(at: 0), id: try row.messageID(at: 1), from: row.text(at: 3), to: row.text(at: 2),
-                kind: row.text(at: 4), subject: row.isNull(at: 5) ? nil : try row.messageID(at: 5),
-                body: row.blob(at: 6), createdAt: Self.date(row.int64(at: 7)),
-                expiresAt: row.isNull(at: 8) ? nil : Self.date(row.int64(at: 8)))
+            "SELECT \(Self.messageColumns) FROM message WHERE recipient = ?1 AND seq >= ?2 ORDER BY recipient, seq LIMIT ?3")
+        try s.bind(recipient, at: 1)
+        try s.bind(fromSeq, at: 2)
+        try s.bind(Int64(limit), at: 3)
+        return try s.rows(Self.storedMessage)
+    }
+
+    /// Per recipient: how many copies are stored and the lowest `seq` among them (restart recovery without reading
+    /// the bodies).
+    public func messageSummary() throws -> [(recipient: String, count: Int, firstSeq: Int64)] {
+        guard let db = database else { return [] }
+        return try db.prepare("SELECT recipient, count(*), min(seq) FROM message GROUP BY recipient").rows {
+            ($0.text(at: 0), Int($0.int64(at: 1)), $0.int64(at: 2))
         }
+    }
+
+    /// The highest `seq` stored, or 0.
+    public func maxMessageSeq() throws -> Int64 {
+        guard let db = database else { return 0 }
+        return try db.prepare("SELECT coalesce(max(seq), 0) FROM message").rows { $0.int64(at: 0) }.first ?? 0
     }
 
     public func messageCount() throws -> Int {
@@ -282,16 +308,16 @@ public final class Journal {
 
     // MARK: SEND dedup
 
-    /// Remembers that the SEND with `id` was accepted at `at` (a later time wins if remembered twice).
+    /// Remembers that the SEND with `id` was accepted at `at`. Remembering it again adds a row; the latest counts
+    /// (``loadAccepted(since:)`` returns a set, ``forgetAccepted(before:)`` deletes by time).
     public func rememberAccepted(_ id: MessageID, at: Date) throws {
         try write { db in
             let s = try db.prepare(
                 """
-                INSERT INTO accepted (id, accepted_ms) VALUES (?1, ?2)
-                ON CONFLICT (id) DO UPDATE SET accepted_ms = max(accepted_ms, excluded.accepted_ms)
+                INSERT OR IGNORE INTO accepted (accepted_ms, id) VALUES (?1, ?2)
                 """)
-            try s.bind(id, at: 1)
-            try s.bind(Self.milliseconds(at), at: 2)
+            try s.bind(Self.milliseconds(at), at: 1)
+            try s.bind(id, at: 2)
             try s.run()
         }
     }

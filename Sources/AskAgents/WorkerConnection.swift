@@ -183,7 +183,17 @@ public final class WorkerConnection {
         outstanding[id] = PendingSend(frames: frames, lastSent: .now, attempts: 1)
         outstandingOrder.append(id)
         counters.sent += 1
-        if isRegistered { transmit(frames) }
+        guard isRegistered else { return id }
+        if pendingAcks.isEmpty || welcome?.carriedAcks != true {
+            transmit(frames)
+        } else {
+            // The first transmission acknowledges the deliveries handled so far (retries carry no ACK ids).
+            let carried = min(pendingAcks.count, Wire.Limits.standard.maxAckIDs)
+            output.removeAll()
+            WireEncoder.message(.send, id: id, from: from, to: to, kind: kind, subject: subject, acks: pendingAcks[..<carried], body: body, into: &output)
+            transmit(output)
+            pendingAcks.removeFirst(carried)
+        }
         return id
     }
 
@@ -233,6 +243,8 @@ public final class WorkerConnection {
             break
         case .deliver:
             guard let id = parsed.id else { return }
+            // ACK ids of our SENDs may ride on a DELIVER (we say carriedAcks in HELLO).
+            if parsed.carriesAcks { handleAcks(parsed) }
             if seen.contains(id) {
                 counters.duplicates += 1
                 pendingAcks.append(id)
@@ -255,12 +267,7 @@ public final class WorkerConnection {
                 counters.held += 1
             }
         case .ack:
-            for id in input.ackIDs(parsed) {
-                guard outstanding.removeValue(forKey: id) != nil else { continue }
-                counters.accepted += 1
-                handler?.accepted(id, connection: self)
-            }
-            compactOutstanding()
+            handleAcks(parsed)
         case .nack:
             let code = ErrorCode(rawValue: input.string(parsed.codeFrame))
             let reason = input.string(parsed.reasonFrame)
@@ -284,6 +291,16 @@ public final class WorkerConnection {
         case .hello, .send:
             counters.malformed += 1
         }
+    }
+
+    /// The broker accepted these SENDs (an ACK, or the ids a DELIVER carries).
+    private func handleAcks(_ parsed: ParsedFrames) {
+        for id in input.ackIDs(parsed) {
+            guard outstanding.removeValue(forKey: id) != nil else { continue }
+            counters.accepted += 1
+            handler?.accepted(id, connection: self)
+        }
+        compactOutstanding()
     }
 
     private func remember(_ id: MessageID) {
@@ -322,7 +339,7 @@ public final class WorkerConnection {
         let hello = Hello(
             role: configuration.role, worker: configuration.worker, endpoints: configuration.endpoints,
             window: configuration.window,
-            heartbeatMs: configuration.heartbeatInterval.milliseconds)
+            heartbeatMs: configuration.heartbeatInterval.milliseconds, carriedAcks: true)
         output.removeAll()
         WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &output)
         transmit(output)

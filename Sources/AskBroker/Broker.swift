@@ -130,7 +130,8 @@ public final class Broker {
 
     func pollTimeout() -> Int {
         if !dirty.isEmpty { return 0 }
-        var milliseconds = 50
+        // Held ACKs are due within `ackDelay`; the poll has millisecond resolution.
+        var milliseconds = sessionsWithAcks.isEmpty ? 50 : max(1, configuration.ackDelay.milliseconds)
         if let deadline = ledger.nextDeadline {
             let left = Date().distance(to: deadline)
             milliseconds = min(milliseconds, max(0, Int(left * 1000) + 1))
@@ -164,10 +165,28 @@ public final class Broker {
         }
         clearTurn()
         turnWriteFailures = journal.writeFailures
-        // Deliveries first: they are on the critical path of a round trip; the senders' ACKs only free their
-        // retry timers. Both go out after the commit.
+        // Deliveries first: they are on the critical path of a round trip, and they carry pending ACK ids to the
+        // peers that read them. The senders' ACKs only free their retry timers. Both go out after the commit.
         pumpDirty()
-        for session in sessionsWithAcks where session.isAlive && !session.pendingAcks.isEmpty {
+        flushAcks()
+    }
+
+    /// Sends the pending ACKs no DELIVER carried: at once, or for a peer that reads carried ACK ids, once they
+    /// have waited `ackDelay` (a DELIVER to it may come first and carry them).
+    func flushAcks() {
+        guard !sessionsWithAcks.isEmpty else { return }
+        let holdUntil = turnNow - configuration.ackDelay
+        var kept = 0
+        for session in sessionsWithAcks {
+            guard session.isAlive, !session.pendingAcks.isEmpty else {
+                session.isInAckList = false
+                continue
+            }
+            if session.carriedAcks, session.acksSince > holdUntil {
+                sessionsWithAcks[kept] = session
+                kept += 1
+                continue
+            }
             var start = 0
             while start < session.pendingAcks.count {
                 let end = min(start + configuration.limits.maxAckIDs, session.pendingAcks.count)
@@ -178,8 +197,9 @@ public final class Broker {
                 start = end
             }
             session.pendingAcks.removeAll(keepingCapacity: true)
+            session.isInAckList = false
         }
-        sessionsWithAcks.removeAll(keepingCapacity: true)
+        sessionsWithAcks.removeLast(sessionsWithAcks.count - kept)
     }
 
     func clearTurn() {
@@ -335,7 +355,8 @@ public final class Broker {
             heartbeatMs: configuration.heartbeatInterval.milliseconds,
             liveness: configuration.liveness,
             window: session.window,
-            broker: instanceID
+            broker: instanceID,
+            carriedAcks: true
         )
         output.removeAll()
         output.append(identity)
@@ -383,6 +404,8 @@ public final class Broker {
 
     func handleSend(session: Session, parsed: ParsedFrames) {
         guard let id = parsed.id else { return }
+        // Acknowledgements carried by the SEND count whatever becomes of the SEND itself.
+        if parsed.carriesAcks { handleAck(session: session, parsed: parsed) }
         let from = input.from(parsed)
         guard session.addresses[from] != nil else {
             nack(session: session, id: id, WireError(.forbidden, "this session does not serve '\(from)'"))
@@ -405,9 +428,16 @@ public final class Broker {
             if to == "broker" || QuestionLedger.watchedKinds.contains(kind) {
                 try ledgerSend(session: session, parsed: parsed, id: id, from: from, to: to, kind: kind)
             } else {
-                // The DELIVER forwards the SEND's header bytes unchanged: copy header and body (adjacent) at once.
+                // The DELIVER forwards the SEND's header bytes unchanged: copy header and body (adjacent unless
+                // ACK ids lie between them) at once.
                 let header = input.range(of: parsed.headerFrame)
-                let packed = Array(input.storage[header.lowerBound..<input.range(of: parsed.bodyFrame).upperBound])
+                let body = input.range(of: parsed.bodyFrame)
+                let packed: [UInt8]
+                if parsed.carriesAcks {
+                    packed = Array(input.storage[header]) + input.storage[body]
+                } else {
+                    packed = Array(input.storage[header.lowerBound..<body.upperBound])
+                }
                 try route(id: id, from: from, to: to, kind: kind, subject: parsed.subject, packed: packed, headerCount: header.count)
             }
         } catch {
@@ -431,7 +461,11 @@ public final class Broker {
     }
 
     func queueAck(_ id: MessageID, for session: Session) {
-        if session.pendingAcks.isEmpty { sessionsWithAcks.append(session) }
+        if session.pendingAcks.isEmpty { session.acksSince = turnNow }
+        if !session.isInAckList {
+            session.isInAckList = true
+            sessionsWithAcks.append(session)
+        }
         session.pendingAcks.append(id)
     }
 
@@ -512,7 +546,7 @@ public final class Broker {
     }
 
     func handleAck(session: Session, parsed: ParsedFrames) {
-        for id in input.ackIDs(parsed) { acknowledge(id, by: session) }
+        input.forEachAckID(parsed) { acknowledge($0, by: session) }
     }
 
     func acknowledge(_ id: MessageID, by session: Session) {
@@ -615,8 +649,15 @@ public final class Broker {
     func deliver(_ envelope: Envelope, to owner: Session) -> Bool {
         output.removeAll()
         output.append(owner.identity)
-        envelope.appendDeliver(to: &output)
+        // Pending ACK ids ride along when the peer reads them, and only when everything they acknowledge is
+        // committed (no write of the turn is waiting).
+        let carried = owner.carriedAcks && !journal.hasPendingWrites ? min(owner.pendingAcks.count, configuration.limits.maxAckIDs) : 0
+        envelope.appendDeliver(acks: owner.pendingAcks[..<carried], to: &output)
         guard sendToPeer(owner) else { return false }
+        if carried > 0 {
+            owner.pendingAcks.removeFirst(carried)
+            if !owner.pendingAcks.isEmpty { owner.acksSince = turnNow }
+        }
         envelope.deliveredAt = turnNow
         if crashPoints.isArmed { crashPoints.delivered(kind: envelope.kind, subject: envelope.subject) }
         return true

@@ -16,6 +16,9 @@ public struct BrokerConfiguration: Sendable {
     public var window = 64
     /// An unacked delivery to a live session is sent again after this long.
     public var ackTimeout: Duration = .seconds(10)
+    /// How long the broker may hold an acknowledgement for a peer that reads carried ACK ids, waiting for a DELIVER
+    /// to that peer to carry it; zero sends every turn's ACKs at the end of the turn.
+    public var ackDelay: Duration = .milliseconds(1)
     /// Divides every product duration (pending window, default expiry), so 48 hours can pass in seconds.
     public var timeScale: Double = 1
     /// How long a question may stay pending (presented but unsent, or sent but unanswered) before it expires,
@@ -60,6 +63,9 @@ public struct BrokerConfiguration: Sendable {
         if liveness < 1 { problems.append("--liveness must be at least 1") }
         if heartbeatInterval < .milliseconds(10) { problems.append("--heartbeat must be at least 10ms") }
         if timeScale <= 0 || !timeScale.isFinite { problems.append("--time-scale must be a positive number") }
+        if ackDelay > .milliseconds(100) || ackDelay * 10 > ackTimeout {
+            problems.append("--ack-delay must be at most 100ms and a tenth of --ack-timeout")
+        }
         if maxQueuedPerAddress < 1 || maxQueuedTotal < 1 { problems.append("queue limits must be at least 1") }
         if (curveSecretFile == nil) != (principalsFile == nil) {
             problems.append("CURVE needs both --curve-secret-file and --principals")

@@ -42,8 +42,16 @@ final class Session {
     var window: Int
     var lastHeard: ContinuousClock.Instant
     var lastSent: ContinuousClock.Instant
-    /// Ids accepted this turn, acknowledged in one ACK after the journal commit.
+    /// Ids accepted and not yet acknowledged to the peer: sent after the journal commit, carried by the next
+    /// DELIVER to this peer when it reads carried ACK ids, or in one ACK at the end of the turn (held up to
+    /// `ackDelay` first for such a peer).
     var pendingAcks: [MessageID] = []
+    /// When the oldest of `pendingAcks` was queued.
+    var acksSince: ContinuousClock.Instant
+    /// In the broker's list of sessions with pending acks.
+    var isInAckList = false
+    /// The peer reads ACK ids carried by DELIVER (HELLO `carriedAcks`).
+    let carriedAcks: Bool
     var isAlive = true
     /// The CURVE key the session authenticated with (nil without CURVE).
     var principalKey: String?
@@ -57,6 +65,8 @@ final class Session {
         self.window = window
         self.lastHeard = now
         self.lastSent = now
+        self.acksSince = now
+        self.carriedAcks = hello.carriedAcks ?? false
     }
 }
 
@@ -110,10 +120,10 @@ final class Envelope {
     /// A copy of the body (journal and ledger paths only).
     var body: [UInt8] { Array(packed[headerCount...]) }
 
-    /// Appends the DELIVER of this envelope to `out`.
-    func appendDeliver(to out: inout Multipart) {
+    /// Appends the DELIVER of this envelope to `out`, carrying `acks` when there are any.
+    func appendDeliver(acks: ArraySlice<MessageID> = [], to out: inout Multipart) {
         packed.withUnsafeBytes { bytes in
-            WireEncoder.deliver(header: UnsafeRawBufferPointer(rebasing: bytes[..<headerCount]), body: UnsafeRawBufferPointer(rebasing: bytes[headerCount...]), into: &out)
+            WireEncoder.deliver(header: UnsafeRawBufferPointer(rebasing: bytes[..<headerCount]), acks: acks, body: UnsafeRawBufferPointer(rebasing: bytes[headerCount...]), into: &out)
         }
     }
 }

@@ -259,9 +259,12 @@ func appendHeader(_ high: UInt64, _ low: UInt64, from: UnsafeRawBufferPointer, t
 }
 
 /// Sends a HELLO and waits for WELCOME (answering nothing else) until `deadline`.
-func register(socket: Socket, role: SessionRole, address: String, input: inout Multipart, deadline: UInt64) throws {
+/// - Returns: whether the broker reads ACK ids carried by SEND (WELCOME `carriedAcks`).
+@discardableResult
+func register(socket: Socket, role: SessionRole, address: String, input: inout Multipart, deadline: UInt64) throws -> Bool {
     var out = Multipart()
-    let hello = Hello(role: role, worker: "askrelay-load[\(getpid())]", endpoints: [EndpointClaim(address: address)], heartbeatMs: 1000)
+    // carriedAcks: the broker's ACKs of our SENDs may ride on DELIVERs (both sides ignore their contents anyway).
+    let hello = Hello(role: role, worker: "askrelay-load[\(getpid())]", endpoints: [EndpointClaim(address: address)], heartbeatMs: 1000, carriedAcks: true)
     WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &out)
     try socket.send(out)
     while true {
@@ -271,7 +274,9 @@ func register(socket: Socket, role: SessionRole, address: String, input: inout M
         while try socket.receive(into: &input, .dontWait) {
             let parsed = try WireParser.parse(input)
             switch parsed.command {
-            case .welcome: return
+            case .welcome:
+                let welcome = try input.withFrame(parsed.bodyFrame) { try SessionJSON.decode(Welcome.self, from: $0.bindMemory(to: UInt8.self)) }
+                return welcome.carriedAcks == true
             case .nack: throw RelayLoadError("\(address): HELLO refused: \(input.string(parsed.codeFrame)) \(input.string(parsed.reasonFrame))")
             default: continue
             }
@@ -311,6 +316,8 @@ final class EchoWorker {
     let shared: SharedRun
     let address: String
     let addressBytes: [UInt8]
+    /// The broker reads ACK ids carried by SEND (its WELCOME said so).
+    var carriesAcks = false
 
     init(index: Int, target: RelayTarget, context: Context, options: RelayLoadOptions, shared: SharedRun) throws {
         self.index = index
@@ -333,7 +340,7 @@ final class EchoWorker {
         var input = Multipart()
         do {
             if case .broker = target {
-                try register(socket: socket, role: .echo, address: address, input: &input, deadline: setupDeadline)
+                carriesAcks = try register(socket: socket, role: .echo, address: address, input: &input, deadline: setupDeadline)
             }
         } catch {
             shared.fail("\(error)")
@@ -405,11 +412,17 @@ final class EchoWorker {
                         input.withBytes(parsed.fromRange) { replyTo in
                             addressBytes.withUnsafeBytes { appendHeader(idHigh, idLow, from: $0, to: replyTo, kind: RelayLoad.kind, into: &out) }
                         }
-                        input.withFrame(parsed.bodyFrame) { out.append($0) }
-                        if service == 0 {
+                        if service == 0 && carriesAcks {
+                            // The reply acknowledges the delivery it answers: no separate ACK.
+                            out.appendFrame { parsed.id!.append(to: &$0) }
+                            input.withFrame(parsed.bodyFrame) { out.append($0) }
+                            try socket.send(out)
+                        } else if service == 0 {
+                            input.withFrame(parsed.bodyFrame) { out.append($0) }
                             try socket.send(out)
                             acks.append(parsed.id!)
                         } else {
+                            input.withFrame(parsed.bodyFrame) { out.append($0) }
                             lastServiceEnd = max(lastServiceEnd, monotonicNanoseconds()) + service
                             pending.append(Pending(due: lastServiceEnd, reply: out, delivery: parsed.id))
                         }
@@ -471,6 +484,8 @@ final class ClientConnection {
     var outstanding = 0
     var lastSent: UInt64 = 0
     var acks: [MessageID] = []
+    /// The broker reads ACK ids carried by SEND (its WELCOME said so).
+    var carriesAcks = false
 
     init(index: Int, target: RelayTarget, context: Context, options: RelayLoadOptions) throws {
         self.index = index
@@ -504,7 +519,7 @@ struct ClientLoop {
         var input = Multipart()
         do {
             for connection in connections where connection.isBroker {
-                try register(socket: connection.socket, role: .client, address: connection.address, input: &input, deadline: setupDeadline)
+                connection.carriesAcks = try register(socket: connection.socket, role: .client, address: connection.address, input: &input, deadline: setupDeadline)
             }
         } catch {
             shared.fail("\(error)")
@@ -563,6 +578,10 @@ struct ClientLoop {
                 connection.fromBytes.withUnsafeBytes { from in
                     connection.toBytes.withUnsafeBytes { appendHeader(connection.idHigh, connection.idLow, from: from, to: $0, kind: RelayLoad.kind, into: &out) }
                 }
+                // Replies received so far are acknowledged by this SEND instead of a separate ACK.
+                let carried = connection.carriesAcks ? min(connection.acks.count, Wire.Limits.standard.maxAckIDs) : 0
+                WireEncoder.carriedAcks(connection.acks[..<carried], into: &out)
+                connection.acks.removeFirst(carried)
                 out.append(body)
             } else {
                 out.append(body)

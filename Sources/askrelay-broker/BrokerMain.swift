@@ -21,6 +21,7 @@ struct BrokerMain: Command {
         .value("liveness", "N", env: "ASKRELAY_LIVENESS", default: "3", help: "missed heartbeats before a peer is dead"),
         .value("window", "N", env: "ASKRELAY_WINDOW", default: "64", help: "deliveries in flight per address"),
         .value("ack-timeout", "DURATION", env: "ASKRELAY_ACK_TIMEOUT", default: "10s", help: "redeliver an unacked message after this"),
+        .value("ack-delay", "DURATION", env: "ASKRELAY_ACK_DELAY", default: "1ms", help: "hold an ACK this long for a DELIVER to carry it (peers that read carried ACKs); 0 = at once"),
         .value("time-scale", "X", env: "ASKRELAY_TIME_SCALE", default: "1", help: "divide product durations (pending window) by X"),
         .value("pending-window", "DURATION", env: "ASKRELAY_PENDING_WINDOW", default: "48h", help: "how long a question may stay pending, before scaling"),
         .value("max-queue", "N", env: "ASKRELAY_MAX_QUEUE", default: "10000", help: "messages in memory per address; more stay in the journal only ('busy' without one)"),
@@ -48,6 +49,7 @@ struct BrokerMain: Command {
         configuration.liveness = try arguments.int("liveness", in: 1...100) ?? 3
         configuration.window = try arguments.int("window", in: 1...100_000) ?? 64
         configuration.ackTimeout = try arguments.duration("ack-timeout") ?? .seconds(10)
+        configuration.ackDelay = try arguments.duration("ack-delay") ?? .milliseconds(1)
         configuration.timeScale = try arguments.double("time-scale", in: 0.000_001...1e9) ?? 1
         configuration.pendingWindow = try arguments.duration("pending-window") ?? .seconds(48 * 3600)
         configuration.maxQueuedPerAddress = try arguments.int("max-queue", in: 1...100_000_000) ?? 10_000

@@ -76,6 +76,68 @@ struct RoutingTests {
         #expect(third.id == ids[2])
     }
 
+    @Test("ACK ids ride on SEND and DELIVER: a reply acknowledges its request, the broker's ACK comes on the reply's DELIVER")
+    func carriedAcks() throws {
+        // A long delay, so the broker surely still holds the client's ACK when the reply comes.
+        let broker = try TestBroker { $0.ackDelay = .milliseconds(100) }
+        defer { broker.stop() }
+        let context = try Context()
+        let client = try RawPeer(context: context, endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"], carriedAcks: true)
+        let echo = try RawPeer(context: context, endpoint: broker.endpoint)
+        try echo.register(role: .echo, ["echo/1"], carriedAcks: true)
+        let request = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [1])
+        let delivered = try echo.expectDelivery()
+        #expect(delivered.id == request)
+        // The reply: SEND with a fifth frame acknowledging the delivery it answers.
+        let reply = MessageID.random()
+        var frames = Multipart()
+        WireEncoder.message(.send, id: reply, from: "echo/1", to: "client/1", kind: "echo", subject: nil, acks: [request], body: [2], into: &frames)
+        try echo.send(frames)
+        let answer = try client.expectDelivery()
+        #expect(answer.id == reply)
+        #expect(answer.ackIDs == [request], "the broker's ACK of the request should ride on the reply")
+        #expect(client.backlog.allSatisfy { $0.command != .ack })
+        // Nothing goes to the echo side before its ACK is due: it comes as a separate ACK.
+        try echo.expectAck(reply)
+        // The request was acknowledged by the reply's carried id: a new owner of echo/1 does not get it again.
+        var bye = Multipart()
+        WireEncoder.bye(reason: "test", into: &bye)
+        try echo.send(bye)
+        let next = try RawPeer(context: context, endpoint: broker.endpoint)
+        try next.register(role: .echo, ["echo/1"])
+        #expect(try next.receivesNothing(within: .milliseconds(300)) { $0.command == .deliver })
+    }
+
+    @Test("ACK ids carried by a refused SEND still count; a peer that did not ask for carried ACKs gets separate ACKs")
+    func carriedAcksOnARefusedSend() throws {
+        let broker = try TestBroker { $0.ackDelay = .milliseconds(100) }
+        defer { broker.stop() }
+        let context = try Context()
+        let client = try RawPeer(context: context, endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"])
+        let echo = try RawPeer(context: context, endpoint: broker.endpoint)
+        try echo.register(role: .echo, ["echo/1"])
+        let request = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [1])
+        #expect(try echo.expectDelivery().id == request)
+        // A SEND from an address the echo does not serve: refused, but its ACK id counts.
+        let forged = MessageID.random()
+        var frames = Multipart()
+        WireEncoder.message(.send, id: forged, from: "echo/2", to: "client/1", kind: "echo", subject: nil, acks: [request], body: [], into: &frames)
+        try echo.send(frames)
+        #expect(try echo.expectNack(forged).code == ErrorCode.forbidden.rawValue)
+        let reply = try echo.sendMessage(from: "echo/1", to: "client/1", kind: "echo", body: [2])
+        let answer = try client.expectDelivery()
+        #expect(answer.id == reply && answer.ackIDs.isEmpty)
+        try client.expectAck(request)
+        var bye = Multipart()
+        WireEncoder.bye(reason: "test", into: &bye)
+        try echo.send(bye)
+        let next = try RawPeer(context: context, endpoint: broker.endpoint)
+        try next.register(role: .echo, ["echo/1"])
+        #expect(try next.receivesNothing(within: .milliseconds(300)) { $0.command == .deliver })
+    }
+
     @Test("a SEND retried with the same id is acknowledged again and delivered once")
     func duplicateSend() throws {
         let broker = try TestBroker()

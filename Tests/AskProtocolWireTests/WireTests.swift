@@ -68,6 +68,26 @@ struct WireRoundTripTests {
         #expect(Array(message[base + 1]) == [command.rawValue])
     }
 
+    @Test("SEND and DELIVER may carry ACK ids in a frame between header and body", arguments: [0, 1], [WireCommand.send, .deliver])
+    func messageCarryingAcks(base: Int, command: WireCommand) throws {
+        let body = bytes(#"{"ok":true}"#)
+        let (parsed, message) = try encodeAndParse(base: base) {
+            WireEncoder.message(command, id: idA, from: "echo/e1", to: "client/c1", kind: "echo", subject: nil, acks: [idB, idA], body: body, into: &$0)
+        }
+        #expect(message.count == base + 5)
+        #expect(parsed.carriesAcks)
+        #expect(parsed.ackFrame == base + 3 && parsed.bodyFrame == base + 4)
+        #expect(message.ackIDs(parsed) == [idB, idA])
+        #expect(Array(message[parsed.ackFrame]) == idB.bytes + idA.bytes)
+        #expect(Array(message[parsed.bodyFrame]) == body)
+        #expect(message.to(parsed) == "client/c1")
+        // Without ACK ids: no fifth frame, and no ids.
+        let (plain, plainMessage) = try encodeAndParse(base: base) {
+            WireEncoder.message(command, id: idA, from: "echo/e1", to: "client/c1", kind: "echo", subject: nil, acks: [], body: body, into: &$0)
+        }
+        #expect(plainMessage.count == base + 4 && !plain.carriesAcks && plainMessage.ackIDs(plain).isEmpty)
+    }
+
     @Test("SEND without a subject and with an empty body", arguments: [0, 1])
     func messageWithoutSubject(base: Int) throws {
         let (parsed, message) = try encodeAndParse(base: base) {
@@ -272,11 +292,18 @@ let badMessages: [BadMessage] = [
     .init("WELCOME without body", [signature, [0x02]], .missingFrames),
     .init("WELCOME with 4 frames", [signature, [0x02], bytes("{}"), []], .extraFrames),
     .init("SEND with 3 frames", Array(validSend.dropLast()), .missingFrames),
-    .init("SEND with 5 frames", validSend + [[]], .extraFrames),
+    .init("SEND with 5 frames whose 4th is not ACK ids", validSend + [[]], .badID),
+    .init("SEND with 6 frames", [signature, [0x04], validHeader, idA.bytes, bytes("{}"), []], .extraFrames),
+    .init("SEND with an empty ACK-ids frame", [signature, [0x04], validHeader, [], bytes("{}")], .badID),
+    .init("SEND with 17 bytes of ACK ids", [signature, [0x04], validHeader, idA.bytes + [0], bytes("{}")], .badID),
+    .init("SEND carrying 4097 ACK ids", [signature, [0x04], validHeader, Array(repeating: 7, count: 16 * 4097), bytes("{}")], .oversizeFrame),
+    .init("SEND with a bad header and a bad ACK-ids frame: the header is reported", [signature, [0x04], idA.bytes, [], bytes("{}")], .badHeader),
     .init("SEND with 2 frames", Array(validSend.prefix(2)), .missingFrames),
     .init("SEND in the old 8-frame layout", [signature, [0x04], idA.bytes, bytes("child/c1"), bytes("limits"), bytes("ask"), [], []], .extraFrames),
     .init("DELIVER with 3 frames", Array(validDeliver.dropLast()), .missingFrames),
-    .init("DELIVER with 5 frames", validDeliver + [[]], .extraFrames),
+    .init("DELIVER with 5 frames whose 4th is not ACK ids", validDeliver + [[]], .badID),
+    .init("DELIVER with 6 frames", [signature, [0x05], validHeader, idA.bytes, bytes("{}"), []], .extraFrames),
+    .init("DELIVER with 15 bytes of ACK ids", [signature, [0x05], validHeader, Array(idA.bytes.prefix(15)), bytes("{}")], .badID),
     .init("ACK without ids", [signature, [0x06]], .missingFrames),
     .init("ACK with 4 frames", [signature, [0x06], idA.bytes, idB.bytes], .extraFrames),
     .init("NACK with 4 frames", Array(validNack.dropLast()), .missingFrames),
@@ -481,7 +508,8 @@ struct WireFuzzTests {
                 #expect(Array(message[base]) == signature)
                 #expect(Array(message[base + 1]) == [parsed.command.rawValue])
                 if parsed.command == .send || parsed.command == .deliver {
-                    #expect(message.count == base + 4)
+                    #expect(message.count == base + (parsed.carriesAcks ? 5 : 4))
+                    if parsed.carriesAcks { #expect(message.size(of: parsed.ackFrame) % 16 == 0 && message.size(of: parsed.ackFrame) > 0) }
                     #expect(parsed.id.map { $0.bytes == Array(message[base + 2].prefix(16)) } == true)
                     let header = message.range(of: parsed.headerFrame)
                     #expect(parsed.fromRange.lowerBound > header.lowerBound && parsed.kindRange.upperBound == header.upperBound)

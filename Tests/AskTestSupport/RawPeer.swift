@@ -54,8 +54,8 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
 
     public func send(_ message: Multipart) throws { try socket.send(message) }
 
-    public func hello(role: SessionRole, endpoints: [EndpointClaim], window: Int? = nil, version: Int? = nil) throws {
-        var hello = Hello(role: role, worker: "test-\(role.rawValue)", endpoints: endpoints, window: window)
+    public func hello(role: SessionRole, endpoints: [EndpointClaim], window: Int? = nil, version: Int? = nil, carriedAcks: Bool? = nil) throws {
+        var hello = Hello(role: role, worker: "test-\(role.rawValue)", endpoints: endpoints, window: window, carriedAcks: carriedAcks)
         if let version { hello.version = version }
         var out = Multipart()
         WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &out)
@@ -64,8 +64,8 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
 
     /// Registers and waits for WELCOME.
     @discardableResult
-    public func register(role: SessionRole, _ addresses: [String], family: String? = nil, window: Int? = nil) throws -> Welcome {
-        try hello(role: role, endpoints: addresses.map { EndpointClaim(address: $0, family: family) }, window: window)
+    public func register(role: SessionRole, _ addresses: [String], family: String? = nil, window: Int? = nil, carriedAcks: Bool? = nil) throws -> Welcome {
+        try hello(role: role, endpoints: addresses.map { EndpointClaim(address: $0, family: family) }, window: window, carriedAcks: carriedAcks)
         let reply = try expect { $0.command == .welcome || $0.command == .nack }
         guard reply.command == .welcome else { throw TestFailure("registration refused: \(reply)") }
         return try SessionJSON.decode(Welcome.self, from: reply.body)
@@ -112,6 +112,9 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
                 received.to = buffer.to(parsed)
                 received.kind = buffer.kind(parsed)
                 received.body = Array(buffer[parsed.bodyFrame])
+                received.ackIDs = buffer.ackIDs(parsed)
+                // ACK ids carried by a DELIVER count like an ACK's; the DELIVER itself stays a delivery.
+                acked.formUnion(received.ackIDs)
             case .welcome, .hello:
                 received.body = Array(buffer[parsed.bodyFrame])
             case .nack:
@@ -143,10 +146,17 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
     /// Ids acknowledged by ACKs read so far (one ACK may carry many).
     public var acked: Set<MessageID> = []
 
-    public func expectAck(_ id: MessageID) throws {
-        if acked.remove(id) != nil { return }
-        let ack = try expect { $0.command == .ack && $0.ackIDs.contains(id) }
-        acked.formUnion(ack.ackIDs)
+    /// Waits until `id` is acknowledged, by an ACK or by ids a DELIVER carries (the DELIVER stays in the backlog).
+    public func expectAck(_ id: MessageID, timeout: Duration = .seconds(5)) throws {
+        for message in backlog where message.command == .ack { acked.formUnion(message.ackIDs) }
+        backlog.removeAll { $0.command == .ack }
+        let deadline = ContinuousClock.now + timeout
+        while !acked.contains(id) {
+            guard let message = try next(timeout: ContinuousClock.now.duration(to: deadline)) else {
+                throw TestFailure("no ACK of \(id) within \(timeout); backlog: \(backlog)")
+            }
+            if message.command == .ack { acked.formUnion(message.ackIDs) } else { backlog.append(message) }
+        }
         acked.remove(id)
     }
 

@@ -72,6 +72,8 @@ public struct ParsedFrames: Sendable, Equatable {
     public var fromRange: Range<Int> = 0..<0
     public var toRange: Range<Int> = 0..<0
     public var kindRange: Range<Int> = 0..<0
+    /// SEND / DELIVER: the message has the optional frame of acknowledged ids between header and body (5 frames).
+    public var carriesAcks = false
 
     public init(command: WireCommand, base: Int) {
         self.command = command
@@ -80,10 +82,12 @@ public struct ParsedFrames: Sendable, Equatable {
 
     /// SEND / DELIVER: the packed header frame (id, flags, subject, from, to, kind).
     public var headerFrame: Int { base + 2 }
-    /// SEND / DELIVER: the body; HELLO / WELCOME: the JSON body.
-    public var bodyFrame: Int { command == .hello || command == .welcome ? base + 2 : base + 3 }
-    /// ACK: the frame holding N × 16 id bytes.
-    public var ackFrame: Int { base + 2 }
+    /// SEND / DELIVER: the body (always last); HELLO / WELCOME: the JSON body.
+    public var bodyFrame: Int {
+        command == .hello || command == .welcome ? base + 2 : (carriesAcks ? base + 4 : base + 3)
+    }
+    /// ACK: the frame holding N × 16 id bytes; SEND / DELIVER with ``carriesAcks``: the carried ids.
+    public var ackFrame: Int { command == .ack ? base + 2 : base + 3 }
     /// NACK: code and reason frames.
     public var codeFrame: Int { base + 3 }
     public var reasonFrame: Int { base + 4 }
@@ -122,21 +126,21 @@ public enum WireParser {
                 throw WireError(.oversizeFrame, "\(command) body is \(message.size(of: base + 2)) bytes, limit \(limits.maxBody)")
             }
         case .send, .deliver:
-            try expectFrames(frames, 4, command)
+            guard frames == 4 || frames == 5 else {
+                throw WireError(frames < 4 ? .missingFrames : .extraFrames, "\(command) has 4 frames, or 5 with ACK ids, got \(frames)")
+            }
+            parsed.carriesAcks = frames == 5
             try parseHeader(message, into: &parsed, limits)
+            if parsed.carriesAcks {
+                try checkAckFrame(message, parsed.ackFrame, limits, what: "\(command)'s ACK-ids frame")
+            }
             let bodySize = message.size(of: parsed.bodyFrame)
             guard bodySize <= limits.maxBody else {
                 throw WireError(.oversizeFrame, "body is \(bodySize) bytes, limit \(limits.maxBody)")
             }
         case .ack:
             try expectFrames(frames, 3, command)
-            let size = message.size(of: base + 2)
-            guard size > 0, size % 16 == 0 else {
-                throw WireError(.badID, "an ACK frame holds one or more 16-byte ids, got \(size) bytes")
-            }
-            guard size / 16 <= limits.maxAckIDs else {
-                throw WireError(.oversizeFrame, "an ACK holds at most \(limits.maxAckIDs) ids, got \(size / 16)")
-            }
+            try checkAckFrame(message, base + 2, limits, what: "an ACK frame")
         case .nack:
             try expectFrames(frames, 5, command)
             let idSize = message.size(of: base + 2)
@@ -171,6 +175,18 @@ public enum WireParser {
         let version = storage[range.lowerBound + 3]
         guard version == Wire.version else {
             throw WireError(.unsupportedVersion, "protocol version \(version) is not supported; this broker speaks \(Wire.version)")
+        }
+    }
+
+    /// An ACK frame, or the ACK-ids frame a SEND/DELIVER may carry: 1 to `maxAckIDs` ids of 16 bytes.
+    @inline(__always)
+    static func checkAckFrame(_ message: Multipart, _ index: Int, _ limits: Wire.Limits, what: String) throws(WireError) {
+        let size = message.size(of: index)
+        guard size > 0, size % 16 == 0 else {
+            throw WireError(.badID, "\(what) holds one or more 16-byte ids, got \(size) bytes")
+        }
+        guard size / 16 <= limits.maxAckIDs else {
+            throw WireError(.oversizeFrame, "\(what) holds at most \(limits.maxAckIDs) ids, got \(size / 16)")
         }
     }
 
@@ -334,11 +350,22 @@ extension Multipart {
     /// SEND / DELIVER: the message kind.
     public func kind(_ parsed: ParsedFrames) -> String { string(parsed.kindRange) }
 
-    /// The ids of an ACK frame, in order.
+    /// The ids an ACK acknowledges, or those a SEND/DELIVER carries (none when it carries none), in order.
     public func ackIDs(_ parsed: ParsedFrames) -> [MessageID] {
+        var ids: [MessageID] = []
+        forEachAckID(parsed) { ids.append($0) }
+        return ids
+    }
+
+    /// Calls `body` with each id an ACK acknowledges or a SEND/DELIVER carries, in order, without allocating.
+    @inline(__always)
+    public func forEachAckID(_ parsed: ParsedFrames, _ body: (MessageID) -> Void) {
+        guard parsed.command == .ack || parsed.carriesAcks else { return }
         withFrame(parsed.ackFrame) { bytes in
-            stride(from: 0, to: bytes.count, by: 16).compactMap {
-                MessageID(bytes: UnsafeRawBufferPointer(rebasing: bytes[$0..<$0 + 16]))
+            var offset = 0
+            while offset + 16 <= bytes.count {
+                if let id = MessageID(bytes: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + 16])) { body(id) }
+                offset += 16
             }
         }
     }

@@ -53,14 +53,18 @@ public struct Hello: Sendable, Codable, Hashable {
     public var window: Int?
     /// How often the worker will send heartbeats, in milliseconds.
     public var heartbeatMs: Int?
+    /// The worker reads the ACK-ids frame a DELIVER may carry (docs/protocol.md §5.2); only then does the broker
+    /// put its acknowledgements in DELIVERs instead of separate ACKs. Absent means false.
+    public var carriedAcks: Bool?
 
-    public init(role: SessionRole, worker: String, endpoints: [EndpointClaim], window: Int? = nil, heartbeatMs: Int? = nil) {
+    public init(role: SessionRole, worker: String, endpoints: [EndpointClaim], window: Int? = nil, heartbeatMs: Int? = nil, carriedAcks: Bool? = nil) {
         self.version = Int(Wire.version)
         self.role = role
         self.worker = worker
         self.endpoints = endpoints
         self.window = window
         self.heartbeatMs = heartbeatMs
+        self.carriedAcks = carriedAcks
     }
 }
 
@@ -76,13 +80,17 @@ public struct Welcome: Sendable, Codable, Hashable {
     public var window: Int
     /// The broker's instance id (changes on restart).
     public var broker: String
+    /// The broker reads ACK ids carried by SEND (docs/protocol.md §5.2), so this session may put them there; and,
+    /// if HELLO said `carriedAcks`, it will carry its own ACK ids on DELIVERs. Absent means false.
+    public var carriedAcks: Bool?
 
-    public init(session: String, heartbeatMs: Int, liveness: Int, window: Int, broker: String) {
+    public init(session: String, heartbeatMs: Int, liveness: Int, window: Int, broker: String, carriedAcks: Bool? = nil) {
         self.session = session
         self.heartbeatMs = heartbeatMs
         self.liveness = liveness
         self.window = window
         self.broker = broker
+        self.carriedAcks = carriedAcks
     }
 }
 

@@ -20,29 +20,44 @@ public enum WireEncoder {
         to: String,
         kind: String,
         subject: MessageID?,
+        acks: ArraySlice<MessageID> = [],
         body: [UInt8],
         into out: inout Multipart
     ) {
         precondition(command == .send || command == .deliver, "only SEND and DELIVER carry application messages")
         header(command, into: &out)
         out.appendFrame { appendHeader(id: id, subject: subject, from: from, to: to, kind: kind, to: &$0) }
+        carriedAcks(acks, into: &out)
         out.append(body)
+    }
+
+    /// The optional frame of a SEND or DELIVER that acknowledges other messages (docs/protocol.md §5.2): `ids` as
+    /// 16-byte ids back to back, at most ``Wire/Limits/maxAckIDs``. Appends nothing when `ids` is empty.
+    /// Goes between the header and the body.
+    @inlinable
+    public static func carriedAcks(_ ids: ArraySlice<MessageID>, into out: inout Multipart) {
+        guard !ids.isEmpty else { return }
+        out.appendFrame { bytes in
+            bytes.reserveCapacity(ids.count * 16)
+            for id in ids { id.append(to: &bytes) }
+        }
     }
 
     /// SEND or DELIVER from header bytes already encoded (the broker forwards a SEND's header unchanged in the
     /// DELIVER it makes of it: only the command byte differs).
     @inlinable
-    public static func message(_ command: WireCommand, header: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer, into out: inout Multipart) {
+    public static func message(_ command: WireCommand, header: UnsafeRawBufferPointer, acks: ArraySlice<MessageID> = [], body: UnsafeRawBufferPointer, into out: inout Multipart) {
         precondition(command == .send || command == .deliver, "only SEND and DELIVER carry application messages")
         self.header(command, into: &out)
         out.append(header)
+        carriedAcks(acks, into: &out)
         out.append(body)
     }
 
-    /// DELIVER with a forwarded header (see ``message(_:header:body:into:)``).
+    /// DELIVER with a forwarded header (see ``message(_:header:acks:body:into:)``).
     @inlinable
-    public static func deliver(header: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer, into out: inout Multipart) {
-        message(.deliver, header: header, body: body, into: &out)
+    public static func deliver(header: UnsafeRawBufferPointer, acks: ArraySlice<MessageID> = [], body: UnsafeRawBufferPointer, into out: inout Multipart) {
+        message(.deliver, header: header, acks: acks, body: body, into: &out)
     }
 
     /// Appends the packed SEND/DELIVER header (`id flags [subject] from to kind`, docs/protocol.md §5.2) to `bytes`.

@@ -48,7 +48,13 @@ def main(fixtures, out):
     subject = uuid.UUID("6f1c4a3e-2b7d-4e59-9a0c-1d2e3f405162").bytes
     deliver = [SIGNATURE, bytes([5]), header(uuid.UUID(int=99).bytes, subject, b"broker", b"guardian/g1", b"question"), b"{}"]
     open(os.path.join(out, "deliver-subject"), "wb").write(frames(deliver))
-    print(f"wrote {written + 7} corpus files to {out}")
+    # SEND and DELIVER carrying ACK ids (the optional frame before the body).
+    acks = uuid.UUID(int=7).bytes + uuid.UUID(int=8).bytes
+    echo = [SIGNATURE, bytes([4]), header(uuid.UUID(int=100).bytes, None, b"echo/e1", b"client/c1", b"echo"), acks, b"hi"]
+    open(os.path.join(out, "send-carried-acks"), "wb").write(frames(echo))
+    carried = [SIGNATURE, bytes([5]), deliver[2], acks[:16], b"{}"]
+    open(os.path.join(out, "deliver-carried-acks"), "wb").write(frames(carried))
+    print(f"wrote {written + 9} corpus files to {out}")
 
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2])

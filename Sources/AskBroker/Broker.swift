@@ -148,6 +148,9 @@ public final class Broker {
 
     /// Commits the turn's journal writes, then delivers and acknowledges.
     func finishTurn() {
+        if !turnAccepted.isEmpty && journal.writeFailures == turnWriteFailures {
+            try? journal.rememberAccepted(turnAccepted.lazy.map(\.id), at: turnDate)
+        }
         let writeFailed = journal.writeFailures != turnWriteFailures
         if journal.hasPendingWrites || writeFailed {
             do {
@@ -453,10 +456,8 @@ public final class Broker {
     func accept(_ id: MessageID, from session: Session) {
         accepted.insert(id)
         acceptedOrder.append((turnNow, id))
-        if journal.durability != .off {
-            try? journal.rememberAccepted(id, at: turnDate)
-            turnAccepted.append((id, session))
-        }
+        // Journaled for deduplication across restarts in one row per turn, written by `finishTurn`.
+        if journal.durability != .off { turnAccepted.append((id, session)) }
         queueAck(id, for: session)
     }
 

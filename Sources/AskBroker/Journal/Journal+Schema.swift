@@ -50,7 +50,8 @@ extension Journal {
         // - message: no UNIQUE (id, recipient) index (inserts at random places in a B-tree on a random id); copies
         //   are deleted by `seq`, the broker deduplicates SENDs itself. A (recipient, seq) index instead: reading a
         //   recipient's journal-only messages in order, and mostly appends, as seq grows.
-        // - accepted: clustered by time (appends), no index on the random id; recovery reads ids into a set.
+        // - accepted: one row per loop turn holding every id accepted in it (16 bytes each, back to back), in time
+        //   order; no index on the random id: recovery reads the ids into a set.
         """
         CREATE TABLE message_v2 (
             seq        INTEGER PRIMARY KEY,
@@ -69,12 +70,12 @@ extension Journal {
         CREATE INDEX message_recipient ON message (recipient, seq);
         CREATE TABLE accepted_v2 (
             accepted_ms INTEGER NOT NULL,
-            id          BLOB    NOT NULL,
-            PRIMARY KEY (accepted_ms, id)
-        ) WITHOUT ROWID;
-        INSERT OR IGNORE INTO accepted_v2 SELECT accepted_ms, id FROM accepted;
+            ids         BLOB    NOT NULL
+        );
+        INSERT INTO accepted_v2 SELECT accepted_ms, id FROM accepted ORDER BY accepted_ms;
         DROP TABLE accepted;
         ALTER TABLE accepted_v2 RENAME TO accepted;
+        CREATE INDEX accepted_time ON accepted (accepted_ms);
         """,
     ]
 

@@ -308,26 +308,42 @@ public final class Journal {
 
     // MARK: SEND dedup
 
-    /// Remembers that the SEND with `id` was accepted at `at`. Remembering it again adds a row; the latest counts
-    /// (``loadAccepted(since:)`` returns a set, ``forgetAccepted(before:)`` deletes by time).
-    public func rememberAccepted(_ id: MessageID, at: Date) throws {
+    /// Remembers that the SENDs with `ids` were accepted at `at`: one row for all of them (the broker writes one per
+    /// loop turn). Remembering an id again adds it again; the latest time counts (``loadAccepted(since:)`` returns a
+    /// set, ``forgetAccepted(before:)`` deletes by time).
+    public func rememberAccepted(_ ids: some Collection<MessageID>, at: Date) throws {
+        guard !ids.isEmpty else { return }
+        var blob: [UInt8] = []
+        blob.reserveCapacity(ids.count * 16)
+        for id in ids { id.append(to: &blob) }
         try write { db in
-            let s = try db.prepare(
-                """
-                INSERT OR IGNORE INTO accepted (accepted_ms, id) VALUES (?1, ?2)
-                """)
+            let s = try db.prepare("INSERT INTO accepted (accepted_ms, ids) VALUES (?1, ?2)")
             try s.bind(Self.milliseconds(at), at: 1)
-            try s.bind(id, at: 2)
+            try s.bind(blob, at: 2)
             try s.run()
         }
+    }
+
+    /// Remembers one accepted SEND id (a row of its own).
+    public func rememberAccepted(_ id: MessageID, at: Date) throws {
+        try rememberAccepted(CollectionOfOne(id), at: at)
     }
 
     /// Ids accepted at or after `since`.
     public func loadAccepted(since: Date) throws -> Set<MessageID> {
         guard let db = database else { return [] }
-        let s = try db.prepare("SELECT id FROM accepted WHERE accepted_ms >= ?1")
+        let s = try db.prepare("SELECT ids FROM accepted WHERE accepted_ms >= ?1")
         try s.bind(Self.milliseconds(since), at: 1)
-        return Set(try s.rows { try $0.messageID(at: 0) })
+        var ids: Set<MessageID> = []
+        for blob in try s.rows({ $0.blob(at: 0) }) {
+            guard blob.count % 16 == 0 else { throw JournalError(.badRow, "accepted ids blob of \(blob.count) bytes is not a multiple of 16") }
+            blob.withUnsafeBytes { bytes in
+                for offset in stride(from: 0, to: bytes.count, by: 16) {
+                    if let id = MessageID(bytes: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + 16])) { ids.insert(id) }
+                }
+            }
+        }
+        return ids
     }
 
     /// Forgets ids accepted strictly before `before`.

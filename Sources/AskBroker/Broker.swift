@@ -62,6 +62,8 @@ public final class Broker {
     var turnLedgerUndo: [MessageID: LedgerEntry?] = [:]
     /// Mailboxes that spilled a message this turn (once per message), undone when the commit fails.
     var turnSpills: [Mailbox] = []
+    /// Journaled copies acknowledged (or dropped) since the last commit: deleted in one go before it.
+    var pendingDeletes: [Int64] = []
     /// `journal.writeFailures` when this turn began.
     var turnWriteFailures = 0
 
@@ -148,9 +150,11 @@ public final class Broker {
 
     /// Commits the turn's journal writes, then delivers and acknowledges.
     func finishTurn() {
-        if !turnAccepted.isEmpty && journal.writeFailures == turnWriteFailures {
-            try? journal.rememberAccepted(turnAccepted.lazy.map(\.id), at: turnDate)
+        if journal.writeFailures == turnWriteFailures {
+            if !turnAccepted.isEmpty { try? journal.rememberAccepted(turnAccepted.lazy.map(\.id), at: turnDate) }
+            if !pendingDeletes.isEmpty { try? journal.deleteMessages(seqs: pendingDeletes) }
         }
+        pendingDeletes.removeAll(keepingCapacity: true)
         let writeFailed = journal.writeFailures != turnWriteFailures
         if journal.hasPendingWrites || writeFailed {
             do {
@@ -558,7 +562,7 @@ public final class Broker {
         inflightIndex.removeValue(forKey: id)
         totalQueued -= 1
         stats.delivered += 1
-        if envelope.persistent { try? journal.deleteMessage(seq: envelope.seq) }
+        if envelope.persistent { pendingDeletes.append(envelope.seq) }
         markDirty(mailbox)
     }
 
@@ -597,7 +601,7 @@ public final class Broker {
                 // Past its deadline (a question for a guardian who was away): nobody may act on it any more.
                 totalQueued -= 1
                 stats.expiredUndelivered += 1
-                if envelope.persistent { try? journal.deleteMessage(seq: envelope.seq) }
+                if envelope.persistent { pendingDeletes.append(envelope.seq) }
                 continue
             }
             guard deliver(envelope, to: owner) else {
@@ -875,6 +879,7 @@ public final class Broker {
             WireEncoder.bye(reason: "broker shutting down", into: &output)
             _ = try? socket.send(output, .dontWait)
         }
+        if !pendingDeletes.isEmpty { try? journal.deleteMessages(seqs: pendingDeletes) }
         do { _ = try journal.commitIfNeeded() } catch { logger.error("final journal commit failed", ["error": "\(error)"]) }
         logger.notice("broker stopped")
     }

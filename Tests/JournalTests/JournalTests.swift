@@ -96,6 +96,20 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         #expect(error.isConstraint)
     }
 
+    @Test func deletesManyCopiesAtOnce() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: .batch)
+        for seq in 1...200 as ClosedRange<Int64> { try journal.storeMessage(message(seq)) }
+        try journal.commitIfNeeded()
+        // Two full statements of 64 and one padded; 999 was never stored.
+        let gone = Array(Int64(1)...130) + [150, 999]
+        try journal.deleteMessages(seqs: gone)
+        try journal.deleteMessages(seqs: [Int64]())
+        try journal.commitIfNeeded()
+        let left = Array(Int64(131)...200).filter { $0 != 150 }
+        #expect(try journal.loadMessages().map(\.seq) == left)
+    }
+
     @Test func upgradesAVersion1File() throws {
         let dir = TemporaryDirectory()
         do {

@@ -166,6 +166,33 @@ public final class Journal {
         }
     }
 
+    /// Forgets the copies with these `seq`s, 64 per statement (the broker collects a turn's acknowledged copies
+    /// and deletes them at once). Seqs that are not stored are ignored.
+    public func deleteMessages(seqs: some Collection<Int64>) throws {
+        guard !seqs.isEmpty else { return }
+        try write { db in
+            let chunk = Self.deleteChunk
+            let s = try db.prepare(
+                "DELETE FROM message WHERE seq IN (" + (1...chunk).map { "?\($0)" }.joined(separator: ",") + ")")
+            var index = 0
+            for seq in seqs {
+                index += 1
+                try s.bind(seq, at: index)
+                if index == chunk {
+                    try s.run()
+                    index = 0
+                }
+            }
+            if index > 0 {
+                // Pad the rest with a seq that never exists (seqs start at 1).
+                for unused in (index + 1)...chunk { try s.bind(Int64(0), at: unused) }
+                try s.run()
+            }
+        }
+    }
+
+    static let deleteChunk = 64
+
     private static let messageColumns = "seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms"
 
     private static func storedMessage(_ row: Statement) throws -> StoredMessage {

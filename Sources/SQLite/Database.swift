@@ -213,6 +213,27 @@ public final class Database {
         return value
     }
 
+    /// How `checkpoint(_:)` treats concurrent readers and writers (`sqlite3_wal_checkpoint_v2` modes).
+    public enum CheckpointMode: Int32, Sendable {
+        /// Copies what it can without waiting for any lock; writers go on meanwhile.
+        case passive = 0
+        case full = 1
+        case restart = 2
+        case truncate = 3
+    }
+
+    /// Runs a WAL checkpoint on this connection.
+    /// - Returns: the frames in the WAL and how many of them are now in the database file.
+    /// - Throws: `SQLiteError` (`SQLITE_BUSY` when a non-passive mode could not get its locks).
+    @discardableResult
+    public func checkpoint(_ mode: CheckpointMode) throws -> (walFrames: Int, checkpointed: Int) {
+        var log: Int32 = 0
+        var done: Int32 = 0
+        let rc = sqlite3_wal_checkpoint_v2(connection.handle, nil, mode.rawValue, &log, &done)
+        try connection.check(rc, "sqlite3_wal_checkpoint_v2")
+        return (Int(log), Int(done))
+    }
+
     /// `PRAGMA user_version`: an application-defined schema version stored in the database header.
     public func userVersion() throws -> Int64 { try integerPragma("user_version") }
 

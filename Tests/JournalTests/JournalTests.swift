@@ -96,6 +96,26 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         #expect(error.isConstraint)
     }
 
+    @Test func theWriterNeverCheckpointsItsOwnThreadDoes() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: .batch)
+        #expect(try journal.database!.integerPragma("wal_autocheckpoint") == 0)
+        func fileSize(_ name: String) throws -> Int {
+            (try FileManager.default.attributesOfItem(atPath: dir.path + "/" + name)[.size] as? NSNumber)?.intValue ?? 0
+        }
+        let checkpointer = try #require(journal.checkpointer)
+        #expect(checkpointer.checkpointNow() == nil)
+        let before = try fileSize(Journal.fileName)
+        // About 8 MB of rows: far past SQLite's default autocheckpoint of 1000 pages, all left in the WAL.
+        for seq in 1...2_000 as ClosedRange<Int64> { try journal.storeMessage(message(seq, body: Array(repeating: 7, count: 4000))) }
+        try journal.commitIfNeeded()
+        #expect(try fileSize(Journal.fileName) - before < 1 << 20, "the writer's commit checkpointed")
+        #expect(try fileSize(Journal.fileName + "-wal") > 8_000_000)
+        #expect(checkpointer.checkpointNow() == nil)
+        #expect(try fileSize(Journal.fileName) - before > 8_000_000)
+        #expect(try journal.loadMessages().count == 2_000)
+    }
+
     @Test func deletesManyCopiesAtOnce() throws {
         let dir = TemporaryDirectory()
         let journal = try Journal(directory: dir.path, durability: .batch)

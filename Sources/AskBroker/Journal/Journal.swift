@@ -19,9 +19,9 @@ public final class Journal {
     /// How long a write waits for a lock held by another connection (a maintenance tool, a second reader
     /// checkpointing) before failing with `SQLiteError.isBusy`. Short, because the broker loop waits with it.
     static let busyTimeoutMilliseconds: Int64 = 2_000
-    /// Checkpoint the WAL into the main file every ~4 MB of log (1000 pages of 4 KiB), SQLite's default, set
-    /// explicitly so the value is visible here.
-    static let walAutocheckpointPages: Int64 = 1_000
+    /// The broker's connection never checkpoints (`wal_autocheckpoint` 0): a ``JournalCheckpointer`` thread does,
+    /// every 100 ms, so a commit never waits for the copy and its fsync.
+    static let walAutocheckpointPages: Int64 = 0
     /// After a checkpoint, truncate a WAL that grew beyond this, so one burst does not keep a large file forever.
     static let journalSizeLimitBytes: Int64 = 64 << 20
 
@@ -38,6 +38,8 @@ public final class Journal {
     private let clock = ContinuousClock()
     private let encoder = JSONEncoder()
     private let decoder = JSONDecoder()
+    /// Checkpoints the WAL off the writer's thread (nil when durability is `.off`).
+    let checkpointer: JournalCheckpointer?
 
     /// Opens or creates `directory/journal.sqlite3`.
     /// - Parameters:
@@ -49,6 +51,7 @@ public final class Journal {
         guard durability != .off else {
             path = nil
             database = nil
+            checkpointer = nil
             return
         }
         try Self.makeDirectory(directory)
@@ -66,6 +69,11 @@ public final class Journal {
         try Self.migrate(db, file: file)
         path = file
         database = db
+        checkpointer = JournalCheckpointer(path: file, busyTimeoutMilliseconds: Self.busyTimeoutMilliseconds)
+    }
+
+    deinit {
+        checkpointer?.stop()
     }
 
     private static func makeDirectory(_ directory: String) throws {

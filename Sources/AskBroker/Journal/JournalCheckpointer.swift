@@ -1,0 +1,85 @@
+import Dispatch
+import Foundation
+import SQLite
+import Synchronization
+
+/// Copies the journal's WAL into the database file on a thread of its own, so the broker's loop never waits for a
+/// checkpoint (copying thousands of pages and an fsync, which SQLite otherwise runs inside the commit that crosses
+/// `wal_autocheckpoint`).
+///
+/// It holds its own connection to the journal file and runs a PASSIVE checkpoint every ``interval``: it copies the
+/// frames no reader needs and never blocks the writer; with nothing to copy a pass costs a look at the WAL index.
+final class JournalCheckpointer: Sendable {
+    static let interval: DispatchTimeInterval = .milliseconds(100)
+
+    private let wake = DispatchSemaphore(value: 0)
+    private let stopped = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    /// `checkpointNow()` calls waiting for a pass that starts after them.
+    private let requested = Atomic<Int>(0)
+    private let passDone = DispatchSemaphore(value: 0)
+    /// Passes completed and the last pass's error.
+    private let state = Mutex<(passes: Int, lastError: String?)>((0, nil))
+
+    /// Opens a second connection to `path` on a new thread and starts checkpointing.
+    init(path: String, busyTimeoutMilliseconds: Int64) {
+        let thread = Thread { [self] in
+            self.run(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+            self.finished.signal()
+        }
+        thread.name = "journal-checkpoint"
+        thread.start()
+    }
+
+    /// Runs one checkpoint pass that starts after this call, and waits for it (tests, shutdown).
+    /// - Returns: the error of that pass, if it failed.
+    @discardableResult
+    func checkpointNow() -> String? {
+        requested.add(1, ordering: .sequentiallyConsistent)
+        wake.signal()
+        passDone.wait()
+        return state.withLock { $0.lastError }
+    }
+
+    /// Passes completed so far.
+    var passes: Int { state.withLock { $0.passes } }
+
+    /// Stops the thread after its current pass and waits for it.
+    func stop() {
+        guard !stopped.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        wake.signal()
+        finished.wait()
+    }
+
+    private func run(path: String, busyTimeoutMilliseconds: Int64) {
+        var db: Database?
+        var openError: String?
+        do {
+            let connection = try Database(path: path)
+            try connection.pragma("busy_timeout", .integer(busyTimeoutMilliseconds))
+            // Reading the mode opens the file, so this connection sees the WAL (a fresh one checkpoints nothing).
+            _ = try connection.pragma("journal_mode")
+            db = connection
+        } catch {
+            openError = "\(error)"
+        }
+        while true {
+            _ = wake.wait(timeout: .now() + Self.interval)
+            // Requests made before this point are answered by this pass; later ones by the next.
+            let waiting = requested.exchange(0, ordering: .sequentiallyConsistent)
+            let stopping = stopped.load(ordering: .sequentiallyConsistent)
+            var failure = openError
+            if let db, !stopping || waiting > 0 {
+                do { try db.checkpoint(.passive) } catch { failure = "\(error)" }
+            }
+            state.withLock {
+                $0.passes += 1
+                $0.lastError = failure
+            }
+            for _ in 0..<waiting { passDone.signal() }
+            if stopping { break }
+        }
+        // Anyone who asked after the last pass is answered too, so no caller waits forever.
+        for _ in 0..<requested.exchange(0, ordering: .sequentiallyConsistent) { passDone.signal() }
+    }
+}

@@ -101,12 +101,7 @@ struct RoutingTests {
         // Nothing goes to the echo side before its ACK is due: it comes as a separate ACK.
         try echo.expectAck(reply)
         // The request was acknowledged by the reply's carried id: a new owner of echo/1 does not get it again.
-        var bye = Multipart()
-        WireEncoder.bye(reason: "test", into: &bye)
-        try echo.send(bye)
-        let next = try RawPeer(context: context, endpoint: broker.endpoint)
-        try next.register(role: .echo, ["echo/1"])
-        #expect(try next.receivesNothing(within: .milliseconds(300)) { $0.command == .deliver })
+        try expectNoRedelivery(of: "echo/1", after: echo, broker: broker, context: context)
     }
 
     @Test("ACK ids carried by a refused SEND still count; a peer that did not ask for carried ACKs gets separate ACKs")
@@ -130,11 +125,14 @@ struct RoutingTests {
         let answer = try client.expectDelivery()
         #expect(answer.id == reply && answer.ackIDs.isEmpty)
         try client.expectAck(request)
-        var bye = Multipart()
-        WireEncoder.bye(reason: "test", into: &bye)
-        try echo.send(bye)
+        try expectNoRedelivery(of: "echo/1", after: echo, broker: broker, context: context)
+    }
+
+    /// `owner` leaves; whoever takes `address` over next must get no delivery (everything was acknowledged).
+    func expectNoRedelivery(of address: String, after owner: RawPeer, broker: TestBroker, context: Context) throws {
+        try owner.bye()
         let next = try RawPeer(context: context, endpoint: broker.endpoint)
-        try next.register(role: .echo, ["echo/1"])
+        try next.register(role: .echo, [address])
         #expect(try next.receivesNothing(within: .milliseconds(300)) { $0.command == .deliver })
     }
 
@@ -168,9 +166,7 @@ struct RoutingTests {
         try first.register(role: .echo, ["echo/1"])
         let id = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [7])
         #expect(try first.expectDelivery().id == id)
-        var bye = Multipart()
-        WireEncoder.bye(reason: "test", into: &bye)
-        try first.send(bye)
+        try first.bye()
         let second = try RawPeer(context: context, endpoint: broker.endpoint)
         try second.register(role: .echo, ["echo/1"])
         let again = try second.expectDelivery()
@@ -205,12 +201,7 @@ struct RoutingTests {
         let context = try Context()
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
-        var ids: [MessageID] = []
-        for index in 0..<3 {
-            let id = try client.sendMessage(from: "client/1", to: "echo/late", kind: "echo", body: [UInt8(index)])
-            try client.expectAck(id)
-            ids.append(id)
-        }
+        let ids = try client.sendAccepted(3, to: "echo/late")
         let late = try RawPeer(context: context, endpoint: broker.endpoint)
         try late.register(role: .echo, ["echo/late"])
         let received = try (0..<3).map { _ in try late.expectDelivery().id }
@@ -234,12 +225,7 @@ struct RoutingTests {
         try client.register(role: .client, ["client/1"])
         let receiver = try RawPeer(context: context, endpoint: broker.endpoint)
         try receiver.register(role: .echo, ["echo/1"], window: 1)
-        var sent: [MessageID] = []
-        for index in 0..<10 {
-            let id = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [UInt8(index)])
-            try client.expectAck(id)
-            sent.append(id)
-        }
+        let sent = try client.sendAccepted(10, to: "echo/1")
         // One delivered (window 1) and two waiting in memory; the other seven in the journal only.
         let full = try stats.expect { $0.spilled == 7 }
         #expect(full.queued == 3)
@@ -268,12 +254,7 @@ struct RoutingTests {
         let stats = try StatsReader(context: context, endpoint: statsEndpoint)
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
-        var sent: [MessageID] = []
-        for index in 0..<5 {
-            let id = try client.sendMessage(from: "client/1", to: "echo/away", kind: "echo", body: [UInt8(index)])
-            try client.expectAck(id)
-            sent.append(id)
-        }
+        let sent = try client.sendAccepted(5, to: "echo/away")
         let away = try stats.expect { $0.spilled == 5 }
         #expect(away.queued == 0)
         // The owner takes two (window 2), acks the first, and leaves with the second unacked.
@@ -283,9 +264,7 @@ struct RoutingTests {
         let two = try first.expectDelivery()
         #expect([one.id, two.id] == Array(sent[0..<2]))
         try first.ack([try #require(one.id)])
-        var bye = Multipart()
-        WireEncoder.bye(reason: "test", into: &bye)
-        try first.send(bye)
+        try first.bye()
         let gone = try stats.expect { $0.spilled == 4 && $0.sessions["echo"] == nil }
         #expect(gone.queued == 0)
         let second = try RawPeer(context: context, endpoint: broker.endpoint)
@@ -300,32 +279,19 @@ struct RoutingTests {
         _ = try stats.expect { $0.queued == 0 && $0.spilled == 0 }
     }
 
-    @Test("the global limit counts journal-only messages too")
-    func globalLimitCountsSpilled() throws {
-        let broker = try TestBroker(durability: .batch) {
-            $0.maxQueuedPerAddress = 2
-            $0.maxQueuedTotal = 5
+    @Test(
+        "past the limits senders get busy: without a journal at --max-queue, with one at --max-queued-total (memory and journal)",
+        arguments: [(Durability.off, 3, 1_000, 3, "echo/nobody"), (.batch, 2, 5, 5, "echo/other")])
+    func busy(_ durability: Durability, perAddress: Int, total: Int, accepted: Int, next: String) throws {
+        let broker = try TestBroker(durability: durability) {
+            $0.maxQueuedPerAddress = perAddress
+            $0.maxQueuedTotal = total
         }
         defer { broker.stop() }
         let client = try RawPeer(context: try Context(), endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
-        for index in 0..<5 {
-            try client.expectAck(try client.sendMessage(from: "client/1", to: "echo/nobody", kind: "echo", body: [UInt8(index)]))
-        }
-        let id = try client.sendMessage(from: "client/1", to: "echo/other", kind: "echo", body: [9])
-        #expect(try client.expectNack(id).code == ErrorCode.busy.rawValue)
-    }
-
-    @Test("without a journal a full queue refuses with busy instead of growing")
-    func busy() throws {
-        let broker = try TestBroker { $0.maxQueuedPerAddress = 3 }
-        defer { broker.stop() }
-        let client = try RawPeer(context: try Context(), endpoint: broker.endpoint)
-        try client.register(role: .client, ["client/1"])
-        for index in 0..<3 {
-            try client.expectAck(try client.sendMessage(from: "client/1", to: "echo/nobody", kind: "echo", body: [UInt8(index)]))
-        }
-        let id = try client.sendMessage(from: "client/1", to: "echo/nobody", kind: "echo", body: [9])
+        try client.sendAccepted(accepted, to: "echo/nobody")
+        let id = try client.sendMessage(from: "client/1", to: next, kind: "echo", body: [9])
         #expect(try client.expectNack(id).code == ErrorCode.busy.rawValue)
     }
 
@@ -339,5 +305,17 @@ struct RoutingTests {
         #expect(try client.expectNack(forged).code == ErrorCode.forbidden.rawValue)
         let spoofed = try client.sendMessage(from: "client/2", to: "echo/1", kind: "echo", body: [])
         #expect(try client.expectNack(spoofed).code == ErrorCode.forbidden.rawValue)
+    }
+}
+
+extension RawPeer {
+    /// Sends `count` echo messages from `client/1` to `address`, each acknowledged before the next; returns their ids.
+    @discardableResult
+    func sendAccepted(_ count: Int, to address: String) throws -> [MessageID] {
+        try (0..<count).map { index in
+            let id = try sendMessage(from: "client/1", to: address, kind: "echo", body: [UInt8(truncatingIfNeeded: index)])
+            try expectAck(id)
+            return id
+        }
     }
 }

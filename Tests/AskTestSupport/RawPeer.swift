@@ -52,6 +52,13 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
 
     public func sendFrames(_ frames: [[UInt8]]) throws { try socket.send(multipart: frames) }
 
+    /// Ends the session with BYE.
+    public func bye(reason: String = "test") throws {
+        var out = Multipart()
+        WireEncoder.bye(reason: reason, into: &out)
+        try send(out)
+    }
+
     public func send(_ message: Multipart) throws { try socket.send(message) }
 
     public func hello(role: SessionRole, endpoints: [EndpointClaim], window: Int? = nil, version: Int? = nil, carriedAcks: Bool? = nil) throws {

@@ -194,9 +194,9 @@ public final class Broker {
         for (id, previous) in turnLedgerUndo {
             if let previous {
                 // Its deadline may have been consumed by an expiry of this turn: it comes again shortly.
-                ledger.putBack(previous, notBefore: Date().addingTimeInterval(0.25))
+                ledger.putBack(id, previous, notBefore: Date().addingTimeInterval(0.25))
             } else {
-                ledger.entries.removeValue(forKey: id)
+                ledger.remove(id)
             }
         }
         for (id, session) in turnAccepted {
@@ -711,6 +711,7 @@ public final class Broker {
     // MARK: Recovery and shutdown
 
     func recover() throws {
+        let recoveryStarted = ContinuousClock.now
         let messages = try journal.loadMessages()
         for stored in messages {
             let envelope = Envelope(seq: stored.seq, id: stored.id, from: stored.from, to: stored.to, kind: stored.kind, subject: stored.subject, body: stored.body, createdAt: stored.createdAt.timeIntervalSince1970, persistent: true)
@@ -719,18 +720,14 @@ public final class Broker {
             totalQueued += 1
             nextSeq = max(nextSeq, stored.seq + 1)
         }
-        for (family, guardians) in try journal.loadGuardians() {
-            for guardian in guardians { _ = ledger.addGuardian(family: family, guardian: guardian) }
-        }
-        let questions = try journal.loadQuestions(openOnly: true)
-        for record in questions { ledger.restore(record) }
+        let openQuestions = try recoverLedger()
         let horizon = Date().addingTimeInterval(-Double((configuration.ackTimeout * 10).components.seconds))
         for id in try journal.loadAccepted(since: horizon) {
             accepted.insert(id)
             acceptedOrder.append((.now, id))
         }
-        if !messages.isEmpty || !questions.isEmpty {
-            logger.notice("recovered from journal", ["messages": messages.count, "open_questions": questions.count])
+        if !messages.isEmpty || openQuestions > 0 {
+            logger.notice("recovered from journal", ["messages": messages.count, "open_questions": openQuestions, "ms": (ContinuousClock.now - recoveryStarted).milliseconds])
         }
     }
 

@@ -59,6 +59,8 @@ public final class Broker {
     var turnLedgerUndo: [MessageID: LedgerEntry?] = [:]
     /// `journal.writeFailures` when this turn began.
     var turnWriteFailures = 0
+    /// What this loop turn did and how long each part took, logged when the turn is slow.
+    var turn = TurnProfile()
 
     /// Opens the journal, recovers its state and binds every endpoint. Call ``run()`` on the same thread next.
     /// - Throws: ``ZMQError`` for an endpoint that cannot be bound, or the journal's error.
@@ -107,6 +109,7 @@ public final class Broker {
             try poller.poll(timeoutMilliseconds: pollTimeout())
             turnNow = .now
             turnDate = Date()
+            turn = TurnProfile()
             if poller.isReady(wakeIndex) {
                 wake.drain()
                 stopping = true
@@ -117,8 +120,15 @@ public final class Broker {
             if poller.isReady(socketIndex) {
                 try readBatch()
             }
+            let handled = ContinuousClock.now
+            turn.handling = handled - turnNow
             finishTurn()
+            let finished = ContinuousClock.now
+            turn.finishing = finished - handled
             try timers()
+            let ended = ContinuousClock.now
+            turn.timers = ended - finished
+            if ended - turnNow >= TurnProfile.slowTurn { reportSlowTurn(ended - turnNow) }
         }
         shutdown()
     }
@@ -136,8 +146,22 @@ public final class Broker {
     func readBatch() throws {
         for _ in 0..<configuration.batchSize {
             guard try socket.receive(into: &input, .dontWait) else { return }
+            turn.read += 1
             handleInput()
         }
+        turn.inputLeft = true
+    }
+
+    /// A turn took longer than ``TurnProfile/slowTurn``: one warning saying what it did, so a stall can be told
+    /// apart (a commit with a WAL checkpoint, a big journal delete, many expiries, a long batch).
+    func reportSlowTurn(_ took: Duration) {
+        logger.warning("slow loop turn", [
+            "ms": took.milliseconds, "read": turn.read, "handling_ms": turn.handling.milliseconds,
+            "commit_ms": turn.commit.milliseconds, "finishing_ms": turn.finishing.milliseconds,
+            "timers_ms": turn.timers.milliseconds, "expired": turn.expired, "expiry_ms": turn.expiry.milliseconds,
+            "forgotten_ids": turn.forgotten, "forget_ms": turn.forget.milliseconds, "redelivered": turn.redelivered,
+            "sessions_ended": turn.sessionsEnded, "questions": ledger.entries.count, "queued": totalQueued,
+        ])
     }
 
     /// Commits the turn's journal writes, then delivers and acknowledges.
@@ -151,7 +175,10 @@ public final class Broker {
                     journal.discardPendingWrites()
                     throw journal.lastWriteFailure ?? WireError(.storageFailed, "a journal write failed")
                 }
-                if let took = try journal.commitIfNeeded() { stats.recordCommit(took) }
+                if let took = try journal.commitIfNeeded() {
+                    stats.recordCommit(took)
+                    turn.commit += took
+                }
                 crashPoints.committed(acks: !sessionsWithAcks.isEmpty)
             } catch {
                 withdrawTurn(error)
@@ -574,6 +601,7 @@ public final class Broker {
         session.isAlive = false
         sessions.removeValue(forKey: session.peer)
         stats.sessionsClosed += 1
+        turn.sessionsEnded += 1
         logger.info("session ended", ["worker": session.worker, "reason": reason])
         for address in session.addresses.keys {
             guard let mailbox = mailboxes[address], mailbox.owner === session else { continue }
@@ -643,7 +671,9 @@ public final class Broker {
     func timers() throws {
         let now = ContinuousClock.now
         if ledger.nextDeadline.map({ $0 <= Date() }) ?? false {
+            let started = ContinuousClock.now
             expireQuestions()
+            turn.expiry += ContinuousClock.now - started
         }
         guard now - lastHousekeeping >= .milliseconds(50) else { return }
         lastHousekeeping = now
@@ -660,9 +690,12 @@ public final class Broker {
             }
         }
         let interval = configuration.heartbeatInterval
-        let deadline = interval * configuration.liveness
+        // Silence is measured up to the start of this turn, whose input has been read: a turn that took long
+        // (or a stall of this loop) does not count against peers whose heartbeats wait, unread, in the socket.
+        // When the turn left input unread, the verdict waits up to twice as long for the backlog to be read.
+        let deadline = interval * configuration.liveness * (turn.inputLeft ? 2 : 1)
         for session in Array(sessions.values) {
-            if now - session.lastHeard > deadline {
+            if turnNow - session.lastHeard > deadline {
                 endSession(session, reason: "missed \(configuration.liveness) heartbeats")
                 continue
             }
@@ -690,6 +723,7 @@ public final class Broker {
                 let delivered = envelope.deliveredAt, now - delivered >= configuration.ackTimeout
             else { continue }
             stats.redelivered += 1
+            turn.redelivered += 1
             _ = deliver(envelope, to: owner)
         }
     }
@@ -702,9 +736,12 @@ public final class Broker {
             acceptedHead += 1
         }
         if acceptedHead > 4096 && acceptedHead * 2 > acceptedOrder.count {
+            let started = ContinuousClock.now
+            turn.forgotten += acceptedHead
             acceptedOrder.removeFirst(acceptedHead)
             acceptedHead = 0
             if journal.durability != .off { try? journal.forgetAccepted(before: Date().addingTimeInterval(-Double(horizon.components.seconds))) }
+            turn.forget += ContinuousClock.now - started
         }
     }
 

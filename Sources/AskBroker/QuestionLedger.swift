@@ -436,6 +436,7 @@ extension Broker {
     func expireQuestions() {
         let now = Date()
         for questionID in ledger.due(now: now) {
+            turn.expired += 1
             do { try expire(questionID, now: now) } catch {
                 logger.error("could not expire question", ["question": questionID.uuid, "error": "\(error)"])
             }

@@ -274,13 +274,14 @@ public final class Journal {
     /// Calls `body` with what the ledger keeps in memory of each open question (no question JSON, no choice
     /// lists), in no particular order, without building an array of them first (restart recovery).
     ///
-    /// Reads the table in one pass in its stored order: following the `question_open` index instead would cost a
-    /// random lookup into the table per row, which is much slower when most stored questions are open (a broker
-    /// restarted with a million pending questions).
+    /// Reads the table in one pass in its stored order (`+closed` keeps SQLite from choosing the `question_open`
+    /// index, and `NOT INDEXED` does not stop it for this table): following the index costs a lookup into the table
+    /// per row, 7.6 s instead of 0.5 s for a million open questions. The scan also reads closed rows, which costs
+    /// less than those lookups unless closed questions outnumber open ones by far.
     public func forEachOpenQuestion(_ body: (OpenQuestion) throws -> Void) throws {
         guard let db = database else { return }
         let s = try db.prepare(
-            "SELECT id, child, family, state, created_ms, expires_ms FROM question NOT INDEXED WHERE closed = 0")
+            "SELECT id, child, family, state, created_ms, expires_ms FROM question WHERE +closed = 0")
         defer { s.reset() }
         while try s.step() {
             try body(

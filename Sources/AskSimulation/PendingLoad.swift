@@ -134,7 +134,8 @@ public enum PendingLoad {
         // Sockets (0: limits, 1...: children) waiting for the WELCOME of a HELLO sent again.
         var registering = [Bool](repeating: false, count: children.count + 1)
         func refusal(_ socket: Socket, number: Int, parsed: ParsedFrames) throws {
-            refused += 1
+            // A refused SEND ends its ask; a refused heartbeat (no id) only says the session is gone.
+            if parsed.id != nil { refused += 1 }
             let code = input.string(parsed.codeFrame)
             if errorSamples.count < 10 { errorSamples.append("\(code): \(input.string(parsed.reasonFrame))") }
             guard code == ErrorCode.notRegistered.rawValue, !registering[number] else { return }
@@ -165,6 +166,18 @@ public enum PendingLoad {
                     body: try WireJSON.encode(AskRequest(question: question)), into: &out)
                 try children[childIndex / PendingLoadOptions.claimsPerSocket].send(out)
                 asked += 1
+            }
+            // Heartbeats on time even while nothing arrives (a stalled broker sends nothing): a late heartbeat
+            // makes the broker end the session.
+            let beforePoll = monotonicNanoseconds()
+            if beforePoll &- lastReport >= 1_000_000_000 {
+                lastReport = beforePoll
+                for socket in [limits] + children {
+                    out.removeAll()
+                    WireEncoder.heartbeat(into: &out)
+                    try socket.send(out)
+                }
+                progress?(RelayLoadProgress(elapsedSeconds: Double(beforePoll - started) / 1e9, completed: pending, sent: asked, errors: refused, phase: errorSamples.first.map { "filling (first refusal: \($0))" } ?? "filling"))
             }
             guard try poller.poll(timeoutMilliseconds: 100) > 0 else { continue }
             if poller.isReady(0) {
@@ -225,16 +238,6 @@ public enum PendingLoad {
                     }
                 }
                 if !childAcks[number].isEmpty { try sendAcks(&childAcks[number], socket: child, out: &out) }
-            }
-            let after = monotonicNanoseconds()
-            if after &- lastReport >= 1_000_000_000 {
-                lastReport = after
-                for socket in [limits] + children {
-                    out.removeAll()
-                    WireEncoder.heartbeat(into: &out)
-                    try socket.send(out)
-                }
-                progress?(RelayLoadProgress(elapsedSeconds: Double(after - started) / 1e9, completed: pending, sent: asked, errors: refused, phase: errorSamples.first.map { "filling (first refusal: \($0))" } ?? "filling"))
             }
         }
         let seconds = Double(monotonicNanoseconds() - started) / 1e9

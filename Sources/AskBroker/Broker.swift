@@ -66,6 +66,8 @@ public final class Broker {
     var pendingDeletes: [Int64] = []
     /// `journal.writeFailures` when this turn began.
     var turnWriteFailures = 0
+    /// What this loop turn did and how long each part took, logged when the turn is slow.
+    var turn = TurnProfile()
 
     /// Opens the journal, recovers its state and binds every endpoint. Call ``run()`` on the same thread next.
     /// - Throws: ``ZMQError`` for an endpoint that cannot be bound, or the journal's error.
@@ -114,6 +116,7 @@ public final class Broker {
             try poller.poll(timeoutMilliseconds: pollTimeout())
             turnNow = .now
             turnDate = Date()
+            turn = TurnProfile()
             if poller.isReady(wakeIndex) {
                 wake.drain()
                 stopping = true
@@ -124,8 +127,15 @@ public final class Broker {
             if poller.isReady(socketIndex) {
                 try readBatch()
             }
+            let handled = ContinuousClock.now
+            turn.handling = handled - turnNow
             finishTurn()
+            let finished = ContinuousClock.now
+            turn.finishing = finished - handled
             try timers()
+            let ended = ContinuousClock.now
+            turn.timers = ended - finished
+            if ended - turnNow >= TurnProfile.slowTurn { reportSlowTurn(ended - turnNow) }
         }
         shutdown()
     }
@@ -144,8 +154,22 @@ public final class Broker {
     func readBatch() throws {
         for _ in 0..<configuration.batchSize {
             guard try socket.receive(into: &input, .dontWait) else { return }
+            turn.read += 1
             handleInput()
         }
+        turn.inputLeft = true
+    }
+
+    /// A turn took longer than ``TurnProfile/slowTurn``: one warning saying what it did, so a stall can be told
+    /// apart (a commit with a WAL checkpoint, a big journal delete, many expiries, a long batch).
+    func reportSlowTurn(_ took: Duration) {
+        logger.warning("slow loop turn", [
+            "ms": took.milliseconds, "read": turn.read, "handling_ms": turn.handling.milliseconds,
+            "commit_ms": turn.commit.milliseconds, "finishing_ms": turn.finishing.milliseconds,
+            "timers_ms": turn.timers.milliseconds, "expired": turn.expired, "expiry_ms": turn.expiry.milliseconds,
+            "forgotten_ids": turn.forgotten, "forget_ms": turn.forget.milliseconds, "redelivered": turn.redelivered,
+            "sessions_ended": turn.sessionsEnded, "questions": ledger.entries.count, "queued": totalQueued,
+        ])
     }
 
     /// Commits the turn's journal writes, then delivers and acknowledges.
@@ -164,7 +188,10 @@ public final class Broker {
                     journal.discardPendingWrites()
                     throw journal.lastWriteFailure ?? WireError(.storageFailed, "a journal write failed")
                 }
-                if let took = try journal.commitIfNeeded() { stats.recordCommit(took) }
+                if let took = try journal.commitIfNeeded() {
+                    stats.recordCommit(took)
+                    turn.commit += took
+                }
                 crashPoints.committed(acks: !sessionsWithAcks.isEmpty)
             } catch {
                 withdrawTurn(error)
@@ -233,9 +260,9 @@ public final class Broker {
         for (id, previous) in turnLedgerUndo {
             if let previous {
                 // Its deadline may have been consumed by an expiry of this turn: it comes again shortly.
-                ledger.putBack(previous, notBefore: Date().addingTimeInterval(0.25))
+                ledger.putBack(id, previous, notBefore: Date().addingTimeInterval(0.25))
             } else {
-                ledger.entries.removeValue(forKey: id)
+                ledger.remove(id)
             }
         }
         for (id, session) in turnAccepted {
@@ -692,6 +719,7 @@ public final class Broker {
         session.isAlive = false
         sessions.removeValue(forKey: session.peer)
         stats.sessionsClosed += 1
+        turn.sessionsEnded += 1
         logger.info("session ended", ["worker": session.worker, "reason": reason])
         for address in session.addresses.keys {
             guard let mailbox = mailboxes[address], mailbox.owner === session else { continue }
@@ -767,7 +795,9 @@ public final class Broker {
     func timers() throws {
         let now = ContinuousClock.now
         if ledger.nextDeadline.map({ $0 <= Date() }) ?? false {
+            let started = ContinuousClock.now
             expireQuestions()
+            turn.expiry += ContinuousClock.now - started
         }
         guard now - lastHousekeeping >= .milliseconds(50) else { return }
         lastHousekeeping = now
@@ -784,9 +814,12 @@ public final class Broker {
             }
         }
         let interval = configuration.heartbeatInterval
-        let deadline = interval * configuration.liveness
+        // Silence is measured up to the start of this turn, whose input has been read: a turn that took long
+        // (or a stall of this loop) does not count against peers whose heartbeats wait, unread, in the socket.
+        // When the turn left input unread, the verdict waits up to twice as long for the backlog to be read.
+        let deadline = interval * configuration.liveness * (turn.inputLeft ? 2 : 1)
         for session in Array(sessions.values) {
-            if now - session.lastHeard > deadline {
+            if turnNow - session.lastHeard > deadline {
                 endSession(session, reason: "missed \(configuration.liveness) heartbeats")
                 continue
             }
@@ -800,8 +833,8 @@ public final class Broker {
         if now - lastAckScan >= configuration.ackTimeout / 4 {
             lastAckScan = now
             redeliverOverdue(now: now)
-            pruneAccepted(now: now)
         }
+        pruneAccepted(now: now)
         if let publisher = statsPublisher, publisher.isDue(now: now, interval: configuration.statsInterval) {
             publisher.publish(snapshot())
         }
@@ -814,21 +847,34 @@ public final class Broker {
                 let delivered = envelope.deliveredAt, now - delivered >= configuration.ackTimeout
             else { continue }
             stats.redelivered += 1
+            turn.redelivered += 1
             _ = deliver(envelope, to: owner)
         }
     }
 
     /// Forgets accepted SEND ids older than ten ack timeouts: a sender retries well within that.
+    ///
+    /// Runs with every housekeeping pass (every 50 ms), and the journal forgets what memory forgot in the same
+    /// pass: a few hundred ids at a time at a few thousand SENDs a second. Deleting them only when the in-memory
+    /// list was compacted (half of it pruned) made one DELETE of ~440 000 rows that stalled the loop for 2.3 s,
+    /// long enough to end sessions; every quarter ack timeout (~10 000 rows) still made 150-600 ms turns, mostly
+    /// the commit: the ids are random keys, so each deleted row dirties its own page of the table.
     func pruneAccepted(now: ContinuousClock.Instant) {
         let horizon = configuration.ackTimeout * 10
+        let before = acceptedHead
         while acceptedHead < acceptedOrder.count, now - acceptedOrder[acceptedHead].at > horizon {
             accepted.remove(acceptedOrder[acceptedHead].id)
             acceptedHead += 1
         }
+        if acceptedHead > before && journal.durability != .off {
+            let started = ContinuousClock.now
+            turn.forgotten += acceptedHead - before
+            try? journal.forgetAccepted(before: Date().addingTimeInterval(-horizon.seconds))
+            turn.forget += ContinuousClock.now - started
+        }
         if acceptedHead > 4096 && acceptedHead * 2 > acceptedOrder.count {
             acceptedOrder.removeFirst(acceptedHead)
             acceptedHead = 0
-            if journal.durability != .off { try? journal.forgetAccepted(before: Date().addingTimeInterval(-Double(horizon.components.seconds))) }
         }
     }
 
@@ -838,6 +884,7 @@ public final class Broker {
     /// every address's messages start spilled (counted, read back when its owner registers), except those for the
     /// `limits` service, which are read now to be routed to whichever limits worker registers.
     func recover() throws {
+        let recoveryStarted = ContinuousClock.now
         var messages = 0
         for (recipient, count, firstSeq) in try journal.messageSummary() {
             messages += count
@@ -856,18 +903,14 @@ public final class Broker {
             }
         }
         nextSeq = max(nextSeq, try journal.maxMessageSeq() + 1)
-        for (family, guardians) in try journal.loadGuardians() {
-            for guardian in guardians { _ = ledger.addGuardian(family: family, guardian: guardian) }
-        }
-        let questions = try journal.loadQuestions(openOnly: true)
-        for record in questions { ledger.restore(record) }
+        let openQuestions = try recoverLedger()
         let horizon = Date().addingTimeInterval(-Double((configuration.ackTimeout * 10).components.seconds))
         for id in try journal.loadAccepted(since: horizon) {
             accepted.insert(id)
             acceptedOrder.append((.now, id))
         }
-        if messages > 0 || !questions.isEmpty {
-            logger.notice("recovered from journal", ["messages": messages, "open_questions": questions.count])
+        if messages > 0 || openQuestions > 0 {
+            logger.notice("recovered from journal", ["messages": messages, "open_questions": openQuestions, "ms": (ContinuousClock.now - recoveryStarted).milliseconds])
         }
     }
 

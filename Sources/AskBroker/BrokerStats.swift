@@ -45,6 +45,33 @@ public struct BrokerStats: Sendable {
     }
 }
 
+/// What one loop turn did, for the `slow loop turn` warning.
+struct TurnProfile {
+    /// A turn at least this long is logged. Peers are declared dead after `heartbeat × liveness` (3 s by
+    /// default) of silence, so turns far shorter than that are already worth a line.
+    static let slowTurn: Duration = .milliseconds(250)
+
+    /// Messages read from the socket.
+    var read = 0
+    /// The batch stopped at the batch size with input still waiting.
+    var inputLeft = false
+    /// Reading and applying the batch (ledger, queues, journal writes into the open transaction).
+    var handling: Duration = .zero
+    /// Journal commits (with any WAL checkpoint SQLite runs at commit), also counted in the phase they ended.
+    var commit: Duration = .zero
+    /// Commit, deliveries and ACKs after the batch.
+    var finishing: Duration = .zero
+    /// Expiry, heartbeats, liveness, redelivery, pruning of accepted ids, statistics, and their commit.
+    var timers: Duration = .zero
+    var expired = 0
+    var expiry: Duration = .zero
+    /// Accepted ids deleted from the journal, and how long the DELETE took.
+    var forgotten = 0
+    var forget: Duration = .zero
+    var redelivered = 0
+    var sessionsEnded = 0
+}
+
 /// A point-in-time view of the broker, published as JSON on the stats endpoint.
 public struct BrokerSnapshot: Sendable, Codable {
     public var broker: String

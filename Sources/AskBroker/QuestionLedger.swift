@@ -1,12 +1,44 @@
 import AskProtocol
 import Foundation
 
-/// One question the ledger follows, with its decoded form kept for building guardian and response bodies.
-struct LedgerEntry {
-    var record: QuestionRecord
-    let question: AnyPermissionQuestion
-    /// The limits address the ask was routed to; only that worker may admit or refuse it (unknown after a restart).
-    var admitter: String? = nil
+/// One question the ledger follows: only what its rules read, packed (24 bytes, no heap storage of its own).
+///
+/// The question itself (its JSON, choices and handles) is not here: with a journal it is read back from the
+/// journal's question table when a body needs it (the guardians' `question` at send, the child's `response` and
+/// the `approval` notice at answer); without one the ledger keeps the JSON of open questions beside the entries.
+struct LedgerEntry: Sendable, Hashable {
+    /// When the pending state ends: the earlier of the question's expiry and the end of the pending window.
+    var expiresAt: Date
+    /// The child's id (`<id>` of `child/<id>`), as a ``NamePool`` number.
+    let child: UInt32
+    /// The child's family, as a ``NamePool`` number.
+    let family: UInt32
+    /// The limits address the ask was routed to (only that worker may admit or refuse it), as a ``NamePool``
+    /// number; ``NamePool/none`` when any limits worker may (after a restart, or while the ask waits at `limits`).
+    var admitter: UInt32
+    var state: QuestionState
+}
+
+/// Strings the ledger refers to many times (child and family ids, limits addresses), each stored once and named
+/// by a number, so a million entries of a hundred thousand children hold a hundred thousand strings, not a million.
+struct NamePool {
+    /// The number that stands for no name.
+    static let none: UInt32 = 0
+    private var numbers: [String: UInt32] = [:]
+    private var names: [String] = [""]
+
+    /// The number of `name`, adding it if it is new.
+    mutating func number(_ name: String) -> UInt32 {
+        if let number = numbers[name] { return number }
+        let number = UInt32(names.count)
+        names.append(name)
+        numbers[name] = number
+        return number
+    }
+
+    subscript(number: UInt32) -> String { names[Int(number)] }
+
+    var count: Int { names.count - 1 }
 }
 
 /// The question ledger: every question's state (docs/protocol.md, "Question lifecycle"), family rosters, deadlines.
@@ -23,9 +55,15 @@ struct QuestionLedger {
     ]
 
     let configuration: BrokerConfiguration
-    var entries: [MessageID: LedgerEntry] = [:]
+    private(set) var entries: [MessageID: LedgerEntry] = [:]
     var rosters: [String: Set<String>] = [:]
+    var names = NamePool()
+    /// Without a journal only: the question JSON of each open question (dropped when it closes).
+    private(set) var questions: [MessageID: [UInt8]] = [:]
     private var deadlines = DeadlineHeap<Date, MessageID>()
+    /// Entries per state, by ``QuestionState/ordinal``, kept as entries change so a statistics snapshot does not
+    /// walk every entry.
+    private var stateCounts = [Int](repeating: 0, count: QuestionState.allCases.count)
 
     init(configuration: BrokerConfiguration) { self.configuration = configuration }
 
@@ -34,28 +72,57 @@ struct QuestionLedger {
         rosters[family, default: []].insert(guardian).inserted
     }
 
-    mutating func restore(_ record: QuestionRecord) {
-        guard let question = try? WireJSON.decode(AnyPermissionQuestion.self, from: record.question) else { return }
-        entries[record.id] = LedgerEntry(record: record, question: question)
-        if !record.state.isClosed { deadlines.push(record.expiresAt, record.id) }
+    func child(of entry: LedgerEntry) -> String { names[entry.child] }
+    func family(of entry: LedgerEntry) -> String { names[entry.family] }
+    func roster(of entry: LedgerEntry) -> Set<String> { rosters[names[entry.family]] ?? [] }
+
+    /// An open question found in the journal at restart (its admitter is not known any more).
+    mutating func restore(_ open: OpenQuestion) {
+        guard !open.state.isClosed else { return }
+        let entry = LedgerEntry(
+            expiresAt: open.expiresAt, child: names.number(open.child), family: names.number(open.family),
+            admitter: NamePool.none, state: open.state)
+        track(open.id, entry)
     }
 
-    mutating func track(_ entry: LedgerEntry) {
-        entries[entry.record.id] = entry
-        deadlines.push(entry.record.expiresAt, entry.record.id)
+    /// Starts following a new question; `question` is its JSON, kept only when there is no journal to read it from.
+    mutating func track(_ id: MessageID, _ entry: LedgerEntry, question: [UInt8]? = nil) {
+        set(id, entry)
+        if let question, !entry.state.isClosed { questions[id] = question }
+        if !entry.state.isClosed { deadlines.push(entry.expiresAt, id) }
+    }
+
+    /// Records a transition of a followed question.
+    mutating func update(_ id: MessageID, _ entry: LedgerEntry) {
+        set(id, entry)
+        if entry.state.isClosed, !questions.isEmpty { questions.removeValue(forKey: id) }
+    }
+
+    /// Forgets a question whose ask a failed turn withdrew.
+    mutating func remove(_ id: MessageID) {
+        if let old = entries.removeValue(forKey: id) { stateCounts[old.state.ordinal] -= 1 }
+        questions.removeValue(forKey: id)
+    }
+
+    private mutating func set(_ id: MessageID, _ entry: LedgerEntry) {
+        if let old = entries.updateValue(entry, forKey: id) { stateCounts[old.state.ordinal] -= 1 }
+        stateCounts[entry.state.ordinal] += 1
     }
 
     /// Puts back an entry a failed turn had changed; its deadline comes again no sooner than `notBefore`, so an
     /// expiry that cannot be written (disk full) is retried without spinning.
-    mutating func putBack(_ entry: LedgerEntry, notBefore: Date) {
-        entries[entry.record.id] = entry
-        if !entry.record.state.isClosed { deadlines.push(max(entry.record.expiresAt, notBefore), entry.record.id) }
+    mutating func putBack(_ id: MessageID, _ entry: LedgerEntry, notBefore: Date) {
+        set(id, entry)
+        if !entry.state.isClosed { deadlines.push(max(entry.expiresAt, notBefore), id) }
     }
+
+    /// The question JSON kept in memory (no journal), if the question is open.
+    func questionInMemory(_ id: MessageID) -> [UInt8]? { questions[id] }
 
     var nextDeadline: Date? {
         mutating get {
             while let top = deadlines.peek {
-                if let entry = entries[top.payload], !entry.record.state.isClosed, top.at >= entry.record.expiresAt { return top.at }
+                if let entry = entries[top.payload], !entry.state.isClosed, top.at >= entry.expiresAt { return top.at }
                 deadlines.pop()
             }
             return nil
@@ -67,14 +134,14 @@ struct QuestionLedger {
         var due: [MessageID] = []
         while let top = deadlines.peek, top.at <= now {
             deadlines.pop()
-            if let entry = entries[top.payload], !entry.record.state.isClosed, entry.record.expiresAt <= now { due.append(top.payload) }
+            if let entry = entries[top.payload], !entry.state.isClosed, entry.expiresAt <= now { due.append(top.payload) }
         }
         return due
     }
 
     func countsByState() -> [String: Int] {
         var counts: [String: Int] = [:]
-        for entry in entries.values { counts[entry.record.state.rawValue, default: 0] += 1 }
+        for state in QuestionState.allCases where stateCounts[state.ordinal] > 0 { counts[state.rawValue] = stateCounts[state.ordinal] }
         return counts
     }
 
@@ -136,11 +203,40 @@ extension Broker {
         }
     }
 
-    func save(_ record: QuestionRecord) throws(WireError) {
-        if turnLedgerUndo.index(forKey: record.id) == nil { turnLedgerUndo[record.id] = .some(ledger.entries[record.id]) }
+    /// Notes how a ledger entry was before this turn first changed it, for ``withdrawTurn(_:)``.
+    func noteLedgerUndo(_ id: MessageID) {
+        if turnLedgerUndo.index(forKey: id) == nil { turnLedgerUndo[id] = .some(ledger.entries[id]) }
+    }
+
+    /// Journals a new question (its full record, question JSON included).
+    func journalNewQuestion(_ record: QuestionRecord) throws(WireError) {
+        noteLedgerUndo(record.id)
+        guard journal.durability != .off else { return }
         do { try journal.saveQuestion(record) } catch {
             throw WireError(.storageFailed, "the journal refused the question: \(error)")
         }
+    }
+
+    /// Journals a transition to `entry.state` (an UPDATE of the state columns; the question JSON stays).
+    func journalTransition(_ id: MessageID, _ entry: LedgerEntry, answeredBy: String? = nil, answerChoiceID: String? = nil, closedAt: Date? = nil) throws(WireError) {
+        noteLedgerUndo(id)
+        guard journal.durability != .off else { return }
+        do {
+            try journal.updateQuestion(id: id, state: entry.state, answeredBy: answeredBy, answerChoiceID: answerChoiceID, closedAt: closedAt)
+        } catch {
+            throw WireError(.storageFailed, "the journal refused the question: \(error)")
+        }
+    }
+
+    /// The question JSON of a followed question: from memory without a journal, else one SELECT by id.
+    func questionJSON(_ id: MessageID) throws(WireError) -> [UInt8] {
+        if let bytes = ledger.questionInMemory(id) { return bytes }
+        let stored: [UInt8]?
+        do { stored = try journal.questionJSON(id: id) } catch {
+            throw WireError(.storageFailed, "the journal could not read question \(id.uuid): \(error)")
+        }
+        guard let stored else { throw WireError(.storageFailed, "question \(id.uuid) is not in the journal") }
+        return stored
     }
 
     /// `ask`, child → limits: record the question (admitting) and pass it to the child's limits worker.
@@ -164,16 +260,26 @@ extension Broker {
         let window = configuration.scaledPendingWindow
         let pendingEnd = now.addingTimeInterval(window.seconds)
         let expiresAt = min(question.expirationDate ?? pendingEnd, pendingEnd)
-        let encoded = (try? WireJSON.encode(question)) ?? body
-        let record = QuestionRecord(
-            id: questionID, child: String(from.dropFirst("child/".count)), family: family, state: .admitting,
-            createdAt: now, expiresAt: expiresAt, question: encoded, choiceIDs: question.choices.map(\.id),
-            approvalChoiceIDs: question.choices.filter { $0.answer == .approval }.map(\.id),
-            answeredBy: nil, answerChoiceID: nil, closedAt: nil)
-        try save(record)
+        let encoded: [UInt8]
+        do { encoded = try WireJSON.encode(question) } catch {
+            throw WireError(.invalidQuestion, "the question cannot be encoded: \(error)")
+        }
+        let child = String(from.dropFirst("child/".count))
+        // Route first: a busy limits queue refuses the ask before anything about the question is written.
         try route(id: id, from: from, to: "limits", kind: MessageKind.ask.rawValue, subject: questionID, body: body)
+        if journal.durability != .off {
+            try journalNewQuestion(QuestionRecord(
+                id: questionID, child: child, family: family, state: .admitting,
+                createdAt: now, expiresAt: expiresAt, question: encoded, choiceIDs: question.choices.map(\.id),
+                approvalChoiceIDs: question.choices.filter { $0.answer == .approval }.map(\.id)))
+        } else {
+            noteLedgerUndo(questionID)
+        }
         let admitter = limitsTarget(for: from)
-        ledger.track(LedgerEntry(record: record, question: question, admitter: admitter == "limits" ? nil : admitter))
+        let entry = LedgerEntry(
+            expiresAt: expiresAt, child: ledger.names.number(child), family: ledger.names.number(family),
+            admitter: admitter == "limits" ? NamePool.none : ledger.names.number(admitter), state: .admitting)
+        ledger.track(questionID, entry, question: journal.durability == .off ? encoded : nil)
     }
 
     /// `ask.result`, limits → child: the question is presented or refused.
@@ -184,34 +290,47 @@ extension Broker {
         guard var entry = ledger.entries[questionID] else {
             throw WireError(.unknownQuestion, "no question \(result.questionID)")
         }
-        if let admitter = entry.admitter, session.addresses[admitter] == nil, mailboxes[admitter]?.owner?.isAlive == true {
-            throw WireError(.forbidden, "question \(result.questionID) was routed to \(admitter), not to this limits worker")
+        if entry.admitter != NamePool.none {
+            let admitter = ledger.names[entry.admitter]
+            if session.addresses[admitter] == nil, mailboxes[admitter]?.owner?.isAlive == true {
+                throw WireError(.forbidden, "question \(result.questionID) was routed to \(admitter), not to this limits worker")
+            }
         }
-        guard to == "child/\(entry.record.child)" else {
-            throw WireError(.badAddress, "the result of question \(result.questionID) goes to child/\(entry.record.child)")
+        guard Self.isAddress(to, role: "child/", id: ledger.child(of: entry)) else {
+            throw WireError(.badAddress, "the result of question \(result.questionID) goes to child/\(ledger.child(of: entry))")
         }
-        guard entry.record.state == .admitting else {
+        guard entry.state == .admitting else {
             // Too late: the question already closed (its deadline passed during admission, and the child was told).
             // Acknowledge the result and drop it, so the child sees exactly one outcome.
             stats.countRouted("ledger.late-ask-result")
             return
         }
-        switch result.outcome {
-        case .presented: entry.record.state = .presented
-        case .refused:
-            entry.record.state = .refused
-            entry.record.closedAt = now
-        }
-        try save(entry.record)
-        ledger.entries[questionID] = entry
+        // Route first: a busy child queue refuses the result before the question changes, so the retry applies.
         try route(id: id, from: from, to: to, kind: MessageKind.askResult.rawValue, subject: questionID, body: body)
+        switch result.outcome {
+        case .presented:
+            entry.state = .presented
+            try journalTransition(questionID, entry)
+        case .refused:
+            entry.state = .refused
+            try journalTransition(questionID, entry, closedAt: now)
+        }
+        ledger.update(questionID, entry)
+    }
+
+    /// Whether `address` is `role` + `id` (`child/` + `c1`), without building the string.
+    static func isAddress(_ address: String, role: StaticString, id: String) -> Bool {
+        let prefix = UnsafeRawBufferPointer(start: role.utf8Start, count: role.utf8CodeUnitCount)
+        let utf8 = address.utf8
+        return utf8.count == prefix.count + id.utf8.count && utf8.starts(with: prefix)
+            && utf8.dropFirst(prefix.count).elementsEqual(id.utf8)
     }
 
     func ownEntry(_ questionID: MessageID, from: String) throws(WireError) -> LedgerEntry {
         guard let entry = ledger.entries[questionID] else {
             throw WireError(.unknownQuestion, "no question \(questionID.uuid)")
         }
-        guard from == "child/\(entry.record.child)" else {
+        guard Self.isAddress(from, role: "child/", id: ledger.child(of: entry)) else {
             throw WireError(.forbidden, "question \(questionID.uuid) belongs to another child")
         }
         return entry
@@ -220,27 +339,28 @@ extension Broker {
     /// `send`, child → broker: the child sent the sheet; every guardian of the family gets the question.
     func handleSendQuestion(session: Session, from: String, questionID: MessageID, now: Date) throws(WireError) {
         var entry = try ownEntry(questionID, from: from)
-        guard entry.record.state == .presented else { throw QuestionLedger.refusal(for: entry.record.state, wanted: "send") }
-        guard now < entry.record.expiresAt else { throw WireError(.expired, "the question expired at \(entry.record.expiresAt)") }
-        entry.record.state = .sent
-        try save(entry.record)
-        let body = (try? WireJSON.encode(GuardianQuestion(question: entry.question, child: entry.record.child, family: entry.record.family, sentAt: now, expiresAt: entry.record.expiresAt))) ?? []
-        for guardian in (ledger.rosters[entry.record.family] ?? []).sorted() {
-            try route(id: .random(), from: "broker", to: "guardian/\(guardian)", kind: MessageKind.question.rawValue, subject: questionID, body: body, expiresAt: entry.record.expiresAt)
+        guard entry.state == .presented else { throw QuestionLedger.refusal(for: entry.state, wanted: "send") }
+        guard now < entry.expiresAt else { throw WireError(.expired, "the question expired at \(entry.expiresAt)") }
+        let question = try questionJSON(questionID)
+        entry.state = .sent
+        try journalTransition(questionID, entry)
+        let body = LedgerBodies.guardianQuestion(
+            question: question, child: ledger.child(of: entry), family: ledger.family(of: entry), sentAt: now, expiresAt: entry.expiresAt)
+        for guardian in ledger.roster(of: entry).sorted() {
+            try route(id: .random(), from: "broker", to: "guardian/\(guardian)", kind: MessageKind.question.rawValue, subject: questionID, body: body, expiresAt: entry.expiresAt)
         }
-        ledger.entries[questionID] = entry
+        ledger.update(questionID, entry)
     }
 
     /// `cancel`, child → broker: the sheet was dismissed; the question never gets a response.
     func handleCancel(session: Session, from: String, questionID: MessageID, now: Date) throws(WireError) {
         var entry = try ownEntry(questionID, from: from)
-        guard entry.record.state == .presented || entry.record.state == .admitting else {
-            throw QuestionLedger.refusal(for: entry.record.state, wanted: "cancel")
+        guard entry.state == .presented || entry.state == .admitting else {
+            throw QuestionLedger.refusal(for: entry.state, wanted: "cancel")
         }
-        entry.record.state = .cancelled
-        entry.record.closedAt = now
-        try save(entry.record)
-        ledger.entries[questionID] = entry
+        entry.state = .cancelled
+        try journalTransition(questionID, entry, closedAt: now)
+        ledger.update(questionID, entry)
     }
 
     /// `answer`, guardian → broker: the first valid answer wins.
@@ -251,62 +371,64 @@ extension Broker {
         guard var entry = ledger.entries[questionID] else {
             throw WireError(.unknownQuestion, "no question \(answer.questionID)")
         }
-        guard session.addresses[from] == entry.record.family, ledger.rosters[entry.record.family]?.contains(guardian) == true else {
+        let family = ledger.family(of: entry)
+        guard session.addresses[from] == family, ledger.rosters[family]?.contains(guardian) == true else {
             throw WireError(.notGuardian, "\(from) is not a guardian of the question's family")
         }
-        if entry.record.state == .sent && now >= entry.record.expiresAt {
+        if entry.state == .sent && now >= entry.expiresAt {
             try expire(questionID, now: now)
             entry = ledger.entries[questionID]!
         }
-        guard entry.record.state == .sent else { throw QuestionLedger.refusal(for: entry.record.state, wanted: "answer") }
-        guard let choice = entry.question.choice(withID: answer.choiceID) else {
+        guard entry.state == .sent else { throw QuestionLedger.refusal(for: entry.state, wanted: "answer") }
+        let json = try questionJSON(questionID)
+        let question: AnyPermissionQuestion
+        do { question = try WireJSON.decode(AnyPermissionQuestion.self, from: json) } catch {
+            throw WireError(.storageFailed, "the stored question \(answer.questionID) does not decode: \(describeDecoding(error))")
+        }
+        guard let choice = question.choice(withID: answer.choiceID) else {
             throw WireError(.invalidChoice, "'\(answer.choiceID)' is not one of the question's choices")
         }
-        entry.record.state = .answered
-        entry.record.answeredBy = guardian
-        entry.record.answerChoiceID = choice.id
-        entry.record.closedAt = now
-        try save(entry.record)
-        let child = "child/\(entry.record.child)"
-        let response = (try? WireJSON.encode(AnyPermissionResponse(question: entry.question, choice: choice))) ?? []
+        entry.state = .answered
+        try journalTransition(questionID, entry, answeredBy: guardian, answerChoiceID: choice.id, closedAt: now)
+        let childID = ledger.child(of: entry)
+        let child = "child/\(childID)"
+        let response = LedgerBodies.response(question: json, choice: choice)
         try route(id: .random(), from: "broker", to: child, kind: MessageKind.response.rawValue, subject: questionID, body: response)
         let closed = (try? WireJSON.encode(QuestionClosed(questionID: answer.questionID, reason: .answered, answeredBy: guardian))) ?? []
-        for other in (ledger.rosters[entry.record.family] ?? []).sorted() where other != guardian {
+        for other in (ledger.rosters[family] ?? []).sorted() where other != guardian {
             try route(id: .random(), from: "broker", to: "guardian/\(other)", kind: MessageKind.closed.rawValue, subject: questionID, body: closed)
         }
         crashPoints.answerAccepted()
         if choice.answer == .approval {
-            let notice = (try? WireJSON.encode(ApprovalNotice(child: entry.record.child, questionID: answer.questionID, handles: entry.question.topic.handles))) ?? []
+            let notice = (try? WireJSON.encode(ApprovalNotice(child: childID, questionID: answer.questionID, handles: question.topic.handles))) ?? []
             try route(id: .random(), from: "broker", to: "limits", kind: MessageKind.approval.rawValue, subject: questionID, body: notice, limitsKey: child)
         }
-        ledger.entries[questionID] = entry
+        ledger.update(questionID, entry)
     }
 
     /// Closes a question whose deadline passed: unsent ones are abandoned, sent ones expire and guardians are told,
     /// and one still waiting for admission is refused, the child being told in place of the limits worker.
     func expire(_ questionID: MessageID, now: Date) throws(WireError) {
-        guard var entry = ledger.entries[questionID], !entry.record.state.isClosed else { return }
-        if entry.record.state == .admitting {
-            entry.record.state = .refused
-            entry.record.closedAt = now
-            try save(entry.record)
-            ledger.entries[questionID] = entry
+        guard var entry = ledger.entries[questionID], !entry.state.isClosed else { return }
+        if entry.state == .admitting {
+            entry.state = .refused
+            try journalTransition(questionID, entry, closedAt: now)
+            ledger.update(questionID, entry)
             stats.countRouted("ledger.admission-expired")
             let refusal = AskResult(questionID: questionID.uuid, outcome: .refused(.systemError("the question expired before the limits service admitted it")))
             let body = (try? WireJSON.encode(refusal)) ?? []
-            try route(id: .random(), from: "broker", to: "child/\(entry.record.child)", kind: MessageKind.askResult.rawValue, subject: questionID, body: body)
+            try route(id: .random(), from: "broker", to: "child/\(ledger.child(of: entry))", kind: MessageKind.askResult.rawValue, subject: questionID, body: body)
             return
         }
-        let wasSent = entry.record.state == .sent
-        entry.record.state = wasSent ? .expired : .abandoned
-        entry.record.closedAt = now
-        try save(entry.record)
-        ledger.entries[questionID] = entry
+        let wasSent = entry.state == .sent
+        entry.state = wasSent ? .expired : .abandoned
+        try journalTransition(questionID, entry, closedAt: now)
+        ledger.update(questionID, entry)
         stats.countRouted(wasSent ? "ledger.expired" : "ledger.abandoned")
         guard wasSent else { return }
         crashPoints.hit(.expiry)
         let closed = (try? WireJSON.encode(QuestionClosed(questionID: questionID.uuid, reason: .expired))) ?? []
-        for guardian in (ledger.rosters[entry.record.family] ?? []).sorted() {
+        for guardian in ledger.roster(of: entry).sorted() {
             try route(id: .random(), from: "broker", to: "guardian/\(guardian)", kind: MessageKind.closed.rawValue, subject: questionID, body: closed)
         }
     }
@@ -314,9 +436,90 @@ extension Broker {
     func expireQuestions() {
         let now = Date()
         for questionID in ledger.due(now: now) {
+            turn.expired += 1
             do { try expire(questionID, now: now) } catch {
                 logger.error("could not expire question", ["question": questionID.uuid, "error": "\(error)"])
             }
+        }
+    }
+
+    /// Loads the family rosters and the open questions from the journal (restart), without decoding any JSON.
+    /// - Returns: the number of open questions.
+    func recoverLedger() throws -> Int {
+        let clock = ContinuousClock()
+        let started = clock.now
+        var guardians = 0
+        for (family, members) in try journal.loadGuardians() {
+            for guardian in members where ledger.addGuardian(family: family, guardian: guardian) { guardians += 1 }
+        }
+        let rostersLoaded = clock.now
+        var open = 0
+        try journal.forEachOpenQuestion { question in
+            ledger.restore(question)
+            open += 1
+        }
+        if open > 0 || guardians > 0 {
+            logger.notice("ledger recovered", [
+                "open_questions": open, "guardians": guardians,
+                "rosters_ms": (rostersLoaded - started).milliseconds, "questions_ms": (clock.now - rostersLoaded).milliseconds,
+            ])
+        }
+        return open
+    }
+}
+
+/// The bodies the ledger builds around a question's stored JSON: the JSON is spliced in as it is, never decoded
+/// and encoded again. The stored JSON is canonical (``WireJSON``), so each body is byte for byte what encoding the
+/// full message would give.
+enum LedgerBodies {
+    /// The `question` body (``GuardianQuestion``).
+    static func guardianQuestion(question: [UInt8], child: String, family: String, sentAt: Date, expiresAt: Date) -> [UInt8] {
+        guard let sent = WireDate.format(sentAt), let expires = WireDate.format(expiresAt) else {
+            // Dates the wire cannot carry: let the full encoder give its verdict (it drops the field or fails).
+            let decoded = try? WireJSON.decode(AnyPermissionQuestion.self, from: question)
+            return decoded.flatMap { try? WireJSON.encode(GuardianQuestion(question: $0, child: child, family: family, sentAt: sentAt, expiresAt: expiresAt)) } ?? []
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(question.count + child.utf8.count + family.utf8.count + 100)
+        out.append(contentsOf: #"{"child":"#.utf8)
+        JSONStringList.appendQuoted(child, to: &out)
+        out.append(contentsOf: #","expiresAt":""#.utf8)
+        out.append(contentsOf: expires.utf8)
+        out.append(contentsOf: #"","family":"#.utf8)
+        JSONStringList.appendQuoted(family, to: &out)
+        out.append(contentsOf: #","question":"#.utf8)
+        out.append(contentsOf: question)
+        out.append(contentsOf: #","sentAt":""#.utf8)
+        out.append(contentsOf: sent.utf8)
+        out.append(contentsOf: #""}"#.utf8)
+        return out
+    }
+
+    /// The `response` body (``AnyPermissionResponse``).
+    static func response(question: [UInt8], choice: PermissionChoice) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(question.count + 100)
+        out.append(contentsOf: #"{"choice":"#.utf8)
+        out.append(contentsOf: (try? WireJSON.encode(choice)) ?? [])
+        out.append(contentsOf: #","question":"#.utf8)
+        out.append(contentsOf: question)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+}
+
+extension QuestionState {
+    /// The position in `allCases`, for per-state counters.
+    var ordinal: Int {
+        switch self {
+        case .admitting: 0
+        case .presented: 1
+        case .refused: 2
+        case .sent: 3
+        case .answered: 4
+        case .expired: 5
+        case .cancelled: 6
+        case .abandoned: 7
         }
     }
 }

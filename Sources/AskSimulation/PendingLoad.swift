@@ -36,15 +36,38 @@ public struct PendingLoadResult: Sendable, Codable, Equatable {
     public var refused: Int
     public var seconds: Double
     public var errorSamples: [String]
+    /// Sessions registered again after the broker said `not-registered` (it had ended them).
+    public var reregistered = 0
+
+    public init(pending: Int, asked: Int, refused: Int, seconds: Double, errorSamples: [String], reregistered: Int = 0) {
+        self.pending = pending
+        self.asked = asked
+        self.refused = refused
+        self.seconds = seconds
+        self.errorSamples = errorSamples
+        self.reregistered = reregistered
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        pending = try c.decode(Int.self, forKey: .pending)
+        asked = try c.decode(Int.self, forKey: .asked)
+        refused = try c.decode(Int.self, forKey: .refused)
+        seconds = try c.decode(Double.self, forKey: .seconds)
+        errorSamples = try c.decode([String].self, forKey: .errorSamples)
+        reregistered = try c.decodeIfPresent(Int.self, forKey: .reregistered) ?? 0
+    }
 
     enum CodingKeys: String, CodingKey {
-        case pending, asked, refused, seconds, errorSamples = "error_samples"
+        case pending, asked, refused, seconds, errorSamples = "error_samples", reregistered
     }
 }
 
 /// A lean generator of pending questions: raw DEALERs claim the children (10 000 per socket), one raw DEALER plays
 /// the limits service (`limits/raw-1`, presents every question), and one thread drives them: `ask` → `ask.result`
-/// → `send`, keeping `window` asks in flight. Guardians register once (so the families have rosters) and leave.
+/// → `send`, keeping `window` asks in flight, until `questions` sends are acknowledged (a refused ask is replaced by
+/// a new one). Guardians register once (so the families have rosters) and leave. A session the broker ended
+/// (`not-registered`) registers again with the same claims, as the worker library does.
 public enum PendingLoad {
     /// Registers guardians and children; calls `registered` (e.g. to read the broker's memory), then fills.
     /// Blocking: call it on a dedicated thread.
@@ -55,16 +78,19 @@ public enum PendingLoad {
         let context = try context ?? Context()
         let deadline = monotonicNanoseconds() + 120_000_000_000
         var input = Multipart()
+        func hello(role: SessionRole, claims: [EndpointClaim], on socket: Socket) throws {
+            var out = Multipart()
+            let hello = Hello(role: role, worker: "askrelay-load-pending[\(getpid())]", endpoints: claims, heartbeatMs: 60_000)
+            WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &out)
+            try socket.send(out)
+        }
         func open(role: SessionRole, claims: [EndpointClaim]) throws -> Socket {
             let socket = try context.socket(.dealer)
             try socket.set(.linger, 2000)
             try socket.set(.sendHighWaterMark, 0)
             try socket.set(.receiveHighWaterMark, 0)
             try socket.connect(broker)
-            var out = Multipart()
-            let hello = Hello(role: role, worker: "askrelay-load-pending[\(getpid())]", endpoints: claims, heartbeatMs: 60_000)
-            WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &out)
-            try socket.send(out)
+            try hello(role: role, claims: claims, on: socket)
             while true {
                 guard monotonicNanoseconds() < deadline else { throw RelayLoadError("no WELCOME within 120 s") }
                 guard try socket.wait(timeoutMilliseconds: 1000) else { continue }
@@ -84,12 +110,15 @@ public enum PendingLoad {
             let socket = try open(role: .guardian, claims: (start...end).map { EndpointClaim(address: "guardian/pg\($0)", family: "f\($0)") })
             sayBye(socket)
         }
-        let limits = try open(role: .limits, claims: [EndpointClaim(address: "limits/raw-1")])
+        let limitsClaims = [EndpointClaim(address: "limits/raw-1")]
+        let limits = try open(role: .limits, claims: limitsClaims)
         var children: [Socket] = []
+        var childClaims: [[EndpointClaim]] = []
         var childAddresses: [[UInt8]] = []
         for start in stride(from: 0, to: options.endpoints, by: PendingLoadOptions.claimsPerSocket) {
             let end = min(options.endpoints, start + PendingLoadOptions.claimsPerSocket)
-            children.append(try open(role: .child, claims: (start..<end).map { EndpointClaim(address: "child/p\($0)", family: "f\($0 % families + 1)") }))
+            childClaims.append((start..<end).map { EndpointClaim(address: "child/p\($0)", family: "f\($0 % families + 1)") })
+            children.append(try open(role: .child, claims: childClaims[childClaims.count - 1]))
         }
         for index in 0..<options.endpoints { childAddresses.append(Array("child/p\(index)".utf8)) }
         registered()
@@ -100,18 +129,34 @@ public enum PendingLoad {
         poller.add(limits)
         for child in children { poller.add(child) }
         var out = Multipart()
-        var asked = 0, pending = 0, refused = 0
+        var asked = 0, pending = 0, refused = 0, reregistered = 0
         var errorSamples: [String] = []
+        // Sockets (0: limits, 1...: children) waiting for the WELCOME of a HELLO sent again.
+        var registering = [Bool](repeating: false, count: children.count + 1)
+        func refusal(_ socket: Socket, number: Int, parsed: ParsedFrames) throws {
+            // A refused SEND ends its ask; a refused heartbeat (no id) only says the session is gone.
+            if parsed.id != nil { refused += 1 }
+            let code = input.string(parsed.codeFrame)
+            if errorSamples.count < 10 { errorSamples.append("\(code): \(input.string(parsed.reasonFrame))") }
+            guard code == ErrorCode.notRegistered.rawValue, !registering[number] else { return }
+            registering[number] = true
+            if number == 0 {
+                try hello(role: .limits, claims: limitsClaims, on: socket)
+            } else {
+                try hello(role: .child, claims: childClaims[number - 1], on: socket)
+            }
+        }
         var sendIDs = Set<MessageID>()
         var limitsAcks: [MessageID] = []
         var childAcks = [[MessageID]](repeating: [], count: children.count)
         var lastReport = started
         let limitsAddress = "limits/raw-1"
-        while pending + refused < options.questions {
+        // Until `questions` are pending; a refused ask is replaced, unless every ask is refused.
+        while pending < options.questions && refused < options.questions {
             let now = monotonicNanoseconds()
             if now >= stopAt { break }
             // Keep `window` asks in flight.
-            while asked < options.questions && asked - pending - refused < options.window {
+            while pending + (asked - pending - refused) < options.questions && asked - pending - refused < options.window {
                 let childIndex = asked % options.endpoints
                 let question = AnyPermissionQuestion(PermissionQuestion<CommunicationTopic>(handle: FlowLoad.handle))
                 out.removeAll()
@@ -122,12 +167,33 @@ public enum PendingLoad {
                 try children[childIndex / PendingLoadOptions.claimsPerSocket].send(out)
                 asked += 1
             }
+            // Heartbeats on time even while nothing arrives (a stalled broker sends nothing): a late heartbeat
+            // makes the broker end the session.
+            let beforePoll = monotonicNanoseconds()
+            if beforePoll &- lastReport >= 1_000_000_000 {
+                lastReport = beforePoll
+                for socket in [limits] + children {
+                    out.removeAll()
+                    WireEncoder.heartbeat(into: &out)
+                    try socket.send(out)
+                }
+                progress?(RelayLoadProgress(elapsedSeconds: Double(beforePoll - started) / 1e9, completed: pending, sent: asked, errors: refused, phase: errorSamples.first.map { "filling (first refusal: \($0))" } ?? "filling"))
+            }
             guard try poller.poll(timeoutMilliseconds: 100) > 0 else { continue }
             if poller.isReady(0) {
                 var batch = 0
                 while batch < 1000, try limits.receive(into: &input, .dontWait) {
                     batch += 1
-                    guard let parsed = try? WireParser.parse(input), parsed.command == .deliver, let id = parsed.id else { continue }
+                    guard let parsed = try? WireParser.parse(input) else { continue }
+                    if parsed.command == .nack {
+                        try refusal(limits, number: 0, parsed: parsed)
+                        continue
+                    }
+                    if parsed.command == .welcome, registering[0] {
+                        registering[0] = false
+                        reregistered += 1
+                    }
+                    guard parsed.command == .deliver, let id = parsed.id else { continue }
                     limitsAcks.append(id)
                     guard input.kind(parsed) == AskRequest.messageKind.rawValue, let subject = parsed.subject else { continue }
                     let body = try WireJSON.encode(AskResult(questionID: subject.uuid, outcome: .presented))
@@ -162,29 +228,21 @@ public enum PendingLoad {
                         }
                         for id in ids where sendIDs.remove(id) != nil { pending += 1 }
                     case .nack:
-                        refused += 1
                         if let id = parsed.id { sendIDs.remove(id) }
-                        if errorSamples.count < 10 { errorSamples.append("\(input.string(parsed.codeFrame)): \(input.string(parsed.reasonFrame))") }
+                        try refusal(child, number: number + 1, parsed: parsed)
+                    case .welcome where registering[number + 1]:
+                        registering[number + 1] = false
+                        reregistered += 1
                     default:
                         continue
                     }
                 }
                 if !childAcks[number].isEmpty { try sendAcks(&childAcks[number], socket: child, out: &out) }
             }
-            let after = monotonicNanoseconds()
-            if after &- lastReport >= 1_000_000_000 {
-                lastReport = after
-                for socket in [limits] + children {
-                    out.removeAll()
-                    WireEncoder.heartbeat(into: &out)
-                    try socket.send(out)
-                }
-                progress?(RelayLoadProgress(elapsedSeconds: Double(after - started) / 1e9, completed: pending, sent: asked, errors: refused, phase: errorSamples.first.map { "filling (first refusal: \($0))" } ?? "filling"))
-            }
         }
         let seconds = Double(monotonicNanoseconds() - started) / 1e9
         for socket in [limits] + children { sayBye(socket) }
-        return PendingLoadResult(pending: pending, asked: asked, refused: refused, seconds: seconds, errorSamples: errorSamples)
+        return PendingLoadResult(pending: pending, asked: asked, refused: refused, seconds: seconds, errorSamples: errorSamples, reregistered: reregistered)
     }
 
     /// Resident set size of process `pid` in KiB (VmRSS of /proc/<pid>/status), or nil.
@@ -281,7 +339,7 @@ public struct PendingLoadReport: Sendable, Codable {
         func mib(_ kib: Int?) -> String { kib.map { String(format: "%.1f MiB", Double($0) / 1024) } ?? "?" }
         var lines = ["workload: pending, \(options.endpoints) children in \(options.families) families, \(options.questions) questions asked, window \(options.window), durability \(durability), \(cores) cores"]
         if let fill {
-            lines.append(String(format: "filled: %d pending, %d asked, %d refused in %.1f s (%.0f questions/s)", fill.pending, fill.asked, fill.refused, fill.seconds, Double(fill.pending) / max(fill.seconds, 1e-9)))
+            lines.append(String(format: "filled: %d pending, %d asked, %d refused, %d sessions registered again in %.1f s (%.0f questions/s)", fill.pending, fill.asked, fill.refused, fill.reregistered, fill.seconds, Double(fill.pending) / max(fill.seconds, 1e-9)))
             for sample in fill.errorSamples.prefix(3) { lines.append("refused: \(sample)") }
         }
         lines.append("broker RSS: start \(mib(brokerRssStartKiB)), registered \(mib(brokerRssRegisteredKiB)), filled \(mib(brokerRssFilledKiB)), after restart \(mib(brokerRssRecoveredKiB))")

@@ -238,7 +238,8 @@ struct LoadCommand: Command {
         let dataDirectory = NSTemporaryDirectory() + "askrelay-load-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
         let brokerExecutable = executableDirectory.appendingPathComponent("askrelay-broker")
-        let brokerArguments = ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability, "--log-level", "warning"]
+        // notice: the broker's recovery lines ("ledger recovered", "recovered from journal") and slow-turn warnings.
+        let brokerArguments = ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability, "--log-level", "notice"]
         var report = PendingLoadReport(commandLine: commandLine, durability: durability, options: options)
         let first = try ServerProcess(executable: brokerExecutable, arguments: brokerArguments)
         defer { first.stop() }

@@ -42,6 +42,38 @@ struct FlowLoadTests {
         return values.allSatisfy { $0 >= 0 } && zip(values, values.dropFirst()).allSatisfy { $0 <= $1 }
     }
 
+    @Test("a small pending fill: every question pending, the broker killed and restarted on its journal, figures present")
+    func smallPendingFill() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let reportDirectory = directory.path + "/report"
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let askrelay = try supervisor.start(
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: ["load", "--mode", "pending", "--endpoints", "30", "--families", "10", "--questions", "120", "--inflight", "20",
+                        "--report-dir", reportDirectory],
+            logPath: directory.path + "/askrelay.log")
+        let last = try askrelay.waitForLine(prefix: "pending=", timeout: .seconds(90))
+        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(0))
+        #expect(last.hasPrefix("pending=120 "), "last line: \(last)")
+        let data = try #require(FileManager.default.contents(atPath: reportDirectory + "/load.json"))
+        let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let fill = try #require(report["fill"] as? [String: Any])
+        #expect(fill["pending"] as? Int == 120)
+        #expect(fill["asked"] as? Int == 120)
+        #expect(fill["refused"] as? Int == 0, "refusals: \(fill["error_samples"] ?? "")")
+        #expect(fill["reregistered"] as? Int == 0)
+        #expect((report["recovery_s"] as? Double ?? 0) > 0)
+        for key in ["broker_rss_start_kib", "broker_rss_registered_kib", "broker_rss_filled_kib", "broker_rss_recovered_kib"] {
+            #expect((report[key] as? Int ?? 0) > 0, "\(key)")
+        }
+        // The restarted broker found every question and its queued copy in the journal.
+        let log = String(decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(), as: UTF8.self)
+        #expect(log.contains("open_questions=120"), "stderr: \(log.suffix(2000))")
+    }
+
     @Test("a short closed-loop flows run: figures present and sane, HTML with SVG charts")
     func shortFlows() throws {
         let directory = TempDirectory()

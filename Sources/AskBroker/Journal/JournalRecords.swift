@@ -92,6 +92,26 @@ public struct QuestionRecord: Sendable, Hashable {
     }
 }
 
+/// What the broker's ledger keeps of an open question across a restart (``Journal/forEachOpenQuestion(_:)``):
+/// a ``QuestionRecord`` without the question JSON, the choice lists and the closing fields.
+public struct OpenQuestion: Sendable, Hashable {
+    public var id: MessageID
+    public var child: String
+    public var family: String
+    public var state: QuestionState
+    public var createdAt: Date
+    public var expiresAt: Date
+
+    public init(id: MessageID, child: String, family: String, state: QuestionState, createdAt: Date, expiresAt: Date) {
+        self.id = id
+        self.child = child
+        self.family = family
+        self.state = state
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
 /// A journal failure that is not an SQLite error. SQLite failures are thrown as `SQLiteError`.
 public struct JournalError: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Code: String, Sendable {

@@ -1,15 +1,19 @@
 /// A min-heap of deadlines, each with a payload: the timer queue of the broker's ledger and of the workers.
+///
+/// Inlinable, so users in other modules get it specialized for their types: unspecialized, each push and pop looks
+/// up the element tuple's type metadata at run time (measured: visible in a profile of a broker restart that pushes
+/// a million deadlines).
 public struct DeadlineHeap<Deadline: Comparable, Payload> {
-    private var items: [(at: Deadline, payload: Payload)] = []
+    @usableFromInline var items: [(at: Deadline, payload: Payload)] = []
 
-    public init() {}
+    @inlinable public init() {}
 
     /// The earliest deadline and its payload.
-    public var peek: (at: Deadline, payload: Payload)? { items.first }
-    public var count: Int { items.count }
-    public var isEmpty: Bool { items.isEmpty }
+    @inlinable public var peek: (at: Deadline, payload: Payload)? { items.first }
+    @inlinable public var count: Int { items.count }
+    @inlinable public var isEmpty: Bool { items.isEmpty }
 
-    public mutating func push(_ at: Deadline, _ payload: Payload) {
+    @inlinable public mutating func push(_ at: Deadline, _ payload: Payload) {
         items.append((at, payload))
         var child = items.count - 1
         while child > 0 {
@@ -21,7 +25,7 @@ public struct DeadlineHeap<Deadline: Comparable, Payload> {
     }
 
     /// Removes the earliest entry.
-    public mutating func pop() {
+    @inlinable public mutating func pop() {
         guard !items.isEmpty else { return }
         items.swapAt(0, items.count - 1)
         items.removeLast()

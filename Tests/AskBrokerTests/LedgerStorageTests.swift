@@ -1,0 +1,114 @@
+import AskProtocol
+import AskTestSupport
+import Foundation
+import Testing
+import ZeroMQ
+
+@testable import AskBroker
+
+/// A question with every field the model has: custom choices (escapes, non-ASCII), names, an avatar, an expiry.
+func richQuestion() -> AnyPermissionQuestion {
+    let person = CommunicationTopic.PersonInformation(
+        handle: CommunicationHandle(value: "ana@example.com", kind: .emailAddress),
+        nameComponents: PersonName(givenName: "Ana \"Nita\"", familyName: "Müller/Łódź"), avatarImage: Data([0, 1, 2, 250]))
+    let other = CommunicationTopic.PersonInformation(handle: CommunicationHandle(value: "+15550001111", kind: .phoneNumber))
+    let choices = [
+        PermissionChoice(id: "com.example.yes-\(UUID().uuidString)", title: "Oui, d'accord ✓", answer: .approval),
+        PermissionChoice(id: "com.example.later", title: "Später\n(bitte)", answer: .denial),
+        PermissionChoice(id: "com.example.no", title: "No", answer: .denial),
+    ]
+    return AnyPermissionQuestion(
+        topic: .communication(CommunicationTopic(personInformation: [person, other], actions: [.message, .videoCall])),
+        choices: choices, defaultChoice: choices[2], expirationDate: Date().addingTimeInterval(3600))
+}
+
+@Suite("Ledger storage: compact entries, bodies spliced from the stored question JSON", .timeLimit(.minutes(1)))
+struct LedgerStorageTests {
+    @Test("a ledger entry is 24 bytes and holds no references")
+    func entryIsCompact() {
+        #expect(MemoryLayout<LedgerEntry>.stride <= 24)
+        #expect(_isPOD(LedgerEntry.self))
+    }
+
+    @Test("spliced bodies are byte for byte what encoding the full message gives")
+    func splicedBodies() throws {
+        let question = richQuestion()
+        let json = try WireJSON.encode(question)
+        let sentAt = Date()
+        let expiresAt = sentAt.addingTimeInterval(1234.5678)
+        let spliced = LedgerBodies.guardianQuestion(question: json, child: "c-1.x_y", family: "fam.1", sentAt: sentAt, expiresAt: expiresAt)
+        let encoded = try WireJSON.encode(GuardianQuestion(question: question, child: "c-1.x_y", family: "fam.1", sentAt: sentAt, expiresAt: expiresAt))
+        #expect(spliced == encoded)
+        #expect(try WireJSON.decode(GuardianQuestion.self, from: spliced).question == question)
+        for choice in question.choices {
+            let response = LedgerBodies.response(question: json, choice: choice)
+            #expect(response == (try WireJSON.encode(AnyPermissionResponse(question: question, choice: choice))))
+        }
+    }
+
+    @Test("names are stored once and numbered from 1")
+    func namePool() {
+        var pool = NamePool()
+        let a = pool.number("child-a")
+        let b = pool.number("family-b")
+        #expect(a != NamePool.none && b != NamePool.none && a != b)
+        #expect(pool.number("child-a") == a)
+        #expect(pool[a] == "child-a" && pool[b] == "family-b")
+        #expect(pool.count == 2)
+    }
+
+    /// ask → present → send, then the guardian's answer: the child's response and the approval notice carry the
+    /// full question, read back from the journal (or from memory without one).
+    func answerGivesFullResponse(durability: Durability, restart: Bool) throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let question = richQuestion()
+        let approve = question.choices[0]
+        var broker = try TestBroker(durability: durability, directory: directory)
+        defer { broker.stop() }
+        var context = try Context()
+        var child = try RawPeer(context: context, endpoint: broker.endpoint)
+        var limits = try RawPeer(context: context, endpoint: broker.endpoint)
+        var guardian = try RawPeer(context: context, endpoint: broker.endpoint)
+        try child.register(role: .child, ["child/c1"], family: "f1")
+        try limits.register(role: .limits, ["limits/l1"])
+        try guardian.register(role: .guardian, ["guardian/g1"], family: "f1")
+        try child.expectAck(try child.send(AskRequest(question: question), from: "child/c1", to: "limits"))
+        try limits.ack([try limits.expectDelivery(kind: "ask").id!])
+        try limits.expectAck(try limits.send(AskResult(questionID: question.id, outcome: .presented), from: "limits/l1", to: "child/c1"))
+        try child.ack([try child.expectDelivery(kind: "ask.result").id!])
+        try child.expectAck(try child.send(SendQuestion(questionID: question.id), from: "child/c1", to: "broker"))
+        if restart {
+            broker.stop()
+            broker = try TestBroker(durability: durability, directory: directory)
+            context = try Context()
+            guardian = try RawPeer(context: context, endpoint: broker.endpoint)
+            child = try RawPeer(context: context, endpoint: broker.endpoint)
+            limits = try RawPeer(context: context, endpoint: broker.endpoint)
+            try guardian.register(role: .guardian, ["guardian/g1"], family: "f1")
+            try child.register(role: .child, ["child/c1"], family: "f1")
+            try limits.register(role: .limits, ["limits/l1"])
+        }
+        let delivered = try guardian.expectDelivery(kind: "question")
+        #expect(try delivered.decode(GuardianQuestion.self).question == question)
+        try guardian.ack([delivered.id!])
+        // An unknown choice is refused after the question is read back, and changes nothing.
+        let wrong = try guardian.send(GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.approve.id), from: "guardian/g1", to: "broker")
+        #expect(try guardian.expectNack(wrong).code == ErrorCode.invalidChoice.rawValue)
+        try guardian.expectAck(try guardian.send(GuardianAnswer(questionID: question.id, choiceID: approve.id), from: "guardian/g1", to: "broker"))
+        let response = try child.expectDelivery(kind: "response")
+        #expect(try response.decode(AnyPermissionResponse.self) == AnyPermissionResponse(question: question, choice: approve))
+        let approval = try limits.expectDelivery(kind: "approval")
+        #expect(try approval.decode(ApprovalNotice.self) == ApprovalNotice(child: "c1", questionID: question.id, handles: question.topic.handles))
+    }
+
+    @Test("after a restart, the answer's response carries the full question read back from the journal")
+    func fullResponseAfterRestart() throws {
+        try answerGivesFullResponse(durability: .batch, restart: true)
+    }
+
+    @Test("without a restart the response is the full question too", arguments: [Durability.off, .batch])
+    func fullResponse(_ durability: Durability) throws {
+        try answerGivesFullResponse(durability: durability, restart: false)
+    }
+}

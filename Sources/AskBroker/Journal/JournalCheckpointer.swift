@@ -9,8 +9,17 @@ import Synchronization
 ///
 /// It holds its own connection to the journal file and runs a PASSIVE checkpoint every ``interval``: it copies the
 /// frames no reader needs and never blocks the writer; with nothing to copy a pass costs a look at the WAL index.
+///
+/// A WAL only starts over from its beginning when a checkpoint has copied every frame before the next write, which
+/// PASSIVE passes alone never achieve while the broker writes every few milliseconds: the file would grow without
+/// end, and a restart would read all of it. So once the WAL holds ``restartFrames`` frames, a pass also tries a
+/// TRUNCATE checkpoint without waiting (busy timeout 0): it takes the write lock only between two of the broker's
+/// turns, copies the few frames the passive passes left, truncates the WAL, and otherwise gives up until the next
+/// pass. The broker's next turn waits for that short copy at most.
 final class JournalCheckpointer: Sendable {
     static let interval: DispatchTimeInterval = .milliseconds(100)
+    /// 16 MiB of 4 KiB pages.
+    static let restartFrames = 4_096
 
     private let wake = DispatchSemaphore(value: 0)
     private let stopped = Atomic<Bool>(false)
@@ -51,6 +60,17 @@ final class JournalCheckpointer: Sendable {
         finished.wait()
     }
 
+    /// A TRUNCATE checkpoint that never waits for the writer: `SQLITE_BUSY` means it is mid-turn; try next pass.
+    private func truncate(_ db: Database, restoring busyTimeoutMilliseconds: Int64) throws {
+        try db.pragma("busy_timeout", .integer(0))
+        defer { _ = try? db.pragma("busy_timeout", .integer(busyTimeoutMilliseconds)) }
+        do {
+            try db.checkpoint(.truncate)
+        } catch let error as SQLiteError where error.isBusy {
+            return
+        }
+    }
+
     private func run(path: String, busyTimeoutMilliseconds: Int64) {
         var db: Database?
         var openError: String?
@@ -70,7 +90,13 @@ final class JournalCheckpointer: Sendable {
             let stopping = stopped.load(ordering: .sequentiallyConsistent)
             var failure = openError
             if let db, !stopping || waiting > 0 {
-                do { try db.checkpoint(.passive) } catch { failure = "\(error)" }
+                do {
+                    if try db.checkpoint(.passive).walFrames >= Self.restartFrames {
+                        try truncate(db, restoring: busyTimeoutMilliseconds)
+                    }
+                } catch {
+                    failure = "\(error)"
+                }
             }
             state.withLock {
                 $0.passes += 1
@@ -80,6 +106,7 @@ final class JournalCheckpointer: Sendable {
             if stopping { break }
         }
         // Anyone who asked after the last pass is answered too, so no caller waits forever.
+        // (`db` closes here, before the writer's connection: the last connection to close checkpoints what is left.)
         for _ in 0..<requested.exchange(0, ordering: .sequentiallyConsistent) { passDone.signal() }
     }
 }

@@ -44,7 +44,12 @@ public final class Journal {
     ///   - directory: created with mode 0700 (and missing parents) if it does not exist. Not touched for `.off`.
     ///   - durability: `.off` opens nothing; every write is a no-op and every load is empty.
     /// - Throws: `JournalError` (`.directory`, `.walUnavailable`, `.newerSchema`) or `SQLiteError`.
-    public init(directory: String, durability: Durability) throws {
+    public convenience init(directory: String, durability: Durability) throws {
+        try self.init(directory: directory, durability: durability, walRestartFrames: JournalCheckpointer.defaultRestartFrames)
+    }
+
+    /// As above; `walRestartFrames` is the WAL size (in pages) at which the checkpointer empties it (tests).
+    init(directory: String, durability: Durability, walRestartFrames: Int) throws {
         self.durability = durability
         guard durability != .off else {
             path = nil
@@ -67,7 +72,7 @@ public final class Journal {
         try Self.migrate(db, file: file)
         path = file
         database = db
-        checkpointer = JournalCheckpointer(path: file, busyTimeoutMilliseconds: Self.busyTimeoutMilliseconds)
+        checkpointer = JournalCheckpointer(path: file, busyTimeoutMilliseconds: Self.busyTimeoutMilliseconds, restartFrames: walRestartFrames)
     }
 
     deinit {

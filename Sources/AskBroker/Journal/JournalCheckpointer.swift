@@ -12,14 +12,16 @@ import Synchronization
 ///
 /// A WAL only starts over from its beginning when a checkpoint has copied every frame before the next write, which
 /// PASSIVE passes alone never achieve while the broker writes every few milliseconds: the file would grow without
-/// end, and a restart would read all of it. So once the WAL holds ``restartFrames`` frames, a pass also tries a
+/// end, and a restart would read all of it. So once the WAL holds `restartFrames` frames, a pass also tries a
 /// TRUNCATE checkpoint without waiting (busy timeout 0): it takes the write lock only between two of the broker's
-/// turns, copies the few frames the passive passes left, truncates the WAL, and otherwise gives up until the next
-/// pass. The broker's next turn waits for that short copy at most.
+/// turns, copies the few frames the passive passes left, syncs, truncates the WAL, and otherwise gives up until the
+/// next pass. The broker's next turn waits for that (a few frames and two fsyncs: 10-20 ms on the development
+/// machine), so the threshold is large: one such wait per 256 MiB written.
 final class JournalCheckpointer: Sendable {
     static let interval: DispatchTimeInterval = .milliseconds(100)
-    /// 16 MiB of 4 KiB pages.
-    static let restartFrames = 4_096
+    /// 256 MiB of 4 KiB pages.
+    static let defaultRestartFrames = 65_536
+    let restartFrames: Int
 
     private let wake = DispatchSemaphore(value: 0)
     private let stopped = Atomic<Bool>(false)
@@ -31,7 +33,8 @@ final class JournalCheckpointer: Sendable {
     private let state = Mutex<(passes: Int, lastError: String?)>((0, nil))
 
     /// Opens a second connection to `path` on a new thread and starts checkpointing.
-    init(path: String, busyTimeoutMilliseconds: Int64) {
+    init(path: String, busyTimeoutMilliseconds: Int64, restartFrames: Int = JournalCheckpointer.defaultRestartFrames) {
+        self.restartFrames = restartFrames
         let thread = Thread { [self] in
             self.run(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
             self.finished.signal()
@@ -91,7 +94,7 @@ final class JournalCheckpointer: Sendable {
             var failure = openError
             if let db, !stopping || waiting > 0 {
                 do {
-                    if try db.checkpoint(.passive).walFrames >= Self.restartFrames {
+                    if try db.checkpoint(.passive).walFrames >= restartFrames {
                         try truncate(db, restoring: busyTimeoutMilliseconds)
                     }
                 } catch {

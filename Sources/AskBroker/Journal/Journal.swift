@@ -22,8 +22,9 @@ public final class Journal {
     /// The broker's connection never checkpoints (`wal_autocheckpoint` 0): a ``JournalCheckpointer`` thread does,
     /// every 100 ms, so a commit never waits for the copy and its fsync.
     static let walAutocheckpointPages: Int64 = 0
-    /// After a checkpoint, truncate a WAL that grew beyond this, so one burst does not keep a large file forever.
-    static let journalSizeLimitBytes: Int64 = 64 << 20
+    /// Never truncate the WAL file when it starts over (-1): truncating a file of hundreds of MiB in the broker's
+    /// thread is a stall of its own. The checkpointer keeps the file under ~256 MiB instead.
+    static let journalSizeLimitBytes: Int64 = -1
 
     public let durability: Durability
     /// The journal file, or `nil` when durability is `.off`.

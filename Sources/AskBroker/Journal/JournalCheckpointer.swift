@@ -13,10 +13,11 @@ import Synchronization
 /// A WAL only starts over from its beginning when a checkpoint has copied every frame before the next write, which
 /// PASSIVE passes alone never achieve while the broker writes every few milliseconds: the file would grow without
 /// end, and a restart would read all of it. So once the WAL holds `restartFrames` frames, a pass also tries a
-/// TRUNCATE checkpoint without waiting (busy timeout 0): it takes the write lock only between two of the broker's
-/// turns, copies the few frames the passive passes left, syncs, truncates the WAL, and otherwise gives up until the
-/// next pass. The broker's next turn waits for that (a few frames and two fsyncs: 10-20 ms on the development
-/// machine), so the threshold is large: one such wait per 256 MiB written.
+/// RESTART checkpoint without waiting (busy timeout 0): it takes the write lock only between two of the broker's
+/// turns, copies the few frames the passive passes left and syncs, so the broker's next write starts the WAL over
+/// from its beginning (the file keeps its size: truncating it stalled the writer for ~100 ms); mid-turn it gives up
+/// until the next pass. The broker's next turn may wait for that short copy; the threshold is large (256 MiB) so
+/// that happens rarely.
 final class JournalCheckpointer: Sendable {
     static let interval: DispatchTimeInterval = .milliseconds(100)
     /// 256 MiB of 4 KiB pages.
@@ -63,12 +64,12 @@ final class JournalCheckpointer: Sendable {
         finished.wait()
     }
 
-    /// A TRUNCATE checkpoint that never waits for the writer: `SQLITE_BUSY` means it is mid-turn; try next pass.
-    private func truncate(_ db: Database, restoring busyTimeoutMilliseconds: Int64) throws {
+    /// A RESTART checkpoint that never waits for the writer: `SQLITE_BUSY` means it is mid-turn; try next pass.
+    private func restart(_ db: Database, restoring busyTimeoutMilliseconds: Int64) throws {
         try db.pragma("busy_timeout", .integer(0))
         defer { _ = try? db.pragma("busy_timeout", .integer(busyTimeoutMilliseconds)) }
         do {
-            try db.checkpoint(.truncate)
+            try db.checkpoint(.restart)
         } catch let error as SQLiteError where error.isBusy {
             return
         }
@@ -95,7 +96,7 @@ final class JournalCheckpointer: Sendable {
             if let db, !stopping || waiting > 0 {
                 do {
                     if try db.checkpoint(.passive).walFrames >= restartFrames {
-                        try truncate(db, restoring: busyTimeoutMilliseconds)
+                        try restart(db, restoring: busyTimeoutMilliseconds)
                     }
                 } catch {
                     failure = "\(error)"

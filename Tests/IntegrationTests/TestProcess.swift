@@ -53,6 +53,7 @@ final class TestProcess: @unchecked Sendable {  // @unchecked: mutable state is 
                     newLine.signal()
                 }
             }
+            lines.end()
             newLine.signal()
         }
     }
@@ -66,7 +67,9 @@ final class TestProcess: @unchecked Sendable {  // @unchecked: mutable state is 
         while true {
             if let line = output.first(where: { $0.hasPrefix(prefix) }) { return line }
             let left = ContinuousClock.now.duration(to: deadline)
-            if left <= .zero || (!process.isRunning && newLine.wait(timeout: .now()) == .timedOut) {
+            // A process that exited may have written its last lines after the reader's last look: only the end of
+            // its stdout (everything read) or the deadline says that no such line will come.
+            if left <= .zero || (lines.isEnded && output.first(where: { $0.hasPrefix(prefix) }) == nil) {
                 let log = (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? ""
                 throw ProcessFailure("\(name) printed no '\(prefix)' line (running: \(process.isRunning)); stderr:\n\(log.suffix(2000))")
             }
@@ -111,8 +114,12 @@ final class TestProcess: @unchecked Sendable {  // @unchecked: mutable state is 
 final class LineBuffer: @unchecked Sendable {  // @unchecked: every access holds `lock`.
     private let lock = NSLock()
     private var lines: [String] = []
+    private var ended = false
     func append(_ line: String) { lock.withLock { lines.append(line) } }
     var all: [String] { lock.withLock { lines } }
+    /// Stdout reached end of file: every line the process wrote is in `all`.
+    func end() { lock.withLock { ended = true } }
+    var isEnded: Bool { lock.withLock { ended } }
 }
 
 struct ProcessFailure: Error, CustomStringConvertible {

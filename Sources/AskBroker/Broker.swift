@@ -192,7 +192,7 @@ public final class Broker {
                     stats.recordCommit(took)
                     turn.commit += took
                 }
-                crashPoints.committed(acks: !sessionsWithAcks.isEmpty)
+                crashPoints.committed(acks: !turnAccepted.isEmpty)
             } catch {
                 withdrawTurn(error)
             }
@@ -466,9 +466,12 @@ public final class Broker {
                 // ACK ids lie between them) at once.
                 let header = input.range(of: parsed.headerFrame)
                 let body = input.range(of: parsed.bodyFrame)
-                let packed: [UInt8]
+                var packed: [UInt8]
                 if parsed.carriesAcks {
-                    packed = Array(input.storage[header]) + input.storage[body]
+                    packed = []
+                    packed.reserveCapacity(header.count + body.count)
+                    packed.append(contentsOf: input.storage[header])
+                    packed.append(contentsOf: input.storage[body])
                 } else {
                     packed = Array(input.storage[header.lowerBound..<body.upperBound])
                 }
@@ -653,21 +656,16 @@ public final class Broker {
             logger.error("cannot read spilled messages back", ["address": mailbox.address, "error": "\(error)"])
             return nil
         }
-        for stored in rows {
-            let envelope = Envelope(seq: stored.seq, id: stored.id, from: stored.from, to: stored.to, kind: stored.kind, subject: stored.subject, body: stored.body, createdAt: stored.createdAt.timeIntervalSince1970, persistent: true)
-            envelope.expiresAt = stored.expiresAt?.timeIntervalSince1970
-            mailbox.enqueue(envelope)
-        }
-        let read = min(rows.count, mailbox.spilled)
-        if rows.count < room, rows.count < mailbox.spilled {
-            // Fewer rows than counted: the count was off (it cannot be, but never loop on it).
+        for stored in rows { mailbox.enqueue(Envelope(stored: stored)) }
+        var left = max(0, mailbox.spilled - rows.count)
+        if rows.count < room, left > 0 {
+            // The journal has no more for this address than it gave: the count was off (it cannot be, but never
+            // loop on it).
             logger.warning("spill count did not match the journal", ["address": mailbox.address, "counted": mailbox.spilled, "found": rows.count])
-            totalSpilled -= mailbox.spilled
-            mailbox.spilled = 0
-        } else {
-            mailbox.spilled -= read
-            totalSpilled -= read
+            left = 0
         }
+        totalSpilled -= mailbox.spilled - left
+        mailbox.spilled = left
         if let last = rows.last { mailbox.spillCursor = last.seq + 1 }
         totalQueued += rows.count
         stats.unspilled += rows.count
@@ -686,10 +684,7 @@ public final class Broker {
         let carried = owner.carriedAcks && !journal.hasPendingWrites ? min(owner.pendingAcks.count, configuration.limits.maxAckIDs) : 0
         envelope.appendDeliver(acks: owner.pendingAcks[..<carried], to: &output)
         guard sendToPeer(owner) else { return false }
-        if carried > 0 {
-            owner.pendingAcks.removeFirst(carried)
-            if !owner.pendingAcks.isEmpty { owner.acksSince = turnNow }
-        }
+        if carried > 0 { owner.pendingAcks.removeFirst(carried) }
         envelope.deliveredAt = turnNow
         if crashPoints.isArmed { crashPoints.delivered(kind: envelope.kind, subject: envelope.subject) }
         return true
@@ -891,9 +886,7 @@ public final class Broker {
             let mailbox = mailbox(for: recipient)
             if recipient == "limits" {
                 for stored in try journal.loadMessages(to: recipient, fromSeq: 0, limit: Int(Int32.max)) {
-                    let envelope = Envelope(seq: stored.seq, id: stored.id, from: stored.from, to: stored.to, kind: stored.kind, subject: stored.subject, body: stored.body, createdAt: stored.createdAt.timeIntervalSince1970, persistent: true)
-                    envelope.expiresAt = stored.expiresAt?.timeIntervalSince1970
-                    mailbox.enqueue(envelope)
+                    mailbox.enqueue(Envelope(stored: stored))
                     totalQueued += 1
                 }
             } else {

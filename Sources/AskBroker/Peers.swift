@@ -117,6 +117,12 @@ final class Envelope {
         self.init(seq: seq, id: id, from: from, to: to, kind: kind, subject: subject, packed: packed, headerCount: headerCount, createdAt: createdAt, persistent: persistent)
     }
 
+    /// A copy read back from the journal (restart, spill).
+    convenience init(stored: StoredMessage) {
+        self.init(seq: stored.seq, id: stored.id, from: stored.from, to: stored.to, kind: stored.kind, subject: stored.subject, body: stored.body, createdAt: stored.createdAt.timeIntervalSince1970, persistent: true)
+        expiresAt = stored.expiresAt?.timeIntervalSince1970
+    }
+
     /// A copy of the body (journal and ledger paths only).
     var body: [UInt8] { Array(packed[headerCount...]) }
 

@@ -71,8 +71,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         #expect(loaded[2].body == [] && loaded[2].expiresAt == at(1_800_000_000_123))
         #expect(try reopened.messageCount() == 3)
 
-        try reopened.deleteMessage(seq: 1)
-        try reopened.deleteMessage(seq: 99)  // no such copy: nothing happens
+        try reopened.deleteMessages(seqs: [1, 99])  // 99: no such copy, nothing happens
         try reopened.commitIfNeeded()
         #expect(try reopened.loadMessages().map(\.seq) == [2, 3])
     }
@@ -159,8 +158,8 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         #expect(try journal.loadAccepted(since: at(5000)) == [message(4).id])
         // The new layout: copies by recipient, accepted ids by time.
         try journal.storeMessage(message(6, to: "mum"))
-        try journal.rememberAccepted(message(6).id, at: at(6000))
-        try journal.rememberAccepted(message(6).id, at: at(6000))
+        try journal.rememberAccepted([message(6).id], at: at(6000))
+        try journal.rememberAccepted([message(6).id], at: at(6000))
         try journal.commitIfNeeded()
         #expect(try journal.loadMessages(to: "mum", fromSeq: 5, limit: 5).map(\.seq) == [6])
         try journal.forgetAccepted(before: at(6000))
@@ -175,7 +174,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         try writer.storeMessage(message(1))
         try writer.saveQuestion(question(1, state: .sent, createdMs: 1000))
         try writer.addGuardian(family: "fam", guardian: "mum")
-        try writer.rememberAccepted(message(1).id, at: at(5000))
+        try writer.rememberAccepted([message(1).id], at: at(5000))
 
         let reader = try Journal(directory: dir.path, durability: durability)
         #expect(try reader.loadMessages().isEmpty)
@@ -201,7 +200,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
             try journal.addGuardian(family: "fam", guardian: "dad")
             try journal.commitIfNeeded()
             try journal.storeMessage(message(2))
-            try journal.deleteMessage(seq: 1)
+            try journal.deleteMessages(seqs: [1])
             try journal.addGuardian(family: "fam", guardian: "mum")
             #expect(journal.hasPendingWrites)
             // Dropped here without a commit, as if the process died mid-turn.
@@ -281,10 +280,10 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         let old = MessageID(high: 0, low: 1)
         let recent = MessageID(high: .max, low: .max)
         let repeated = MessageID.random()
-        try journal.rememberAccepted(old, at: at(1_000))
-        try journal.rememberAccepted(recent, at: at(5_000))
-        try journal.rememberAccepted(repeated, at: at(2_000))
-        try journal.rememberAccepted(repeated, at: at(6_000))
+        try journal.rememberAccepted([old], at: at(1_000))
+        try journal.rememberAccepted([recent], at: at(5_000))
+        try journal.rememberAccepted([repeated], at: at(2_000))
+        try journal.rememberAccepted([repeated], at: at(6_000))
         try journal.commitIfNeeded()
         #expect(try journal.loadAccepted(since: at(0)) == [old, recent, repeated])
         #expect(try journal.loadAccepted(since: at(5_000)) == [recent, repeated])
@@ -301,7 +300,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         try journal.storeMessage(message(1))
         try journal.saveQuestion(question(1, state: .sent, createdMs: 1))
         try journal.addGuardian(family: "f", guardian: "g")
-        try journal.rememberAccepted(message(1).id, at: at(1))
+        try journal.rememberAccepted([message(1).id], at: at(1))
         #expect(!journal.hasPendingWrites)
         #expect(try journal.commitIfNeeded() == nil)
         #expect(try journal.loadMessages().isEmpty)

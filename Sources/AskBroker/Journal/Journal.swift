@@ -168,18 +168,8 @@ public final class Journal {
         }
     }
 
-    /// Forgets the copy with `seq` (its receiver acknowledged it, or it expired). Deleting a copy that is not
-    /// stored is not an error.
-    public func deleteMessage(seq: Int64) throws {
-        try write { db in
-            let s = try db.prepare("DELETE FROM message WHERE seq = ?1")
-            try s.bind(seq, at: 1)
-            try s.run()
-        }
-    }
-
-    /// Forgets the copies with these `seq`s, 64 per statement (the broker collects a turn's acknowledged copies
-    /// and deletes them at once). Seqs that are not stored are ignored.
+    /// Forgets the copies with these `seq`s (acknowledged by their receivers, or expired), 64 per statement: the
+    /// broker collects a turn's and deletes them at once. Seqs that are not stored are ignored.
     public func deleteMessages(seqs: some Collection<Int64>) throws {
         guard !seqs.isEmpty else { return }
         try write { db in
@@ -412,11 +402,6 @@ public final class Journal {
             try s.bind(blob, at: 2)
             try s.run()
         }
-    }
-
-    /// Remembers one accepted SEND id (a row of its own).
-    public func rememberAccepted(_ id: MessageID, at: Date) throws {
-        try rememberAccepted(CollectionOfOne(id), at: at)
     }
 
     /// Ids accepted at or after `since`.

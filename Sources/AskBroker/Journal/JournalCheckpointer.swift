@@ -30,8 +30,8 @@ final class JournalCheckpointer: Sendable {
     /// `checkpointNow()` calls waiting for a pass that starts after them.
     private let requested = Atomic<Int>(0)
     private let passDone = DispatchSemaphore(value: 0)
-    /// Passes completed and the last pass's error.
-    private let state = Mutex<(passes: Int, lastError: String?)>((0, nil))
+    /// The last pass's error.
+    private let lastError = Mutex<String?>(nil)
 
     /// Opens a second connection to `path` on a new thread and starts checkpointing.
     init(path: String, busyTimeoutMilliseconds: Int64, restartFrames: Int = JournalCheckpointer.defaultRestartFrames) {
@@ -51,11 +51,8 @@ final class JournalCheckpointer: Sendable {
         requested.add(1, ordering: .sequentiallyConsistent)
         wake.signal()
         passDone.wait()
-        return state.withLock { $0.lastError }
+        return lastError.withLock { $0 }
     }
-
-    /// Passes completed so far.
-    var passes: Int { state.withLock { $0.passes } }
 
     /// Stops the thread after its current pass and waits for it.
     func stop() {
@@ -102,10 +99,7 @@ final class JournalCheckpointer: Sendable {
                     failure = "\(error)"
                 }
             }
-            state.withLock {
-                $0.passes += 1
-                $0.lastError = failure
-            }
+            lastError.withLock { $0 = failure }
             for _ in 0..<waiting { passDone.signal() }
             if stopping { break }
         }

@@ -94,6 +94,23 @@ public struct BrokerSnapshot: Sendable, Codable {
     public var commitMicros: [String: Int]
 }
 
+extension BrokerSnapshot {
+    /// The snapshot's JSON as the stats endpoint publishes it (sorted keys, ISO 8601 time).
+    public func encoded() throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        return Array(try encoder.encode(self))
+    }
+
+    /// Reads a snapshot published on the stats endpoint (its second frame).
+    public static func decode(_ bytes: [UInt8]) throws -> BrokerSnapshot {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try decoder.decode(BrokerSnapshot.self, from: Data(bytes))
+    }
+}
+
 extension Broker {
     public func snapshot() -> BrokerSnapshot {
         var roles: [String: Int] = [:]
@@ -130,11 +147,8 @@ final class StatsPublisher {
     }
 
     func publish(_ snapshot: BrokerSnapshot) {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
-        guard let body = try? encoder.encode(snapshot) else { return }
+        guard let body = try? snapshot.encoded() else { return }
         _ = try? socket.send("stats", more: true, .dontWait)
-        _ = try? socket.send(Array(body), .dontWait)
+        _ = try? socket.send(body, .dontWait)
     }
 }

@@ -61,12 +61,10 @@ public final class ProgressReporter: Sendable {
             var lastPrint = ContinuousClock.now
             var lastFlows = 0
             var printedInPlace = false
-            let decoder = JSONDecoder()
-            decoder.dateDecodingStrategy = .iso8601
             while !stoppedFlag.isStopped {
                 if let socket = subscriber {
                     if let frames = try? socket.receiveMultipart(), frames.count == 2,
-                        let snapshot = try? decoder.decode(BrokerSnapshot.self, from: Data(frames[1]))
+                        let snapshot = try? BrokerSnapshot.decode(frames[1])
                     {
                         latest = snapshot
                     }

@@ -39,8 +39,6 @@ struct TopCommand: Command {
             try socket.set(.subscribe, Array("stats".utf8))
             try socket.connect(endpoint)
             let terminal = isatty(2) == 1 && isatty(1) == 1
-            let decoder = JSONDecoder()
-            decoder.dateDecodingStrategy = .iso8601
             var shown = 0
             let timeoutMs = timeout.milliseconds
             while count.map({ shown < $0 }) ?? true {
@@ -53,7 +51,7 @@ struct TopCommand: Command {
                     printLine(String(decoding: frames[1], as: UTF8.self))
                     continue
                 }
-                guard let snapshot = try? decoder.decode(BrokerSnapshot.self, from: Data(frames[1])) else {
+                guard let snapshot = try? BrokerSnapshot.decode(frames[1]) else {
                     printError("askrelay top: unreadable snapshot")
                     continue
                 }

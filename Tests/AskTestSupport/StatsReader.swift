@@ -5,14 +5,12 @@ import ZeroMQ
 /// Subscribes to a broker's stats endpoint and waits for a snapshot that satisfies a condition.
 public final class StatsReader: @unchecked Sendable {  // @unchecked: one test drives it, one blocking call at a time.
     let socket: Socket
-    let decoder = JSONDecoder()
 
     public init(context: Context, endpoint: String) throws {
         socket = try context.socket(.sub)
         try socket.set(.linger, 0)
         try socket.set(.subscribe, Array("stats".utf8))
         try socket.connect(endpoint)
-        decoder.dateDecodingStrategy = .iso8601
     }
 
     /// The first snapshot (published from now on) for which `matches` holds.
@@ -25,7 +23,7 @@ public final class StatsReader: @unchecked Sendable {  // @unchecked: one test d
             guard try socket.wait(timeoutMilliseconds: max(1, left.milliseconds)),
                 let frames = try socket.receiveMultipart(.dontWait), frames.count == 2
             else { continue }
-            let snapshot = try decoder.decode(BrokerSnapshot.self, from: Data(frames[1]))
+            let snapshot = try BrokerSnapshot.decode(frames[1])
             if matches(snapshot) { return snapshot }
             last = snapshot
         }

@@ -412,19 +412,17 @@ final class EchoWorker {
                         input.withBytes(parsed.fromRange) { replyTo in
                             addressBytes.withUnsafeBytes { appendHeader(idHigh, idLow, from: $0, to: replyTo, kind: RelayLoad.kind, into: &out) }
                         }
-                        if service == 0 && carriesAcks {
-                            // The reply acknowledges the delivery it answers: no separate ACK.
-                            out.appendFrame { parsed.id!.append(to: &$0) }
-                            input.withFrame(parsed.bodyFrame) { out.append($0) }
+                        // The reply acknowledges the delivery it answers, when the broker reads carried ACK ids;
+                        // otherwise the delivery is acknowledged in an ACK once the reply is sent.
+                        if carriesAcks { out.appendFrame { parsed.id!.append(to: &$0) } }
+                        input.withFrame(parsed.bodyFrame) { out.append($0) }
+                        let separateAck = carriesAcks ? nil : parsed.id
+                        if service == 0 {
                             try socket.send(out)
-                        } else if service == 0 {
-                            input.withFrame(parsed.bodyFrame) { out.append($0) }
-                            try socket.send(out)
-                            acks.append(parsed.id!)
+                            if let separateAck { acks.append(separateAck) }
                         } else {
-                            input.withFrame(parsed.bodyFrame) { out.append($0) }
                             lastServiceEnd = max(lastServiceEnd, monotonicNanoseconds()) + service
-                            pending.append(Pending(due: lastServiceEnd, reply: out, delivery: parsed.id))
+                            pending.append(Pending(due: lastServiceEnd, reply: out, delivery: separateAck))
                         }
                     case .nack, .bye:
                         errors += 1

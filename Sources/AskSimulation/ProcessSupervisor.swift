@@ -359,6 +359,10 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
             condition.unlock()
         }
         guard let status else { throw SupervisorError(process: name, "did not exit in time") }
+        // The exit can be collected before the reader threads read the last lines the process wrote: wait for
+        // its pipes' end of file too, so `lines` is complete (bounded, in case something else holds a write end).
+        let drained = min(deadline, .now + .seconds(2))
+        _ = supervisor.wait(until: drained, interruptible: false) { openReaders == 0 }
         return status
     }
 

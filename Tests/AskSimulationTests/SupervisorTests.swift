@@ -34,6 +34,20 @@ struct SupervisorTests {
         )
     }
 
+    @Test("after waitForExit, lines holds everything the process wrote, even what was still in the pipe at its exit")
+    func linesCompleteAfterExit() throws {
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        // About 190 KB: the process exits with up to a pipe's worth (64 KiB) not yet read.
+        let process = try supervisor.start(
+            name: "chatty", executable: "/bin/sh", arguments: ["-c", "seq 1 30000; echo last"]
+        )
+        #expect(try process.waitForExit(timeout: .seconds(20)) == .exited(0))
+        let lines = process.lines
+        #expect(lines.count == 30001)
+        #expect(lines.last == "last")
+    }
+
     @Test("a process that never prints ready fails with a clear error within the deadline")
     func neverReady() throws {
         let supervisor = ProcessSupervisor()

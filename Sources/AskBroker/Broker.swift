@@ -167,7 +167,7 @@ public final class Broker {
             "ms": took.milliseconds, "read": turn.read, "handling_ms": turn.handling.milliseconds,
             "commit_ms": turn.commit.milliseconds, "finishing_ms": turn.finishing.milliseconds,
             "timers_ms": turn.timers.milliseconds, "expired": turn.expired, "expiry_ms": turn.expiry.milliseconds,
-            "forgotten_ids": turn.forgotten, "forget_ms": turn.forget.milliseconds, "redelivered": turn.redelivered,
+            "forgotten_ids": turn.forgotten, "forgotten_questions": turn.forgottenQuestions, "forget_ms": turn.forget.milliseconds, "redelivered": turn.redelivered,
             "sessions_ended": turn.sessionsEnded, "questions": ledger.entries.count, "queued": totalQueued,
         ])
     }
@@ -830,6 +830,7 @@ public final class Broker {
             redeliverOverdue(now: now)
         }
         pruneAccepted(now: now)
+        forgetClosedQuestions()
         if let publisher = statsPublisher, publisher.isDue(now: now, interval: configuration.statsInterval) {
             publisher.publish(snapshot())
         }
@@ -871,6 +872,22 @@ public final class Broker {
             acceptedOrder.removeFirst(acceptedHead)
             acceptedHead = 0
         }
+    }
+
+    /// Forgets questions closed longer than `--closed-retention` ago, in memory and in the journal (one range
+    /// DELETE on the `question_closed` index), with every housekeeping pass.
+    func forgetClosedQuestions() {
+        let horizon = Date().addingTimeInterval(-configuration.closedRetention.seconds)
+        let count = ledger.forgetClosed(before: horizon)
+        guard count > 0 else { return }
+        turn.forgottenQuestions += count
+        guard journal.durability != .off else { return }
+        let started = ContinuousClock.now
+        do { try journal.deleteQuestions(closedBefore: horizon) } catch {
+            // Left for the next pass (or the next start), which deletes by the same rule.
+            logger.warning("could not delete closed questions", ["error": "\(error)"])
+        }
+        turn.forget += ContinuousClock.now - started
     }
 
     // MARK: Recovery and shutdown

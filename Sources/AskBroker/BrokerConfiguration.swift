@@ -24,6 +24,11 @@ public struct BrokerConfiguration: Sendable {
     /// How long a question may stay pending (presented but unsent, or sent but unanswered) before it expires,
     /// unless its `expirationDate` comes first. Scaled by `timeScale`.
     public var pendingWindow: Duration = .seconds(48 * 3600)
+    /// How long a closed question is remembered (in memory and in the journal) after it closed: a later answer,
+    /// send or cancel is refused with what happened to it (answered, expired, cancelled) and an ask that repeats its
+    /// id with `duplicate-question`. Then it is forgotten, so a long-running broker does not grow with every
+    /// question it ever saw; a later answer gets `unknown-question`. Not scaled by `timeScale` (it bounds memory).
+    public var closedRetention: Duration = .seconds(600)
     /// Messages one address holds in memory (waiting and in flight). With a journal, more stay in the journal only
     /// ("spilled"); without one, and for the `limits` service, senders are told "busy".
     public var maxQueuedPerAddress = 10_000
@@ -66,6 +71,7 @@ public struct BrokerConfiguration: Sendable {
         if ackDelay > .milliseconds(100) || ackDelay * 10 > ackTimeout {
             problems.append("--ack-delay must be at most 100ms and a tenth of --ack-timeout")
         }
+        if closedRetention < .milliseconds(1) { problems.append("--closed-retention must be at least 1ms") }
         if maxQueuedPerAddress < 1 || maxQueuedTotal < 1 { problems.append("queue limits must be at least 1") }
         if (curveSecretFile == nil) != (principalsFile == nil) {
             problems.append("CURVE needs both --curve-secret-file and --principals")

@@ -65,8 +65,9 @@ struct TurnProfile {
     var timers: Duration = .zero
     var expired = 0
     var expiry: Duration = .zero
-    /// Accepted ids deleted from the journal, and how long the DELETE took.
+    /// Accepted ids and closed questions deleted from memory and the journal, and how long the DELETEs took.
     var forgotten = 0
+    var forgottenQuestions = 0
     var forget: Duration = .zero
     var redelivered = 0
     var sessionsEnded = 0
@@ -89,7 +90,10 @@ public struct BrokerSnapshot: Sendable, Codable {
     public var spilled: Int
     public var inflight: Int
     public var deepestQueues: [String: Int]
+    /// Questions followed, by state (closed ones only within `--closed-retention`).
     public var ledger: [String: Int]
+    /// Closed questions forgotten since the broker started, their retention past.
+    public var forgottenQuestions: Int
     public var commits: Int
     public var commitMicros: [String: Int]
 }
@@ -123,7 +127,7 @@ extension Broker {
             refusalsByCode: stats.refusalsByCode, delivered: stats.delivered, redelivered: stats.redelivered,
             duplicates: stats.duplicates, busy: stats.busy, queued: totalQueued, spilled: totalSpilled, inflight: inflightIndex.count,
             deepestQueues: Dictionary(uniqueKeysWithValues: deepest.map { ($0.0, $0.1) }),
-            ledger: ledger.countsByState(), commits: stats.commits,
+            ledger: ledger.countsByState(), forgottenQuestions: ledger.forgotten, commits: stats.commits,
             commitMicros: ["p50": commit.p50, "p99": commit.p99, "max": commit.max])
     }
 }

@@ -64,6 +64,11 @@ struct QuestionLedger {
     /// Entries per state, by ``QuestionState/ordinal``, kept as entries change so a statistics snapshot does not
     /// walk every entry.
     private var stateCounts = [Int](repeating: 0, count: QuestionState.allCases.count)
+    /// Closed questions in the order they closed, with when, from `closedHead` on: forgotten after the retention.
+    private var closedOrder: [(at: Date, id: MessageID)] = []
+    private var closedHead = 0
+    /// Closed questions forgotten so far (``forgetClosed(before:)``).
+    private(set) var forgotten = 0
 
     init(configuration: BrokerConfiguration) { self.configuration = configuration }
 
@@ -76,13 +81,17 @@ struct QuestionLedger {
     func family(of entry: LedgerEntry) -> String { names[entry.family] }
     func roster(of entry: LedgerEntry) -> Set<String> { rosters[names[entry.family]] ?? [] }
 
-    /// An open question found in the journal at restart (its admitter is not known any more).
-    mutating func restore(_ open: OpenQuestion) {
-        guard !open.state.isClosed else { return }
+    /// A question found in the journal at restart (its admitter is not known any more). Closed ones must come in
+    /// the order they closed (see ``QuestionLedger/recoverLedger()``), to be forgotten in that order.
+    mutating func restore(_ stored: LedgerQuestion) {
         let entry = LedgerEntry(
-            expiresAt: open.expiresAt, child: names.number(open.child), family: names.number(open.family),
-            admitter: NamePool.none, state: open.state)
-        track(open.id, entry)
+            expiresAt: stored.expiresAt, child: names.number(stored.child), family: names.number(stored.family),
+            admitter: NamePool.none, state: stored.state)
+        if entry.state.isClosed {
+            set(stored.id, entry, closedAt: stored.closedAt ?? stored.createdAt)
+        } else {
+            track(stored.id, entry)
+        }
     }
 
     /// Starts following a new question; `question` is its JSON, kept only when there is no journal to read it from.
@@ -104,9 +113,33 @@ struct QuestionLedger {
         questions.removeValue(forKey: id)
     }
 
-    private mutating func set(_ id: MessageID, _ entry: LedgerEntry) {
-        if let old = entries.updateValue(entry, forKey: id) { stateCounts[old.state.ordinal] -= 1 }
+    /// - Parameter closedAt: when a question that closes now closed (default: now).
+    private mutating func set(_ id: MessageID, _ entry: LedgerEntry, closedAt: Date? = nil) {
+        let old = entries.updateValue(entry, forKey: id)
+        if let old { stateCounts[old.state.ordinal] -= 1 }
         stateCounts[entry.state.ordinal] += 1
+        if entry.state.isClosed && old?.state.isClosed != true { closedOrder.append((closedAt ?? Date(), id)) }
+    }
+
+    /// Forgets the questions that closed before `horizon`: their entries leave memory (the broker deletes their
+    /// journal rows by the same horizon). - Returns: how many were forgotten.
+    mutating func forgetClosed(before horizon: Date) -> Int {
+        var count = 0
+        while closedHead < closedOrder.count, closedOrder[closedHead].at < horizon {
+            let id = closedOrder[closedHead].id
+            closedHead += 1
+            // A turn that failed may have put the entry back open; it is listed again when it closes again.
+            guard let entry = entries[id], entry.state.isClosed else { continue }
+            entries.removeValue(forKey: id)
+            stateCounts[entry.state.ordinal] -= 1
+            count += 1
+        }
+        if closedHead > 4096 && closedHead * 2 > closedOrder.count {
+            closedOrder.removeFirst(closedHead)
+            closedHead = 0
+        }
+        forgotten += count
+        return count
     }
 
     /// Puts back an entry a failed turn had changed; its deadline comes again no sooner than `notBefore`, so an
@@ -443,7 +476,8 @@ extension Broker {
         }
     }
 
-    /// Loads the family rosters and the open questions from the journal (restart), without decoding any JSON.
+    /// Loads the family rosters, the open questions and the questions closed within the retention from the journal
+    /// (restart), without decoding any JSON; older closed questions are deleted first.
     /// - Returns: the number of open questions.
     func recoverLedger() throws -> Int {
         let clock = ContinuousClock()
@@ -453,14 +487,22 @@ extension Broker {
             for guardian in members where ledger.addGuardian(family: family, guardian: guardian) { guardians += 1 }
         }
         let rostersLoaded = clock.now
+        let deleted = try journal.deleteQuestions(closedBefore: Date().addingTimeInterval(-configuration.closedRetention.seconds))
         var open = 0
-        try journal.forEachOpenQuestion { question in
-            ledger.restore(question)
-            open += 1
+        var closed: [LedgerQuestion] = []
+        try journal.forEachLedgerQuestion { question in
+            if question.closedAt != nil {
+                closed.append(question)
+            } else {
+                ledger.restore(question)
+                open += 1
+            }
         }
-        if open > 0 || guardians > 0 {
+        closed.sort { ($0.closedAt ?? $0.createdAt) < ($1.closedAt ?? $1.createdAt) }
+        for question in closed { ledger.restore(question) }
+        if open > 0 || guardians > 0 || !closed.isEmpty {
             logger.notice("ledger recovered", [
-                "open_questions": open, "guardians": guardians,
+                "open_questions": open, "closed_questions": closed.count, "closed_deleted": deleted, "guardians": guardians,
                 "rosters_ms": (rostersLoaded - started).milliseconds, "questions_ms": (clock.now - rostersLoaded).milliseconds,
             ])
         }

@@ -24,6 +24,7 @@ struct BrokerMain: Command {
         .value("ack-delay", "DURATION", env: "ASKRELAY_ACK_DELAY", default: "1ms", help: "hold an ACK this long for a DELIVER to carry it (peers that read carried ACKs); 0 = at once"),
         .value("time-scale", "X", env: "ASKRELAY_TIME_SCALE", default: "1", help: "divide product durations (pending window) by X"),
         .value("pending-window", "DURATION", env: "ASKRELAY_PENDING_WINDOW", default: "48h", help: "how long a question may stay pending, before scaling"),
+        .value("closed-retention", "DURATION", env: "ASKRELAY_CLOSED_RETENTION", default: "10m", help: "remember a closed question this long (late answers get its outcome), then forget it"),
         .value("max-queue", "N", env: "ASKRELAY_MAX_QUEUE", default: "10000", help: "messages in memory per address; more stay in the journal only ('busy' without one)"),
         .value("max-queued-total", "N", env: "ASKRELAY_MAX_QUEUED_TOTAL", default: "2000000", help: "undelivered messages in all (memory and journal) before 'busy'"),
         .value("stats-endpoint", "URL", env: "ASKRELAY_STATS_ENDPOINT", help: "PUB endpoint for a JSON snapshot every second"),
@@ -52,6 +53,7 @@ struct BrokerMain: Command {
         configuration.ackDelay = try arguments.duration("ack-delay") ?? .milliseconds(1)
         configuration.timeScale = try arguments.double("time-scale", in: 0.000_001...1e9) ?? 1
         configuration.pendingWindow = try arguments.duration("pending-window") ?? .seconds(48 * 3600)
+        configuration.closedRetention = try arguments.duration("closed-retention") ?? .seconds(600)
         configuration.maxQueuedPerAddress = try arguments.int("max-queue", in: 1...100_000_000) ?? 10_000
         configuration.maxQueuedTotal = try arguments.int("max-queued-total", in: 1...1_000_000_000) ?? 2_000_000
         configuration.statsEndpoint = arguments.string("stats-endpoint")

@@ -15,8 +15,8 @@ final class FlowHarness {
     let guardian2: RawPeer
     let stranger: RawPeer
 
-    init(durability: Durability = .off, configure: (inout BrokerConfiguration) -> Void = { _ in }) throws {
-        broker = try TestBroker(durability: durability, configure: configure)
+    init(durability: Durability = .off, directory: TempDirectory? = nil, configure: (inout BrokerConfiguration) -> Void = { _ in }) throws {
+        broker = try TestBroker(durability: durability, directory: directory, configure: configure)
         context = try Context()
         child = try RawPeer(context: context, endpoint: broker.endpoint)
         limits = try RawPeer(context: context, endpoint: broker.endpoint)

@@ -259,6 +259,18 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         #expect(QuestionState.allCases.filter(\.isClosed) == [.refused, .answered, .expired, .cancelled, .abandoned])
     }
 
+    @Test("deleting closed questions by time is a range on the question_closed index, not a table scan")
+    func closedQuestionsDeleteByIndex() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: .batch)
+        let plan = try journal.database!.prepare(
+            "EXPLAIN QUERY PLAN DELETE FROM question INDEXED BY question_closed WHERE closed = 1 AND coalesce(closed_ms, created_ms) < ?1")
+        var details: [String] = []
+        while try plan.step() { details.append(plan.text(at: 3)) }
+        plan.reset()
+        #expect(details.contains { $0.contains("USING INDEX question_closed") }, "plan: \(details)")
+    }
+
     @Test func guardiansAreIdempotent() throws {
         let dir = TemporaryDirectory()
         let journal = try Journal(directory: dir.path, durability: .batch)

@@ -116,7 +116,7 @@ import Testing
         }
     }
 
-    @Test("forEachOpenQuestion gives the open questions' ledger fields only")
+    @Test("forEachLedgerQuestion gives every question's ledger fields only, with when a closed one closed")
     func openQuestions() throws {
         let dir = TemporaryDirectory()
         let journal = try Journal(directory: dir.path, durability: .batch)
@@ -126,14 +126,17 @@ import Testing
         ]
         for record in records { try journal.saveQuestion(record) }
         try journal.commitIfNeeded()
-        var seen: [OpenQuestion] = []
-        try journal.forEachOpenQuestion { seen.append($0) }
-        let expected = records.filter { !$0.state.isClosed }.map {
-            OpenQuestion(id: $0.id, child: $0.child, family: $0.family, state: $0.state, createdAt: $0.createdAt, expiresAt: $0.expiresAt)
+        var seen: [LedgerQuestion] = []
+        try journal.forEachLedgerQuestion { seen.append($0) }
+        let expected = records.map {
+            LedgerQuestion(
+                id: $0.id, child: $0.child, family: $0.family, state: $0.state, createdAt: $0.createdAt, expiresAt: $0.expiresAt,
+                closedAt: $0.state.isClosed ? $0.closedAt : nil)
         }
         #expect(seen.sorted { $0.createdAt < $1.createdAt } == expected)
+        #expect(seen.filter { $0.closedAt != nil }.map(\.closedAt) == [at(3_000)])
         let off = try Journal(directory: dir.path, durability: .off)
-        try off.forEachOpenQuestion { _ in Issue.record("a journal that is off has no questions") }
+        try off.forEachLedgerQuestion { _ in Issue.record("a journal that is off has no questions") }
         #expect(try off.questionJSON(id: records[0].id) == nil)
     }
 }

@@ -92,23 +92,26 @@ public struct QuestionRecord: Sendable, Hashable {
     }
 }
 
-/// What the broker's ledger keeps of an open question across a restart (``Journal/forEachOpenQuestion(_:)``):
-/// a ``QuestionRecord`` without the question JSON, the choice lists and the closing fields.
-public struct OpenQuestion: Sendable, Hashable {
+/// What the broker's ledger keeps of a question across a restart (``Journal/forEachLedgerQuestion(_:)``): a
+/// ``QuestionRecord`` without the question JSON, the choice lists and who answered.
+public struct LedgerQuestion: Sendable, Hashable {
     public var id: MessageID
     public var child: String
     public var family: String
     public var state: QuestionState
     public var createdAt: Date
     public var expiresAt: Date
+    /// When a closed question closed (its creation time if the record has none); `nil` while it is open.
+    public var closedAt: Date?
 
-    public init(id: MessageID, child: String, family: String, state: QuestionState, createdAt: Date, expiresAt: Date) {
+    public init(id: MessageID, child: String, family: String, state: QuestionState, createdAt: Date, expiresAt: Date, closedAt: Date? = nil) {
         self.id = id
         self.child = child
         self.family = family
         self.state = state
         self.createdAt = createdAt
         self.expiresAt = expiresAt
+        self.closedAt = closedAt
     }
 }
 

@@ -119,11 +119,13 @@ public struct WorkerPlan: Sendable {
         return LimitsStateSeed(defaults: LimitsState(), children: children)
     }
 
-    /// Arguments of the broker (only when the simulation runs its own).
+    /// Arguments of the broker (only when the simulation runs its own). Closed questions are kept for the whole
+    /// run and an hour more, so the invariant checker finds every question in the journal afterwards.
     public func brokerArguments(statsEndpoint: String, logLevel: String) -> [String] {
         [
             "--endpoint", brokerEndpoint, "--data-dir", brokerDataDirectory, "--durability", scenario.durability,
             "--time-scale", format(scenario.timeScale), "--pending-window", scenario.pendingWindow.text,
+            "--closed-retention", (scenario.duration + .seconds(3600)).text,
             "--heartbeat", Self.heartbeat, "--stats-endpoint", statsEndpoint, "--log-level", logLevel,
         ] + (scenario.brokerCrashAt.map { ["--crash-at", $0] } ?? [])
     }

@@ -12,8 +12,9 @@ struct SupervisorTests {
         return path
     }()
 
-    /// A shell that says ready with its pid, then blocks until it is signalled.
-    static let blocker = ["-c", "echo \"ready pid=$$\"; echo 'to the log' >&2; exec tail -f /dev/null"]
+    /// A shell that writes to stderr, says ready with its pid, then blocks until it is signalled (stderr first: once
+    /// the ready line is seen, the log line is written, so a SIGKILL right after cannot come before it).
+    static let blocker = ["-c", "echo 'to the log' >&2; echo \"ready pid=$$\"; exec tail -f /dev/null"]
 
     @Test("waits for the ready line, exposes the pid, logs stderr, and a SIGKILL ends it")
     func readyAndKill() throws {

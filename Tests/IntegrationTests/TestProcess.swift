@@ -77,6 +77,19 @@ final class TestProcess: @unchecked Sendable {  // @unchecked: mutable state is 
         }
     }
 
+    /// Waits for the process to exit and for the end of its stdout, so `output` holds every line it wrote.
+    /// - Returns: the exit status. - Throws: if either does not happen within `timeout`.
+    @discardableResult
+    func waitForEnd(timeout: Duration = .seconds(20)) throws -> Int32 {
+        let deadline = ContinuousClock.now + timeout
+        while !lines.isEnded || process.isRunning {
+            let left = ContinuousClock.now.duration(to: deadline)
+            if left <= .zero { throw ProcessFailure("\(name) did not finish within \(timeout) (running: \(process.isRunning))") }
+            _ = newLine.wait(timeout: .now() + .milliseconds(Int(min(left.components.seconds * 1000 + 1, 200))))
+        }
+        return process.terminationStatus
+    }
+
     /// The endpoint from a broker's `ready endpoints=...` line.
     func readyEndpoint() throws -> String {
         let line = try waitForLine(startingWith: "ready")

@@ -445,7 +445,9 @@ public final class Broker {
             nack(session: session, id: id, WireError(.forbidden, "this session does not serve '\(from)'"))
             return
         }
-        if accepted.contains(id) {
+        // One probe of the (large, so cache-missing) set of accepted ids: inserted now, taken out again if the SEND
+        // is refused.
+        guard accepted.insert(id).inserted else {
             // A retry after a lost ACK: acknowledge again, store nothing.
             stats.duplicates += 1
             queueAck(id, for: session)
@@ -455,6 +457,7 @@ public final class Broker {
         let kind = input.kind(parsed)
         // Linear scans of a few short strings: no hashing per message.
         guard !QuestionLedger.brokerOnlyKinds.contains(kind) else {
+            accepted.remove(id)
             nack(session: session, id: id, WireError(.forbidden, "only the broker sends '\(kind)'"))
             return
         }
@@ -478,6 +481,7 @@ public final class Broker {
                 try route(id: id, from: from, to: to, kind: kind, subject: parsed.subject, packed: packed, headerCount: header.count)
             }
         } catch {
+            accepted.remove(id)
             nack(session: session, id: id, error)
             return
         }
@@ -486,9 +490,8 @@ public final class Broker {
         crashPoints.hit(.accept)
     }
 
-    /// Marks a SEND accepted: remembered for deduplication, acknowledged after the commit.
+    /// Marks a SEND accepted (already in `accepted`): remembered for deduplication, acknowledged after the commit.
     func accept(_ id: MessageID, from session: Session) {
-        accepted.insert(id)
         acceptedOrder.append((turnNow, id))
         // Journaled for deduplication across restarts in one row per turn, written by `finishTurn`.
         if journal.durability != .off { turnAccepted.append((id, session)) }

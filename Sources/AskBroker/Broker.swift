@@ -113,8 +113,15 @@ public final class Broker {
         let zapIndex = authenticator?.add(to: &poller)
         logger.notice("broker ready", ["endpoints": boundEndpoints.joined(separator: ","), "durability": configuration.durability.rawValue, "instance": instanceID, "curve": authenticator != nil])
         while !stopping {
-            try poller.poll(timeoutMilliseconds: pollTimeout())
+            let timeout = pollTimeout()
+            try poller.poll(timeoutMilliseconds: timeout)
+            let previousTurn = turnNow
             turnNow = .now
+            // Since the last turn began, more time passed than that turn and a full poll can explain only if the
+            // loop did not run (SIGSTOP, a paused VM, CPU starvation) or the last turn was very slow: either way
+            // the broker read nothing meanwhile, and silence it could not observe does not count against peers.
+            let blind = turnNow - previousTurn - .milliseconds(timeout)
+            if blind > configuration.heartbeatInterval { forgiveStall(blind) }
             turnDate = Date()
             turn = TurnProfile()
             if poller.isReady(wakeIndex) {
@@ -838,6 +845,19 @@ public final class Broker {
             publisher.publish(snapshot())
         }
         finishTurn()
+    }
+
+    /// The loop read nothing for `stall`: peers' silence and deliveries' ACK clocks resume where they stopped, so
+    /// the turns after it neither end sessions whose heartbeats are still unread in the socket (or that only answer
+    /// the broker's own heartbeats, which it did not send) nor redeliver everything in flight.
+    func forgiveStall(_ stall: Duration) {
+        logger.warning("broker loop stalled; peers' liveness and ACK timers paused for it", [
+            "ms": stall.milliseconds, "sessions": sessions.count, "inflight": inflightIndex.count,
+        ])
+        for session in sessions.values { session.lastHeard += stall }
+        for (id, mailbox) in inflightIndex {
+            if let delivered = mailbox.inflight[id]?.deliveredAt { mailbox.inflight[id]?.deliveredAt = delivered + stall }
+        }
     }
 
     func redeliverOverdue(now: ContinuousClock.Instant) {

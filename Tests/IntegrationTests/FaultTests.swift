@@ -274,6 +274,54 @@ struct SlowConsumerTests {
     }
 }
 
+@Suite("Fault: the broker itself stopped (SIGSTOP)", .timeLimit(.minutes(1)), .serialized)
+struct StalledBrokerTests {
+    @Test("a broker stopped for three times its liveness keeps its sessions: silence it could not observe does not count")
+    func stoppedBroker() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        // Peers are dead after 3 × 100 ms of silence; the broker is stopped for 1 s.
+        let broker = try TestProcess(
+            "askrelay-broker",
+            ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off", "--heartbeat", "100ms"],
+            logDirectory: directory.path
+        )
+        defer {
+            broker.signal(SIGCONT)
+            broker.kill9()
+        }
+        let endpoint = try broker.readyEndpoint()
+        let context = try Context()
+        let client = try RawPeer(context: context, endpoint: endpoint)
+        try client.register(role: .client, ["client/1"])
+        let echo = try RawPeer(context: context, endpoint: endpoint)
+        try echo.register(role: .echo, ["echo/1"])
+
+        broker.signal(SIGSTOP)
+        // Sent while the broker is stopped: it waits in the socket, behind nothing else from this peer.
+        let id = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: Array("ping".utf8))
+        // A stopped broker says nothing, not even a heartbeat; one second of that is the stall.
+        #expect(try client.receivesNothing(within: .seconds(1)) { _ in true })
+        broker.signal(SIGCONT)
+
+        // Both sessions are still registered, also after the turns that followed the stall (a session silent for
+        // too long ends in the timers at the end of a turn): each SEND is accepted (not refused as from an unknown
+        // peer) and delivered.
+        var log: String { (try? String(contentsOfFile: broker.stderrPath, encoding: .utf8)) ?? "" }
+        do {
+            try client.expectAck(id)
+            #expect(try echo.expectDelivery(kind: "echo").id == id)
+            let again = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: Array("again".utf8))
+            try client.expectAck(again)
+            #expect(try echo.expectDelivery(kind: "echo").id == again)
+        } catch {
+            Issue.record("\(error); broker log:\n\(log.suffix(3000))")
+        }
+        #expect(log.contains("broker loop stalled"), "\(log.suffix(2000))")
+        #expect(!log.contains("missed 3 heartbeats"), "\(log.suffix(2000))")
+    }
+}
+
 // MARK: - 4. The journal's disk fills
 
 @Suite("Fault: the journal's disk fills", .timeLimit(.minutes(2)), .serialized)

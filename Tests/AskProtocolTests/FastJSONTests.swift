@@ -161,8 +161,12 @@ struct FastJSONTests {
         for (type, text) in texts {
             #expect(try !fastAcceptsAndAgrees(type, Array(text.utf8)), "\(text)")
         }
-        // Invalid UTF-8 inside a string and outside one.
-        #expect(try !fastAcceptsAndAgrees(Echo.self, Array("{\"payload\":\"".utf8) + [0xC3, 0x28] + Array("\"}".utf8)))
+        // Invalid UTF-8 inside a string (a broken pair, a truncated 4-byte sequence, an encoded surrogate, an overlong
+        // slash, a lone continuation byte) and outside one.
+        for invalid: [UInt8] in [[0xC3, 0x28], [0xF0, 0x90, 0x80, 0x41], [0xED, 0xA0, 0x80], [0xC0, 0xAF], [0x80]] {
+            #expect(try !fastAcceptsAndAgrees(Echo.self, Array("{\"payload\":\"".utf8) + invalid + Array("\"}".utf8)))
+            #expect(try !fastAcceptsAndAgrees(QuestionClosed.self, Array("{\"questionID\":\"\(id)\",\"reason\":\"".utf8) + invalid + Array("\"}".utf8)))
+        }
         #expect(try !fastAcceptsAndAgrees(Echo.self, Array("{\"payload\":\"a\"}".utf8) + [0xFF]))
     }
 

@@ -151,7 +151,7 @@ struct JSONReader {
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                return String(validating: slice, as: UTF8.self)
+                return Self.validString(slice)
             }
             if byte == UInt8(ascii: "\\") { break }
             if byte < 0x20 { return nil }
@@ -166,7 +166,7 @@ struct JSONReader {
             index += 1
             switch byte {
             case UInt8(ascii: "\""):
-                return String(validating: scratch, as: UTF8.self)
+                return scratch.withUnsafeBytes { Self.validString($0) }
             case UInt8(ascii: "\\"):
                 guard index < bytes.count else { return nil }
                 let escape = bytes[index]
@@ -191,6 +191,25 @@ struct JSONReader {
             }
         }
         return nil
+    }
+
+    /// `utf8` as a string, or `nil` if it is not valid UTF-8.
+    ///
+    /// `String(validating:as:)` would do, but it is not specialised for buffers and looks up generic metadata on
+    /// every call, a sixth of the decoding time. `String(decoding:as:)` is fast and replaces invalid sequences
+    /// with U+FFFD (EF BF BD), so the text is valid exactly when its UTF-8 is the input.
+    @inline(__always)
+    static func validString(_ utf8: UnsafeRawBufferPointer) -> String? {
+        var text = String(decoding: utf8.bindMemory(to: UInt8.self), as: UTF8.self)
+        return Self.equal(&text, utf8) ? text : nil
+    }
+
+    /// Whether the UTF-8 of `text` is `utf8`, by one `memcmp` (the `UTF8View` walks byte by byte).
+    @inline(__always)
+    static func equal(_ text: inout String, _ utf8: UnsafeRawBufferPointer) -> Bool {
+        text.withUTF8 { own in
+            own.count == utf8.count && (own.isEmpty || memcmp(own.baseAddress!, utf8.baseAddress!, own.count) == 0)
+        }
     }
 
     /// The scalar of a `\uXXXX` escape (after `\u`), joining a surrogate pair; `nil` for a lone surrogate.
@@ -278,8 +297,18 @@ struct JSONReader {
 
     /// A string that is one of `E`'s raw values.
     @inline(__always)
-    mutating func rawValue<E: RawRepresentable>(_ type: E.Type = E.self) -> E? where E.RawValue == String {
-        string().flatMap(E.init(rawValue:))
+    mutating func rawValue<E: RawRepresentable & CaseIterable>(_ type: E.Type = E.self) -> E? where E.RawValue == String {
+        // Compare the bytes with each case's name rather than build a string to switch on; escaped text takes the
+        // long way.
+        let start = index
+        if let raw = rawString() {
+            return E.allCases.first { value in
+                var name = value.rawValue
+                return Self.equal(&name, raw)
+            }
+        }
+        index = start
+        return string().flatMap(E.init(rawValue:))
     }
 
     /// A UUID in its canonical 36-character form, hex digits in either case (what `UUID(uuidString:)` takes).
@@ -311,7 +340,7 @@ struct JSONReader {
 
     /// A standard base64 string (what `Data(base64Encoded:)` takes), without escapes.
     mutating func data() -> Data? {
-        guard let raw = rawString(), let text = String(validating: raw, as: UTF8.self) else { return nil }
+        guard let raw = rawString(), let text = Self.validString(raw) else { return nil }
         return Data(base64Encoded: text)
     }
 }

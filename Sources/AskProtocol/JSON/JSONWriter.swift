@@ -8,7 +8,8 @@ import Foundation
 /// - strings: `"` and `\` escaped with a backslash; U+0008, U+0009, U+000A, U+000C, U+000D as `\b` `\t` `\n` `\f`
 ///   `\r`; other controls below U+0020 as `\u00XX` with lower-case hex; everything else, `/`, U+007F and non-ASCII
 ///   text included, as its UTF-8 bytes;
-/// - integers in decimal; `true`/`false`; dates through ``WireDate``, `Data` as padded base64, UUIDs upper-case.
+/// - `true`/`false`; dates through ``WireDate``, `Data` as padded base64, UUIDs upper-case. No body carries a number,
+///   so numbers (and Foundation's number formatting) are left out.
 ///
 /// Commas are placed by one flag: a value written after another value (in an array or after a member) gets one.
 struct JSONWriter {
@@ -55,21 +56,9 @@ struct JSONWriter {
         needsComma = false
     }
 
-    mutating func null() {
-        separator()
-        bytes.append(contentsOf: "null".utf8)
-        needsComma = true
-    }
-
     mutating func bool(_ value: Bool) {
         separator()
         bytes.append(contentsOf: value ? "true".utf8 : "false".utf8)
-        needsComma = true
-    }
-
-    mutating func int(_ value: Int) {
-        separator()
-        bytes.append(contentsOf: String(value).utf8)
         needsComma = true
     }
 

@@ -7,7 +7,8 @@ import ZeroMQ
 // Input layout: byte 0 chooses the mode.
 // - even: a multipart message; then frames as [length: UInt16 little-endian][bytes], up to 16 frames. It is parsed
 //   as a DEALER sees it (base 0) and as the broker's ROUTER sees it (base 1), and a parsed body is decoded as its kind.
-// - odd: a JSON body; byte 1 picks the message kind (or HELLO / WELCOME), the rest is the body.
+// - odd: a JSON body; byte 1 picks the message kind (or HELLO / WELCOME), the rest is the body. A body the registry
+//   decodes is also held to the fast JSON path: it declines or decodes Foundation's value, and encodes Foundation's bytes.
 // Built with `make fuzz` (libFuzzer); without -DFUZZING it is a replayer of corpus files, used by `make test`.
 
 let kinds = MessageKind.allCases
@@ -23,6 +24,7 @@ func fuzzOne(_ data: UnsafeRawBufferPointer) {
         } else if pick == kinds.count + 1 {
             _ = try? SessionJSON.decode(Welcome.self, from: body)
         } else if let message = try? AppMessageRegistry.decode(kind: kinds[pick].rawValue, from: body) {
+            checkFastJSON(kinds[pick].bodyType, body, decoded: message)
             // Whatever decodes must encode, and a decoded question must validate without trapping.
             _ = try? AppMessageBody(message).map { try $0.encoded() }
             if let ask = message as? AskRequest { _ = ask.question.firstViolation(now: Date()) }
@@ -50,6 +52,20 @@ func fuzzOne(_ data: UnsafeRawBufferPointer) {
         default:
             break
         }
+    }
+}
+
+/// The hand-written JSON path must decline a body or decode it to Foundation's value, and must encode what was
+/// decoded to Foundation's bytes.
+func checkFastJSON<T: AppMessage>(_ type: T.Type, _ body: UnsafeBufferPointer<UInt8>, decoded: any AppMessage) {
+    if let fast = WireJSON.fastDecode(T.self, from: body) {
+        guard let reference = try? WireJSON.foundationDecode(T.self, from: body), reference == fast else {
+            fatalError("the fast JSON path decoded a \(T.kind) body that Foundation reads differently or refuses")
+        }
+    }
+    guard let message = decoded as? T else { fatalError("the registry decoded a \(T.kind) body as \(Swift.type(of: decoded))") }
+    guard WireJSON.fastEncode(message) == (try? WireJSON.foundationEncode(message)) else {
+        fatalError("the fast JSON path encoded a \(T.kind) body differently from Foundation")
     }
 }
 

@@ -188,9 +188,11 @@ public enum AppMessageRegistry {
     public static func decode<T: AppMessage>(_ type: T.Type, from bytes: some Collection<UInt8>)
         throws(BodyDecodingError) -> T
     {
+        // Input the fast path takes is valid UTF-8 (it validates every string and allows only ASCII elsewhere).
+        if let value = WireJSON.fastDecode(T.self, from: bytes) { return value }
         guard String(validating: bytes, as: UTF8.self) != nil else { throw .invalidUTF8 }
         do {
-            return try WireJSON.decode(T.self, from: bytes)
+            return try WireJSON.foundationDecode(T.self, from: bytes)
         } catch let error as DecodingError {
             throw .invalidJSON(describeDecoding(error))
         } catch {

@@ -20,21 +20,44 @@ public enum WireDate {
     ///
     /// - Returns: `nil` when the date lies outside years 0000...9999 or is not finite.
     public static func format(_ date: Date) -> String? {
+        var out: [UInt8] = []
+        out.reserveCapacity(24)
+        guard append(date, to: &out) else { return nil }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the ``format(_:)`` text of `date` (without quotes) as UTF-8.
+    /// - Returns: `false`, appending nothing, when ``format(_:)`` would return `nil`.
+    static func append(_ date: Date, to out: inout [UInt8]) -> Bool {
         guard let ms = date.wireMilliseconds, (minimumMilliseconds...maximumMilliseconds).contains(ms) else {
-            return nil
+            return false
         }
         let days = floorDiv(ms, 86_400_000)
         let msOfDay = ms - days * 86_400_000
         let (y, m, d) = civil(fromDays: days)
-        let hour = msOfDay / 3_600_000
-        let minute = (msOfDay / 60_000) % 60
-        let second = (msOfDay / 1000) % 60
-        let milli = msOfDay % 1000
-        var s = ""
-        s.reserveCapacity(24)
-        s += pad(y, 4) + "-" + pad(m, 2) + "-" + pad(d, 2) + "T"
-        s += pad(hour, 2) + ":" + pad(minute, 2) + ":" + pad(second, 2) + "." + pad(milli, 3) + "Z"
-        return s
+        func digits(_ v: Int64, _ width: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<width { divisor *= 10 }
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(v / divisor % 10))
+                divisor /= 10
+            }
+        }
+        digits(y, 4)
+        out.append(UInt8(ascii: "-"))
+        digits(m, 2)
+        out.append(UInt8(ascii: "-"))
+        digits(d, 2)
+        out.append(UInt8(ascii: "T"))
+        digits(msOfDay / 3_600_000, 2)
+        out.append(UInt8(ascii: ":"))
+        digits((msOfDay / 60_000) % 60, 2)
+        out.append(UInt8(ascii: ":"))
+        digits((msOfDay / 1000) % 60, 2)
+        out.append(UInt8(ascii: "."))
+        digits(msOfDay % 1000, 3)
+        out.append(UInt8(ascii: "Z"))
+        return true
     }
 
     /// Parses an RFC 3339 timestamp.
@@ -46,7 +69,12 @@ public enum WireDate {
     /// - Returns: the instant, truncated to milliseconds, or `nil` if the text is not a valid timestamp or the
     ///   instant falls outside 0000-01-01T00:00:00.000Z...9999-12-31T23:59:59.999Z.
     public static func parse(_ text: String) -> Date? {
-        let b = Array(text.utf8)
+        var text = text
+        return text.withUTF8 { parse(utf8: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// ``parse(_:)`` of UTF-8 text.
+    static func parse(utf8 b: UnsafeRawBufferPointer) -> Date? {
         var i = 0
         func digits(_ n: Int) -> Int64? {
             guard i + n <= b.count else { return nil }
@@ -136,11 +164,6 @@ public enum WireDate {
         case 4, 6, 9, 11: return 30
         default: return 31
         }
-    }
-
-    private static func pad(_ v: Int64, _ width: Int) -> String {
-        let s = String(v)
-        return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
     }
 }
 

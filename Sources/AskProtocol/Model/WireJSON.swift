@@ -43,17 +43,35 @@ public enum WireJSON {
     }()
 
     /// Encodes a value to canonical JSON bytes.
+    ///
+    /// Types of the flow's bodies have a hand-written encoder (``fastEncode(_:)``) that writes the same bytes as
+    /// Foundation's; other types, and values the fast path leaves to Foundation, go through `JSONEncoder`.
     /// - Throws: `EncodingError` if the value cannot be represented (for example a date past year 9999).
     public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
-        Array(try encoder.encode(value))
+        if let bytes = fastEncode(value) { return bytes }
+        return try foundationEncode(value)
     }
 
     /// Decodes a value from JSON bytes.
+    ///
+    /// Types of the flow's bodies have a hand-written decoder (``fastDecode(_:from:)``) that takes the input it
+    /// fully understands; everything else, errors included, is Foundation's `JSONDecoder`.
     /// - Parameters:
     ///   - type: the type to decode.
     ///   - bytes: UTF-8 JSON text.
     /// - Throws: `DecodingError` when the bytes are not JSON or do not have the expected shape.
     public static func decode<T: Decodable>(_ type: T.Type = T.self, from bytes: some Collection<UInt8>) throws -> T {
+        if let value = fastDecode(T.self, from: bytes) { return value }
+        return try foundationDecode(T.self, from: bytes)
+    }
+
+    /// ``encode(_:)`` by Foundation's `JSONEncoder` only: the reference the fast path is tested against.
+    public static func foundationEncode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        Array(try encoder.encode(value))
+    }
+
+    /// ``decode(_:from:)`` by Foundation's `JSONDecoder` only: the reference the fast path is tested against.
+    public static func foundationDecode<T: Decodable>(_ type: T.Type = T.self, from bytes: some Collection<UInt8>) throws -> T {
         let data = (bytes as? Data) ?? Data(bytes)
         return try decoder.decode(T.self, from: data)
     }

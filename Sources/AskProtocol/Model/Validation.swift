@@ -41,7 +41,21 @@ extension CommunicationHandle {
 }
 
 extension String {
-    var isBlank: Bool { trimmingCharacters(in: .whitespacesAndNewlines).isEmpty }
+    /// Whether every scalar is in `CharacterSet.whitespacesAndNewlines` (what trimming it would leave empty), with
+    /// ASCII answered without Foundation: the broker validates every question it is asked, and trimming through
+    /// `NSString` was 3% of its loop.
+    var isBlank: Bool {
+        for scalar in unicodeScalars {
+            if scalar.isASCII {
+                switch scalar.value {
+                case 0x09...0x0D, 0x20: continue
+                default: return false
+                }
+            }
+            if !CharacterSet.whitespacesAndNewlines.contains(scalar) { return false }
+        }
+        return true
+    }
     var scalarCount: Int { unicodeScalars.count }
 }
 

@@ -151,11 +151,21 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
                     VALUES (4, x'00000000000000070000000000000004', 'mum', 'child-1', 'ASK', NULL, x'010203', 1700000000004, NULL);
                 INSERT INTO accepted (id, accepted_ms) VALUES (x'00000000000000070000000000000004', 5000);
                 """)
+            try db.execute(
+                """
+                INSERT INTO question (id, child, family, state, closed, created_ms, expires_ms, question, choice_ids,
+                    approval_choice_ids, answered_by, answer_choice_id, closed_ms)
+                    VALUES (x'000000000000000a000000000000000b', 'c1', 'f1', 'answered', 1, 1000, 9000, x'7b7d', '["a"]',
+                    '["a"]', 'mum', 'a', 2000);
+                """)
         }
         let journal = try Journal(directory: dir.path, durability: .batch)
         #expect(try journal.database!.userVersion() == Journal.schemaVersion)
         #expect(try journal.loadMessages() == [message(4, to: "mum")])
         #expect(try journal.loadAccepted(since: at(5000)) == [message(4).id])
+        let questions = try journal.loadQuestions(openOnly: false)
+        #expect(questions.map(\.id) == [MessageID(high: 10, low: 11)])
+        #expect(questions.first?.answeredBy == "mum" && questions.first?.closedAt == at(2000) && questions.first?.question == Array("{}".utf8))
         // The new layout: copies by recipient, accepted ids by time.
         try journal.storeMessage(message(6, to: "mum"))
         try journal.rememberAccepted([message(6).id], at: at(6000))

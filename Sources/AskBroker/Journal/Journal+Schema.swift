@@ -77,11 +77,37 @@ extension Journal {
         ALTER TABLE accepted_v2 RENAME TO accepted;
         CREATE INDEX accepted_time ON accepted (accepted_ms);
         """,
-        // Version 3: closed questions are deleted once the retention passes (`--closed-retention`), by the time they
-        // closed: a partial index over the closed rows only, on the same expression the DELETE uses. It replaces
-        // question_open, which only listings read (restart scans the table) and every insert and close paid for.
+        // Version 3:
+        // - question rows are stored in insert order (`seq`), the random question id in a unique index: every state
+        //   change of a question used to rewrite a random page of the table (keyed by the id), one 4 KiB WAL frame
+        //   per change; open questions are recent, so now the changes of one turn share a few pages. Measured with
+        //   `askrelay load --mode flows`: half the bytes written, 17% less broker CPU per flow.
+        // - closed questions are deleted once the retention passes (`--closed-retention`), by the time they closed:
+        //   a partial index over the closed rows only, on the same expression the DELETE uses. It replaces
+        //   question_open, which only listings read (restart scans the table) and every insert and close paid for.
         """
-        DROP INDEX question_open;
+        CREATE TABLE question_v3 (
+            seq                 INTEGER PRIMARY KEY,
+            id                  BLOB    NOT NULL UNIQUE,
+            child               TEXT    NOT NULL,
+            family              TEXT    NOT NULL,
+            state               TEXT    NOT NULL,
+            closed              INTEGER NOT NULL,
+            created_ms          INTEGER NOT NULL,
+            expires_ms          INTEGER NOT NULL,
+            question            BLOB    NOT NULL,
+            choice_ids          TEXT    NOT NULL,
+            approval_choice_ids TEXT    NOT NULL,
+            answered_by         TEXT,
+            answer_choice_id    TEXT,
+            closed_ms           INTEGER
+        );
+        INSERT INTO question_v3 (id, child, family, state, closed, created_ms, expires_ms, question, choice_ids,
+            approval_choice_ids, answered_by, answer_choice_id, closed_ms)
+            SELECT id, child, family, state, closed, created_ms, expires_ms, question, choice_ids,
+            approval_choice_ids, answered_by, answer_choice_id, closed_ms FROM question ORDER BY created_ms;
+        DROP TABLE question;
+        ALTER TABLE question_v3 RENAME TO question;
         CREATE INDEX question_closed ON question (coalesce(closed_ms, created_ms)) WHERE closed = 1;
         """,
     ]

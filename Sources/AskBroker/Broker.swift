@@ -112,6 +112,8 @@ public final class Broker {
         let wakeIndex = poller.add(fileDescriptor: wake.readDescriptor)
         let zapIndex = authenticator?.add(to: &poller)
         logger.notice("broker ready", ["endpoints": boundEndpoints.joined(separator: ","), "durability": configuration.durability.rawValue, "instance": instanceID, "curve": authenticator != nil])
+        // The stall check measures from the previous turn: recovery before the first one is not a stall.
+        turnNow = .now
         while !stopping {
             let timeout = pollTimeout()
             try poller.poll(timeoutMilliseconds: timeout)

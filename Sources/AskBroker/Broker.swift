@@ -116,7 +116,14 @@ public final class Broker {
         turnNow = .now
         while !stopping {
             let timeout = pollTimeout()
-            try poller.poll(timeoutMilliseconds: timeout)
+            var ready = 0
+            // After a turn that read input, poll without sleeping for up to `spin`: the next message of a busy
+            // peer is often microseconds away, and waking a sleeping thread costs more than that.
+            if timeout > 0 && turn.read > 0 && configuration.spin > .zero {
+                let until = ContinuousClock.now + configuration.spin
+                repeat { ready = try poller.poll(timeoutMilliseconds: 0) } while ready == 0 && ContinuousClock.now < until
+            }
+            if ready == 0 { try poller.poll(timeoutMilliseconds: timeout) }
             let previousTurn = turnNow
             turnNow = .now
             // Since the last turn began, more time passed than that turn and a full poll can explain only if the

@@ -22,6 +22,7 @@ struct BrokerMain: Command {
         .value("window", "N", env: "ASKRELAY_WINDOW", default: "64", help: "deliveries in flight per address"),
         .value("ack-timeout", "DURATION", env: "ASKRELAY_ACK_TIMEOUT", default: "10s", help: "redeliver an unacked message after this"),
         .value("ack-delay", "DURATION", env: "ASKRELAY_ACK_DELAY", default: "1ms", help: "hold an ACK this long for a DELIVER to carry it (peers that read carried ACKs); 0 = at once"),
+        .value("spin", "DURATION", env: "ASKRELAY_SPIN", default: "50us", help: "after a turn that read input, poll without sleeping this long before blocking (0 = never)"),
         .value("time-scale", "X", env: "ASKRELAY_TIME_SCALE", default: "1", help: "divide product durations (pending window) by X"),
         .value("pending-window", "DURATION", env: "ASKRELAY_PENDING_WINDOW", default: "48h", help: "how long a question may stay pending, before scaling"),
         .value("closed-retention", "DURATION", env: "ASKRELAY_CLOSED_RETENTION", default: "10m", help: "remember a closed question this long (late answers get its outcome), then forget it"),
@@ -51,6 +52,7 @@ struct BrokerMain: Command {
         configuration.window = try arguments.int("window", in: 1...100_000) ?? 64
         configuration.ackTimeout = try arguments.duration("ack-timeout") ?? .seconds(10)
         configuration.ackDelay = try arguments.duration("ack-delay") ?? .milliseconds(1)
+        configuration.spin = try arguments.duration("spin") ?? .microseconds(50)
         configuration.timeScale = try arguments.double("time-scale", in: 0.000_001...1e9) ?? 1
         configuration.pendingWindow = try arguments.duration("pending-window") ?? .seconds(48 * 3600)
         configuration.closedRetention = try arguments.duration("closed-retention") ?? .seconds(600)

@@ -90,7 +90,7 @@ struct BrokerProcessTests {
     func usage() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        for arguments in [["--window", "zero"], ["--durability", "sometimes"], ["--endpoint", "tcp://0.0.0.0:5999"], ["--bogus"]] {
+        for arguments in [["--window", "zero"], ["--durability", "sometimes"], ["--spin", "fast"], ["--spin", "1s"], ["--endpoint", "tcp://0.0.0.0:5999"], ["--bogus"]] {
             let process = try TestProcess("askrelay-broker", arguments + ["--data-dir", directory.path + "/d"], logDirectory: directory.path)
             process.process.waitUntilExit()
             #expect(process.process.terminationStatus == 64, "\(arguments)")

@@ -260,6 +260,9 @@ public final class ChildWorker: Sendable {
             return record
         }
         router.expect(question.id)
+        // When the child sends, not when the broker's ACK comes back: the broker delivers the question to the
+        // guardians in the same turn as that ACK (deliveries first), so a guardian may hold it before the ACK does.
+        let sentAt = Date()
         do {
             try await session.send(question.id)
         } catch {
@@ -276,7 +279,7 @@ public final class ChildWorker: Sendable {
             router.finished(record)
             return record
         }
-        record.sentAt = Date()
+        record.sentAt = sentAt
         let wait = max(0, until.timeIntervalSinceNow) + configuration.grace.seconds
         var response = await router.wait(question.id, timeout: .nanoseconds(Int64(wait * 1e9)))
         // No response by the deadline means "expired" only if the broker could have delivered one: a guardian may

@@ -524,11 +524,11 @@ enum LedgerBodies {
         var out: [UInt8] = []
         out.reserveCapacity(question.count + child.utf8.count + family.utf8.count + 100)
         out.append(contentsOf: #"{"child":"#.utf8)
-        JSONStringList.appendQuoted(child, to: &out)
+        WireJSON.appendQuoted(child, to: &out)
         out.append(contentsOf: #","expiresAt":""#.utf8)
         out.append(contentsOf: expires.utf8)
         out.append(contentsOf: #"","family":"#.utf8)
-        JSONStringList.appendQuoted(family, to: &out)
+        WireJSON.appendQuoted(family, to: &out)
         out.append(contentsOf: #","question":"#.utf8)
         out.append(contentsOf: question)
         out.append(contentsOf: #","sentAt":""#.utf8)

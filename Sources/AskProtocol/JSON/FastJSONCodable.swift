@@ -54,3 +54,22 @@ extension WireJSON {
         return Array(bytes).withUnsafeBytes(body)
     }
 }
+
+extension WireJSON {
+    /// Appends `text` as a JSON string literal, quotes included, escaped exactly as ``encode(_:)`` escapes it (for
+    /// bodies built around stored JSON, and the journal's lists).
+    public static func appendQuoted(_ text: String, to out: inout [UInt8]) {
+        var writer = JSONWriter(capacity: text.utf8.count + 2)
+        writer.string(text)
+        out.append(contentsOf: writer.bytes)
+    }
+
+    /// A JSON array of strings, read by the fast path's rules (every escape, surrogate pairs, whitespace).
+    /// - Returns: `nil` for anything else (not an array, an element that is not a string, a raw control character,
+    ///   a lone surrogate, invalid UTF-8, trailing text), for the caller to hand to a full decoder for the verdict.
+    public static func stringArray(_ bytes: UnsafeRawBufferPointer) -> [String]? {
+        var reader = JSONReader(bytes)
+        guard let list = reader.array({ $0.string() }), reader.isAtEnd() else { return nil }
+        return list
+    }
+}

@@ -40,6 +40,7 @@ struct BrokerMain: Command {
     let logLevel: LogLevel
 
     init(arguments: Arguments) throws {
+        // A flag without a value (none given, no environment variable, no default text) keeps the library's default.
         var configuration = BrokerConfiguration()
         configuration.endpoints = arguments.strings("endpoint")
         configuration.dataDirectory = try arguments.require("data-dir")
@@ -47,17 +48,17 @@ struct BrokerMain: Command {
             throw UsageError("bad --durability")
         }
         configuration.durability = durability
-        configuration.heartbeatInterval = try arguments.duration("heartbeat") ?? .seconds(1)
-        configuration.liveness = try arguments.int("liveness", in: 1...100) ?? 3
-        configuration.window = try arguments.int("window", in: 1...100_000) ?? 64
-        configuration.ackTimeout = try arguments.duration("ack-timeout") ?? .seconds(10)
-        configuration.ackDelay = try arguments.duration("ack-delay") ?? .milliseconds(1)
-        configuration.spin = try arguments.duration("spin") ?? .microseconds(50)
-        configuration.timeScale = try arguments.double("time-scale", in: 0.000_001...1e9) ?? 1
-        configuration.pendingWindow = try arguments.duration("pending-window") ?? .seconds(48 * 3600)
-        configuration.closedRetention = try arguments.duration("closed-retention") ?? .seconds(600)
-        configuration.maxQueuedPerAddress = try arguments.int("max-queue", in: 1...100_000_000) ?? 10_000
-        configuration.maxQueuedTotal = try arguments.int("max-queued-total", in: 1...1_000_000_000) ?? 2_000_000
+        configuration.heartbeatInterval = try arguments.duration("heartbeat") ?? configuration.heartbeatInterval
+        configuration.liveness = try arguments.int("liveness", in: 1...100) ?? configuration.liveness
+        configuration.window = try arguments.int("window", in: 1...100_000) ?? configuration.window
+        configuration.ackTimeout = try arguments.duration("ack-timeout") ?? configuration.ackTimeout
+        configuration.ackDelay = try arguments.duration("ack-delay") ?? configuration.ackDelay
+        configuration.spin = try arguments.duration("spin") ?? configuration.spin
+        configuration.timeScale = try arguments.double("time-scale", in: 0.000_001...1e9) ?? configuration.timeScale
+        configuration.pendingWindow = try arguments.duration("pending-window") ?? configuration.pendingWindow
+        configuration.closedRetention = try arguments.duration("closed-retention") ?? configuration.closedRetention
+        configuration.maxQueuedPerAddress = try arguments.int("max-queue", in: 1...100_000_000) ?? configuration.maxQueuedPerAddress
+        configuration.maxQueuedTotal = try arguments.int("max-queued-total", in: 1...1_000_000_000) ?? configuration.maxQueuedTotal
         configuration.statsEndpoint = arguments.string("stats-endpoint")
         configuration.allowInsecure = arguments.flag("allow-insecure")
         configuration.curveSecretFile = arguments.string("curve-secret-file")

@@ -37,7 +37,7 @@ public struct PendingLoadResult: Sendable, Codable, Equatable {
     public var seconds: Double
     public var errorSamples: [String]
     /// Sessions registered again after the broker said `not-registered` (it had ended them).
-    public var reregistered = 0
+    public var reregistered: Int
 
     public init(pending: Int, asked: Int, refused: Int, seconds: Double, errorSamples: [String], reregistered: Int = 0) {
         self.pending = pending
@@ -46,16 +46,6 @@ public struct PendingLoadResult: Sendable, Codable, Equatable {
         self.seconds = seconds
         self.errorSamples = errorSamples
         self.reregistered = reregistered
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        pending = try c.decode(Int.self, forKey: .pending)
-        asked = try c.decode(Int.self, forKey: .asked)
-        refused = try c.decode(Int.self, forKey: .refused)
-        seconds = try c.decode(Double.self, forKey: .seconds)
-        errorSamples = try c.decode([String].self, forKey: .errorSamples)
-        reregistered = try c.decodeIfPresent(Int.self, forKey: .reregistered) ?? 0
     }
 
     enum CodingKeys: String, CodingKey {

@@ -865,7 +865,7 @@ public final class Broker {
         ])
         for session in sessions.values { session.lastHeard += stall }
         for (id, mailbox) in inflightIndex {
-            if let delivered = mailbox.inflight[id]?.deliveredAt { mailbox.inflight[id]?.deliveredAt = delivered + stall }
+            if let envelope = mailbox.inflight[id], let delivered = envelope.deliveredAt { envelope.deliveredAt = delivered + stall }
         }
     }
 

@@ -127,14 +127,18 @@ struct JSONReader {
     private mutating func rawString() -> UnsafeRawBufferPointer? {
         guard take(UInt8(ascii: "\"")) else { return nil }
         let start = index
+        guard skipPlainRun() == UInt8(ascii: "\"") else { return nil }
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
+        index += 1
+        return slice
+    }
+
+    /// Moves to the first `"`, `\` or control character inside a string. - Returns: that byte, `nil` at the end.
+    @inline(__always)
+    private mutating func skipPlainRun() -> UInt8? {
         while index < bytes.count {
             let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") {
-                let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
-                index += 1
-                return slice
-            }
-            if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { return byte }
             index += 1
         }
         return nil
@@ -146,18 +150,14 @@ struct JSONReader {
     mutating func string() -> String? {
         guard take(UInt8(ascii: "\"")) else { return nil }
         let start = index
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") {
-                let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
-                index += 1
-                return Self.validString(slice)
-            }
-            if byte == UInt8(ascii: "\\") { break }
-            if byte < 0x20 { return nil }
+        switch skipPlainRun() {
+        case UInt8(ascii: "\""):
+            let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
             index += 1
+            return Self.validString(slice)
+        case UInt8(ascii: "\\"): break
+        default: return nil  // a control character, or the end
         }
-        guard index < bytes.count else { return nil }
         // Slow path: at least one escape.
         scratch.removeAll(keepingCapacity: true)
         scratch.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[start..<index]))

@@ -287,15 +287,14 @@ extension Broker {
         guard ledger.entries[questionID] == nil else {
             throw WireError(.duplicateQuestion, "question \(question.id) was already asked")
         }
-        do { try question.validate(now: now) } catch {
-            throw WireError(.invalidQuestion, "\(error)")
-        }
+        if let reason = question.firstViolation(now: now) { throw WireError.invalidQuestion(reason) }
         let window = configuration.scaledPendingWindow
         let pendingEnd = now.addingTimeInterval(window.seconds)
         let expiresAt = min(question.expirationDate ?? pendingEnd, pendingEnd)
         let encoded: [UInt8]
         do { encoded = try WireJSON.encode(question) } catch {
-            throw WireError(.invalidQuestion, "the question cannot be encoded: \(error)")
+            // Unreachable for a decoded question; still the documented JSON reason, never free text.
+            throw WireError.invalidQuestion(InvalidQuestionReason(field: "question", code: "unencodable", message: "\(error)"))
         }
         let child = String(from.dropFirst("child/".count))
         // Route first: a busy limits queue refuses the ask before anything about the question is written.

@@ -43,4 +43,23 @@ struct RefusalTests {
             #expect(WireParser.idOfRefused(message(frames), base: base) == nil, "\(name)")
         }
     }
+
+    @Test("an invalid-question refusal carries the reason's JSON, within the reason limit, and reads back")
+    func invalidQuestionReason() throws {
+        let reason = InvalidQuestionReason(field: "topic.personInformation[1].handle.value", code: .notEmail, message: "not an e-mail address")
+        let error = WireError.invalidQuestion(reason)
+        #expect(error.code == .invalidQuestion)
+        #expect(error.reason == #"{"code":"not-email","field":"topic.personInformation[1].handle.value","message":"not an e-mail address"}"#)
+        #expect(error.invalidQuestionReason == reason)
+        // A message too long for the frame is shortened at a character, never cut inside the JSON.
+        let long = InvalidQuestionReason(field: "expirationDate", code: .inPast, message: String(repeating: "é", count: 2000))
+        let shortened = WireError.invalidQuestion(long)
+        #expect(shortened.reason.utf8.count <= Wire.Limits.standard.maxReason)
+        let decoded = try #require(shortened.invalidQuestionReason)
+        #expect(decoded.field == long.field && decoded.code == long.code)
+        #expect(long.message.hasPrefix(decoded.message) && !decoded.message.isEmpty)
+        // Only invalid-question reasons are structured.
+        #expect(WireError(.busy, error.reason).invalidQuestionReason == nil)
+        #expect(WireError(.invalidQuestion, "free text").invalidQuestionReason == nil)
+    }
 }

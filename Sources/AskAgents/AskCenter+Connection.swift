@@ -271,6 +271,7 @@ final class AskCenterConnection: WorkerHandler {
     /// (docs/protocol.md §7.2). A reason frame that is not that JSON (a broker that breaks the rule) is kept whole
     /// as the message of a `refused-by-broker` reason, never parsed as text.
     static func invalidReason(_ error: WireError) -> InvalidQuestionReason {
-        error.invalidQuestionReason ?? InvalidQuestionReason(field: "question", code: "refused-by-broker", message: error.reason)
+        error.invalidQuestionReason
+            ?? InvalidQuestionReason(field: "question", code: "refused-by-broker", message: error.reason)
     }
 }

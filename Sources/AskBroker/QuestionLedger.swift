@@ -230,7 +230,9 @@ extension Broker {
     /// Every kind about a question carries the question's id as its subject (docs/protocol.md §5.4): a missing or
     /// different subject is refused, so what the header says and what the ledger does cannot disagree.
     static func checkSubject(_ subject: MessageID?, _ questionID: UUID) throws(WireError) {
-        guard let subject else { throw WireError(.badSubject, "the header has no subject; it must be the question id \(questionID)") }
+        guard let subject else {
+            throw WireError(.badSubject, "the header has no subject; it must be the question id \(questionID)")
+        }
         guard subject == MessageID(uuid: questionID) else {
             throw WireError(.badSubject, "the subject \(subject.uuid) is not the question id \(questionID)")
         }
@@ -304,7 +306,8 @@ extension Broker {
         let encoded: [UInt8]
         do { encoded = try WireJSON.encode(question) } catch {
             // Unreachable for a decoded question; still the documented JSON reason, never free text.
-            throw WireError.invalidQuestion(InvalidQuestionReason(field: "question", code: "unencodable", message: "\(error)"))
+            let reason = InvalidQuestionReason(field: "question", code: "unencodable", message: "\(error)")
+            throw WireError.invalidQuestion(reason)
         }
         let child = String(from.dropFirst("child/".count))
         // Route first: a busy limits queue refuses the ask before anything about the question is written.

@@ -60,7 +60,11 @@ final class ConformanceWorld {
 
     func refused(_ question: AnyPermissionQuestion) throws {
         try admitting(question)
-        let id = try limits.send(AskResult(questionID: question.id, outcome: .refused(.notAvailable)), from: "limits/l1", to: "child/c1")
+        let id = try limits.send(
+            AskResult(questionID: question.id, outcome: .refused(.notAvailable)),
+            from: "limits/l1",
+            to: "child/c1"
+        )
         try limits.expectAck(id)
         try child.ack([try child.expectDelivery(kind: "ask.result").id!])
     }
@@ -84,7 +88,9 @@ final class ConformanceWorld {
 
     // Ledger requests, with the subject every such kind carries.
 
-    func send(_ question: AnyPermissionQuestion, from peer: RawPeer? = nil, address: String = "child/c1") throws -> MessageID {
+    func send(_ question: AnyPermissionQuestion, from peer: RawPeer? = nil, address: String = "child/c1") throws
+        -> MessageID
+    {
         try (peer ?? child).send(SendQuestion(questionID: question.id), from: address, to: "broker")
     }
 
@@ -92,7 +98,12 @@ final class ConformanceWorld {
         try child.send(CancelQuestion(questionID: question.id), from: "child/c1", to: "broker")
     }
 
-    func answer(_ peer: RawPeer, _ address: String, _ question: AnyPermissionQuestion, choice: String = PermissionChoice.approve.id) throws -> MessageID {
+    func answer(
+        _ peer: RawPeer,
+        _ address: String,
+        _ question: AnyPermissionQuestion,
+        choice: String = PermissionChoice.approve.id
+    ) throws -> MessageID {
         try peer.send(GuardianAnswer(questionID: question.id, choiceID: choice), from: address, to: "broker")
     }
 }
@@ -119,7 +130,8 @@ struct Provocation: Sendable, CustomTestStringConvertible {
 
 /// Runs `body` against a fresh broker and its peers, and stops them whatever happens.
 func inWorld(
-    durability: Durability = .off, configure: (inout BrokerConfiguration) -> Void = { _ in },
+    durability: Durability = .off,
+    configure: (inout BrokerConfiguration) -> Void = { _ in },
     _ body: (ConformanceWorld) throws -> Refusal
 ) throws -> Refusal {
     let world = try ConformanceWorld(durability: durability, configure: configure)
@@ -127,12 +139,20 @@ func inWorld(
     return try body(world)
 }
 
-let command = (hello: WireCommand.hello.rawValue, welcome: WireCommand.welcome.rawValue, heartbeat: WireCommand.heartbeat.rawValue,
+let command = (
+    hello: WireCommand.hello.rawValue, welcome: WireCommand.welcome.rawValue, heartbeat: WireCommand.heartbeat.rawValue,
     send: WireCommand.send.rawValue, deliver: WireCommand.deliver.rawValue, ack: WireCommand.ack.rawValue,
-    nack: WireCommand.nack.rawValue, bye: WireCommand.bye.rawValue)
+    nack: WireCommand.nack.rawValue, bye: WireCommand.bye.rawValue
+)
 
 /// A SEND from client/1 with id `id` (to echo/1, kind echo unless the header says otherwise).
-func clientSend(_ id: MessageID, to: String = "echo/1", kind: String = "echo", from: String = "client/1", _ rest: [[UInt8]] = [[]]) -> [[UInt8]] {
+func clientSend(
+    _ id: MessageID,
+    to: String = "echo/1",
+    kind: String = "echo",
+    from: String = "client/1",
+    _ rest: [[UInt8]] = [[]]
+) -> [[UInt8]] {
     send(header(id: id.bytes, from: utf8(from), to: utf8(to), kind: utf8(kind)), rest)
 }
 
@@ -142,8 +162,12 @@ let smallBody: @Sendable (inout BrokerConfiguration) -> Void = { $0.limits.maxBo
 
 let provocations: [Provocation] = [
     // Framing: the parser's verdicts.
-    .init("bad-signature", "frame 0 is MDPW") { try inWorld { w in try w.refuse(w.client, [utf8("MDPW"), [command.heartbeat]]) } },
-    .init("bad-signature", "frame 0 is empty") { try inWorld { w in try w.refuse(w.client, [[], [command.heartbeat]]) } },
+    .init("bad-signature", "frame 0 is MDPW") {
+        try inWorld { w in try w.refuse(w.client, [utf8("MDPW"), [command.heartbeat]]) }
+    },
+    .init("bad-signature", "frame 0 is empty") {
+        try inWorld { w in try w.refuse(w.client, [[], [command.heartbeat]]) }
+    },
     .init("unsupported-version.signature", "version byte 2") {
         try inWorld { w in try w.refuse(w.client, [[0x41, 0x53, 0x4B, 0x02], [command.heartbeat]]) }
     },
@@ -155,7 +179,9 @@ let provocations: [Provocation] = [
         }
     },
     .init("unknown-command", "command 0x7f") { try inWorld { w in try w.refuse(w.client, [signature, [0x7F]]) } },
-    .init("unknown-command", "a two-byte command frame") { try inWorld { w in try w.refuse(w.client, [signature, [4, 4]]) } },
+    .init("unknown-command", "a two-byte command frame") {
+        try inWorld { w in try w.refuse(w.client, [signature, [4, 4]]) }
+    },
     .init("missing-frames", "the signature alone") { try inWorld { w in try w.refuse(w.client, [signature]) } },
     .init("missing-frames", "a SEND without its body") {
         try inWorld { w in try w.refuse(w.client, clientSend(.random(), [])) }
@@ -187,7 +213,12 @@ let provocations: [Provocation] = [
         try inWorld { w in try w.refuse(w.client, [signature, [command.ack], [UInt8](repeating: 7, count: 4097 * 16)]) }
     },
     .init("oversize-frame.reason", "a NACK reason of 1025 bytes") {
-        try inWorld { w in try w.refuse(w.client, [signature, [command.nack], [], utf8("busy"), [UInt8](repeating: 0x61, count: 1025)]) }
+        try inWorld { w in
+            try w.refuse(
+                w.client,
+                [signature, [command.nack], [], utf8("busy"), [UInt8](repeating: 0x61, count: 1025)]
+            )
+        }
     },
     .init("oversize-frame.reason", "a BYE reason of 1025 bytes") {
         try inWorld { w in try w.refuse(w.client, [signature, [command.bye], [UInt8](repeating: 0x61, count: 1025)]) }
@@ -195,7 +226,9 @@ let provocations: [Provocation] = [
     .init("bad-id.ack", "an ACK of 17 bytes") {
         try inWorld { w in try w.refuse(w.client, [signature, [command.ack], [UInt8](repeating: 1, count: 17)]) }
     },
-    .init("bad-id.ack", "an empty ACK") { try inWorld { w in try w.refuse(w.client, [signature, [command.ack], []]) } },
+    .init("bad-id.ack", "an empty ACK") {
+        try inWorld { w in try w.refuse(w.client, [signature, [command.ack], []]) }
+    },
     .init("bad-id.carried-acks", "a carried ACK-ids frame of 17 bytes") {
         try inWorld { w in
             let id = MessageID.random()
@@ -229,6 +262,16 @@ let provocations: [Provocation] = [
             return try w.refuse(w.client, clientSend(id, to: "echo/" + String(repeating: "a", count: 124)), sent: id)
         }
     },
+    .init("bad-address.header", "a DELIVER (sent to the broker) with an upper-case role in to") {
+        try inWorld { w in
+            let id = MessageID.random()
+            return try w.refuse(
+                w.client,
+                [signature, [command.deliver], header(id: id.bytes, to: utf8("Echo/1")), []],
+                sent: id
+            )
+        }
+    },
     .init("bad-address.ask", "an ask to limits/l1") {
         try inWorld { w in
             let id = try w.child.send(AskRequest(question: FlowHarness.question()), from: "child/c1", to: "limits/l1")
@@ -239,13 +282,21 @@ let provocations: [Provocation] = [
         try inWorld { w in
             let question = FlowHarness.question()
             try w.admitting(question)
-            let id = try w.limits.send(AskResult(questionID: question.id, outcome: .presented), from: "limits/l1", to: "child/c2")
+            let id = try w.limits.send(
+                AskResult(questionID: question.id, outcome: .presented),
+                from: "limits/l1",
+                to: "child/c2"
+            )
             return try w.refusal(w.limits, id)
         }
     },
     .init("bad-address.limits-admin", "limits.admin to child/c1") {
         try inWorld { w in
-            let id = try w.observer.send(LimitsAdminChange(child: "c1", limitsEnabled: false), from: "observer/o1", to: "child/c1")
+            let id = try w.observer.send(
+                LimitsAdminChange(child: "c1", limitsEnabled: false),
+                from: "observer/o1",
+                to: "child/c1"
+            )
             return try w.refusal(w.observer, id)
         }
     },
@@ -269,7 +320,13 @@ let provocations: [Provocation] = [
     },
     .init("invalid-utf8.body", "a send body of invalid UTF-8") {
         try inWorld { w in
-            let id = try w.child.sendMessage(from: "child/c1", to: "broker", kind: "send", subject: .random(), body: [0xFF])
+            let id = try w.child.sendMessage(
+                from: "child/c1",
+                to: "broker",
+                kind: "send",
+                subject: .random(),
+                body: [0xFF]
+            )
             return try w.refusal(w.child, id)
         }
     },
@@ -284,31 +341,57 @@ let provocations: [Provocation] = [
     },
     .init("invalid-json.hello", "a HELLO with an unknown role") {
         try inWorld { w in
-            try w.refuse(try w.newPeer(), helloFrames(#"{"version":1,"role":"king","worker":"w","endpoints":[{"address":"echo/1"}]}"#))
+            try w.refuse(
+                try w.newPeer(),
+                helloFrames(#"{"version":1,"role":"king","worker":"w","endpoints":[{"address":"echo/1"}]}"#)
+            )
         }
     },
     .init("invalid-json.body", "a send body without questionID") {
         try inWorld { w in
-            let id = try w.child.sendMessage(from: "child/c1", to: "broker", kind: "send", subject: .random(), body: utf8("{}"))
+            let id = try w.child.sendMessage(
+                from: "child/c1",
+                to: "broker",
+                kind: "send",
+                subject: .random(),
+                body: utf8("{}")
+            )
             return try w.refusal(w.child, id)
         }
     },
     .init("invalid-json.body", "an ask body that is not an AskRequest") {
         try inWorld { w in
-            let id = try w.child.sendMessage(from: "child/c1", to: "limits", kind: "ask", subject: .random(), body: utf8(#"{"question":1}"#))
+            let id = try w.child.sendMessage(
+                from: "child/c1",
+                to: "limits",
+                kind: "ask",
+                subject: .random(),
+                body: utf8(#"{"question":1}"#)
+            )
             return try w.refusal(w.child, id)
         }
     },
     .init("unknown-kind", "an echo to broker") {
         try inWorld { w in
-            let id = try w.child.sendMessage(from: "child/c1", to: "broker", kind: "echo", body: utf8(#"{"payload":"x"}"#))
+            let id = try w.child.sendMessage(
+                from: "child/c1",
+                to: "broker",
+                kind: "echo",
+                body: utf8(#"{"payload":"x"}"#)
+            )
             return try w.refusal(w.child, id)
         }
     },
     .init("bad-subject.ask", "an ask whose subject is another id") {
         try inWorld { w in
             let body = try WireJSON.encode(AskRequest(question: FlowHarness.question()))
-            let id = try w.child.sendMessage(from: "child/c1", to: "limits", kind: "ask", subject: .random(), body: body)
+            let id = try w.child.sendMessage(
+                from: "child/c1",
+                to: "limits",
+                kind: "ask",
+                subject: .random(),
+                body: body
+            )
             return try w.refusal(w.child, id)
         }
     },
@@ -333,7 +416,13 @@ let provocations: [Provocation] = [
             let question = FlowHarness.question()
             try w.presented(question)
             let body = try WireJSON.encode(CancelQuestion(questionID: question.id))
-            let id = try w.child.sendMessage(from: "child/c1", to: "broker", kind: "cancel", subject: .random(), body: body)
+            let id = try w.child.sendMessage(
+                from: "child/c1",
+                to: "broker",
+                kind: "cancel",
+                subject: .random(),
+                body: body
+            )
             return try w.refusal(w.child, id)
         }
     },
@@ -341,8 +430,16 @@ let provocations: [Provocation] = [
         try inWorld { w in
             let question = FlowHarness.question()
             try w.sent(question)
-            let body = try WireJSON.encode(GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.approve.id))
-            let id = try w.flow.guardian1.sendMessage(from: "guardian/g1", to: "broker", kind: "answer", subject: nil, body: body)
+            let body = try WireJSON.encode(
+                GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.approve.id)
+            )
+            let id = try w.flow.guardian1.sendMessage(
+                from: "guardian/g1",
+                to: "broker",
+                kind: "answer",
+                subject: nil,
+                body: body
+            )
             return try w.refusal(w.flow.guardian1, id)
         }
     },
@@ -351,7 +448,13 @@ let provocations: [Provocation] = [
             let question = FlowHarness.question()
             try w.admitting(question)
             let body = try WireJSON.encode(AskResult(questionID: question.id, outcome: .presented))
-            let id = try w.limits.sendMessage(from: "limits/l1", to: "child/c1", kind: "ask.result", subject: .random(), body: body)
+            let id = try w.limits.sendMessage(
+                from: "limits/l1",
+                to: "child/c1",
+                kind: "ask.result",
+                subject: .random(),
+                body: body
+            )
             return try w.refusal(w.limits, id)
         }
     },
@@ -359,7 +462,9 @@ let provocations: [Provocation] = [
         try inWorld { w in try w.refuse(w.client, send(validID)) }
     },
     .init("bad-header", "header flags 0x02") { try inWorld { w in try w.refuse(w.client, send(header(flags: 2))) } },
-    .init("bad-header", "bytes after the kind") { try inWorld { w in try w.refuse(w.client, send(header(trailing: [0]))) } },
+    .init("bad-header", "bytes after the kind") {
+        try inWorld { w in try w.refuse(w.client, send(header(trailing: [0]))) }
+    },
 
     // Sessions.
     .init("not-registered.other", "a HEARTBEAT before HELLO") {
@@ -375,7 +480,9 @@ let provocations: [Provocation] = [
         }
     },
     .init("bad-hello.count", "no endpoints") {
-        try inWorld { w in try w.refuse(try w.newPeer(), helloFrames(#"{"version":1,"role":"echo","worker":"w","endpoints":[]}"#)) }
+        try inWorld { w in
+            try w.refuse(try w.newPeer(), helloFrames(#"{"version":1,"role":"echo","worker":"w","endpoints":[]}"#))
+        }
     },
     .init("bad-hello.count", "200 001 endpoints (with a body limit that lets them through)") {
         try inWorld(configure: { $0.limits.maxBody = 8 << 20 }) { w in
@@ -386,12 +493,20 @@ let provocations: [Provocation] = [
     },
     .init("bad-hello.claim", "an address claimed twice") {
         try inWorld { w in
-            try w.refuse(try w.newPeer(), helloFrames(#"{"version":1,"role":"echo","worker":"w","endpoints":[{"address":"echo/9"},{"address":"echo/9"}]}"#))
+            try w.refuse(
+                try w.newPeer(),
+                helloFrames(
+                    #"{"version":1,"role":"echo","worker":"w","endpoints":[{"address":"echo/9"},{"address":"echo/9"}]}"#
+                )
+            )
         }
     },
     .init("bad-hello.claim", "a claim without an id") {
         try inWorld { w in
-            try w.refuse(try w.newPeer(), helloFrames(#"{"version":1,"role":"echo","worker":"w","endpoints":[{"address":"echo"}]}"#))
+            try w.refuse(
+                try w.newPeer(),
+                helloFrames(#"{"version":1,"role":"echo","worker":"w","endpoints":[{"address":"echo"}]}"#)
+            )
         }
     },
     .init("address-taken", "a claim of guardian/g1 while g1's session lives") {
@@ -452,7 +567,11 @@ let provocations: [Provocation] = [
     },
     .init("forbidden.ask", "a guardian asking") {
         try inWorld { w in
-            let id = try w.flow.guardian1.send(AskRequest(question: FlowHarness.question()), from: "guardian/g1", to: "limits")
+            let id = try w.flow.guardian1.send(
+                AskRequest(question: FlowHarness.question()),
+                from: "guardian/g1",
+                to: "limits"
+            )
             return try w.refusal(w.flow.guardian1, id)
         }
     },
@@ -460,7 +579,11 @@ let provocations: [Provocation] = [
         try inWorld { w in
             let question = FlowHarness.question()
             try w.admitting(question)
-            let id = try w.child.send(AskResult(questionID: question.id, outcome: .presented), from: "child/c1", to: "child/c1")
+            let id = try w.child.send(
+                AskResult(questionID: question.id, outcome: .presented),
+                from: "child/c1",
+                to: "child/c1"
+            )
             return try w.refusal(w.child, id)
         }
     },
@@ -470,13 +593,21 @@ let provocations: [Provocation] = [
             try w.admitting(question)
             let other = try w.newPeer()
             try other.register(role: .limits, ["limits/l2"])
-            let id = try other.send(AskResult(questionID: question.id, outcome: .presented), from: "limits/l2", to: "child/c1")
+            let id = try other.send(
+                AskResult(questionID: question.id, outcome: .presented),
+                from: "limits/l2",
+                to: "child/c1"
+            )
             return try w.refusal(other, id)
         }
     },
     .init("forbidden.limits-admin", "a child changing limits state") {
         try inWorld { w in
-            let id = try w.child.send(LimitsAdminChange(child: "c1", limitsEnabled: false), from: "child/c1", to: "limits")
+            let id = try w.child.send(
+                LimitsAdminChange(child: "c1", limitsEnabled: false),
+                from: "child/c1",
+                to: "limits"
+            )
             return try w.refusal(w.child, id)
         }
     },
@@ -560,7 +691,11 @@ let provocations: [Provocation] = [
     },
     .init("unknown-question", "an ask.result for a question never asked") {
         try inWorld { w in
-            let id = try w.limits.send(AskResult(questionID: UUID(), outcome: .presented), from: "limits/l1", to: "child/c1")
+            let id = try w.limits.send(
+                AskResult(questionID: UUID(), outcome: .presented),
+                from: "limits/l1",
+                to: "child/c1"
+            )
             return try w.refusal(w.limits, id)
         }
     },
@@ -613,7 +748,14 @@ let provocations: [Provocation] = [
             let first = try w.send(question)
             try w.child.expectAck(first)
             let body = try WireJSON.encode(SendQuestion(questionID: question.id))
-            try w.child.sendMessage(from: "child/c1", to: "broker", kind: "send", subject: MessageID(uuid: question.id), body: body, id: first)
+            try w.child.sendMessage(
+                from: "child/c1",
+                to: "broker",
+                kind: "send",
+                subject: MessageID(uuid: question.id),
+                body: body,
+                id: first
+            )
             try w.child.expectAck(first)
             return try w.refusal(w.child, try w.send(question))
         }
@@ -682,7 +824,10 @@ let provocations: [Provocation] = [
         try inWorld { w in
             let question = FlowHarness.question()
             try w.sent(question)
-            return try w.refusal(w.flow.guardian1, try w.answer(w.flow.guardian1, "guardian/g1", question, choice: "nope"))
+            return try w.refusal(
+                w.flow.guardian1,
+                try w.answer(w.flow.guardian1, "guardian/g1", question, choice: "nope")
+            )
         }
     },
 ]
@@ -698,7 +843,10 @@ struct ConformanceTests {
         switch row.nackID {
         case .message:
             #expect(refusal.sent != nil, "the provocation must say which id it sent")
-            #expect(refusal.nack.id == refusal.sent, "\(provocation.name): the NACK must carry the refused message's id")
+            #expect(
+                refusal.nack.id == refusal.sent,
+                "\(provocation.name): the NACK must carry the refused message's id"
+            )
         case .empty:
             #expect(refusal.nack.id == nil, "\(provocation.name): the NACK id must be empty")
         }

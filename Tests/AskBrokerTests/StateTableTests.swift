@@ -9,14 +9,17 @@ import Testing
 @Suite("docs/protocol.md §10 state table")
 struct StateTableTests {
     static let specification: String = {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         return (try? String(contentsOf: root.appendingPathComponent("docs/protocol.md"), encoding: .utf8)) ?? ""
     }()
 
     /// The table's cells by state and request, as written.
     static var cells: [(state: String, request: String, cell: String)] {
         let lines = specification.components(separatedBy: "\n")
-        guard let header = lines.firstIndex(of: "| state \\ request | `send` | `cancel` | `answer` |") else { return [] }
+        guard let header = lines.firstIndex(of: "| state \\ request | `send` | `cancel` | `answer` |") else {
+            return []
+        }
         var cells: [(String, String, String)] = []
         for line in lines[(header + 2)...].prefix(while: { $0.hasPrefix("| ") }) {
             let columns = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast()
@@ -34,13 +37,19 @@ struct StateTableTests {
     @Test("every state has a row, and every refusal cell names the code the ledger sends")
     func matchesLedger() throws {
         let cells = Self.cells
-        #expect(Set(cells.map(\.state)) == Set(QuestionState.allCases.map(\.rawValue)), "the table needs one row per state")
+        #expect(
+            Set(cells.map(\.state)) == Set(QuestionState.allCases.map(\.rawValue)),
+            "the table needs one row per state"
+        )
         for (stateName, request, cell) in cells {
             let state = try #require(QuestionState(rawValue: stateName))
             // A cell that starts with an arrow is a transition the ledger allows; the others are refusals.
             guard !cell.hasPrefix("→") else { continue }
             let code = cell.split(separator: "`", omittingEmptySubsequences: false).dropFirst().first.map(String.init)
-            #expect(code == QuestionLedger.refusal(for: state, wanted: request).code.rawValue, "\(stateName) | \(request): \(cell)")
+            #expect(
+                code == QuestionLedger.refusal(for: state, wanted: request).code.rawValue,
+                "\(stateName) | \(request): \(cell)"
+            )
         }
     }
 
@@ -53,7 +62,10 @@ struct StateTableTests {
                 let code = ErrorCode(rawValue: token)
                 #expect(code != nil, "\(stateName) | \(request): `\(token)` is not an error code")
                 let rows = code.map(ErrorTable.conditions(of:)) ?? []
-                #expect(rows.contains { $0.message.contains("`\(request)`") }, "\(stateName) | \(request): `\(token)` has no row for \(request)")
+                #expect(
+                    rows.contains { $0.message.contains("`\(request)`") },
+                    "\(stateName) | \(request): `\(token)` has no row for \(request)"
+                )
             }
         }
     }

@@ -18,13 +18,23 @@ struct ErrorTableTests {
         let table = ErrorTable.conditions.map(\.markdownRow)
         if let path = ProcessInfo.processInfo.environment["ASKRELAY_ERROR_TABLE_OUT"] {
             // `ASKRELAY_ERROR_TABLE_OUT=/path swift test --filter ErrorTableTests` writes the table to paste.
-            try ([ErrorTable.markdownHeader, "|---|---|---|---|"] + table).joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            try ([ErrorTable.markdownHeader, "|---|---|---|---|"] + table).joined(separator: "\n").write(
+                toFile: path,
+                atomically: true,
+                encoding: .utf8
+            )
         }
         #expect(!specified.isEmpty, "docs/protocol.md has no table headed \(ErrorTable.markdownHeader)")
         let missing = table.filter { !specified.contains($0) }
         let extra = specified.filter { !table.contains($0) }
-        #expect(missing.isEmpty, "rows of ErrorTable missing from docs/protocol.md:\n\(missing.joined(separator: "\n"))")
-        #expect(extra.isEmpty, "rows of docs/protocol.md that ErrorTable does not have:\n\(extra.joined(separator: "\n"))")
+        #expect(
+            missing.isEmpty,
+            "rows of ErrorTable missing from docs/protocol.md:\n\(missing.joined(separator: "\n"))"
+        )
+        #expect(
+            extra.isEmpty,
+            "rows of docs/protocol.md that ErrorTable does not have:\n\(extra.joined(separator: "\n"))"
+        )
         #expect(specified == table, "same rows, different order")
     }
 

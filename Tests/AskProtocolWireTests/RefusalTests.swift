@@ -5,7 +5,10 @@ import ZeroMQ
 
 @Suite("Refusals: the ids and reasons a NACK carries")
 struct RefusalTests {
-    @Test("a refused SEND whose header was readable gives its id back; an unreadable one gives none", arguments: [0, 1])
+    @Test(
+        "a refused SEND whose header was readable gives its id back; an unreadable one gives none",
+        arguments: [0, 1]
+    )
     func idOfRefused(base: Int) throws {
         let id = MessageID.random()
         func message(_ frames: [[UInt8]]) -> Multipart {
@@ -15,12 +18,18 @@ struct RefusalTests {
             return out
         }
         func sendFrames(to: String = "echo/1", kind: String = "echo", _ rest: [[UInt8]] = [[]]) -> [[UInt8]] {
-            [Wire.signature, [WireCommand.send.rawValue], WireEncoder.headerBytes(id: id, subject: nil, from: "client/1", to: to, kind: kind)] + rest
+            [
+                Wire.signature, [WireCommand.send.rawValue],
+                WireEncoder.headerBytes(id: id, subject: nil, from: "client/1", to: to, kind: kind),
+            ] + rest
         }
         let readable: [(String, [[UInt8]], ErrorCode)] = [
             ("bad address", sendFrames(to: "Echo/1"), .badAddress),
             ("bad kind", sendFrames(kind: "ECHO"), .badKind),
-            ("oversize body", sendFrames([[UInt8](repeating: 1, count: Wire.Limits.standard.maxBody + 1)]), .oversizeFrame),
+            (
+                "oversize body", sendFrames([[UInt8](repeating: 1, count: Wire.Limits.standard.maxBody + 1)]),
+                .oversizeFrame
+            ),
             ("carried ACK ids of 17 bytes", sendFrames([[UInt8](repeating: 1, count: 17), []]), .badID),
             ("4097 carried ACK ids", sendFrames([[UInt8](repeating: 1, count: 4097 * 16), []]), .oversizeFrame),
         ]
@@ -46,13 +55,23 @@ struct RefusalTests {
 
     @Test("an invalid-question refusal carries the reason's JSON, within the reason limit, and reads back")
     func invalidQuestionReason() throws {
-        let reason = InvalidQuestionReason(field: "topic.personInformation[1].handle.value", code: .notEmail, message: "not an e-mail address")
+        let reason = InvalidQuestionReason(
+            field: "topic.personInformation[1].handle.value",
+            code: .notEmail,
+            message: "not an e-mail address"
+        )
         let error = WireError.invalidQuestion(reason)
         #expect(error.code == .invalidQuestion)
-        #expect(error.reason == #"{"code":"not-email","field":"topic.personInformation[1].handle.value","message":"not an e-mail address"}"#)
+        let json = #"{"code":"not-email","field":"topic.personInformation[1].handle.value","#
+            + #""message":"not an e-mail address"}"#
+        #expect(error.reason == json)
         #expect(error.invalidQuestionReason == reason)
         // A message too long for the frame is shortened at a character, never cut inside the JSON.
-        let long = InvalidQuestionReason(field: "expirationDate", code: .inPast, message: String(repeating: "é", count: 2000))
+        let long = InvalidQuestionReason(
+            field: "expirationDate",
+            code: .inPast,
+            message: String(repeating: "é", count: 2000)
+        )
         let shortened = WireError.invalidQuestion(long)
         #expect(shortened.reason.utf8.count <= Wire.Limits.standard.maxReason)
         let decoded = try #require(shortened.invalidQuestionReason)

@@ -70,7 +70,8 @@ extension WireError {
                 // Field and code alone are over the limit (they never are: both are short names).
                 return WireError(.invalidQuestion, #"{"code":"invalid","field":"question","message":""}"#)
             }
-            reason.message = String(reason.message.unicodeScalars.dropLast(max(1, reason.message.unicodeScalars.count / 8)))
+            let scalars = reason.message.unicodeScalars
+            reason.message = String(scalars.dropLast(max(1, scalars.count / 8)))
         }
     }
 

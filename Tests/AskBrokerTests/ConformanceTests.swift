@@ -165,6 +165,9 @@ let provocations: [Provocation] = [
     .init("bad-signature", "frame 0 is MDPW") {
         try inWorld { w in try w.refuse(w.client, [utf8("MDPW"), [command.heartbeat]]) }
     },
+    .init("bad-signature", "one frame that is not the signature (judged before the frame count)") {
+        try inWorld { w in try w.refuse(w.client, [utf8("MDPW")]) }
+    },
     .init("bad-signature", "frame 0 is empty") {
         try inWorld { w in try w.refuse(w.client, [[], [command.heartbeat]]) }
     },

@@ -230,7 +230,7 @@ final class AskCenterConnection: WorkerHandler {
             guard let ask = asks.removeValue(forKey: questionID) else { return }
             let askError: AskError =
                 error.code == .invalidQuestion
-                ? .invalidQuestion(Self.invalidReason(error.reason, question: ask.question))
+                ? .invalidQuestion(Self.invalidReason(error))
                 : .systemError("\(error.code.rawValue): \(error.reason)")
             ask.continuation.resume(returning: .failure(askError))
         case .sheet:
@@ -267,21 +267,11 @@ final class AskCenterConnection: WorkerHandler {
         }
     }
 
-    /// Rebuilds the structured reason of a broker `invalid-question` refusal: local validation first (it runs the
-    /// same rules; the clocks may differ), else the broker's text `invalid question: <field>: <code> (<message>)`.
-    static func invalidReason(_ text: String, question: AnyPermissionQuestion) -> InvalidQuestionReason {
-        do { try question.validate(now: Date()) } catch {
-            if case .invalidQuestion(let reason) = error { return reason }
-        }
-        var rest = Substring(text)
-        if rest.hasPrefix("invalid question: ") { rest = rest.dropFirst("invalid question: ".count) }
-        if let colon = rest.range(of: ": "), let open = rest.range(of: " (", range: colon.upperBound..<rest.endIndex),
-            rest.hasSuffix(")")
-        {
-            return InvalidQuestionReason(
-                field: String(rest[..<colon.lowerBound]), code: .init(rawValue: String(rest[colon.upperBound..<open.lowerBound])),
-                message: String(rest[open.upperBound..<rest.index(before: rest.endIndex)]))
-        }
-        return InvalidQuestionReason(field: "question", code: "refused-by-broker", message: text)
+    /// The structured reason of a broker `invalid-question` refusal: its reason frame is the reason's JSON
+    /// (docs/protocol.md §7.2). A reason frame that is not that JSON (a broker that breaks the rule) is kept whole
+    /// as the message of a `refused-by-broker` reason, never parsed as text.
+    static func invalidReason(_ error: WireError) -> InvalidQuestionReason {
+        error.invalidQuestionReason
+            ?? InvalidQuestionReason(field: "question", code: "refused-by-broker", message: error.reason)
     }
 }

@@ -298,7 +298,8 @@ public final class Broker {
         do {
             parsed = try WireParser.parse(input, base: 1, limits: configuration.limits)
         } catch {
-            refuseInput(error, session: session)
+            // A SEND whose header was readable gets its id back, so its sender can tie the refusal to it.
+            refuseInput(error, session: session, id: WireParser.idOfRefused(input, base: 1))
             return
         }
         if let session { session.lastHeard = turnNow }

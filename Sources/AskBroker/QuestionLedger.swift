@@ -212,15 +212,29 @@ extension Broker {
             try route(id: id, from: from, to: to, kind: kind, subject: parsed.subject, body: body, limitsKey: "child/\(change.child)")
         case ("broker", MessageKind.send.rawValue):
             let request = try decodeBody(SendQuestion.self, body)
+            try Self.checkSubject(parsed.subject, request.questionID)
             try handleSendQuestion(session: session, from: from, questionID: MessageID(uuid: request.questionID), now: now)
         case ("broker", MessageKind.cancel.rawValue):
             let request = try decodeBody(CancelQuestion.self, body)
+            try Self.checkSubject(parsed.subject, request.questionID)
             try handleCancel(session: session, from: from, questionID: MessageID(uuid: request.questionID), now: now)
         case ("broker", MessageKind.answer.rawValue):
             let answer = try decodeBody(GuardianAnswer.self, body)
+            try Self.checkSubject(parsed.subject, answer.questionID)
             try handleAnswer(session: session, from: from, answer: answer, now: now)
         default:
             throw WireError(.unknownKind, "the broker handles send, cancel and answer; got '\(kind)'")
+        }
+    }
+
+    /// Every kind about a question carries the question's id as its subject (docs/protocol.md §5.4): a missing or
+    /// different subject is refused, so what the header says and what the ledger does cannot disagree.
+    static func checkSubject(_ subject: MessageID?, _ questionID: UUID) throws(WireError) {
+        guard let subject else {
+            throw WireError(.badSubject, "the header has no subject; it must be the question id \(questionID)")
+        }
+        guard subject == MessageID(uuid: questionID) else {
+            throw WireError(.badSubject, "the subject \(subject.uuid) is not the question id \(questionID)")
         }
     }
 
@@ -281,21 +295,19 @@ extension Broker {
         let request = try decodeBody(AskRequest.self, body)
         let question = request.question
         let questionID = MessageID(uuid: question.id)
-        if let subject, subject != questionID {
-            throw WireError(.badSubject, "the subject must be the question id \(question.id)")
-        }
+        try Self.checkSubject(subject, question.id)
         guard ledger.entries[questionID] == nil else {
             throw WireError(.duplicateQuestion, "question \(question.id) was already asked")
         }
-        do { try question.validate(now: now) } catch {
-            throw WireError(.invalidQuestion, "\(error)")
-        }
+        if let reason = question.firstViolation(now: now) { throw WireError.invalidQuestion(reason) }
         let window = configuration.scaledPendingWindow
         let pendingEnd = now.addingTimeInterval(window.seconds)
         let expiresAt = min(question.expirationDate ?? pendingEnd, pendingEnd)
         let encoded: [UInt8]
         do { encoded = try WireJSON.encode(question) } catch {
-            throw WireError(.invalidQuestion, "the question cannot be encoded: \(error)")
+            // Unreachable for a decoded question; still the documented JSON reason, never free text.
+            let reason = InvalidQuestionReason(field: "question", code: "unencodable", message: "\(error)")
+            throw WireError.invalidQuestion(reason)
         }
         let child = String(from.dropFirst("child/".count))
         // Route first: a busy limits queue refuses the ask before anything about the question is written.
@@ -319,6 +331,7 @@ extension Broker {
     func handleAskResult(session: Session, from: String, to: String, id: MessageID, subject: MessageID?, body: [UInt8], now: Date) throws(WireError) {
         guard session.role == .limits else { throw WireError(.forbidden, "only a limits worker may admit or refuse a question") }
         let result = try decodeBody(AskResult.self, body)
+        try Self.checkSubject(subject, result.questionID)
         let questionID = MessageID(uuid: result.questionID)
         guard var entry = ledger.entries[questionID] else {
             throw WireError(.unknownQuestion, "no question \(result.questionID)")

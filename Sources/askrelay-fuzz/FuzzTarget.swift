@@ -41,7 +41,11 @@ func fuzzOne(_ data: UnsafeRawBufferPointer) {
         offset = end
     }
     for base in [0, 1] where message.count > base {
-        guard let parsed = try? WireParser.parse(message, base: base) else { continue }
+        guard let parsed = try? WireParser.parse(message, base: base) else {
+            // What the broker does with a refused message: look for the id its NACK carries.
+            _ = WireParser.idOfRefused(message, base: base)
+            continue
+        }
         switch parsed.command {
         case .send, .deliver:
             _ = try? AppMessageRegistry.decode(kind: message.kind(parsed), from: Array(message[parsed.bodyFrame]))

@@ -327,15 +327,21 @@ struct AskCenterPieceTests {
         #expect(try ResponseStore.unsurfaced(path: path).isEmpty)
     }
 
-    @Test("a broker invalid-question text becomes a structured reason")
+    @Test("a broker invalid-question reason is read from its JSON, never parsed from text")
     func invalidReasonParsing() {
-        let valid = AnyPermissionQuestion(PermissionQuestion(handle: CommunicationHandle(value: "a@example.org", kind: .emailAddress)))
-        let reason = AskCenterConnection.invalidReason(
-            "invalid question: expirationDate: in-past (the expiration date must be after now)", question: valid)
-        #expect(reason == InvalidQuestionReason(field: "expirationDate", code: .inPast, message: "the expiration date must be after now"))
-        let odd = AskCenterConnection.invalidReason("something else", question: valid)
+        // The broker's verdict counts even when local validation passes (the clocks may differ): the reason comes
+        // from the NACK, as the broker encodes it.
+        let inPast = InvalidQuestionReason(field: "expirationDate", code: .inPast, message: "the expiration date must be after now")
+        #expect(AskCenterConnection.invalidReason(WireError.invalidQuestion(inPast)) == inPast)
+        // A code this client does not know is kept as it came.
+        let newer = InvalidQuestionReason(field: "topic.personInformation[0].handle", code: "not-reachable", message: "…")
+        #expect(AskCenterConnection.invalidReason(WireError.invalidQuestion(newer)) == newer)
+        // Text is not a reason: kept whole, never taken apart.
+        let text = "invalid question: expirationDate: in-past (the expiration date must be after now)"
+        let odd = AskCenterConnection.invalidReason(WireError(.invalidQuestion, text))
         #expect(odd.code.rawValue == "refused-by-broker")
-        #expect(odd.message == "something else")
+        #expect(odd.field == "question")
+        #expect(odd.message == text)
     }
 }
 

@@ -23,7 +23,7 @@ enum SpecExamples {
             WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &$0)
         }
         add("WELCOME") {
-            let welcome = Welcome(session: "3f2a9c01b7e4-0", heartbeatMs: 1000, liveness: 3, window: 64, broker: "3f2a9c01b7e4")
+            let welcome = Welcome(session: "3f2a9c01b7e4-0", heartbeatMs: 1000, liveness: 3, window: 64, broker: "3f2a9c01b7e4", carriedAcks: true)
             WireEncoder.session(.welcome, body: SessionJSON.encode(welcome), into: &$0)
         }
         add("HEARTBEAT") { WireEncoder.heartbeat(into: &$0) }
@@ -36,7 +36,7 @@ enum SpecExamples {
             WireEncoder.message(.deliver, id: deliverID, from: "echo/e1", to: "echo/e2", kind: "echo", subject: nil,
                 body: Array(#"{"payload":"ping 000001"}"#.utf8), into: &$0)
         }
-        add("NACK") { WireEncoder.nack(id: sendID, WireError(.notPresented, "the question was already sent; cannot send"), into: &$0) }
+        add("NACK") { WireEncoder.nack(id: sendID, WireError(.alreadySent, "the question was already sent; cannot send"), into: &$0) }
         add("NACK-unregistered") { WireEncoder.nack(id: nil, WireError(.notRegistered, "this connection has no session; send HELLO"), into: &$0) }
         add("BYE") { WireEncoder.bye(reason: "broker shutting down", into: &$0) }
         return examples

@@ -167,8 +167,8 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
         acked.remove(id)
     }
 
-    public func expectNack(_ id: MessageID? = nil) throws -> Received {
-        try expect { $0.command == .nack && (id == nil || $0.id == id) }
+    public func expectNack(_ id: MessageID? = nil, timeout: Duration = .seconds(5)) throws -> Received {
+        try expect(timeout: timeout) { $0.command == .nack && (id == nil || $0.id == id) }
     }
 
     public func expectDelivery(kind: String? = nil, to: String? = nil, timeout: Duration = .seconds(5)) throws -> Received {

@@ -148,10 +148,9 @@ public struct QuestionClosed: AppMessage, Hashable {
     public enum Reason: String, Codable, Sendable, Hashable, CaseIterable {
         /// A guardian answered (perhaps this one).
         case answered
-        /// The expiration date passed.
+        /// The expiration date (or the pending window) passed.
         case expired
-        /// The child cancelled before anyone answered.
-        case cancelled
+        // No `cancelled`: a child may cancel only before it sends, so no guardian ever holds a cancelled question.
     }
 
     public var questionID: UUID

@@ -199,10 +199,38 @@ public enum WireParser {
     /// The smallest SEND/DELIVER header: id, flags and three length bytes.
     static let minimumHeader = 16 + 1 + 3
 
+    /// The id of a SEND or DELIVER that ``parse(_:base:limits:)`` refused, when the refusal came after its header's
+    /// structure was read (a bad address or kind, bad or too many carried ACK ids, an oversize body): its NACK
+    /// carries it (docs/protocol.md §7). `nil` when the message is not a SEND/DELIVER of 4 or 5 frames or its header
+    /// frame is unreadable (`bad-header`): then there is no id to give back.
+    public static func idOfRefused(_ message: Multipart, base: Int = 0) -> MessageID? {
+        let frames = message.count - base
+        guard frames == 4 || frames == 5, message.size(of: base + 1) == 1 else { return nil }
+        let byte = message.storage[message.range(of: base + 1).lowerBound]
+        guard byte == WireCommand.send.rawValue || byte == WireCommand.deliver.rawValue,
+            (try? checkSignature(message, base)) != nil
+        else { return nil }
+        var parsed = ParsedFrames(command: WireCommand(rawValue: byte)!, base: base)
+        parsed.carriesAcks = frames == 5
+        guard (try? readHeaderStructure(message, into: &parsed)) != nil else { return nil }
+        return parsed.id
+    }
+
     /// Reads the packed SEND/DELIVER header: first its structure (size, flags, subject, the three lengths, nothing
     /// after the kind), then the fields from left to right (from, to, kind).
     @inline(__always)
     static func parseHeader(_ message: Multipart, into parsed: inout ParsedFrames, _ limits: Wire.Limits) throws(WireError) {
+        try readHeaderStructure(message, into: &parsed)
+        let storage = message.storage
+        try checkAddress(storage, parsed.fromRange, what: "from", limits)
+        try checkAddress(storage, parsed.toRange, what: "to", limits)
+        try checkKind(storage, parsed.kindRange, limits)
+    }
+
+    /// The header's structure: where the id, subject and each field lie, or what is wrong with the layout
+    /// (`bad-header`). Sets ``ParsedFrames/id``, ``ParsedFrames/subject`` and the field ranges; checks no field.
+    @inline(__always)
+    static func readHeaderStructure(_ message: Multipart, into parsed: inout ParsedFrames) throws(WireError) {
         let header = message.range(of: parsed.headerFrame)
         guard header.count >= minimumHeader else {
             throw WireError(.badHeader, "the header frame must be at least \(minimumHeader) bytes, got \(header.count)")
@@ -244,9 +272,6 @@ public enum WireParser {
         parsed.fromRange = from
         parsed.toRange = to
         parsed.kindRange = kind
-        try checkAddress(storage, from, what: "from", limits)
-        try checkAddress(storage, to, what: "to", limits)
-        try checkKind(storage, kind, limits)
     }
 
     /// An address is `role` or `role/id`: role of lowercase letters, id of `A-Z a-z 0-9 . _ -` (1-64 bytes).

@@ -54,3 +54,31 @@ public struct WireError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "\(code.rawValue): \(reason)" }
 }
+
+extension WireError {
+    /// The refusal of an `ask` whose question fails validation: the reason frame is the reason's canonical JSON
+    /// (`{"code":…,"field":…,"message":…}`, docs/protocol.md §7.2), so programs read `field` and `code` without
+    /// parsing text. A message that would take the JSON past the reason limit is shortened (at a character).
+    public static func invalidQuestion(_ reason: InvalidQuestionReason, limit: Int = Wire.Limits.standard.maxReason)
+        -> WireError
+    {
+        var reason = reason
+        while true {
+            let json = (try? WireJSON.encode(reason)).map { String(decoding: $0, as: UTF8.self) }
+            if let json, json.utf8.count <= limit { return WireError(.invalidQuestion, json) }
+            guard !reason.message.isEmpty else {
+                // Field and code alone are over the limit (they never are: both are short names).
+                return WireError(.invalidQuestion, #"{"code":"invalid","field":"question","message":""}"#)
+            }
+            let scalars = reason.message.unicodeScalars
+            reason.message = String(scalars.dropLast(max(1, scalars.count / 8)))
+        }
+    }
+
+    /// The structured reason of an `invalid-question` refusal (docs/protocol.md §7.2); `nil` for other codes, or a
+    /// reason frame that is not the documented JSON.
+    public var invalidQuestionReason: InvalidQuestionReason? {
+        guard code == .invalidQuestion else { return nil }
+        return try? WireJSON.decode(InvalidQuestionReason.self, from: Array(reason.utf8))
+    }
+}

@@ -1,0 +1,365 @@
+/// One condition the broker refuses with a NACK: which code, for which message, whether the NACK carries the
+/// refused message's id, and the exact condition.
+///
+/// ``ErrorTable/conditions`` is the single source of docs/protocol.md §7: a test renders it and compares it with the
+/// specification's table row by row, both ways, and the conformance suite (Tests/AskBrokerTests/ConformanceTests)
+/// provokes every row against a real broker.
+public struct ErrorCondition: Sendable, Hashable, Identifiable {
+    /// What the refusal's NACK carries in its id frame.
+    public enum NackID: String, Sendable, Hashable {
+        /// The refused SEND's (or DELIVER's) message id: its header was readable.
+        case message
+        /// Empty: the message has no id (HELLO, ACK, ...) or its header could not be read.
+        case empty
+    }
+
+    /// A stable name for the row, `<code>.<what>` (conformance cases are keyed by it).
+    public let id: String
+    public let code: ErrorCode
+    /// The refused message, as the specification's table names it: `any`, `HELLO`, `SEND`, "SEND `ask`", ...
+    public let message: String
+    public let nackID: NackID
+    /// The exact condition, in the specification's words.
+    public let condition: String
+
+    public init(_ id: String, _ code: ErrorCode, _ message: String, _ nackID: NackID, _ condition: String) {
+        self.id = id
+        self.code = code
+        self.message = message
+        self.nackID = nackID
+        self.condition = condition
+    }
+
+    /// The row as it appears in docs/protocol.md §7.
+    public var markdownRow: String {
+        "| `\(code.rawValue)` | \(message) | \(nackID == .message ? "its id" : "empty") | \(condition) |"
+    }
+}
+
+/// Every condition the broker refuses, in the order of ``ErrorCode`` and, within a code, in the order the broker
+/// checks them.
+public enum ErrorTable {
+    /// The header row of the specification's table (the test finds the table by it).
+    public static let markdownHeader = "| code | refused message | NACK id | condition |"
+
+    static let ledgerKinds = "`ask`, `ask.result`, `limits.admin`, `send`, `cancel`, `answer`"
+
+    public static let conditions: [ErrorCondition] = [
+        .init(
+            "bad-signature",
+            .badSignature,
+            "any",
+            .empty,
+            "frame 0 is not 4 bytes beginning with `ASK` (`41 53 4b`)"
+        ),
+        .init(
+            "unsupported-version.signature",
+            .unsupportedVersion,
+            "any",
+            .empty,
+            "frame 0 is `ASK` followed by a version byte other than `01`"
+        ),
+        .init("unsupported-version.hello", .unsupportedVersion, "HELLO", .empty, "the body's `version` is not 1"),
+        .init(
+            "unknown-command",
+            .unknownCommand,
+            "any",
+            .empty,
+            "the command frame is not 1 byte, or not one of `01`-`08`"
+        ),
+        .init(
+            "missing-frames",
+            .missingFrames,
+            "any",
+            .empty,
+            "fewer frames than the command has (section 5.2), or the signature frame alone"
+        ),
+        .init("extra-frames", .extraFrames, "any", .empty, "more frames than the command has (section 5.2)"),
+        .init(
+            "oversize-frame.hello",
+            .oversizeFrame,
+            "HELLO, WELCOME",
+            .empty,
+            "the body is over the body limit (1 MiB)"
+        ),
+        .init(
+            "oversize-frame.body",
+            .oversizeFrame,
+            "SEND, DELIVER",
+            .message,
+            "the body is over the body limit (1 MiB)"
+        ),
+        .init(
+            "oversize-frame.carried-acks",
+            .oversizeFrame,
+            "SEND, DELIVER",
+            .message,
+            "the ack-ids frame holds more than 4096 ids"
+        ),
+        .init("oversize-frame.ack", .oversizeFrame, "ACK", .empty, "the frame holds more than 4096 ids"),
+        .init("oversize-frame.reason", .oversizeFrame, "NACK, BYE", .empty, "the reason is over 1024 bytes"),
+        .init("bad-id.ack", .badID, "ACK", .empty, "the ids frame is empty or not a multiple of 16 bytes"),
+        .init(
+            "bad-id.carried-acks",
+            .badID,
+            "SEND, DELIVER",
+            .message,
+            "the ack-ids frame (the frame before the body, 5 frames) is empty or not a multiple of 16 bytes"
+        ),
+        .init("bad-id.nack", .badID, "NACK", .empty, "the id frame is neither empty nor 16 bytes"),
+        .init(
+            "bad-address.header",
+            .badAddress,
+            "SEND, DELIVER",
+            .message,
+            "`from` or `to` is not 1-128 bytes of the address grammar (section 3)"
+        ),
+        .init("bad-address.ask", .badAddress, "SEND `ask`", .message, "`to` is not `limits`"),
+        .init("bad-address.ask-result", .badAddress, "SEND `ask.result`", .message, "`to` is not the question's child"),
+        .init(
+            "bad-address.limits-admin",
+            .badAddress,
+            "SEND `limits.admin`",
+            .message,
+            "`to` is neither `limits` nor a `limits/<id>`"
+        ),
+        .init(
+            "bad-kind.header",
+            .badKind,
+            "SEND, DELIVER",
+            .message,
+            "the kind is not 1-32 bytes of `a-z 0-9 . -`"
+        ),
+        .init("bad-kind.nack", .badKind, "NACK", .empty, "the code frame is not 1-32 bytes"),
+        .init("invalid-utf8.hello", .invalidUTF8, "HELLO", .empty, "the body is not UTF-8"),
+        .init(
+            "invalid-utf8.body",
+            .invalidUTF8,
+            "SEND \(ledgerKinds)",
+            .message,
+            "the body is not UTF-8"
+        ),
+        .init("invalid-utf8.reason", .invalidUTF8, "NACK, BYE", .empty, "the reason is not UTF-8"),
+        .init(
+            "invalid-json.hello",
+            .invalidJSON,
+            "HELLO",
+            .empty,
+            "the body is not JSON of the `Hello` shape (section 5.3; an unknown `role` included); the reason names "
+                + "the field"
+        ),
+        .init(
+            "invalid-json.body",
+            .invalidJSON,
+            "SEND \(ledgerKinds)",
+            .message,
+            "the body is not JSON of its kind's shape (protocol-messages.md §3); the reason names the field"
+        ),
+        .init(
+            "unknown-kind",
+            .unknownKind,
+            "SEND to `broker`",
+            .message,
+            "the kind is not `send`, `cancel` or `answer`"
+        ),
+        .init("bad-subject.ask", .badSubject, "SEND `ask`", .message, "the subject is missing or is not `question.id`"),
+        .init(
+            "bad-subject.question-id",
+            .badSubject,
+            "SEND `ask.result`, `send`, `cancel`, `answer`",
+            .message,
+            "the subject is missing or is not the body's `questionID`"
+        ),
+        .init(
+            "bad-header",
+            .badHeader,
+            "SEND, DELIVER",
+            .empty,
+            "the header frame is under 20 bytes; flags other than `00`/`01`; the subject or a field's length runs past "
+                + "the end of the frame; bytes after the kind"
+        ),
+        .init("not-registered.other", .notRegistered, "HEARTBEAT, ACK", .empty, "the peer has no session"),
+        .init("not-registered.send", .notRegistered, "SEND", .message, "the peer has no session"),
+        .init("bad-hello.count", .badHello, "HELLO", .empty, "`endpoints` is empty or has more than 200 000 claims"),
+        .init(
+            "bad-hello.claim",
+            .badHello,
+            "HELLO",
+            .empty,
+            "a claim is listed twice, or its address is not `role/id`"
+        ),
+        .init(
+            "address-taken",
+            .addressTaken,
+            "HELLO",
+            .empty,
+            "a claimed address is served by a live session of another peer"
+        ),
+        .init("forbidden.welcome", .forbidden, "WELCOME", .empty, "sent to the broker (only the broker sends it)"),
+        .init("forbidden.deliver", .forbidden, "DELIVER", .message, "sent to the broker (only the broker sends it)"),
+        .init("forbidden.hello-role", .forbidden, "HELLO", .empty, "a claimed address is not of the HELLO's `role`"),
+        .init(
+            "forbidden.hello-family",
+            .forbidden,
+            "HELLO",
+            .empty,
+            "a `child/` or `guardian/` claim has no `family`, or one outside the id grammar"
+        ),
+        .init(
+            "forbidden.hello-principal",
+            .forbidden,
+            "HELLO",
+            .empty,
+            "with CURVE: the connection's key is not a listed principal, or the HELLO's role, an address or a family "
+                + "is not its principal's"
+        ),
+        .init("forbidden.from", .forbidden, "SEND", .message, "`from` is not an address the session claimed"),
+        .init(
+            "forbidden.broker-only",
+            .forbidden,
+            "SEND",
+            .message,
+            "the kind is one only the broker sends: `question`, `response`, `closed`, `approval`"
+        ),
+        .init(
+            "forbidden.ask",
+            .forbidden,
+            "SEND `ask`",
+            .message,
+            "the session is not a child session"
+        ),
+        .init(
+            "forbidden.ask-result",
+            .forbidden,
+            "SEND `ask.result`",
+            .message,
+            "the session is not a limits session, or the ask was routed to another live limits worker"
+        ),
+        .init(
+            "forbidden.limits-admin",
+            .forbidden,
+            "SEND `limits.admin`",
+            .message,
+            "the session is not an observer session"
+        ),
+        .init(
+            "forbidden.other-child",
+            .forbidden,
+            "SEND `send`, `cancel`",
+            .message,
+            "the question belongs to another child"
+        ),
+        .init("forbidden.answer", .forbidden, "SEND `answer`", .message, "the session is not a guardian session"),
+        .init(
+            "no-route",
+            .noRoute,
+            "SEND",
+            .message,
+            "`to` is not `broker`, `limits` or `<role>/<id>` of a role of section 2 (`nobody/x`, `child`)"
+        ),
+        .init(
+            "busy.address",
+            .busy,
+            "SEND",
+            .message,
+            "the target address holds `--max-queue` (10 000) messages in memory and cannot spill them to the journal "
+                + "(no journal, or the `limits` service): retry later, same id"
+        ),
+        .init(
+            "busy.total",
+            .busy,
+            "SEND",
+            .message,
+            "the broker holds `--max-queued-total` (2 000 000) undelivered messages: retry later, same id"
+        ),
+        .init(
+            "storage-failed",
+            .storageFailed,
+            "SEND",
+            .message,
+            "the journal failed: it refused a write, the commit of the loop turn (every SEND accepted in that turn "
+                + "gets it) or a read of the question the request needs; nothing of it was kept: retry, same id"
+        ),
+        .init(
+            "invalid-question",
+            .invalidQuestion,
+            "SEND `ask`",
+            .message,
+            "the question fails validation (protocol-messages.md §4); the reason is the `InvalidQuestionReason` JSON "
+                + "(section 7.2)"
+        ),
+        .init(
+            "duplicate-question",
+            .duplicateQuestion,
+            "SEND `ask`",
+            .message,
+            "the ledger already has a question with this id"
+        ),
+        .init(
+            "unknown-question",
+            .unknownQuestion,
+            "SEND `ask.result`, `send`, `cancel`, `answer`",
+            .message,
+            "the ledger has no question with the body's `questionID` (never asked, or closed more than "
+                + "`--closed-retention` ago)"
+        ),
+        .init("not-presented.send", .notPresented, "SEND `send`", .message, "the question is admitting or refused"),
+        .init(
+            "not-presented.refused",
+            .notPresented,
+            "SEND `cancel`, `answer`",
+            .message,
+            "the question is refused"
+        ),
+        .init("not-sent", .notSent, "SEND `answer`", .message, "the question is admitting or presented"),
+        .init(
+            "already-sent",
+            .alreadySent,
+            "SEND `send`, `cancel`",
+            .message,
+            "the question is sent (a retry of the accepted `send`, same id, is acknowledged again instead: 9.1)"
+        ),
+        .init(
+            "already-closed",
+            .alreadyClosed,
+            "SEND `send`, `cancel`, `answer`",
+            .message,
+            "the question is answered"
+        ),
+        .init(
+            "expired",
+            .expired,
+            "SEND `send`, `cancel`, `answer`",
+            .message,
+            "the question's deadline passed: it is expired or abandoned, or it is presented (`send`) or sent "
+                + "(`answer`, which expires it) and the broker has not closed it yet"
+        ),
+        .init(
+            "cancelled",
+            .cancelled,
+            "SEND `send`, `cancel`, `answer`",
+            .message,
+            "the question is cancelled"
+        ),
+        .init(
+            "not-guardian",
+            .notGuardian,
+            "SEND `answer`",
+            .message,
+            "the sending `guardian/` address is not registered in the question's family"
+        ),
+        .init(
+            "invalid-choice",
+            .invalidChoice,
+            "SEND `answer`",
+            .message,
+            "the question is sent and `choiceID` is not one of its choices"
+        ),
+    ]
+
+    /// The rows of one code.
+    public static func conditions(of code: ErrorCode) -> [ErrorCondition] { conditions.filter { $0.code == code } }
+
+    /// The row named `id`.
+    public static func condition(_ id: String) -> ErrorCondition? { conditions.first { $0.id == id } }
+}

@@ -11,6 +11,8 @@ let package = Package(
     name: "AskRelay",
     products: [
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
+        // The model alone (Foundation only): a program that reads or writes questions links no libzmq.
+        .library(name: "AskModel", targets: ["AskModel"]),
         .library(name: "AskProtocol", targets: ["AskProtocol"]),
         .library(name: "AskBroker", targets: ["AskBroker"]),
         .executable(name: "askrelay", targets: ["askrelay"]),
@@ -33,8 +35,12 @@ let package = Package(
         // Hand-written command-line parsing, signals and threads shared by every executable.
         .target(name: "AskCLI", swiftSettings: strict),
 
-        // The shared protocol: PermissionKit-shaped Codable model, validation, message bodies, wire codec.
-        .target(name: "AskProtocol", dependencies: ["ZeroMQ"], swiftSettings: strict),
+        // The model: PermissionKit-shaped Codable types, validation, message bodies and their JSON. Foundation only,
+        // no libzmq (AskModelTests checks the link of askmodel-linkcheck with ldd).
+        .target(name: "AskModel", swiftSettings: strict),
+        // The wire: frames, codec, session bodies, keys and principals. Re-exports AskModel, so `import AskProtocol`
+        // gives both.
+        .target(name: "AskProtocol", dependencies: ["AskModel", "ZeroMQ"], swiftSettings: strict),
         // The broker as a library (testable in-process), with its SQLite journal.
         .target(
             name: "AskBroker",
@@ -97,9 +103,17 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ"], swiftSettings: strict),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: strict),
         .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),
+        // A program that depends on AskModel alone; AskModelTests runs `ldd` on it to show the model needs no libzmq.
+        .executableTarget(
+            name: "askmodel-linkcheck",
+            dependencies: ["AskModel"],
+            path: "Tests/AskModelLinkCheck",
+            swiftSettings: strict
+        ),
+
         .testTarget(
-            name: "AskProtocolTests",
-            dependencies: ["AskProtocol"],
+            name: "AskModelTests",
+            dependencies: ["AskModel"],
             resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),

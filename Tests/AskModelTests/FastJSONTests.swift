@@ -1,4 +1,4 @@
-import AskProtocol
+import AskModel
 import Foundation
 import Testing
 

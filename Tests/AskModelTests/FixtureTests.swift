@@ -1,11 +1,11 @@
-import AskProtocol
+import AskModel
 import Foundation
 import Testing
 
 /// Golden fixtures: `Fixtures/<name>.json` holds exactly the encoder's output for a sample value.
 ///
 /// To regenerate after an intentional format change, run
-/// `ASKRELAY_REGENERATE_FIXTURES=1 swift test --filter AskProtocolTests.FixtureTests`, review the diff, and
+/// `ASKRELAY_REGENERATE_FIXTURES=1 swift test --filter AskModelTests.FixtureTests`, review the diff, and
 /// commit it. Without the variable the tests only compare.
 @Suite("Golden fixtures")
 struct FixtureTests {

@@ -1,4 +1,4 @@
-import AskProtocol
+import AskModel
 import Foundation
 
 /// Fixed, realistic values: the golden fixtures are their encodings.

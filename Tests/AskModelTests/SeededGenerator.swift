@@ -1,4 +1,4 @@
-import AskProtocol
+import AskModel
 import Foundation
 
 /// SplitMix64: a tiny, fast, seedable generator so random tests are reproducible from their seed.

@@ -3,7 +3,7 @@ import Foundation
 /// Writes JSON bytes exactly as ``WireJSON``'s Foundation encoder (`[.sortedKeys, .withoutEscapingSlashes]`) does,
 /// for the hand-written encoders of ``FastJSONEncodable``.
 ///
-/// Foundation's output, which this reproduces (the differential tests in AskProtocolTests hold it to that):
+/// Foundation's output, which this reproduces (the differential tests in AskModelTests hold it to that):
 /// - no whitespace; members in the byte order of their keys (callers write keys in that order);
 /// - strings: `"` and `\` escaped with a backslash; U+0008, U+0009, U+000A, U+000C, U+000D as `\b` `\t` `\n` `\f`
 ///   `\r`; other controls below U+0020 as `\u00XX` with lower-case hex; everything else, `/`, U+007F and non-ASCII

@@ -84,6 +84,8 @@ public struct Arguments: Sendable {
     public private(set) var positionals: [String] = []
     /// Where each option's value (or flag) came from.
     public private(set) var sources: [String: ValueSource] = [:]
+    /// Things worth saying that are not errors: a variable spelt without the command's prefix, which is not read.
+    public private(set) var warnings: [String] = []
     let specs: [OptionSpec]
 
     /// Parses `arguments` against `specs`, falling back to `environment` and then to defaults.
@@ -147,6 +149,14 @@ public struct Arguments: Sendable {
                 values[spec.name] = [value]
                 sources[spec.name] = .defaultValue
             }
+        }
+        // `ASKRELAY_MODE=x askrelay load` reads nothing (load's variable is ASKRELAY_LOAD_MODE): say so, once per name.
+        for spec in specs {
+            guard let variable = spec.environment else { continue }
+            let plain = "ASKRELAY_" + spec.name.uppercased().replacingOccurrences(of: "-", with: "_")
+            guard plain != variable, environment[plain] != nil, !specs.contains(where: { $0.environment == plain })
+            else { continue }
+            warnings.append("note: \(plain) is not read here; the variable of --\(spec.name) is \(variable)")
         }
     }
 
@@ -450,6 +460,7 @@ public enum CommandRunner {
         }
         do {
             let parsed = try Arguments(parsing: Array(rest), specs: command.options, environment: environment)
+            for warning in parsed.warnings { output.standardError("\(path.joined(separator: " ")): \(warning)") }
             if command.positionalHelp == nil, let extra = parsed.positionals.first {
                 throw UsageError("unexpected argument '\(extra)'")
             }
@@ -521,7 +532,9 @@ public enum CommandRunner {
             var notes: [String] = []
             if let value = option.defaultValue { notes.append("default: \(value)") }
             if let variable = option.environment { notes.append("env: \(variable)") }
-            if option.repeatable { notes.append("repeatable") }
+            if option.repeatable {
+                notes.append(option.environment == nil ? "repeatable" : "repeatable, comma-separated in the variable")
+            }
             if !notes.isEmpty { text += " (\(notes.joined(separator: "; ")))" }
             text += "\n"
         }

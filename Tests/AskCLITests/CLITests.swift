@@ -179,6 +179,16 @@ struct ParsingTests {
         }
     }
 
+    @Test("a variable spelt without the command's prefix is not read, and a note says which one is")
+    func unprefixedVariable() throws {
+        let specs: [OptionSpec] = [.value("mode", "MODE", env: "ASKRELAY_LOAD_MODE", help: "")]
+        let parsed = try Arguments(parsing: [], specs: specs, environment: ["ASKRELAY_MODE": "bogus"])
+        #expect(parsed.string("mode") == nil)
+        #expect(parsed.warnings == ["note: ASKRELAY_MODE is not read here; the variable of --mode is ASKRELAY_LOAD_MODE"])
+        let plain: [OptionSpec] = [.value("mode", "MODE", env: "ASKRELAY_MODE", help: "")]
+        #expect(try Arguments(parsing: [], specs: plain, environment: ["ASKRELAY_MODE": "a"]).warnings.isEmpty)
+    }
+
     @Test("required options say so, with their variable")
     func required() throws {
         #expect(usageMessage { _ = try parse([]).require("mode") } == "missing required option '--mode' (or T_MODE)")
@@ -346,7 +356,7 @@ struct RunnerTests {
     func helpFormat() {
         let text = CommandRunner.help(for: Leaf.self, path: ["root", "leaf"])
         #expect(text.contains("  --count N\n      how many (default: 3; env: T_COUNT)\n"))
-        #expect(text.contains("  --tag T\n      tags (env: T_TAGS; repeatable)\n"))
+        #expect(text.contains("  --tag T\n      tags (env: T_TAGS; repeatable, comma-separated in the variable)\n"))
         #expect(text.contains("  --loud\n      shout (env: T_LOUD)\n"))
         #expect(text.contains("  --help\n"))
         #expect(text.contains("  --version\n"))

@@ -208,3 +208,137 @@ struct DocsFlagTables {
         return inner.contains("`") ? nil : String(inner)
     }
 }
+
+/// Bad usage of the real executables: exit 64 at once with one message that names the flag or variable, before
+/// anything starts (each runs in a fresh folder and is killed if it is still running after 10 s).
+@Suite("bad usage of the executables exits 64 with a readable message", .timeLimit(.minutes(2)))
+struct UsageExitTests {
+    struct Case: CustomTestStringConvertible, Sendable {
+        var command: [String]
+        var environment: [String: String] = [:]
+        var message: String
+        var testDescription: String {
+            (environment.map { "\($0.key)=\($0.value)" }.sorted() + command).joined(separator: " ")
+        }
+    }
+
+    static let cases: [Case] = [
+        // A duration past 100d trapped in an Int64 conversion (SIGILL) before.
+        Case(command: ["askrelay-broker", "--heartbeat", "1e12s"], message: "option '--heartbeat' needs a duration like 250ms, 2s, 5m or 48h, from 0 to 100d, got '1e12s'"),
+        Case(command: ["askrelay-child", "--families", "1", "--think", "101d"], message: "option '--think' needs a duration"),
+        Case(command: ["askrelay-parent", "--families", "1", "--heartbeat", "5ms"], message: "option '--heartbeat' must be from 10ms to 100d, got '5ms'"),
+        // One time-scale range: simulate accepted 1e10 and the broker refused it later (exit 1).
+        Case(command: ["askrelay", "simulate", "--time-scale", "1e10"], message: "option '--time-scale' needs a number in 0.01...1000000000, got '1e10'"),
+        Case(command: ["askrelay-broker"], environment: ["ASKRELAY_TIME_SCALE": "1e10"], message: "environment variable ASKRELAY_TIME_SCALE (for --time-scale) needs a number in 0.01...1000000000"),
+        // Endpoints: one check for every executable and flag.
+        Case(command: ["askrelay-child", "--families", "1", "--broker", "localhost:5555"], message: "option '--broker': 'localhost:5555' is not an endpoint (no scheme): give tcp://HOST:PORT or ipc://PATH, for example tcp://localhost:5555"),
+        Case(command: ["askrelay-parent", "--families", "1", "--broker", "localhost:5555"], message: "'localhost:5555' is not an endpoint (no scheme)"),
+        Case(command: ["askrelay-limits", "--broker", "localhost:5555"], message: "'localhost:5555' is not an endpoint (no scheme)"),
+        Case(command: ["askrelay-broker", "--endpoint", "foo://bar"], message: "option '--endpoint': 'foo://bar' is not an endpoint: scheme 'foo' is not tcp or ipc"),
+        Case(command: ["askrelay-broker", "--stats-endpoint", "tcp://127.0.0.1"], message: "option '--stats-endpoint': 'tcp://127.0.0.1' has no port"),
+        Case(command: ["askrelay", "simulate", "--broker", "foo://bar"], message: "option '--broker': 'foo://bar' is not an endpoint"),
+        Case(command: ["askrelay", "simulate", "--endpoint", "127.0.0.1:5555"], message: "option '--endpoint': '127.0.0.1:5555' is not an endpoint (no scheme)"),
+        Case(command: ["askrelay", "load", "--broker", "localhost:5555"], message: "option '--broker': 'localhost:5555' is not an endpoint (no scheme)"),
+        Case(command: ["askrelay", "top", "--stats-endpoint", "localhost:5556"], message: "option '--stats-endpoint': 'localhost:5556' is not an endpoint (no scheme)"),
+        Case(command: ["askrelay", "proxy", "--frontend", "ipc://"], message: "option '--frontend': 'ipc://' has no path"),
+        // Variables are checked like their flags and named in the message.
+        Case(command: ["askrelay", "load"], environment: ["ASKRELAY_LOAD_MODE": "bogus"], message: "environment variable ASKRELAY_LOAD_MODE (for --mode) must be one of relay, flows, pending, got 'bogus'"),
+        Case(command: ["askrelay", "top"], environment: ["ASKRELAY_TOP_COUNT": "0"], message: "environment variable ASKRELAY_TOP_COUNT (for --count) needs a whole number in 1...1000000, got '0'"),
+        Case(command: ["askrelay", "keys", "generate"], environment: ["ASKRELAY_KEYS_FORCE": "maybe"], message: "environment variable ASKRELAY_KEYS_FORCE (for --force) must be 1, true, yes, 0, false or no, got 'maybe'"),
+        Case(command: ["askrelay-child", "--families", "1"], environment: ["ASKRELAY_LOG_LEVEL": "loud"], message: "environment variable ASKRELAY_LOG_LEVEL (for --log-level) must be one of trace, debug, info, notice, warning, error, critical, got 'loud'"),
+        Case(command: ["askrelay", "help", "simulat"], message: "askrelay: unknown subcommand 'simulat' (askrelay has the subcommands simulate, load, top, keys, bench, proxy)"),
+    ]
+
+    @Test("exit 64 and the message", arguments: cases)
+    func badUsage(_ usage: Case) throws {
+        let run = try Run(usage.command, environment: usage.environment)
+        #expect(run.status == 64, "exit \(run.status); stderr: \(run.stderr)")
+        #expect(run.stderr.contains(usage.message), "stderr: \(run.stderr)")
+        #expect(run.stdout.isEmpty, "stdout: \(run.stdout)")
+    }
+
+    @Test("'askrelay help simulate' prints simulate's help, not the top-level one")
+    func helpSubcommand() throws {
+        let run = try Run(["askrelay", "help", "simulate"])
+        #expect(run.status == 0)
+        #expect(run.stdout.hasPrefix("askrelay simulate — "), "\(run.stdout.prefix(200))")
+        #expect(try Run(["askrelay", "help", "keys", "generate"]).stdout.hasPrefix("askrelay keys generate — "))
+    }
+
+    @Test("every executable and subcommand prints the same --version")
+    func version() throws {
+        var versions: Set<String> = []
+        for command in [["askrelay-broker"], ["askrelay-limits"], ["askrelay-parent"], ["askrelay-child"], ["askrelay"], ["askrelay", "simulate"], ["askrelay", "keys", "add"]] {
+            let run = try Run(command + ["--version"])
+            #expect(run.status == 0, "\(command): \(run.stderr)")
+            let words = run.stdout.split(separator: " ")
+            #expect(words.count == 2 && words[0] == command[0], "\(command): \(run.stdout)")
+            versions.insert(words.last.map { $0.trimmingCharacters(in: .newlines) } ?? "")
+        }
+        #expect(versions.count == 1, "\(versions)")
+    }
+
+    @Test("askrelay-child --help: generated ids count from 1; --child's variable is said once")
+    func childHelp() throws {
+        let help = Help.text("askrelay-child")
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("both counted from 1"))
+        #expect(!help.stdout.contains("0-based"))
+        let lines = help.stdout.split(separator: "\n").map(String.init)
+        let index = try #require(lines.firstIndex(of: "  --child ID@FAMILY"))
+        let line = lines[index + 1]
+        #expect(line.components(separatedBy: "env").count == 2, "\(line)")
+    }
+
+    @Test("a scenario duration past 100d is bad usage, naming the field")
+    func scenarioDuration() throws {
+        let directory = NSTemporaryDirectory() + "askrelay-usage-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/scenario.json"
+        try #"{"duration": 1e12}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        let run = try Run(["askrelay", "simulate", "--scenario", path])
+        #expect(run.status == 64, "stderr: \(run.stderr)")
+        #expect(run.stderr.contains("'duration'"), "stderr: \(run.stderr)")
+    }
+
+    /// One run of a built executable in a fresh folder, with only the given ASKRELAY_* variables; killed (and the
+    /// test failed) if it is still running after 10 s.
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+
+        init(_ command: [String], environment: [String: String] = [:]) throws {
+            let directory = NSTemporaryDirectory() + "askrelay-usage-" + UUID().uuidString
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let (out, err) = (directory + "/stdout", directory + "/stderr")
+            _ = FileManager.default.createFile(atPath: out, contents: nil)
+            _ = FileManager.default.createFile(atPath: err, contents: nil)
+            let process = Process()
+            process.executableURL = TestProcess.binDirectory.appendingPathComponent(command[0])
+            process.arguments = Array(command.dropFirst())
+            process.environment = Tool.cleanEnvironment.merging(environment) { _, new in new }
+            process.currentDirectoryURL = URL(fileURLWithPath: directory)
+            process.standardInput = FileHandle.nullDevice
+            process.standardOutput = FileHandle(forWritingAtPath: out)
+            process.standardError = FileHandle(forWritingAtPath: err)
+            let exited = DispatchSemaphore(value: 0)
+            process.terminationHandler = { _ in exited.signal() }
+            try process.run()
+            defer {
+                if process.isRunning {
+                    kill(process.processIdentifier, SIGKILL)
+                    process.waitUntilExit()
+                }
+            }
+            guard exited.wait(timeout: .now() + .seconds(10)) == .success else {
+                throw ProcessFailure("\(command.joined(separator: " ")) still ran after 10 s")
+            }
+            status = process.terminationStatus
+            stdout = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+            stderr = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+        }
+    }
+}

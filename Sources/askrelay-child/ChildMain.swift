@@ -13,11 +13,11 @@ struct ChildMain: Command {
     static let abstract = "simulated children that ask their parents through the AskRelay broker"
     static let discussion = """
         Children come from --child ID@FAMILY (repeatable) and/or --families N --children-per-family C, which makes ids
-        <prefix><f>-<c> in family f<f>, both counted from 1 (c1-1, c1-2, ... in f1). Each child plays --flows asks (or until --duration): check known
-        handles, ask, send or cancel, wait for the answer or the expiry, and appends one JSON line per finished flow to
-        --records. Prints 'ready children=<n>' once registered and 'done flows=<n>' at the end, then exits 0 (unless
-        --stay). SIGTERM or SIGINT: stop, keep the records written so far, exit 0. Durations take a unit: 250ms, 2s,
-        5m, 48h. See docs/workers.md.
+        <prefix><f>-<c> in family f<f>, both counted from 1 (c1-1, c1-2, ... in f1). Each child plays --flows asks (or
+        until --duration): check known handles, ask, send or cancel, wait for the answer or the expiry, and appends one
+        JSON line per finished flow to --records. Prints 'ready children=<n>' once registered and 'done flows=<n>' at
+        the end, then exits 0 (unless --stay). SIGTERM or SIGINT: stop, keep the records written so far, exit 0.
+        Durations take a unit: 250ms, 2s, 5m, 48h (at most 100d). See docs/workers.md.
         """
     static let options: [OptionSpec] = [
         .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),

@@ -64,7 +64,7 @@ struct BrokerMain: Command {
         configuration.principalsFile = arguments.string("principals")
         if let crashAt = arguments.string("crash-at") {
             guard let points = CrashPoints(parsing: crashAt) else {
-                throw UsageError("--crash-at must be POINT or POINT:N with POINT one of \(CrashPoints.Point.allCases.map(\.rawValue).joined(separator: ", ")) and N ≥ 1")
+                throw UsageError("\(arguments.origin("crash-at")) must be POINT or POINT:N with POINT one of \(CrashPoints.Point.allCases.map(\.rawValue).joined(separator: ", ")) and N ≥ 1")
             }
             configuration.crashAt = points
         }

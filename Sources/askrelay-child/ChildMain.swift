@@ -60,7 +60,7 @@ struct ChildMain: Command {
         for text in listed {
             let parts = text.split(separator: "@", omittingEmptySubsequences: false)
             guard parts.count == 2, Address.isValidID(parts[0]), Address.isValidID(parts[1]) else {
-                throw UsageError("--child must be ID@FAMILY (each 1-64 of A-Z a-z 0-9 . _ -), got '\(text)'")
+                throw UsageError("\(arguments.origin("child")) must be ID@FAMILY (each 1-64 of A-Z a-z 0-9 . _ -), got '\(text)'")
             }
             children.append(ChildIdentity(id: String(parts[0]), family: String(parts[1])))
         }

@@ -35,7 +35,7 @@ struct LimitsMain: Command {
         var configuration = LimitsWorkerConfiguration()
         configuration.broker = try arguments.requireEndpoint("broker", binding: false)
         configuration.id = try arguments.require("id")
-        guard Address.isValidID(configuration.id) else { throw UsageError("--id must be 1-64 characters of A-Z a-z 0-9 . _ -") }
+        guard Address.isValidID(configuration.id) else { throw UsageError("\(arguments.origin("id")) must be 1-64 characters of A-Z a-z 0-9 . _ -, got '\(configuration.id)'") }
         configuration.dataDirectory = try arguments.require("data-dir")
         configuration.reset = arguments.flag("reset")
         configuration.heartbeat =
@@ -44,7 +44,7 @@ struct LimitsMain: Command {
             throw UsageError("\(error)")
         }
         if let path = arguments.string("state") {
-            do { configuration.seed = try LimitsStateFile.load(path: path) } catch { throw UsageError("--state: \(error.message)") }
+            do { configuration.seed = try LimitsStateFile.load(path: path) } catch { throw UsageError("\(arguments.origin("state")): \(error.message)") }
         }
         self.configuration = configuration
         let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description))

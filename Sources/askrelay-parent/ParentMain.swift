@@ -76,8 +76,15 @@ struct ParentMain: Command {
                 entries = try guardianFlags.map { text throws(AgentConfigurationError) in try Roster.parseGuardian(text) }
                 try Roster.check(entries, source: "--guardian")
             }
-            let policy = try DecisionPolicy.parse(try arguments.require("policy"))
-            let think = try ThinkTime.parse(try arguments.require("think"))
+            let (policyText, thinkText) = (try arguments.require("policy"), try arguments.require("think"))
+            let policy: DecisionPolicy
+            do throws(AgentConfigurationError) { policy = try DecisionPolicy.parse(policyText) } catch {
+                throw UsageError("\(arguments.origin("policy")): \(error.message)")
+            }
+            let think: ThinkTime
+            do throws(AgentConfigurationError) { think = try ThinkTime.parse(thinkText) } catch {
+                throw UsageError("\(arguments.origin("think")): \(error.message)")
+            }
             let every = try arguments.duration("offline-every")
             let duration = try arguments.duration("offline-for")
             guard (every == nil) == (duration == nil) else { throw UsageError("--offline-every and --offline-for go together") }

@@ -92,7 +92,7 @@ struct KeysAdd: Command {
         dir = try arguments.require("dir")
         let roleName = try arguments.require("role")
         guard let role = SessionRole(rawValue: roleName) else {
-            throw UsageError("--role must be one of \(SessionRole.allCases.map(\.rawValue).joined(separator: ", ")), got '\(roleName)'")
+            throw UsageError("\(arguments.origin("role")) must be one of \(SessionRole.allCases.map(\.rawValue).joined(separator: ", ")), got '\(roleName)'")
         }
         self.role = role
         id = try arguments.require("id")
@@ -104,7 +104,7 @@ struct KeysAdd: Command {
     }
 
     func validate() throws {
-        guard Address.isValidID(id) else { throw UsageError("--id must be 1-64 characters of A-Z a-z 0-9 . _ -") }
+        guard Address.isValidID(id) else { throw UsageError("--id must be 1-64 characters of A-Z a-z 0-9 . _ -, got '\(id)'") }
         if (role == .child || role == .guardian) && endpoints.isEmpty && family == nil {
             throw UsageError("a \(role.rawValue) needs --family (or --endpoint ADDRESS@FAMILY)")
         }

@@ -246,6 +246,8 @@ struct UsageExitTests {
         Case(command: ["askrelay", "top"], environment: ["ASKRELAY_TOP_COUNT": "0"], message: "environment variable ASKRELAY_TOP_COUNT (for --count) needs a whole number in 1...1000000, got '0'"),
         Case(command: ["askrelay", "keys", "generate"], environment: ["ASKRELAY_KEYS_FORCE": "maybe"], message: "environment variable ASKRELAY_KEYS_FORCE (for --force) must be 1, true, yes, 0, false or no, got 'maybe'"),
         Case(command: ["askrelay-child", "--families", "1"], environment: ["ASKRELAY_LOG_LEVEL": "loud"], message: "environment variable ASKRELAY_LOG_LEVEL (for --log-level) must be one of trace, debug, info, notice, warning, error, critical, got 'loud'"),
+        Case(command: ["askrelay-parent", "--families", "1"], environment: ["ASKRELAY_THINK": "sometimes"], message: "environment variable ASKRELAY_THINK (for --think): think time 'sometimes' must be"),
+        Case(command: ["askrelay-child"], environment: ["ASKRELAY_CHILDREN": "c1@f1,bad"], message: "environment variable ASKRELAY_CHILDREN (for --child) must be ID@FAMILY (each 1-64 of A-Z a-z 0-9 . _ -), got 'bad'"),
         Case(command: ["askrelay", "help", "simulat"], message: "askrelay: unknown subcommand 'simulat' (askrelay has the subcommands simulate, load, top, keys, bench, proxy)"),
     ]
 

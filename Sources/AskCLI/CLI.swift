@@ -246,9 +246,10 @@ public struct Arguments: Sendable {
         return value
     }
 
-    /// One of a fixed set of words.
-    public func choice(_ name: String, _ allowed: [String]) throws -> String? {
+    /// One of a fixed set of words; with `ignoringCase`, `INFO` is `info` (the allowed spelling is returned).
+    public func choice(_ name: String, _ allowed: [String], ignoringCase: Bool = false) throws -> String? {
         guard let text = string(name) else { return nil }
+        if ignoringCase, let word = allowed.first(where: { $0.lowercased() == text.lowercased() }) { return word }
         guard allowed.contains(text) else {
             throw UsageError("\(origin(name)) must be one of \(allowed.joined(separator: ", ")), got '\(text)'")
         }

@@ -69,7 +69,7 @@ struct BrokerMain: Command {
             configuration.crashAt = points
         }
         self.configuration = configuration
-        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description))
+        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
         logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
     }
 

@@ -106,7 +106,7 @@ struct ChildMain: Command {
         }
         configuration.center.workerName = "askrelay-child[\(ProcessInfo.processInfo.processIdentifier)]"
         self.configuration = configuration
-        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description))
+        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
         logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
         stay = arguments.flag("stay")
     }

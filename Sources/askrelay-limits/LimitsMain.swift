@@ -47,7 +47,7 @@ struct LimitsMain: Command {
             do { configuration.seed = try LimitsStateFile.load(path: path) } catch { throw UsageError("\(arguments.origin("state")): \(error.message)") }
         }
         self.configuration = configuration
-        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description))
+        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
         logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
     }
 

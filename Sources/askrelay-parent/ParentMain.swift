@@ -99,7 +99,7 @@ struct ParentMain: Command {
         } catch let error as AgentConfigurationError {
             throw UsageError(error.message)
         }
-        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description))
+        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
         logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
     }
 

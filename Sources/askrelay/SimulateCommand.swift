@@ -110,7 +110,7 @@ struct Simulate: Command {
             reportDirectory = "askrelay-report-\(formatter.string(from: Date()))"
         }
         broker = try arguments.endpoint("broker", binding: false)
-        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description))
+        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
         logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
         quiet = arguments.flag("quiet")
         insecure = arguments.flag("insecure")

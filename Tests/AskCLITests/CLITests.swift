@@ -156,6 +156,8 @@ struct ParsingTests {
             usageMessage { _ = try variable.int("count", in: 1...10) }
                 == "environment variable T_COUNT (for --count) needs a whole number in 1...10, got 'eleven'"
         )
+        #expect(try parse(["--mode", "B"]).choice("mode", ["a", "b"], ignoringCase: true) == "b")
+        #expect(usageMessage { _ = try parse(["--mode", "B"]).choice("mode", ["a", "b"]) } != nil)
         let mode = try parse([], ["T_MODE": "bogus"])
         #expect(
             usageMessage { _ = try mode.choice("mode", ["a", "b"]) }

@@ -81,8 +81,13 @@ public struct BrokerConfiguration: Sendable {
         if (curveSecretFile == nil) != (principalsFile == nil) {
             problems.append("CURVE needs both --curve-secret-file and --principals")
         }
+        let schemes = ["tcp://", "ipc://", "inproc://"]
+        let unusable = endpoints.filter { endpoint in !schemes.contains { endpoint.hasPrefix($0) } }
+        for endpoint in unusable {
+            problems.append("'\(endpoint)' is not an endpoint: give tcp://HOST:PORT or ipc://PATH")
+        }
         if !allowInsecure && !isSecure {
-            for endpoint in endpoints where !Self.isLocal(endpoint) {
+            for endpoint in endpoints where !Self.isLocal(endpoint) && !unusable.contains(endpoint) {
                 problems.append(
                     "endpoint \(endpoint) is not loopback; without CURVE keys the broker serves loopback and ipc only (--allow-insecure overrides)"
                 )

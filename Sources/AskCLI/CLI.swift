@@ -18,6 +18,29 @@ public enum ExitCode {
     public static let unavailable: Int32 = 69
 }
 
+/// The version every executable prints for `--version`; the one place it is written.
+public enum AskRelayVersion {
+    public static let current = "0.13.0"
+}
+
+/// Bounds of values that every executable, scenario and file shares, checked once where the text is read, so that
+/// no later conversion (nanoseconds in `Int64`, a scaled window, an exponential think time) can overflow.
+public enum ValueBounds {
+    /// The longest duration any flag, environment variable, scenario or file may give: 100 days.
+    public static let maximumDuration: Duration = .seconds(100 * 86_400)
+    /// `--time-scale` / `timeScale`: product durations pass X times faster (below 1: slower).
+    public static let timeScale: ClosedRange<Double> = 0.01...1e9
+    /// The text of ``maximumDuration`` for messages and help.
+    public static let maximumDurationText = "100d"
+}
+
+/// Where an option's value came from, so that an error names what the user actually wrote.
+public enum ValueSource: Sendable, Equatable {
+    case commandLine
+    case environment(String)
+    case defaultValue
+}
+
 /// One `--flag` a command accepts, with its environment-variable equivalent and default.
 public struct OptionSpec: Sendable {
     public let name: String
@@ -46,7 +69,7 @@ public struct OptionSpec: Sendable {
         )
     }
 
-    /// A Boolean switch: `--name`; the environment variable counts when it is `1`, `true` or `yes`.
+    /// A Boolean switch: `--name`; its environment variable may be `1`, `true`, `yes` (on) or `0`, `false`, `no`.
     public static func flag(_ name: String, env: String? = nil, help: String) -> OptionSpec {
         OptionSpec(name: name, valueName: nil, environment: env, defaultValue: nil, help: help, repeatable: false)
     }
@@ -59,13 +82,16 @@ public struct Arguments: Sendable {
     public private(set) var values: [String: [String]] = [:]
     public private(set) var flags: Set<String> = []
     public private(set) var positionals: [String] = []
+    /// Where each option's value (or flag) came from.
+    public private(set) var sources: [String: ValueSource] = [:]
+    /// Things worth saying that are not errors: a variable spelt without the command's prefix, which is not read.
+    public private(set) var warnings: [String] = []
     let specs: [OptionSpec]
 
     /// Parses `arguments` against `specs`, falling back to `environment` and then to defaults.
     public init(parsing arguments: [String], specs: [OptionSpec], environment: [String: String]) throws {
         self.specs = specs
         var index = 0
-        var seen: Set<String> = []
         while index < arguments.count {
             let argument = arguments[index]
             index += 1
@@ -78,11 +104,16 @@ public struct Arguments: Sendable {
                 continue
             }
             let body = argument.dropFirst(2)
-            let name = String(body.split(separator: "=", maxSplits: 1).first ?? "")
-            let inline = body.contains("=") ? String(body.split(separator: "=", maxSplits: 1).dropFirst().first ?? "") : nil
+            let parts = body.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0])
+            let inline = parts.count > 1 ? String(parts[1]) : nil
             guard let spec = specs.first(where: { $0.name == name }) else {
                 throw UsageError("unknown option '--\(name)'")
             }
+            if sources[name] != nil && !spec.repeatable {
+                throw UsageError("option '--\(name)' given more than once")
+            }
+            sources[name] = .commandLine
             if spec.isFlag {
                 if inline != nil { throw UsageError("option '--\(name)' takes no value") }
                 flags.insert(name)
@@ -91,28 +122,57 @@ public struct Arguments: Sendable {
             let value: String
             if let inline {
                 value = inline
-            } else if index < arguments.count {
+            } else if index < arguments.count, !Self.looksLikeOption(arguments[index], specs: specs) {
                 value = arguments[index]
                 index += 1
             } else {
                 throw UsageError("option '--\(name)' needs a value (\(spec.valueName ?? "VALUE"))")
             }
-            if seen.contains(name) && !spec.repeatable {
-                throw UsageError("option '--\(name)' given more than once")
-            }
-            seen.insert(name)
             values[name, default: []].append(value)
         }
-        for spec in specs where values[spec.name] == nil && !flags.contains(spec.name) {
+        for spec in specs where sources[spec.name] == nil {
             if let variable = spec.environment, let value = environment[variable], !value.isEmpty {
                 if spec.isFlag {
-                    if ["1", "true", "yes"].contains(value.lowercased()) { flags.insert(spec.name) }
+                    switch value.lowercased() {
+                    case "1", "true", "yes": flags.insert(spec.name)
+                    case "0", "false", "no": break
+                    default:
+                        throw UsageError(
+                            "environment variable \(variable) (for --\(spec.name)) must be 1, true, yes, 0, false or no, got '\(value)'"
+                        )
+                    }
                 } else {
                     values[spec.name] = spec.repeatable ? value.split(separator: ",").map(String.init) : [value]
                 }
+                sources[spec.name] = .environment(variable)
             } else if let value = spec.defaultValue {
                 values[spec.name] = [value]
+                sources[spec.name] = .defaultValue
             }
+        }
+        // `ASKRELAY_MODE=x askrelay load` reads nothing (load's variable is ASKRELAY_LOAD_MODE): say so, once per name.
+        for spec in specs {
+            guard let variable = spec.environment else { continue }
+            let plain = "ASKRELAY_" + spec.name.uppercased().replacingOccurrences(of: "-", with: "_")
+            guard plain != variable, environment[plain] != nil, !specs.contains(where: { $0.environment == plain })
+            else { continue }
+            warnings.append("note: \(plain) is not read here; the variable of --\(spec.name) is \(variable)")
+        }
+    }
+
+    /// `--known-option` after a value-taking option means its value is missing, not that the value is `--x`.
+    static func looksLikeOption(_ text: String, specs: [OptionSpec]) -> Bool {
+        guard text.hasPrefix("--") else { return false }
+        let name = text.dropFirst(2).split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
+        return text == "--" || name == "help" || specs.contains { $0.name == name }
+    }
+
+    /// Names where a value came from, for error messages: the option, or the environment variable that gave it.
+    public func origin(_ name: String) -> String {
+        switch sources[name] {
+        case .environment(let variable): "environment variable \(variable) (for --\(name))"
+        case .defaultValue: "the default of option '--\(name)'"
+        case .commandLine, nil: "option '--\(name)'"
         }
     }
 
@@ -125,58 +185,193 @@ public struct Arguments: Sendable {
     public func flag(_ name: String) -> Bool { flags.contains(name) }
 
     public func require(_ name: String) throws -> String {
-        guard let value = string(name) else { throw UsageError("missing required option '--\(name)'") }
+        guard let value = string(name) else {
+            let variable = specs.first { $0.name == name }?.environment.map { " (or \($0))" } ?? ""
+            throw UsageError("missing required option '--\(name)'\(variable)")
+        }
         return value
     }
 
     public func int(_ name: String, in range: ClosedRange<Int> = Int.min...Int.max) throws -> Int? {
         guard let text = string(name) else { return nil }
         guard let value = Int(text.replacingOccurrences(of: "_", with: "")), range.contains(value) else {
-            throw UsageError("option '--\(name)' needs a whole number in \(range.lowerBound)...\(range.upperBound), got '\(text)'")
+            throw UsageError(
+                "\(origin(name)) needs a whole number in \(range.lowerBound)...\(range.upperBound), got '\(text)'"
+            )
         }
         return value
     }
 
-    public func double(_ name: String, in range: ClosedRange<Double> = -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude) throws -> Double? {
+    /// A whole number in `0...UInt64.max` (seeds).
+    public func uint64(_ name: String) throws -> UInt64? {
+        guard let text = string(name) else { return nil }
+        guard let value = UInt64(text.replacingOccurrences(of: "_", with: "")) else {
+            throw UsageError("\(origin(name)) needs a whole number in 0...\(UInt64.max), got '\(text)'")
+        }
+        return value
+    }
+
+    public func double(
+        _ name: String,
+        in range: ClosedRange<Double> = -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude
+    ) throws -> Double? {
         guard let text = string(name) else { return nil }
         guard let value = Double(text), value.isFinite, range.contains(value) else {
-            throw UsageError("option '--\(name)' needs a number in \(range.lowerBound)...\(range.upperBound), got '\(text)'")
+            throw UsageError(
+                "\(origin(name)) needs a number in \(numberText(range.lowerBound))...\(numberText(range.upperBound)), got '\(text)'"
+            )
         }
         return value
     }
 
-    /// A duration such as `250ms`, `2s`, `5m`, `48h` or a plain number of seconds.
-    public func duration(_ name: String) throws -> Duration? {
+    /// `--time-scale`: a number in ``ValueBounds/timeScale``.
+    public func timeScale(_ name: String = "time-scale") throws -> Double? {
+        try double(name, in: ValueBounds.timeScale)
+    }
+
+    /// A duration such as `250ms`, `2s`, `5m`, `48h` or a plain number of seconds, at most
+    /// ``ValueBounds/maximumDuration`` (and within `range` when given).
+    public func duration(_ name: String, in range: ClosedRange<Duration>? = nil) throws -> Duration? {
         guard let text = string(name) else { return nil }
         guard let value = parseDuration(text) else {
-            throw UsageError("option '--\(name)' needs a duration like 250ms, 2s, 5m or 48h, got '\(text)'")
+            throw UsageError(
+                "\(origin(name)) needs a duration like 250ms, 2s, 5m or 48h, from 0 to \(ValueBounds.maximumDurationText), got '\(text)'"
+            )
+        }
+        if let range, !range.contains(value) {
+            throw UsageError(
+                "\(origin(name)) must be from \(durationText(range.lowerBound)) to \(durationText(range.upperBound)), got '\(text)'"
+            )
         }
         return value
     }
 
-    /// One of a fixed set of words.
-    public func choice(_ name: String, _ allowed: [String]) throws -> String? {
+    /// One of a fixed set of words; with `ignoringCase`, `INFO` is `info` (the allowed spelling is returned).
+    public func choice(_ name: String, _ allowed: [String], ignoringCase: Bool = false) throws -> String? {
         guard let text = string(name) else { return nil }
+        if ignoringCase, let word = allowed.first(where: { $0.lowercased() == text.lowercased() }) { return word }
         guard allowed.contains(text) else {
-            throw UsageError("option '--\(name)' must be one of \(allowed.joined(separator: ", ")), got '\(text)'")
+            throw UsageError("\(origin(name)) must be one of \(allowed.joined(separator: ", ")), got '\(text)'")
         }
         return text
     }
+
+    /// A ZeroMQ endpoint checked by ``EndpointSyntax``: `tcp://HOST:PORT` or `ipc://PATH`.
+    /// - Parameter binding: whether the endpoint is bound (a `*` port is then allowed) or connected to.
+    public func endpoint(_ name: String, binding: Bool) throws -> String? {
+        guard let text = string(name) else { return nil }
+        if let problem = EndpointSyntax.problem(text, binding: binding) {
+            throw UsageError("\(origin(name)): \(problem)")
+        }
+        return text
+    }
+
+    /// A required endpoint option (usually one with a default), checked like ``endpoint(_:binding:)``.
+    public func requireEndpoint(_ name: String, binding: Bool) throws -> String {
+        _ = try require(name)
+        return try endpoint(name, binding: binding) ?? ""
+    }
+
+    /// Every value of a repeatable endpoint option, each checked like ``endpoint(_:binding:)``.
+    public func endpoints(_ name: String, binding: Bool) throws -> [String] {
+        try strings(name).map { text in
+            if let problem = EndpointSyntax.problem(text, binding: binding) {
+                throw UsageError("\(origin(name)): \(problem)")
+            }
+            return text
+        }
+    }
 }
 
-/// Parses `250ms`, `1.5s`, `5m`, `48h`, `2d` or a plain number of seconds.
+/// What an endpoint given on a command line must look like. One place for every executable and flag.
+public enum EndpointSyntax {
+    /// The longest ipc path libzmq can bind or connect (a Unix socket's `sun_path`, without its terminating zero).
+    public static let maximumIPCPath = 107
+
+    /// Why `text` is not a usable endpoint, in words with what to give instead; `nil` when it is one.
+    public static func problem(_ text: String, binding: Bool) -> String? {
+        let hint = "give tcp://HOST:PORT or ipc://PATH"
+        guard let schemeEnd = text.range(of: "://") else {
+            if text.contains(":"), !text.contains("/") {
+                return "'\(text)' is not an endpoint (no scheme): \(hint), for example tcp://\(text)"
+            }
+            return "'\(text)' is not an endpoint (no scheme): \(hint)"
+        }
+        let scheme = text[..<schemeEnd.lowerBound]
+        let rest = String(text[schemeEnd.upperBound...])
+        switch scheme {
+        case "tcp":
+            guard let colon = rest.lastIndex(of: ":") else {
+                return "'\(text)' has no port: \(hint), for example tcp://\(rest):5555"
+            }
+            let host = rest[..<colon]
+            let port = rest[rest.index(after: colon)...]
+            if host.isEmpty { return "'\(text)' has no host: \(hint), for example tcp://127.0.0.1\(rest)" }
+            if host.hasPrefix("[") != host.hasSuffix("]") { return "'\(text)': an IPv6 host goes in brackets, [::1]" }
+            if port == "*" {
+                return binding ? nil : "'\(text)': a port of * only works for an endpoint that is bound; give the port number"
+            }
+            guard let number = Int(port), (1...65_535).contains(number), port.allSatisfy(\.isASCII) else {
+                return "'\(text)' has no valid port ('\(port)'): the port is a number in 1...65535\(binding ? " or *" : "")"
+            }
+            return nil
+        case "ipc":
+            if rest.isEmpty { return "'\(text)' has no path: \(hint)" }
+            if rest.utf8.count > maximumIPCPath {
+                return "'\(text)': an ipc path may be at most \(maximumIPCPath) bytes (it is \(rest.utf8.count)); use a shorter folder"
+            }
+            return nil
+        default:
+            return "'\(text)' is not an endpoint: scheme '\(scheme)' is not tcp or ipc; \(hint)"
+        }
+    }
+}
+
+/// Parses `250ms`, `1.5s`, `5m`, `48h`, `2d` or a plain number of seconds; `nil` for anything else, a negative or
+/// non-finite number, or more than ``ValueBounds/maximumDuration``.
 public func parseDuration(_ text: String) -> Duration? {
     let units: [(String, Double)] = [("ms", 0.001), ("us", 0.000_001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
     for (suffix, scale) in units where text.hasSuffix(suffix) {
-        guard let number = Double(text.dropLast(suffix.count)), number >= 0, number.isFinite else { return nil }
-        return .nanoseconds(Int64((number * scale * 1e9).rounded()))
+        guard let number = Double(text.dropLast(suffix.count)) else { return nil }
+        return durationFromSeconds(number * scale)
     }
-    guard let seconds = Double(text), seconds >= 0, seconds.isFinite else { return nil }
+    guard let seconds = Double(text) else { return nil }
+    return durationFromSeconds(seconds)
+}
+
+/// A number of seconds as a `Duration`, or `nil` when it is negative, not finite, or above
+/// ``ValueBounds/maximumDuration``: the only conversion of a read number of seconds to a duration.
+public func durationFromSeconds(_ seconds: Double) -> Duration? {
+    guard seconds.isFinite, seconds >= 0, seconds <= ValueBounds.maximumDuration.secondsValue else { return nil }
     return .nanoseconds(Int64((seconds * 1e9).rounded()))
 }
 
+/// A bound of a range for messages: whole numbers without a fraction (`1000000000`, not `1e9` or `1000000000.0`).
+public func numberText(_ value: Double) -> String {
+    if value.rounded() == value && abs(value) < 1e15 { return String(Int64(value)) }
+    return "\(value)"
+}
+
+/// A duration as the parser reads it back, in the largest unit that keeps it whole: `100d`, `48h`, `2s`, `250ms`.
+public func durationText(_ duration: Duration) -> String {
+    let milliseconds = (duration.secondsValue * 1000).rounded()
+    if milliseconds == 0 { return "0s" }
+    for (unit, size) in [("d", 86_400_000.0), ("h", 3_600_000), ("m", 60_000), ("s", 1000)]
+    where milliseconds.truncatingRemainder(dividingBy: size) == 0 {
+        return "\(Int(milliseconds / size))\(unit)"
+    }
+    return "\(Int(milliseconds))ms"
+}
+
+extension Duration {
+    /// Seconds as a `Double` (AskCLI's own; other modules have theirs).
+    var secondsValue: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}
+
 /// A command or subcommand. Executables describe themselves with a tree of these; ``CommandLine.run`` does the rest:
-/// `--help` on every level, ``UsageError`` → exit 64 with the usage, `validate()` before `run()`.
+/// `--help` and `--version` on every level, ``UsageError`` → exit 64 with the usage, `validate()` before `run()`.
 public protocol Command: Sendable {
     static var name: String { get }
     /// One line for the parent's table of subcommands.
@@ -213,13 +408,30 @@ extension CommandGroup {
     public func run() async throws -> Int32 { ExitCode.usage }
 }
 
+/// Where ``CommandRunner`` writes: the process's stdout and stderr, or a test's buffers.
+public struct CommandOutput: Sendable {
+    public let standardOutput: @Sendable (String) -> Void
+    public let standardError: @Sendable (String) -> Void
+
+    public init(
+        standardOutput: @escaping @Sendable (String) -> Void,
+        standardError: @escaping @Sendable (String) -> Void
+    ) {
+        self.standardOutput = standardOutput
+        self.standardError = standardError
+    }
+
+    public static let process = CommandOutput(standardOutput: { print($0) }, standardError: { printError($0) })
+}
+
 public enum CommandRunner {
     /// Resolves the subcommand path, parses, validates and runs. Prints help or errors to stderr/stdout.
     /// - Returns: the exit code for the process.
     public static func run(
         _ root: any Command.Type,
         arguments: [String] = Array(CommandLine.arguments.dropFirst()),
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        output: CommandOutput = .process
     ) async -> Int32 {
         var command = root
         var path = [root.name]
@@ -229,17 +441,27 @@ public enum CommandRunner {
             path.append(sub.name)
             rest = rest.dropFirst()
         }
-        if rest.contains("--help") || rest.contains("-h") || rest.first == "help" {
-            print(help(for: command, path: path))
+        // `help [subcommand ...]`: the help of that subcommand.
+        if rest.first == "help" {
+            return printHelp(of: Array(rest.dropFirst()), under: command, path: path, output: output)
+        }
+        let options = rest.prefix { $0 != "--" }
+        if options.contains("--help") || options.contains("-h") {
+            output.standardOutput(help(for: command, path: path))
+            return ExitCode.success
+        }
+        if options.contains("--version") {
+            output.standardOutput("\(root.name) \(AskRelayVersion.current)")
             return ExitCode.success
         }
         if !command.subcommands.isEmpty && (command is any CommandGroup.Type) {
             let message = rest.first.map { "unknown subcommand '\($0)'" } ?? "missing subcommand"
-            printError("\(path.joined(separator: " ")): \(message)\n\n\(help(for: command, path: path))")
+            output.standardError("\(path.joined(separator: " ")): \(message)\n\n\(help(for: command, path: path))")
             return ExitCode.usage
         }
         do {
             let parsed = try Arguments(parsing: Array(rest), specs: command.options, environment: environment)
+            for warning in parsed.warnings { output.standardError("\(path.joined(separator: " ")): \(warning)") }
             if command.positionalHelp == nil, let extra = parsed.positionals.first {
                 throw UsageError("unexpected argument '\(extra)'")
             }
@@ -247,12 +469,39 @@ public enum CommandRunner {
             try instance.validate()
             return try await instance.run()
         } catch let error as UsageError {
-            printError("\(path.joined(separator: " ")): \(error.message)\n\n\(usageLine(for: command, path: path))\nSee '\(path.joined(separator: " ")) --help'.")
+            let name = path.joined(separator: " ")
+            output.standardError(
+                "\(name): \(error.message)\n\n\(usageLine(for: command, path: path))\nSee '\(name) --help'."
+            )
             return ExitCode.usage
         } catch {
-            printError("\(path.joined(separator: " ")): error: \(error)")
+            output.standardError("\(path.joined(separator: " ")): error: \(error)")
             return ExitCode.failure
         }
+    }
+
+    /// `help WORD...` below `command`: prints the help of that subcommand, or an error naming the subcommands.
+    static func printHelp(
+        of words: [String],
+        under command: any Command.Type,
+        path: [String],
+        output: CommandOutput
+    ) -> Int32 {
+        var command = command
+        var path = path
+        for word in words {
+            let name = path.joined(separator: " ")
+            guard let sub = command.subcommands.first(where: { $0.name == word }) else {
+                let known = command.subcommands.map { $0.name }.joined(separator: ", ")
+                let what = command.subcommands.isEmpty ? "has no subcommands" : "has the subcommands \(known)"
+                output.standardError("\(name): unknown subcommand '\(word)' (\(name) \(what))")
+                return ExitCode.usage
+            }
+            command = sub
+            path.append(sub.name)
+        }
+        output.standardOutput(help(for: command, path: path))
+        return ExitCode.success
     }
 
     static func usageLine(for command: any Command.Type, path: [String]) -> String {
@@ -263,7 +512,9 @@ public enum CommandRunner {
         return line
     }
 
-    /// The full help text of a command.
+    /// The full help text of a command. Each option is a header line `  --name VALUE` and one indented line of help
+    /// that ends, when there are any, with `(default: X; env: NAME; repeatable)`: the docs' flag tables are
+    /// checked against exactly this.
     public static func help(for command: any Command.Type, path: [String]) -> String {
         var text = "\(path.joined(separator: " ")) — \(command.abstract)\n\n\(usageLine(for: command, path: path))\n"
         if !command.subcommands.isEmpty {
@@ -272,22 +523,24 @@ public enum CommandRunner {
             for sub in command.subcommands {
                 text += "  \(sub.name.padding(toLength: width, withPad: " ", startingAt: 0))  \(sub.abstract)\n"
             }
+            text += "\nSee '\(path.joined(separator: " ")) help <subcommand>' for a subcommand's options.\n"
         }
         text += "\nOptions:\n"
-        do {
-            for option in command.options {
-                var head = "  --\(option.name)"
-                if let valueName = option.valueName { head += " \(valueName)" }
-                text += head + "\n      \(option.help)"
-                var notes: [String] = []
-                if let value = option.defaultValue { notes.append("default: \(value)") }
-                if let variable = option.environment { notes.append("env: \(variable)") }
-                if option.repeatable { notes.append("repeatable") }
-                if !notes.isEmpty { text += " (\(notes.joined(separator: "; ")))" }
-                text += "\n"
+        for option in command.options {
+            var head = "  --\(option.name)"
+            if let valueName = option.valueName { head += " \(valueName)" }
+            text += head + "\n      \(option.help)"
+            var notes: [String] = []
+            if let value = option.defaultValue { notes.append("default: \(value)") }
+            if let variable = option.environment { notes.append("env: \(variable)") }
+            if option.repeatable {
+                notes.append(option.environment == nil ? "repeatable" : "repeatable, comma-separated in the variable")
             }
+            if !notes.isEmpty { text += " (\(notes.joined(separator: "; ")))" }
+            text += "\n"
         }
         text += "  --help\n      Show this help.\n"
+        text += "  --version\n      Print the version (\(AskRelayVersion.current)).\n"
         if !command.discussion.isEmpty { text += "\n\(command.discussion)\n" }
         return text
     }

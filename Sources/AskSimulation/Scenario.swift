@@ -249,8 +249,10 @@ extension Scenario {
                 "must be one of \(Self.knownTopics.joined(separator: ", ")) with a weight ≥ 0"
             )
         }
-        guard timeScale.isFinite, timeScale > 0 else {
-            throw ScenarioError(field: "timeScale", "must be a positive number, got \(timeScale)")
+        guard timeScale.isFinite, ValueBounds.timeScale.contains(timeScale) else {
+            let bounds = ValueBounds.timeScale
+            throw ScenarioError(
+                field: "timeScale", "must be a number in \(bounds.lowerBound)...\(bounds.upperBound), got \(timeScale)")
         }
         guard pendingWindow > .zero else { throw ScenarioError(field: "pendingWindow", "must be longer than 0") }
         if let expireAfter, expireAfter <= .zero { throw ScenarioError(field: "expireAfter", "must be longer than 0") }
@@ -512,8 +514,14 @@ extension KeyedDecodingContainer {
     /// A duration string (`250ms`, `2s`, `48h`) or a number of seconds; `nil` when absent.
     func decodeDuration(_ key: Key) throws -> Duration? {
         guard contains(key), try !decodeNil(forKey: key) else { return nil }
-        if let seconds = try? decode(Double.self, forKey: key), seconds >= 0, seconds.isFinite {
-            return .nanoseconds(Int64((seconds * 1e9).rounded()))
+        if let seconds = try? decode(Double.self, forKey: key) {
+            guard let value = durationFromSeconds(seconds) else {
+                throw ScenarioError(
+                    field: Scenario.path(codingPath + [key]),
+                    "expected a duration from 0 to \(ValueBounds.maximumDurationText), got \(seconds) seconds"
+                )
+            }
+            return value
         }
         let text: String
         do { text = try decode(String.self, forKey: key) } catch {
@@ -525,7 +533,7 @@ extension KeyedDecodingContainer {
         guard let value = parseDuration(text) else {
             throw ScenarioError(
                 field: Scenario.path(codingPath + [key]),
-                "expected a duration such as \"250ms\", \"2s\" or \"48h\", got '\(text)'"
+                "expected a duration such as \"250ms\", \"2s\" or \"48h\" (at most \(ValueBounds.maximumDurationText)), got '\(text)'"
             )
         }
         return value

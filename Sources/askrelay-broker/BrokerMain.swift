@@ -11,7 +11,8 @@ struct BrokerMain: Command {
     static let discussion = """
         Prints one line 'ready endpoints=<bound endpoints>' on stdout once it serves; logs go to stderr, one line
         per event. SIGTERM or SIGINT drains: stop reading, commit the journal, say BYE to every session, exit 0.
-        Durations take a unit: 250ms, 2s, 5m, 48h. See docs/broker.md.
+        Durations take a unit: 250ms, 2s, 5m, 48h, 2d (at most 100d). Endpoints are tcp://HOST:PORT (port * picks a
+        free one) or ipc://PATH. See docs/broker.md.
         """
     static let options: [OptionSpec] = [
         .value("endpoint", "URL", env: "ASKRELAY_ENDPOINT", default: "tcp://127.0.0.1:5555", repeatable: true, help: "endpoint to bind (tcp, ipc)"),
@@ -29,7 +30,7 @@ struct BrokerMain: Command {
         .value("max-queue", "N", env: "ASKRELAY_MAX_QUEUE", default: "10000", help: "messages in memory per address; more stay in the journal only ('busy' without one)"),
         .value("max-queued-total", "N", env: "ASKRELAY_MAX_QUEUED_TOTAL", default: "2000000", help: "undelivered messages in all (memory and journal) before 'busy'"),
         .value("stats-endpoint", "URL", env: "ASKRELAY_STATS_ENDPOINT", help: "PUB endpoint for a JSON snapshot every second"),
-        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "trace, debug, info, notice, warning, error"),
+        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: LogLevel.allCases.map(\.description).joined(separator: ", ")),
         .flag("allow-insecure", env: "ASKRELAY_ALLOW_INSECURE", help: "serve non-loopback endpoints without CURVE"),
         .value("curve-secret-file", "FILE", env: "ASKRELAY_CURVE_SECRET_FILE", help: "the broker's key file (askrelay keys generate); turns CURVE on, with --principals"),
         .value("principals", "FILE", env: "ASKRELAY_PRINCIPALS", help: "principals.json: the keys the broker accepts and what each may serve; reloaded when it changes"),
@@ -42,38 +43,34 @@ struct BrokerMain: Command {
     init(arguments: Arguments) throws {
         // A flag without a value (none given, no environment variable, no default text) keeps the library's default.
         var configuration = BrokerConfiguration()
-        configuration.endpoints = arguments.strings("endpoint")
+        configuration.endpoints = try arguments.endpoints("endpoint", binding: true)
         configuration.dataDirectory = try arguments.require("data-dir")
-        guard let durability = Durability(rawValue: try arguments.choice("durability", Durability.allCases.map(\.rawValue)) ?? "batch") else {
-            throw UsageError("bad --durability")
-        }
-        configuration.durability = durability
+        let durability = try arguments.choice("durability", Durability.allCases.map(\.rawValue))
+        configuration.durability = durability.flatMap(Durability.init(rawValue:)) ?? configuration.durability
         configuration.heartbeatInterval = try arguments.duration("heartbeat") ?? configuration.heartbeatInterval
         configuration.liveness = try arguments.int("liveness", in: 1...100) ?? configuration.liveness
         configuration.window = try arguments.int("window", in: 1...100_000) ?? configuration.window
         configuration.ackTimeout = try arguments.duration("ack-timeout") ?? configuration.ackTimeout
         configuration.ackDelay = try arguments.duration("ack-delay") ?? configuration.ackDelay
         configuration.spin = try arguments.duration("spin") ?? configuration.spin
-        configuration.timeScale = try arguments.double("time-scale", in: 0.000_001...1e9) ?? configuration.timeScale
+        configuration.timeScale = try arguments.timeScale() ?? configuration.timeScale
         configuration.pendingWindow = try arguments.duration("pending-window") ?? configuration.pendingWindow
         configuration.closedRetention = try arguments.duration("closed-retention") ?? configuration.closedRetention
         configuration.maxQueuedPerAddress = try arguments.int("max-queue", in: 1...100_000_000) ?? configuration.maxQueuedPerAddress
         configuration.maxQueuedTotal = try arguments.int("max-queued-total", in: 1...1_000_000_000) ?? configuration.maxQueuedTotal
-        configuration.statsEndpoint = arguments.string("stats-endpoint")
+        configuration.statsEndpoint = try arguments.endpoint("stats-endpoint", binding: true)
         configuration.allowInsecure = arguments.flag("allow-insecure")
         configuration.curveSecretFile = arguments.string("curve-secret-file")
         configuration.principalsFile = arguments.string("principals")
         if let crashAt = arguments.string("crash-at") {
             guard let points = CrashPoints(parsing: crashAt) else {
-                throw UsageError("--crash-at must be POINT or POINT:N with POINT one of \(CrashPoints.Point.allCases.map(\.rawValue).joined(separator: ", ")) and N ≥ 1")
+                throw UsageError("\(arguments.origin("crash-at")) must be POINT or POINT:N with POINT one of \(CrashPoints.Point.allCases.map(\.rawValue).joined(separator: ", ")) and N ≥ 1")
             }
             configuration.crashAt = points
         }
         self.configuration = configuration
-        guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {
-            throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.description).joined(separator: ", "))")
-        }
-        logLevel = level
+        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
+        logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
     }
 
     func validate() throws {

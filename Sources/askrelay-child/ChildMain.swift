@@ -13,15 +13,15 @@ struct ChildMain: Command {
     static let abstract = "simulated children that ask their parents through the AskRelay broker"
     static let discussion = """
         Children come from --child ID@FAMILY (repeatable) and/or --families N --children-per-family C, which makes ids
-        <prefix><f>-<c> in family f<f> (0-based). Each child plays --flows asks (or until --duration): check known
-        handles, ask, send or cancel, wait for the answer or the expiry, and appends one JSON line per finished flow to
-        --records. Prints 'ready children=<n>' once registered and 'done flows=<n>' at the end, then exits 0 (unless
-        --stay). SIGTERM or SIGINT: stop, keep the records written so far, exit 0. Durations take a unit: 250ms, 2s,
-        5m, 48h. See docs/workers.md.
+        <prefix><f>-<c> in family f<f>, both counted from 1 (c1-1, c1-2, ... in f1). Each child plays --flows asks (or
+        until --duration): check known handles, ask, send or cancel, wait for the answer or the expiry, and appends one
+        JSON line per finished flow to --records. Prints 'ready children=<n>' once registered and 'done flows=<n>' at
+        the end, then exits 0 (unless --stay). SIGTERM or SIGINT: stop, keep the records written so far, exit 0.
+        Durations take a unit: 250ms, 2s, 5m, 48h (at most 100d). See docs/workers.md.
         """
     static let options: [OptionSpec] = [
         .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
-        .value("child", "ID@FAMILY", env: "ASKRELAY_CHILDREN", repeatable: true, help: "a child to host (env: comma-separated)"),
+        .value("child", "ID@FAMILY", env: "ASKRELAY_CHILDREN", repeatable: true, help: "a child to host"),
         .value("families", "N", env: "ASKRELAY_FAMILIES", default: "0", help: "generated families"),
         .value("children-per-family", "C", env: "ASKRELAY_CHILDREN_PER_FAMILY", default: "1", help: "generated children per family"),
         .value("id-prefix", "P", env: "ASKRELAY_ID_PREFIX", default: "c", help: "prefix of generated child ids"),
@@ -46,7 +46,7 @@ struct ChildMain: Command {
         .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
         .value("curve-key", "FILE", env: "ASKRELAY_CURVE_KEY", help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"),
         .value("broker-key", "KEY|FILE", env: "ASKRELAY_BROKER_KEY", help: "the broker's CURVE public key, or a file holding it (broker.public)"),
-        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "trace, debug, info, notice, warning, error"),
+        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: LogLevel.allCases.map(\.description).joined(separator: ", ")),
         .flag("stay", env: "ASKRELAY_STAY", help: "keep running after the flows are done, until SIGTERM"),
     ]
 
@@ -60,7 +60,7 @@ struct ChildMain: Command {
         for text in listed {
             let parts = text.split(separator: "@", omittingEmptySubsequences: false)
             guard parts.count == 2, Address.isValidID(parts[0]), Address.isValidID(parts[1]) else {
-                throw UsageError("--child must be ID@FAMILY (each 1-64 of A-Z a-z 0-9 . _ -), got '\(text)'")
+                throw UsageError("\(arguments.origin("child")) must be ID@FAMILY (each 1-64 of A-Z a-z 0-9 . _ -), got '\(text)'")
             }
             children.append(ChildIdentity(id: String(parts[0]), family: String(parts[1])))
         }
@@ -79,9 +79,8 @@ struct ChildMain: Command {
         if let duplicate = Dictionary(grouping: children, by: \.id).first(where: { $0.value.count > 1 })?.key {
             throw UsageError("child '\(duplicate)' is given twice")
         }
-        var configuration = ChildWorkerConfiguration(broker: try arguments.require("broker"), children: children)
-        guard let seed = UInt64(arguments.string("seed") ?? "1") else { throw UsageError("--seed must be a non-negative integer") }
-        configuration.seed = seed
+        var configuration = ChildWorkerConfiguration(broker: try arguments.requireEndpoint("broker", binding: false), children: children)
+        configuration.seed = try arguments.uint64("seed") ?? configuration.seed
         configuration.recordsPath = arguments.string("records")
         configuration.stateDirectory = arguments.string("state-dir")
         let flows = try arguments.int("flows", in: 0...100_000_000) ?? 10
@@ -96,26 +95,24 @@ struct ChildMain: Command {
         configuration.groupRatio = try arguments.double("group-ratio", in: 0...1) ?? 0.2
         configuration.appUpdateRatio = try arguments.double("app-update-ratio", in: 0...1) ?? 0.1
         configuration.pendingWindow = try arguments.duration("pending-window") ?? .seconds(48 * 3600)
-        configuration.timeScale = try arguments.double("time-scale", in: 0.000_001...1e9) ?? 1
+        configuration.timeScale = try arguments.timeScale() ?? 1
         configuration.expireAfter = try arguments.duration("expire-after")
         configuration.grace = try arguments.duration("grace") ?? .seconds(2)
         configuration.center.askTimeout = try arguments.duration("ask-timeout") ?? .seconds(10)
-        configuration.center.heartbeatInterval = try arguments.duration("heartbeat") ?? .seconds(1)
+        configuration.center.heartbeatInterval =
+            try arguments.duration("heartbeat", in: .milliseconds(10)...ValueBounds.maximumDuration) ?? .seconds(1)
         do { configuration.center.curve = try CurveOptions.load(keyFile: arguments.string("curve-key"), brokerKey: arguments.string("broker-key")) } catch {
             throw UsageError("\(error)")
         }
         configuration.center.workerName = "askrelay-child[\(ProcessInfo.processInfo.processIdentifier)]"
         self.configuration = configuration
-        guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {
-            throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.description).joined(separator: ", "))")
-        }
-        logLevel = level
+        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
+        logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
         stay = arguments.flag("stay")
     }
 
     func validate() throws {
         if let problem = configuration.problems().first { throw UsageError(problem) }
-        if configuration.center.heartbeatInterval < .milliseconds(10) { throw UsageError("--heartbeat must be at least 10ms") }
     }
 
     func run() async throws -> Int32 {

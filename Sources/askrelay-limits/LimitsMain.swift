@@ -25,7 +25,7 @@ struct LimitsMain: Command {
         .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
         .value("curve-key", "FILE", env: "ASKRELAY_CURVE_KEY", help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"),
         .value("broker-key", "KEY|FILE", env: "ASKRELAY_BROKER_KEY", help: "the broker's CURVE public key, or a file holding it (broker.public)"),
-        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "trace, debug, info, notice, warning, error"),
+        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: LogLevel.allCases.map(\.description).joined(separator: ", ")),
     ]
 
     let configuration: LimitsWorkerConfiguration
@@ -33,27 +33,22 @@ struct LimitsMain: Command {
 
     init(arguments: Arguments) throws {
         var configuration = LimitsWorkerConfiguration()
-        configuration.broker = try arguments.require("broker")
+        configuration.broker = try arguments.requireEndpoint("broker", binding: false)
         configuration.id = try arguments.require("id")
-        guard Address.isValidID(configuration.id) else { throw UsageError("--id must be 1-64 characters of A-Z a-z 0-9 . _ -") }
+        guard Address.isValidID(configuration.id) else { throw UsageError("\(arguments.origin("id")) must be 1-64 characters of A-Z a-z 0-9 . _ -, got '\(configuration.id)'") }
         configuration.dataDirectory = try arguments.require("data-dir")
         configuration.reset = arguments.flag("reset")
-        configuration.heartbeat = try arguments.duration("heartbeat") ?? .seconds(1)
+        configuration.heartbeat =
+            try arguments.duration("heartbeat", in: .milliseconds(10)...ValueBounds.maximumDuration) ?? .seconds(1)
         do { configuration.curve = try CurveOptions.load(keyFile: arguments.string("curve-key"), brokerKey: arguments.string("broker-key")) } catch {
             throw UsageError("\(error)")
         }
         if let path = arguments.string("state") {
-            do { configuration.seed = try LimitsStateFile.load(path: path) } catch { throw UsageError("--state: \(error.message)") }
+            do { configuration.seed = try LimitsStateFile.load(path: path) } catch { throw UsageError("\(arguments.origin("state")): \(error.message)") }
         }
         self.configuration = configuration
-        guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {
-            throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.description).joined(separator: ", "))")
-        }
-        logLevel = level
-    }
-
-    func validate() throws {
-        if configuration.heartbeat < .milliseconds(10) { throw UsageError("--heartbeat must be at least 10ms") }
+        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
+        logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
     }
 
     func run() async throws -> Int32 {

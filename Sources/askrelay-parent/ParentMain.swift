@@ -34,7 +34,7 @@ struct ParentMain: Command {
         .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
         .value("curve-key", "FILE", env: "ASKRELAY_CURVE_KEY", help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"),
         .value("broker-key", "KEY|FILE", env: "ASKRELAY_BROKER_KEY", help: "the broker's CURVE public key, or a file holding it (broker.public)"),
-        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: "trace, debug, info, notice, warning, error"),
+        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: LogLevel.allCases.map(\.description).joined(separator: ", ")),
     ]
 
     let configuration: ParentWorkerConfiguration
@@ -44,12 +44,12 @@ struct ParentMain: Command {
     let logLevel: LogLevel
 
     init(arguments: Arguments) throws {
-        broker = try arguments.require("broker")
-        heartbeat = try arguments.duration("heartbeat") ?? .seconds(1)
+        broker = try arguments.requireEndpoint("broker", binding: false)
+        heartbeat = try arguments.duration("heartbeat", in: .milliseconds(10)...ValueBounds.maximumDuration) ?? .seconds(1)
         do { curve = try CurveOptions.load(keyFile: arguments.string("curve-key"), brokerKey: arguments.string("broker-key")) } catch {
             throw UsageError("\(error)")
         }
-        guard let seed = UInt64(try arguments.require("seed")) else { throw UsageError("--seed must be a whole number in 0...\(UInt64.max)") }
+        let seed = try arguments.uint64("seed") ?? 1
         let guardianFlags = arguments.strings("guardian")
         let roster = arguments.string("roster")
         let families = try arguments.int("families", in: 1...1_000_000)
@@ -76,8 +76,15 @@ struct ParentMain: Command {
                 entries = try guardianFlags.map { text throws(AgentConfigurationError) in try Roster.parseGuardian(text) }
                 try Roster.check(entries, source: "--guardian")
             }
-            let policy = try DecisionPolicy.parse(try arguments.require("policy"))
-            let think = try ThinkTime.parse(try arguments.require("think"))
+            let (policyText, thinkText) = (try arguments.require("policy"), try arguments.require("think"))
+            let policy: DecisionPolicy
+            do throws(AgentConfigurationError) { policy = try DecisionPolicy.parse(policyText) } catch {
+                throw UsageError("\(arguments.origin("policy")): \(error.message)")
+            }
+            let think: ThinkTime
+            do throws(AgentConfigurationError) { think = try ThinkTime.parse(thinkText) } catch {
+                throw UsageError("\(arguments.origin("think")): \(error.message)")
+            }
             let every = try arguments.duration("offline-every")
             let duration = try arguments.duration("offline-for")
             guard (every == nil) == (duration == nil) else { throw UsageError("--offline-every and --offline-for go together") }
@@ -92,14 +99,8 @@ struct ParentMain: Command {
         } catch let error as AgentConfigurationError {
             throw UsageError(error.message)
         }
-        guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {
-            throw UsageError("--log-level must be one of \(LogLevel.allCases.map(\.description).joined(separator: ", "))")
-        }
-        logLevel = level
-    }
-
-    func validate() throws {
-        if heartbeat < .milliseconds(10) { throw UsageError("--heartbeat must be at least 10ms") }
+        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
+        logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
     }
 
     func run() async throws -> Int32 {

@@ -17,8 +17,8 @@ struct CodecBench: Command {
         does not lower it), best of --rounds runs of --seconds. Build with -c release; exit code 1 when parse misses.
         """
     static let options: [OptionSpec] = [
-        .value("seconds", "S", default: "1", help: "length of each measured run"),
-        .value("rounds", "N", default: "3", help: "runs per measurement; the best is reported"),
+        .value("seconds", "S", env: "ASKRELAY_BENCH_SECONDS", default: "1", help: "length of each measured run"),
+        .value("rounds", "N", env: "ASKRELAY_BENCH_ROUNDS", default: "3", help: "runs per measurement; the best is reported"),
     ]
 
     static let parseTarget = 2_000_000.0

@@ -22,17 +22,17 @@ struct KeysGenerate: Command {
         DIR/principals.json, and each worker with --curve-key DIR/<name>.key --broker-key DIR/broker.public.
         """
     static let options: [OptionSpec] = [
-        .value("out", "DIR", help: "folder to write (created; must not hold a principals.json yet unless --force)"),
-        .value("families", "N", default: "1", help: "families"),
-        .value("guardians", "G", default: "2", help: "guardians per family"),
-        .value("children", "C", default: "1", help: "children per family"),
-        .value("limits", "N", default: "1", help: "limits worker keys (limits-1 ...)"),
-        .value("observers", "N", default: "1", help: "observer keys (observer-1 ...)"),
-        .value("parent-hosts", "N", default: "0", help: "one key per parent process instead of per guardian"),
-        .value("child-hosts", "N", default: "0", help: "one key per child process instead of per child"),
-        .value("guardian-prefix", "P", default: "g", help: "prefix of guardian ids"),
-        .value("child-prefix", "P", default: "c", help: "prefix of child ids"),
-        .flag("force", help: "overwrite an existing key folder"),
+        .value("out", "DIR", env: "ASKRELAY_KEYS_OUT", help: "folder to write (created; must not hold a principals.json yet unless --force)"),
+        .value("families", "N", env: "ASKRELAY_KEYS_FAMILIES", default: "1", help: "families"),
+        .value("guardians", "G", env: "ASKRELAY_KEYS_GUARDIANS", default: "2", help: "guardians per family"),
+        .value("children", "C", env: "ASKRELAY_KEYS_CHILDREN", default: "1", help: "children per family"),
+        .value("limits", "N", env: "ASKRELAY_KEYS_LIMITS", default: "1", help: "limits worker keys (limits-1 ...)"),
+        .value("observers", "N", env: "ASKRELAY_KEYS_OBSERVERS", default: "1", help: "observer keys (observer-1 ...)"),
+        .value("parent-hosts", "N", env: "ASKRELAY_KEYS_PARENT_HOSTS", default: "0", help: "one key per parent process instead of per guardian"),
+        .value("child-hosts", "N", env: "ASKRELAY_KEYS_CHILD_HOSTS", default: "0", help: "one key per child process instead of per child"),
+        .value("guardian-prefix", "P", env: "ASKRELAY_KEYS_GUARDIAN_PREFIX", default: "g", help: "prefix of guardian ids"),
+        .value("child-prefix", "P", env: "ASKRELAY_KEYS_CHILD_PREFIX", default: "c", help: "prefix of child ids"),
+        .flag("force", env: "ASKRELAY_KEYS_FORCE", help: "overwrite an existing key folder"),
     ]
 
     let out: String
@@ -75,11 +75,11 @@ struct KeysAdd: Command {
     static let name = "add"
     static let abstract = "create a key for one more principal and add it to principals.json"
     static let options: [OptionSpec] = [
-        .value("dir", "DIR", help: "the key folder (holds principals.json)"),
-        .value("role", "ROLE", help: "child, guardian, limits, observer, echo or client"),
-        .value("id", "ID", help: "the principal's id (its address is role/id unless --endpoint is given)"),
-        .value("family", "F", help: "the family, for a child or guardian"),
-        .value("endpoint", "ADDRESS[@FAMILY]", repeatable: true, help: "an address the key may serve (for a worker hosting several)"),
+        .value("dir", "DIR", env: "ASKRELAY_KEYS_DIR", help: "the key folder (holds principals.json)"),
+        .value("role", "ROLE", env: "ASKRELAY_KEYS_ROLE", help: "child, guardian, limits, observer, echo or client"),
+        .value("id", "ID", env: "ASKRELAY_KEYS_ID", help: "the principal's id (its address is role/id unless --endpoint is given)"),
+        .value("family", "F", env: "ASKRELAY_KEYS_FAMILY", help: "the family, for a child or guardian"),
+        .value("endpoint", "ADDRESS[@FAMILY]", env: "ASKRELAY_KEYS_ENDPOINT", repeatable: true, help: "an address the key may serve (for a worker hosting several)"),
     ]
 
     let dir: String
@@ -92,7 +92,7 @@ struct KeysAdd: Command {
         dir = try arguments.require("dir")
         let roleName = try arguments.require("role")
         guard let role = SessionRole(rawValue: roleName) else {
-            throw UsageError("--role must be one of \(SessionRole.allCases.map(\.rawValue).joined(separator: ", ")), got '\(roleName)'")
+            throw UsageError("\(arguments.origin("role")) must be one of \(SessionRole.allCases.map(\.rawValue).joined(separator: ", ")), got '\(roleName)'")
         }
         self.role = role
         id = try arguments.require("id")
@@ -104,7 +104,7 @@ struct KeysAdd: Command {
     }
 
     func validate() throws {
-        guard Address.isValidID(id) else { throw UsageError("--id must be 1-64 characters of A-Z a-z 0-9 . _ -") }
+        guard Address.isValidID(id) else { throw UsageError("--id must be 1-64 characters of A-Z a-z 0-9 . _ -, got '\(id)'") }
         if (role == .child || role == .guardian) && endpoints.isEmpty && family == nil {
             throw UsageError("a \(role.rawValue) needs --family (or --endpoint ADDRESS@FAMILY)")
         }
@@ -133,9 +133,9 @@ struct KeysRevoke: Command {
     static let name = "revoke"
     static let abstract = "mark a principal's key revoked (a running broker drops its sessions within a second)"
     static let options: [OptionSpec] = [
-        .value("dir", "DIR", help: "the key folder (holds principals.json)"),
-        .value("id", "ID", help: "revoke every key of this principal id"),
-        .value("key", "PUBLIC", help: "revoke this public key"),
+        .value("dir", "DIR", env: "ASKRELAY_KEYS_DIR", help: "the key folder (holds principals.json)"),
+        .value("id", "ID", env: "ASKRELAY_KEYS_ID", help: "revoke every key of this principal id"),
+        .value("key", "PUBLIC", env: "ASKRELAY_KEYS_KEY", help: "revoke this public key"),
     ]
 
     let dir: String
@@ -173,7 +173,7 @@ struct KeysRevoke: Command {
 struct KeysList: Command {
     static let name = "list"
     static let abstract = "list the principals of a key folder"
-    static let options: [OptionSpec] = [.value("dir", "DIR", help: "the key folder (holds principals.json)")]
+    static let options: [OptionSpec] = [.value("dir", "DIR", env: "ASKRELAY_KEYS_DIR", help: "the key folder (holds principals.json)")]
 
     let dir: String
 

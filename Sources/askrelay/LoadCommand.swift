@@ -25,29 +25,29 @@ struct LoadCommand: Command {
         See docs/performance.md. Build with -c release.
         """
     static let options: [OptionSpec] = [
-        .value("mode", "MODE", default: "relay", help: "relay (echo round trips), flows (complete ask flows) or pending (fill the broker with pending questions, memory and recovery)"),
-        .value("connections", "N", help: "relay: client DEALER sockets (default 4); flows: AskCenter connections (default 1)"),
-        .value("inflight", "N", default: "100", help: "round trips / flows in flight (closed loop); pending: asks in flight"),
-        .value("rate", "R", help: "open loop: round trips / flows started per second (overrides --inflight)"),
-        .value("duration", "DURATION", default: "5s", help: "measured window (per step with --sweep)"),
-        .value("warmup", "DURATION", default: "1s", help: "load before the measured window, not counted"),
-        .value("size", "BYTES", default: "100", help: "relay: message body size (at least 16)"),
-        .value("echo-workers", "N", default: "2", help: "relay: echo workers (threads in this process)"),
-        .value("endpoints", "N", help: "flows: logical children hosted by this process (default 100); pending: children claimed (default 100000)"),
-        .value("questions", "N", default: "1000000", help: "pending: questions to leave pending"),
-        .value("families", "N", help: "flows: families f1..fN (default min(endpoints, 100)); pending: default endpoints/2"),
-        .value("guardians-per-family", "G", default: "1", help: "flows: guardians per family"),
-        .value("parents", "N", default: "1", help: "flows: askrelay-parent processes"),
-        .value("durability", "MODE", help: "broker journal: off, batch or strict (default: off for relay, batch for flows)"),
-        .value("baseline", "KIND", help: "relay: proxy: also run the workload through a plain zmq_proxy process"),
-        .value("broker", "ENDPOINT", help: "use this running broker instead of starting one"),
-        .value("client-threads", "KIND", default: "per-socket", help: "relay: per-socket (a thread per client socket) or shared (one thread polls all)"),
-        .flag("sweep", help: "step the open-loop rate up until it is not sustainable; report the knee"),
-        .value("sweep-start", "R", default: "1000", help: "sweep: first step's rate"),
-        .value("sweep-factor", "X", default: "1.5", help: "sweep: rate multiplier per step"),
-        .value("sweep-steps", "N", default: "20", help: "sweep: at most this many steps"),
-        .value("max-p99", "DURATION", default: "50ms", help: "sweep: a step whose p99 exceeds this is not sustainable"),
-        .value("report-dir", "DIR", help: "write load.json (every figure) and load.html (charts) here"),
+        .value("mode", "MODE", env: "ASKRELAY_LOAD_MODE", default: "relay", help: "relay (echo round trips), flows (complete ask flows) or pending (fill the broker with pending questions, memory and recovery)"),
+        .value("connections", "N", env: "ASKRELAY_LOAD_CONNECTIONS", help: "relay: client DEALER sockets (default 4); flows: AskCenter connections (default 1)"),
+        .value("inflight", "N", env: "ASKRELAY_LOAD_INFLIGHT", default: "100", help: "round trips / flows in flight (closed loop); pending: asks in flight"),
+        .value("rate", "R", env: "ASKRELAY_LOAD_RATE", help: "open loop: round trips / flows started per second (overrides --inflight)"),
+        .value("duration", "DURATION", env: "ASKRELAY_LOAD_DURATION", default: "5s", help: "measured window (per step with --sweep)"),
+        .value("warmup", "DURATION", env: "ASKRELAY_LOAD_WARMUP", default: "1s", help: "load before the measured window, not counted"),
+        .value("size", "BYTES", env: "ASKRELAY_LOAD_SIZE", default: "100", help: "relay: message body size (at least 16)"),
+        .value("echo-workers", "N", env: "ASKRELAY_LOAD_ECHO_WORKERS", default: "2", help: "relay: echo workers (threads in this process)"),
+        .value("endpoints", "N", env: "ASKRELAY_LOAD_ENDPOINTS", help: "flows: logical children hosted by this process (default 100); pending: children claimed (default 100000)"),
+        .value("questions", "N", env: "ASKRELAY_LOAD_QUESTIONS", default: "1000000", help: "pending: questions to leave pending"),
+        .value("families", "N", env: "ASKRELAY_LOAD_FAMILIES", help: "flows: families f1..fN (default min(endpoints, 100)); pending: default endpoints/2"),
+        .value("guardians-per-family", "G", env: "ASKRELAY_LOAD_GUARDIANS_PER_FAMILY", default: "1", help: "flows: guardians per family"),
+        .value("parents", "N", env: "ASKRELAY_LOAD_PARENTS", default: "1", help: "flows: askrelay-parent processes"),
+        .value("durability", "MODE", env: "ASKRELAY_LOAD_DURABILITY", help: "broker journal: off, batch or strict (default: off for relay, batch for flows)"),
+        .value("baseline", "KIND", env: "ASKRELAY_LOAD_BASELINE", help: "relay: proxy: also run the workload through a plain zmq_proxy process"),
+        .value("broker", "ENDPOINT", env: "ASKRELAY_LOAD_BROKER", help: "use this running broker instead of starting one"),
+        .value("client-threads", "KIND", env: "ASKRELAY_LOAD_CLIENT_THREADS", default: "per-socket", help: "relay: per-socket (a thread per client socket) or shared (one thread polls all)"),
+        .flag("sweep", env: "ASKRELAY_LOAD_SWEEP", help: "step the open-loop rate up until it is not sustainable; report the knee"),
+        .value("sweep-start", "R", env: "ASKRELAY_LOAD_SWEEP_START", default: "1000", help: "sweep: first step's rate"),
+        .value("sweep-factor", "X", env: "ASKRELAY_LOAD_SWEEP_FACTOR", default: "1.5", help: "sweep: rate multiplier per step"),
+        .value("sweep-steps", "N", env: "ASKRELAY_LOAD_SWEEP_STEPS", default: "20", help: "sweep: at most this many steps"),
+        .value("max-p99", "DURATION", env: "ASKRELAY_LOAD_MAX_P99", default: "50ms", help: "sweep: a step whose p99 exceeds this is not sustainable"),
+        .value("report-dir", "DIR", env: "ASKRELAY_LOAD_REPORT_DIR", help: "write load.json (every figure) and load.html (charts) here"),
     ]
 
     let mode: String
@@ -94,7 +94,7 @@ struct LoadCommand: Command {
         flowOptions = flows
         durability = try arguments.choice("durability", ["off", "batch", "strict"]) ?? (mode == "relay" ? "off" : "batch")
         baseline = try arguments.choice("baseline", ["proxy"]) != nil
-        broker = arguments.string("broker")
+        broker = try arguments.endpoint("broker", binding: false)
         reportDirectory = arguments.string("report-dir")
         if arguments.flag("sweep") {
             var sweep = SweepOptions()
@@ -340,16 +340,16 @@ struct ProxyCommand: Command {
         zmq_proxy until SIGTERM or SIGINT (exit 0). Used by 'askrelay load --baseline proxy'.
         """
     static let options: [OptionSpec] = [
-        .value("frontend", "URL", default: "tcp://127.0.0.1:*", help: "ROUTER endpoint clients connect to"),
-        .value("backend", "URL", default: "tcp://127.0.0.1:*", help: "DEALER endpoint workers connect to"),
+        .value("frontend", "URL", env: "ASKRELAY_PROXY_FRONTEND", default: "tcp://127.0.0.1:*", help: "ROUTER endpoint clients connect to"),
+        .value("backend", "URL", env: "ASKRELAY_PROXY_BACKEND", default: "tcp://127.0.0.1:*", help: "DEALER endpoint workers connect to"),
     ]
 
     let frontend: String
     let backend: String
 
     init(arguments: Arguments) throws {
-        frontend = try arguments.require("frontend")
-        backend = try arguments.require("backend")
+        frontend = try arguments.requireEndpoint("frontend", binding: true)
+        backend = try arguments.requireEndpoint("backend", binding: true)
     }
 
     func run() async throws -> Int32 {

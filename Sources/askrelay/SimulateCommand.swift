@@ -13,7 +13,8 @@ struct Simulate: Command {
         scenario with its fault schedule, drains everything with SIGTERM, checks the invariants and writes
         report.json and report.html. Progress goes to stderr once a second; the summary table to stdout.
         Exit codes: 0 every invariant held, 1 an invariant failed or a process could not start, 64 bad usage.
-        Flags override the scenario file. Durations take a unit: 250ms, 2s, 5m, 48h. See docs/simulation.md.
+        Flags override the scenario file. Durations take a unit: 250ms, 2s, 5m, 48h (at most 100d).
+        See docs/simulation.md.
         """
     static let options: [OptionSpec] = [
         .value(
@@ -53,7 +54,7 @@ struct Simulate: Command {
             "LEVEL",
             env: "ASKRELAY_LOG_LEVEL",
             default: "info",
-            help: "log level of askrelay and of every worker's log file"
+            help: "level of every worker's log file; askrelay's own lines on stderr: this level or notice, whichever is higher"
         ),
         .value(
             "endpoint",
@@ -94,15 +95,10 @@ struct Simulate: Command {
                 throw UsageError("\(path): \(error)")
             }
         }
-        if let seed = arguments.string("seed") {
-            guard let value = UInt64(seed) else {
-                throw UsageError("option '--seed' needs a whole number ≥ 0, got '\(seed)'")
-            }
-            scenario.seed = value
-        }
+        if let seed = try arguments.uint64("seed") { scenario.seed = seed }
         if let families = try arguments.int("families", in: 1...1_000_000) { scenario.families = families }
         if let duration = try arguments.duration("duration") { scenario.duration = duration }
-        if let scale = try arguments.double("time-scale", in: 0.000_001...1e12) { scenario.timeScale = scale }
+        if let scale = try arguments.timeScale() { scenario.timeScale = scale }
         do { try scenario.validate() } catch let error as ScenarioError { throw UsageError("\(error)") }
         self.scenario = scenario
         if let directory = arguments.string("report-dir") {
@@ -113,23 +109,19 @@ struct Simulate: Command {
             formatter.dateFormat = "yyyyMMdd-HHmmss"
             reportDirectory = "askrelay-report-\(formatter.string(from: Date()))"
         }
-        broker = arguments.string("broker")
-        guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {
-            throw UsageError(
-                "--log-level must be one of \(LogLevel.allCases.map(\.description).joined(separator: ", "))"
-            )
-        }
-        logLevel = level
+        broker = try arguments.endpoint("broker", binding: false)
+        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
+        logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
         quiet = arguments.flag("quiet")
         insecure = arguments.flag("insecure")
-        endpoint = arguments.string("endpoint")
+        endpoint = try arguments.endpoint("endpoint", binding: true)
         if endpoint != nil && broker != nil {
             throw UsageError("--endpoint is for the broker simulate starts; it cannot go with --broker")
         }
         func words(_ name: String) throws -> [String] {
             guard let text = arguments.string(name) else { return [] }
             let parts = text.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
-            if parts.isEmpty { throw UsageError("option '--\(name)' needs a command, got '\(text)'") }
+            if parts.isEmpty { throw UsageError("\(arguments.origin(name)) needs a command, got '\(text)'") }
             return parts
         }
         var wrappers = CommandWrappers()

@@ -13,9 +13,15 @@ struct TopCommand: Command {
         """
     static let options: [OptionSpec] = [
         .value("stats-endpoint", "URL", env: "ASKRELAY_STATS_ENDPOINT", default: "tcp://127.0.0.1:5556", help: "the broker's stats PUB endpoint"),
-        .value("count", "N", help: "exit after N snapshots"),
-        .value("timeout", "DURATION", default: "10s", help: "give up when no snapshot arrives for this long"),
-        .flag("json", help: "print each snapshot as raw JSON"),
+        .value("count", "N", env: "ASKRELAY_TOP_COUNT", help: "exit after N snapshots (1...1000000); none: until interrupted"),
+        .value(
+            "timeout",
+            "DURATION",
+            env: "ASKRELAY_TOP_TIMEOUT",
+            default: "10s",
+            help: "give up (exit 69) when no snapshot arrives for this long"
+        ),
+        .flag("json", env: "ASKRELAY_TOP_JSON", help: "print each snapshot as raw JSON"),
     ]
 
     let endpoint: String
@@ -24,9 +30,9 @@ struct TopCommand: Command {
     let json: Bool
 
     init(arguments: Arguments) throws {
-        endpoint = try arguments.require("stats-endpoint")
+        endpoint = try arguments.requireEndpoint("stats-endpoint", binding: false)
         count = try arguments.int("count", in: 1...1_000_000)
-        timeout = try arguments.duration("timeout") ?? .seconds(10)
+        timeout = try arguments.duration("timeout", in: .milliseconds(1)...ValueBounds.maximumDuration) ?? .seconds(10)
         json = arguments.flag("json")
     }
 

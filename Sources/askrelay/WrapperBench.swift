@@ -14,10 +14,10 @@ struct WrapperBench: Command {
         The last line is 'ratio=<wrapper rate / C rate>'. Target: ratio >= 0.90. Build with -c release.
         """
     static let options: [OptionSpec] = [
-        .value("seconds", "S", default: "1", help: "length of each measured run"),
-        .value("rounds", "N", default: "5", help: "rounds, each measuring C and wrapper back to back"),
-        .value("size", "BYTES", default: "100", help: "message size"),
-        .value("inflight", "N", default: "100", help: "messages kept in flight"),
+        .value("seconds", "S", env: "ASKRELAY_BENCH_SECONDS", default: "1", help: "length of each measured run"),
+        .value("rounds", "N", env: "ASKRELAY_BENCH_ROUNDS", default: "5", help: "rounds, each measuring C and wrapper back to back"),
+        .value("size", "BYTES", env: "ASKRELAY_BENCH_SIZE", default: "100", help: "message size"),
+        .value("inflight", "N", env: "ASKRELAY_BENCH_INFLIGHT", default: "100", help: "messages kept in flight"),
     ]
 
     let seconds: Double

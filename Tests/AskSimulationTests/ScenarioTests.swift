@@ -128,6 +128,12 @@ struct ScenarioTests {
             (#"{"guardians": {"approveProbability": -0.1}}"#, "guardians.approveProbability"),
             (#"{"pendingWindow": "two days"}"#, "pendingWindow"),
             (#"{"timeScale": 0}"#, "timeScale"),
+            // One range with the broker's --time-scale (0.01...1e9), and durations of at most 100d: 1e10 was accepted
+            // and refused later by the broker; 1e12 seconds trapped converting to nanoseconds.
+            (#"{"timeScale": 1e10}"#, "timeScale"),
+            (#"{"duration": 1e12}"#, "duration"),
+            (#"{"duration": "1e12s"}"#, "duration"),
+            (#"{"guardians": {"think": "exponential:1e12s"}}"#, "guardians.think"),
             (#"{"durability": "fast"}"#, "durability"),
             (#"{"actions": {"hug": 1}}"#, "actions.hug"),
             (#"{"faults": [{"at": "1s", "process": "broker", "action": "explode"}]}"#, "faults[0].action"),

@@ -87,25 +87,13 @@ struct ComposeTests {
         try checkFlags(invocation, what: "the broker health check")
     }
 
-    @Test(
-        "limits flags in compose are flags of askrelay-limits",
-        .enabled(if: hasCompose, noCompose),
-        .enabled(if: Help.isBuilt("askrelay-limits"), "askrelay-limits is still a placeholder (its --help exits 69): its compose flags are checked once it lands")
-    )
+    @Test("limits flags in compose are flags of askrelay-limits", .enabled(if: hasCompose, noCompose))
     func limitsFlags() throws { try checkFlags(of: "limits") }
 
-    @Test(
-        "parent flags in compose are flags of askrelay-parent",
-        .enabled(if: hasCompose, noCompose),
-        .enabled(if: Help.isBuilt("askrelay-parent"), "askrelay-parent is still a placeholder (its --help exits 69): its compose flags are checked once it lands")
-    )
+    @Test("parent flags in compose are flags of askrelay-parent", .enabled(if: hasCompose, noCompose))
     func parentFlags() throws { try checkFlags(of: "parent") }
 
-    @Test(
-        "child flags in compose are flags of askrelay-child",
-        .enabled(if: hasCompose, noCompose),
-        .enabled(if: Help.isBuilt("askrelay-child"), "askrelay-child is still a placeholder (its --help exits 69): its compose flags are checked once it lands")
-    )
+    @Test("child flags in compose are flags of askrelay-child", .enabled(if: hasCompose, noCompose))
     func childFlags() throws { try checkFlags(of: "child") }
 
     func checkFlags(of service: String) throws {
@@ -274,9 +262,6 @@ enum Help {
             Tool.run(TestProcess.binDirectory.appendingPathComponent(executable).path, subcommands + ["--help"])
         }
     }
-
-    /// False for a placeholder (its `--help` exits 69, "not built yet") or a missing executable.
-    static func isBuilt(_ executable: String) -> Bool { text(executable).status == 0 }
 }
 
 final class HelpCache: @unchecked Sendable {  // @unchecked: every access holds `lock`.

@@ -25,11 +25,17 @@ struct DocExamplesTests {
                 continue
             }
             let result = try DocExamples.run(block, exceptions: exceptions, in: folder)
-            if let failure = result.failure { Issue.record(Comment(rawValue: failure)) }
-            for known in exceptions where known.knownFailing != nil {
-                let branch = known.knownFailing?.branch ?? ""
-                // Once the branch is merged the line passes, and withKnownIssue reports that no issue was recorded.
-                withKnownIssue("\(block.location): '\(known.contains)' fails until branch '\(branch)' merges: \(known.reason)") {
+            if let failure = result.failure {
+                // A block that failed elsewhere may not have reached its known-failing lines.
+                Issue.record(Comment(rawValue: failure))
+                continue
+            }
+            for known in exceptions {
+                guard let (branch, intermittent) = known.knownFailing else { continue }
+                // Once the fix is merged the line passes, and withKnownIssue reports that no issue was recorded
+                // (unless the failure is intermittent: then a pass says nothing).
+                let comment: Comment = "\(block.location): '\(known.contains)' fails until \(branch): \(known.reason)"
+                withKnownIssue(comment, isIntermittent: intermittent) {
                     for line in result.knownFailures where line.contains(known.contains) {
                         Issue.record(Comment(rawValue: "\(block.location): known failing: \(line)\n\(result.outputTail)"))
                     }
@@ -134,7 +140,7 @@ struct DocException: Sendable {
         case timeLimit(seconds: Int)
         /// The lines containing `contains` fail until another branch's fix is merged: each runs in an `if`, so the
         /// rest of the block still runs, and its failure is a known issue; once it passes the test says so.
-        case knownFailing(branch: String)
+        case knownFailing(branch: String, intermittent: Bool = false)
     }
 
     var file: String
@@ -150,8 +156,8 @@ struct DocException: Sendable {
         return nil
     }
 
-    var knownFailing: (branch: String, reason: String)? {
-        if case .knownFailing(let branch) = treatment { return (branch, reason) }
+    var knownFailing: (branch: String, intermittent: Bool)? {
+        if case .knownFailing(let branch, let intermittent) = treatment { return (branch, intermittent) }
         return nil
     }
 }
@@ -243,8 +249,16 @@ enum DocExamples {
             file: "docs/workers.md", contains: "askrelay-child --broker", treatment: .keepsRunning(seconds: 3),
             reason: "the child waits for a broker, which this example does not start"),
         DocException(
-            file: "docs/simulation.md", contains: "--seed 7 --families 50 --duration 15s", treatment: .knownFailing(branch: "sim"),
+            file: "docs/simulation.md", contains: "--seed 7 --families 50 --duration 15s",
+            treatment: .knownFailing(branch: "branch 'sim' merges"),
             reason: "issue 13 item 1: a duration shorter than the flows reports a false ends-exactly-once violation"),
+        DocException(
+            file: "docs/simulation.md", contains: "--scenario docs/scenarios/faults.json",
+            treatment: .knownFailing(branch: "a fix (no branch yet)", intermittent: true),
+            reason: """
+                3 of 5 runs: response-needs-accepted-answer, when parent-2's 'term' fault stops it between the broker \
+                accepting its answer and its record of that; the checker excuses only 'kill' of a parent
+                """),
         DocException(
             file: "docs/simulation.md", contains: "askrelay simulate", treatment: .timeLimit(seconds: 400),
             reason: "five simulations of 15-40 s each on a shared 2-core machine"),
@@ -574,15 +588,17 @@ struct DeploymentPage {
         while index < lines.count {
             let line = lines[index]
             // "`/etc/systemd/system/askrelay-broker.service`:" or "`/etc/askrelay/broker.env`, for example:"
+            // The fence follows on the next line, or after one blank line.
+            let fence = index + 1 < lines.count && lines[index + 1].isEmpty ? index + 2 : index + 1
             guard line.hasPrefix("`/"), let close = line.dropFirst().firstIndex(of: "`"),
-                index + 1 < lines.count, lines[index + 1].hasPrefix("```")
+                fence < lines.count, lines[fence].hasPrefix("```")
             else {
                 index += 1
                 continue
             }
             let named = String(line[line.index(after: line.startIndex)..<close])
             var body: [String] = []
-            index += 2
+            index = fence + 1
             while index < lines.count && lines[index] != "```" {
                 body.append(lines[index])
                 index += 1

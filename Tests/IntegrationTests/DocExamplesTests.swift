@@ -11,7 +11,8 @@ struct DocExamplesTests {
         let release = Repository.root.appendingPathComponent(".build/release")
         for executable in ["askrelay", "askrelay-broker", "askrelay-limits", "askrelay-parent", "askrelay-child"] {
             guard FileManager.default.isExecutableFile(atPath: release.appendingPathComponent(executable).path) else {
-                Issue.record("no release build: \(release.path)/\(executable) is missing; run `swift build -c release` (make test does)")
+                let missing = "\(release.path)/\(executable)"
+                Issue.record("no release build: \(missing) is missing; run `swift build -c release` (make test does)")
                 return
             }
         }
@@ -37,7 +38,9 @@ struct DocExamplesTests {
                 let comment: Comment = "\(block.location): '\(known.contains)' fails until \(branch): \(known.reason)"
                 withKnownIssue(comment, isIntermittent: intermittent) {
                     for line in result.knownFailures where line.contains(known.contains) {
-                        Issue.record(Comment(rawValue: "\(block.location): known failing: \(line)\n\(result.outputTail)"))
+                        Issue.record(
+                            Comment(rawValue: "\(block.location): known failing: \(line)\n\(result.outputTail)")
+                        )
                     }
                 }
             }
@@ -48,7 +51,10 @@ struct DocExamplesTests {
     func exceptionsMatchBlocks() throws {
         let blocks = try DocExamples.documents.flatMap { try DocExamples.blocks(in: $0) }
         for exception in DocExamples.exceptions {
-            #expect(blocks.contains { exception.matches($0) }, "no sh block in \(exception.file) contains '\(exception.contains)'")
+            #expect(
+                blocks.contains { exception.matches($0) },
+                "no sh block in \(exception.file) contains '\(exception.contains)'"
+            )
         }
         for substitution in DocExamples.substitutions {
             let used = blocks.contains { block in block.lines.contains { substitution.apply(to: $0) != nil } }
@@ -69,7 +75,7 @@ struct DocExamplesTests {
             echo not run either
             ```
             ```sh
-            sleep 600 &
+            sh -c 'trap "echo stopped by SIGTERM > term; exit 0" TERM; while :; do sleep 1; done' &
             echo "started $!" > pid
             echo about to fail
             false
@@ -89,7 +95,9 @@ struct DocExamplesTests {
         #expect(failure.contains("    false\n"), "the block as run")
         #expect(result.outputTail.contains("about to fail"))
         #expect(!result.outputTail.contains("never"))
-        // The background sleep was in the block's session and is gone.
+        // The background loop was in the block's session, was sent SIGTERM at the end, and is gone.
+        let term = try? String(contentsOf: folder.work.appendingPathComponent("term"), encoding: .utf8)
+        #expect(term == "stopped by SIGTERM\n", "the block's background process did not see SIGTERM")
         let pidText = try String(contentsOf: folder.work.appendingPathComponent("pid"), encoding: .utf8)
         let pid = try #require(Int32(pidText.split(separator: " ")[1].trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(kill(pid, 0) != 0 || DocExamples.isZombie(pid), "the block's background process \(pid) still runs")
@@ -97,16 +105,25 @@ struct DocExamplesTests {
 }
 
 extension DocExamplesTests {
-    @Test("a background command that has exited non-zero fails its block; a known-failing line does not stop it")
+    @Test("a failed background command fails its block; no signal is blocked; a known failure does not stop a block")
     func backgroundAndKnownFailures() throws {
         let folder = try DocExamples.makeFolder()
         defer { try? FileManager.default.removeItem(at: folder.root) }
         // The loop ends once the shell has reaped the background command, so its status is known at the end.
         let background = DocBlock(
-            file: "b.md", line: 3, lines: ["sh -c 'exit 3' & pid=$!", "while kill -0 \"$pid\" 2>/dev/null; do :; done"])
+            file: "b.md",
+            line: 3,
+            lines: ["sh -c 'exit 3' & pid=$!", "while kill -0 \"$pid\" 2>/dev/null; do :; done"]
+        )
         let failure = try #require(try DocExamples.run(background, exceptions: [], in: folder).failure)
         #expect(failure.hasPrefix("b.md:3: exited 3"), "\(failure)")
         #expect(failure.contains("a command started in the background exited 3"))
+
+        // A command of a block starts with no signal blocked, as from a terminal: `kill` and the cleanup's SIGTERM
+        // reach it (a test runner's thread blocks SIGTERM, and a process spawned from it would inherit that).
+        let mask = DocBlock(file: "m.md", line: 1, lines: ["grep '^SigBlk:' /proc/self/status", "false"])
+        let masked = try DocExamples.run(mask, exceptions: [], in: folder)
+        #expect(masked.outputTail.contains("SigBlk:\t0000000000000000"), "\(masked.outputTail)")
 
         let known = DocException(file: "k.md", contains: "exit 5", treatment: .knownFailing(branch: "x"), reason: "r")
         let block = DocBlock(file: "k.md", line: 1, lines: ["sh -c 'exit 5'", "echo after"])
@@ -181,7 +198,9 @@ struct DocSubstitution: Sendable {
 enum DocExamples {
     /// The documents whose sh blocks run: README.md and every docs/*.md.
     static let documents: [String] = {
-        let docs = (try? FileManager.default.contentsOfDirectory(atPath: Repository.root.appendingPathComponent("docs").path)) ?? []
+        let docs =
+            (try? FileManager.default.contentsOfDirectory(atPath: Repository.root.appendingPathComponent("docs").path))
+            ?? []
         return ["README.md"] + docs.filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
     }()
 
@@ -192,82 +211,147 @@ enum DocExamples {
 
     static let substitutions: [DocSubstitution] = [
         DocSubstitution(
-            pattern: #"swift build -c release"# + comment, replacement: ": swift build -c release$1",
-            reason: "the examples run against the release build that make test has just built"),
+            pattern: #"swift build -c release"# + comment,
+            replacement: ": swift build -c release$1",
+            reason: "the examples run against the release build that make test has just built"
+        ),
         DocSubstitution(
-            pattern: #"make simulate ARGS="([^"]*)""# + #"(\s+#.*)?"#, replacement: ".build/release/askrelay simulate $1$2",
-            reason: "make simulate is `make release` and then this command"),
+            pattern: #"make simulate ARGS="([^"]*)""# + #"(\s+#.*)?"#,
+            replacement: ".build/release/askrelay simulate $1$2",
+            reason: "make simulate is `make release` and then this command"
+        ),
         DocSubstitution(
-            pattern: #"make simulate"# + comment, replacement: ".build/release/askrelay simulate$1",
-            reason: "make simulate is `make release` and then this command"),
+            pattern: #"make simulate"# + comment,
+            replacement: ".build/release/askrelay simulate$1",
+            reason: "make simulate is `make release` and then this command"
+        ),
         DocSubstitution(
-            pattern: #"make test"# + comment, replacement: ": make test$1",
-            reason: "it is the run this test is part of"),
+            pattern: #"make test"# + comment,
+            replacement: ": make test$1",
+            reason: "it is the run this test is part of"
+        ),
         DocSubstitution(
-            pattern: #"make fuzz"# + comment, replacement: ": make fuzz$1",
-            reason: "10 minutes; make test runs the same target for 60 s (fuzz-smoke)"),
+            pattern: #"make fuzz"# + comment,
+            replacement: ": make fuzz$1",
+            reason: "10 minutes; make test runs the same target for 60 s (fuzz-smoke)"
+        ),
     ]
 
     static let exceptions: [DocException] = [
         DocException(
-            file: "docs/deployment.md", contains: "sudo install -m 0755", treatment: .skip,
-            reason: "installs into /usr/local/bin of the machine running the tests"),
+            file: "docs/deployment.md",
+            contains: "sudo install -m 0755",
+            treatment: .skip,
+            reason: "installs into /usr/local/bin of the machine running the tests"
+        ),
         DocException(
-            file: "docs/deployment.md", contains: "sudo useradd", treatment: .skip,
-            reason: "creates a system user on the machine running the tests"),
+            file: "docs/deployment.md",
+            contains: "sudo useradd",
+            treatment: .skip,
+            reason: "creates a system user on the machine running the tests"
+        ),
         DocException(
-            file: "docs/deployment.md", contains: "sudo install -d", treatment: .skip,
-            reason: "writes /etc/askrelay and /var/lib/askrelay (DeploymentUnitTests starts the units' commands from a temporary folder)"),
+            file: "docs/deployment.md",
+            contains: "sudo install -d",
+            treatment: .skip,
+            reason: """
+                writes /etc/askrelay and /var/lib/askrelay (deploymentUnitsStart starts the units' commands from a \
+                temporary folder)
+                """
+        ),
         DocException(
-            file: "docs/deployment.md", contains: "systemctl", treatment: .skip,
-            reason: "needs systemd as the init system (DeploymentUnitTests starts the units' commands without it)"),
+            file: "docs/deployment.md",
+            contains: "systemctl",
+            treatment: .skip,
+            reason: "needs systemd as the init system (deploymentUnitsStart starts the units' commands without it)"
+        ),
         DocException(
-            file: "docs/deployment.md", contains: "docker compose", treatment: .skip,
-            reason: "needs a container engine and builds the image (ComposeTests checks the compose file)"),
+            file: "docs/deployment.md",
+            contains: "docker compose",
+            treatment: .skip,
+            reason: "needs a container engine and builds the image (ComposeTests checks the compose file)"
+        ),
         DocException(
-            file: "docs/deployment.md", contains: "sudo -u askrelay sqlite3", treatment: .skip,
-            reason: "needs the service user and the journal of a broker installed as above"),
+            file: "docs/deployment.md",
+            contains: "sudo -u askrelay sqlite3",
+            treatment: .skip,
+            reason: "needs the service user and the journal of a broker installed as above"
+        ),
         DocException(
-            file: "docs/deployment.md", contains: "docker run", treatment: .skip,
-            reason: "needs a container engine and the Compose volume"),
+            file: "docs/deployment.md",
+            contains: "docker run",
+            treatment: .skip,
+            reason: "needs a container engine and the Compose volume"
+        ),
         DocException(
-            file: "docs/deployment.md", contains: "--filter MultiHostTests", treatment: .skip,
-            reason: "runs a test suite, which make test runs itself"),
+            file: "docs/deployment.md",
+            contains: "--filter MultiHostTests",
+            treatment: .skip,
+            reason: "runs a test suite, which make test runs itself"
+        ),
         DocException(
-            file: "docs/protocol-messages.md", contains: "ASKRELAY_REGENERATE_FIXTURES", treatment: .skip,
-            reason: "runs a test suite, which make test runs itself, and rewrites the checked-in fixtures"),
+            file: "docs/protocol-messages.md",
+            contains: "ASKRELAY_REGENERATE_FIXTURES",
+            treatment: .skip,
+            reason: "runs a test suite, which make test runs itself, and rewrites the checked-in fixtures"
+        ),
         DocException(
-            file: "docs/reliability.md", contains: "swift test", treatment: .skip,
-            reason: "runs test suites, which make test runs itself"),
+            file: "docs/reliability.md",
+            contains: "swift test",
+            treatment: .skip,
+            reason: "runs test suites, which make test runs itself"
+        ),
         DocException(
-            file: "docs/simulation.md", contains: "ip netns exec", treatment: .skip,
-            reason: "needs root and network namespaces made by hand (MultiHostTests runs the same command line)"),
+            file: "docs/simulation.md",
+            contains: "ip netns exec",
+            treatment: .skip,
+            reason: "needs root and network namespaces made by hand (MultiHostTests runs the same command line)"
+        ),
         DocException(
-            file: "docs/workers.md", contains: "askrelay-parent --broker", treatment: .keepsRunning(seconds: 3),
-            reason: "a parent worker serves until SIGTERM"),
+            file: "docs/workers.md",
+            contains: "askrelay-parent --broker",
+            treatment: .keepsRunning(seconds: 3),
+            reason: "a parent worker serves until SIGTERM"
+        ),
         DocException(
-            file: "docs/workers.md", contains: "askrelay-child --broker", treatment: .keepsRunning(seconds: 3),
-            reason: "the child waits for a broker, which this example does not start"),
+            file: "docs/workers.md",
+            contains: "askrelay-child --broker",
+            treatment: .keepsRunning(seconds: 3),
+            reason: "the child waits for a broker, which this example does not start"
+        ),
         DocException(
-            file: "docs/simulation.md", contains: "--seed 7 --families 50 --duration 15s",
+            file: "docs/simulation.md",
+            contains: "--seed 7 --families 50 --duration 15s",
             treatment: .knownFailing(branch: "branch 'sim' merges"),
-            reason: "issue 13 item 1: a duration shorter than the flows reports a false ends-exactly-once violation"),
+            reason: "issue 13 item 1: a duration shorter than the flows reports a false ends-exactly-once violation"
+        ),
         DocException(
-            file: "docs/simulation.md", contains: "--scenario docs/scenarios/faults.json",
+            file: "docs/simulation.md",
+            contains: "--scenario docs/scenarios/faults.json",
             treatment: .knownFailing(branch: "a fix (no branch yet)", intermittent: true),
             reason: """
                 3 of 5 runs: response-needs-accepted-answer, when parent-2's 'term' fault stops it between the broker \
                 accepting its answer and its record of that; the checker excuses only 'kill' of a parent
-                """),
+                """
+        ),
         DocException(
-            file: "docs/simulation.md", contains: "askrelay simulate", treatment: .timeLimit(seconds: 400),
-            reason: "five simulations of 15-40 s each on a shared 2-core machine"),
+            file: "docs/simulation.md",
+            contains: "askrelay simulate",
+            treatment: .timeLimit(seconds: 400),
+            reason: "five simulations of 15-40 s each on a shared 2-core machine"
+        ),
         DocException(
-            file: "README.md", contains: "make simulate", treatment: .timeLimit(seconds: 180),
-            reason: "the default simulation takes 20-40 s, more on a loaded machine"),
+            file: "README.md",
+            contains: "make simulate",
+            treatment: .timeLimit(seconds: 180),
+            reason: "the default simulation takes 20-40 s, more on a loaded machine"
+        ),
         DocException(
-            file: "README.md", contains: "askrelay bench wrapper", treatment: .timeLimit(seconds: 180),
-            reason: "three benchmarks of several seconds each"),
+            file: "README.md",
+            contains: "askrelay bench wrapper",
+            treatment: .timeLimit(seconds: 180),
+            reason: "three benchmarks of several seconds each"
+        ),
     ]
 
     /// The sh blocks of a document of the checkout (`README.md`, `docs/x.md`).
@@ -310,13 +394,20 @@ enum DocExamples {
     }
 
     static func makeFolder() throws -> Folder {
-        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("askrelay-docs-" + UUID().uuidString.prefix(8))
+        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+            "askrelay-docs-" + UUID().uuidString.prefix(8)
+        )
         let work = root.appendingPathComponent("work")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(at: root.appendingPathComponent("scripts"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: root.appendingPathComponent("scripts"),
+            withIntermediateDirectories: true
+        )
         for name in [".build", "docs"] {
             try FileManager.default.createSymbolicLink(
-                at: work.appendingPathComponent(name), withDestinationURL: Repository.root.appendingPathComponent(name))
+                at: work.appendingPathComponent(name),
+                withDestinationURL: Repository.root.appendingPathComponent(name)
+            )
         }
         return Folder(root: root, work: work)
     }
@@ -380,7 +471,9 @@ enum DocExamples {
             "while read -r pid; do",
             "  if ! kill -0 \"$pid\" 2>/dev/null; then",
             "    status=0; wait \"$pid\" || status=$?",
-            "    if [ \"$status\" != 0 ]; then echo \"a command started in the background exited $status\"; exit \"$status\"; fi",
+            "    if [ \"$status\" != 0 ]; then",
+            "      echo \"a command started in the background exited $status\"; exit \"$status\"",
+            "    fi",
             "  fi",
             "done < '\(jobs)'",
         ]
@@ -390,8 +483,12 @@ enum DocExamples {
         let logs = folder.root.path
         let process = try withDefaultSignalMask {
             try TestProcess(
-                "setsid", ["--wait", "/bin/bash", "-euo", "pipefail", script.path], logDirectory: logs,
-                executableURL: URL(fileURLWithPath: "/usr/bin/setsid"), environment: environment)
+                "setsid",
+                ["--wait", "/bin/bash", "-euo", "pipefail", script.path],
+                logDirectory: logs,
+                executableURL: URL(fileURLWithPath: "/usr/bin/setsid"),
+                environment: environment
+            )
         }
         let session: Int32?
         do {
@@ -424,7 +521,8 @@ enum DocExamples {
             Int(line.dropFirst(knownFailureMarker.count)).flatMap { body.indices.contains($0) ? body[$0] : nil }
         }
         let stderr = (try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? ""
-        let tail = "output (last 80 lines):\n" + output.suffix(80).map { "    " + $0 }.joined(separator: "\n")
+        let tail =
+            "output (last 80 lines):\n" + output.suffix(80).map { "    " + $0 }.joined(separator: "\n")
             + (stderr.isEmpty ? "" : "\nsetsid: \(stderr)")
         guard let verdict else { return BlockResult(failure: nil, knownFailures: knownFailures, outputTail: tail) }
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -495,7 +593,9 @@ extension DocExamplesTests {
     @Test("the systemd units of docs/deployment.md start as written and stop cleanly on SIGTERM")
     func deploymentUnitsStart() throws {
         let page = try DeploymentPage(Repository.root.appendingPathComponent("docs/deployment.md").path)
-        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("askrelay-units-" + UUID().uuidString.prefix(8))
+        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+            "askrelay-units-" + UUID().uuidString.prefix(8)
+        )
         defer { try? FileManager.default.removeItem(at: root) }
         let release = Repository.root.appendingPathComponent(".build/release").path
         func rewrite(_ text: String) -> String {
@@ -514,7 +614,9 @@ extension DocExamplesTests {
         }
         // StateDirectory=askrelay (systemd makes it) and the records folder the page has you create.
         try FileManager.default.createDirectory(
-            at: root.appendingPathComponent("var/lib/askrelay/records"), withIntermediateDirectories: true)
+            at: root.appendingPathComponent("var/lib/askrelay/records"),
+            withIntermediateDirectories: true
+        )
 
         let instances: [(unit: String, instance: String?, ready: String)] =
             [("askrelay-broker.service", nil, "ready endpoints="), ("askrelay-limits.service", nil, "ready id=")]
@@ -530,7 +632,10 @@ extension DocExamplesTests {
             var environment = Tool.cleanEnvironment
             for file in unit.environmentFiles {
                 guard let text = try? String(contentsOfFile: rewrite(file.path), encoding: .utf8) else {
-                    #expect(file.optional, "\(unitName): EnvironmentFile \(file.path) is not optional and the page does not show it")
+                    #expect(
+                        file.optional,
+                        "\(unitName): EnvironmentFile \(file.path) is not optional and the page does not show it"
+                    )
                     continue
                 }
                 for line in text.split(separator: "\n") where !line.hasPrefix("#") {
@@ -538,10 +643,15 @@ extension DocExamplesTests {
                     if parts.count == 2 { environment[parts[0]] = parts[1] }
                 }
             }
-            let name = unitName.replacingOccurrences(of: "@.service", with: "@" + (instance ?? "")).replacingOccurrences(of: ".service", with: "")
+            let name = unitName.replacingOccurrences(of: "@.service", with: "@" + (instance ?? ""))
+                .replacingOccurrences(of: ".service", with: "")
             let process = try TestProcess(
-                name, Array(words.dropFirst()), logDirectory: root.path, executableURL: URL(fileURLWithPath: words[0]),
-                environment: environment)
+                name,
+                Array(words.dropFirst()),
+                logDirectory: root.path,
+                executableURL: URL(fileURLWithPath: words[0]),
+                environment: environment
+            )
             started.append(process)
             // A worker waits for the broker; each must print its ready line (a usage error exits 64 at once).
             _ = try process.waitForLine(startingWith: ready, timeout: .seconds(60))
@@ -549,7 +659,9 @@ extension DocExamplesTests {
         for process in started.reversed() {
             #expect(process.terminate(timeout: .seconds(20)) == 0, "\(process.name) did not exit 0 on SIGTERM")
         }
-        let records = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("var/lib/askrelay/records").path)
+        let records = try FileManager.default.contentsOfDirectory(
+            atPath: root.appendingPathComponent("var/lib/askrelay/records").path
+        )
         #expect(Set(records).isSuperset(of: ["parent-1.jsonl", "child-1.jsonl"]), "records: \(records)")
     }
 }
@@ -604,12 +716,17 @@ struct DeploymentPage {
                 index += 1
             }
             if named.hasPrefix("/etc/systemd/system/") {
-                let exec = body.first { $0.hasPrefix("ExecStart=") }.map { String($0.dropFirst("ExecStart=".count)) } ?? ""
-                let files = body.filter { $0.hasPrefix("EnvironmentFile=") }.map { entry -> (path: String, optional: Bool) in
+                let exec =
+                    body.first { $0.hasPrefix("ExecStart=") }.map { String($0.dropFirst("ExecStart=".count)) } ?? ""
+                let files = body.filter { $0.hasPrefix("EnvironmentFile=") }.map {
+                    entry -> (path: String, optional: Bool) in
                     let value = entry.dropFirst("EnvironmentFile=".count)
                     return value.hasPrefix("-") ? (String(value.dropFirst()), true) : (String(value), false)
                 }
-                units[String(named.dropFirst("/etc/systemd/system/".count))] = Unit(execStart: exec, environmentFiles: files)
+                units[String(named.dropFirst("/etc/systemd/system/".count))] = Unit(
+                    execStart: exec,
+                    environmentFiles: files
+                )
             } else if named.hasPrefix("/etc/askrelay/") {
                 files[named] = body.joined(separator: "\n") + "\n"
             }

@@ -36,8 +36,10 @@ release: deps
 	$(SWIFT) build -c release
 
 # Every test suite, then a bounded fuzzing run. Tests run one at a time: many start real processes and wait on
-# sockets, and on a 2-core machine parallel tests starve each other's cooperative threads.
+# sockets, and on a 2-core machine parallel tests starve each other's cooperative threads. The release build is
+# what DocExamplesTests runs every documented example against (docs/contributing.md).
 test: deps
+	$(SWIFT) build -c release
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --no-parallel
 	$(MAKE) fuzz-smoke

@@ -21,10 +21,17 @@ final class TestProcess: @unchecked Sendable {  // @unchecked: mutable state is 
         return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug")
     }
 
-    init(_ executable: String, _ arguments: [String], logDirectory: String) throws {
+    /// - Parameters:
+    ///   - executableURL: a program outside the package's build (default: `executable` in `binDirectory`).
+    ///   - environment: the whole environment of the process (default: the test's own).
+    init(
+        _ executable: String, _ arguments: [String], logDirectory: String, executableURL: URL? = nil,
+        environment: [String: String]? = nil
+    ) throws {
         name = executable
-        process.executableURL = Self.binDirectory.appendingPathComponent(executable)
+        process.executableURL = executableURL ?? Self.binDirectory.appendingPathComponent(executable)
         process.arguments = arguments
+        if let environment { process.environment = environment }
         let stdout = Pipe()
         process.standardOutput = stdout
         stderrPath = logDirectory + "/\(executable)-\(UUID().uuidString.prefix(8)).log"

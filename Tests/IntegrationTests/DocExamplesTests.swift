@@ -1,0 +1,736 @@
+import Foundation
+import Testing
+
+/// Every fenced `sh` block of README.md and docs/*.md runs as written against the release build, so that a
+/// documented command that fails fails `make test`. How a block is run, and why a few are not, is in
+/// docs/contributing.md ("Documented examples"); the lists below are the only exceptions.
+@Suite("documented sh examples run against the release build", .serialized, .timeLimit(.minutes(15)))
+struct DocExamplesTests {
+    @Test("every sh block of the document runs, in order, in one fresh folder", arguments: DocExamples.documents)
+    func document(_ document: String) throws {
+        let release = Repository.root.appendingPathComponent(".build/release")
+        for executable in ["askrelay", "askrelay-broker", "askrelay-limits", "askrelay-parent", "askrelay-child"] {
+            guard FileManager.default.isExecutableFile(atPath: release.appendingPathComponent(executable).path) else {
+                let missing = "\(release.path)/\(executable)"
+                Issue.record("no release build: \(missing) is missing; run `swift build -c release` (make test does)")
+                return
+            }
+        }
+        let blocks = try DocExamples.blocks(in: document)
+        let folder = try DocExamples.makeFolder()
+        defer { try? FileManager.default.removeItem(at: folder.root) }
+        for block in blocks {
+            let exceptions = DocExamples.exceptions.filter { $0.matches(block) }
+            if let skip = exceptions.lazy.compactMap(\.skipReason).first {
+                print("\(block.location): skipped: \(skip)")
+                continue
+            }
+            let result = try DocExamples.run(block, exceptions: exceptions, in: folder)
+            if let failure = result.failure {
+                // A block that failed elsewhere may not have reached its known-failing lines.
+                Issue.record(Comment(rawValue: failure))
+                continue
+            }
+            for known in exceptions {
+                guard let (branch, intermittent) = known.knownFailing else { continue }
+                // Once the fix is merged the line passes, and withKnownIssue reports that no issue was recorded
+                // (unless the failure is intermittent: then a pass says nothing).
+                let comment: Comment = "\(block.location): '\(known.contains)' fails until \(branch): \(known.reason)"
+                withKnownIssue(comment, isIntermittent: intermittent) {
+                    for line in result.knownFailures where line.contains(known.contains) {
+                        Issue.record(
+                            Comment(rawValue: "\(block.location): known failing: \(line)\n\(result.outputTail)")
+                        )
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("every exception and substitution names a block that exists, so the lists cannot go stale")
+    func exceptionsMatchBlocks() throws {
+        let blocks = try DocExamples.documents.flatMap { try DocExamples.blocks(in: $0) }
+        for exception in DocExamples.exceptions {
+            #expect(
+                blocks.contains { exception.matches($0) },
+                "no sh block in \(exception.file) contains '\(exception.contains)'"
+            )
+        }
+        for substitution in DocExamples.substitutions {
+            let used = blocks.contains { block in block.lines.contains { substitution.apply(to: $0) != nil } }
+            #expect(used, "no sh block has a line matching the substitution /\(substitution.pattern)/")
+        }
+    }
+
+    @Test("blocks are found with their line, a failing block names its file, line and output, and its processes end")
+    func runnerReportsAndCleansUp() throws {
+        let folder = try DocExamples.makeFolder()
+        defer { try? FileManager.default.removeItem(at: folder.root) }
+        let markdown = """
+            text
+            ```json
+            {"not": "run"}
+            ```
+            ```
+            echo not run either
+            ```
+            ```sh
+            sh -c 'trap "echo stopped by SIGTERM > term; exit 0" TERM; while :; do sleep 1; done' &
+            echo "started $!" > pid
+            echo about to fail
+            false
+            echo never
+            ```
+            """
+        let path = folder.root.appendingPathComponent("sample.md").path
+        try markdown.write(toFile: path, atomically: true, encoding: .utf8)
+        let blocks = try DocExamples.blocks(inFile: path, named: "sample.md")
+        #expect(blocks.count == 1)
+        let block = try #require(blocks.first)
+        #expect(block.line == 8)
+        #expect(block.lines.count == 5)
+        let result = try DocExamples.run(block, exceptions: [], in: folder)
+        let failure = try #require(result.failure)
+        #expect(failure.hasPrefix("sample.md:8: exited 1"), "\(failure)")
+        #expect(failure.contains("    false\n"), "the block as run")
+        #expect(result.outputTail.contains("about to fail"))
+        #expect(!result.outputTail.contains("never"))
+        // The background loop was in the block's session, was sent SIGTERM at the end, and is gone.
+        let term = try? String(contentsOf: folder.work.appendingPathComponent("term"), encoding: .utf8)
+        #expect(term == "stopped by SIGTERM\n", "the block's background process did not see SIGTERM")
+        let pidText = try String(contentsOf: folder.work.appendingPathComponent("pid"), encoding: .utf8)
+        let pid = try #require(Int32(pidText.split(separator: " ")[1].trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(kill(pid, 0) != 0 || DocExamples.isZombie(pid), "the block's background process \(pid) still runs")
+    }
+}
+
+extension DocExamplesTests {
+    @Test("a failed background command fails its block; no signal is blocked; a known failure does not stop a block")
+    func backgroundAndKnownFailures() throws {
+        let folder = try DocExamples.makeFolder()
+        defer { try? FileManager.default.removeItem(at: folder.root) }
+        // The loop ends once the shell has reaped the background command, so its status is known at the end.
+        let background = DocBlock(
+            file: "b.md",
+            line: 3,
+            lines: ["sh -c 'exit 3' & pid=$!", "while kill -0 \"$pid\" 2>/dev/null; do :; done"]
+        )
+        let failure = try #require(try DocExamples.run(background, exceptions: [], in: folder).failure)
+        #expect(failure.hasPrefix("b.md:3: exited 3"), "\(failure)")
+        #expect(failure.contains("a command started in the background exited 3"))
+
+        // A command of a block starts with no signal blocked, as from a terminal: `kill` and the cleanup's SIGTERM
+        // reach it (a test runner's thread blocks SIGTERM, and a process spawned from it would inherit that).
+        let mask = DocBlock(file: "m.md", line: 1, lines: ["grep '^SigBlk:' /proc/self/status", "false"])
+        let masked = try DocExamples.run(mask, exceptions: [], in: folder)
+        #expect(masked.outputTail.contains("SigBlk:\t0000000000000000"), "\(masked.outputTail)")
+
+        let known = DocException(file: "k.md", contains: "exit 5", treatment: .knownFailing(branch: "x"), reason: "r")
+        let block = DocBlock(file: "k.md", line: 1, lines: ["sh -c 'exit 5'", "echo after"])
+        let result = try DocExamples.run(block, exceptions: [known], in: folder)
+        #expect(result.failure == nil, "\(result.failure ?? "")")
+        #expect(result.knownFailures == ["sh -c 'exit 5'"])
+        #expect(result.outputTail.contains("after"))
+    }
+}
+
+/// One fenced ```sh block: where it is, and its lines.
+struct DocBlock: Sendable, CustomStringConvertible {
+    var file: String
+    /// 1-based line of the opening fence.
+    var line: Int
+    var lines: [String]
+    var location: String { "\(file):\(line)" }
+    var text: String { lines.joined(separator: "\n") }
+    var description: String { location }
+}
+
+/// What is done differently for a block: each entry says why.
+struct DocException: Sendable {
+    enum Treatment: Sendable {
+        /// Not run.
+        case skip
+        /// A command that runs until stopped: it passes when it is still running after this long (its flags and
+        /// files were accepted), and is then stopped.
+        case keepsRunning(seconds: Int)
+        /// Run with a longer time limit than `DocExamples.defaultLimit`.
+        case timeLimit(seconds: Int)
+        /// The lines containing `contains` fail until another branch's fix is merged: each runs in an `if`, so the
+        /// rest of the block still runs, and its failure is a known issue; once it passes the test says so.
+        case knownFailing(branch: String, intermittent: Bool = false)
+    }
+
+    var file: String
+    /// A piece of the block's text that identifies it (line numbers move when the prose around it changes).
+    var contains: String
+    var treatment: Treatment
+    var reason: String
+
+    func matches(_ block: DocBlock) -> Bool { block.file == file && block.text.contains(contains) }
+
+    var skipReason: String? {
+        if case .skip = treatment { return reason }
+        return nil
+    }
+
+    var knownFailing: (branch: String, intermittent: Bool)? {
+        if case .knownFailing(let branch, let intermittent) = treatment { return (branch, intermittent) }
+        return nil
+    }
+}
+
+/// A line of a block replaced before it runs: the test runs against the release build `make test` has built, and
+/// stands in for a few commands that would rebuild, recurse into the test suite, or run for minutes.
+struct DocSubstitution: Sendable {
+    var pattern: String
+    var replacement: String
+    var reason: String
+
+    /// The replaced line, or nil when the pattern does not match the whole line.
+    func apply(to line: String) -> String? {
+        guard let expression = try? NSRegularExpression(pattern: "^" + pattern + "$") else { return nil }
+        let range = NSRange(line.startIndex..., in: line)
+        guard expression.firstMatch(in: line, range: range) != nil else { return nil }
+        return expression.stringByReplacingMatches(in: line, range: range, withTemplate: replacement)
+    }
+}
+
+enum DocExamples {
+    /// The documents whose sh blocks run: README.md and every docs/*.md.
+    static let documents: [String] = {
+        let docs =
+            (try? FileManager.default.contentsOfDirectory(atPath: Repository.root.appendingPathComponent("docs").path))
+            ?? []
+        return ["README.md"] + docs.filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
+    }()
+
+    static let defaultLimit = 60
+
+    /// A trailing `# comment` kept after a substitution (`(\s+#.*)?` is group 1 wherever it is used).
+    private static let comment = #"(\s+#.*)?"#
+
+    static let substitutions: [DocSubstitution] = [
+        DocSubstitution(
+            pattern: #"swift build -c release"# + comment,
+            replacement: ": swift build -c release$1",
+            reason: "the examples run against the release build that make test has just built"
+        ),
+        DocSubstitution(
+            pattern: #"make simulate ARGS="([^"]*)""# + #"(\s+#.*)?"#,
+            replacement: ".build/release/askrelay simulate $1$2",
+            reason: "make simulate is `make release` and then this command"
+        ),
+        DocSubstitution(
+            pattern: #"make simulate"# + comment,
+            replacement: ".build/release/askrelay simulate$1",
+            reason: "make simulate is `make release` and then this command"
+        ),
+        DocSubstitution(
+            pattern: #"make test"# + comment,
+            replacement: ": make test$1",
+            reason: "it is the run this test is part of"
+        ),
+        DocSubstitution(
+            pattern: #"make fuzz"# + comment,
+            replacement: ": make fuzz$1",
+            reason: "10 minutes; make test runs the same target for 60 s (fuzz-smoke)"
+        ),
+    ]
+
+    static let exceptions: [DocException] = [
+        DocException(
+            file: "docs/deployment.md",
+            contains: "sudo install -m 0755",
+            treatment: .skip,
+            reason: "installs into /usr/local/bin of the machine running the tests"
+        ),
+        DocException(
+            file: "docs/deployment.md",
+            contains: "sudo useradd",
+            treatment: .skip,
+            reason: "creates a system user on the machine running the tests"
+        ),
+        DocException(
+            file: "docs/deployment.md",
+            contains: "sudo install -d",
+            treatment: .skip,
+            reason: """
+                writes /etc/askrelay and /var/lib/askrelay (deploymentUnitsStart starts the units' commands from a \
+                temporary folder)
+                """
+        ),
+        DocException(
+            file: "docs/deployment.md",
+            contains: "systemctl",
+            treatment: .skip,
+            reason: "needs systemd as the init system (deploymentUnitsStart starts the units' commands without it)"
+        ),
+        DocException(
+            file: "docs/deployment.md",
+            contains: "docker compose",
+            treatment: .skip,
+            reason: "needs a container engine and builds the image (ComposeTests checks the compose file)"
+        ),
+        DocException(
+            file: "docs/deployment.md",
+            contains: "sudo -u askrelay sqlite3",
+            treatment: .skip,
+            reason: "needs the service user and the journal of a broker installed as above"
+        ),
+        DocException(
+            file: "docs/deployment.md",
+            contains: "docker run",
+            treatment: .skip,
+            reason: "needs a container engine and the Compose volume"
+        ),
+        DocException(
+            file: "docs/deployment.md",
+            contains: "--filter MultiHostTests",
+            treatment: .skip,
+            reason: "runs a test suite, which make test runs itself"
+        ),
+        DocException(
+            file: "docs/protocol-messages.md",
+            contains: "ASKRELAY_REGENERATE_FIXTURES",
+            treatment: .skip,
+            reason: "runs a test suite, which make test runs itself, and rewrites the checked-in fixtures"
+        ),
+        DocException(
+            file: "docs/reliability.md",
+            contains: "swift test",
+            treatment: .skip,
+            reason: "runs test suites, which make test runs itself"
+        ),
+        DocException(
+            file: "docs/simulation.md",
+            contains: "ip netns exec",
+            treatment: .skip,
+            reason: "needs root and network namespaces made by hand (MultiHostTests runs the same command line)"
+        ),
+        DocException(
+            file: "docs/workers.md",
+            contains: "askrelay-parent --broker",
+            treatment: .keepsRunning(seconds: 3),
+            reason: "a parent worker serves until SIGTERM"
+        ),
+        DocException(
+            file: "docs/workers.md",
+            contains: "askrelay-child --broker",
+            treatment: .keepsRunning(seconds: 3),
+            reason: "the child waits for a broker, which this example does not start"
+        ),
+        DocException(
+            file: "docs/simulation.md",
+            contains: "--seed 7 --families 50 --duration 15s",
+            treatment: .knownFailing(branch: "branch 'sim' merges"),
+            reason: "issue 13 item 1: a duration shorter than the flows reports a false ends-exactly-once violation"
+        ),
+        DocException(
+            file: "docs/simulation.md",
+            contains: "--scenario docs/scenarios/faults.json",
+            treatment: .knownFailing(branch: "a fix (no branch yet)", intermittent: true),
+            reason: """
+                3 of 5 runs: response-needs-accepted-answer, when parent-2's 'term' fault stops it between the broker \
+                accepting its answer and its record of that; the checker excuses only 'kill' of a parent
+                """
+        ),
+        DocException(
+            file: "docs/simulation.md",
+            contains: "askrelay simulate",
+            treatment: .timeLimit(seconds: 400),
+            reason: "five simulations of 15-40 s each on a shared 2-core machine"
+        ),
+        DocException(
+            file: "README.md",
+            contains: "make simulate",
+            treatment: .timeLimit(seconds: 180),
+            reason: "the default simulation takes 20-40 s, more on a loaded machine"
+        ),
+        DocException(
+            file: "README.md",
+            contains: "askrelay bench wrapper",
+            treatment: .timeLimit(seconds: 180),
+            reason: "three benchmarks of several seconds each"
+        ),
+    ]
+
+    /// The sh blocks of a document of the checkout (`README.md`, `docs/x.md`).
+    static func blocks(in document: String) throws -> [DocBlock] {
+        try blocks(inFile: Repository.root.appendingPathComponent(document).path, named: document)
+    }
+
+    static func blocks(inFile path: String, named name: String) throws -> [DocBlock] {
+        let lines = try String(contentsOfFile: path, encoding: .utf8).components(separatedBy: "\n")
+        var blocks: [DocBlock] = []
+        var open: DocBlock?
+        var inOtherFence = false
+        for (index, line) in lines.enumerated() {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if var block = open {
+                if trimmed == "```" {
+                    blocks.append(block)
+                    open = nil
+                } else {
+                    block.lines.append(line)
+                    open = block
+                }
+            } else if inOtherFence {
+                // Only a bare fence closes a fenced block; a "```sh" line inside another block is its text.
+                if trimmed == "```" { inOtherFence = false }
+            } else if trimmed == "```sh" {
+                open = DocBlock(file: name, line: index + 1, lines: [])
+            } else if trimmed.hasPrefix("```") {
+                inOtherFence = true
+            }
+        }
+        return blocks
+    }
+
+    struct Folder {
+        /// Removed at the end: holds `work` and the scripts and logs.
+        var root: URL
+        /// The blocks' working directory: `.build` and `docs` link to the checkout's.
+        var work: URL
+    }
+
+    static func makeFolder() throws -> Folder {
+        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+            "askrelay-docs-" + UUID().uuidString.prefix(8)
+        )
+        let work = root.appendingPathComponent("work")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: root.appendingPathComponent("scripts"),
+            withIntermediateDirectories: true
+        )
+        for name in [".build", "docs"] {
+            try FileManager.default.createSymbolicLink(
+                at: work.appendingPathComponent(name),
+                withDestinationURL: Repository.root.appendingPathComponent(name)
+            )
+        }
+        return Folder(root: root, work: work)
+    }
+
+    /// The environment of a block: the test's, without ASKRELAY_* settings, with the release build first on PATH
+    /// (for examples that call `askrelay ...` as if installed).
+    static var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment.filter { key, _ in !key.hasPrefix("ASKRELAY_") }
+        let release = Repository.root.appendingPathComponent(".build/release").path
+        environment["PATH"] = release + ":" + (environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin")
+        return environment
+    }
+
+    private static let sessionMarker = "doc-example-session "
+    private static let exitMarker = "doc-example-exit "
+
+    struct BlockResult {
+        /// nil when the block passed, else a message naming the file, the block's line and its output.
+        var failure: String?
+        /// The known-failing lines that failed.
+        var knownFailures: [String]
+        var outputTail: String
+    }
+
+    private static let knownFailureMarker = "doc-example-known-failure "
+
+    /// Runs one block under `setsid bash -euo pipefail` in `folder.work`, then ends every process left in its
+    /// session. A command started in the background (`&`) that has already exited non-zero when the block ends
+    /// fails the block too.
+    static func run(_ block: DocBlock, exceptions: [DocException], in folder: Folder) throws -> BlockResult {
+        var limit = defaultLimit
+        var keepsRunning: Int?
+        for exception in exceptions {
+            switch exception.treatment {
+            case .timeLimit(let seconds): limit = seconds
+            case .keepsRunning(let seconds): keepsRunning = seconds
+            case .skip, .knownFailing: break
+            }
+        }
+        let body = block.lines.map { line in substitutions.lazy.compactMap { $0.apply(to: line) }.first ?? line }
+        let known = exceptions.filter { $0.knownFailing != nil }.map(\.contains)
+        let scriptBody = body.enumerated().flatMap { index, line -> [String] in
+            guard known.contains(where: { line.contains($0) }) else { return [line] }
+            return ["if ! (", line, "); then echo \"\(knownFailureMarker)\(index)\"; fi"]
+        }
+        let name = "\(block.file.replacingOccurrences(of: "/", with: "_"))-\(block.line)"
+        let script = folder.root.appendingPathComponent("scripts/\(name).sh")
+        let jobs = folder.root.appendingPathComponent("scripts/\(name).jobs").path
+        let prelude = [
+            // The shell is the session leader: its pid is the session id, printed first for the cleanup.
+            "echo \"\(sessionMarker)$$\"",
+            // The shell says when it exits, and how: Process learns of the exit only once every process that
+            // inherited its stdout has gone too, which a background server of the block never does by itself.
+            "trap 'echo \"\(exitMarker)$?\"' EXIT",
+            "exec 2>&1",
+            "cd '\(folder.work.path)'",
+        ]
+        // `jobs -p` into a file, not `$(jobs -p)`: a command substitution's subshell does not list every job.
+        let epilogue = [
+            "jobs -p > '\(jobs)'",
+            "while read -r pid; do",
+            "  if ! kill -0 \"$pid\" 2>/dev/null; then",
+            "    status=0; wait \"$pid\" || status=$?",
+            "    if [ \"$status\" != 0 ]; then",
+            "      echo \"a command started in the background exited $status\"; exit \"$status\"",
+            "    fi",
+            "  fi",
+            "done < '\(jobs)'",
+        ]
+        try (prelude + scriptBody + epilogue).joined(separator: "\n").appending("\n")
+            .write(to: script, atomically: true, encoding: .utf8)
+        let started = ContinuousClock.now
+        let logs = folder.root.path
+        let process = try withDefaultSignalMask {
+            try TestProcess(
+                "setsid",
+                ["--wait", "/bin/bash", "-euo", "pipefail", script.path],
+                logDirectory: logs,
+                executableURL: URL(fileURLWithPath: "/usr/bin/setsid"),
+                environment: environment
+            )
+        }
+        let session: Int32?
+        do {
+            let line = try process.waitForLine(startingWith: sessionMarker, timeout: .seconds(20))
+            session = Int32(line.dropFirst(sessionMarker.count))
+        } catch {
+            session = nil
+        }
+        let waited = keepsRunning ?? limit
+        let exitLine = try? process.waitForLine(startingWith: exitMarker, timeout: .seconds(waited))
+        let elapsed = ContinuousClock.now - started
+        if let session { endSession(session) }
+        if (try? process.waitForEnd(timeout: .seconds(10))) == nil { process.kill9() }
+        let exited = exitLine != nil
+        let status = exitLine.flatMap { Int32($0.dropFirst(exitMarker.count)) } ?? -1
+
+        let verdict: String?
+        switch (keepsRunning, exited) {
+        case (.some(let seconds), true):
+            verdict = "exited \(status) within \(seconds) s; it should keep running until stopped"
+        case (.some, false):
+            verdict = nil
+        case (nil, false):
+            verdict = "did not finish within its time limit of \(limit) s"
+        case (nil, true):
+            verdict = status == 0 ? nil : "exited \(status)"
+        }
+        let output = process.output.filter { !$0.hasPrefix(sessionMarker) && !$0.hasPrefix(exitMarker) }
+        let knownFailures = output.filter { $0.hasPrefix(knownFailureMarker) }.compactMap { line in
+            Int(line.dropFirst(knownFailureMarker.count)).flatMap { body.indices.contains($0) ? body[$0] : nil }
+        }
+        let stderr = (try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? ""
+        let tail =
+            "output (last 80 lines):\n" + output.suffix(80).map { "    " + $0 }.joined(separator: "\n")
+            + (stderr.isEmpty ? "" : "\nsetsid: \(stderr)")
+        guard let verdict else { return BlockResult(failure: nil, knownFailures: knownFailures, outputTail: tail) }
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let failure = """
+            \(block.location): \(verdict) after \(String(format: "%.1f", seconds)) s
+            block, as run:
+            \(body.map { "    " + $0 }.joined(separator: "\n"))
+            \(tail)
+            """
+        return BlockResult(failure: failure, knownFailures: knownFailures, outputTail: tail)
+    }
+
+    /// Runs `launch` on a thread of its own that blocks no signal. A child process starts with the signal mask of
+    /// the thread that spawned it, and the test runner's threads block SIGTERM among others: a block started from
+    /// one of them could not be stopped by `kill`, nor could the commands it starts.
+    static func withDefaultSignalMask(_ launch: @escaping @Sendable () throws -> TestProcess) throws -> TestProcess {
+        let outcome = LaunchOutcome()
+        let thread = Thread {
+            var none = sigset_t()
+            sigemptyset(&none)
+            pthread_sigmask(SIG_SETMASK, &none, nil)
+            outcome.finish(Result { try launch() })
+        }
+        thread.start()
+        return try outcome.wait().get()
+    }
+
+    /// SIGTERM to every process of the session (a drain, as a person's Ctrl-C or `kill` would), then SIGKILL to
+    /// whatever is left after 15 s.
+    static func endSession(_ session: Int32) {
+        for signal in [SIGTERM, SIGKILL] {
+            let members = sessionMembers(session)
+            if members.isEmpty { return }
+            for pid in members { kill(pid, signal) }
+            let deadline = ContinuousClock.now + .seconds(signal == SIGTERM ? 15 : 5)
+            while !sessionMembers(session).isEmpty && ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: 0.05)  // polling /proc for exits of processes that are not our children
+            }
+        }
+    }
+
+    /// Live (not zombie) processes whose session id is `session`, from /proc/<pid>/stat.
+    static func sessionMembers(_ session: Int32) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry -> Int32? in
+            guard let pid = Int32(entry), let fields = statFields(pid) else { return nil }
+            // After "pid (comm)": state ppid pgrp session ...
+            guard fields.count > 3, fields[0] != "Z", Int32(fields[3]) == session else { return nil }
+            return pid
+        }
+    }
+
+    static func isZombie(_ pid: Int32) -> Bool { statFields(pid)?.first == "Z" }
+
+    private static func statFields(_ pid: Int32) -> [Substring]? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
+        return stat[stat.index(after: close)...].split(separator: " ")
+    }
+}
+
+/// docs/deployment.md's systemd units start as written: each unit's `ExecStart` runs with its `EnvironmentFile`, both
+/// taken from the page, with `/usr/local/bin` as the release build and `/etc/askrelay` and `/var/lib/askrelay` in a
+/// temporary folder (systemd itself is not needed: it only starts the same command line). The units start the way
+/// the page's `systemctl enable --now` line does: the broker, the limits worker, parent@1, parent@2, child@1...4.
+extension DocExamplesTests {
+    @Test("the systemd units of docs/deployment.md start as written and stop cleanly on SIGTERM")
+    func deploymentUnitsStart() throws {
+        let page = try DeploymentPage(Repository.root.appendingPathComponent("docs/deployment.md").path)
+        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+            "askrelay-units-" + UUID().uuidString.prefix(8)
+        )
+        defer { try? FileManager.default.removeItem(at: root) }
+        let release = Repository.root.appendingPathComponent(".build/release").path
+        func rewrite(_ text: String) -> String {
+            text.replacingOccurrences(of: "/usr/local/bin", with: release)
+                .replacingOccurrences(of: "/etc/askrelay", with: root.path + "/etc/askrelay")
+                .replacingOccurrences(of: "/var/lib/askrelay", with: root.path + "/var/lib/askrelay")
+        }
+        // What the page says to put in place before the first start.
+        let etc = root.appendingPathComponent("etc/askrelay")
+        try FileManager.default.createDirectory(at: etc, withIntermediateDirectories: true)
+        for (path, content) in page.files {
+            try rewrite(content).write(toFile: rewrite(path), atomically: true, encoding: .utf8)
+        }
+        for needed in ["/etc/askrelay/broker.env", "/etc/askrelay/parent.env", "/etc/askrelay/child.env"] {
+            #expect(page.files[needed] != nil, "docs/deployment.md shows no \(needed)")
+        }
+        // StateDirectory=askrelay (systemd makes it) and the records folder the page has you create.
+        try FileManager.default.createDirectory(
+            at: root.appendingPathComponent("var/lib/askrelay/records"),
+            withIntermediateDirectories: true
+        )
+
+        let instances: [(unit: String, instance: String?, ready: String)] =
+            [("askrelay-broker.service", nil, "ready endpoints="), ("askrelay-limits.service", nil, "ready id=")]
+            + ["1", "2"].map { ("askrelay-parent@.service", $0, "ready guardians=") }
+            + ["1", "2", "3", "4"].map { ("askrelay-child@.service", $0, "ready children=") }
+        var started: [TestProcess] = []
+        defer { for process in started.reversed() { process.terminate() } }
+        for (unitName, instance, ready) in instances {
+            let unit = try #require(page.units[unitName], "docs/deployment.md has no unit \(unitName)")
+            var command = rewrite(unit.execStart).replacingOccurrences(of: "%H", with: "host1")
+            if let instance { command = command.replacingOccurrences(of: "%i", with: instance) }
+            let words = command.split(separator: " ").map(String.init)
+            var environment = Tool.cleanEnvironment
+            for file in unit.environmentFiles {
+                guard let text = try? String(contentsOfFile: rewrite(file.path), encoding: .utf8) else {
+                    #expect(
+                        file.optional,
+                        "\(unitName): EnvironmentFile \(file.path) is not optional and the page does not show it"
+                    )
+                    continue
+                }
+                for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+                    let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+                    if parts.count == 2 { environment[parts[0]] = parts[1] }
+                }
+            }
+            let name = unitName.replacingOccurrences(of: "@.service", with: "@" + (instance ?? ""))
+                .replacingOccurrences(of: ".service", with: "")
+            let process = try TestProcess(
+                name,
+                Array(words.dropFirst()),
+                logDirectory: root.path,
+                executableURL: URL(fileURLWithPath: words[0]),
+                environment: environment
+            )
+            started.append(process)
+            // A worker waits for the broker; each must print its ready line (a usage error exits 64 at once).
+            _ = try process.waitForLine(startingWith: ready, timeout: .seconds(60))
+        }
+        for process in started.reversed() {
+            #expect(process.terminate(timeout: .seconds(20)) == 0, "\(process.name) did not exit 0 on SIGTERM")
+        }
+        let records = try FileManager.default.contentsOfDirectory(
+            atPath: root.appendingPathComponent("var/lib/askrelay/records").path
+        )
+        #expect(Set(records).isSuperset(of: ["parent-1.jsonl", "child-1.jsonl"]), "records: \(records)")
+    }
+}
+
+/// The result of a launch on another thread, handed back once.
+final class LaunchOutcome: @unchecked Sendable {  // @unchecked: `result` is written before `done` is signalled.
+    private let done = DispatchSemaphore(value: 0)
+    private var result: Result<TestProcess, any Error>?
+
+    func finish(_ result: Result<TestProcess, any Error>) {
+        self.result = result
+        done.signal()
+    }
+
+    func wait() -> Result<TestProcess, any Error> {
+        done.wait()
+        return result ?? .failure(ProcessFailure("the launch thread gave no result"))
+    }
+}
+
+/// The systemd units and configuration files shown in docs/deployment.md.
+struct DeploymentPage {
+    struct Unit {
+        var execStart: String
+        var environmentFiles: [(path: String, optional: Bool)]
+    }
+
+    /// By file name (`askrelay-broker.service`, `askrelay-parent@.service`).
+    var units: [String: Unit] = [:]
+    /// Files under /etc/askrelay shown as "`/etc/askrelay/<name>`, for example:" followed by a fenced block.
+    var files: [String: String] = [:]
+
+    init(_ path: String) throws {
+        let lines = try String(contentsOfFile: path, encoding: .utf8).components(separatedBy: "\n")
+        var index = 0
+        while index < lines.count {
+            let line = lines[index]
+            // "`/etc/systemd/system/askrelay-broker.service`:" or "`/etc/askrelay/broker.env`, for example:"
+            // The fence follows on the next line, or after one blank line.
+            let fence = index + 1 < lines.count && lines[index + 1].isEmpty ? index + 2 : index + 1
+            guard line.hasPrefix("`/"), let close = line.dropFirst().firstIndex(of: "`"),
+                fence < lines.count, lines[fence].hasPrefix("```")
+            else {
+                index += 1
+                continue
+            }
+            let named = String(line[line.index(after: line.startIndex)..<close])
+            var body: [String] = []
+            index = fence + 1
+            while index < lines.count && lines[index] != "```" {
+                body.append(lines[index])
+                index += 1
+            }
+            if named.hasPrefix("/etc/systemd/system/") {
+                let exec =
+                    body.first { $0.hasPrefix("ExecStart=") }.map { String($0.dropFirst("ExecStart=".count)) } ?? ""
+                let files = body.filter { $0.hasPrefix("EnvironmentFile=") }.map {
+                    entry -> (path: String, optional: Bool) in
+                    let value = entry.dropFirst("EnvironmentFile=".count)
+                    return value.hasPrefix("-") ? (String(value.dropFirst()), true) : (String(value), false)
+                }
+                units[String(named.dropFirst("/etc/systemd/system/".count))] = Unit(
+                    execStart: exec,
+                    environmentFiles: files
+                )
+            } else if named.hasPrefix("/etc/askrelay/") {
+                files[named] = body.joined(separator: "\n") + "\n"
+            }
+            index += 1
+        }
+    }
+}

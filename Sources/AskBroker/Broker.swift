@@ -55,6 +55,8 @@ public final class Broker {
     let authenticator: Authenticator?
     /// Test-only crash hooks (`--crash-at`); unarmed unless configured.
     var crashPoints: CrashPoints
+    /// Refusal lines per peer (its routing id): a peer repeating bad input gets a few lines, then a count.
+    var refusalLog = LogRateLimiter<[UInt8]>()
     /// This turn's journaled envelopes, SENDs accepted and ledger entries as they were before the turn: what
     /// ``withdrawTurn(_:)`` undoes when the commit fails.
     var turnEnvelopes: [Envelope] = []
@@ -323,7 +325,9 @@ public final class Broker {
             // A worker refused a delivery it cannot process; it will never ack it, so stop retrying.
             guard let session, let id = parsed.id else { return }
             stats.refusedByWorkers += 1
-            logger.warning("worker refused a delivery", ["worker": session.worker, "id": id, "code": input.string(parsed.codeFrame), "reason": input.string(parsed.reasonFrame)])
+            if logger.isEnabled(.warning), let suppressed = refusalLog.admit(session.identity, now: turnNow) {
+                logger.warning("worker refused a delivery", ["worker": session.worker, "id": id, "code": input.string(parsed.codeFrame), "reason": input.string(parsed.reasonFrame), "suppressed": suppressed])
+            }
             acknowledge(id, by: session)
         case .bye:
             if let session { endSession(session, reason: "said bye") }
@@ -335,7 +339,9 @@ public final class Broker {
     /// Counts, logs and answers bad input; changes nothing else.
     func refuseInput(_ error: WireError, session: Session?, id: MessageID? = nil) {
         stats.countRefusal(error.code)
-        logger.info("refused input", ["code": error.code.rawValue, "peer": session?.worker ?? "unregistered", "reason": error.reason])
+        if logger.isEnabled(.info), let suppressed = refusalLog.admit(Array(input[0]), now: turnNow) {
+            logger.info("refused input", ["code": error.code.rawValue, "peer": session?.worker ?? "unregistered", "reason": error.reason, "suppressed": suppressed])
+        }
         output.removeAll()
         input.withFrame(0) { output.append($0) }
         WireEncoder.nack(id: id, error, into: &output)
@@ -371,7 +377,9 @@ public final class Broker {
             let key = socket.lastFrameProperty("User-Id")
             switch authenticator.authorize(hello, key: key) {
             case .failure(let refusal):
-                logger.notice("hello refused by principal", ["worker": hello.worker, "reason": refusal.reason])
+                if logger.isEnabled(.notice), let suppressed = refusalLog.admit(Array(input[0]), now: turnNow) {
+                    logger.notice("hello refused by principal", ["worker": hello.worker, "reason": refusal.reason, "suppressed": suppressed])
+                }
                 refuseInput(refusal, session: existing)
                 return
             case .success:

@@ -64,6 +64,11 @@ public final class Broker {
     var turnLedgerUndo: [MessageID: LedgerEntry?] = [:]
     /// Mailboxes that spilled a message this turn (once per message), undone when the commit fails.
     var turnSpills: [Mailbox] = []
+    /// Guardians added to a family roster this turn, taken out of it again when the commit fails.
+    var turnGuardians: [(family: String, guardian: String)] = []
+    /// Guardians whose roster entry was withdrawn with a failed turn while their session lives on: added again
+    /// (memory and journal) in the next turn.
+    var rosterRetry: [(family: String, guardian: String)] = []
     /// Journaled copies acknowledged (or dropped) since the last commit: deleted in one go before it.
     var pendingDeletes: [Int64] = []
     /// `journal.writeFailures` when this turn began.
@@ -192,6 +197,15 @@ public final class Broker {
 
     /// Commits the turn's journal writes, then delivers and acknowledges.
     func finishTurn() {
+        if !rosterRetry.isEmpty {
+            let retry = rosterRetry
+            rosterRetry.removeAll()
+            for (family, guardian) in retry {
+                let address = "guardian/\(guardian)"
+                guard let owner = mailboxes[address]?.owner, owner.isAlive, owner.addresses[address] == family else { continue }
+                addToRoster(family: family, guardian: guardian)
+            }
+        }
         if journal.writeFailures == turnWriteFailures {
             if !turnAccepted.isEmpty { try? journal.rememberAccepted(turnAccepted.lazy.map(\.id), at: turnDate) }
             if !pendingDeletes.isEmpty { try? journal.deleteMessages(seqs: pendingDeletes) }
@@ -259,6 +273,14 @@ public final class Broker {
         if !turnAccepted.isEmpty { turnAccepted.removeAll(keepingCapacity: true) }
         if !turnLedgerUndo.isEmpty { turnLedgerUndo.removeAll(keepingCapacity: true) }
         if !turnSpills.isEmpty { turnSpills.removeAll(keepingCapacity: true) }
+        if !turnGuardians.isEmpty { turnGuardians.removeAll(keepingCapacity: true) }
+    }
+
+    /// Adds a guardian to its family's roster, in memory and in this turn's journal transaction.
+    func addToRoster(family: String, guardian: String) {
+        guard ledger.addGuardian(family: family, guardian: guardian) else { return }
+        turnGuardians.append((family, guardian))
+        try? journal.addGuardian(family: family, guardian: guardian)
     }
 
     /// The journal could not commit (or a write of the turn failed, which rolled the whole turn back): nothing
@@ -282,6 +304,11 @@ public final class Broker {
             } else {
                 ledger.remove(id)
             }
+        }
+        // The roster rows went with the rolled-back transaction; memory follows, and the next turn writes them again.
+        for (family, guardian) in turnGuardians {
+            ledger.removeGuardian(family: family, guardian: guardian)
+            rosterRetry.append((family, guardian))
         }
         for (id, session) in turnAccepted {
             accepted.remove(id)
@@ -399,10 +426,7 @@ public final class Broker {
             mailbox.owner = session
             markDirty(mailbox)
             if hello.role == .guardian, let family = claim.family {
-                let id = String(claim.address.dropFirst("guardian/".count))
-                if ledger.addGuardian(family: family, guardian: id) {
-                    try? journal.addGuardian(family: family, guardian: id)
-                }
+                addToRoster(family: family, guardian: String(claim.address.dropFirst("guardian/".count)))
             }
         }
         if hello.role == .limits { rerouteParkedLimitsWork() }

@@ -77,6 +77,12 @@ struct QuestionLedger {
         rosters[family, default: []].insert(guardian).inserted
     }
 
+    /// Takes a guardian out of a roster again (its addition was rolled back with a failed turn).
+    mutating func removeGuardian(family: String, guardian: String) {
+        rosters[family]?.remove(guardian)
+        if rosters[family]?.isEmpty == true { rosters[family] = nil }
+    }
+
     func child(of entry: LedgerEntry) -> String { names[entry.child] }
     func family(of entry: LedgerEntry) -> String { names[entry.family] }
     func roster(of entry: LedgerEntry) -> Set<String> { rosters[names[entry.family]] ?? [] }

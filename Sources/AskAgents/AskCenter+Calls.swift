@@ -138,7 +138,8 @@ extension PendingCalls.Waiter {
     func timeOut() {
         switch self {
         case .ask(let continuation, let timeout):
-            continuation.resume(returning: .failure(.systemError("ask timed out after \(timeout) without an ask.result")))
+            let message = "ask timed out after \(timeout) without an ask.result"
+            continuation.resume(returning: .failure(.systemError(message)))
         case .sheet(let continuation): continuation.resume(returning: .failure(.timedOut))
         case .query(let continuation): continuation.resume(returning: .failure(.timedOut))
         case .counters: preconditionFailure("a counters call has no deadline")

@@ -286,7 +286,8 @@ final class AskCenterConnection: WorkerHandler {
             purposes.removeValue(forKey: ask.sendID)
             // The limits service may still present it later; cancel so it cannot linger presented.
             purposes[connection.send(CancelQuestion(questionID: questionID), from: "child/\(ask.child)", to: "broker")] = .other
-            finishAsk(ask.token, .failure(.systemError("ask timed out after \(options.askTimeout) without an ask.result")))
+            let message = "ask timed out after \(options.askTimeout) without an ask.result"
+            finishAsk(ask.token, .failure(.systemError(message)))
         }
         for (id, sheet) in sheets where sheet.deadline <= now || !calls.isPending(sheet.token) {
             sheets.removeValue(forKey: id)

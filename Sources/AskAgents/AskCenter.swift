@@ -255,7 +255,8 @@ public final class AskCenter: Sendable {
             guard let token = shared.calls.register(.sheet(continuation), deadline: deadline) else { return }
             runtime.submit { connection, handler in
                 (handler as? AskCenterConnection)?.startSheet(
-                    kind, questionID: questionID, child: child, token: token, deadline: deadline, connection: connection)
+                    kind, questionID: questionID, child: child, token: token, deadline: deadline,
+                    connection: connection)
             }
         }
         try result.get()

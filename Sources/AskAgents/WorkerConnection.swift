@@ -207,7 +207,8 @@ public final class WorkerConnection {
         let body: [UInt8]
         do { body = try WireJSON.encodeBody(message, code: .invalidJSON) } catch {
             let id = MessageID.random()
-            logger.error("message not sent: its body cannot be encoded", ["kind": M.kind, "to": to, "error": error.reason])
+            logger.error(
+                "message not sent: its body cannot be encoded", ["kind": M.kind, "to": to, "error": error.reason])
             unencodable.append((id, error))
             return id
         }

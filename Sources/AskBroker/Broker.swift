@@ -202,7 +202,9 @@ public final class Broker {
             rosterRetry.removeAll()
             for (family, guardian) in retry {
                 let address = "guardian/\(guardian)"
-                guard let owner = mailboxes[address]?.owner, owner.isAlive, owner.addresses[address] == family else { continue }
+                guard let owner = mailboxes[address]?.owner, owner.isAlive, owner.addresses[address] == family else {
+                    continue
+                }
                 addToRoster(family: family, guardian: guardian)
             }
         }
@@ -353,7 +355,12 @@ public final class Broker {
             guard let session, let id = parsed.id else { return }
             stats.refusedByWorkers += 1
             if logger.isEnabled(.warning), let suppressed = refusalLog.admit(session.identity, now: turnNow) {
-                logger.warning("worker refused a delivery", ["worker": session.worker, "id": id, "code": input.string(parsed.codeFrame), "reason": input.string(parsed.reasonFrame), "suppressed": suppressed])
+                logger.warning(
+                    "worker refused a delivery",
+                    [
+                        "worker": session.worker, "id": id, "code": input.string(parsed.codeFrame),
+                        "reason": input.string(parsed.reasonFrame), "suppressed": suppressed,
+                    ])
             }
             acknowledge(id, by: session)
         case .bye:
@@ -367,7 +374,12 @@ public final class Broker {
     func refuseInput(_ error: WireError, session: Session?, id: MessageID? = nil) {
         stats.countRefusal(error.code)
         if logger.isEnabled(.info), let suppressed = refusalLog.admit(Array(input[0]), now: turnNow) {
-            logger.info("refused input", ["code": error.code.rawValue, "peer": session?.worker ?? "unregistered", "reason": error.reason, "suppressed": suppressed])
+            logger.info(
+                "refused input",
+                [
+                    "code": error.code.rawValue, "peer": session?.worker ?? "unregistered", "reason": error.reason,
+                    "suppressed": suppressed,
+                ])
         }
         output.removeAll()
         input.withFrame(0) { output.append($0) }
@@ -405,7 +417,9 @@ public final class Broker {
             switch authenticator.authorize(hello, key: key) {
             case .failure(let refusal):
                 if logger.isEnabled(.notice), let suppressed = refusalLog.admit(Array(input[0]), now: turnNow) {
-                    logger.notice("hello refused by principal", ["worker": hello.worker, "reason": refusal.reason, "suppressed": suppressed])
+                    logger.notice(
+                        "hello refused by principal",
+                        ["worker": hello.worker, "reason": refusal.reason, "suppressed": suppressed])
                 }
                 refuseInput(refusal, session: existing)
                 return

@@ -382,7 +382,8 @@ extension Broker {
         guard now < entry.expiresAt else { throw WireError(.expired, "the question expired at \(entry.expiresAt)") }
         let question = try questionJSON(questionID)
         let body = try LedgerBodies.guardianQuestion(
-            question: question, child: ledger.child(of: entry), family: ledger.family(of: entry), sentAt: now, expiresAt: entry.expiresAt)
+            question: question, child: ledger.child(of: entry), family: ledger.family(of: entry), sentAt: now,
+            expiresAt: entry.expiresAt)
         entry.state = .sent
         try journalTransition(questionID, entry)
         for guardian in ledger.roster(of: entry).sorted() {
@@ -466,7 +467,8 @@ extension Broker {
             return
         }
         let wasSent = entry.state == .sent
-        let closed = try WireJSON.encodeBody(QuestionClosed(questionID: questionID.uuid, reason: .expired), code: .storageFailed)
+        let closed = try WireJSON.encodeBody(
+            QuestionClosed(questionID: questionID.uuid, reason: .expired), code: .storageFailed)
         entry.state = wasSent ? .expired : .abandoned
         try journalTransition(questionID, entry, closedAt: now)
         ledger.update(questionID, entry)

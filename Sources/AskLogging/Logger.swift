@@ -47,6 +47,9 @@ public final class MemorySink: LogSink {
     public var lines: [String] { storage.withLock { $0 } }
 }
 
+/// The fields of a log line, in order.
+public typealias LogFields = KeyValuePairs<String, Any>
+
 /// A structured, levelled logger: one line per event, `timestamp level label: key=value ... message`.
 /// Libraries take a `Logger`; only executables decide where lines go.
 ///
@@ -79,7 +82,7 @@ public struct Logger: Sendable {
     public func isEnabled(_ level: LogLevel) -> Bool { level >= self.level }
 
     public func log(
-        _ level: LogLevel, _ message: @autoclosure () -> String, _ fields: @autoclosure () -> KeyValuePairs<String, Any> = [:]
+        _ level: LogLevel, _ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]
     ) {
         guard level >= self.level else { return }
         var line = "\(Self.timestamp()) \(level) \(Self.escape(label, limit: Self.maxValueLength)):"
@@ -93,25 +96,25 @@ public struct Logger: Sendable {
         sink.write(line)
     }
 
-    public func trace(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> KeyValuePairs<String, Any> = [:]) {
+    public func trace(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]) {
         log(.trace, message(), fields())
     }
-    public func debug(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> KeyValuePairs<String, Any> = [:]) {
+    public func debug(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]) {
         log(.debug, message(), fields())
     }
-    public func info(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> KeyValuePairs<String, Any> = [:]) {
+    public func info(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]) {
         log(.info, message(), fields())
     }
-    public func notice(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> KeyValuePairs<String, Any> = [:]) {
+    public func notice(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]) {
         log(.notice, message(), fields())
     }
-    public func warning(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> KeyValuePairs<String, Any> = [:]) {
+    public func warning(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]) {
         log(.warning, message(), fields())
     }
-    public func error(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> KeyValuePairs<String, Any> = [:]) {
+    public func error(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]) {
         log(.error, message(), fields())
     }
-    public func critical(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> KeyValuePairs<String, Any> = [:]) {
+    public func critical(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]) {
         log(.critical, message(), fields())
     }
 
@@ -119,8 +122,12 @@ public struct Logger: Sendable {
     /// or `\`; otherwise in double quotes, escaped as ``escape(_:limit:)`` does, with `"` as `\"`. Cut to
     /// ``maxValueLength`` characters first.
     static func quote(_ value: String) -> String {
-        let bare = !value.isEmpty && value.utf8.count <= maxValueLength
-            && value.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "=") && $0 != UInt8(ascii: "\\") }
+        let bare =
+            !value.isEmpty && value.utf8.count <= maxValueLength
+            && value.utf8.allSatisfy { byte in
+                byte > 0x20 && byte < 0x7F && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "=")
+                    && byte != UInt8(ascii: "\\")
+            }
         if bare { return value }
         return "\"" + escape(value, limit: maxValueLength, quote: true) + "\""
     }

@@ -62,14 +62,15 @@ struct AskCenterCompletionTests {
         options.heartbeatInterval = .milliseconds(200)
         Self.patient(&options)
         let center = try AskCenter(
-            broker: rig.broker.endpoint, children: [rig.child], stateDirectory: nil, logger: .silent(), context: context,
-            options: options)
+            broker: rig.broker.endpoint, children: [rig.child], stateDirectory: nil, logger: .silent(),
+            context: context, options: options)
         #expect(await center.waitUntilRegistered(timeout: .seconds(10)))
         let session = center.child("c1")
         let ask = Task { await askOutcome(session) }
         let query = Task { () -> LimitsQueryError? in
             do {
-                _ = try await center.knownHandles(in: [CommunicationHandle(value: "x@example.org", kind: .emailAddress)], child: "c1")
+                let handle = CommunicationHandle(value: "x@example.org", kind: .emailAddress)
+                _ = try await center.knownHandles(in: [handle], child: "c1")
             } catch let error as LimitsQueryError { return error } catch {}
             return nil
         }
@@ -141,7 +142,8 @@ struct AskCenterCompletionTests {
                 }
             }
             guard let outcomes else {
-                Issue.record("round \(round): asks still waiting 60 s after stop(); \(center.shared.calls.pendingCount) registered")
+                let pending = center.shared.calls.pendingCount
+                Issue.record("round \(round): asks still waiting 60 s after stop(); \(pending) registered")
                 return
             }
             // The limits peer never answers, so no ask can be presented: each one was stopped.

@@ -27,7 +27,8 @@ struct WorkerEncodeFailureTests {
         let refusedOne = DispatchSemaphore(value: 0)
         // No broker listens there: nothing can be sent anyway, and nothing needs to be.
         let runtime = try WorkerRuntime(
-            configuration: WorkerConfiguration(broker: "tcp://127.0.0.1:9", role: .child, worker: "test", endpoints: []),
+            configuration: WorkerConfiguration(
+                broker: "tcp://127.0.0.1:9", role: .child, worker: "test", endpoints: []),
             logger: logger, context: context
         ) {
             RefusalRecorder { id, error in

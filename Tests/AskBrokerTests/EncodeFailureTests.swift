@@ -12,7 +12,8 @@ struct BrokerEncodeFailureTests {
     func encodeBody() throws {
         let question = AnyPermissionQuestion(
             PermissionQuestion(handle: CommunicationHandle(value: "a@example.org", kind: .emailAddress)))
-        let body = GuardianQuestion(question: question, child: "c1", family: "f1", sentAt: Date(), expiresAt: Self.farFuture)
+        let body = GuardianQuestion(
+            question: question, child: "c1", family: "f1", sentAt: Date(), expiresAt: Self.farFuture)
         #expect(throws: EncodingError.self) { try WireJSON.encode(body) }
         do {
             _ = try WireJSON.encodeBody(body, code: .storageFailed)

@@ -59,8 +59,10 @@ struct LogInjectionTests {
         #expect(try broker.waitForEnd() == 0)
         let log = try Data(contentsOf: URL(fileURLWithPath: broker.stderrPath))
         #expect(!log.contains(0x1B), "an ESC byte reached the log")
-        let lines = String(decoding: log, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).dropLast()
-        let shape = try Regex(#"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (trace|debug|info|notice|warning|error|critical) askrelay-broker: "#)
+        let lines = String(decoding: log, as: UTF8.self)
+            .split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        let shape = try Regex(
+            #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (trace|debug|info|notice|warning|error|critical) askrelay-broker: "#)
         for line in lines {
             #expect(line.prefixMatch(of: shape) != nil, "not a log line: \(line.prefix(200))")
             #expect(!line.hasPrefix(Self.forged), "a forged line: \(line.prefix(200))")
@@ -68,8 +70,10 @@ struct LogInjectionTests {
             #expect(line.utf8.count <= 8192, "a line of \(line.utf8.count) bytes: \(line.prefix(200))")
         }
         // The injected text is there, escaped, in the lines about the injector.
-        #expect(lines.contains { $0.contains(#"x\n2020-01-01T00:00:00.000Z error askrelay-broker: forged\r\n\u{1B}[2J"#) })
+        let escaped = #"x\n2020-01-01T00:00:00.000Z error askrelay-broker: forged\r\n\u{1B}[2J"#
+        #expect(lines.contains { $0.contains(escaped) })
         let unknownCommand = lines.filter { $0.contains("refused input") && $0.contains("code=unknown-command") }
-        #expect(!unknownCommand.isEmpty && unknownCommand.count <= 10, "\(unknownCommand.count) refusal lines for one peer")
+        #expect(
+            !unknownCommand.isEmpty && unknownCommand.count <= 10, "\(unknownCommand.count) refusal lines for one peer")
     }
 }

@@ -51,7 +51,9 @@ struct WakeSignalTests {
         let folder = "/proc/\(pid)/fd"
         let entries = try FileManager.default.contentsOfDirectory(atPath: folder)
         #expect(entries.contains("0"), "the child's fd table was read")
-        let targets = entries.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: folder + "/" + $0) }
+        let targets = entries.compactMap {
+            try? FileManager.default.destinationOfSymbolicLink(atPath: folder + "/" + $0)
+        }
         #expect(!targets.contains { $0.contains("[\(inode)]") }, "the child holds the wake signal: \(targets)")
     }
 }

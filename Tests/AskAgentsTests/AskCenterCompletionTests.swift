@@ -211,3 +211,60 @@ struct ResponseHubOrderingTests {
         }
     }
 }
+
+@Suite("PendingCalls", .timeLimit(.minutes(1)))
+struct PendingCallsTests {
+    @Test("the watchdog ends a call at its deadline with nobody else acting; the call cannot be ended twice")
+    func watchdogTimesOut() async {
+        let calls = PendingCalls()
+        let tokens = Mutex<[PendingCalls.Token]>([])
+        let outcome = await within(.seconds(10)) { () -> SheetError? in
+            let result = await withCheckedContinuation { (continuation: PendingCalls.SheetContinuation) in
+                if let token = calls.register(.sheet(continuation), deadline: .now + .milliseconds(100)) {
+                    tokens.withLock { $0.append(token) }
+                }
+            }
+            if case .failure(let error) = result { return error }
+            return nil
+        }
+        #expect(outcome == .some(.timedOut))
+        let token = tokens.withLock { $0.first }
+        #expect(token.map { calls.take($0) == nil } == true, "a timed-out call was still there to end again")
+        #expect(calls.pendingCount == 0)
+    }
+
+    @Test("calls registered from many tasks while close() runs each end exactly once: stopped, or their timeout")
+    func closeRacesRegistration() async {
+        for _ in 0..<20 {
+            let calls = PendingCalls()
+            let outcomes = await within(.seconds(30)) {
+                await withTaskGroup(of: String.self) { group in
+                    for index in 0..<400 {
+                        group.addTask {
+                            let result = await withCheckedContinuation { (continuation: PendingCalls.QueryContinuation) in
+                                // Some with deadlines in the past: the watchdog races close() for them.
+                                let deadline: ContinuousClock.Instant = .now + (index % 4 == 0 ? .zero : .seconds(120))
+                                _ = calls.register(.query(continuation), deadline: deadline)
+                            }
+                            if case .failure(let error) = result { return "\(error)" }
+                            return "answered"
+                        }
+                        if index == 200 { group.addTask { calls.close(.stopped); return "close" } }
+                    }
+                    var outcomes: [String: Int] = [:]
+                    for await outcome in group { outcomes[outcome, default: 0] += 1 }
+                    return outcomes
+                }
+            }
+            guard let outcomes else {
+                Issue.record("calls still waiting 30 s after close(); \(calls.pendingCount) registered")
+                return
+            }
+            #expect(outcomes["close"] == 1)
+            let stopped = outcomes[LimitsQueryError.stopped.description] ?? 0
+            let timedOut = outcomes[LimitsQueryError.timedOut.description] ?? 0
+            #expect(stopped + timedOut == 400, "\(outcomes)")
+            #expect(calls.pendingCount == 0)
+        }
+    }
+}

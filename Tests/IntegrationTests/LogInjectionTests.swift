@@ -47,6 +47,7 @@ struct LogInjectionTests {
 
         // One peer repeating bad input 500 times: each is refused, but only a few are logged.
         let flooder = try RawPeer(context: context, endpoint: endpoint)
+        let floodStarted = ContinuousClock.now
         for _ in 0..<500 { try flooder.sendFrames([Wire.signature, [0x42]]) }
         var refusals = 0
         while refusals < 500 {
@@ -54,6 +55,8 @@ struct LogInjectionTests {
             if reply.command == .nack { refusals += 1 }
         }
         #expect(refusals == 500, "every bad frame is still refused")
+        // At most 10 lines in each 10-second window (one window unless this machine is very slow).
+        let windows = Int((ContinuousClock.now - floodStarted).components.seconds / 10) + 1
 
         broker.signal(SIGTERM)
         #expect(try broker.waitForEnd() == 0)
@@ -74,6 +77,7 @@ struct LogInjectionTests {
         #expect(lines.contains { $0.contains(escaped) })
         let unknownCommand = lines.filter { $0.contains("refused input") && $0.contains("code=unknown-command") }
         #expect(
-            !unknownCommand.isEmpty && unknownCommand.count <= 10, "\(unknownCommand.count) refusal lines for one peer")
+            !unknownCommand.isEmpty && unknownCommand.count <= 10 * windows,
+            "\(unknownCommand.count) refusal lines for one peer in \(windows) window(s)")
     }
 }

@@ -203,7 +203,6 @@ final class AskCenterShared: Sendable {
     }
 
     var registrationCount: Int { registration.withLock { $0.count } }
-    var isStopped: Bool { registration.withLock { $0.stopped } }
 
     /// - Returns: `false` if it was already stopped.
     func markStopped() -> Bool {

@@ -5,28 +5,27 @@ import Foundation
 /// The ``AskCenter``'s side of the connection: waiters for `ask.result`, SEND acknowledgements and `limits.reply`,
 /// and the response record. Lives on the connection thread; callers reach it through `WorkerRuntime.submit`.
 final class AskCenterConnection: WorkerHandler {
-    typealias AskContinuation = CheckedContinuation<Result<Void, AskError>, Never>
-    typealias SheetContinuation = CheckedContinuation<Result<Void, SheetError>, Never>
-    typealias QueryContinuation = CheckedContinuation<Result<[CommunicationHandle], LimitsQueryError>, Never>
+    typealias Token = PendingCalls.Token
 
     struct PendingAsk {
         var child: String
         var question: AnyPermissionQuestion
-        var continuation: AskContinuation
+        var token: Token
         var deadline: ContinuousClock.Instant
         var sendID: MessageID
     }
 
     struct PendingSheet {
-        var continuation: SheetContinuation
+        var token: Token
         var deadline: ContinuousClock.Instant
     }
 
     struct PendingQuery {
         var handles: [CommunicationHandle]
-        var continuation: QueryContinuation
+        var token: Token
+        /// From the call, including any wait behind an earlier query of the same child.
+        var deadline: ContinuousClock.Instant
         /// Set when the query is on the wire (the head of the child's queue).
-        var deadline: ContinuousClock.Instant?
         var sendID: MessageID?
     }
 
@@ -49,6 +48,8 @@ final class AskCenterConnection: WorkerHandler {
     private var counters = AskCenterCounters()
     private var lastSweep = ContinuousClock.now
 
+    var calls: PendingCalls { shared.calls }
+
     init(storePath: String?, options: AskCenter.Options, shared: AskCenterShared, logger: Logger) {
         self.options = options
         self.shared = shared
@@ -62,41 +63,79 @@ final class AskCenterConnection: WorkerHandler {
         }
     }
 
+    /// The connection loop ended (stopped, or its socket failed) and released its handler: no job will run on this
+    /// thread again, so every call still waiting ends now, and every later call at once.
+    deinit {
+        calls.close(.connectionEnded)
+    }
+
+    // MARK: Ending calls (each through `calls`, so exactly once)
+
+    private func finishAsk(_ token: Token, _ result: Result<Void, AskError>) {
+        guard case .ask(let continuation, _) = calls.take(token) else { return }
+        continuation.resume(returning: result)
+    }
+
+    private func finishSheet(_ token: Token, _ result: Result<Void, SheetError>) {
+        guard case .sheet(let continuation) = calls.take(token) else { return }
+        continuation.resume(returning: result)
+    }
+
+    private func finishQuery(_ token: Token, _ result: Result<[CommunicationHandle], LimitsQueryError>) {
+        guard case .query(let continuation) = calls.take(token) else { return }
+        continuation.resume(returning: result)
+    }
+
     // MARK: Operations
 
-    func startAsk(_ question: AnyPermissionQuestion, child: String, continuation: AskContinuation, connection: WorkerConnection) {
+    func startAsk(
+        _ question: AnyPermissionQuestion, child: String, token: Token, deadline: ContinuousClock.Instant,
+        connection: WorkerConnection
+    ) {
+        // Ended meanwhile (stopped, timed out while the job waited in the inbox): nothing to send.
+        guard calls.isPending(token) else { return }
         guard asks[question.id] == nil else {
-            continuation.resume(returning: .failure(.systemError("question \(question.id) is already being asked")))
+            finishAsk(token, .failure(.systemError("question \(question.id) is already being asked")))
             return
         }
         let sendID = connection.send(AskRequest(question: question), from: "child/\(child)", to: "limits")
         purposes[sendID] = .ask(question.id)
         asks[question.id] = PendingAsk(
-            child: child, question: question, continuation: continuation, deadline: .now + options.askTimeout, sendID: sendID)
+            child: child, question: question, token: token, deadline: deadline, sendID: sendID)
     }
 
     func startSheet(
-        _ action: SheetAction, questionID: UUID, child: String, continuation: SheetContinuation, connection: WorkerConnection
+        _ action: SheetAction, questionID: UUID, child: String, token: Token, deadline: ContinuousClock.Instant,
+        connection: WorkerConnection
     ) {
+        guard calls.isPending(token) else { return }
         let sendID: MessageID
         switch action {
         case .send: sendID = connection.send(SendQuestion(questionID: questionID), from: "child/\(child)", to: "broker")
         case .cancel: sendID = connection.send(CancelQuestion(questionID: questionID), from: "child/\(child)", to: "broker")
         }
         purposes[sendID] = .sheet
-        sheets[sendID] = PendingSheet(continuation: continuation, deadline: .now + options.sheetTimeout)
+        sheets[sendID] = PendingSheet(token: token, deadline: deadline)
     }
 
-    func startQuery(_ handles: [CommunicationHandle], child: String, continuation: QueryContinuation, connection: WorkerConnection) {
-        queries[child, default: []].append(PendingQuery(handles: handles, continuation: continuation))
+    func startQuery(
+        _ handles: [CommunicationHandle], child: String, token: Token, deadline: ContinuousClock.Instant,
+        connection: WorkerConnection
+    ) {
+        guard calls.isPending(token) else { return }
+        queries[child, default: []].append(PendingQuery(handles: handles, token: token, deadline: deadline))
         if queries[child]?.count == 1 { transmitHeadQuery(child: child, connection: connection) }
     }
 
     private func transmitHeadQuery(child: String, connection: WorkerConnection) {
+        // Queries that ended while waiting their turn (timed out, stopped) never go on the wire.
+        while let head = queries[child]?.first, head.sendID == nil, !calls.isPending(head.token) {
+            queries[child]!.removeFirst()
+            if queries[child]!.isEmpty { queries[child] = nil }
+        }
         guard var head = queries[child]?.first, head.sendID == nil else { return }
         let sendID = connection.send(KnownHandlesQuery(child: child, handles: head.handles), from: "child/\(child)", to: "limits")
         head.sendID = sendID
-        head.deadline = .now + options.queryTimeout
         queries[child]![0] = head
         purposes[sendID] = .query(child: child)
     }
@@ -106,7 +145,8 @@ final class AskCenterConnection: WorkerHandler {
         guard var queue = queries[child], !queue.isEmpty else { return }
         let head = queue.removeFirst()
         queries[child] = queue.isEmpty ? nil : queue
-        head.continuation.resume(returning: result)
+        if let sendID = head.sendID { purposes.removeValue(forKey: sendID) }
+        finishQuery(head.token, result)
         transmitHeadQuery(child: child, connection: connection)
     }
 
@@ -120,19 +160,6 @@ final class AskCenterConnection: WorkerHandler {
         var counters = self.counters
         counters.connection = connection.counters
         return counters
-    }
-
-    /// The center stops: every waiter gets its `stopped` error.
-    func failEverything() {
-        for (_, ask) in asks { ask.continuation.resume(returning: .failure(.systemError("the ask center stopped"))) }
-        asks.removeAll()
-        for (_, sheet) in sheets { sheet.continuation.resume(returning: .failure(.stopped)) }
-        sheets.removeAll()
-        for (_, queue) in queries {
-            for query in queue { query.continuation.resume(returning: .failure(.stopped)) }
-        }
-        queries.removeAll()
-        shared.saveCounters(counters)
     }
 
     // MARK: WorkerHandler
@@ -164,8 +191,8 @@ final class AskCenterConnection: WorkerHandler {
             }
             purposes.removeValue(forKey: ask.sendID)
             switch result.outcome {
-            case .presented: ask.continuation.resume(returning: .success(()))
-            case .refused(let error): ask.continuation.resume(returning: .failure(error))
+            case .presented: finishAsk(ask.token, .success(()))
+            case .refused(let error): finishAsk(ask.token, .failure(error))
             }
             return .ack
         case MessageKind.limitsReply.rawValue:
@@ -219,7 +246,7 @@ final class AskCenterConnection: WorkerHandler {
     func accepted(_ id: MessageID, connection: WorkerConnection) {
         guard let purpose = purposes.removeValue(forKey: id) else { return }
         if case .sheet = purpose, let sheet = sheets.removeValue(forKey: id) {
-            sheet.continuation.resume(returning: .success(()))
+            finishSheet(sheet.token, .success(()))
         }
     }
 
@@ -232,9 +259,11 @@ final class AskCenterConnection: WorkerHandler {
                 error.code == .invalidQuestion
                 ? .invalidQuestion(Self.invalidReason(error))
                 : .systemError("\(error.code.rawValue): \(error.reason)")
-            ask.continuation.resume(returning: .failure(askError))
+            finishAsk(ask.token, .failure(askError))
         case .sheet:
-            sheets.removeValue(forKey: id)?.continuation.resume(returning: .failure(.refused(code: error.code, reason: error.reason)))
+            if let sheet = sheets.removeValue(forKey: id) {
+                finishSheet(sheet.token, .failure(.refused(code: error.code, reason: error.reason)))
+            }
         case .query(let child):
             guard queries[child]?.first?.sendID == id else { return }
             finishHeadQuery(child: child, .failure(.refused(code: error.code, reason: error.reason)), connection: connection)
@@ -250,20 +279,26 @@ final class AskCenterConnection: WorkerHandler {
             let silence = now - connection.lastHeard
             shared.heardFromBroker(at: Date().addingTimeInterval(-silence.seconds))
         }
-        for (questionID, ask) in asks where ask.deadline <= now {
+        // The watchdog of `calls` ends a call at its deadline even if this thread is busy or gone; here the
+        // connection forgets what timed out (whichever side ended it), and cancels a timed-out ask at the broker.
+        for (questionID, ask) in asks where ask.deadline <= now || !calls.isPending(ask.token) {
             asks.removeValue(forKey: questionID)
             purposes.removeValue(forKey: ask.sendID)
             // The limits service may still present it later; cancel so it cannot linger presented.
             purposes[connection.send(CancelQuestion(questionID: questionID), from: "child/\(ask.child)", to: "broker")] = .other
-            ask.continuation.resume(returning: .failure(.systemError("ask timed out after \(options.askTimeout) without an ask.result")))
+            let message = "ask timed out after \(options.askTimeout) without an ask.result"
+            finishAsk(ask.token, .failure(.systemError(message)))
         }
-        for (id, sheet) in sheets where sheet.deadline <= now {
+        for (id, sheet) in sheets where sheet.deadline <= now || !calls.isPending(sheet.token) {
             sheets.removeValue(forKey: id)
-            sheet.continuation.resume(returning: .failure(.timedOut))
+            purposes.removeValue(forKey: id)
+            finishSheet(sheet.token, .failure(.timedOut))
         }
         for (child, queue) in queries {
-            guard let deadline = queue.first?.deadline, deadline <= now else { continue }
-            finishHeadQuery(child: child, .failure(.timedOut), connection: connection)
+            if let head = queue.first, head.deadline <= now || !calls.isPending(head.token) {
+                finishHeadQuery(child: child, .failure(.timedOut), connection: connection)
+            }
+            // Queries still waiting their turn that timed out are dropped when they reach the head.
         }
     }
 

@@ -34,15 +34,20 @@ final class ResponseHub: Sendable {
         state = Mutex(State(waiting: waiting))
     }
 
+    // Streams are given responses under the lock (an `AsyncStream` yield only buffers), so a response published
+    // while a new stream takes the waiting ones can never overtake them.
+
     /// Gives `response` to the matching streams. - Returns: whether any stream took it.
     func publish(_ response: DeliveredResponse) -> Bool {
-        let targets = state.withLock { state -> [@Sendable (DeliveredResponse) -> Void] in
-            let targets = state.subscribers.values.filter { $0.matches(response) }.map(\.yield)
-            if targets.isEmpty { state.waiting.append(response) }
-            return targets
+        state.withLock { state in
+            var taken = false
+            for subscriber in state.subscribers.values where subscriber.matches(response) {
+                subscriber.yield(response)
+                taken = true
+            }
+            if !taken { state.waiting.append(response) }
+            return taken
         }
-        for yield in targets { yield(response) }
-        return !targets.isEmpty
     }
 
     /// Opens a stream. - Returns: its token and the ids of waiting responses it was given.
@@ -51,15 +56,16 @@ final class ResponseHub: Sendable {
         finish: @escaping @Sendable () -> Void
     ) -> (Int, [UUID]) {
         let subscriber = Subscriber(child: child, topicID: topicID, yield: yield, finish: finish)
-        let (token, flushed) = state.withLock { state -> (Int, [DeliveredResponse]?) in
+        let (token, flushed) = state.withLock { state -> (Int, [UUID]?) in
             let token = state.nextToken
             state.nextToken += 1
             guard !state.finished else { return (token, nil) }
             state.subscribers[token] = subscriber
-            var flushed: [DeliveredResponse] = []
+            var flushed: [UUID] = []
             state.waiting.removeAll { response in
                 guard subscriber.matches(response) else { return false }
-                flushed.append(response)
+                yield(response)
+                flushed.append(response.response.question.id)
                 return true
             }
             return (token, flushed)
@@ -68,8 +74,7 @@ final class ResponseHub: Sendable {
             finish()
             return (token, [])
         }
-        for response in flushed { yield(response) }
-        return (token, flushed.map(\.response.question.id))
+        return (token, flushed)
     }
 
     func unsubscribe(_ token: Int) {
@@ -178,6 +183,7 @@ final class ResponseStore {
 /// State shared between the connection thread and callers: the response hub, registration and stop flags.
 final class AskCenterShared: Sendable {
     let hub: ResponseHub
+    let calls = PendingCalls()
 
     private struct Registration {
         var count = 0
@@ -188,7 +194,6 @@ final class AskCenterShared: Sendable {
         var connected = false
         var lastHeard = Date.distantPast
         var registeredAt = Date.distantPast
-        var counters = AskCenterCounters()
     }
 
     private let registration = Mutex(Registration())
@@ -198,7 +203,6 @@ final class AskCenterShared: Sendable {
     }
 
     var registrationCount: Int { registration.withLock { $0.count } }
-    var isStopped: Bool { registration.withLock { $0.stopped } }
 
     /// - Returns: `false` if it was already stopped.
     func markStopped() -> Bool {
@@ -270,10 +274,4 @@ final class AskCenterShared: Sendable {
         }
         for stream in streams { stream.finish() }
     }
-
-    func saveCounters(_ counters: AskCenterCounters) {
-        registration.withLock { $0.counters = counters }
-    }
-
-    func lastCounters() -> AskCenterCounters { registration.withLock { $0.counters } }
 }

@@ -91,7 +91,8 @@ public final class AskCenter: Sendable {
         public var askTimeout: Duration = .seconds(10)
         /// How long `send` / `cancel` wait for the broker's acknowledgement before ``SheetError/timedOut``.
         public var sheetTimeout: Duration = .seconds(10)
-        /// How long a known-handles query waits for `limits.reply` before ``LimitsQueryError/timedOut``.
+        /// How long a known-handles query waits for `limits.reply` before ``LimitsQueryError/timedOut``, counted from
+        /// the call (a query waits its turn behind an earlier one of the same child within this time).
         public var queryTimeout: Duration = .seconds(10)
         /// Heartbeat interval of the connection.
         public var heartbeatInterval: Duration = .seconds(1)
@@ -110,6 +111,7 @@ public final class AskCenter: Sendable {
     /// The hosted children by id.
     public let children: [String: ChildIdentity]
     let logger: Logger
+    let options: Options
 
     /// Connects to the broker and registers every child.
     /// - Parameters:
@@ -140,6 +142,7 @@ public final class AskCenter: Sendable {
         }
         self.children = byID
         self.logger = logger
+        self.options = options
         var path: String?
         if let stateDirectory {
             try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
@@ -229,14 +232,16 @@ public final class AskCenter: Sendable {
     func ask(_ question: AnyPermissionQuestion, child: String) async throws(AskError) {
         guard children[child] != nil else { throw .systemError("child '\(child)' is not hosted by this ask center") }
         try question.validate(now: Date())
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, AskError>, Never>) in
-            if shared.isStopped {
-                continuation.resume(returning: .failure(.systemError("the ask center stopped")))
+        let timeout = options.askTimeout
+        let result = await withCheckedContinuation { (continuation: PendingCalls.AskContinuation) in
+            // Registered (or refused, once stopped) atomically before the job exists: see `PendingCalls`.
+            let deadline = ContinuousClock.now + timeout
+            guard let token = shared.calls.register(.ask(continuation, timeout: timeout), deadline: deadline) else {
                 return
             }
             runtime.submit { connection, handler in
-                guard let handler = handler as? AskCenterConnection else { return }
-                handler.startAsk(question, child: child, continuation: continuation, connection: connection)
+                (handler as? AskCenterConnection)?.startAsk(
+                    question, child: child, token: token, deadline: deadline, connection: connection)
             }
         }
         try result.get()
@@ -244,14 +249,14 @@ public final class AskCenter: Sendable {
 
     func sheet(_ kind: SheetAction, questionID: UUID, child: String) async throws(SheetError) {
         guard children[child] != nil else { throw .unknownChild(child) }
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, SheetError>, Never>) in
-            if shared.isStopped {
-                continuation.resume(returning: .failure(.stopped))
-                return
-            }
+        let timeout = options.sheetTimeout
+        let result = await withCheckedContinuation { (continuation: PendingCalls.SheetContinuation) in
+            let deadline = ContinuousClock.now + timeout
+            guard let token = shared.calls.register(.sheet(continuation), deadline: deadline) else { return }
             runtime.submit { connection, handler in
-                guard let handler = handler as? AskCenterConnection else { return }
-                handler.startSheet(kind, questionID: questionID, child: child, continuation: continuation, connection: connection)
+                (handler as? AskCenterConnection)?.startSheet(
+                    kind, questionID: questionID, child: child, token: token, deadline: deadline,
+                    connection: connection)
             }
         }
         try result.get()
@@ -260,15 +265,13 @@ public final class AskCenter: Sendable {
     func knownHandles(_ handles: [CommunicationHandle], child: String) async throws(LimitsQueryError) -> Set<CommunicationHandle> {
         guard children[child] != nil else { throw .unknownChild(child) }
         if handles.isEmpty { return [] }
-        let result = await withCheckedContinuation {
-            (continuation: CheckedContinuation<Result<[CommunicationHandle], LimitsQueryError>, Never>) in
-            if shared.isStopped {
-                continuation.resume(returning: .failure(.stopped))
-                return
-            }
+        let timeout = options.queryTimeout
+        let result = await withCheckedContinuation { (continuation: PendingCalls.QueryContinuation) in
+            let deadline = ContinuousClock.now + timeout
+            guard let token = shared.calls.register(.query(continuation), deadline: deadline) else { return }
             runtime.submit { connection, handler in
-                guard let handler = handler as? AskCenterConnection else { return }
-                handler.startQuery(handles, child: child, continuation: continuation, connection: connection)
+                (handler as? AskCenterConnection)?.startQuery(
+                    handles, child: child, token: token, deadline: deadline, connection: connection)
             }
         }
         return Set(try result.get())
@@ -293,10 +296,15 @@ public final class AskCenter: Sendable {
 
     // MARK: Stopping
 
-    /// Says BYE and stops the connection; pending calls fail with a `stopped` / system error. Idempotent.
+    /// Says BYE and stops the connection; every pending call (and every later one) fails at once with a `stopped` /
+    /// system error, before the connection thread is waited for. Idempotent.
     public func stop() async {
         guard shared.markStopped() else { return }
-        runtime.submit { _, handler in (handler as? AskCenterConnection)?.failEverything() }
+        let calls = shared.calls
+        runtime.submit { connection, handler in
+            if let handler = handler as? AskCenterConnection { calls.saveCounters(handler.counters(connection)) }
+        }
+        calls.close(.stopped)
         let runtime = self.runtime
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let thread = Thread {
@@ -309,15 +317,16 @@ public final class AskCenter: Sendable {
         shared.finishReconnections()
     }
 
-    /// Counters of the underlying connection, read on its thread.
+    /// Counters of the underlying connection, read on its thread (the last ones read, once the center stopped or its
+    /// connection ended).
     public func counters() async -> AskCenterCounters {
-        await withCheckedContinuation { (continuation: CheckedContinuation<AskCenterCounters, Never>) in
-            if shared.isStopped {
-                continuation.resume(returning: shared.lastCounters())
-                return
-            }
+        await withCheckedContinuation { (continuation: PendingCalls.CountersContinuation) in
+            guard let token = shared.calls.register(.counters(continuation), deadline: nil) else { return }
+            let calls = shared.calls
             runtime.submit { connection, handler in
+                guard case .counters(let continuation) = calls.take(token) else { return }
                 let counters = (handler as? AskCenterConnection)?.counters(connection) ?? AskCenterCounters()
+                calls.saveCounters(counters)
                 continuation.resume(returning: counters)
             }
         }

@@ -67,8 +67,13 @@ public struct ParentWorkerConfiguration: Sendable {
     public var seed: UInt64 = 1
     /// JSON Lines file of ``GuardianAnswerRecord``s; `nil` writes none.
     public var recordsPath: String?
-    /// For checker tests only: answer right after each question's expiry instead of before it.
-    public var answerAfterExpiry = false
+    #if DEBUG
+        /// Debug (testing) builds, checker tests only: answer right after each question's expiry instead of before it.
+        public var answerAfterExpiry = false
+    #else
+        /// Always `false`: a release build cannot answer after expiry on purpose.
+        public var answerAfterExpiry: Bool { false }
+    #endif
 
     public init(guardians: [GuardianSetup]) { self.guardians = guardians }
 }

@@ -111,6 +111,8 @@ public final class WorkerConnection {
     private var output = Multipart()
     private var stopping = false
     private var socketReplaced = false
+    /// SENDs whose body could not be encoded, refused to the handler at the next turn.
+    private var unencodable: [(MessageID, WireError)] = []
     public private(set) var counters = WorkerCounters()
 
     struct PendingSend {
@@ -197,10 +199,20 @@ public final class WorkerConnection {
         return id
     }
 
-    /// Sends an application message body.
+    /// Sends an application message body. One that cannot be encoded is never sent (an empty body would be refused
+    /// by the peer): it is logged, and refused to the handler (``WorkerHandler/refused(_:error:connection:)``,
+    /// `invalid-json`) at the next loop turn, as a broker refusal would be.
     @discardableResult
     public func send<M: AppMessage>(_ message: M, from: String, to: String) -> MessageID {
-        send(from: from, to: to, kind: M.kind, subject: message.subject.map { MessageID(uuid: $0) }, body: (try? WireJSON.encode(message)) ?? [])
+        let body: [UInt8]
+        do { body = try WireJSON.encodeBody(message, code: .invalidJSON) } catch {
+            let id = MessageID.random()
+            logger.error(
+                "message not sent: its body cannot be encoded", ["kind": M.kind, "to": to, "error": error.reason])
+            unencodable.append((id, error))
+            return id
+        }
+        return send(from: from, to: to, kind: M.kind, subject: message.subject.map { MessageID(uuid: $0) }, body: body)
     }
 
     /// SENDs not yet acknowledged or refused.
@@ -385,6 +397,14 @@ public final class WorkerConnection {
                 outstanding[id] = pending
                 counters.retries += 1
                 transmit(pending.frames)
+            }
+        }
+        if !unencodable.isEmpty {
+            let refusals = unencodable
+            unencodable.removeAll()
+            for (id, error) in refusals {
+                counters.refused += 1
+                handler?.refused(id, error: error, connection: self)
             }
         }
         handler?.tick(self, now: now)

@@ -19,6 +19,8 @@ final class Authenticator {
     private var lastCheck = ContinuousClock.now
     private(set) var handshakesAllowed = 0
     private(set) var handshakesRefused = 0
+    /// Refused-handshake lines per client address: a client retrying with a bad key gets a few lines, then a count.
+    var refusalLog = LogRateLimiter<String>()
 
     /// Loads the broker's key and the principals, and binds the ZAP handler. Call before the ROUTER binds.
     init(secretKeyFile: String, principalsFile: String, context: Context, logger: Logger) throws {
@@ -55,7 +57,11 @@ final class Authenticator {
                 reply = ZAP.reply(to: request, status: 200, text: "OK", userID: key)
             } else {
                 handshakesRefused += 1
-                logger.notice("handshake refused: unknown or revoked key", ["address": request.address, "mechanism": request.mechanism])
+                if logger.isEnabled(.notice), let suppressed = refusalLog.admit(request.address) {
+                    logger.notice(
+                        "handshake refused: unknown or revoked key",
+                        ["address": request.address, "mechanism": request.mechanism, "suppressed": suppressed])
+                }
                 reply = ZAP.reply(to: request, status: 400, text: "unknown or revoked key")
             }
             _ = try? socket.send(multipart: reply)

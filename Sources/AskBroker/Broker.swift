@@ -55,6 +55,8 @@ public final class Broker {
     let authenticator: Authenticator?
     /// Test-only crash hooks (`--crash-at`); unarmed unless configured.
     var crashPoints: CrashPoints
+    /// Refusal lines per peer (its routing id): a peer repeating bad input gets a few lines, then a count.
+    var refusalLog = LogRateLimiter<[UInt8]>()
     /// This turn's journaled envelopes, SENDs accepted and ledger entries as they were before the turn: what
     /// ``withdrawTurn(_:)`` undoes when the commit fails.
     var turnEnvelopes: [Envelope] = []
@@ -62,6 +64,11 @@ public final class Broker {
     var turnLedgerUndo: [MessageID: LedgerEntry?] = [:]
     /// Mailboxes that spilled a message this turn (once per message), undone when the commit fails.
     var turnSpills: [Mailbox] = []
+    /// Guardians added to a family roster this turn, taken out of it again when the commit fails.
+    var turnGuardians: [(family: String, guardian: String)] = []
+    /// Guardians whose roster entry was withdrawn with a failed turn while their session lives on: added again
+    /// (memory and journal) in the next turn.
+    var rosterRetry: [(family: String, guardian: String)] = []
     /// Journaled copies acknowledged (or dropped) since the last commit: deleted in one go before it.
     var pendingDeletes: [Int64] = []
     /// `journal.writeFailures` when this turn began.
@@ -190,6 +197,17 @@ public final class Broker {
 
     /// Commits the turn's journal writes, then delivers and acknowledges.
     func finishTurn() {
+        if !rosterRetry.isEmpty {
+            let retry = rosterRetry
+            rosterRetry.removeAll()
+            for (family, guardian) in retry {
+                let address = "guardian/\(guardian)"
+                guard let owner = mailboxes[address]?.owner, owner.isAlive, owner.addresses[address] == family else {
+                    continue
+                }
+                addToRoster(family: family, guardian: guardian)
+            }
+        }
         if journal.writeFailures == turnWriteFailures {
             if !turnAccepted.isEmpty { try? journal.rememberAccepted(turnAccepted.lazy.map(\.id), at: turnDate) }
             if !pendingDeletes.isEmpty { try? journal.deleteMessages(seqs: pendingDeletes) }
@@ -257,6 +275,14 @@ public final class Broker {
         if !turnAccepted.isEmpty { turnAccepted.removeAll(keepingCapacity: true) }
         if !turnLedgerUndo.isEmpty { turnLedgerUndo.removeAll(keepingCapacity: true) }
         if !turnSpills.isEmpty { turnSpills.removeAll(keepingCapacity: true) }
+        if !turnGuardians.isEmpty { turnGuardians.removeAll(keepingCapacity: true) }
+    }
+
+    /// Adds a guardian to its family's roster, in memory and in this turn's journal transaction.
+    func addToRoster(family: String, guardian: String) {
+        guard ledger.addGuardian(family: family, guardian: guardian) else { return }
+        turnGuardians.append((family, guardian))
+        try? journal.addGuardian(family: family, guardian: guardian)
     }
 
     /// The journal could not commit (or a write of the turn failed, which rolled the whole turn back): nothing
@@ -280,6 +306,11 @@ public final class Broker {
             } else {
                 ledger.remove(id)
             }
+        }
+        // The roster rows went with the rolled-back transaction; memory follows, and the next turn writes them again.
+        for (family, guardian) in turnGuardians {
+            ledger.removeGuardian(family: family, guardian: guardian)
+            rosterRetry.append((family, guardian))
         }
         for (id, session) in turnAccepted {
             accepted.remove(id)
@@ -324,7 +355,14 @@ public final class Broker {
             // A worker refused a delivery it cannot process; it will never ack it, so stop retrying.
             guard let session, let id = parsed.id else { return }
             stats.refusedByWorkers += 1
-            logger.warning("worker refused a delivery", ["worker": session.worker, "id": id, "code": input.string(parsed.codeFrame), "reason": input.string(parsed.reasonFrame)])
+            if logger.isEnabled(.warning), let suppressed = refusalLog.admit(session.identity, now: turnNow) {
+                logger.warning(
+                    "worker refused a delivery",
+                    [
+                        "worker": session.worker, "id": id, "code": input.string(parsed.codeFrame),
+                        "reason": input.string(parsed.reasonFrame), "suppressed": suppressed,
+                    ])
+            }
             acknowledge(id, by: session)
         case .bye:
             if let session { endSession(session, reason: "said bye") }
@@ -336,7 +374,14 @@ public final class Broker {
     /// Counts, logs and answers bad input; changes nothing else.
     func refuseInput(_ error: WireError, session: Session?, id: MessageID? = nil) {
         stats.countRefusal(error.code)
-        logger.info("refused input", ["code": error.code.rawValue, "peer": session?.worker ?? "unregistered", "reason": error.reason])
+        if logger.isEnabled(.info), let suppressed = refusalLog.admit(Array(input[0]), now: turnNow) {
+            logger.info(
+                "refused input",
+                [
+                    "code": error.code.rawValue, "peer": session?.worker ?? "unregistered", "reason": error.reason,
+                    "suppressed": suppressed,
+                ])
+        }
         output.removeAll()
         input.withFrame(0) { output.append($0) }
         WireEncoder.nack(id: id, error, into: &output)
@@ -372,7 +417,11 @@ public final class Broker {
             let key = socket.lastFrameProperty("User-Id")
             switch authenticator.authorize(hello, key: key) {
             case .failure(let refusal):
-                logger.notice("hello refused by principal", ["worker": hello.worker, "reason": refusal.reason])
+                if logger.isEnabled(.notice), let suppressed = refusalLog.admit(Array(input[0]), now: turnNow) {
+                    logger.notice(
+                        "hello refused by principal",
+                        ["worker": hello.worker, "reason": refusal.reason, "suppressed": suppressed])
+                }
                 refuseInput(refusal, session: existing)
                 return
             case .success:
@@ -392,10 +441,7 @@ public final class Broker {
             mailbox.owner = session
             markDirty(mailbox)
             if hello.role == .guardian, let family = claim.family {
-                let id = String(claim.address.dropFirst("guardian/".count))
-                if ledger.addGuardian(family: family, guardian: id) {
-                    try? journal.addGuardian(family: family, guardian: id)
-                }
+                addToRoster(family: family, guardian: String(claim.address.dropFirst("guardian/".count)))
             }
         }
         if hello.role == .limits { rerouteParkedLimitsWork() }

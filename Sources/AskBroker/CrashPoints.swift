@@ -8,6 +8,9 @@ import Foundation
 /// Test-only crash hooks (`askrelay-broker --crash-at POINT[:N]`, docs/broker.md): fault tests kill the real broker
 /// at an exact place of its loop instead of at a random moment. Unarmed (the default) every hook is one compare.
 ///
+/// Only debug (testing) builds can arm them: in a release build (``isAvailable`` is `false`) nothing parses, the
+/// hooks compile to nothing, and `askrelay-broker` has no `--crash-at` flag.
+///
 /// The broker crashes with SIGKILL (as `kill -9` would) at the N-th occurrence of the point. Before that it leaves
 /// `crash-at.fired` in its data directory; a broker started on a data directory holding that file ignores the flag,
 /// so a supervisor can restart it with the same arguments.
@@ -38,8 +41,16 @@ public struct CrashPoints: Sendable, Equatable {
     /// Unarmed.
     public init() {}
 
-    /// Parses `POINT` or `POINT:N` (N ≥ 1). - Returns: `nil` for anything else.
+    /// Whether this build has crash hooks (debug builds, which the tests run; never a release build).
+    #if DEBUG
+        public static let isAvailable = true
+    #else
+        public static let isAvailable = false
+    #endif
+
+    /// Parses `POINT` or `POINT:N` (N ≥ 1). - Returns: `nil` for anything else, and always in a release build.
     public init?(parsing text: String) {
+        guard Self.isAvailable else { return nil }
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count <= 2, let point = Point(rawValue: String(parts[0])) else { return nil }
         self.point = point
@@ -58,18 +69,20 @@ public struct CrashPoints: Sendable, Equatable {
         markerDirectory = directory
     }
 
-    /// Counts one occurrence of `reached`; crashes on the N-th.
+    /// Counts one occurrence of `reached`; crashes on the N-th (debug builds; a release build cannot be armed).
     mutating func hit(_ reached: Point) {
         guard reached == point else { return }
-        seen += 1
-        guard seen == occurrence else { return }
-        if let markerDirectory {
-            try? FileManager.default.createDirectory(atPath: markerDirectory, withIntermediateDirectories: true)
-            _ = FileManager.default.createFile(atPath: (markerDirectory as NSString).appendingPathComponent(Self.markerFile), contents: Data(reached.rawValue.utf8))
-        }
-        FileHandle.standardError.write(Data("askrelay-broker: --crash-at \(reached.rawValue):\(occurrence) reached; SIGKILL\n".utf8))
-        kill(getpid(), SIGKILL)
-        _exit(137)
+        #if DEBUG
+            seen += 1
+            guard seen == occurrence else { return }
+            if let markerDirectory {
+                try? FileManager.default.createDirectory(atPath: markerDirectory, withIntermediateDirectories: true)
+                _ = FileManager.default.createFile(atPath: (markerDirectory as NSString).appendingPathComponent(Self.markerFile), contents: Data(reached.rawValue.utf8))
+            }
+            FileHandle.standardError.write(Data("askrelay-broker: --crash-at \(reached.rawValue):\(occurrence) reached; SIGKILL\n".utf8))
+            kill(getpid(), SIGKILL)
+            _exit(137)
+        #endif
     }
 
     /// An answer was accepted in this turn (counted after the turn's commit).

@@ -77,6 +77,12 @@ struct QuestionLedger {
         rosters[family, default: []].insert(guardian).inserted
     }
 
+    /// Takes a guardian out of a roster again (its addition was rolled back with a failed turn).
+    mutating func removeGuardian(family: String, guardian: String) {
+        rosters[family]?.remove(guardian)
+        if rosters[family]?.isEmpty == true { rosters[family] = nil }
+    }
+
     func child(of entry: LedgerEntry) -> String { names[entry.child] }
     func family(of entry: LedgerEntry) -> String { names[entry.family] }
     func roster(of entry: LedgerEntry) -> Set<String> { rosters[names[entry.family]] ?? [] }
@@ -388,10 +394,11 @@ extension Broker {
         guard entry.state == .presented else { throw QuestionLedger.refusal(for: entry.state, wanted: "send") }
         guard now < entry.expiresAt else { throw WireError(.expired, "the question expired at \(entry.expiresAt)") }
         let question = try questionJSON(questionID)
+        let body = try LedgerBodies.guardianQuestion(
+            question: question, child: ledger.child(of: entry), family: ledger.family(of: entry), sentAt: now,
+            expiresAt: entry.expiresAt)
         entry.state = .sent
         try journalTransition(questionID, entry)
-        let body = LedgerBodies.guardianQuestion(
-            question: question, child: ledger.child(of: entry), family: ledger.family(of: entry), sentAt: now, expiresAt: entry.expiresAt)
         for guardian in ledger.roster(of: entry).sorted() {
             try route(id: .random(), from: "broker", to: "guardian/\(guardian)", kind: MessageKind.question.rawValue, subject: questionID, body: body, expiresAt: entry.expiresAt)
         }
@@ -434,19 +441,25 @@ extension Broker {
         guard let choice = question.choice(withID: answer.choiceID) else {
             throw WireError(.invalidChoice, "'\(answer.choiceID)' is not one of the question's choices")
         }
-        entry.state = .answered
-        try journalTransition(questionID, entry, answeredBy: guardian, answerChoiceID: choice.id, closedAt: now)
+        // Every body first: one that cannot be encoded refuses the answer before anything changed.
         let childID = ledger.child(of: entry)
         let child = "child/\(childID)"
-        let response = LedgerBodies.response(question: json, choice: choice)
+        let response = try LedgerBodies.response(question: json, choice: choice)
+        let closed = try WireJSON.encodeBody(
+            QuestionClosed(questionID: answer.questionID, reason: .answered, answeredBy: guardian), code: .storageFailed)
+        let notice =
+            choice.answer == .approval
+            ? try WireJSON.encodeBody(
+                ApprovalNotice(child: childID, questionID: answer.questionID, handles: question.topic.handles),
+                code: .storageFailed) : []
+        entry.state = .answered
+        try journalTransition(questionID, entry, answeredBy: guardian, answerChoiceID: choice.id, closedAt: now)
         try route(id: .random(), from: "broker", to: child, kind: MessageKind.response.rawValue, subject: questionID, body: response)
-        let closed = (try? WireJSON.encode(QuestionClosed(questionID: answer.questionID, reason: .answered, answeredBy: guardian))) ?? []
         for other in (ledger.rosters[family] ?? []).sorted() where other != guardian {
             try route(id: .random(), from: "broker", to: "guardian/\(other)", kind: MessageKind.closed.rawValue, subject: questionID, body: closed)
         }
         crashPoints.answerAccepted()
         if choice.answer == .approval {
-            let notice = (try? WireJSON.encode(ApprovalNotice(child: childID, questionID: answer.questionID, handles: question.topic.handles))) ?? []
             try route(id: .random(), from: "broker", to: "limits", kind: MessageKind.approval.rawValue, subject: questionID, body: notice, limitsKey: child)
         }
         ledger.update(questionID, entry)
@@ -457,23 +470,24 @@ extension Broker {
     func expire(_ questionID: MessageID, now: Date) throws(WireError) {
         guard var entry = ledger.entries[questionID], !entry.state.isClosed else { return }
         if entry.state == .admitting {
+            let refusal = AskResult(questionID: questionID.uuid, outcome: .refused(.systemError("the question expired before the limits service admitted it")))
+            let body = try WireJSON.encodeBody(refusal, code: .storageFailed)
             entry.state = .refused
             try journalTransition(questionID, entry, closedAt: now)
             ledger.update(questionID, entry)
             stats.countRouted("ledger.admission-expired")
-            let refusal = AskResult(questionID: questionID.uuid, outcome: .refused(.systemError("the question expired before the limits service admitted it")))
-            let body = (try? WireJSON.encode(refusal)) ?? []
             try route(id: .random(), from: "broker", to: "child/\(ledger.child(of: entry))", kind: MessageKind.askResult.rawValue, subject: questionID, body: body)
             return
         }
         let wasSent = entry.state == .sent
+        let closed = try WireJSON.encodeBody(
+            QuestionClosed(questionID: questionID.uuid, reason: .expired), code: .storageFailed)
         entry.state = wasSent ? .expired : .abandoned
         try journalTransition(questionID, entry, closedAt: now)
         ledger.update(questionID, entry)
         stats.countRouted(wasSent ? "ledger.expired" : "ledger.abandoned")
         guard wasSent else { return }
         crashPoints.hit(.expiry)
-        let closed = (try? WireJSON.encode(QuestionClosed(questionID: questionID.uuid, reason: .expired))) ?? []
         for guardian in ledger.roster(of: entry).sorted() {
             try route(id: .random(), from: "broker", to: "guardian/\(guardian)", kind: MessageKind.closed.rawValue, subject: questionID, body: closed)
         }
@@ -528,11 +542,19 @@ extension Broker {
 /// full message would give.
 enum LedgerBodies {
     /// The `question` body (``GuardianQuestion``).
-    static func guardianQuestion(question: [UInt8], child: String, family: String, sentAt: Date, expiresAt: Date) -> [UInt8] {
+    /// - Throws: `storage-failed` when a date cannot be carried on the wire or the stored question does not decode.
+    static func guardianQuestion(
+        question: [UInt8], child: String, family: String, sentAt: Date, expiresAt: Date
+    ) throws(WireError) -> [UInt8] {
         guard let sent = WireDate.format(sentAt), let expires = WireDate.format(expiresAt) else {
-            // Dates the wire cannot carry: let the full encoder give its verdict (it drops the field or fails).
-            let decoded = try? WireJSON.decode(AnyPermissionQuestion.self, from: question)
-            return decoded.flatMap { try? WireJSON.encode(GuardianQuestion(question: $0, child: child, family: family, sentAt: sentAt, expiresAt: expiresAt)) } ?? []
+            // Dates the wire cannot carry: let the full encoder give its verdict (it fails, with the reason).
+            let decoded: AnyPermissionQuestion
+            do { decoded = try WireJSON.decode(AnyPermissionQuestion.self, from: question) } catch {
+                throw WireError(.storageFailed, "the stored question does not decode: \(describeDecoding(error))")
+            }
+            return try WireJSON.encodeBody(
+                GuardianQuestion(question: decoded, child: child, family: family, sentAt: sentAt, expiresAt: expiresAt),
+                code: .storageFailed)
         }
         var out: [UInt8] = []
         out.reserveCapacity(question.count + child.utf8.count + family.utf8.count + 100)
@@ -551,11 +573,12 @@ enum LedgerBodies {
     }
 
     /// The `response` body (``AnyPermissionResponse``).
-    static func response(question: [UInt8], choice: PermissionChoice) -> [UInt8] {
+    /// - Throws: `storage-failed` if the choice cannot be encoded.
+    static func response(question: [UInt8], choice: PermissionChoice) throws(WireError) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(question.count + 100)
         out.append(contentsOf: #"{"choice":"#.utf8)
-        out.append(contentsOf: (try? WireJSON.encode(choice)) ?? [])
+        out.append(contentsOf: try WireJSON.encodeBody(choice, code: .storageFailed))
         out.append(contentsOf: #","question":"#.utf8)
         out.append(contentsOf: question)
         out.append(UInt8(ascii: "}"))

@@ -47,13 +47,25 @@ public final class MemorySink: LogSink {
     public var lines: [String] { storage.withLock { $0 } }
 }
 
+/// The fields of a log line, in order.
+public typealias LogFields = KeyValuePairs<String, Any>
+
 /// A structured, levelled logger: one line per event, `timestamp level label: key=value ... message`.
 /// Libraries take a `Logger`; only executables decide where lines go.
+///
+/// Every line is exactly one line whatever the values hold: values and the message are escaped (see
+/// ``quote(_:)``) and cut to ``maxValueLength`` / ``maxMessageLength`` characters, so text a peer controls can
+/// neither forge a line nor make one huge. The message and the fields are built only when the level is enabled.
 public struct Logger: Sendable {
     public let label: String
     public var level: LogLevel
     public var metadata: [String: String] = [:]
     let sink: any LogSink
+
+    /// Characters of one field value kept in a line; the rest is replaced by `…(+N)` (N: characters cut).
+    public static let maxValueLength = 256
+    /// Characters of a message kept in a line.
+    public static let maxMessageLength = 1024
 
     public init(label: String, level: LogLevel = .info, sink: any LogSink = StandardErrorSink()) {
         self.label = label
@@ -69,26 +81,97 @@ public struct Logger: Sendable {
     @inlinable
     public func isEnabled(_ level: LogLevel) -> Bool { level >= self.level }
 
-    public func log(_ level: LogLevel, _ message: @autoclosure () -> String, _ fields: KeyValuePairs<String, Any> = [:]) {
+    public func log(
+        _ level: LogLevel, _ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]
+    ) {
         guard level >= self.level else { return }
-        var line = "\(Self.timestamp()) \(level) \(label):"
-        for (key, value) in metadata.sorted(by: { $0.key < $1.key }) { line += " \(key)=\(Self.quote(value))" }
-        for (key, value) in fields { line += " \(key)=\(Self.quote(String(describing: value)))" }
-        line += " \(message())"
+        var line = "\(Self.timestamp()) \(level) \(Self.escape(label, limit: Self.maxValueLength)):"
+        for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
+            line += " \(Self.escape(key, limit: Self.maxValueLength))=\(Self.quote(value))"
+        }
+        for (key, value) in fields() {
+            line += " \(Self.escape(key, limit: Self.maxValueLength))=\(Self.quote(String(describing: value)))"
+        }
+        line += " \(Self.escape(message(), limit: Self.maxMessageLength))"
         sink.write(line)
     }
 
-    public func trace(_ message: @autoclosure () -> String, _ fields: KeyValuePairs<String, Any> = [:]) { log(.trace, message(), fields) }
-    public func debug(_ message: @autoclosure () -> String, _ fields: KeyValuePairs<String, Any> = [:]) { log(.debug, message(), fields) }
-    public func info(_ message: @autoclosure () -> String, _ fields: KeyValuePairs<String, Any> = [:]) { log(.info, message(), fields) }
-    public func notice(_ message: @autoclosure () -> String, _ fields: KeyValuePairs<String, Any> = [:]) { log(.notice, message(), fields) }
-    public func warning(_ message: @autoclosure () -> String, _ fields: KeyValuePairs<String, Any> = [:]) { log(.warning, message(), fields) }
-    public func error(_ message: @autoclosure () -> String, _ fields: KeyValuePairs<String, Any> = [:]) { log(.error, message(), fields) }
-    public func critical(_ message: @autoclosure () -> String, _ fields: KeyValuePairs<String, Any> = [:]) { log(.critical, message(), fields) }
+    public func trace(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]) {
+        log(.trace, message(), fields())
+    }
+    public func debug(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]) {
+        log(.debug, message(), fields())
+    }
+    public func info(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]) {
+        log(.info, message(), fields())
+    }
+    public func notice(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]) {
+        log(.notice, message(), fields())
+    }
+    public func warning(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]) {
+        log(.warning, message(), fields())
+    }
+    public func error(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]) {
+        log(.error, message(), fields())
+    }
+    public func critical(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]) {
+        log(.critical, message(), fields())
+    }
 
+    /// A field value as it appears after `key=`: bare when it is non-empty printable ASCII without space, `"`, `=`
+    /// or `\`; otherwise in double quotes, escaped as ``escape(_:limit:)`` does, with `"` as `\"`. Cut to
+    /// ``maxValueLength`` characters first.
     static func quote(_ value: String) -> String {
-        value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" }) || value.isEmpty
-            ? "\"" + value.replacingOccurrences(of: "\"", with: "\\\"") + "\"" : value
+        let bare =
+            !value.isEmpty && value.utf8.count <= maxValueLength
+            && value.utf8.allSatisfy { byte in
+                byte > 0x20 && byte < 0x7F && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "=")
+                    && byte != UInt8(ascii: "\\")
+            }
+        if bare { return value }
+        return "\"" + escape(value, limit: maxValueLength, quote: true) + "\""
+    }
+
+    /// `text` on one line: `\` as `\\`, newline, carriage return and tab as `\n`, `\r`, `\t`, every other control,
+    /// format (bidirectional overrides, zero-width characters), line or paragraph separator and unassigned scalar as
+    /// `\u{XXXX}`; with `quote`, `"` as `\"`. Longer than `limit` characters, the rest is replaced by `…(+N)`.
+    static func escape(_ text: String, limit: Int, quote: Bool = false) -> String {
+        var out = ""
+        out.reserveCapacity(min(text.utf8.count, limit) + 2)
+        var kept = 0
+        var scalars = text.unicodeScalars.makeIterator()
+        while let scalar = scalars.next() {
+            if kept == limit {
+                var rest = 1
+                while scalars.next() != nil { rest += 1 }
+                out += "…(+\(rest))"
+                break
+            }
+            kept += 1
+            switch scalar {
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\"" where quote: out += "\\\""
+            default:
+                if needsEscape(scalar) {
+                    out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out
+    }
+
+    private static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
+        if scalar.value < 0x20 || scalar.value == 0x7F { return true }
+        if scalar.isASCII { return false }
+        switch scalar.properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator, .unassigned, .privateUse, .surrogate: return true
+        default: return false
+        }
     }
 
     static func timestamp() -> String {

@@ -260,6 +260,11 @@ extension Scenario {
         guard ["strict", "batch", "off"].contains(durability) else {
             throw ScenarioError(field: "durability", "must be strict, batch or off, got '\(durability)'")
         }
+        if !CrashPoints.isAvailable, brokerCrashAt != nil || answerAfterExpiry {
+            throw ScenarioError(
+                field: brokerCrashAt != nil ? "brokerCrashAt" : "answerAfterExpiry",
+                "is a test hook that only debug (testing) builds have; run a debug build (swift build) to use it")
+        }
         if let brokerCrashAt, CrashPoints(parsing: brokerCrashAt) == nil {
             throw ScenarioError(
                 field: "brokerCrashAt",

@@ -34,8 +34,16 @@ struct BrokerMain: Command {
         .flag("allow-insecure", env: "ASKRELAY_ALLOW_INSECURE", help: "serve non-loopback endpoints without CURVE"),
         .value("curve-secret-file", "FILE", env: "ASKRELAY_CURVE_SECRET_FILE", help: "the broker's key file (askrelay keys generate); turns CURVE on, with --principals"),
         .value("principals", "FILE", env: "ASKRELAY_PRINCIPALS", help: "principals.json: the keys the broker accepts and what each may serve; reloaded when it changes"),
-        .value("crash-at", "POINT[:N]", env: "ASKRELAY_CRASH_AT", help: "fault tests only: SIGKILL itself at the N-th accept, commit, fanout, answer or expiry"),
-    ]
+    ] + testingOptions
+
+    #if DEBUG
+        /// Debug (testing) builds only: a release broker has no crash hooks, and `--crash-at` is an unknown flag.
+        static let testingOptions: [OptionSpec] = [
+            .value("crash-at", "POINT[:N]", env: "ASKRELAY_CRASH_AT", help: "testing builds only: SIGKILL itself at the N-th accept, commit, fanout, answer or expiry"),
+        ]
+    #else
+        static let testingOptions: [OptionSpec] = []
+    #endif
 
     let configuration: BrokerConfiguration
     let logLevel: LogLevel
@@ -62,12 +70,14 @@ struct BrokerMain: Command {
         configuration.allowInsecure = arguments.flag("allow-insecure")
         configuration.curveSecretFile = arguments.string("curve-secret-file")
         configuration.principalsFile = arguments.string("principals")
-        if let crashAt = arguments.string("crash-at") {
-            guard let points = CrashPoints(parsing: crashAt) else {
-                throw UsageError("\(arguments.origin("crash-at")) must be POINT or POINT:N with POINT one of \(CrashPoints.Point.allCases.map(\.rawValue).joined(separator: ", ")) and N ≥ 1")
+        #if DEBUG
+            if let crashAt = arguments.string("crash-at") {
+                guard let points = CrashPoints(parsing: crashAt) else {
+                    throw UsageError("\(arguments.origin("crash-at")) must be POINT or POINT:N with POINT one of \(CrashPoints.Point.allCases.map(\.rawValue).joined(separator: ", ")) and N ≥ 1")
+                }
+                configuration.crashAt = points
             }
-            configuration.crashAt = points
-        }
+        #endif
         self.configuration = configuration
         let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
         logLevel = level.flatMap(LogLevel.init(name:)) ?? .info

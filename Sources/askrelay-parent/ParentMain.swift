@@ -30,12 +30,20 @@ struct ParentMain: Command {
         .value("offline-for", "DURATION", env: "ASKRELAY_OFFLINE_FOR", help: "... for this long (needs --offline-every)"),
         .value("seed", "N", env: "ASKRELAY_SEED", default: "1", help: "seed of every guardian's random streams"),
         .value("records", "FILE", env: "ASKRELAY_RECORDS", help: "append one JSON line per answer attempt"),
-        .flag("answer-after-expiry", env: "ASKRELAY_ANSWER_AFTER_EXPIRY", help: "CHECKER TESTS ONLY: answer just after each question expires"),
         .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
         .value("curve-key", "FILE", env: "ASKRELAY_CURVE_KEY", help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"),
         .value("broker-key", "KEY|FILE", env: "ASKRELAY_BROKER_KEY", help: "the broker's CURVE public key, or a file holding it (broker.public)"),
         .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: LogLevel.allCases.map(\.description).joined(separator: ", ")),
-    ]
+    ] + testingOptions
+
+    #if DEBUG
+        /// Debug (testing) builds only: a release parent cannot be told to break the expiry rule.
+        static let testingOptions: [OptionSpec] = [
+            .flag("answer-after-expiry", env: "ASKRELAY_ANSWER_AFTER_EXPIRY", help: "testing builds, checker tests only: answer just after each question expires"),
+        ]
+    #else
+        static let testingOptions: [OptionSpec] = []
+    #endif
 
     let configuration: ParentWorkerConfiguration
     let broker: String
@@ -94,7 +102,9 @@ struct ParentMain: Command {
                     baseDirectory: baseDirectory))
             configuration.seed = seed
             configuration.recordsPath = arguments.string("records")
-            configuration.answerAfterExpiry = arguments.flag("answer-after-expiry")
+            #if DEBUG
+                configuration.answerAfterExpiry = arguments.flag("answer-after-expiry")
+            #endif
             self.configuration = configuration
         } catch let error as AgentConfigurationError {
             throw UsageError(error.message)

@@ -36,12 +36,12 @@ struct LedgerStorageTests {
         let json = try WireJSON.encode(question)
         let sentAt = Date()
         let expiresAt = sentAt.addingTimeInterval(1234.5678)
-        let spliced = LedgerBodies.guardianQuestion(question: json, child: "c-1.x_y", family: "fam.1", sentAt: sentAt, expiresAt: expiresAt)
+        let spliced = try LedgerBodies.guardianQuestion(question: json, child: "c-1.x_y", family: "fam.1", sentAt: sentAt, expiresAt: expiresAt)
         let encoded = try WireJSON.encode(GuardianQuestion(question: question, child: "c-1.x_y", family: "fam.1", sentAt: sentAt, expiresAt: expiresAt))
         #expect(spliced == encoded)
         #expect(try WireJSON.decode(GuardianQuestion.self, from: spliced).question == question)
         for choice in question.choices {
-            let response = LedgerBodies.response(question: json, choice: choice)
+            let response = try LedgerBodies.response(question: json, choice: choice)
             #expect(response == (try WireJSON.encode(AnyPermissionResponse(question: question, choice: choice))))
         }
     }

@@ -96,8 +96,13 @@ public struct Welcome: Sendable, Codable, Hashable {
 
 /// JSON for the session bodies: sorted keys, so the bytes are stable.
 public enum SessionJSON {
+    /// Encodes a HELLO or WELCOME body. Those hold only strings, integers and booleans, which always encode; a
+    /// failure is a bug, and stops the process with the reason rather than sending an empty body that the peer
+    /// refuses (`bad-hello`) on every retry.
     public static func encode<T: Encodable>(_ value: T) -> [UInt8] {
-        (try? WireJSON.encode(value)) ?? []
+        do { return try WireJSON.encode(value) } catch {
+            preconditionFailure("could not encode the \(T.self) session body: \(error)")
+        }
     }
 
     public static func decode<T: Decodable>(_ type: T.Type, from bytes: some Collection<UInt8>) throws(WireError) -> T {

@@ -328,6 +328,16 @@ extension Scenario {
 
     /// `duration` divided by the time scale, in seconds.
     public func scaled(_ duration: Duration) -> Double { duration.seconds / timeScale }
+
+    /// The longest a child process may take, once its `duration` ended, to finish the flows it had already started
+    /// (it starts none after it): a flow waits at most for three broker calls (known handles, ask, send or cancel:
+    /// 10 s each in askrelay-child), three scaled pending windows (an earlier question about the same people, the
+    /// question's own window, a reconnect after it) and two graces; plus 2 s of slack. A child still running then
+    /// is told to finish with SIGTERM.
+    public var drainBound: Duration {
+        let window = max(pendingWindow, expireAfter ?? .zero).seconds / timeScale
+        return .seconds(30) + .nanoseconds(Int64(min(window * 3, 86_400) * 1e9)) + grace * 2 + .seconds(2)
+    }
 }
 
 // MARK: - Codable with defaults, unknown keys refused

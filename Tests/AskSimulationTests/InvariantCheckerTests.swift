@@ -270,17 +270,58 @@ struct InvariantCheckerTests {
         #expect(!result.violations.contains { $0.invariant == .endsExactlyOnce })
     }
 
-    @Test("missing records of a child process the fault schedule killed are noted, not violations")
+    @Test("missing records of a child run our signal ended are noted, not violations, only for that run's questions")
     func interruptedChild() {
         var run = SyntheticRun()
         run.children.removeAll { $0.question == run.ids["expired"] }
         var inputs = run.inputs
-        inputs.interruptedChildPrefixes = ["c1-"]
+        let killed = InterruptedRun(
+            process: "child-1", childPrefix: "c1-", from: run.t0.addingTimeInterval(-10),
+            until: run.t0.addingTimeInterval(5), cause: "killed by the fault schedule (SIGKILL)")
+        inputs.interruptedRuns = [killed]
         let result = run.check(inputs)
         #expect(result.ok, "\(result.violations)")
-        #expect(result.notes.contains { $0.contains("interrupted by the fault schedule") })
-        inputs.interruptedChildPrefixes = ["c2-"]
+        #expect(
+            result.notes.contains {
+                $0.hasPrefix("1 question(s) were in flight in child-1 when it was killed by the fault schedule (SIGKILL)")
+            },
+            "\(result.notes)"
+        )
+        // Another process's run, or a run of the same process that ended before the question was asked: not excused.
+        inputs.interruptedRuns = [InterruptedRun(process: "child-2", childPrefix: "c2-", from: run.t0, cause: "x")]
         expectViolation(run.check(inputs), .endsExactlyOnce, question: run.ids["expired"])
+        var earlier = killed
+        earlier.until = run.t0.addingTimeInterval(-1)
+        inputs.interruptedRuns = [earlier]
+        expectViolation(run.check(inputs), .endsExactlyOnce, question: run.ids["expired"])
+    }
+
+    @Test("an interrupted question still open when the broker stopped is excused only before its deadline")
+    func interruptedOpenQuestion() {
+        var run = SyntheticRun()
+        let id = run.ids["expired"]!
+        run.children.removeAll { $0.question == id }
+        let index = run.ledger.firstIndex { $0.id.uuid == id }!
+        run.ledger[index].state = .sent
+        run.ledger[index].closedAt = nil
+        var inputs = run.inputs
+        inputs.interruptedRuns = [
+            InterruptedRun(
+                process: "child-1", childPrefix: "c1-", from: run.t0.addingTimeInterval(-10),
+                cause: "told to finish (SIGTERM) after its drain bound")
+        ]
+        // The broker stopped before the question's deadline (t0 + 3 s): nobody could have closed it.
+        inputs.brokerStoppedAt = run.t0.addingTimeInterval(2)
+        let result = run.check(inputs)
+        #expect(result.ok, "\(result.violations)")
+        #expect(result.notes.contains { $0.contains("SIGTERM) after its drain bound") && $0.contains("1 of them still open") })
+        // Stopped well after the deadline: the broker should have expired it.
+        inputs.brokerStoppedAt = run.t0.addingTimeInterval(10)
+        expectViolation(run.check(inputs), .endsExactlyOnce, question: id)
+        // Not interrupted: an open question is a violation whenever the broker stopped.
+        inputs.interruptedRuns = []
+        inputs.brokerStoppedAt = run.t0.addingTimeInterval(2)
+        expectViolation(run.check(inputs), .endsExactlyOnce, question: id)
     }
 
     @Test("a response surfaced twice is reported")

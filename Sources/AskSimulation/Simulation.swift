@@ -90,7 +90,9 @@ public final class Simulation: Sendable {
         let scenario = options.scenario
         let fileManager = FileManager.default
         let runDirectory = options.reportDirectory
-        for folder in ["", "logs", "records"] {
+        // A fresh folder for every run: records, journal and store of an earlier run must never be read by this one.
+        try ReportFolder.prepare(runDirectory, clean: false)
+        for folder in ["logs", "records"] {
             try fileManager.createDirectory(
                 atPath: (runDirectory as NSString).appendingPathComponent(folder),
                 withIntermediateDirectories: true

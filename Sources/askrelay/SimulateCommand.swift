@@ -10,8 +10,9 @@ struct Simulate: Command {
     static let abstract = "run the local multi-process simulation and report outcomes, latency and invariants"
     static let discussion = """
         Starts askrelay-broker, askrelay-limits, the parent and child workers (found next to askrelay), plays the
-        scenario with its fault schedule, drains everything with SIGTERM, checks the invariants and writes
-        report.json and report.html. Progress goes to stderr once a second; the summary table to stdout.
+        scenario with its fault schedule until the children end (they start no flow after --duration and finish
+        the ones in flight), stops the rest with SIGTERM, checks the invariants and writes report.json and
+        report.html into --report-dir, which must be new or empty (--clean empties it). Progress goes to stderr once a second; the summary table to stdout.
         Exit codes: 0 every invariant held, 1 an invariant failed or a process could not start, 64 bad usage.
         Flags override the scenario file. Durations take a unit: 250ms, 2s, 5m, 48h. See docs/simulation.md.
         """
@@ -40,7 +41,12 @@ struct Simulate: Command {
             "report-dir",
             "DIR",
             env: "ASKRELAY_REPORT_DIR",
-            help: "folder for the report, logs and records (default: ./askrelay-report-<timestamp>)"
+            help: "a new or empty folder for the report, logs and records (default: ./askrelay-report-<timestamp>)"
+        ),
+        .flag(
+            "clean",
+            env: "ASKRELAY_CLEAN",
+            help: "empty a non-empty --report-dir first (only a folder holding what askrelay writes)"
         ),
         .value(
             "broker",
@@ -80,6 +86,7 @@ struct Simulate: Command {
 
     let scenario: Scenario
     let reportDirectory: String
+    let cleanReportDirectory: Bool
     let broker: String?
     let logLevel: LogLevel
     let quiet: Bool
@@ -113,6 +120,7 @@ struct Simulate: Command {
             formatter.dateFormat = "yyyyMMdd-HHmmss"
             reportDirectory = "askrelay-report-\(formatter.string(from: Date()))"
         }
+        cleanReportDirectory = arguments.flag("clean")
         broker = arguments.string("broker")
         guard let level = LogLevel(name: arguments.string("log-level") ?? "info") else {
             throw UsageError(
@@ -140,6 +148,13 @@ struct Simulate: Command {
         self.wrappers = wrappers
     }
 
+    /// The report folder last, once everything else is known good: a refused command changes nothing.
+    func validate() throws {
+        do { try ReportFolder.prepare(reportDirectory, clean: cleanReportDirectory) } catch let error as ReportFolderError {
+            throw UsageError(error.message)
+        }
+    }
+
     func run() async throws -> Int32 {
         // Our own log lines stay quiet at info; the workers log at the chosen level into their files.
         let logger = Logger(label: "askrelay-simulate", level: max(logLevel, .notice))
@@ -162,7 +177,10 @@ struct Simulate: Command {
             result = try await onDedicatedThread(name: "simulate") { try simulation.run() }
         } catch {
             printError("askrelay simulate: \(error)")
-            printError("logs: \(reportDirectory)/logs/")
+            let logs = (reportDirectory as NSString).appendingPathComponent("logs")
+            if let names = try? FileManager.default.contentsOfDirectory(atPath: logs), !names.isEmpty {
+                printError("logs: \(logs)/")
+            }
             return ExitCode.failure
         }
         printLine(result.report.summaryTable)

@@ -277,10 +277,13 @@ final class FaultRunner {
             // Overlapping stops: the process continues when the last of them ends.
             guard let until = stoppedUntil[step.process], step.at >= until else { return }
             stoppedUntil[step.process] = nil
-            logger.notice("fault: continue", ["process": step.process, "at": step.at.text])
+            logger.notice("fault: continue", ["process": step.process, "at": step.at.text, "played": (now - start).text])
             process.signal(SIGCONT)
         case .signal(let number, let follow):
-            logger.notice("fault", ["process": step.process, "signal": signalName(number), "at": step.at.text])
+            logger.notice(
+                "fault",
+                ["process": step.process, "signal": signalName(number), "at": step.at.text, "played": (now - start).text]
+            )
             guard process.isRunning else {
                 let why = restarts[step.process] != nil ? "was down, its restart pending" : "had already exited"
                 notes.append("fault at \(step.at.text): \(step.process) \(why); \(signalName(number)) skipped")

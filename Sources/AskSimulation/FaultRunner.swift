@@ -89,8 +89,10 @@ final class FaultRunner {
                     process: "",
                     action: .run(fault.command ?? [], undo: fault.undo, undoAfter: fault.undoAfter ?? .seconds(1))
                 )
-            case .kill: Step(at: fault.at, process: fault.process, action: .signal(SIGKILL, restartAfter: fault.restartAfter))
-            case .term: Step(at: fault.at, process: fault.process, action: .signal(SIGTERM, restartAfter: fault.restartAfter))
+            case .kill:
+                Step(at: fault.at, process: fault.process, action: .signal(SIGKILL, restartAfter: fault.restartAfter))
+            case .term:
+                Step(at: fault.at, process: fault.process, action: .signal(SIGTERM, restartAfter: fault.restartAfter))
             case .stop:
                 Step(
                     at: fault.at,
@@ -113,16 +115,26 @@ final class FaultRunner {
                     if processes[name]?.exitStatusUnlocked != nil { return true }
                 }
                 for name in readyWaits.keys where processes[name]?.readinessUnlocked() != .waiting { return true }
-                if !crashRestarted, crashingBroker?.exitStatusUnlocked != nil { return true }
+                if !crashRestarted, crashingBroker?.exitStatusUnlocked != nil,
+                    crashingBroker?.expectedSignalUnlocked == nil
+                {
+                    return true
+                }
                 if commands.hasNews { return true }
                 return children.allSatisfy { $0.exitStatusUnlocked != nil } && nothingPending
             }
             if let signal = supervisor.interrupted {
-                throw SupervisorError(process: "askrelay", "interrupted by \(signalName(signal)); every process was killed")
+                throw SupervisorError(
+                    process: "askrelay",
+                    "interrupted by \(signalName(signal)); every process was killed"
+                )
             }
             let now = ContinuousClock.now
             try collectCommands(now)
-            if !crashRestarted, let broker = crashingBroker, let exit = broker.exitStatus {
+            // The broker's own crash, not the end of a fault's signal (that fault restarts it, if it says so).
+            if !crashRestarted, let broker = crashingBroker, let exit = broker.exitStatus,
+                broker.incarnations.last?.expectedSignal == nil
+            {
                 crashRestarted = true
                 notes.append(
                     "the broker crashed at --crash-at \(scenario.brokerCrashAt ?? "") (\(exit)) and was restarted on its journal"
@@ -277,12 +289,18 @@ final class FaultRunner {
             // Overlapping stops: the process continues when the last of them ends.
             guard let until = stoppedUntil[step.process], step.at >= until else { return }
             stoppedUntil[step.process] = nil
-            logger.notice("fault: continue", ["process": step.process, "at": step.at.text, "played": (now - start).text])
+            logger.notice(
+                "fault: continue",
+                ["process": step.process, "at": step.at.text, "played": (now - start).text]
+            )
             process.signal(SIGCONT)
         case .signal(let number, let follow):
             logger.notice(
                 "fault",
-                ["process": step.process, "signal": signalName(number), "at": step.at.text, "played": (now - start).text]
+                [
+                    "process": step.process, "signal": signalName(number), "at": step.at.text,
+                    "played": (now - start).text,
+                ]
             )
             guard process.isRunning else {
                 let why = restarts[step.process] != nil ? "was down, its restart pending" : "had already exited"
@@ -336,7 +354,8 @@ final class FaultRunner {
                         until: position + 1 < incarnations.count ? incarnations[position + 1].startedAt : nil,
                         cause: atEnd
                             ? "told to finish (SIGTERM) after its drain bound"
-                            : "\(signal == SIGKILL ? "killed" : "terminated") by the fault schedule (\(signalName(signal)))"
+                            : "\(signal == SIGKILL ? "killed" : "terminated") by the fault schedule"
+                                + " (\(signalName(signal)))"
                     )
                 )
             }

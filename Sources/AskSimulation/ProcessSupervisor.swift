@@ -267,6 +267,9 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
     /// The current run's exit, for predicates of ``ProcessSupervisor/wait(until:_:)`` (which hold the lock).
     public var exitStatusUnlocked: ProcessExitStatus? { incarnationsStorage.last?.exit }
 
+    /// The signal our fault schedule sent the current run, for predicates (which hold the lock).
+    public var expectedSignalUnlocked: Int32? { incarnationsStorage.last?.expectedSignal }
+
     /// Every stdout line so far, over all runs.
     public var lines: [String] {
         condition.lock()

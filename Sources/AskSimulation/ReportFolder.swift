@@ -62,8 +62,17 @@ public enum ReportFolder {
                 "cannot create the report folder '\(path)': '\(ancestor)' is not writable (\(String(cString: strerror(errno)))): give \(flag) a folder you can write to"
             )
         }
-        do { try manager.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
-            throw ReportFolderError("cannot create the report folder '\(path)': \(reason(error)): give \(flag) another path")
+        // mkdir(2) one level at a time, so a failure names the level and errno's own words.
+        var built = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            built += (built.isEmpty || built.hasSuffix("/") ? "" : "/") + component
+            if manager.fileExists(atPath: built) { continue }
+            if mkdir(built, 0o755) != 0 && errno != EEXIST {
+                let why = String(cString: strerror(errno))
+                throw ReportFolderError(
+                    "cannot create the report folder '\(path)': creating '\(built)' failed (\(why)): give \(flag) another path"
+                )
+            }
         }
     }
 

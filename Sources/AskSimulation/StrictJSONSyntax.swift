@@ -161,7 +161,11 @@ public enum StrictJSONSyntax {
                     return decoded
                 }
                 if byte < 0x20 {
-                    throw fail(byte == 0x0A ? "a string ends at the end of the line without its closing quote" : "a control character (\(found)) inside a string must be escaped")
+                    throw fail(
+                        byte == 0x0A
+                            ? "a string ends at the end of the line without its closing quote"
+                            : "a control character (\(found)) inside a string must be escaped"
+                    )
                 }
                 if byte == UInt8(ascii: "\\") {
                     index += 1
@@ -169,8 +173,12 @@ public enum StrictJSONSyntax {
                     let escape = bytes[index]
                     if escape == UInt8(ascii: "u") {
                         let digits = bytes[min(index + 1, bytes.count)..<min(index + 5, bytes.count)]
-                        guard digits.count == 4, digits.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || (($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x66) })
-                        else { throw fail("'\\u' takes four hex digits") }
+                        let isHex = { (byte: UInt8) in
+                            (byte >= 0x30 && byte <= 0x39) || ((byte | 0x20) >= 0x61 && (byte | 0x20) <= 0x66)
+                        }
+                        guard digits.count == 4, digits.allSatisfy(isHex) else {
+                            throw fail("'\\u' takes four hex digits")
+                        }
                         index += 5
                         text.append(UInt8(ascii: "?"))
                         continue

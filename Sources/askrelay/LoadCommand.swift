@@ -152,12 +152,13 @@ struct LoadCommand: Command {
             } else {
                 lines = try command.runRelay()
             }
-            for line in lines { printLine(line) }
+            // Where the files went, before the table: its last line stays `throughput=...` for scripts.
             if let directory = command.reportDirectory {
                 let written = ["load.json", "load.html"].map { (directory as NSString).appendingPathComponent($0) }
                     .filter { FileManager.default.fileExists(atPath: $0) }
                 for (index, path) in written.enumerated() { printLine((index == 0 ? "report: " : "        ") + path) }
             }
+            for line in lines { printLine(line) }
             return ExitCode.success
         }
     }

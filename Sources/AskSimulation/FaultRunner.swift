@@ -338,10 +338,13 @@ final class FaultRunner {
 
     /// Every run of a child process that our signal ended (a fault, or the end of a drain that took too long), with
     /// the span of time in which its questions were created.
-    static func interruptedRuns(children: [SupervisedProcess], endTerminated: Set<pid_t>) -> [InterruptedRun] {
+    /// - Parameter processes: child processes (`child-<n>`, ids `c<n>-`) or parent processes (`parent-<n>`, `g<n>-`).
+    static func interruptedRuns(_ processes: [SupervisedProcess], endTerminated: Set<pid_t> = []) -> [InterruptedRun] {
         var runs: [InterruptedRun] = []
-        for child in children {
-            guard let index = Int(child.name.dropFirst("child-".count)) else { continue }
+        for child in processes {
+            let parts = child.name.split(separator: "-")
+            guard parts.count == 2, let index = Int(parts[1]) else { continue }
+            let prefix = parts[0] == "parent" ? WorkerPlan.guardianPrefix(index) : WorkerPlan.childPrefix(index)
             let incarnations = child.incarnations
             for (position, run) in incarnations.enumerated() {
                 guard let signal = run.expectedSignal, run.exit != nil else { continue }
@@ -349,7 +352,7 @@ final class FaultRunner {
                 runs.append(
                     InterruptedRun(
                         process: child.name,
-                        childPrefix: WorkerPlan.childPrefix(index),
+                        idPrefix: prefix,
                         from: run.startedAt,
                         until: position + 1 < incarnations.count ? incarnations[position + 1].startedAt : nil,
                         cause: atEnd

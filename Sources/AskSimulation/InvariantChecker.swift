@@ -66,9 +66,10 @@ public struct InvariantInputs: Sendable {
     public var processes: [ProcessExitReport]
     /// Records lines that did not decode (a process killed mid-write loses at most its last line).
     public var unreadableLines: Int
-    /// A parent process was killed by the fault schedule, so an accepted answer may miss its guardian record; the
-    /// broker's ledger then stands in as the evidence of the accepted answer.
-    public var parentKilledByFault: Bool
+    /// Runs of parent processes the fault schedule killed or terminated: an answer the broker accepted from one of
+    /// their guardians during the run may miss its guardian record (a parent told to stop while the broker is down
+    /// never learns the answer was accepted), so the broker's ledger stands in as the evidence of that answer.
+    public var interruptedParentRuns: [InterruptedRun]
     /// Runs of child processes that our own signal ended (a fault, or a drain that outlived its bound): the flows
     /// they had in flight are never recorded (askrelay-child records finished flows only), so those questions' missing
     /// records, and their open ledger entries when the broker stopped before their deadline, are noted, not counted
@@ -84,7 +85,7 @@ public struct InvariantInputs: Sendable {
         ledger: [QuestionRecord]?,
         processes: [ProcessExitReport] = [],
         unreadableLines: Int = 0,
-        parentKilledByFault: Bool = false,
+        interruptedParentRuns: [InterruptedRun] = [],
         interruptedRuns: [InterruptedRun] = [],
         brokerStoppedAt: Date? = nil
     ) {
@@ -95,7 +96,7 @@ public struct InvariantInputs: Sendable {
         self.ledger = ledger
         self.processes = processes
         self.unreadableLines = unreadableLines
-        self.parentKilledByFault = parentKilledByFault
+        self.interruptedParentRuns = interruptedParentRuns
     }
 }
 
@@ -103,24 +104,32 @@ public struct InvariantInputs: Sendable {
 /// to the start of the next run of the same process (`nil`: it was the last).
 public struct InterruptedRun: Sendable, Hashable {
     public var process: String
-    /// Id prefix of the children the process hosts (`c1-`).
-    public var childPrefix: String
+    /// Id prefix of the children or guardians the process hosts (`c1-`, `g2-`).
+    public var idPrefix: String
     public var from: Date
     public var until: Date?
     /// What ended it, in words (`killed by the fault schedule (SIGKILL)`).
     public var cause: String
 
-    public init(process: String, childPrefix: String, from: Date, until: Date? = nil, cause: String) {
+    public init(process: String, idPrefix: String, from: Date, until: Date? = nil, cause: String) {
         self.process = process
-        self.childPrefix = childPrefix
+        self.idPrefix = idPrefix
         self.from = from
         self.until = until
         self.cause = cause
     }
 
     /// The question was asked by one of this run's children while it ran.
-    func owns(_ entry: QuestionRecord) -> Bool {
-        entry.child.hasPrefix(childPrefix) && entry.createdAt >= from && until.map { entry.createdAt < $0 } ?? true
+    func owns(_ entry: QuestionRecord) -> Bool { covers(entry.child, at: entry.createdAt) }
+
+    /// The ledger's accepted answer came from one of this run's guardians while it ran.
+    func ownsAnswer(_ entry: QuestionRecord) -> Bool {
+        guard let guardian = entry.answeredBy, let closedAt = entry.closedAt else { return false }
+        return covers(guardian, at: closedAt)
+    }
+
+    private func covers(_ id: String, at time: Date) -> Bool {
+        id.hasPrefix(idPrefix) && time >= from && until.map { time < $0 } ?? true
     }
 }
 
@@ -306,7 +315,8 @@ public enum InvariantChecker {
                 }
                 continue
             }
-            if inputs.parentKilledByFault, let entry = ledgerByQuestion?[id], entry.state == .answered,
+            if let entry = ledgerByQuestion?[id], entry.state == .answered,
+                inputs.interruptedParentRuns.contains(where: { $0.ownsAnswer(entry) }),
                 entry.answerChoiceID == record.choiceID
             {
                 continue  // the guardian's record died with its process; the ledger recorded the accepted answer

@@ -287,15 +287,16 @@ public final class Simulation: Sendable {
             }
         }
         let exits = supervisor.all.map(Self.exitReport)
-        let parentKilled = scenario.faults.contains { $0.process.hasPrefix("parent-") && $0.action == .kill }
         let inputs = InvariantInputs(
             childRecords: childRecords,
             guardianRecords: guardianRecords,
             ledger: ledger,
             processes: exits,
             unreadableLines: unreadable,
-            parentKilledByFault: parentKilled,
-            interruptedRuns: FaultRunner.interruptedRuns(children: children, endTerminated: faults.endTerminated),
+            // A parent run our signal ended (kill, or term: it cannot wait forever for the result of an answer the
+            // broker accepted just before going down) may have lost the record of an accepted answer.
+            interruptedParentRuns: FaultRunner.interruptedRuns(parents),
+            interruptedRuns: FaultRunner.interruptedRuns(children, endTerminated: faults.endTerminated),
             brokerStoppedAt: brokerStoppedAt
         )
         var result = InvariantChecker.check(inputs)

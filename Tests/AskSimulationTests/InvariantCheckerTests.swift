@@ -214,13 +214,23 @@ struct InvariantCheckerTests {
         expectViolation(run.check(), .responseNeedsAcceptedAnswer, question: run.ids["approved"])
     }
 
-    @Test("when a parent was killed by the fault schedule the ledger stands in for its lost record")
+    @Test("when a fault ended the parent run whose guardian answered, the ledger stands in for its lost record")
     func lostGuardianRecordExcused() {
         var run = SyntheticRun()
         run.guardians.removeAll { $0.question == run.ids["approved"] && $0.result == "accepted" }
         var inputs = run.inputs
-        inputs.parentKilledByFault = true
-        #expect(run.check(inputs).ok)
+        let terminated = InterruptedRun(
+            process: "parent-1", idPrefix: "g1-", from: run.t0.addingTimeInterval(-10), until: run.t0.addingTimeInterval(5),
+            cause: "terminated by the fault schedule (SIGTERM)")
+        inputs.interruptedParentRuns = [terminated]
+        #expect(run.check(inputs).ok, "\(run.check(inputs).violations)")
+        // Another parent's run, or a run that had ended before the answer was accepted: the record is missing.
+        inputs.interruptedParentRuns = [InterruptedRun(process: "parent-2", idPrefix: "g2-", from: run.t0, cause: "x")]
+        expectViolation(run.check(inputs), .responseNeedsAcceptedAnswer, question: run.ids["approved"])
+        var earlier = terminated
+        earlier.until = run.t0
+        inputs.interruptedParentRuns = [earlier]
+        expectViolation(run.check(inputs), .responseNeedsAcceptedAnswer, question: run.ids["approved"])
     }
 
     @Test("an answer accepted at or after expiry is reported (guardian record)")
@@ -276,7 +286,7 @@ struct InvariantCheckerTests {
         run.children.removeAll { $0.question == run.ids["expired"] }
         var inputs = run.inputs
         let killed = InterruptedRun(
-            process: "child-1", childPrefix: "c1-", from: run.t0.addingTimeInterval(-10),
+            process: "child-1", idPrefix: "c1-", from: run.t0.addingTimeInterval(-10),
             until: run.t0.addingTimeInterval(5), cause: "killed by the fault schedule (SIGKILL)")
         inputs.interruptedRuns = [killed]
         let result = run.check(inputs)
@@ -288,7 +298,7 @@ struct InvariantCheckerTests {
             "\(result.notes)"
         )
         // Another process's run, or a run of the same process that ended before the question was asked: not excused.
-        inputs.interruptedRuns = [InterruptedRun(process: "child-2", childPrefix: "c2-", from: run.t0, cause: "x")]
+        inputs.interruptedRuns = [InterruptedRun(process: "child-2", idPrefix: "c2-", from: run.t0, cause: "x")]
         expectViolation(run.check(inputs), .endsExactlyOnce, question: run.ids["expired"])
         var earlier = killed
         earlier.until = run.t0.addingTimeInterval(-1)
@@ -307,7 +317,7 @@ struct InvariantCheckerTests {
         var inputs = run.inputs
         inputs.interruptedRuns = [
             InterruptedRun(
-                process: "child-1", childPrefix: "c1-", from: run.t0.addingTimeInterval(-10),
+                process: "child-1", idPrefix: "c1-", from: run.t0.addingTimeInterval(-10),
                 cause: "told to finish (SIGTERM) after its drain bound")
         ]
         // The broker stopped before the question's deadline (t0 + 3 s): nobody could have closed it.

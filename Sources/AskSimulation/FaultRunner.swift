@@ -336,8 +336,9 @@ final class FaultRunner {
 
     // MARK: what the checker needs
 
-    /// Every run of a child process that our signal ended (a fault, or the end of a drain that took too long), with
-    /// the span of time in which its questions were created.
+    /// Every run of a child or parent process that our signal ended (a fault, or the end of a drain that took too
+    /// long), with the span of time in which the broker may have recorded its questions or answers: from its start
+    /// until the next run of the process registered.
     /// - Parameter processes: child processes (`child-<n>`, ids `c<n>-`) or parent processes (`parent-<n>`, `g<n>-`).
     static func interruptedRuns(_ processes: [SupervisedProcess], endTerminated: Set<pid_t> = []) -> [InterruptedRun] {
         var runs: [InterruptedRun] = []
@@ -354,7 +355,9 @@ final class FaultRunner {
                         process: child.name,
                         idPrefix: prefix,
                         from: run.startedAt,
-                        until: position + 1 < incarnations.count ? incarnations[position + 1].startedAt : nil,
+                        // A later run asks or answers only once registered (its ready line), while this run's
+                        // last messages may reach a broker that was stopped or slow only after the later run began.
+                        until: incarnations[(position + 1)...].lazy.compactMap(\.readyAt).first,
                         cause: atEnd
                             ? "told to finish (SIGTERM) after its drain bound"
                             : "\(signal == SIGKILL ? "killed" : "terminated") by the fault schedule"

@@ -100,8 +100,10 @@ public struct InvariantInputs: Sendable {
     }
 }
 
-/// One run of a child process that our signal ended, and the time its questions were created in: from its start
-/// to the start of the next run of the same process (`nil`: it was the last).
+/// One run of a child or parent process that our signal ended, and the time in which the broker recorded its
+/// questions or answers: from its start until the next run of the same process registered (`nil`: none did). The
+/// next run asks and answers only once registered, and this run's last messages may reach the broker after the
+/// next run started (a stopped broker reads them when it continues).
 public struct InterruptedRun: Sendable, Hashable {
     public var process: String
     /// Id prefix of the children or guardians the process hosts (`c1-`, `g2-`).

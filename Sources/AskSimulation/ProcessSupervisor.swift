@@ -58,6 +58,8 @@ public struct Incarnation: Sendable, Hashable {
     public var readyLine: String?
     /// When the run's exit was collected.
     public var endedAt: Date? = nil
+    /// When the run's first `ready` line arrived (workers print it once the broker registered them).
+    public var readyAt: Date? = nil
 }
 
 /// Where a process's current run stands with a line it is expected to print (see
@@ -489,6 +491,10 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
 
     private func deliver(_ line: String) {
         condition.lock()
+        if line.hasPrefix("ready"), let last = incarnationsStorage.indices.last, incarnationsStorage[last].readyAt == nil
+        {
+            incarnationsStorage[last].readyAt = Date()
+        }
         linesStorage.append(line)
         condition.broadcast()
         condition.unlock()

@@ -601,7 +601,7 @@ struct OverlappingFaultTests {
         #expect(run.runs(of: "broker").count == 2 && run.runs(of: "parent-3").count == 2)
     }
 
-    @Test("a dense overlapping schedule: 13 faults over 6 processes, each on time, every invariant holds")
+    @Test("a dense overlapping schedule: 14 faults over 6 processes and a command, each on time, invariants hold")
     func denseSchedule() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
@@ -628,11 +628,13 @@ struct OverlappingFaultTests {
             } ?? ""
             return #"{"at": "\#(fault.at)ms", "process": "\#(fault.process)", "action": "\#(fault.action)"\#(follow)}"#
         }
+        // A `run` command that takes a second, spanning the first four faults: it must not hold them up.
+        let command = #"{"at": "900ms", "action": "run", "command": ["sleep", "1"], "undo": ["true"], "undoAfter": "3s"}"#
         let scenario = """
             {"seed": 13, "families": 12, "flowsPerChild": 10, "childThink": "900ms", "grace": "500ms",
              "expireAfter": null, "timeScale": 43200, "abandonProbability": 0, "duration": "30s",
              "guardians": {"approveProbability": 0.6, "neverAnswerRatio": 0.1, "think": "exponential:100ms"},
-             "faults": [\(schedule.joined(separator: ",\n"))]}
+             "faults": [\((schedule + [command]).joined(separator: ",\n"))]}
             """
         let run = try FaultSupport.simulate(scenario, directory: directory, timeout: .seconds(150))
         #expect(run.ok, "violations: \(run.violations); notes: \(run.notes)")

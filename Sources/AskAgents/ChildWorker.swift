@@ -160,6 +160,8 @@ public final class ChildWorker: Sendable {
             let pause = configuration.think.seconds * (flow == 0 ? random.unit() : 0.5 + random.unit())
             if pause > 0 { try? await Task.sleep(for: .nanoseconds(Int64(pause * 1e9))) }
             if Task.isCancelled { break }
+            // The duration may have ended during the pause: no new flow then.
+            if let deadline, ContinuousClock.now >= deadline { break }
             let generation = reconnectGeneration.withLock { $0 }
             if generation != seenGeneration {
                 seenGeneration = generation
@@ -168,17 +170,21 @@ public final class ChildWorker: Sendable {
                 }
             }
             let plan = FlowPlan.make(using: &random, contacts: contacts, configuration: configuration, approvals: approvals)
-            if let record = await runFlow(plan, child: child, session: session, approvals: &approvals, random: &random) {
+            if let record = await runFlow(
+                plan, child: child, session: session, approvals: &approvals, random: &random, deadline: deadline)
+            {
                 records.write(record)
             }
             flow += 1
         }
     }
 
-    /// Plays one flow. - Returns: its record, or `nil` if the task was cancelled before it finished.
+    /// Plays one flow. After `deadline` (the end of `duration`) a flow that has not asked yet asks nothing; one that
+    /// has asked runs to its end, which its own timeouts and the question's expiry bound (the drain).
+    /// - Returns: its record, or `nil` if the task was cancelled before it finished or the flow asked nothing.
     func runFlow(
         _ plan: FlowPlan, child: ChildIdentity, session: ChildSession, approvals: inout ContactApprovals,
-        random: inout SeededGenerator
+        random: inout SeededGenerator, deadline: ContinuousClock.Instant? = nil
     ) async -> ChildFlowRecord? {
         var question = plan.question
         var record = ChildFlowRecord(
@@ -212,6 +218,7 @@ public final class ChildWorker: Sendable {
                 let seconds = until.timeIntervalSinceNow
                 if seconds > 0 { try? await Task.sleep(for: .nanoseconds(Int64(seconds * 1e9) + 1_000_000)) }
                 if Task.isCancelled { return nil }
+                if let deadline, ContinuousClock.now >= deadline { return nil }
             }
         }
         if let expireAfter = configuration.expireAfter {

@@ -66,13 +66,18 @@ public struct InvariantInputs: Sendable {
     public var processes: [ProcessExitReport]
     /// Records lines that did not decode (a process killed mid-write loses at most its last line).
     public var unreadableLines: Int
-    /// A parent process was killed by the fault schedule, so an accepted answer may miss its guardian record; the
-    /// broker's ledger then stands in as the evidence of the accepted answer.
-    public var parentKilledByFault: Bool
-    /// Id prefixes of children whose process the fault schedule killed or stopped with SIGTERM: flows in flight then
-    /// are never recorded (askrelay-child records finished flows only), so their missing records are noted, not
-    /// counted as violations.
-    public var interruptedChildPrefixes: [String]
+    /// Runs of parent processes the fault schedule killed or terminated: an answer the broker accepted from one of
+    /// their guardians during the run may miss its guardian record (a parent told to stop while the broker is down
+    /// never learns the answer was accepted), so the broker's ledger stands in as the evidence of that answer.
+    public var interruptedParentRuns: [InterruptedRun]
+    /// Runs of child processes that our own signal ended (a fault, or a drain that outlived its bound): the flows
+    /// they had in flight are never recorded (askrelay-child records finished flows only), so those questions' missing
+    /// records, and their open ledger entries when the broker stopped before their deadline, are noted, not counted
+    /// as violations.
+    public var interruptedRuns: [InterruptedRun]
+    /// When the broker was told to stop at the end of the run; a question still open then is excused only if it was
+    /// interrupted and its deadline had not passed.
+    public var brokerStoppedAt: Date?
 
     public init(
         childRecords: [ChildFlowRecord],
@@ -80,18 +85,58 @@ public struct InvariantInputs: Sendable {
         ledger: [QuestionRecord]?,
         processes: [ProcessExitReport] = [],
         unreadableLines: Int = 0,
-        parentKilledByFault: Bool = false,
-        interruptedChildPrefixes: [String] = []
+        interruptedParentRuns: [InterruptedRun] = [],
+        interruptedRuns: [InterruptedRun] = [],
+        brokerStoppedAt: Date? = nil
     ) {
-        self.interruptedChildPrefixes = interruptedChildPrefixes
+        self.interruptedRuns = interruptedRuns
+        self.brokerStoppedAt = brokerStoppedAt
         self.childRecords = childRecords
         self.guardianRecords = guardianRecords
         self.ledger = ledger
         self.processes = processes
         self.unreadableLines = unreadableLines
-        self.parentKilledByFault = parentKilledByFault
+        self.interruptedParentRuns = interruptedParentRuns
     }
 }
+
+/// One run of a child or parent process that our signal ended, and the time in which the broker recorded its
+/// questions or answers: from its start until the next run of the same process registered (`nil`: none did). The
+/// next run asks and answers only once registered, and this run's last messages may reach the broker after the
+/// next run started (a stopped broker reads them when it continues).
+public struct InterruptedRun: Sendable, Hashable {
+    public var process: String
+    /// Id prefix of the children or guardians the process hosts (`c1-`, `g2-`).
+    public var idPrefix: String
+    public var from: Date
+    public var until: Date?
+    /// What ended it, in words (`killed by the fault schedule (SIGKILL)`).
+    public var cause: String
+
+    public init(process: String, idPrefix: String, from: Date, until: Date? = nil, cause: String) {
+        self.process = process
+        self.idPrefix = idPrefix
+        self.from = from
+        self.until = until
+        self.cause = cause
+    }
+
+    /// The question was asked by one of this run's children while it ran.
+    func owns(_ entry: QuestionRecord) -> Bool { covers(entry.child, at: entry.createdAt) }
+
+    /// The ledger's accepted answer came from one of this run's guardians while it ran.
+    func ownsAnswer(_ entry: QuestionRecord) -> Bool {
+        guard let guardian = entry.answeredBy, let closedAt = entry.closedAt else { return false }
+        return covers(guardian, at: closedAt)
+    }
+
+    private func covers(_ id: String, at time: Date) -> Bool {
+        id.hasPrefix(idPrefix) && time >= from && until.map { time < $0 } ?? true
+    }
+}
+
+/// The broker's expiry timer may close a question this long after its deadline.
+let ledgerTimerSlack: TimeInterval = 1.5
 
 /// One broken invariant: which one, the questions (or processes) involved, and why.
 public struct InvariantViolation: Codable, Sendable, Hashable, CustomStringConvertible {
@@ -201,20 +246,29 @@ public enum InvariantChecker {
                 )
             }
         }
-        var excused = 0
+        // Per interrupted run: questions without a child record, and how many of them were still open.
+        var excused: [InterruptedRun: (missing: Int, open: Int)] = [:]
         if let ledgerByQuestion {
             for (id, entry) in ledgerByQuestion {
-                let interrupted = inputs.interruptedChildPrefixes.contains { entry.child.hasPrefix($0) }
+                let interruption =
+                    childByQuestion[id] == nil ? inputs.interruptedRuns.first { $0.owns(entry) } : nil
                 if !entry.state.isClosed {
-                    violate(
-                        .endsExactlyOnce,
-                        "the broker's ledger still has the question open (state \(entry.state.rawValue))",
-                        id
-                    )
+                    let deadlinePassed = inputs.brokerStoppedAt.map {
+                        $0.timeIntervalSince(entry.expiresAt) > ledgerTimerSlack
+                    } ?? false
+                    if let interruption, !deadlinePassed {
+                        excused[interruption, default: (0, 0)].open += 1
+                    } else {
+                        violate(
+                            .endsExactlyOnce,
+                            "the broker's ledger still has the question open (state \(entry.state.rawValue))",
+                            id
+                        )
+                    }
                 }
                 if childByQuestion[id] == nil {
-                    if interrupted {
-                        excused += 1
+                    if let interruption {
+                        excused[interruption, default: (0, 0)].missing += 1
                     } else {
                         violate(
                             .endsExactlyOnce,
@@ -241,9 +295,11 @@ public enum InvariantChecker {
         } else {
             notes.append("ledger checks skipped: the broker is external (--broker), its journal was not read")
         }
-        if excused > 0 {
+        for run in inputs.interruptedRuns {
+            guard let count = excused[run] else { continue }
+            let open = count.open > 0 ? "; \(count.open) of them still open in the ledger when the broker stopped, before their deadline" : ""
             notes.append(
-                "\(excused) question(s) of child processes interrupted by the fault schedule have no child record (flows in flight are not recorded)"
+                "\(count.missing) question(s) were in flight in \(run.process) when it was \(run.cause): no child record (askrelay-child records finished flows only)\(open)"
             )
         }
 
@@ -261,7 +317,8 @@ public enum InvariantChecker {
                 }
                 continue
             }
-            if inputs.parentKilledByFault, let entry = ledgerByQuestion?[id], entry.state == .answered,
+            if let entry = ledgerByQuestion?[id], entry.state == .answered,
+                inputs.interruptedParentRuns.contains(where: { $0.ownsAnswer(entry) }),
                 entry.answerChoiceID == record.choiceID
             {
                 continue  // the guardian's record died with its process; the ledger recorded the accepted answer

@@ -56,6 +56,19 @@ public struct Incarnation: Sendable, Hashable {
     public var expectedSignal: Int32?
     /// The `ready ...` line, once printed.
     public var readyLine: String?
+    /// When the run's exit was collected.
+    public var endedAt: Date? = nil
+    /// When the run's first `ready` line arrived (workers print it once the broker registered them).
+    public var readyAt: Date? = nil
+}
+
+/// Where a process's current run stands with a line it is expected to print (see
+/// ``SupervisedProcess/readinessUnlocked(prefix:)``).
+public enum Readiness: Sendable, Equatable {
+    case waiting
+    case ready(String)
+    /// The run ended (and its output was read to the end) without printing the line.
+    case exited(ProcessExitStatus)
 }
 
 /// Starts, watches, signals, restarts and always cleans up the worker processes of a simulation.
@@ -256,6 +269,9 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
     /// The current run's exit, for predicates of ``ProcessSupervisor/wait(until:_:)`` (which hold the lock).
     public var exitStatusUnlocked: ProcessExitStatus? { incarnationsStorage.last?.exit }
 
+    /// The signal our fault schedule sent the current run, for predicates (which hold the lock).
+    public var expectedSignalUnlocked: Int32? { incarnationsStorage.last?.expectedSignal }
+
     /// Every stdout line so far, over all runs.
     public var lines: [String] {
         condition.lock()
@@ -334,7 +350,28 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
         throw SupervisorError(process: name, "did not print '\(prefix) ...' within \(timeout.text)\(log)\(tail())")
     }
 
-    private func tail() -> String {
+    /// The current run's state with respect to its line starting with `prefix`, without waiting, for predicates of
+    /// ``ProcessSupervisor/wait(until:_:)`` (which hold the lock): a loop that watches many processes at once.
+    public func readinessUnlocked(prefix: String = "ready") -> Readiness {
+        let from = lineCursorOfIncarnation.last ?? 0
+        if let line = linesStorage[from...].first(where: { $0.hasPrefix(prefix) }) { return .ready(line) }
+        if let exit = incarnationsStorage.last?.exit, openReaders == 0 { return .exited(exit) }
+        return .waiting
+    }
+
+    /// ``readinessUnlocked(prefix:)`` taking the lock; a `ready` line found is kept as the run's ``Incarnation/readyLine``.
+    public func readiness(prefix: String = "ready") -> Readiness {
+        condition.lock()
+        defer { condition.unlock() }
+        let state = readinessUnlocked(prefix: prefix)
+        if case .ready(let line) = state, prefix == "ready", !incarnationsStorage.isEmpty {
+            incarnationsStorage[incarnationsStorage.count - 1].readyLine = line
+        }
+        return state
+    }
+
+    /// The last log lines, for an error message.
+    func tail() -> String {
         guard let logPath, let data = FileManager.default.contents(atPath: logPath), !data.isEmpty else { return "" }
         let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").suffix(3)
         return "; last log lines:\n  " + lines.joined(separator: "\n  ")
@@ -454,6 +491,10 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
 
     private func deliver(_ line: String) {
         condition.lock()
+        if line.hasPrefix("ready"), let last = incarnationsStorage.indices.last, incarnationsStorage[last].readyAt == nil
+        {
+            incarnationsStorage[last].readyAt = Date()
+        }
         linesStorage.append(line)
         condition.broadcast()
         condition.unlock()
@@ -495,6 +536,7 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
         }
         if let index = incarnationsStorage.lastIndex(where: { $0.pid == pid }) {
             incarnationsStorage[index].exit = exit
+            incarnationsStorage[index].endedAt = Date()
         }
         condition.broadcast()
         condition.unlock()

@@ -151,14 +151,25 @@ public struct ScenarioError: Error, CustomStringConvertible, Sendable, Equatable
 extension Scenario {
     /// Reads and validates a scenario file. - Throws: ``ScenarioError`` naming the field.
     public static func load(path: String) throws -> Scenario {
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
+            throw ScenarioError(field: "", "no such file; give --scenario the path of a scenario JSON file")
+        }
+        guard !isFolder.boolValue else {
+            throw ScenarioError(field: "", "is a folder; give --scenario the path of a scenario JSON file")
+        }
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw ScenarioError(field: "", "cannot read scenario file \(path)")
+            throw ScenarioError(field: "", "cannot be read (permission denied?); give --scenario a file you can read")
         }
         return try parse(data)
     }
 
     /// Decodes and validates scenario JSON. - Throws: ``ScenarioError`` naming the field.
     public static func parse(_ data: Data) throws -> Scenario {
+        // JSONDecoder is lenient (it takes `{"families": 5,}`) and says no line: check the syntax strictly first.
+        do { try StrictJSONSyntax.check(data) } catch let failure as StrictJSONSyntax.Failure {
+            throw ScenarioError(field: "", "\(failure); fix the file (double-quoted names, no trailing commas, no comments)")
+        }
         let scenario: Scenario
         do {
             scenario = try JSONDecoder().decode(Scenario.self, from: data)
@@ -335,6 +346,16 @@ extension Scenario {
 
     /// `duration` divided by the time scale, in seconds.
     public func scaled(_ duration: Duration) -> Double { duration.seconds / timeScale }
+
+    /// The longest a child process may take, once its `duration` ended, to finish the flows it had already started
+    /// (it starts none after it): a flow waits at most for three broker calls (known handles, ask, send or cancel:
+    /// 10 s each in askrelay-child), three scaled pending windows (an earlier question about the same people, the
+    /// question's own window, a reconnect after it) and two graces; plus 2 s of slack. A child still running then
+    /// is told to finish with SIGTERM.
+    public var drainBound: Duration {
+        let window = max(pendingWindow, expireAfter ?? .zero).seconds / timeScale
+        return .seconds(30) + .nanoseconds(Int64(min(window * 3, 86_400) * 1e9)) + grace * 2 + .seconds(2)
+    }
 }
 
 // MARK: - Codable with defaults, unknown keys refused

@@ -90,7 +90,9 @@ public final class Simulation: Sendable {
         let scenario = options.scenario
         let fileManager = FileManager.default
         let runDirectory = options.reportDirectory
-        for folder in ["", "logs", "records"] {
+        // A fresh folder for every run: records, journal and store of an earlier run must never be read by this one.
+        try ReportFolder.prepare(runDirectory, clean: false)
+        for folder in ["logs", "records"] {
             try fileManager.createDirectory(
                 atPath: (runDirectory as NSString).appendingPathComponent(folder),
                 withIntermediateDirectories: true
@@ -226,11 +228,22 @@ public final class Simulation: Sendable {
                 do { try Self.runCommand(command) } catch { logger.error("undo failed", ["error": "\(error)"]) }
             }
         }
-        try playFaults(supervisor: supervisor, children: children, start: playStart, undos: undos, notes: &notes)
+        let faults = FaultRunner(
+            supervisor: supervisor,
+            children: children,
+            start: playStart,
+            options: options,
+            logger: logger,
+            undos: undos
+        )
+        try faults.run()
+        notes += faults.notes
 
         // 3. Drain: parents, limits, then the broker, each by SIGTERM.
         progress.stop()
+        var brokerStoppedAt: Date?
         for group in [parents, [limits], services.filter { $0.name == "broker" }] {
+            if group.contains(where: { $0.name == "broker" }) { brokerStoppedAt = Date() }
             for process in group where process.isRunning { process.signal(SIGTERM) }
             let deadline = ContinuousClock.now + options.drainTimeout
             for process in group {
@@ -274,21 +287,17 @@ public final class Simulation: Sendable {
             }
         }
         let exits = supervisor.all.map(Self.exitReport)
-        let parentKilled = scenario.faults.contains { $0.process.hasPrefix("parent-") && $0.action == .kill }
-        let interruptedChildren = scenario.faults.filter { $0.process.hasPrefix("child-") && $0.action != .stop }
-            .compactMap { Int($0.process.dropFirst("child-".count)) }.map(WorkerPlan.childPrefix)
-        // Children told to finish at the end of `duration` drop their flows in flight too.
-        let stoppedAtEnd =
-            notes.contains { $0.contains("told to finish") }
-            ? (1...scenario.childProcesses).map(WorkerPlan.childPrefix) : []
         let inputs = InvariantInputs(
             childRecords: childRecords,
             guardianRecords: guardianRecords,
             ledger: ledger,
             processes: exits,
             unreadableLines: unreadable,
-            parentKilledByFault: parentKilled,
-            interruptedChildPrefixes: Array(Set(interruptedChildren + stoppedAtEnd))
+            // A parent run our signal ended (kill, or term: it cannot wait forever for the result of an answer the
+            // broker accepted just before going down) may have lost the record of an accepted answer.
+            interruptedParentRuns: FaultRunner.interruptedRuns(parents),
+            interruptedRuns: FaultRunner.interruptedRuns(children, endTerminated: faults.endTerminated),
+            brokerStoppedAt: brokerStoppedAt
         )
         var result = InvariantChecker.check(inputs)
         if ledger == nil && options.externalBroker == nil && !result.notes.isEmpty {
@@ -307,149 +316,6 @@ public final class Simulation: Sendable {
         )
         let paths = try report.write(to: runDirectory)
         return SimulationResult(report: report, reportJSON: paths.json, reportHTML: paths.html)
-    }
-
-    /// Plays the fault schedule until every child process has exited by itself, or `duration` passed (then the
-    /// children are told to finish with SIGTERM).
-    func playFaults(
-        supervisor: ProcessSupervisor,
-        children: [SupervisedProcess],
-        start: ContinuousClock.Instant,
-        undos: PendingUndos,
-        notes: inout [String]
-    ) throws {
-        struct Step {
-            var at: Duration
-            var process: String
-            var action: Action
-            enum Action {
-                case signal(Int32, follow: Duration?), restart, resume
-                case run([String], undo: [String]?, after: Duration), undo(Int)
-            }
-        }
-        var steps: [Step] = options.scenario.faults.map { fault in
-            switch fault.action {
-            case .run:
-                Step(
-                    at: fault.at,
-                    process: "",
-                    action: .run(fault.command ?? [], undo: fault.undo, after: fault.undoAfter ?? .seconds(1))
-                )
-            case .kill: Step(at: fault.at, process: fault.process, action: .signal(SIGKILL, follow: fault.restartAfter))
-            case .term: Step(at: fault.at, process: fault.process, action: .signal(SIGTERM, follow: fault.restartAfter))
-            case .stop:
-                Step(
-                    at: fault.at,
-                    process: fault.process,
-                    action: .signal(SIGSTOP, follow: fault.continueAfter ?? .seconds(1))
-                )
-            }
-        }
-        let end = start + options.scenario.duration
-        var pendingRestarts: Set<String> = []
-        // A broker told to crash (`brokerCrashAt`) is restarted once on the same journal when it exits by itself.
-        let crashingBroker = options.scenario.brokerCrashAt == nil ? nil : supervisor.process(named: "broker")
-        var crashRestarted = false
-        func childrenDone() -> Bool {
-            children.allSatisfy { !$0.isRunning && !pendingRestarts.contains($0.name) }
-        }
-        while true {
-            steps.sort { $0.at < $1.at }
-            let next = steps.first.map { start + $0.at }
-            let wakeAt = min(next ?? end, end)
-            _ = supervisor.wait(until: wakeAt) {
-                (children.allSatisfy { $0.exitStatusUnlocked != nil } && pendingRestarts.isEmpty)
-                    || (!crashRestarted && crashingBroker?.exitStatusUnlocked != nil)
-            }
-            if let signal = supervisor.interrupted {
-                throw SupervisorError(
-                    process: "askrelay",
-                    "interrupted by \(signalName(signal)); every process was killed"
-                )
-            }
-            if !crashRestarted, let broker = crashingBroker, let exit = broker.exitStatus {
-                crashRestarted = true
-                notes.append("the broker crashed at --crash-at \(options.scenario.brokerCrashAt ?? "") (\(exit)) and was restarted on its journal")
-                logger.notice("broker crashed at its crash point; restarting", ["exit": "\(exit)"])
-                if exit == .signaled(SIGKILL) { broker.expectExit(by: SIGKILL) }
-                try broker.restart()
-                try broker.waitForLine(timeout: options.readyTimeout)
-                continue
-            }
-            if childrenDone() { return }
-            let now = ContinuousClock.now
-            if now >= end {
-                notes.append(
-                    "the children were still running after \(options.scenario.duration.text) and were told to finish (SIGTERM)"
-                )
-                for child in children where child.isRunning { child.signal(SIGTERM) }
-                let deadline = now + options.scenario.grace + options.drainTimeout
-                for child in children {
-                    do { try child.waitForExit(until: deadline) } catch {
-                        notes.append("\(child.name) did not finish after SIGTERM; killed")
-                        child.signal(SIGKILL)
-                    }
-                }
-                return
-            }
-            guard let step = steps.first, start + step.at <= now else { continue }
-            steps.removeFirst()
-            switch step.action {
-            case .run(let command, let undo, let after):
-                logger.notice("fault: run", ["command": command.joined(separator: " "), "at": step.at.text])
-                try Self.runCommand(command)
-                if let undo {
-                    steps.append(Step(at: step.at + after, process: "", action: .undo(undos.add(undo))))
-                }
-                continue
-            case .undo(let token):
-                guard let command = undos.take(token) else { continue }
-                logger.notice("fault: undo", ["command": command.joined(separator: " "), "at": step.at.text])
-                try Self.runCommand(command)
-                continue
-            default: break
-            }
-            guard let process = supervisor.process(named: step.process) else {
-                notes.append("fault at \(step.at.text): no process '\(step.process)' in this run; skipped")
-                continue
-            }
-            switch step.action {
-            case .signal(let number, let follow):
-                logger.notice("fault", ["process": step.process, "signal": signalName(number), "at": step.at.text])
-                guard process.isRunning else {
-                    notes.append("fault at \(step.at.text): \(step.process) had already exited; skipped")
-                    continue
-                }
-                process.signal(number, expected: number != SIGSTOP)
-                if number == SIGSTOP {
-                    steps.append(Step(at: step.at + (follow ?? .seconds(1)), process: step.process, action: .resume))
-                } else if let follow {
-                    pendingRestarts.insert(step.process)
-                    // The restart waits for the old run to be gone, so the same ipc path and records file are free.
-                    _ = try? process.waitForExit(timeout: options.drainTimeout)
-                    steps.append(
-                        Step(
-                            at: max(step.at + follow, (ContinuousClock.now - start)),
-                            process: step.process,
-                            action: .restart
-                        )
-                    )
-                }
-            case .run, .undo: break
-            case .resume:
-                logger.notice("fault: continue", ["process": step.process])
-                process.signal(SIGCONT)
-            case .restart:
-                pendingRestarts.remove(step.process)
-                if process.isRunning {
-                    process.signal(SIGKILL, expected: true)
-                    _ = try? process.waitForExit(timeout: .seconds(5))
-                }
-                logger.notice("fault: restart", ["process": step.process])
-                try process.restart()
-                try process.waitForLine(timeout: options.readyTimeout)
-            }
-        }
     }
 
     /// `program` itself when it contains a `/`, else its first match on `PATH`.

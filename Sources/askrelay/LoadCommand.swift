@@ -47,7 +47,8 @@ struct LoadCommand: Command {
         .value("sweep-factor", "X", env: "ASKRELAY_LOAD_SWEEP_FACTOR", default: "1.5", help: "sweep: rate multiplier per step"),
         .value("sweep-steps", "N", env: "ASKRELAY_LOAD_SWEEP_STEPS", default: "20", help: "sweep: at most this many steps"),
         .value("max-p99", "DURATION", env: "ASKRELAY_LOAD_MAX_P99", default: "50ms", help: "sweep: a step whose p99 exceeds this is not sustainable"),
-        .value("report-dir", "DIR", env: "ASKRELAY_LOAD_REPORT_DIR", help: "write load.json (every figure) and load.html (charts) here"),
+        .value("report-dir", "DIR", env: "ASKRELAY_LOAD_REPORT_DIR", help: "write load.json (every figure) and load.html (charts) here; a new or empty folder"),
+        .flag("clean", env: "ASKRELAY_LOAD_CLEAN", help: "empty a non-empty --report-dir first (only a folder holding what askrelay writes)"),
     ]
 
     let mode: String
@@ -57,6 +58,7 @@ struct LoadCommand: Command {
     let baseline: Bool
     let broker: String?
     let reportDirectory: String?
+    let cleanReportDirectory: Bool
     let sweep: SweepOptions?
     let pendingOptions: PendingLoadOptions
 
@@ -96,6 +98,7 @@ struct LoadCommand: Command {
         baseline = try arguments.choice("baseline", ["proxy"]) != nil
         broker = try arguments.endpoint("broker", binding: false)
         reportDirectory = arguments.string("report-dir")
+        cleanReportDirectory = arguments.flag("clean")
         if arguments.flag("sweep") {
             var sweep = SweepOptions()
             sweep.startRate = try arguments.double("sweep-start", in: 0.001...100_000_000) ?? 1000
@@ -121,6 +124,13 @@ struct LoadCommand: Command {
         if mode == "pending" && broker != nil { throw UsageError("--mode pending kills and restarts the broker it starts; --broker is not supported") }
         if mode == "pending" && sweep != nil { throw UsageError("--sweep is for --mode relay or flows") }
         if mode == "pending" && pendingOptions.families > pendingOptions.endpoints { throw UsageError("--families must be at most --endpoints") }
+        if cleanReportDirectory && reportDirectory == nil { throw UsageError("--clean empties the --report-dir; give one") }
+        // Last, once everything else is known good: a refused command changes nothing.
+        if let reportDirectory {
+            do { try ReportFolder.prepare(reportDirectory, clean: cleanReportDirectory) } catch let error as ReportFolderError {
+                throw UsageError(error.message)
+            }
+        }
     }
 
     func run() async throws -> Int32 {
@@ -141,6 +151,12 @@ struct LoadCommand: Command {
                 lines = try command.runRelaySweep()
             } else {
                 lines = try command.runRelay()
+            }
+            // Where the files went, before the table: its last line stays `throughput=...` for scripts.
+            if let directory = command.reportDirectory {
+                let written = ["load.json", "load.html"].map { (directory as NSString).appendingPathComponent($0) }
+                    .filter { FileManager.default.fileExists(atPath: $0) }
+                for (index, path) in written.enumerated() { printLine((index == 0 ? "report: " : "        ") + path) }
             }
             for line in lines { printLine(line) }
             return ExitCode.success

@@ -10,8 +10,10 @@ struct Simulate: Command {
     static let abstract = "run the local multi-process simulation and report outcomes, latency and invariants"
     static let discussion = """
         Starts askrelay-broker, askrelay-limits, the parent and child workers (found next to askrelay), plays the
-        scenario with its fault schedule, drains everything with SIGTERM, checks the invariants and writes
-        report.json and report.html. Progress goes to stderr once a second; the summary table to stdout.
+        scenario with its fault schedule until the children end (they start no flow after --duration and finish
+        the ones in flight), stops the rest with SIGTERM, checks the invariants and writes report.json and
+        report.html into --report-dir, which must be new or empty (--clean empties it). Progress goes to stderr
+        once a second; the summary table to stdout.
         Exit codes: 0 every invariant held, 1 an invariant failed or a process could not start, 64 bad usage.
         Flags override the scenario file. Durations take a unit: 250ms, 2s, 5m, 48h (at most 100d).
         See docs/simulation.md.
@@ -41,7 +43,12 @@ struct Simulate: Command {
             "report-dir",
             "DIR",
             env: "ASKRELAY_REPORT_DIR",
-            help: "folder for the report, logs and records (default: ./askrelay-report-<timestamp>)"
+            help: "a new or empty folder for the report, logs and records (default: ./askrelay-report-<timestamp>)"
+        ),
+        .flag(
+            "clean",
+            env: "ASKRELAY_CLEAN",
+            help: "empty a non-empty --report-dir first (only a folder holding what askrelay writes)"
         ),
         .value(
             "broker",
@@ -81,6 +88,7 @@ struct Simulate: Command {
 
     let scenario: Scenario
     let reportDirectory: String
+    let cleanReportDirectory: Bool
     let broker: String?
     let logLevel: LogLevel
     let quiet: Bool
@@ -109,6 +117,7 @@ struct Simulate: Command {
             formatter.dateFormat = "yyyyMMdd-HHmmss"
             reportDirectory = "askrelay-report-\(formatter.string(from: Date()))"
         }
+        cleanReportDirectory = arguments.flag("clean")
         broker = try arguments.endpoint("broker", binding: false)
         let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
         logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
@@ -130,6 +139,13 @@ struct Simulate: Command {
         wrappers.parent = try words("wrap-parent")
         wrappers.child = try words("wrap-child")
         self.wrappers = wrappers
+    }
+
+    /// The report folder last, once everything else is known good: a refused command changes nothing.
+    func validate() throws {
+        do { try ReportFolder.prepare(reportDirectory, clean: cleanReportDirectory) } catch let error as ReportFolderError {
+            throw UsageError(error.message)
+        }
     }
 
     func run() async throws -> Int32 {
@@ -154,7 +170,10 @@ struct Simulate: Command {
             result = try await onDedicatedThread(name: "simulate") { try simulation.run() }
         } catch {
             printError("askrelay simulate: \(error)")
-            printError("logs: \(reportDirectory)/logs/")
+            let logs = (reportDirectory as NSString).appendingPathComponent("logs")
+            if let names = try? FileManager.default.contentsOfDirectory(atPath: logs), !names.isEmpty {
+                printError("logs: \(logs)/")
+            }
             return ExitCode.failure
         }
         printLine(result.report.summaryTable)

@@ -214,13 +214,23 @@ struct InvariantCheckerTests {
         expectViolation(run.check(), .responseNeedsAcceptedAnswer, question: run.ids["approved"])
     }
 
-    @Test("when a parent was killed by the fault schedule the ledger stands in for its lost record")
+    @Test("when a fault ended the parent run whose guardian answered, the ledger stands in for its lost record")
     func lostGuardianRecordExcused() {
         var run = SyntheticRun()
         run.guardians.removeAll { $0.question == run.ids["approved"] && $0.result == "accepted" }
         var inputs = run.inputs
-        inputs.parentKilledByFault = true
-        #expect(run.check(inputs).ok)
+        let terminated = InterruptedRun(
+            process: "parent-1", idPrefix: "g1-", from: run.t0.addingTimeInterval(-10), until: run.t0.addingTimeInterval(5),
+            cause: "terminated by the fault schedule (SIGTERM)")
+        inputs.interruptedParentRuns = [terminated]
+        #expect(run.check(inputs).ok, "\(run.check(inputs).violations)")
+        // Another parent's run, or a run that had ended before the answer was accepted: the record is missing.
+        inputs.interruptedParentRuns = [InterruptedRun(process: "parent-2", idPrefix: "g2-", from: run.t0, cause: "x")]
+        expectViolation(run.check(inputs), .responseNeedsAcceptedAnswer, question: run.ids["approved"])
+        var earlier = terminated
+        earlier.until = run.t0
+        inputs.interruptedParentRuns = [earlier]
+        expectViolation(run.check(inputs), .responseNeedsAcceptedAnswer, question: run.ids["approved"])
     }
 
     @Test("an answer accepted at or after expiry is reported (guardian record)")
@@ -270,17 +280,58 @@ struct InvariantCheckerTests {
         #expect(!result.violations.contains { $0.invariant == .endsExactlyOnce })
     }
 
-    @Test("missing records of a child process the fault schedule killed are noted, not violations")
+    @Test("missing records of a child run our signal ended are noted, not violations, only for that run's questions")
     func interruptedChild() {
         var run = SyntheticRun()
         run.children.removeAll { $0.question == run.ids["expired"] }
         var inputs = run.inputs
-        inputs.interruptedChildPrefixes = ["c1-"]
+        let killed = InterruptedRun(
+            process: "child-1", idPrefix: "c1-", from: run.t0.addingTimeInterval(-10),
+            until: run.t0.addingTimeInterval(5), cause: "killed by the fault schedule (SIGKILL)")
+        inputs.interruptedRuns = [killed]
         let result = run.check(inputs)
         #expect(result.ok, "\(result.violations)")
-        #expect(result.notes.contains { $0.contains("interrupted by the fault schedule") })
-        inputs.interruptedChildPrefixes = ["c2-"]
+        #expect(
+            result.notes.contains {
+                $0.hasPrefix("1 question(s) were in flight in child-1 when it was killed by the fault schedule (SIGKILL)")
+            },
+            "\(result.notes)"
+        )
+        // Another process's run, or a run of the same process that ended before the question was asked: not excused.
+        inputs.interruptedRuns = [InterruptedRun(process: "child-2", idPrefix: "c2-", from: run.t0, cause: "x")]
         expectViolation(run.check(inputs), .endsExactlyOnce, question: run.ids["expired"])
+        var earlier = killed
+        earlier.until = run.t0.addingTimeInterval(-1)
+        inputs.interruptedRuns = [earlier]
+        expectViolation(run.check(inputs), .endsExactlyOnce, question: run.ids["expired"])
+    }
+
+    @Test("an interrupted question still open when the broker stopped is excused only before its deadline")
+    func interruptedOpenQuestion() {
+        var run = SyntheticRun()
+        let id = run.ids["expired"]!
+        run.children.removeAll { $0.question == id }
+        let index = run.ledger.firstIndex { $0.id.uuid == id }!
+        run.ledger[index].state = .sent
+        run.ledger[index].closedAt = nil
+        var inputs = run.inputs
+        inputs.interruptedRuns = [
+            InterruptedRun(
+                process: "child-1", idPrefix: "c1-", from: run.t0.addingTimeInterval(-10),
+                cause: "told to finish (SIGTERM) after its drain bound")
+        ]
+        // The broker stopped before the question's deadline (t0 + 3 s): nobody could have closed it.
+        inputs.brokerStoppedAt = run.t0.addingTimeInterval(2)
+        let result = run.check(inputs)
+        #expect(result.ok, "\(result.violations)")
+        #expect(result.notes.contains { $0.contains("SIGTERM) after its drain bound") && $0.contains("1 of them still open") })
+        // Stopped well after the deadline: the broker should have expired it.
+        inputs.brokerStoppedAt = run.t0.addingTimeInterval(10)
+        expectViolation(run.check(inputs), .endsExactlyOnce, question: id)
+        // Not interrupted: an open question is a violation whenever the broker stopped.
+        inputs.interruptedRuns = []
+        inputs.brokerStoppedAt = run.t0.addingTimeInterval(2)
+        expectViolation(run.check(inputs), .endsExactlyOnce, question: id)
     }
 
     @Test("a response surfaced twice is reported")

@@ -232,3 +232,53 @@ struct ScenarioTests {
         #expect(parsed.count == 10)
     }
 }
+
+@Suite("Scenario JSON is checked strictly, with the place of the first error")
+struct StrictScenarioJSONTests {
+    func syntaxFailure(_ text: String) -> StrictJSONSyntax.Failure? {
+        do {
+            try StrictJSONSyntax.check(Data(text.utf8))
+            return nil
+        } catch let failure as StrictJSONSyntax.Failure {
+            return failure
+        } catch {
+            return nil
+        }
+    }
+
+    @Test("what JSONDecoder lets through is refused: trailing commas, duplicate fields, leading zeros, single quotes")
+    func lenientCases() throws {
+        let cases: [(String, Int, Int, String)] = [
+            (#"{"families": 5,}"#, 1, 16, "no trailing comma"),
+            (#"{"faults": [1, 2,]}"#, 1, 18, "no trailing comma"),
+            (#"{"families": 5, "families": 6}"#, 1, 17, "given twice"),
+            (#"{"families": 05}"#, 1, 15, "may not start with 0"),
+            (#"{'families': 5}"#, 1, 2, "double quotes"),
+            ("{\n  \"families\": 5\n  \"seed\": 3\n}", 3, 3, "expected ',' or '}'"),
+            ("{\"name\": \"é\" x}", 1, 14, "expected ',' or '}'"),
+            ("{} {}", 1, 4, "after the end"),
+            ("", 1, 1, "empty"),
+            ("{\"a\": tru}", 1, 7, "lower case"),
+        ]
+        for (text, line, column, words) in cases {
+            let failure = try #require(syntaxFailure(text), "accepted: \(text)")
+            #expect(failure.line == line && failure.column == column, "\(text): \(failure)")
+            #expect(failure.message.contains(words), "\(text): \(failure)")
+        }
+        #expect(throws: ScenarioError.self) { try Scenario.parse(Data(#"{"families": 5,}"#.utf8)) }
+    }
+
+    @Test("valid JSON passes, and every scenario in docs/scenarios parses")
+    func validCases() throws {
+        for text in [
+            "{}", #"{"a": [1, -2.5e+3, 0, true, false, null, "x\"\\\/\b\f\n\r\t\u00e9"], "b": {}}"#, " [ ] ",
+        ] {
+            #expect(syntaxFailure(text) == nil, "\(text): \(String(describing: syntaxFailure(text)))")
+        }
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../docs/scenarios")
+            .standardizedFileURL.path
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".json") }
+        #expect(!files.isEmpty)
+        for file in files { _ = try Scenario.load(path: folder + "/" + file) }
+    }
+}

@@ -35,6 +35,29 @@ struct SupervisorTests {
         )
     }
 
+    @Test("readiness without waiting: ready with the time the line arrived; a new run starts afresh; exited")
+    func readinessWithoutWaiting() throws {
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let process = try supervisor.start(
+            name: "sh", executable: "/bin/sh", arguments: ["-c", "echo ready now; exec tail -f /dev/null"])
+        _ = supervisor.wait(until: .now + .seconds(10)) { process.readinessUnlocked() != .waiting }
+        #expect(process.readiness() == .ready("ready now"))
+        let run = try #require(process.incarnations.last)
+        #expect(run.readyLine == "ready now")
+        let readyAt = try #require(run.readyAt)
+        #expect(readyAt >= run.startedAt)
+        process.signal(SIGKILL)
+        _ = try process.waitForExit(timeout: .seconds(10))
+        try process.restart()
+        // A new run starts afresh: the earlier run's line does not count, and it has no ready time yet.
+        #expect(process.readiness(prefix: "never") == .waiting)
+        #expect(process.incarnations.last?.readyAt == nil || process.incarnations.last?.readyAt ?? .distantPast > readyAt)
+        process.signal(SIGKILL)
+        _ = try process.waitForExit(timeout: .seconds(10))
+        #expect(process.readiness(prefix: "never") == .exited(.signaled(SIGKILL)))
+    }
+
     @Test("after waitForExit, lines holds everything the process wrote, even what was still in the pipe at its exit")
     func linesCompleteAfterExit() throws {
         let supervisor = ProcessSupervisor()

@@ -321,21 +321,6 @@ enum DocExamples {
         ),
         DocException(
             file: "docs/simulation.md",
-            contains: "--seed 7 --families 50 --duration 15s",
-            treatment: .knownFailing(branch: "branch 'sim' merges"),
-            reason: "issue 13 item 1: a duration shorter than the flows reports a false ends-exactly-once violation"
-        ),
-        DocException(
-            file: "docs/simulation.md",
-            contains: "--scenario docs/scenarios/faults.json",
-            treatment: .knownFailing(branch: "a fix (no branch yet)", intermittent: true),
-            reason: """
-                3 of 5 runs: response-needs-accepted-answer, when parent-2's 'term' fault stops it between the broker \
-                accepting its answer and its record of that; the checker excuses only 'kill' of a parent
-                """
-        ),
-        DocException(
-            file: "docs/simulation.md",
             contains: "askrelay simulate",
             treatment: .timeLimit(seconds: 400),
             reason: "five simulations of 15-40 s each on a shared 2-core machine"

@@ -532,3 +532,138 @@ struct LiveFuzzTests {
         #expect(runs.count == 1 && runs.first?["exitCode"] as? Int == 0, "the broker: \(runs)")
     }
 }
+
+// MARK: - Overlapping faults
+
+@Suite("Fault: overlapping faults play on time, each on its own process", .timeLimit(.minutes(3)), .serialized)
+struct OverlappingFaultTests {
+    /// `(process, field "at"/"played", milliseconds)` of askrelay's `fault` and `fault: restart` log lines.
+    struct FaultLine {
+        var message: String
+        var process: String
+        var at: Double?
+        var played: Double?
+    }
+
+    static func milliseconds(_ text: Substring) -> Double? {
+        let units: [(String, Double)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000)]
+        for (unit, factor) in units where text.hasSuffix(unit) {
+            if let value = Double(text.dropLast(unit.count)) { return value * factor }
+        }
+        return nil
+    }
+
+    static func faultLines(_ directory: TempDirectory) -> [FaultLine] {
+        let log = String(
+            decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(),
+            as: UTF8.self
+        )
+        return log.split(separator: "\n").compactMap { line in
+            guard let range = line.range(of: "askrelay-simulate: ") else { return nil }
+            var fields: [String: Substring] = [:]
+            var words: [Substring] = []
+            for word in line[range.upperBound...].split(separator: " ") {
+                let parts = word.split(separator: "=", maxSplits: 1)
+                if parts.count == 2 { fields[String(parts[0])] = parts[1] } else { words.append(word) }
+            }
+            guard let process = fields["process"] else { return nil }
+            return FaultLine(
+                message: words.joined(separator: " "),
+                process: String(process),
+                at: fields["at"].flatMap(milliseconds),
+                played: fields["played"].flatMap(milliseconds)
+            )
+        }
+    }
+
+    @Test("the issue's schedule: a parent restarting while the broker is down does not hold up the broker's restart")
+    func restartDuringBrokerOutage() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let scenario = """
+            {"seed": 90210, "families": 40, "childProcesses": 3, "parentProcesses": 3, "durability": "strict",
+             "flowsPerChild": 6, "childThink": "1s", "grace": "500ms", "expireAfter": null, "timeScale": 43200,
+             "abandonProbability": 0, "duration": "30s",
+             "faults": [
+               {"at": "3s", "process": "broker", "action": "kill", "restartAfter": "2s"},
+               {"at": "4s", "process": "parent-3", "action": "term", "restartAfter": "500ms"}]}
+            """
+        let run = try FaultSupport.simulate(scenario, directory: directory, timeout: .seconds(150))
+        #expect(run.ok, "violations: \(run.violations); notes: \(run.notes)")
+        #expect(run.exit == .exited(0))
+        let restarts = Self.faultLines(directory).filter { $0.message == "fault: restart" }
+        let broker = try #require(restarts.first { $0.process == "broker" }?.at, "\(restarts)")
+        let parent = try #require(restarts.first { $0.process == "parent-3" }?.at, "\(restarts)")
+        // Due at 5 s (killed at 3 s + 2 s) and at about 4.5 s (its drain + 500 ms): before the fix the broker's
+        // restart waited for parent-3's ready line, which needs the broker, for 30 s.
+        #expect(broker >= 5000 && broker < 5600, "broker restarted at \(broker) ms")
+        #expect(parent >= 4500 && parent < 5600, "parent-3 restarted at \(parent) ms")
+        #expect(run.runs(of: "broker").count == 2 && run.runs(of: "parent-3").count == 2)
+    }
+
+    @Test("a dense overlapping schedule: 14 faults over 6 processes and a command, each on time, invariants hold")
+    func denseSchedule() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        // Two faults on one process (both ways a term ends: drain, exit), a fault on a process still restarting, restarts while the broker is down or
+        // stopped, overlapping stops of one process, and a stop of the broker while workers restart.
+        let faults: [(at: Int, process: String, action: String, after: Int?)] = [
+            (1000, "broker", "kill", 1000),
+            (1200, "parent-1", "kill", 300),  // restarts while the broker is down: ready only after 2 s
+            (1500, "limits", "kill", 200),  // likewise
+            (1700, "parent-1", "kill", 300),  // hits parent-1 while it restarts, before its ready line
+            (2500, "parent-2", "stop", 1500),
+            (3000, "parent-2", "stop", 500),  // overlaps the first stop: parent-2 continues at 4 s
+            (3200, "broker", "stop", 800),
+            (3300, "child-2", "kill", 300),  // restarts while the broker is stopped
+            (4500, "broker", "term", 500),
+            (4700, "limits", "term", 200),
+            (5000, "child-1", "stop", 500),
+            (6000, "parent-1", "kill", 200),
+            (6500, "broker", "kill", 300),
+        ]
+        let schedule = faults.map { fault -> String in
+            let follow = fault.after.map {
+                fault.action == "stop" ? #", "continueAfter": "\#($0)ms""# : #", "restartAfter": "\#($0)ms""#
+            } ?? ""
+            return #"{"at": "\#(fault.at)ms", "process": "\#(fault.process)", "action": "\#(fault.action)"\#(follow)}"#
+        }
+        // A `run` command that takes a second, spanning the first four faults: it must not hold them up.
+        let command = #"{"at": "900ms", "action": "run", "command": ["sleep", "1"], "undo": ["true"], "undoAfter": "3s"}"#
+        let scenario = """
+            {"seed": 13, "families": 12, "flowsPerChild": 10, "childThink": "900ms", "grace": "500ms",
+             "expireAfter": null, "timeScale": 43200, "abandonProbability": 0, "duration": "30s",
+             "guardians": {"approveProbability": 0.6, "neverAnswerRatio": 0.1, "think": "exponential:100ms"},
+             "faults": [\((schedule + [command]).joined(separator: ",\n"))]}
+            """
+        let run = try FaultSupport.simulate(scenario, directory: directory, timeout: .seconds(150))
+        #expect(run.ok, "violations: \(run.violations); notes: \(run.notes)")
+        #expect(run.exit == .exited(0))
+        #expect(!run.notes.contains { $0.contains("not played") || $0.contains("skipped") }, "\(run.notes)")
+        let lines = Self.faultLines(directory)
+        // Every fault was played within half a second of its time, whatever else was pending.
+        let played = lines.filter { $0.message == "fault" }
+        #expect(played.count == faults.count, "\(played.map(\.process))")
+        for line in played {
+            let at = try #require(line.at)
+            let late = try #require(line.played) - at
+            #expect(late >= 0 && late < 500, "\(line.process) at \(at) ms played \(late) ms late")
+        }
+        // A killed process restarts `restartAfter` after its SIGKILL (its exit is at once).
+        let restarts = lines.filter { $0.message == "fault: restart" }
+        for fault in faults where fault.action == "kill" {
+            let due = Double(fault.at + (fault.after ?? 0))
+            #expect(
+                restarts.contains { $0.process == fault.process && ($0.at ?? 0) >= due && ($0.at ?? 0) < due + 600 },
+                "\(fault.process) killed at \(fault.at) ms: restarts \(restarts.filter { $0.process == fault.process }.compactMap(\.at))"
+            )
+        }
+        // parent-2 continued once, when its longer stop ended.
+        let continued = lines.filter { $0.message == "fault: continue" && $0.process == "parent-2" }
+        #expect(continued.count == 1 && continued.first?.at == 4000, "\(continued)")
+        for (name, count) in [("broker", 4), ("limits", 3), ("parent-1", 4), ("child-2", 2), ("parent-2", 1)] {
+            #expect(run.runs(of: name).count == count, "\(name): \(run.runs(of: name))")
+        }
+        #expect((run.outcomes["approved"] ?? 0) + (run.outcomes["denied"] ?? 0) > 0, "\(run.outcomes)")
+    }
+}

@@ -1,3 +1,4 @@
+import AskLogging
 import AskSimulation
 import AskTestSupport
 import Foundation
@@ -146,5 +147,155 @@ struct SimulationIntegrationTests {
         #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(64))
         let text = String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self)
         #expect(text.contains("'families'"))
+    }
+}
+
+/// The end of a run and the report folder, tried as a new user would (issue 13).
+@Suite("askrelay simulate off the default path", .timeLimit(.minutes(3)), .serialized)
+struct SimulationEdgeTests {
+    func askrelay(_ arguments: [String], directory: TempDirectory) throws -> (exit: ProcessExitStatus, stdout: [String], stderr: String) {
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let log = directory.path + "/askrelay-\(UUID().uuidString.prefix(6)).log"
+        let process = try supervisor.start(
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: arguments,
+            logPath: log
+        )
+        let exit = try process.waitForExit(timeout: .seconds(150))
+        return (exit, process.lines, String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self))
+    }
+
+    /// A duration shorter than the flows: the children drain what they started and exit by themselves.
+    @Test(
+        "a duration shorter than the flows ends in a drain, not SIGTERM, and every invariant holds",
+        arguments: [["--families", "20", "--duration", "5s"], ["--seed", "7", "--families", "50", "--duration", "15s"]]
+    )
+    func shortDuration(_ flags: [String]) throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let run = try FaultSupport.simulate("{}", directory: directory, flags: flags, timeout: .seconds(150))
+        #expect(run.ok, "violations: \(run.violations); notes: \(run.notes)")
+        #expect(run.exit == .exited(0))
+        #expect(!run.notes.contains { $0.contains("SIGTERM") || $0.contains("fault schedule") }, "\(run.notes)")
+        for name in ["child-1", "child-2"] {
+            let runs = run.runs(of: name)
+            #expect(runs.count == 1 && runs.first?["exitCode"] as? Int == 0, "\(name): \(runs)")
+            #expect(runs.first?["expectedSignal"] == nil, "\(name) was signalled: \(runs)")
+        }
+        #expect(run.outcomes.values.reduce(0, +) > 0)
+    }
+
+    @Test("a used report folder is refused (exit 64, nothing changed); --clean empties it and the run starts afresh")
+    func reusedReportFolder() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let scenario = #"{"families": 3, "flowsPerChild": 1, "childThink": "100ms", "duration": "20s"}"#
+        let first = try FaultSupport.simulate(scenario, directory: directory)
+        #expect(first.ok && first.exit == .exited(0), "\(first.violations)")
+        let report = directory.path + "/report"
+        let before = try FileManager.default.contentsOfDirectory(atPath: report).sorted()
+        let journal = try FileManager.default.attributesOfItem(atPath: report + "/records/child-1.jsonl")
+
+        let again = try askrelay(
+            ["simulate", "--scenario", directory.path + "/scenario-in.json", "--report-dir", report, "--quiet"],
+            directory: directory
+        )
+        #expect(again.exit == .exited(64))
+        #expect(again.stderr.contains("the report folder '\(report)' is not empty"), "\(again.stderr)")
+        #expect(again.stderr.contains("--clean"), "\(again.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: report).sorted() == before)
+        #expect(
+            try FileManager.default.attributesOfItem(atPath: report + "/records/child-1.jsonl")[.modificationDate]
+                as? Date == journal[.modificationDate] as? Date
+        )
+
+        let cleaned = try FaultSupport.simulate(scenario, directory: directory, flags: ["--clean"])
+        #expect(cleaned.ok && cleaned.exit == .exited(0), "\(cleaned.violations)")
+        // Only this run's flows: 3 families × 2 child processes × 1 flow, none learnt from the first run.
+        #expect(cleaned.outcomes.values.reduce(0, +) == 6, "\(cleaned.outcomes)")
+        let throughput = cleaned.report["throughput_flows_per_s"] as? Double ?? 0
+        #expect(throughput > 0)
+
+        // --clean never empties a folder holding something askrelay did not write.
+        let foreign = directory.path + "/mine"
+        try FileManager.default.createDirectory(atPath: foreign, withIntermediateDirectories: true)
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: foreign + "/notes.txt"))
+        let refused = try askrelay(["simulate", "--report-dir", foreign, "--clean", "--quiet"], directory: directory)
+        #expect(refused.exit == .exited(64))
+        #expect(refused.stderr.contains("also holds notes.txt"), "\(refused.stderr)")
+        #expect(FileManager.default.fileExists(atPath: foreign + "/notes.txt"))
+    }
+
+    @Test("a report folder under a file gets one readable message and exit 64")
+    func reportFolderUnderAFile() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let file = directory.path + "/file"
+        try Data("x".utf8).write(to: URL(fileURLWithPath: file))
+        for command in [["simulate", "--quiet"], ["load", "--duration", "1s"]] {
+            let run = try askrelay(command + ["--report-dir", file + "/report"], directory: directory)
+            #expect(run.exit == .exited(64), "\(command): \(run.exit)")
+            #expect(run.stderr.contains("cannot create the report folder '\(file)/report': '\(file)' is a file"), "\(run.stderr)")
+            #expect(!run.stderr.contains("NSCocoaErrorDomain") && !run.stderr.contains("logs:"), "\(run.stderr)")
+        }
+    }
+
+    @Test("askrelay load refuses a used --report-dir and says where its files went")
+    func loadReportFolder() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let report = directory.path + "/load"
+        let flags = ["load", "--duration", "1s", "--warmup", "0s", "--connections", "1", "--report-dir", report]
+        let first = try askrelay(flags, directory: directory)
+        #expect(first.exit == .exited(0), "\(first.stderr)")
+        #expect(first.stdout.contains("report: \(report)/load.json"), "\(first.stdout)")
+        #expect(first.stdout.contains("        \(report)/load.html"), "\(first.stdout)")
+        let again = try askrelay(flags, directory: directory)
+        #expect(again.exit == .exited(64))
+        #expect(again.stderr.contains("the report folder '\(report)' is not empty"), "\(again.stderr)")
+        let cleaned = try askrelay(flags + ["--clean"], directory: directory)
+        #expect(cleaned.exit == .exited(0), "\(cleaned.stderr)")
+    }
+
+    @Test("a scenario that is not JSON is refused with its line and column, a trailing comma included")
+    func scenarioNotJSON() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let cases = [
+            (#"{"families": 5,}"#, "line 1, column 16"),
+            ("{\n  \"families\": 5\n  \"seed\": 3\n}", "line 3, column 3"),
+        ]
+        for (text, place) in cases {
+            let path = directory.path + "/bad.json"
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+            let run = try askrelay(["simulate", "--scenario", path, "--report-dir", directory.path + "/r"], directory: directory)
+            #expect(run.exit == .exited(64))
+            #expect(run.stderr.contains("\(path): scenario: not valid JSON at \(place)"), "\(run.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: directory.path + "/r"), "a refused run created its folder")
+        }
+    }
+
+    @Test("the children are not started before every worker is registered with the broker")
+    func childrenWaitForRegistration() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        // A broker endpoint nobody serves: the limits worker can never get its WELCOME, so it must never say ready.
+        var options = SimulationOptions(scenario: Scenario(), reportDirectory: directory.path + "/report")
+        options.externalBroker = "ipc://\(directory.path)/nobody.ipc"
+        options.curve = false
+        options.quiet = true
+        options.readyTimeout = .seconds(3)
+        options.executableDirectory = TestProcess.binDirectory
+        let simulation = Simulation(options: options, logger: Logger(label: "test", level: .error))
+        #expect {
+            try simulation.run()
+        } throws: { error in
+            "\(error)".hasPrefix("limits: did not print 'ready ...' within 3s")
+        }
+        for name in ["parent-1", "child-1"] {
+            #expect(!FileManager.default.fileExists(atPath: directory.path + "/report/logs/\(name).log"), "\(name) was started")
+        }
     }
 }

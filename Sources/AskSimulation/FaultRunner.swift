@@ -1,0 +1,412 @@
+import AskCLI
+import AskLogging
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Plays a scenario's fault schedule while the children play, and returns once every child process has ended by
+/// itself and every fault has played out.
+///
+/// Every fault is an independent event on one process. A restart waits for that process's exit only, a restarted
+/// process's ready line is awaited with a deadline of its own, a `run` command runs on a thread of its own: none of
+/// them holds up another fault or another process. One loop wakes at the next due time or on any process event
+/// (an exit, a stdout line, a finished command); nothing sleeps.
+///
+/// A child process still running `duration` plus ``Scenario/drainBound`` after its start is told to finish with
+/// SIGTERM; its in-flight flows are then lost, which ``interruptedRuns(children:endTerminated:)`` reports.
+final class FaultRunner {
+    struct Step {
+        var at: Duration
+        var process: String
+        var action: Action
+    }
+
+    enum Action {
+        case signal(Int32, restartAfter: Duration?)
+        case resume
+        case run([String], undo: [String]?, undoAfter: Duration)
+        case undo(Int)
+    }
+
+    /// A process that a fault ended (or is ending), to be started again `after` its exit.
+    struct PendingRestart {
+        var after: Duration
+        var signalledAt: ContinuousClock.Instant
+        var exitedAt: ContinuousClock.Instant?
+        var escalated = false
+    }
+
+    let supervisor: ProcessSupervisor
+    let processes: [String: SupervisedProcess]
+    let children: [SupervisedProcess]
+    let start: ContinuousClock.Instant
+    let scenario: Scenario
+    let readyTimeout: Duration
+    let drainTimeout: Duration
+    let logger: Logger
+    let undos: PendingUndos
+    let commands = CommandRuns()
+
+    private(set) var notes: [String] = []
+    /// Pids of child runs told to finish because they outlived `duration` plus the drain bound.
+    private(set) var endTerminated: Set<pid_t> = []
+    private var steps: [Step]
+    private var restarts: [String: PendingRestart] = [:]
+    private var readyWaits: [String: ContinuousClock.Instant] = [:]
+    /// Per process, the end of the longest SIGSTOP in force (overlapping stops end with the last one).
+    private var stoppedUntil: [String: Duration] = [:]
+    /// Per child process, when its current run started playing (its own `--duration` counts from there).
+    private var playingSince: [String: ContinuousClock.Instant] = [:]
+    /// Children told to finish, and when they are killed if they have not.
+    private var finishing: [String: ContinuousClock.Instant] = [:]
+    private var crashRestarted = false
+
+    init(
+        supervisor: ProcessSupervisor,
+        children: [SupervisedProcess],
+        start: ContinuousClock.Instant,
+        options: SimulationOptions,
+        logger: Logger,
+        undos: PendingUndos
+    ) {
+        self.supervisor = supervisor
+        self.children = children
+        self.start = start
+        self.scenario = options.scenario
+        self.readyTimeout = options.readyTimeout
+        self.drainTimeout = options.drainTimeout
+        self.logger = logger
+        self.undos = undos
+        processes = Dictionary(supervisor.all.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        steps = options.scenario.faults.map { fault in
+            switch fault.action {
+            case .run:
+                Step(
+                    at: fault.at,
+                    process: "",
+                    action: .run(fault.command ?? [], undo: fault.undo, undoAfter: fault.undoAfter ?? .seconds(1))
+                )
+            case .kill:
+                Step(at: fault.at, process: fault.process, action: .signal(SIGKILL, restartAfter: fault.restartAfter))
+            case .term:
+                Step(at: fault.at, process: fault.process, action: .signal(SIGTERM, restartAfter: fault.restartAfter))
+            case .stop:
+                Step(
+                    at: fault.at,
+                    process: fault.process,
+                    action: .signal(SIGSTOP, restartAfter: fault.continueAfter ?? .seconds(1))
+                )
+            }
+        }
+        for child in children { playingSince[child.name] = start }
+    }
+
+    /// Runs until every child process has ended and nothing is pending.
+    /// - Throws: on interruption, a failed `run` command, or a restarted process that does not get ready.
+    func run() throws {
+        let crashingBroker = scenario.brokerCrashAt == nil ? nil : processes["broker"]
+        while true {
+            steps.sort { $0.at < $1.at }
+            _ = supervisor.wait(until: nextWake()) {
+                for (name, restart) in restarts where restart.exitedAt == nil {
+                    if processes[name]?.exitStatusUnlocked != nil { return true }
+                }
+                for name in readyWaits.keys where processes[name]?.readinessUnlocked() != .waiting { return true }
+                if !crashRestarted, crashingBroker?.exitStatusUnlocked != nil,
+                    crashingBroker?.expectedSignalUnlocked == nil
+                {
+                    return true
+                }
+                if commands.hasNews { return true }
+                return children.allSatisfy { $0.exitStatusUnlocked != nil } && nothingPending
+            }
+            if let signal = supervisor.interrupted {
+                throw SupervisorError(
+                    process: "askrelay",
+                    "interrupted by \(signalName(signal)); every process was killed"
+                )
+            }
+            let now = ContinuousClock.now
+            try collectCommands(now)
+            // The broker's own crash, not the end of a fault's signal (that fault restarts it, if it says so).
+            if !crashRestarted, let broker = crashingBroker, let exit = broker.exitStatus,
+                broker.incarnations.last?.expectedSignal == nil
+            {
+                crashRestarted = true
+                notes.append(
+                    "the broker crashed at --crash-at \(scenario.brokerCrashAt ?? "") (\(exit)) and was restarted on its journal"
+                )
+                logger.notice("broker crashed at its crash point; restarting", ["exit": "\(exit)"])
+                if exit == .signaled(SIGKILL) { broker.expectExit(by: SIGKILL) }
+                restarts["broker"] = PendingRestart(after: .zero, signalledAt: now, exitedAt: now)
+            }
+            try playRestarts(now)
+            try checkReadyWaits(now)
+            finishChildren(now)
+            if children.allSatisfy({ !$0.isRunning }) && nothingPending {
+                for step in steps where !isUndo(step) {
+                    notes.append(
+                        "fault at \(step.at.text) (\(step.process.isEmpty ? "run" : step.process)) not played: every child had finished"
+                    )
+                }
+                return
+            }
+            while let step = steps.first, start + step.at <= ContinuousClock.now {
+                steps.removeFirst()
+                try play(step, now: ContinuousClock.now)
+            }
+        }
+    }
+
+    private func isUndo(_ step: Step) -> Bool {
+        if case .undo = step.action { return true }
+        if case .resume = step.action { return true }
+        return false
+    }
+
+    /// Nothing a fault started is still playing out (a restart, a ready line, a command).
+    private var nothingPending: Bool { restarts.isEmpty && readyWaits.isEmpty && commands.isIdle }
+
+    private func drainDeadline(_ child: String) -> ContinuousClock.Instant {
+        (playingSince[child] ?? start) + scenario.duration + scenario.drainBound
+    }
+
+    private func nextWake() -> ContinuousClock.Instant {
+        var times: [ContinuousClock.Instant] = steps.first.map { [start + $0.at] } ?? []
+        for restart in restarts.values {
+            if let exitedAt = restart.exitedAt {
+                times.append(exitedAt + restart.after)
+            } else if !restart.escalated {
+                times.append(restart.signalledAt + drainTimeout)
+            }
+        }
+        times += readyWaits.values
+        times += finishing.values
+        for child in children where child.isRunning && finishing[child.name] == nil && restarts[child.name] == nil {
+            times.append(drainDeadline(child.name))
+        }
+        return times.min() ?? ContinuousClock.now + .seconds(1)
+    }
+
+    // MARK: restarts and ready lines
+
+    private func playRestarts(_ now: ContinuousClock.Instant) throws {
+        for (name, var restart) in restarts {
+            guard let process = processes[name] else { continue }
+            if restart.exitedAt == nil {
+                if !process.isRunning {
+                    restart.exitedAt = now
+                } else if !restart.escalated && now >= restart.signalledAt + drainTimeout {
+                    notes.append("\(name) did not exit within \(drainTimeout.text) of the fault's signal; killed")
+                    process.signal(SIGKILL, expected: true)
+                    restart.escalated = true
+                }
+                restarts[name] = restart
+            }
+            guard let exitedAt = restart.exitedAt, now >= exitedAt + restart.after else { continue }
+            restarts[name] = nil
+            logger.notice("fault: restart", ["process": name, "at": (now - start).text])
+            try process.restart()
+            readyWaits[name] = now + readyTimeout
+            if playingSince[name] != nil { playingSince[name] = now }
+        }
+    }
+
+    private func checkReadyWaits(_ now: ContinuousClock.Instant) throws {
+        for (name, deadline) in readyWaits {
+            guard let process = processes[name] else { continue }
+            switch process.readiness() {
+            case .ready:
+                readyWaits[name] = nil
+                logger.notice("fault: ready again", ["process": name, "at": (now - start).text])
+            case .exited(let status):
+                readyWaits[name] = nil
+                // Ended by another fault before it got ready: that fault's own restart (if any) takes over.
+                if process.incarnations.last?.expectedSignal != nil { continue }
+                let log = process.logPath.map { " (log: \($0))" } ?? ""
+                throw SupervisorError(
+                    process: name,
+                    "exited (\(status)) after its restart, before printing 'ready ...'\(log)\(process.tail())"
+                )
+            case .waiting:
+                guard now >= deadline else { continue }
+                let log = process.logPath.map { " (log: \($0))" } ?? ""
+                throw SupervisorError(
+                    process: name,
+                    "did not print 'ready ...' within \(readyTimeout.text) of its restart\(log)\(process.tail())"
+                )
+            }
+        }
+    }
+
+    /// The bounded end of a child's play: SIGTERM once it outlived its duration and the drain bound, SIGKILL if it
+    /// still runs a grace and the drain timeout later.
+    private func finishChildren(_ now: ContinuousClock.Instant) {
+        for child in children where child.isRunning {
+            if let killAt = finishing[child.name] {
+                guard now >= killAt else { continue }
+                notes.append("\(child.name) did not finish within \(drainTimeout.text) of SIGTERM; killed")
+                child.signal(SIGKILL, expected: true)
+                finishing[child.name] = .now + .seconds(3600)  // killed: only its exit is awaited now
+                continue
+            }
+            guard now >= drainDeadline(child.name), restarts[child.name] == nil else { continue }
+            notes.append(
+                "\(child.name) was still playing \(scenario.drainBound.text) after its duration (\(scenario.duration.text)) ended, longer than any flow can take, and was told to finish (SIGTERM)"
+            )
+            if let pid = child.pid { endTerminated.insert(pid) }
+            child.signal(SIGTERM, expected: true)
+            finishing[child.name] = now + scenario.grace + drainTimeout
+        }
+        for child in children where !child.isRunning { finishing[child.name] = nil }
+    }
+
+    // MARK: faults
+
+    private func play(_ step: Step, now: ContinuousClock.Instant) throws {
+        switch step.action {
+        case .run(let command, let undo, let undoAfter):
+            logger.notice("fault: run", ["command": command.joined(separator: " "), "at": step.at.text])
+            let token = undo.map { undos.add($0) }
+            commands.launch(command, step: step.at, undo: token.map { ($0, undoAfter) }, supervisor: supervisor)
+            return
+        case .undo(let token):
+            guard let command = undos.take(token) else { return }
+            logger.notice("fault: undo", ["command": command.joined(separator: " "), "at": step.at.text])
+            commands.launch(command, step: step.at, undo: nil, supervisor: supervisor)
+            return
+        case .signal, .resume: break
+        }
+        guard let process = processes[step.process] else {
+            notes.append("fault at \(step.at.text): no process '\(step.process)' in this run; skipped")
+            return
+        }
+        switch step.action {
+        case .resume:
+            // Overlapping stops: the process continues when the last of them ends.
+            guard let until = stoppedUntil[step.process], step.at >= until else { return }
+            stoppedUntil[step.process] = nil
+            logger.notice(
+                "fault: continue",
+                ["process": step.process, "at": step.at.text, "played": (now - start).text]
+            )
+            process.signal(SIGCONT)
+        case .signal(let number, let follow):
+            logger.notice(
+                "fault",
+                [
+                    "process": step.process, "signal": signalName(number), "at": step.at.text,
+                    "played": (now - start).text,
+                ]
+            )
+            guard process.isRunning else {
+                let why = restarts[step.process] != nil ? "was down, its restart pending" : "had already exited"
+                notes.append("fault at \(step.at.text): \(step.process) \(why); \(signalName(number)) skipped")
+                return
+            }
+            if number == SIGSTOP {
+                process.signal(SIGSTOP)
+                let until = step.at + (follow ?? .seconds(1))
+                stoppedUntil[step.process] = max(stoppedUntil[step.process] ?? .zero, until)
+                steps.append(Step(at: until, process: step.process, action: .resume))
+                return
+            }
+            process.signal(number, expected: true)  // SIGKILL and SIGTERM also continue a stopped process
+            stoppedUntil[step.process] = nil
+            finishing[step.process] = nil
+            readyWaits[step.process] = nil
+            if let follow, restarts[step.process] == nil {
+                restarts[step.process] = PendingRestart(after: follow, signalledAt: now)
+            }
+        case .run, .undo: break
+        }
+    }
+
+    private func collectCommands(_ now: ContinuousClock.Instant) throws {
+        for finished in commands.takeFinished() {
+            if let error = finished.error { throw error }
+            if let (token, after) = finished.undo {
+                steps.append(Step(at: max(finished.step + after, now - start), process: "", action: .undo(token)))
+            }
+        }
+    }
+
+    // MARK: what the checker needs
+
+    /// Every run of a child or parent process that our signal ended (a fault, or the end of a drain that took too
+    /// long), with the span of time in which the broker may have recorded its questions or answers: from its start
+    /// until the next run of the process registered.
+    /// - Parameter processes: child processes (`child-<n>`, ids `c<n>-`) or parent processes (`parent-<n>`, `g<n>-`).
+    static func interruptedRuns(_ processes: [SupervisedProcess], endTerminated: Set<pid_t> = []) -> [InterruptedRun] {
+        var runs: [InterruptedRun] = []
+        for child in processes {
+            let parts = child.name.split(separator: "-")
+            guard parts.count == 2, let index = Int(parts[1]) else { continue }
+            let prefix = parts[0] == "parent" ? WorkerPlan.guardianPrefix(index) : WorkerPlan.childPrefix(index)
+            let incarnations = child.incarnations
+            for (position, run) in incarnations.enumerated() {
+                guard let signal = run.expectedSignal, run.exit != nil else { continue }
+                let atEnd = endTerminated.contains(run.pid)
+                runs.append(
+                    InterruptedRun(
+                        process: child.name,
+                        idPrefix: prefix,
+                        from: run.startedAt,
+                        // A later run asks or answers only once registered (its ready line), while this run's
+                        // last messages may reach a broker that was stopped or slow only after the later run began.
+                        until: incarnations[(position + 1)...].lazy.compactMap(\.readyAt).first,
+                        cause: atEnd
+                            ? "told to finish (SIGTERM) after its drain bound"
+                            : "\(signal == SIGKILL ? "killed" : "terminated") by the fault schedule"
+                                + " (\(signalName(signal)))"
+                    )
+                )
+            }
+        }
+        return runs
+    }
+}
+
+/// `run` fault commands running on threads of their own, and their results.
+final class CommandRuns: Sendable {
+    struct Finished: @unchecked Sendable {  // @unchecked: `error` is a SupervisorError, itself Sendable.
+        var step: Duration
+        var undo: (token: Int, after: Duration)?
+        var error: (any Error)?
+    }
+
+    private let state = Mutex<(running: Int, finished: [Finished])>((0, []))
+
+    var isIdle: Bool { state.withLock { $0.running == 0 && $0.finished.isEmpty } }
+    var hasNews: Bool { state.withLock { !$0.finished.isEmpty } }
+
+    func launch(
+        _ command: [String],
+        step: Duration,
+        undo: (token: Int, after: Duration)?,
+        supervisor: ProcessSupervisor
+    ) {
+        state.withLock { $0.running += 1 }
+        let thread = Thread { [self] in
+            var failure: (any Error)?
+            do { try Simulation.runCommand(command) } catch { failure = error }
+            state.withLock {
+                $0.running -= 1
+                $0.finished.append(Finished(step: step, undo: undo, error: failure))
+            }
+            supervisor.poke()
+        }
+        thread.name = "sim.fault-command"
+        thread.start()
+    }
+
+    func takeFinished() -> [Finished] {
+        state.withLock { state in
+            defer { state.finished = [] }
+            return state.finished
+        }
+    }
+}

@@ -1,6 +1,7 @@
 import AskLogging
 import AskProtocol
 import Foundation
+import SQLite
 import Synchronization
 import ZeroMQ
 
@@ -110,17 +111,21 @@ public final class AskCenter: Sendable {
     /// The hosted children by id.
     public let children: [String: ChildIdentity]
     let logger: Logger
+    /// The claim on `stateDirectory` (`askcenter.lock`), given up when the center stops.
+    let ownership: Mutex<OwnerLock?>
 
     /// Connects to the broker and registers every child.
     /// - Parameters:
     ///   - broker: the broker endpoint, for example `tcp://127.0.0.1:5555`.
     ///   - children: the children to host (one address `child/<id>` each, with its family).
     ///   - stateDirectory: where the response record (`askcenter.sqlite`) lives; `nil` keeps it in memory, which
-    ///     deduplicates only for the life of this object. One center per directory at a time.
+    ///     deduplicates only for the life of this object. One center per directory at a time: a second one, in
+    ///     this process or another, is refused until the first stops.
     ///   - logger: log lines of the connection and the center.
     ///   - context: the ZeroMQ context.
     ///   - options: timeouts and connection settings.
-    /// - Throws: an error opening the state database or creating the socket.
+    /// - Throws: ``OwnerLockError`` when `stateDirectory` is unusable or another center holds it; an error opening
+    ///   the state database or creating the socket.
     public init(
         broker: String,
         children: [ChildIdentity],
@@ -142,8 +147,11 @@ public final class AskCenter: Sendable {
         self.logger = logger
         var path: String?
         if let stateDirectory {
-            try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
+            ownership = Mutex(
+                try OwnerLock.claim(folder: stateDirectory, name: "askcenter.lock", what: "the AskCenter state directory"))
             path = (stateDirectory as NSString).appendingPathComponent("askcenter.sqlite")
+        } else {
+            ownership = Mutex(nil)
         }
         // Open the store once here so a bad path fails the init, and read the responses still waiting for a stream.
         let pending = try ResponseStore.unsurfaced(path: path)
@@ -307,6 +315,7 @@ public final class AskCenter: Sendable {
         }
         shared.hub.finishAll()
         shared.finishReconnections()
+        ownership.withLock { $0 = nil }
     }
 
     /// Counters of the underlying connection, read on its thread.

@@ -180,10 +180,17 @@ public final class AskCenter: Sendable {
     public var registrationCount: Int { shared.registrationCount }
 
     /// Waits until the connection is registered (at least once).
-    /// - Returns: `false` if `timeout` passed first.
+    /// - Returns: `false` if `timeout` passed first, or at once when the connection ended for good
+    ///   (``connectionFailure``).
     public func waitUntilRegistered(timeout: Duration = .seconds(30)) async -> Bool {
-        await shared.waitForRegistration(timeout: timeout)
+        if connectionFailure != nil { return false }
+        return await shared.waitForRegistration(timeout: timeout)
     }
+
+    /// Why the connection ended by itself and will not come back: the broker refused it for good (`forbidden`,
+    /// a CURVE key it does not accept, `address-taken` beyond the patience) or the socket failed. The center is
+    /// then stopped: pending calls have ended with their `stopped` errors and new ones fail at once.
+    public var connectionFailure: WorkerConnectionError? { runtime.failure }
 
     /// Whether the connection holds a session with the broker right now.
     public var isConnected: Bool { shared.isConnected }
@@ -420,5 +427,16 @@ public struct CommunicationLimits: CommunicationLimitsQuerying {
     /// - Throws: ``LimitsQueryError``.
     public func isKnownHandle(_ handle: CommunicationHandle) async throws -> Bool {
         try await center.isKnownHandle(handle, child: child)
+    }
+}
+
+extension AskCenterConnection {
+    /// The connection gave up (a permanent refusal): the center stops, so no caller waits on a broker that will
+    /// never answer; ``AskCenter/connectionFailure`` says why.
+    func ended(_ connection: WorkerConnection, failure: WorkerConnectionError) {
+        _ = shared.markStopped()
+        failEverything()
+        shared.hub.finishAll()
+        shared.finishReconnections()
     }
 }

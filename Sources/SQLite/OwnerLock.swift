@@ -43,7 +43,8 @@ public final class OwnerLock: Sendable {
     /// - Throws: ``OwnerLockError`` naming the folder, and the pid of the process that holds it.
     public static func claim(folder: String, name: String, what: String) throws(OwnerLockError) -> OwnerLock {
         try prepareFolder(folder, what: what)
-        return try OwnerLock(lockFile: (folder as NSString).appendingPathComponent(name), path: folder, what: what)
+        let lockFile = (folder.hasSuffix("/") ? folder : folder + "/") + name
+        return try OwnerLock(lockFile: lockFile, path: folder, what: what)
     }
 
     /// Creates `folder` (and its parents) if it does not exist.
@@ -60,13 +61,13 @@ public final class OwnerLock: Sendable {
             return
         }
         // Walk up to the nearest existing ancestor, so the message names the part that is wrong.
-        var ancestor = (folder as NSString).deletingLastPathComponent
-        while !ancestor.isEmpty && !FileManager.default.fileExists(atPath: ancestor, isDirectory: &isDirectory) {
-            let parent = (ancestor as NSString).deletingLastPathComponent
-            if parent == ancestor { break }
-            ancestor = parent
+        var ancestor = parentFolder(of: folder)
+        while !FileManager.default.fileExists(atPath: ancestor, isDirectory: &isDirectory) {
+            let up = parentFolder(of: ancestor)
+            if up == ancestor { break }
+            ancestor = up
         }
-        if !ancestor.isEmpty && FileManager.default.fileExists(atPath: ancestor, isDirectory: &isDirectory) {
+        if FileManager.default.fileExists(atPath: ancestor, isDirectory: &isDirectory) {
             guard isDirectory.boolValue else {
                 throw unusable("cannot be created: \(ancestor) is a file, not a folder")
             }
@@ -80,6 +81,14 @@ public final class OwnerLock: Sendable {
         } catch {
             throw unusable("cannot be created (\(String(cString: strerror(errno)))); check the path and its permissions")
         }
+    }
+
+    /// The folder holding `path`: `.` for a bare name, `/` for the root (string work only: no file system access).
+    public static func parentFolder(of path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
     }
 
     /// Claims an ipc socket path by locking `<socketPath>.lock` beside it (libzmq would silently unlink and take

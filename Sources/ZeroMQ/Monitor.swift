@@ -147,21 +147,34 @@ public struct HandshakeDiagnosis: Sendable {
     /// Connections dropped before a handshake, in a row, before that counts as ``HandshakeFailure/Kind/noHandshake``.
     public static let dropsBeforeNoHandshake = 2
 
+    /// Connections dropped before a handshake since the last success.
     private var drops = 0
+    /// Whether a connection was established (at the transport) since the last success: a retry after that is
+    /// the reconnect after a drop, not a refused connect.
+    private var connected = false
+    /// Whether a failure with a definite cause (refused key, mechanism, protocol) was seen since the last success:
+    /// the drops that follow it are its consequence, not a second cause.
+    private var definite = false
 
     public init() {}
 
     /// - Returns: the failure this event shows, or `nil` (no failure, or not certain yet).
     public mutating func read(_ event: MonitorEvent) -> HandshakeFailure? {
         func failure(_ kind: HandshakeFailure.Kind) -> HandshakeFailure {
-            HandshakeFailure(kind: kind, endpoint: event.endpoint, detail: event.value)
+            if kind != .unreachable && kind != .noHandshake { definite = true }
+            return HandshakeFailure(kind: kind, endpoint: event.endpoint, detail: event.value)
         }
         switch event.event {
         case .handshakeSucceeded:
             drops = 0
+            connected = false
+            definite = false
+            return nil
+        case .connected:
+            connected = true
             return nil
         case .connectRetried:
-            return failure(.unreachable)
+            return connected ? nil : failure(.unreachable)
         case .handshakeFailedAuth:
             // 300 and 500 are the handler's own trouble (temporary, or internal), not a verdict on the key.
             return event.value == 400 ? failure(.keyRefused) : failure(.protocolError)
@@ -169,6 +182,7 @@ public struct HandshakeDiagnosis: Sendable {
             return event.value == UInt32(ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
                 ? failure(.mechanismMismatch) : failure(.protocolError)
         case .disconnected, .handshakeFailedNoDetail:
+            guard !definite else { return nil }
             drops += 1
             return drops >= Self.dropsBeforeNoHandshake ? failure(.noHandshake) : nil
         default:

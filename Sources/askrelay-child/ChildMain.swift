@@ -3,6 +3,7 @@ import AskCLI
 import AskLogging
 import AskProtocol
 import Foundation
+import SQLite
 import Synchronization
 import ZeroMQ
 
@@ -79,6 +80,13 @@ struct ChildMain: Command {
         if let duplicate = Dictionary(grouping: children, by: \.id).first(where: { $0.value.count > 1 })?.key {
             throw UsageError("child '\(duplicate)' is given twice")
         }
+        do {
+            try CurveOptions.check(
+                keyFile: arguments.string("curve-key"), role: .child, worker: Self.name,
+                claims: children.map { EndpointClaim(address: $0.address, family: $0.family) },
+                hint: "give only --curve-key (without --child or --families) to host exactly the key's children, "
+                    + "or use a key that lists them")
+        } catch { throw UsageError(error.message) }
         var configuration = ChildWorkerConfiguration(broker: try arguments.require("broker"), children: children)
         guard let seed = UInt64(arguments.string("seed") ?? "1") else { throw UsageError("--seed must be a non-negative integer") }
         configuration.seed = seed
@@ -126,14 +134,15 @@ struct ChildMain: Command {
         } catch {
             logger.error("child worker could not start", ["error": "\(error)"])
             printError("askrelay-child: \(error)")
-            return ExitCode.unavailable
+            // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
+            return (error as? OwnerLockError)?.code == .unusable || error is RecordsFileError ? ExitCode.usage : ExitCode.unavailable
         }
         let stopping = StopSignal()
         let children = configuration.children.count
         let play = Task {
-            // Waits for the broker as long as it takes; SIGTERM cancels.
+            // Waits for the broker as long as it takes; SIGTERM cancels, and so does a refusal for good.
             while !(await worker.center.waitUntilRegistered(timeout: .seconds(5))) {
-                if Task.isCancelled { return ChildWorkerSummary() }
+                if Task.isCancelled || worker.center.connectionFailure != nil { return ChildWorkerSummary() }
             }
             printLine("ready children=\(children)")
             return await worker.run()
@@ -156,6 +165,10 @@ struct ChildMain: Command {
         }
         await worker.stop()
         _ = signals
+        if let failure = worker.center.connectionFailure {
+            printError("askrelay-child: \(failure.message)")
+            return ExitCode.unavailable
+        }
         return ExitCode.success
     }
 

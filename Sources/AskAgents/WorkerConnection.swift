@@ -120,6 +120,10 @@ public final class WorkerConnection {
     /// The latest handshake failure of the current socket, and the kinds already explained in the log.
     private var lastFailure: HandshakeFailure?
     private var explained: Set<HandshakeFailure.Kind> = []
+    /// Multiplies the silence that makes the connection start over on a fresh socket: doubled at each fresh
+    /// socket that got no session, back to 1 at WELCOME.
+    private var silenceBackoff = 1
+    static let maxSilenceBackoff = 8
     /// When the broker first answered `address-taken` to this round of HELLOs.
     private var addressTakenSince: ContinuousClock.Instant?
     /// Set when the connection gives up; `run` returns and the handler hears ``WorkerHandler/ended(_:failure:)``.
@@ -324,6 +328,7 @@ public final class WorkerConnection {
             }
             let first = self.welcome == nil
             isRegistered = true
+            silenceBackoff = 1
             addressTakenSince = nil
             lastFailure = nil
             self.welcome = welcome
@@ -492,15 +497,22 @@ public final class WorkerConnection {
     private func timers() throws {
         let now = ContinuousClock.now
         let interval = configuration.heartbeatInterval
-        if now - lastHeard > interval * configuration.liveness {
+        if now - lastHeard > interval * configuration.liveness * silenceBackoff {
             // The broker went silent: start over on a fresh socket (a restarted broker forgot us anyway).
+            // While no session comes, each fresh socket gets twice as long as the last (up to 8 windows): a
+            // handshake that takes longer than one window (a busy broker, a starved machine) must not be cut
+            // off and begun again forever. HELLO still goes every 500 ms on the current socket.
             if let failure = lastFailure, !isRegistered, explained.insert(failure.kind).inserted {
                 // Said once per kind, with what to check; the reconnect lines below carry the kind.
                 logger.warning("no session with the broker", ["cause": failure.kind.rawValue, "check": explanation(failure)])
             }
+            if !isRegistered { silenceBackoff = min(silenceBackoff * 2, Self.maxSilenceBackoff) }
             logger.notice(
                 "broker silent; reconnecting",
-                ["endpoint": configuration.broker, "cause": lastFailure?.kind.rawValue ?? "none seen"])
+                [
+                    "endpoint": configuration.broker, "cause": lastFailure?.kind.rawValue ?? "none seen",
+                    "next_wait": "\(interval * configuration.liveness * silenceBackoff)",
+                ])
             counters.reconnects += 1
             loseRegistration()
             (socket, monitor) = try Self.makeSocket(configuration, context: context)

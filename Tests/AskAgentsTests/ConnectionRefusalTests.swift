@@ -148,3 +148,111 @@ struct ConnectionRefusalTests {
         await center.stop()
     }
 }
+
+/// A flag set on one thread and read on another.
+final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .relaxed) }
+    func set() { value.store(true, ordering: .relaxed) }
+}
+
+/// A CURVE "broker" whose every handshake takes `handshakeDelay` (its ZAP handler answers each request that long
+/// after it came) and that answers any message with WELCOME: a busy broker, as a connecting worker sees it.
+final class SlowHandshakeBroker: @unchecked Sendable {  // @unchecked: its sockets are used only by its own thread after init.
+    let context: Context
+    let keys: CurveKeyPair
+    let endpoint: String
+    private let router: Socket
+    private let zap: Socket
+    private let stopping = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    let welcomes = Atomic<Int>(0)
+
+    init(handshakeDelay: Duration) throws {
+        context = try Context()
+        keys = try CurveKeyPair.generate()
+        // A ROUTER, not a REP, on the ZAP endpoint: requests are answered independently, each after the delay.
+        zap = try context.socket(.router)
+        try zap.set(.linger, 0)
+        _ = try zap.bind(ZAP.endpoint)
+        router = try context.socket(.router)
+        try router.set(.linger, 0)
+        try router.makeCurveServer(keys)
+        try router.set(.zapDomain, "test")
+        endpoint = try router.bind("tcp://127.0.0.1:*")
+        Thread { [self] in serve(handshakeDelay) }.start()
+    }
+
+    private func serve(_ delay: Duration) {
+        var due: [(at: ContinuousClock.Instant, reply: [[UInt8]])] = []
+        var poller = Poller()
+        let zapIndex = poller.add(zap)
+        let routerIndex = poller.add(router)
+        while !stopping.load(ordering: .relaxed) {
+            _ = try? poller.poll(timeoutMilliseconds: 10)
+            if poller.isReady(zapIndex) {
+                while let frames = try? zap.receiveMultipart(.dontWait), frames.count >= 8 {
+                    // [peer, empty, version, request id, domain, address, identity, mechanism, key]
+                    guard let request = ZAP.Request(frames: Array(frames.dropFirst(2))) else { continue }
+                    let reply = [frames[0], []] + ZAP.reply(to: request, status: 200, text: "OK", userID: "slow")
+                    due.append((ContinuousClock.now + delay, reply))
+                }
+            }
+            let now = ContinuousClock.now
+            while let first = due.first, first.at <= now {
+                due.removeFirst()
+                _ = try? zap.send(multipart: first.reply, .dontWait)
+            }
+            if poller.isReady(routerIndex) {
+                while let frames = try? router.receiveMultipart(.dontWait) {
+                    var welcome = Multipart()
+                    welcome.append(frames[0])
+                    let body = Welcome(
+                        session: "slow-1", heartbeatMs: 200, liveness: 3, window: 64, broker: "slow", carriedAcks: true)
+                    WireEncoder.session(.welcome, body: SessionJSON.encode(body), into: &welcome)
+                    _ = try? router.send(welcome, .dontWait)
+                    welcomes.add(1, ordering: .relaxed)
+                }
+            }
+        }
+        finished.signal()
+    }
+
+    func stop() {
+        stopping.store(true, ordering: .relaxed)
+        finished.wait()
+    }
+}
+
+@Suite("a slow handshake still ends in a session", .timeLimit(.minutes(1)))
+struct SlowHandshakeTests {
+    @Test("each handshake takes longer than the worker's silence window: it still registers")
+    func slowHandshakeRegisters() async throws {
+        // Heartbeat 200 ms × liveness 3: a fresh socket every 600 ms without a session. Each handshake takes 1 s.
+        // With a fixed window every socket was given up before its handshake finished, forever ("broker silent;
+        // reconnecting" every 600 ms, and the broker never saw a HELLO).
+        let broker = try SlowHandshakeBroker(handshakeDelay: .seconds(1))
+        defer { broker.stop() }
+        var configuration = WorkerConfiguration(
+            broker: broker.endpoint, role: .limits, worker: "slow-test", endpoints: [EndpointClaim(address: "limits/L1")])
+        configuration.heartbeatInterval = .milliseconds(200)
+        configuration.curve = (try CurveKeyPair.generate(), broker.keys.publicKey)
+        let watcher = EndWatcher()
+        let runtime = try WorkerRuntime(
+            configuration: configuration, logger: Logger(label: "test", level: .critical), context: try Context()
+        ) { watcher }
+        let registered = Flag()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !registered.isSet && ContinuousClock.now < deadline {
+            let done = DispatchSemaphore(value: 0)
+            runtime.submit { connection, _ in
+                if connection.isRegistered { registered.set() }
+                done.signal()
+            }
+            _ = try await offPool { done.wait(timeout: .now() + .milliseconds(100)) }
+        }
+        runtime.stop()
+        #expect(registered.isSet, "registered within 10 s")
+        #expect(watcher.registrations >= 1)
+    }
+}

@@ -607,31 +607,11 @@ public final class WorkerRuntime: Sendable {
         let finished = self.finished
         let ended = self.ended
         let thread = Thread {
-            let connection: WorkerConnection
-            do {
-                connection = try WorkerConnection(configuration: configuration, logger: logger, context: context, inbox: inbox)
-            } catch {
-                startError.withLock { $0 = error }
-                logger.error("worker connection could not start", ["error": "\(error)"])
-                started.signal()
-                finished.signal()
-                return
-            }
-            started.signal()
-            let handler = makeHandler()
-            var failure: WorkerConnectionError?
-            do {
-                try connection.run(handler: handler)
-                failure = connection.failure
-            } catch {
-                // A connection that dies is a failure too: its process must not exit as if it had been stopped.
-                logger.error("worker connection ended", ["error": "\(error)"])
-                failure = WorkerConnectionError(code: nil, "the connection to \(configuration.broker) failed: \(error)")
-            }
-            if let failure {
-                ended.value.withLock { $0 = failure }
-                handler.ended(connection, failure: failure)
-            }
+            // Everything the connection and its handler hold (a store, a lock) is released before `finished`
+            // is signalled: whoever waits may open the same store at once.
+            Self.serve(
+                configuration: configuration, logger: logger, context: context, inbox: inbox, started: started,
+                startError: startError, ended: ended, makeHandler: makeHandler)
             finished.signal()
         }
         thread.name = configuration.worker
@@ -639,6 +619,38 @@ public final class WorkerRuntime: Sendable {
         thread.start()
         started.wait()
         if let error = startError.withLock({ $0 }) { throw error }
+    }
+
+    /// The connection thread's work, in a function of its own so that its locals end with it.
+    private static func serve(
+        configuration: WorkerConfiguration, logger: Logger, context: Context, inbox: WorkerInbox,
+        started: DispatchSemaphore, startError: borrowing Mutex<(any Error)?>, ended: FailureCell,
+        makeHandler: @Sendable () -> any WorkerHandler
+    ) {
+        let connection: WorkerConnection
+        do {
+            connection = try WorkerConnection(configuration: configuration, logger: logger, context: context, inbox: inbox)
+        } catch {
+            startError.withLock { $0 = error }
+            logger.error("worker connection could not start", ["error": "\(error)"])
+            started.signal()
+            return
+        }
+        started.signal()
+        let handler = makeHandler()
+        var failure: WorkerConnectionError?
+        do {
+            try connection.run(handler: handler)
+            failure = connection.failure
+        } catch {
+            // A connection that dies is a failure too: its process must not exit as if it had been stopped.
+            logger.error("worker connection ended", ["error": "\(error)"])
+            failure = WorkerConnectionError(code: nil, "the connection to \(configuration.broker) failed: \(error)")
+        }
+        if let failure {
+            ended.value.withLock { $0 = failure }
+            handler.ended(connection, failure: failure)
+        }
     }
 
     /// Runs `job` on the connection thread with the connection and the handler.

@@ -155,6 +155,13 @@ struct ChildMain: Command {
             Task { await worker.stop() }
         }
         let summary = await play.value
+        if let failure = worker.center.connectionFailure {
+            // Refused for good (or the connection died): no 'done' line, the flows did not run.
+            await worker.stop()
+            _ = signals
+            printError("askrelay-child: \(failure.message)")
+            return ExitCode.unavailable
+        }
         if !stopping.fired {
             printLine("done flows=\(summary.flows)")
             let outcomes = summary.outcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
@@ -165,10 +172,6 @@ struct ChildMain: Command {
         }
         await worker.stop()
         _ = signals
-        if let failure = worker.center.connectionFailure {
-            printError("askrelay-child: \(failure.message)")
-            return ExitCode.unavailable
-        }
         return ExitCode.success
     }
 

@@ -125,6 +125,25 @@ struct ConnectionFailureTests {
         #expect(message.contains("askrelay-parent: the broker at") && message.contains("revoked"), "\(message)")
     }
 
+    @Test("askrelay-child with a key the broker does not list exits 69 with the reason, no 'ready' or 'done' line")
+    func childWithUnlistedKey() throws {
+        let world = try CurveWorld()
+        let other = world.directory.path + "/other-keys"
+        let generate = try TestProcess(
+            "askrelay", ["keys", "generate", "--out", other, "--families", "1"], logDirectory: world.directory.path)
+        #expect(try generate.waitForEnd() == 0)
+        let child = try TestProcess(
+            "askrelay-child",
+            [
+                "--broker", world.endpoint, "--heartbeat", "200ms", "--curve-key", other + "/child-c1-1.key",
+                "--broker-key", world.keys + "/broker.public",
+            ], logDirectory: world.directory.path)
+        defer { child.kill9() }
+        #expect(try child.waitForEnd(timeout: .seconds(20)) == 69)
+        #expect(child.output.isEmpty, "\(child.output)")
+        #expect(Self.stderr(child).contains("askrelay-child: the broker at \(world.endpoint) refused this worker's CURVE key"))
+    }
+
     @Test(
         "a session that never comes says why, once: plain against CURVE, wrong broker key, nothing listening",
         arguments: ["plain", "wrong-broker-key", "no-broker"])

@@ -111,6 +111,30 @@ struct OwnershipTests {
         _ = try third.waitForLine(startingWith: "ready")
     }
 
+    @Test("two simulations on one report folder: the second is refused at once, the first's verdict holds")
+    func twoSimulationsOneReportFolder() throws {
+        // Two runs started within the same second share the default folder (askrelay-report-<seconds>). The second
+        // used to rewrite the first's keys and principals: the first's workers got the other run's broker key
+        // and never registered ("broker silent; reconnecting" every 1.5 s, nothing in the broker's log).
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let report = directory.path + "/report"
+        func simulate() throws -> TestProcess {
+            try TestProcess(
+                "askrelay", ["simulate", "--families", "2", "--duration", "2s", "--quiet", "--report-dir", report],
+                logDirectory: directory.path)
+        }
+        let first = try simulate()
+        defer { first.kill9() }
+        _ = try first.waitForLine(startingWith: "running:")
+        let second = try simulate()
+        defer { second.kill9() }
+        #expect(try refusedAtOnce(second) != 0)
+        let message = stderr(second)
+        #expect(message.contains("the report folder (--report-dir) \(report) is in use by process \(first.pid)"), "\(message)")
+        #expect(try first.waitForEnd(timeout: .seconds(60)) == 0, "\(first.output.suffix(30))")
+    }
+
     @Test("a broker --data-dir that is a file gives one readable message and exit non-zero")
     func dataDirIsAFile() throws {
         let directory = TempDirectory()

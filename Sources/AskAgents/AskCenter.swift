@@ -147,8 +147,9 @@ public final class AskCenter: Sendable {
         self.logger = logger
         var path: String?
         if let stateDirectory {
-            ownership = Mutex(
-                try OwnerLock.claim(folder: stateDirectory, name: "askcenter.lock", what: "the AskCenter state directory"))
+            let lock = try OwnerLock.claim(
+                folder: stateDirectory, name: "askcenter.lock", what: "the AskCenter state directory")
+            ownership = Mutex(lock)
             path = (stateDirectory as NSString).appendingPathComponent("askcenter.sqlite")
         } else {
             ownership = Mutex(nil)

@@ -50,8 +50,8 @@ public enum CurveOptions {
         for claim in claims {
             guard let family = allowed[claim.address] else {
                 throw AgentConfigurationError(
-                    "--curve-key \(keyFile) ('\(file.id)') may serve \(allowed.count) address(es), not '\(claim.address)'; "
-                        + "the broker would refuse this worker (forbidden): \(hint)")
+                    "--curve-key \(keyFile) ('\(file.id)') may serve \(allowed.count) address(es), "
+                        + "not '\(claim.address)'; the broker would refuse this worker (forbidden): \(hint)")
             }
             guard family == claim.family else {
                 throw AgentConfigurationError(

@@ -277,8 +277,8 @@ public final class WorkerConnection {
             if found.kind == .keyRefused {
                 let key = configuration.curve.map { " (public key \($0.keys.publicKey))" } ?? ""
                 giveUp(WorkerConnectionError(code: nil,
-                    "the broker at \(configuration.broker) refused this worker's CURVE key\(key) at the handshake: it is "
-                        + "not in the broker's principals file, or it is revoked; check --curve-key, and add the key "
+                    "the broker at \(configuration.broker) refused this worker's CURVE key\(key) at the handshake: "
+                        + "it is not in the broker's principals file, or it is revoked; check --curve-key, and add the key "
                         + "with 'askrelay keys add' (or give a key that is listed)"))
             }
         }
@@ -290,21 +290,24 @@ public final class WorkerConnection {
         let curve = configuration.curve != nil
         switch failure.kind {
         case .unreachable:
-            return "nothing accepts connections at \(broker): check that the broker runs and that --broker is its endpoint"
+            return "nothing accepts connections at \(broker): check that the broker runs and that --broker is its "
+                + "endpoint"
         case .keyRefused:
             return "the broker at \(broker) refused this worker's CURVE key: check --curve-key and the principals file"
         case .mechanismMismatch:
             return curve
                 ? "the broker at \(broker) does not run CURVE but this worker does: drop --curve-key and --broker-key, "
                     + "or start the broker with --curve-secret-file and --principals"
-                : "the broker at \(broker) runs CURVE: give this worker --curve-key and --broker-key (askrelay keys generate)"
+                : "the broker at \(broker) runs CURVE: give this worker --curve-key and --broker-key "
+                    + "(askrelay keys generate)"
         case .noHandshake:
             return curve
                 ? "the broker at \(broker) drops the CURVE handshake: --broker-key is probably not its public key "
                     + "(compare it with broker.public of the broker's keys)"
                 : "\(broker) accepts connections but drops them before the handshake: is it an AskRelay broker?"
         case .protocolError:
-            return "the handshake with \(broker) failed (\(failure)): check that both sides run the same AskRelay and libzmq"
+            return "the handshake with \(broker) failed (\(failure)): check that both sides run the same AskRelay "
+                + "and libzmq"
         }
     }
 
@@ -415,8 +418,8 @@ public final class WorkerConnection {
             addressTakenSince = since
             if now - since >= configuration.addressTakenPatience {
                 giveUp(WorkerConnectionError(code: code,
-                    "the broker at \(configuration.broker) still refuses this worker after \(configuration.addressTakenPatience) "
-                        + "(address-taken: \(reason)): another live worker serves these addresses; stop it, or give "
+                    "the broker at \(configuration.broker) still refuses this worker after "
+                        + "\(configuration.addressTakenPatience) (address-taken: \(reason)): another live worker serves these addresses; stop it, or give "
                         + "this one other ids"))
                 return
             }
@@ -504,7 +507,8 @@ public final class WorkerConnection {
             // off and begun again forever. HELLO still goes every 500 ms on the current socket.
             if let failure = lastFailure, !isRegistered, explained.insert(failure.kind).inserted {
                 // Said once per kind, with what to check; the reconnect lines below carry the kind.
-                logger.warning("no session with the broker", ["cause": failure.kind.rawValue, "check": explanation(failure)])
+                logger.warning(
+                    "no session with the broker", ["cause": failure.kind.rawValue, "check": explanation(failure)])
             }
             if !isRegistered { silenceBackoff = min(silenceBackoff * 2, Self.maxSilenceBackoff) }
             logger.notice(
@@ -629,7 +633,8 @@ public final class WorkerRuntime: Sendable {
     ) {
         let connection: WorkerConnection
         do {
-            connection = try WorkerConnection(configuration: configuration, logger: logger, context: context, inbox: inbox)
+            connection = try WorkerConnection(
+                configuration: configuration, logger: logger, context: context, inbox: inbox)
         } catch {
             startError.withLock { $0 = error }
             logger.error("worker connection could not start", ["error": "\(error)"])

@@ -112,9 +112,8 @@ public final class Broker {
     static func claimOwnership(_ configuration: BrokerConfiguration) throws(OwnerLockError) -> [OwnerLock] {
         var locks: [OwnerLock] = []
         if configuration.durability != .off {
-            locks.append(
-                try OwnerLock.claim(
-                    folder: configuration.dataDirectory, name: "broker.lock", what: "the broker's journal folder (--data-dir)"))
+            let what = "the broker's journal folder (--data-dir)"
+            locks.append(try OwnerLock.claim(folder: configuration.dataDirectory, name: "broker.lock", what: what))
         }
         for endpoint in configuration.endpoints where endpoint.hasPrefix("ipc://") {
             let path = String(endpoint.dropFirst("ipc://".count))

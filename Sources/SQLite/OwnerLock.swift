@@ -56,8 +56,12 @@ public final class OwnerLock: Sendable {
         }
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory) {
-            guard isDirectory.boolValue else { throw unusable("is a file, not a folder; give a folder (it is created if missing)") }
-            guard access(folder, W_OK | X_OK) == 0 else { throw unusable("is not writable by this user; give a folder you can write") }
+            guard isDirectory.boolValue else {
+                throw unusable("is a file, not a folder; give a folder (it is created if missing)")
+            }
+            guard access(folder, W_OK | X_OK) == 0 else {
+                throw unusable("is not writable by this user; give a folder you can write")
+            }
             return
         }
         // Walk up to the nearest existing ancestor, so the message names the part that is wrong.
@@ -79,7 +83,8 @@ public final class OwnerLock: Sendable {
             try FileManager.default.createDirectory(
                 atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: permissions])
         } catch {
-            throw unusable("cannot be created (\(String(cString: strerror(errno)))); check the path and its permissions")
+            let reason = String(cString: strerror(errno))
+            throw unusable("cannot be created (\(reason)); check the path and its permissions")
         }
     }
 

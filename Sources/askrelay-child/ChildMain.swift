@@ -135,7 +135,8 @@ struct ChildMain: Command {
             logger.error("child worker could not start", ["error": "\(error)"])
             printError("askrelay-child: \(error)")
             // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
-            return (error as? OwnerLockError)?.code == .unusable || error is RecordsFileError ? ExitCode.usage : ExitCode.unavailable
+            let badPath = (error as? OwnerLockError)?.code == .unusable || error is RecordsFileError
+            return badPath ? ExitCode.usage : ExitCode.unavailable
         }
         let stopping = StopSignal()
         let children = configuration.children.count

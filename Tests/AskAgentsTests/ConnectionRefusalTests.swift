@@ -9,7 +9,8 @@ import Testing
 import ZeroMQ
 
 /// A handler that records whether the connection told it that it ended, and whether it ever registered.
-final class EndWatcher: WorkerHandler, @unchecked Sendable {  // @unchecked: written on the connection thread, read after wait().
+// @unchecked: written on the connection thread, read only after wait().
+final class EndWatcher: WorkerHandler, @unchecked Sendable {
     private(set) var failure: WorkerConnectionError?
     private(set) var registrations = 0
     func deliver(_ delivery: Delivery, connection: WorkerConnection) -> DeliveryDisposition { .ack }
@@ -47,7 +48,8 @@ struct ConnectionRefusalTests {
         try await offPool { runtime.wait() }
         #expect(ContinuousClock.now - start < .seconds(5), "ended at once, not after retries")
         #expect(runtime.failure?.code == .forbidden)
-        #expect(runtime.failure?.message.contains("may not serve 'child/c1'") == true, "\(String(describing: runtime.failure))")
+        let message = runtime.failure?.message ?? ""
+        #expect(message.contains("may not serve 'child/c1'"), "\(message)")
         #expect(watcher.failure == runtime.failure)
         #expect(watcher.registrations == 0)
         let refusals = broker.logs.lines.filter { $0.contains("forbidden") }
@@ -158,7 +160,8 @@ final class Flag: Sendable {
 
 /// A CURVE "broker" whose every handshake takes `handshakeDelay` (its ZAP handler answers each request that long
 /// after it came) and that answers any message with WELCOME: a busy broker, as a connecting worker sees it.
-final class SlowHandshakeBroker: @unchecked Sendable {  // @unchecked: its sockets are used only by its own thread after init.
+// @unchecked: its sockets are used only by its own thread after init.
+final class SlowHandshakeBroker: @unchecked Sendable {
     let context: Context
     let keys: CurveKeyPair
     let endpoint: String
@@ -234,7 +237,8 @@ struct SlowHandshakeTests {
         let broker = try SlowHandshakeBroker(handshakeDelay: .seconds(1))
         defer { broker.stop() }
         var configuration = WorkerConfiguration(
-            broker: broker.endpoint, role: .limits, worker: "slow-test", endpoints: [EndpointClaim(address: "limits/L1")])
+            broker: broker.endpoint, role: .limits, worker: "slow-test",
+            endpoints: [EndpointClaim(address: "limits/L1")])
         configuration.heartbeatInterval = .milliseconds(200)
         configuration.curve = (try CurveKeyPair.generate(), broker.keys.publicKey)
         let watcher = EndWatcher()

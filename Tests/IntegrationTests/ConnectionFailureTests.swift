@@ -65,7 +65,9 @@ struct ConnectionFailureTests {
     @Test("docs/security.md: a parent given only its key hosts the key's guardians; --families 100 is refused up front")
     func securityDocCommands() throws {
         let world = try CurveWorld()
-        let keyed = try world.parent(["--curve-key", world.keys + "/parent-1.key", "--broker-key", world.keys + "/broker.public"])
+        let keyed = try world.parent([
+            "--curve-key", world.keys + "/parent-1.key", "--broker-key", world.keys + "/broker.public",
+        ])
         defer { keyed.kill9() }
         #expect(try keyed.waitForLine(startingWith: "ready") == "ready guardians=100")
 
@@ -83,7 +85,9 @@ struct ConnectionFailureTests {
     @Test("a child's key given to askrelay-parent says it is a child's key")
     func childKeyToParent() throws {
         let world = try CurveWorld()
-        let parent = try world.parent(["--curve-key", world.keys + "/child-1.key", "--broker-key", world.keys + "/broker.public"])
+        let parent = try world.parent([
+            "--curve-key", world.keys + "/child-1.key", "--broker-key", world.keys + "/broker.public",
+        ])
         defer { parent.kill9() }
         #expect(try parent.waitForEnd(timeout: .seconds(10)) == 64)
         let message = Self.stderr(parent)
@@ -114,7 +118,9 @@ struct ConnectionFailureTests {
     @Test("a revoked key ends the worker: exit 69, saying the key is revoked")
     func revokedKeyExits() throws {
         let world = try CurveWorld()
-        let parent = try world.parent(["--curve-key", world.keys + "/parent-2.key", "--broker-key", world.keys + "/broker.public"])
+        let parent = try world.parent([
+            "--curve-key", world.keys + "/parent-2.key", "--broker-key", world.keys + "/broker.public",
+        ])
         defer { parent.kill9() }
         _ = try parent.waitForLine(startingWith: "ready")
         let revoke = try TestProcess(
@@ -141,7 +147,8 @@ struct ConnectionFailureTests {
         defer { child.kill9() }
         #expect(try child.waitForEnd(timeout: .seconds(20)) == 69)
         #expect(child.output.isEmpty, "\(child.output)")
-        #expect(Self.stderr(child).contains("askrelay-child: the broker at \(world.endpoint) refused this worker's CURVE key"))
+        let expected = "askrelay-child: the broker at \(world.endpoint) refused this worker's CURVE key"
+        #expect(Self.stderr(child).contains(expected))
     }
 
     @Test(
@@ -178,6 +185,6 @@ struct ConnectionFailureTests {
         }
         let log = Self.stderr(parent)
         #expect(log.components(separatedBy: expected).count - 1 == 1, "said once:\n\(log.suffix(3000))")
-        #expect(!log.contains("no session with the broker") || log.components(separatedBy: "no session with the broker").count - 1 == 1)
+        #expect(log.components(separatedBy: "no session with the broker").count - 1 == 1)
     }
 }

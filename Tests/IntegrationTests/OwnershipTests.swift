@@ -131,7 +131,8 @@ struct OwnershipTests {
         defer { second.kill9() }
         #expect(try refusedAtOnce(second) != 0)
         let message = stderr(second)
-        #expect(message.contains("the report folder (--report-dir) \(report) is in use by process \(first.pid)"), "\(message)")
+        let expected = "the report folder (--report-dir) \(report) is in use by process \(first.pid)"
+        #expect(message.contains(expected), "\(message)")
         #expect(try first.waitForEnd(timeout: .seconds(60)) == 0, "\(first.output.suffix(30))")
     }
 

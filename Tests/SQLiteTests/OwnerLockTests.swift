@@ -34,7 +34,8 @@ struct OwnerLockTests {
         try "x".write(toFile: file, atomically: true, encoding: .utf8)
         let isFile = #expect(throws: OwnerLockError.self) { try OwnerLock.prepareFolder(file, what: "the data dir") }
         #expect(isFile?.code == .unusable)
-        #expect(isFile?.message == "the data dir \(file): is a file, not a folder; give a folder (it is created if missing)")
+        let expected = "the data dir \(file): is a file, not a folder; give a folder (it is created if missing)"
+        #expect(isFile?.message == expected)
         let under = #expect(throws: OwnerLockError.self) {
             try OwnerLock.prepareFolder(file + "/a/b", what: "the data dir")
         }

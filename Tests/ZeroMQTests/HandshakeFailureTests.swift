@@ -7,7 +7,8 @@ import ZeroMQ
 @Suite("handshake failures a client can tell apart", .serialized, .timeLimit(.minutes(1)))
 struct HandshakeFailureTests {
     /// A CURVE ROUTER with a ZAP handler (on its own thread) that admits only `allowed`.
-    final class CurveServer: @unchecked Sendable {  // @unchecked: the sockets are used by the ZAP thread only after init.
+    // @unchecked: the sockets are used by the ZAP thread only after init.
+    final class CurveServer: @unchecked Sendable {
         let context: Context
         let keys: CurveKeyPair
         let endpoint: String
@@ -27,9 +28,8 @@ struct HandshakeFailureTests {
             endpoint = try router.bind("tcp://127.0.0.1:*")
             Thread { [self] in
                 while !stopping.load(ordering: .relaxed) {
-                    guard let frames = try? zap.receiveMultipart(.wait), let request = ZAP.Request(frames: frames) else {
-                        continue
-                    }
+                    guard let frames = try? zap.receiveMultipart(.wait), let request = ZAP.Request(frames: frames)
+                    else { continue }
                     let ok = request.curvePublicKey.map(allowed.contains) ?? false
                     _ = try? zap.send(multipart: ZAP.reply(to: request, status: ok ? 200 : 400, text: ok ? "OK" : "no"))
                 }

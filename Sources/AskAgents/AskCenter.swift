@@ -1,6 +1,7 @@
 import AskLogging
 import AskProtocol
 import Foundation
+import SQLite
 import Synchronization
 import ZeroMQ
 
@@ -112,17 +113,21 @@ public final class AskCenter: Sendable {
     public let children: [String: ChildIdentity]
     let logger: Logger
     let options: Options
+    /// The claim on `stateDirectory` (`askcenter.lock`), given up when the center stops.
+    let ownership: Mutex<OwnerLock?>
 
     /// Connects to the broker and registers every child.
     /// - Parameters:
     ///   - broker: the broker endpoint, for example `tcp://127.0.0.1:5555`.
     ///   - children: the children to host (one address `child/<id>` each, with its family).
     ///   - stateDirectory: where the response record (`askcenter.sqlite`) lives; `nil` keeps it in memory, which
-    ///     deduplicates only for the life of this object. One center per directory at a time.
+    ///     deduplicates only for the life of this object. One center per directory at a time: a second one, in
+    ///     this process or another, is refused until the first stops.
     ///   - logger: log lines of the connection and the center.
     ///   - context: the ZeroMQ context.
     ///   - options: timeouts and connection settings.
-    /// - Throws: an error opening the state database or creating the socket.
+    /// - Throws: ``OwnerLockError`` when `stateDirectory` is unusable or another center holds it; an error opening
+    ///   the state database or creating the socket.
     public init(
         broker: String,
         children: [ChildIdentity],
@@ -145,8 +150,12 @@ public final class AskCenter: Sendable {
         self.options = options
         var path: String?
         if let stateDirectory {
-            try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
+            let lock = try OwnerLock.claim(
+                folder: stateDirectory, name: "askcenter.lock", what: "the AskCenter state directory")
+            ownership = Mutex(lock)
             path = (stateDirectory as NSString).appendingPathComponent("askcenter.sqlite")
+        } else {
+            ownership = Mutex(nil)
         }
         // Open the store once here so a bad path fails the init, and read the responses still waiting for a stream.
         let pending = try ResponseStore.unsurfaced(path: path)
@@ -175,10 +184,17 @@ public final class AskCenter: Sendable {
     public var registrationCount: Int { shared.registrationCount }
 
     /// Waits until the connection is registered (at least once).
-    /// - Returns: `false` if `timeout` passed first.
+    /// - Returns: `false` if `timeout` passed first, or at once when the connection ended for good
+    ///   (``connectionFailure``).
     public func waitUntilRegistered(timeout: Duration = .seconds(30)) async -> Bool {
-        await shared.waitForRegistration(timeout: timeout)
+        if connectionFailure != nil { return false }
+        return await shared.waitForRegistration(timeout: timeout)
     }
+
+    /// Why the connection ended by itself and will not come back: the broker refused it for good (`forbidden`,
+    /// a CURVE key it does not accept, `address-taken` beyond the patience) or the socket failed. The center is
+    /// then stopped: pending calls have ended with their `stopped` errors and new ones fail at once.
+    public var connectionFailure: WorkerConnectionError? { runtime.failure }
 
     /// Whether the connection holds a session with the broker right now.
     public var isConnected: Bool { shared.isConnected }
@@ -315,6 +331,7 @@ public final class AskCenter: Sendable {
         }
         shared.hub.finishAll()
         shared.finishReconnections()
+        ownership.withLock { $0 = nil }
     }
 
     /// Counters of the underlying connection, read on its thread (the last ones read, once the center stopped or its
@@ -420,5 +437,16 @@ public struct CommunicationLimits: CommunicationLimitsQuerying {
     /// - Throws: ``LimitsQueryError``.
     public func isKnownHandle(_ handle: CommunicationHandle) async throws -> Bool {
         try await center.isKnownHandle(handle, child: child)
+    }
+}
+
+extension AskCenterConnection {
+    /// The connection gave up (a permanent refusal): the center stops, so no caller waits on a broker that will
+    /// never answer; ``AskCenter/connectionFailure`` says why.
+    func ended(_ connection: WorkerConnection, failure: WorkerConnectionError) {
+        _ = shared.markStopped()
+        failEverything()
+        shared.hub.finishAll()
+        shared.finishReconnections()
     }
 }

@@ -1,5 +1,6 @@
 import AskProtocol
 import Foundation
+import SQLite
 
 /// How one ask ended, as a child saw it. The simulation's report and invariant checker read these.
 public enum FlowOutcome: String, Codable, Sendable, CaseIterable {
@@ -90,6 +91,28 @@ public struct GuardianAnswerRecord: Codable, Sendable, Hashable {
     }
 }
 
+/// A records file that cannot be opened, in one sentence: the path, what is wrong, what to do.
+public struct RecordsFileError: Error, Sendable, CustomStringConvertible {
+    public let path: String
+    public let description: String
+
+    init(path: String, errno code: Int32) {
+        self.path = path
+        let folder = OwnerLock.parentFolder(of: path)
+        var isDirectory: ObjCBool = false
+        if !FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory) {
+            description = "records file \(path): the folder \(folder) does not exist; create it or give another path"
+        } else if !isDirectory.boolValue {
+            description = "records file \(path): \(folder) is a file, not a folder; give a path in a folder"
+        } else if code == EISDIR {
+            description = "records file \(path) is a folder; give a file path (JSON lines are appended to it)"
+        } else {
+            description = "records file \(path) cannot be opened for appending (\(String(cString: strerror(code)))); "
+                + "check its permissions or give another path"
+        }
+    }
+}
+
 /// Appends JSON lines to a file; one writer per file, flushed per line so a killed process loses at most one line.
 public final class JSONLinesWriter {
     private let handle: FileHandle?
@@ -100,14 +123,9 @@ public final class JSONLinesWriter {
             handle = nil
             return
         }
-        if !FileManager.default.fileExists(atPath: path) {
-            FileManager.default.createFile(atPath: path, contents: nil)
-        }
-        guard let handle = FileHandle(forWritingAtPath: path) else {
-            throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: path])
-        }
-        handle.seekToEndOfFile()
-        self.handle = handle
+        let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw RecordsFileError(path: path, errno: errno) }
+        handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
     }
 
     public func write<T: Encodable>(_ value: T) {

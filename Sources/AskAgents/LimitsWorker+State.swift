@@ -85,13 +85,17 @@ public struct LimitsStateFile: Sendable, Hashable {
 /// The limits worker's SQLite store: one row per child, plus the defaults. Belongs to one thread at a time.
 final class LimitsStore {
     let database: Database
+    /// One limits worker per store: held for the store's life (`limits.lock` in its folder).
+    let ownership: OwnerLock
     private(set) var defaults: LimitsState
     private(set) var children: [String: LimitsState]
 
     /// Opens (creating) `directory/limits.sqlite`. A new store, or `reset`, is seeded from `seed`; otherwise `seed`
     /// is ignored and the stored state wins. - Returns: the store and whether it was seeded now.
+    /// - Throws: ``OwnerLockError`` when the folder is unusable or another live process owns the store.
     static func open(directory: String, seed: LimitsStateFile?, reset: Bool) throws -> (store: LimitsStore, seeded: Bool) {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let ownership = try OwnerLock.claim(
+            folder: directory, name: "limits.lock", what: "the limits store (--data-dir)")
         let database = try Database(path: directory + "/limits.sqlite")
         try database.pragma("journal_mode", "wal")
         try database.pragma("synchronous", "normal")
@@ -118,11 +122,13 @@ final class LimitsStore {
         for (child, blob) in try database.query("SELECT child, state FROM limits_children", [], { ($0.text(at: 0), $0.blob(at: 1)) }) {
             children[child] = try WireJSON.decode(LimitsState.self, from: blob)
         }
-        return (LimitsStore(database: database, defaults: defaults, children: children), seededNow)
+        let store = LimitsStore(database: database, ownership: ownership, defaults: defaults, children: children)
+        return (store, seededNow)
     }
 
-    private init(database: Database, defaults: LimitsState, children: [String: LimitsState]) {
+    private init(database: Database, ownership: OwnerLock, defaults: LimitsState, children: [String: LimitsState]) {
         self.database = database
+        self.ownership = ownership
         self.defaults = defaults
         self.children = children
     }

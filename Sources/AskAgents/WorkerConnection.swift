@@ -22,6 +22,9 @@ public struct WorkerConfiguration: Sendable {
     public var dedupCapacity = 200_000
     /// CURVE: this worker's key pair and the broker's public key, when the broker runs CURVE.
     public var curve: (keys: CurveKeyPair, serverKey: String)?
+    /// How long HELLO is retried while the broker answers `address-taken` (an earlier session of the same
+    /// addresses may be dying: the broker ends it after its liveness) before the connection gives up.
+    public var addressTakenPatience: Duration = .seconds(10)
 
     public init(broker: String, role: SessionRole, worker: String, endpoints: [EndpointClaim]) {
         self.broker = broker
@@ -52,6 +55,29 @@ public enum DeliveryDisposition: Sendable {
     case hold
 }
 
+/// Why a ``WorkerConnection`` ended by itself: the broker refused it in a way that retrying cannot change
+/// (`forbidden`, `bad-hello`, `unsupported-version`, a CURVE key the broker does not accept, `address-taken`
+/// for longer than ``WorkerConfiguration/addressTakenPatience``), or its socket failed.
+public struct WorkerConnectionError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The broker's refusal code, when the broker refused (`nil` for a refused key or a failed socket).
+    public let code: ErrorCode?
+    /// One sentence: what happened and what to check.
+    public let message: String
+
+    public init(code: ErrorCode?, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+
+    /// HELLO refusals that the same HELLO can never get past: the connection ends instead of retrying.
+    public static let permanentHelloRefusals: Set<ErrorCode> = [
+        .forbidden, .badHello, .unsupportedVersion, .badSignature, .missingFrames, .extraFrames, .invalidJSON,
+        .invalidUTF8, .oversizeFrame,
+    ]
+}
+
 /// The worker logic driven by a ``WorkerConnection``. Every call happens on the connection's thread.
 public protocol WorkerHandler: AnyObject {
     /// The session is registered (again, after a reconnect or a broker restart).
@@ -66,6 +92,8 @@ public protocol WorkerHandler: AnyObject {
     func refused(_ id: MessageID, error: WireError, connection: WorkerConnection)
     /// Called every loop turn (at least every 50 ms), for timers.
     func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant)
+    /// The connection ended by itself and will not reconnect (the last call the handler gets).
+    func ended(_ connection: WorkerConnection, failure: WorkerConnectionError)
 }
 
 extension WorkerHandler {
@@ -74,6 +102,7 @@ extension WorkerHandler {
     public func accepted(_ id: MessageID, connection: WorkerConnection) {}
     public func refused(_ id: MessageID, error: WireError, connection: WorkerConnection) {}
     public func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant) {}
+    public func ended(_ connection: WorkerConnection, failure: WorkerConnectionError) {}
 }
 
 /// The worker side of the protocol over one DEALER socket, on one thread: registration, heartbeats, reconnects,
@@ -85,6 +114,20 @@ public final class WorkerConnection {
     let logger: Logger
     let context: Context
     private var socket: Socket
+    /// The socket's monitor, read for why a connection gets no session (``HandshakeDiagnosis``).
+    private var monitor: SocketMonitor
+    private var diagnosis = HandshakeDiagnosis()
+    /// The latest handshake failure of the current socket, and the kinds already explained in the log.
+    private var lastFailure: HandshakeFailure?
+    private var explained: Set<HandshakeFailure.Kind> = []
+    /// Multiplies the silence that makes the connection start over on a fresh socket: doubled at each fresh
+    /// socket that got no session, back to 1 at WELCOME.
+    private var silenceBackoff = 1
+    static let maxSilenceBackoff = 8
+    /// When the broker first answered `address-taken` to this round of HELLOs.
+    private var addressTakenSince: ContinuousClock.Instant?
+    /// Set when the connection gives up; `run` returns and the handler hears ``WorkerHandler/ended(_:failure:)``.
+    public private(set) var failure: WorkerConnectionError?
     private var handler: (any WorkerHandler)?
     private let inbox: WorkerInbox
 
@@ -126,11 +169,13 @@ public final class WorkerConnection {
         self.logger = logger
         self.context = context
         self.inbox = inbox
-        socket = try Self.makeSocket(configuration, context: context)
+        (socket, monitor) = try Self.makeSocket(configuration, context: context)
     }
 
-    static func makeSocket(_ configuration: WorkerConfiguration, context: Context) throws -> Socket {
+    static func makeSocket(_ configuration: WorkerConfiguration, context: Context) throws -> (Socket, SocketMonitor) {
         let socket = try context.socket(.dealer)
+        // Before connect, so the first attempt is reported too.
+        let monitor = try socket.monitor(HandshakeDiagnosis.events)
         try socket.set(.linger, 0)
         try socket.set(.sendHighWaterMark, 0)
         try socket.set(.receiveHighWaterMark, 0)
@@ -138,7 +183,7 @@ public final class WorkerConnection {
         try socket.set(.reconnectIntervalMax, 1000)
         if let curve = configuration.curve { try socket.makeCurveClient(curve.keys, serverKey: curve.serverKey) }
         try socket.connect(configuration.broker)
-        return socket
+        return (socket, monitor)
     }
 
     /// Serves until stopped. Runs on the connection's own thread.
@@ -148,12 +193,14 @@ public final class WorkerConnection {
         var poller = Poller()
         var socketIndex = poller.add(socket)
         var wakeIndex = poller.add(fileDescriptor: inbox.wake.readDescriptor)
+        var monitorIndex = poller.add(monitor.socket)
         while !stopping {
             if socketReplaced {
                 socketReplaced = false
                 poller = Poller()
                 socketIndex = poller.add(socket)
                 wakeIndex = poller.add(fileDescriptor: inbox.wake.readDescriptor)
+                monitorIndex = poller.add(monitor.socket)
             }
             try poller.poll(timeoutMilliseconds: pendingAcks.isEmpty ? 50 : 0)
             if poller.isReady(wakeIndex) {
@@ -166,9 +213,11 @@ public final class WorkerConnection {
                     handleInput()
                 }
             }
+            if poller.isReady(monitorIndex) { try readMonitor() }
             flushAcks()
             try timers()
         }
+        if failure != nil { return }
         output.removeAll()
         WireEncoder.bye(reason: "worker stopping", into: &output)
         _ = try? socket.send(output, .dontWait)
@@ -220,6 +269,60 @@ public final class WorkerConnection {
 
     public func stop() { stopping = true }
 
+    /// Ends the connection for good (logged once, as an error).
+    private func giveUp(_ error: WorkerConnectionError) {
+        guard failure == nil else { return }
+        logger.error("connection refused for good; not retrying", ["reason": error.message])
+        failure = error
+        stopping = true
+    }
+
+    // MARK: Monitor
+
+    private func readMonitor() throws {
+        while let event = try monitor.next(timeoutMilliseconds: 0) {
+            guard let found = diagnosis.read(event) else {
+                if event.event == .handshakeSucceeded { lastFailure = nil }
+                continue
+            }
+            lastFailure = found
+            if found.kind == .keyRefused {
+                let key = configuration.curve.map { " (public key \($0.keys.publicKey))" } ?? ""
+                giveUp(WorkerConnectionError(code: nil,
+                    "the broker at \(configuration.broker) refused this worker's CURVE key\(key) at the handshake: "
+                        + "it is not in the broker's principals file, or it is revoked; check --curve-key, and add the key "
+                        + "with 'askrelay keys add' (or give a key that is listed)"))
+            }
+        }
+    }
+
+    /// What to check for a handshake failure, in one sentence.
+    func explanation(_ failure: HandshakeFailure) -> String {
+        let broker = configuration.broker
+        let curve = configuration.curve != nil
+        switch failure.kind {
+        case .unreachable:
+            return "nothing accepts connections at \(broker): check that the broker runs and that --broker is its "
+                + "endpoint"
+        case .keyRefused:
+            return "the broker at \(broker) refused this worker's CURVE key: check --curve-key and the principals file"
+        case .mechanismMismatch:
+            return curve
+                ? "the broker at \(broker) does not run CURVE but this worker does: drop --curve-key and --broker-key, "
+                    + "or start the broker with --curve-secret-file and --principals"
+                : "the broker at \(broker) runs CURVE: give this worker --curve-key and --broker-key "
+                    + "(askrelay keys generate)"
+        case .noHandshake:
+            return curve
+                ? "the broker at \(broker) drops the CURVE handshake: --broker-key is probably not its public key "
+                    + "(compare it with broker.public of the broker's keys)"
+                : "\(broker) accepts connections but drops them before the handshake: is it an AskRelay broker?"
+        case .protocolError:
+            return "the handshake with \(broker) failed (\(failure)): check that both sides run the same AskRelay "
+                + "and libzmq"
+        }
+    }
+
     // MARK: Input
 
     private func handleInput() {
@@ -240,6 +343,9 @@ public final class WorkerConnection {
             }
             let first = self.welcome == nil
             isRegistered = true
+            silenceBackoff = 1
+            addressTakenSince = nil
+            lastFailure = nil
             self.welcome = welcome
             counters.registrations += 1
             logger.log(first ? .info : .notice, "registered", ["session": welcome.session, "broker": welcome.broker])
@@ -292,9 +398,10 @@ public final class WorkerConnection {
                 counters.refused += 1
                 handler?.refused(id, error: WireError(code ?? .unknownCommand, reason), connection: self)
                 compactOutstanding()
-            } else if !isRegistered || parsed.id == nil {
+            } else if !isRegistered {
+                helloRefused(code: code, text: input.string(parsed.codeFrame), reason: reason)
+            } else if parsed.id == nil {
                 logger.warning("broker refused", ["code": input.string(parsed.codeFrame), "reason": reason])
-                if !isRegistered { lastHello = .now }  // a refused HELLO is not retried at once
             }
         case .bye:
             logger.notice("broker said bye; registering again")
@@ -303,6 +410,38 @@ public final class WorkerConnection {
         case .hello, .send:
             counters.malformed += 1
         }
+    }
+
+    /// A NACK while not registered answers our HELLO: a refusal that can never succeed ends the connection;
+    /// `address-taken` is retried for ``WorkerConfiguration/addressTakenPatience``; anything else (`busy`, ...)
+    /// is retried at the normal pace.
+    private func helloRefused(code: ErrorCode?, text: String, reason: String) {
+        lastHello = .now  // a refused HELLO is not retried at once
+        let now = ContinuousClock.now
+        if let code, WorkerConnectionError.permanentHelloRefusals.contains(code) {
+            giveUp(WorkerConnectionError(code: code,
+                "the broker at \(configuration.broker) refused this worker's HELLO (\(code.rawValue): \(reason)); "
+                    + "retrying cannot change that: check what this worker serves against its key and the broker's "
+                    + "principals"))
+            return
+        }
+        if code == .addressTaken {
+            let since = addressTakenSince ?? now
+            addressTakenSince = since
+            if now - since >= configuration.addressTakenPatience {
+                giveUp(WorkerConnectionError(code: code,
+                    "the broker at \(configuration.broker) still refuses this worker after "
+                        + "\(configuration.addressTakenPatience) (address-taken: \(reason)): another live worker serves these addresses; stop it, or give "
+                        + "this one other ids"))
+                return
+            }
+            if since == now {
+                logger.notice("addresses served by another session; retrying while it may be ending",
+                    ["reason": reason, "patience": "\(configuration.addressTakenPatience)"])
+            }
+            return
+        }
+        logger.warning("broker refused", ["code": text, "reason": reason])
     }
 
     /// The broker accepted these SENDs (an ACK, or the ids a DELIVER carries).
@@ -373,12 +512,27 @@ public final class WorkerConnection {
     private func timers() throws {
         let now = ContinuousClock.now
         let interval = configuration.heartbeatInterval
-        if now - lastHeard > interval * configuration.liveness {
+        if now - lastHeard > interval * configuration.liveness * silenceBackoff {
             // The broker went silent: start over on a fresh socket (a restarted broker forgot us anyway).
-            logger.notice("broker silent; reconnecting", ["endpoint": configuration.broker])
+            // While no session comes, each fresh socket gets twice as long as the last (up to 8 windows): a
+            // handshake that takes longer than one window (a busy broker, a starved machine) must not be cut
+            // off and begun again forever. HELLO still goes every 500 ms on the current socket.
+            if let failure = lastFailure, !isRegistered, explained.insert(failure.kind).inserted {
+                // Said once per kind, with what to check; the reconnect lines below carry the kind.
+                logger.warning(
+                    "no session with the broker", ["cause": failure.kind.rawValue, "check": explanation(failure)])
+            }
+            if !isRegistered { silenceBackoff = min(silenceBackoff * 2, Self.maxSilenceBackoff) }
+            logger.notice(
+                "broker silent; reconnecting",
+                [
+                    "endpoint": configuration.broker, "cause": lastFailure?.kind.rawValue ?? "none seen",
+                    "next_wait": "\(interval * configuration.liveness * silenceBackoff)",
+                ])
             counters.reconnects += 1
             loseRegistration()
-            socket = try Self.makeSocket(configuration, context: context)
+            (socket, monitor) = try Self.makeSocket(configuration, context: context)
+            diagnosis = HandshakeDiagnosis()
             socketReplaced = true
             lastHeard = now
             sendHello(force: true)
@@ -447,10 +601,20 @@ final class WorkerInbox: Sendable {
 }
 
 
+/// Where the connection thread leaves its failure for other threads.
+final class FailureCell: Sendable {
+    let value = Mutex<WorkerConnectionError?>(nil)
+}
+
 /// Runs a ``WorkerConnection`` and its handler on a thread of their own; other threads talk to them through it.
 public final class WorkerRuntime: Sendable {
     private let inbox: WorkerInbox
     private let finished = DispatchSemaphore(value: 0)
+    private let ended = FailureCell()
+
+    /// Why the connection ended by itself (a permanent refusal, a failed socket), or `nil` while it runs and after
+    /// a ``stop()``. Read it after ``wait()``: a worker process exits non-zero with its message.
+    public var failure: WorkerConnectionError? { ended.value.withLock { $0 } }
 
     /// Starts the connection thread. `makeHandler` runs on that thread, so the handler never crosses threads.
     /// - Throws: an error creating the socket (a bad endpoint, for example).
@@ -465,18 +629,13 @@ public final class WorkerRuntime: Sendable {
         let started = DispatchSemaphore(value: 0)
         let startError = Mutex<(any Error)?>(nil)
         let finished = self.finished
+        let ended = self.ended
         let thread = Thread {
-            do {
-                let connection = try WorkerConnection(configuration: configuration, logger: logger, context: context, inbox: inbox)
-                started.signal()
-                try connection.run(handler: makeHandler())
-            } catch {
-                if startError.withLock({ $0 == nil }) {
-                    startError.withLock { $0 = error }
-                }
-                logger.error("worker connection ended", ["error": "\(error)"])
-                started.signal()
-            }
+            // Everything the connection and its handler hold (a store, a lock) is released before `finished`
+            // is signalled: whoever waits may open the same store at once.
+            Self.serve(
+                configuration: configuration, logger: logger, context: context, inbox: inbox, started: started,
+                startError: startError, ended: ended, makeHandler: makeHandler)
             finished.signal()
         }
         thread.name = configuration.worker
@@ -484,6 +643,39 @@ public final class WorkerRuntime: Sendable {
         thread.start()
         started.wait()
         if let error = startError.withLock({ $0 }) { throw error }
+    }
+
+    /// The connection thread's work, in a function of its own so that its locals end with it.
+    private static func serve(
+        configuration: WorkerConfiguration, logger: Logger, context: Context, inbox: WorkerInbox,
+        started: DispatchSemaphore, startError: borrowing Mutex<(any Error)?>, ended: FailureCell,
+        makeHandler: @Sendable () -> any WorkerHandler
+    ) {
+        let connection: WorkerConnection
+        do {
+            connection = try WorkerConnection(
+                configuration: configuration, logger: logger, context: context, inbox: inbox)
+        } catch {
+            startError.withLock { $0 = error }
+            logger.error("worker connection could not start", ["error": "\(error)"])
+            started.signal()
+            return
+        }
+        started.signal()
+        let handler = makeHandler()
+        var failure: WorkerConnectionError?
+        do {
+            try connection.run(handler: handler)
+            failure = connection.failure
+        } catch {
+            // A connection that dies is a failure too: its process must not exit as if it had been stopped.
+            logger.error("worker connection ended", ["error": "\(error)"])
+            failure = WorkerConnectionError(code: nil, "the connection to \(configuration.broker) failed: \(error)")
+        }
+        if let failure {
+            ended.value.withLock { $0 = failure }
+            handler.ended(connection, failure: failure)
+        }
     }
 
     /// Runs `job` on the connection thread with the connection and the handler.

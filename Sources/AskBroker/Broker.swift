@@ -1,6 +1,7 @@
 import AskLogging
 import AskProtocol
 import Foundation
+import SQLite
 import ZeroMQ
 
 /// The AskRelay broker: one ROUTER socket, one thread, one loop.
@@ -16,6 +17,8 @@ public final class Broker {
     /// The endpoints actually bound (with OS-chosen ports resolved).
     public let boundEndpoints: [String]
     let journal: Journal
+    /// This process's claims on the data directory and on every ipc socket path it binds, held for its life.
+    let ownership: [OwnerLock]
     public let instanceID = MessageID.random().description.prefix(12).description
 
     var sessions: [PeerID: Session] = [:]
@@ -82,6 +85,7 @@ public final class Broker {
         self.configuration = configuration
         self.logger = logger
         self.wake = wake
+        ownership = try Self.claimOwnership(configuration)
         journal = try Journal(directory: configuration.dataDirectory, durability: configuration.durability)
         ledger = QuestionLedger(configuration: configuration)
         crashPoints = configuration.crashAt
@@ -108,6 +112,23 @@ public final class Broker {
             statsPublisher = try StatsPublisher(context: context, endpoint: statsEndpoint)
         }
         try recover()
+    }
+
+    /// One broker per journal and per ipc path: a second broker on either is refused before it touches anything,
+    /// with the pid of the one that holds it. (libzmq would otherwise unlink a served ipc socket and bind over it.)
+    static func claimOwnership(_ configuration: BrokerConfiguration) throws(OwnerLockError) -> [OwnerLock] {
+        var locks: [OwnerLock] = []
+        if configuration.durability != .off {
+            let what = "the broker's journal folder (--data-dir)"
+            locks.append(try OwnerLock.claim(folder: configuration.dataDirectory, name: "broker.lock", what: what))
+        }
+        for endpoint in configuration.endpoints where endpoint.hasPrefix("ipc://") {
+            let path = String(endpoint.dropFirst("ipc://".count))
+            // `*` asks libzmq for a fresh unique path; `@` is Linux's abstract namespace, where bind itself refuses.
+            guard !path.isEmpty, path != "*", !path.hasPrefix("@") else { continue }
+            locks.append(try OwnerLock.claim(socketPath: path, what: "the ipc endpoint"))
+        }
+        return locks
     }
 
     // MARK: Loop

@@ -4,6 +4,7 @@ import AskCLI
 import AskLogging
 import AskProtocol
 import Foundation
+import SQLite
 import Synchronization
 
 /// How to run one simulation.
@@ -98,6 +99,11 @@ public final class Simulation: Sendable {
                 withIntermediateDirectories: true
             )
         }
+        // One run per report folder: a second one would rewrite this run's keys and principals while its processes
+        // read them (a worker handed the other run's broker key never completes its CURVE handshake).
+        let ownership = try OwnerLock.claim(
+            folder: runDirectory, name: "simulate.lock", what: "the report folder (--report-dir)")
+        defer { withExtendedLifetime(ownership) {} }
         // ipc paths must stay short (about 100 bytes), so the sockets live in a fresh folder under /tmp.
         let socketDirectory = (NSTemporaryDirectory() as NSString).appendingPathComponent(
             "askrelay-sim-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"

@@ -103,3 +103,90 @@ extension Socket {
         return SocketMonitor(socket: reader)
     }
 }
+
+/// Why a connecting socket gets no session, as its monitor tells it.
+public struct HandshakeFailure: Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Hashable {
+        /// Nothing accepts connections at the endpoint (connect refused and retried).
+        case unreachable
+        /// The server's authentication handler (ZAP) refused this client's key (status 400).
+        case keyRefused
+        /// One side speaks CURVE and the other does not.
+        case mechanismMismatch
+        /// Another protocol error during the handshake (`detail` has libzmq's code).
+        case protocolError
+        /// The connection is accepted and then dropped before any handshake completes: with CURVE, the server
+        /// could not decrypt the client's HELLO, which is what a wrong server public key does.
+        case noHandshake
+    }
+
+    public let kind: Kind
+    /// The endpoint concerned.
+    public let endpoint: String
+    /// The event's value: a ZAP status, a `ZMQ_PROTOCOL_ERROR_*` code or an errno, by kind.
+    public let detail: UInt32
+
+    public var description: String {
+        switch kind {
+        case .unreachable: "nothing accepts connections at \(endpoint)"
+        case .keyRefused: "\(endpoint) refused this client's CURVE key (ZAP status \(detail))"
+        case .mechanismMismatch: "\(endpoint) and this client disagree on CURVE (one uses it, the other does not)"
+        case .protocolError: "handshake with \(endpoint) failed: protocol error 0x\(String(detail, radix: 16))"
+        case .noHandshake: "\(endpoint) accepts the connection but drops it before the handshake completes"
+        }
+    }
+}
+
+/// Reads a connecting socket's monitor events and names the failure they show, if any. Feed it every event of
+/// `HandshakeDiagnosis.events`; it answers once a failure is certain (a successful handshake resets it).
+public struct HandshakeDiagnosis: Sendable {
+    /// The events the diagnosis needs.
+    public static let events: MonitorEvents = [
+        .connected, .connectRetried, .disconnected, .handshakeFailed, .handshakeSucceeded,
+    ]
+    /// Connections dropped before a handshake, in a row, before that counts as ``HandshakeFailure/Kind/noHandshake``.
+    public static let dropsBeforeNoHandshake = 2
+
+    /// Connections dropped before a handshake since the last success.
+    private var drops = 0
+    /// Whether a connection was established (at the transport) since the last success: a retry after that is
+    /// the reconnect after a drop, not a refused connect.
+    private var connected = false
+    /// Whether a failure with a definite cause (refused key, mechanism, protocol) was seen since the last success:
+    /// the drops that follow it are its consequence, not a second cause.
+    private var definite = false
+
+    public init() {}
+
+    /// - Returns: the failure this event shows, or `nil` (no failure, or not certain yet).
+    public mutating func read(_ event: MonitorEvent) -> HandshakeFailure? {
+        func failure(_ kind: HandshakeFailure.Kind) -> HandshakeFailure {
+            if kind != .unreachable && kind != .noHandshake { definite = true }
+            return HandshakeFailure(kind: kind, endpoint: event.endpoint, detail: event.value)
+        }
+        switch event.event {
+        case .handshakeSucceeded:
+            drops = 0
+            connected = false
+            definite = false
+            return nil
+        case .connected:
+            connected = true
+            return nil
+        case .connectRetried:
+            return connected ? nil : failure(.unreachable)
+        case .handshakeFailedAuth:
+            // 300 and 500 are the handler's own trouble (temporary, or internal), not a verdict on the key.
+            return event.value == 400 ? failure(.keyRefused) : failure(.protocolError)
+        case .handshakeFailedProtocol:
+            return event.value == UInt32(ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+                ? failure(.mechanismMismatch) : failure(.protocolError)
+        case .disconnected, .handshakeFailedNoDetail:
+            guard !definite else { return nil }
+            drops += 1
+            return drops >= Self.dropsBeforeNoHandshake ? failure(.noHandshake) : nil
+        default:
+            return nil
+        }
+    }
+}

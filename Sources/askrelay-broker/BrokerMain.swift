@@ -2,6 +2,7 @@ import AskBroker
 import AskCLI
 import AskLogging
 import Foundation
+import SQLite
 
 /// `askrelay-broker`: parses flags, builds the broker service, runs it until SIGTERM or SIGINT.
 @main
@@ -101,7 +102,8 @@ struct BrokerMain: Command {
         } catch {
             logger.error("broker could not start", ["error": "\(error)"])
             printError("askrelay-broker: \(error)")
-            return ExitCode.unavailable
+            // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
+            return (error as? OwnerLockError)?.code == .unusable ? ExitCode.usage : ExitCode.unavailable
         }
         let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
             logger.notice("signal received, draining", ["signal": signal])

@@ -3,6 +3,7 @@ import AskCLI
 import AskLogging
 import AskProtocol
 import Foundation
+import SQLite
 import Synchronization
 import ZeroMQ
 
@@ -79,6 +80,13 @@ struct ChildMain: Command {
         if let duplicate = Dictionary(grouping: children, by: \.id).first(where: { $0.value.count > 1 })?.key {
             throw UsageError("child '\(duplicate)' is given twice")
         }
+        do {
+            try CurveOptions.check(
+                keyFile: arguments.string("curve-key"), role: .child, worker: Self.name,
+                claims: children.map { EndpointClaim(address: $0.address, family: $0.family) },
+                hint: "give only --curve-key (without --child or --families) to host exactly the key's children, "
+                    + "or use a key that lists them")
+        } catch { throw UsageError(error.message) }
         var configuration = ChildWorkerConfiguration(broker: try arguments.requireEndpoint("broker", binding: false), children: children)
         configuration.seed = try arguments.uint64("seed") ?? configuration.seed
         configuration.recordsPath = arguments.string("records")
@@ -123,14 +131,16 @@ struct ChildMain: Command {
         } catch {
             logger.error("child worker could not start", ["error": "\(error)"])
             printError("askrelay-child: \(error)")
-            return ExitCode.unavailable
+            // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
+            let badPath = (error as? OwnerLockError)?.code == .unusable || error is RecordsFileError
+            return badPath ? ExitCode.usage : ExitCode.unavailable
         }
         let stopping = StopSignal()
         let children = configuration.children.count
         let play = Task {
-            // Waits for the broker as long as it takes; SIGTERM cancels.
+            // Waits for the broker as long as it takes; SIGTERM cancels, and so does a refusal for good.
             while !(await worker.center.waitUntilRegistered(timeout: .seconds(5))) {
-                if Task.isCancelled { return ChildWorkerSummary() }
+                if Task.isCancelled || worker.center.connectionFailure != nil { return ChildWorkerSummary() }
             }
             printLine("ready children=\(children)")
             return await worker.run()
@@ -143,6 +153,13 @@ struct ChildMain: Command {
             Task { await worker.stop() }
         }
         let summary = await play.value
+        if let failure = worker.center.connectionFailure {
+            // Refused for good (or the connection died): no 'done' line, the flows did not run.
+            await worker.stop()
+            _ = signals
+            printError("askrelay-child: \(failure.message)")
+            return ExitCode.unavailable
+        }
         if !stopping.fired {
             printLine("done flows=\(summary.flows)")
             let outcomes = summary.outcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")

@@ -3,6 +3,7 @@ import AskCLI
 import AskLogging
 import AskProtocol
 import Foundation
+import SQLite
 import Synchronization
 import ZeroMQ
 
@@ -14,7 +15,9 @@ struct LimitsMain: Command {
     static let discussion = """
         Prints 'ready id=<id> children=<n>' on stdout once registered with the broker (n: children with a state of
         their own). The state file seeds the SQLite store on first start or with --reset; afterwards the store wins.
-        SIGTERM or SIGINT: say BYE, exit 0. Durations take a unit: 250ms, 2s. See docs/workers.md.
+        SIGTERM or SIGINT: say BYE, exit 0. A refusal that retrying cannot change (forbidden, a key the broker
+        does not accept), or a connection that dies, exits 69 with the reason. Durations take a unit: 250ms, 2s.
+        See docs/workers.md.
         """
     static let options: [OptionSpec] = [
         .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
@@ -43,6 +46,12 @@ struct LimitsMain: Command {
         do { configuration.curve = try CurveOptions.load(keyFile: arguments.string("curve-key"), brokerKey: arguments.string("broker-key")) } catch {
             throw UsageError("\(error)")
         }
+        do {
+            try CurveOptions.check(
+                keyFile: arguments.string("curve-key"), role: .limits, worker: Self.name,
+                claims: [EndpointClaim(address: "limits/\(configuration.id)")],
+                hint: "give --id the key's id (limits-<n>.key serves limits/limits-<n>)")
+        } catch { throw UsageError(error.message) }
         if let path = arguments.string("state") {
             do { configuration.seed = try LimitsStateFile.load(path: path) } catch { throw UsageError("\(arguments.origin("state")): \(error.message)") }
         }
@@ -66,7 +75,8 @@ struct LimitsMain: Command {
         } catch {
             logger.error("limits worker could not start", ["error": "\(error)"])
             printError("askrelay-limits: \(error)")
-            return ExitCode.unavailable
+            // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
+            return (error as? OwnerLockError)?.code == .unusable ? ExitCode.usage : ExitCode.unavailable
         }
         let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
             logger.notice("signal received, stopping", ["signal": signal])
@@ -74,6 +84,11 @@ struct LimitsMain: Command {
         }
         try await onDedicatedThread(name: "limits-wait") { worker.wait() }
         _ = signals
+        // A connection that ended by itself (refused for good, or dead) is a failure, not a stop.
+        if let failure = worker.runtime.failure {
+            printError("askrelay-limits: \(failure.message)")
+            return ExitCode.unavailable
+        }
         return ExitCode.success
     }
 

@@ -1,6 +1,7 @@
 import AskAgents
 import AskCLI
 import AskLogging
+import AskProtocol
 import Foundation
 import Synchronization
 import ZeroMQ
@@ -15,7 +16,8 @@ struct ParentMain: Command {
         (with --guardians-per-family G and --id-prefix P: ids P<f>-<g>, families f<f>).
         Policies: approve, deny, never, probability:P, rules:FILE. Think times: fixed:200ms, uniform:50ms-2s,
         exponential:300ms. Prints 'ready guardians=<n>' on stdout once registered with the broker.
-        SIGTERM or SIGINT: say BYE, exit 0. See docs/workers.md.
+        SIGTERM or SIGINT: say BYE, exit 0. A refusal that retrying cannot change (forbidden, a key the broker
+        does not accept), or a connection that dies, exits 69 with the reason. See docs/workers.md.
         """
     static let options: [OptionSpec] = [
         .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
@@ -57,6 +59,10 @@ struct ParentMain: Command {
         do { curve = try CurveOptions.load(keyFile: arguments.string("curve-key"), brokerKey: arguments.string("broker-key")) } catch {
             throw UsageError("\(error)")
         }
+        let keyFile = arguments.string("curve-key")
+        do {
+            try CurveOptions.check(keyFile: keyFile, role: .guardian, worker: Self.name, claims: [], hint: "")
+        } catch { throw UsageError(error.message) }
         let seed = try arguments.uint64("seed") ?? 1
         let guardianFlags = arguments.strings("guardian")
         let roster = arguments.string("roster")
@@ -84,6 +90,11 @@ struct ParentMain: Command {
                 entries = try guardianFlags.map { text throws(AgentConfigurationError) in try Roster.parseGuardian(text) }
                 try Roster.check(entries, source: "--guardian")
             }
+            try CurveOptions.check(
+                keyFile: keyFile, role: .guardian, worker: Self.name,
+                claims: entries.map { EndpointClaim(address: "guardian/\($0.id)", family: $0.family) },
+                hint: "give only --curve-key (without --families, --guardian or --roster) to host exactly the key's "
+                    + "guardians, or use a key that lists them")
             let (policyText, thinkText) = (try arguments.require("policy"), try arguments.require("think"))
             let policy: DecisionPolicy
             do throws(AgentConfigurationError) { policy = try DecisionPolicy.parse(policyText) } catch {
@@ -129,7 +140,8 @@ struct ParentMain: Command {
         } catch {
             logger.error("parent worker could not start", ["error": "\(error)"])
             printError("askrelay-parent: \(error)")
-            return ExitCode.unavailable
+            // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
+            return error is RecordsFileError ? ExitCode.usage : ExitCode.unavailable
         }
         let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
             logger.notice("signal received, stopping", ["signal": signal])
@@ -137,6 +149,11 @@ struct ParentMain: Command {
         }
         try await onDedicatedThread(name: "parent-wait") { worker.wait() }
         _ = signals
+        // A connection that ended by itself (refused for good, or dead) is a failure, not a stop.
+        if let failure = worker.runtime.failure {
+            printError("askrelay-parent: \(failure.message)")
+            return ExitCode.unavailable
+        }
         return ExitCode.success
     }
 

@@ -81,16 +81,10 @@ public final class Journal {
     }
 
     private static func makeDirectory(_ directory: String) throws {
-        let files = FileManager.default
         do {
-            try files.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try OwnerLock.prepareFolder(directory, what: "journal folder")
         } catch {
-            throw JournalError(.directory, "cannot create \(directory): \(error)")
-        }
-        var isDirectory: ObjCBool = false
-        guard files.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw JournalError(.directory, "\(directory) is not a directory")
+            throw JournalError(.directory, error.message)
         }
     }
 

@@ -445,7 +445,7 @@ extension AskCenterConnection {
     /// never answer; ``AskCenter/connectionFailure`` says why.
     func ended(_ connection: WorkerConnection, failure: WorkerConnectionError) {
         _ = shared.markStopped()
-        failEverything()
+        calls.close(.connectionEnded)
         shared.hub.finishAll()
         shared.finishReconnections()
     }

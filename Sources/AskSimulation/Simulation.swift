@@ -93,17 +93,19 @@ public final class Simulation: Sendable {
         let runDirectory = options.reportDirectory
         // A fresh folder for every run: records, journal and store of an earlier run must never be read by this one.
         try ReportFolder.prepare(runDirectory, clean: false)
+        // One run per report folder: two runs that both found it empty (started within the same second, sharing the
+        // default name) would otherwise write into each other's keys and principals while their processes read them
+        // (a worker handed the other run's broker key never completes its CURVE handshake). Claimed before anything
+        // is written, so exactly one of them goes on.
+        let ownership = try OwnerLock.claim(
+            folder: runDirectory, name: "simulate.lock", what: "the report folder (--report-dir)")
+        defer { withExtendedLifetime(ownership) {} }
         for folder in ["logs", "records"] {
             try fileManager.createDirectory(
                 atPath: (runDirectory as NSString).appendingPathComponent(folder),
                 withIntermediateDirectories: true
             )
         }
-        // One run per report folder: a second one would rewrite this run's keys and principals while its processes
-        // read them (a worker handed the other run's broker key never completes its CURVE handshake).
-        let ownership = try OwnerLock.claim(
-            folder: runDirectory, name: "simulate.lock", what: "the report folder (--report-dir)")
-        defer { withExtendedLifetime(ownership) {} }
         // ipc paths must stay short (about 100 bytes), so the sockets live in a fresh folder under /tmp.
         let socketDirectory = (NSTemporaryDirectory() as NSString).appendingPathComponent(
             "askrelay-sim-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"

@@ -135,6 +135,8 @@ let package = Package(
             dependencies: ["AskSimulation", "AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging"],
             swiftSettings: strict
         ),
+        // docs/architecture.md's table of targets against `swift package dump-package`.
+        .testTarget(name: "PackageLayoutTests", swiftSettings: strict),
         // Real processes: broker, workers and askrelay executables started by the tests.
         .testTarget(
             name: "IntegrationTests",

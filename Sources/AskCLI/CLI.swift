@@ -5,6 +5,7 @@
 @_exported import func AskModel.durationText
 @_exported import func AskModel.parseDuration
 import Foundation
+import Synchronization
 
 /// A command-line mistake: printed with the command's usage, exit code 64 (`EX_USAGE`).
 public struct UsageError: Error, CustomStringConvertible, Sendable {
@@ -528,6 +529,19 @@ public func onDedicatedThread<T: Sendable>(
         thread.name = name
         thread.stackSize = 8 << 20
         thread.start()
+    }
+}
+
+/// Runs a block the first time only: a worker's ready line, though its session may register again after a reconnect.
+public final class ReadyOnce: Sendable {
+    private let done = Mutex(false)
+
+    public init() {}
+
+    /// Runs `body` if no earlier call did; later calls (from any thread) return at once.
+    public func once(_ body: () -> Void) {
+        guard done.withLock({ done in defer { done = true }; return !done }) else { return }
+        body()
     }
 }
 

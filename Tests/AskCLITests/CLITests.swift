@@ -379,3 +379,19 @@ struct RunnerTests {
         #expect(result.err.contains("unexpected argument '--help'"))
     }
 }
+
+// MARK: - ReadyOnce
+
+@Suite("AskCLI ReadyOnce")
+struct ReadyOnceTests {
+    @Test("the block runs on the first call only, also when many threads call at once")
+    func once() {
+        let ready = ReadyOnce()
+        let runs = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 64) { _ in
+            ready.once { runs.withLock { $0 += 1 } }
+        }
+        ready.once { runs.withLock { $0 += 1 } }
+        #expect(runs.withLock { $0 } == 1)
+    }
+}

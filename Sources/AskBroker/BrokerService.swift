@@ -76,4 +76,3 @@ private final class Outcome: Sendable {
     let start = Mutex<Result<[String], any Error>?>(nil)
     let failure = Mutex<(any Error)?>(nil)
 }
-

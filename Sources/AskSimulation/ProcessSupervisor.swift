@@ -157,6 +157,13 @@ public final class ProcessSupervisor: @unchecked Sendable {  // @unchecked: all 
     public func wait(until deadline: ContinuousClock.Instant, _ predicate: () -> Bool) -> Bool {
         core.wait(until: deadline, predicate)
     }
+
+    /// Wakes every waiter (for callers that change state the predicates look at).
+    public func poke() {
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
+    }
 }
 
 /// The lock, condition and interruption state a supervisor shares with its processes (whose reader threads may

@@ -32,8 +32,9 @@ let package = Package(
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: strict),
         // Structured, levelled log lines (swift-log's shape, no dependency).
         .target(name: "AskLogging", swiftSettings: strict),
-        // Hand-written command-line parsing, signals and threads shared by every executable.
-        .target(name: "AskCLI", swiftSettings: strict),
+        // Hand-written command-line parsing, signals and threads shared by every executable. Re-exports the duration
+        // grammar and value bounds from AskModel.
+        .target(name: "AskCLI", dependencies: ["AskModel"], swiftSettings: strict),
 
         // The model: PermissionKit-shaped Codable types, validation, message bodies and their JSON. Foundation only,
         // no libzmq (AskModelTests checks the link of askmodel-linkcheck with ldd).
@@ -51,7 +52,7 @@ let package = Package(
         // Worker behaviours (child, parent, limits) and the AskCenter client library for Swift programs.
         .target(
             name: "AskAgents",
-            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite", "AskCLI"],
+            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
             swiftSettings: strict
         ),
         // Process supervision, scenarios, metrics, invariant checking, reports, load generation.
@@ -134,6 +135,8 @@ let package = Package(
             dependencies: ["AskSimulation", "AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging"],
             swiftSettings: strict
         ),
+        // docs/architecture.md's table of targets against `swift package dump-package`.
+        .testTarget(name: "PackageLayoutTests", swiftSettings: strict),
         // Real processes: broker, workers and askrelay executables started by the tests.
         .testTarget(
             name: "IntegrationTests",

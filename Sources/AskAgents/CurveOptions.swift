@@ -3,9 +3,6 @@ import ZeroMQ
 
 /// The CURVE flags every worker takes, and how they become connection settings.
 public enum CurveOptions {
-    /// `--curve-key FILE` and `--broker-key KEY|FILE`, for a worker's flag table.
-    public static let flagNames = ["curve-key", "broker-key"]
-
     /// The addresses a key file says its principal may serve (empty when it does not say), for workers that host
     /// exactly what their key allows.
     public static func endpoints(keyFile: String?) throws -> [EndpointClaim] {

@@ -1,4 +1,3 @@
-import AskCLI
 import AskProtocol
 import Foundation
 

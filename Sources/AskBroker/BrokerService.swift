@@ -1,5 +1,6 @@
 import AskLogging
 import Foundation
+import Synchronization
 import ZeroMQ
 
 /// Runs a ``Broker`` on a thread of its own and lets any thread stop it.
@@ -9,7 +10,7 @@ public final class BrokerService: Sendable {
     public let endpoints: [String]
     let wake: WakeSignal
     private let finished = DispatchSemaphore(value: 0)
-    private let failure = LockedBox<(any Error)?>(nil)
+    private let outcome = Outcome()
 
     /// Starts a broker.
     /// - Throws: whatever stops the broker from starting (an endpoint in use, an unreadable journal).
@@ -18,22 +19,26 @@ public final class BrokerService: Sendable {
         self.wake = wake
         let context = try context ?? Context()
         let started = DispatchSemaphore(value: 0)
-        let startResult = LockedBox<Result<[String], any Error>?>(nil)
         let finished = self.finished
-        let failure = self.failure
+        let outcome = self.outcome
         let thread = Thread {
             do {
                 let broker = try Broker(configuration: configuration, logger: logger, context: context, wake: wake)
-                startResult.set(.success(broker.boundEndpoints))
+                let endpoints = broker.boundEndpoints
+                outcome.start.withLock { $0 = .success(endpoints) }
                 started.signal()
                 try broker.run()
             } catch {
-                if startResult.get() == nil {
-                    startResult.set(.failure(error))
+                let failedToStart = outcome.start.withLock { start in
+                    guard start == nil else { return false }
+                    start = .failure(error)
+                    return true
+                }
+                if failedToStart {
                     started.signal()
                 } else {
                     logger.critical("broker loop failed", ["error": "\(error)"])
-                    failure.set(error)
+                    outcome.failure.withLock { $0 = error }
                 }
             }
             finished.signal()
@@ -42,7 +47,7 @@ public final class BrokerService: Sendable {
         thread.stackSize = 8 << 20
         thread.start()
         started.wait()
-        endpoints = try startResult.get()!.get()
+        endpoints = try outcome.start.withLock { $0 }!.get()
     }
 
     /// Asks the broker to drain and stop. Safe from any thread and from a signal handler.
@@ -52,7 +57,7 @@ public final class BrokerService: Sendable {
     public func wait() throws {
         finished.wait()
         finished.signal()
-        if let error = failure.get() { throw error }
+        if let error = outcome.failure.withLock({ $0 }) { throw error }
     }
 
     /// Waits in an async context without blocking the cooperative pool.
@@ -65,12 +70,9 @@ public final class BrokerService: Sendable {
     }
 }
 
-/// A value behind a lock, for handing results between threads.
-final class LockedBox<T>: @unchecked Sendable {  // @unchecked: every access goes through `lock`.
-    private let lock = NSLock()
-    private var value: T
-    init(_ value: T) { self.value = value }
-    func get() -> T { lock.withLock { value } }
-    func set(_ newValue: T) { lock.withLock { value = newValue } }
+/// What the broker's thread hands back: the bound endpoints or the error that stopped the start, then the error that
+/// ended its loop, if any.
+private final class Outcome: Sendable {
+    let start = Mutex<Result<[String], any Error>?>(nil)
+    let failure = Mutex<(any Error)?>(nil)
 }
-

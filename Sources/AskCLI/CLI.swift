@@ -1,4 +1,11 @@
+// The duration grammar and the shared value bounds live in the model (Foundation only); every command reads them
+// through AskCLI, so they are re-exported here.
+@_exported import enum AskModel.ValueBounds
+@_exported import func AskModel.durationFromSeconds
+@_exported import func AskModel.durationText
+@_exported import func AskModel.parseDuration
 import Foundation
+import Synchronization
 
 /// A command-line mistake: printed with the command's usage, exit code 64 (`EX_USAGE`).
 public struct UsageError: Error, CustomStringConvertible, Sendable {
@@ -21,17 +28,6 @@ public enum ExitCode {
 /// The version every executable prints for `--version`; the one place it is written.
 public enum AskRelayVersion {
     public static let current = "0.13.0"
-}
-
-/// Bounds of values that every executable, scenario and file shares, checked once where the text is read, so that
-/// no later conversion (nanoseconds in `Int64`, a scaled window, an exponential think time) can overflow.
-public enum ValueBounds {
-    /// The longest duration any flag, environment variable, scenario or file may give: 100 days.
-    public static let maximumDuration: Duration = .seconds(100 * 86_400)
-    /// `--time-scale` / `timeScale`: product durations pass X times faster (below 1: slower).
-    public static let timeScale: ClosedRange<Double> = 0.01...1e9
-    /// The text of ``maximumDuration`` for messages and help.
-    public static let maximumDurationText = "100d"
 }
 
 /// Where an option's value came from, so that an error names what the user actually wrote.
@@ -327,47 +323,10 @@ public enum EndpointSyntax {
     }
 }
 
-/// Parses `250ms`, `1.5s`, `5m`, `48h`, `2d` or a plain number of seconds; `nil` for anything else, a negative or
-/// non-finite number, or more than ``ValueBounds/maximumDuration``.
-public func parseDuration(_ text: String) -> Duration? {
-    let units: [(String, Double)] = [("ms", 0.001), ("us", 0.000_001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
-    for (suffix, scale) in units where text.hasSuffix(suffix) {
-        guard let number = Double(text.dropLast(suffix.count)) else { return nil }
-        return durationFromSeconds(number * scale)
-    }
-    guard let seconds = Double(text) else { return nil }
-    return durationFromSeconds(seconds)
-}
-
-/// A number of seconds as a `Duration`, or `nil` when it is negative, not finite, or above
-/// ``ValueBounds/maximumDuration``: the only conversion of a read number of seconds to a duration.
-public func durationFromSeconds(_ seconds: Double) -> Duration? {
-    guard seconds.isFinite, seconds >= 0, seconds <= ValueBounds.maximumDuration.secondsValue else { return nil }
-    return .nanoseconds(Int64((seconds * 1e9).rounded()))
-}
-
 /// A bound of a range for messages: whole numbers without a fraction (`1000000000`, not `1e9` or `1000000000.0`).
 public func numberText(_ value: Double) -> String {
     if value.rounded() == value && abs(value) < 1e15 { return String(Int64(value)) }
     return "\(value)"
-}
-
-/// A duration as the parser reads it back, in the largest unit that keeps it whole: `100d`, `48h`, `2s`, `250ms`.
-public func durationText(_ duration: Duration) -> String {
-    let milliseconds = (duration.secondsValue * 1000).rounded()
-    if milliseconds == 0 { return "0s" }
-    for (unit, size) in [("d", 86_400_000.0), ("h", 3_600_000), ("m", 60_000), ("s", 1000)]
-    where milliseconds.truncatingRemainder(dividingBy: size) == 0 {
-        return "\(Int(milliseconds / size))\(unit)"
-    }
-    return "\(Int(milliseconds))ms"
-}
-
-extension Duration {
-    /// Seconds as a `Double` (AskCLI's own; other modules have theirs).
-    var secondsValue: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
 }
 
 /// A command or subcommand. Executables describe themselves with a tree of these; ``CommandLine.run`` does the rest:
@@ -570,6 +529,19 @@ public func onDedicatedThread<T: Sendable>(
         thread.name = name
         thread.stackSize = 8 << 20
         thread.start()
+    }
+}
+
+/// Runs a block the first time only: a worker's ready line, though its session may register again after a reconnect.
+public final class ReadyOnce: Sendable {
+    private let done = Mutex(false)
+
+    public init() {}
+
+    /// Runs `body` if no earlier call did; later calls (from any thread) return at once.
+    public func once(_ body: () -> Void) {
+        guard done.withLock({ done in defer { done = true }; return !done }) else { return }
+        body()
     }
 }
 

@@ -96,12 +96,3 @@ struct LimitsMain: Command {
         exit(await CommandRunner.run(LimitsMain.self))
     }
 }
-
-/// Runs a block the first time only (the ready line, though the session may register again after a reconnect).
-final class ReadyOnce: Sendable {
-    private let done = Mutex(false)
-    func once(_ body: () -> Void) {
-        guard done.withLock({ done in defer { done = true }; return !done }) else { return }
-        body()
-    }
-}

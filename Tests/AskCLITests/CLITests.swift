@@ -202,30 +202,6 @@ struct ParsingTests {
 
 @Suite("AskCLI durations and ranges")
 struct DurationTests {
-    @Test("units ms, us, s, m, h, d and plain seconds")
-    func units() {
-        #expect(parseDuration("250ms") == .milliseconds(250))
-        #expect(parseDuration("50us") == .microseconds(50))
-        #expect(parseDuration("2s") == .seconds(2))
-        #expect(parseDuration("1.5s") == .milliseconds(1500))
-        #expect(parseDuration("5m") == .seconds(300))
-        #expect(parseDuration("48h") == .seconds(48 * 3600))
-        #expect(parseDuration("2d") == .seconds(2 * 86400))
-        #expect(parseDuration("0") == .zero)
-        #expect(parseDuration("3") == .seconds(3))
-    }
-
-    @Test("negative, non-finite, unreadable and longer than 100d are refused (1e12s trapped before)")
-    func refused() {
-        for text in ["1e12s", "1e12", "101d", "8640001s", "-1s", "-0.5", "inf", "nans", "abc", "", "s", "1x", "1e400"] {
-            #expect(parseDuration(text) == nil, "\(text)")
-        }
-        #expect(parseDuration("100d") == ValueBounds.maximumDuration)
-        #expect(durationFromSeconds(Double.greatestFiniteMagnitude) == nil)
-        #expect(durationFromSeconds(.nan) == nil)
-        #expect(durationFromSeconds(1.25) == .milliseconds(1250))
-    }
-
     @Test("a bad duration says the form and the bound; a narrower range says its bounds")
     func messages() throws {
         let specs: [OptionSpec] = [.value("heartbeat", "DURATION", env: "T_HEARTBEAT", help: "")]
@@ -254,14 +230,6 @@ struct DurationTests {
         for bad in ["1e10", "0.001", "0", "-1", "inf"] {
             #expect(usageMessage { _ = try scale(bad) } == "option '--time-scale' needs a number in 0.01...1000000000, got '\(bad)'")
         }
-    }
-
-    @Test("durationText reads back through parseDuration")
-    func text() {
-        for duration: Duration in [.milliseconds(250), .seconds(2), .seconds(300), .seconds(7200), .seconds(86400 * 3)] {
-            #expect(parseDuration(durationText(duration)) == duration)
-        }
-        #expect(durationText(.zero) == "0s")
     }
 }
 
@@ -409,5 +377,21 @@ struct RunnerTests {
         let result = await runRoot(["leaf", "--", "--help"])
         #expect(result.code == 64)
         #expect(result.err.contains("unexpected argument '--help'"))
+    }
+}
+
+// MARK: - ReadyOnce
+
+@Suite("AskCLI ReadyOnce")
+struct ReadyOnceTests {
+    @Test("the block runs on the first call only, also when many threads call at once")
+    func once() {
+        let ready = ReadyOnce()
+        let runs = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 64) { _ in
+            ready.once { runs.withLock { $0 += 1 } }
+        }
+        ready.once { runs.withLock { $0 += 1 } }
+        #expect(runs.withLock { $0 } == 1)
     }
 }

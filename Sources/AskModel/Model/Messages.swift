@@ -15,9 +15,6 @@ extension AppMessage {
     public static var kind: String { messageKind.rawValue }
 
     public var subject: UUID? { nil }
-
-    /// The canonical JSON body (``WireJSON/encode(_:)``).
-    public func encodedBody() throws -> [UInt8] { try WireJSON.encode(self) }
 }
 
 /// `ask`, child → limits: please check and present this question.

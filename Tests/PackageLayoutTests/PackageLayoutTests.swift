@@ -1,0 +1,149 @@
+import Foundation
+import Testing
+
+/// docs/architecture.md's "Targets" tables against Package.swift as SwiftPM reads it (`swift package dump-package`),
+/// both ways: a target, product or dependency that one side has and the other lacks fails here.
+@Suite("Package layout")
+struct PackageLayoutTests {
+    /// One row of a table: a target (kind, dependencies) or a product (kind, targets).
+    struct Entry: Equatable, CustomStringConvertible {
+        var kind: String
+        var names: Set<String>
+        var description: String { "\(kind): " + (names.isEmpty ? "none" : names.sorted().joined(separator: ", ")) }
+    }
+
+    struct Layout {
+        var targets: [String: Entry] = [:]
+        var products: [String: Entry] = [:]
+    }
+
+    static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test("docs/architecture.md lists every target and product of Package.swift with the same dependencies")
+    func documentedLayoutMatchesPackage() throws {
+        let package = try Self.packageLayout()
+        let documented = try Self.documentedLayout()
+        let targets = Self.differences(package: package.targets, documented: documented.targets, what: "target")
+        let products = Self.differences(package: package.products, documented: documented.products, what: "product")
+        let found = (targets + products).joined(separator: "\n")
+        #expect(found.isEmpty, "docs/architecture.md (## Targets) disagrees with Package.swift:\n\(found)")
+    }
+
+    @Test("a dependency, a target or a product that differs is named")
+    func differencesAreNamed() {
+        let package = ["A": Entry(kind: "library", names: ["B"]), "C": Entry(kind: "test", names: [])]
+        let documented = ["A": Entry(kind: "library", names: ["B", "D"]), "E": Entry(kind: "test", names: [])]
+        #expect(
+            Self.differences(package: package, documented: documented, what: "target") == [
+                "target A: Package.swift has library: B, the doc has library: B, D",
+                "target C is in Package.swift but not in the doc",
+                "target E is in the doc but not in Package.swift",
+            ]
+        )
+    }
+
+    // MARK: - Both sides
+
+    static func differences(package: [String: Entry], documented: [String: Entry], what: String) -> [String] {
+        var found: [String] = []
+        for name in Set(package.keys).union(documented.keys).sorted() {
+            switch (package[name], documented[name]) {
+            case (let real?, let doc?) where real != doc:
+                found.append("\(what) \(name): Package.swift has \(real), the doc has \(doc)")
+            case (_?, nil): found.append("\(what) \(name) is in Package.swift but not in the doc")
+            case (nil, _?): found.append("\(what) \(name) is in the doc but not in Package.swift")
+            default: break
+            }
+        }
+        return found
+    }
+
+    /// The tables under `## Targets` in docs/architecture.md: `| `Name` | kind | `Dep`, `Dep` |` (`—` for none).
+    static func documentedLayout() throws -> Layout {
+        let text = try String(contentsOf: root.appendingPathComponent("docs/architecture.md"), encoding: .utf8)
+        guard let start = text.range(of: "\n## Targets\n") else {
+            throw LayoutError("docs/architecture.md has no '## Targets' section")
+        }
+        let section = text[start.upperBound...]
+        var layout = Layout()
+        var table: WritableKeyPath<Layout, [String: Entry]>?
+        for line in section.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("## ") { break }
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast()
+                .map { $0.trimmingCharacters(in: .whitespaces) }
+            guard line.hasPrefix("|"), cells.count == 3 else { continue }
+            switch cells[0] {
+            case "Target": table = \.targets
+            case "Product": table = \.products
+            case _ where cells[0].hasPrefix("---"): continue
+            default:
+                guard let table else { throw LayoutError("a row before the table's header: \(line)") }
+                let names = cells[2] == "—" ? [] : cells[2].split(separator: ",").map { unquoted($0) }
+                layout[keyPath: table][unquoted(cells[0][...])] = Entry(kind: cells[1], names: Set(names))
+            }
+        }
+        return layout
+    }
+
+    static func unquoted(_ cell: Substring) -> String {
+        cell.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`"))
+    }
+
+    /// Package.swift as SwiftPM reads it, with a scratch folder of its own (the running `swift test` holds the lock on
+    /// .build).
+    static func packageLayout() throws -> Layout {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("layout-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let output = scratch.appendingPathComponent("dump.json")
+        let errors = scratch.appendingPathComponent("stderr.txt")
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        FileManager.default.createFile(atPath: errors.path, contents: nil)
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        let build = scratch.appendingPathComponent("build").path
+        process.arguments = ["swift", "package", "--package-path", root.path, "--scratch-path", build, "dump-package"]
+        process.standardOutput = try FileHandle(forWritingTo: output)
+        process.standardError = try FileHandle(forWritingTo: errors)
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        guard exited.wait(timeout: .now() + 120) == .success else {
+            throw LayoutError("swift package dump-package did not finish within 120 s")
+        }
+        guard process.terminationStatus == 0 else {
+            let message = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
+            throw LayoutError("swift package dump-package exited \(process.terminationStatus): \(message)")
+        }
+
+        let data = try Data(contentsOf: output)
+        guard let json = try JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let targets = json["targets"] as? [[String: Any]], let products = json["products"] as? [[String: Any]]
+        else { throw LayoutError("swift package dump-package printed no targets and products") }
+
+        let kinds = ["system": "system", "regular": "library", "executable": "executable", "test": "test"]
+        var layout = Layout()
+        for target in targets {
+            guard let name = target["name"] as? String, let type = target["type"] as? String else { continue }
+            // Each dependency is {"byName" | "target" | "product": [name, ...]}.
+            let dependencies = (target["dependencies"] as? [[String: Any]] ?? []).compactMap { dependency in
+                dependency.values.first.flatMap { ($0 as? [Any])?.first as? String }
+            }
+            layout.targets[name] = Entry(kind: kinds[type] ?? type, names: Set(dependencies))
+        }
+        for product in products {
+            guard let name = product["name"] as? String, let type = product["type"] as? [String: Any] else { continue }
+            let kind = type.keys.contains("library") ? "library" : type.keys.first ?? "?"
+            layout.products[name] = Entry(kind: kind, names: Set(product["targets"] as? [String] ?? []))
+        }
+        return layout
+    }
+}
+
+struct LayoutError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

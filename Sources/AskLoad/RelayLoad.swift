@@ -1,5 +1,6 @@
 import AskCLI
 import AskProtocol
+import AskSimulation
 import Dispatch
 import Foundation
 import Synchronization
@@ -181,11 +182,6 @@ public enum RelayLoad {
             timeouts: inFlight, measuredCompleted: totals.measuredCompleted, measuredSeconds: measuredSeconds,
             throughput: Double(totals.measuredCompleted) / measuredSeconds, latency: totals.histogram.summary)
     }
-}
-
-public struct RelayLoadError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }
 
 /// Hands a non-Sendable value (a socket owner) to the one thread that will use it.

@@ -1,4 +1,5 @@
 import AskCLI
+import AskLoad
 import AskSimulation
 import Foundation
 import ZeroMQ

@@ -2,7 +2,6 @@ import AskCLI
 import AskLoad
 import AskSimulation
 import Foundation
-import ZeroMQ
 
 /// `askrelay load`: load benchmarks. `--mode relay` measures the broker against a plain zmq_proxy in the same run;
 /// `--mode flows` drives complete ask flows through the broker, a limits worker and parent processes.
@@ -165,23 +164,7 @@ struct ProxyCommand: Command {
     func run() async throws -> Int32 {
         let (frontendURL, backendURL) = (frontend, backend)
         return try await onDedicatedThread(name: "proxy") {
-            let context = try Context()
-            let frontend = try context.socket(.router)
-            let backend = try context.socket(.dealer)
-            for socket in [frontend, backend] {
-                try socket.set(.linger, 0)
-                try socket.set(.sendHighWaterMark, 0)
-                try socket.set(.receiveHighWaterMark, 0)
-            }
-            let boundFrontend = try frontend.bind(frontendURL)
-            let boundBackend = try backend.bind(backendURL)
-            let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { _ in context.shutdown() }
-            printLine("ready frontend=\(boundFrontend) backend=\(boundBackend)")
-            do {
-                try ZMQ.proxy(frontend: frontend, backend: backend)
-            } catch let error as ZMQError where error.isContextTerminated {
-            }
-            _ = signals
+            try ProxyBaseline.run(frontend: frontendURL, backend: backendURL)
             return ExitCode.success
         }
     }

@@ -55,17 +55,26 @@ let package = Package(
             dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
             swiftSettings: strict
         ),
-        // Process supervision, scenarios, metrics, invariant checking, reports, load generation.
+        // Process supervision, scenarios, metrics, invariant checking, reports.
         .target(
             name: "AskSimulation",
             dependencies: ["AskProtocol", "AskAgents", "AskBroker", "ZeroMQ", "AskLogging", "AskCLI", "SQLite"],
+            swiftSettings: strict
+        ),
+        // Load experiments: relay round trips, complete ask flows, pending questions, rate sweeps and their reports.
+        // Uses AskSimulation's server processes, latency histogram and report folders.
+        .target(
+            name: "AskLoad",
+            dependencies: ["AskSimulation", "AskProtocol", "AskAgents", "ZeroMQ", "AskLogging", "AskCLI"],
             swiftSettings: strict
         ),
 
         // Executables: each `main` only parses arguments, builds the service and runs it.
         .executableTarget(
             name: "askrelay",
-            dependencies: ["ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol", "AskSimulation", "AskBroker", "AskLogging"],
+            dependencies: [
+                "ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol", "AskSimulation", "AskLoad", "AskBroker", "AskLogging",
+            ],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -133,6 +142,11 @@ let package = Package(
         .testTarget(
             name: "AskSimulationTests",
             dependencies: ["AskSimulation", "AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AskLoadTests",
+            dependencies: ["AskLoad", "AskSimulation", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI"],
             swiftSettings: strict
         ),
         // docs/architecture.md's table of targets against `swift package dump-package`.

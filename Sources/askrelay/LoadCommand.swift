@@ -1,7 +1,7 @@
 import AskCLI
+import AskLoad
 import AskSimulation
 import Foundation
-import ZeroMQ
 
 /// `askrelay load`: load benchmarks. `--mode relay` measures the broker against a plain zmq_proxy in the same run;
 /// `--mode flows` drives complete ask flows through the broker, a limits worker and parent processes.
@@ -51,19 +51,16 @@ struct LoadCommand: Command {
         .flag("clean", env: "ASKRELAY_LOAD_CLEAN", help: "empty a non-empty --report-dir first (only a folder holding what askrelay writes)"),
     ]
 
-    let mode: String
-    let options: RelayLoadOptions
-    let flowOptions: FlowLoadOptions
-    let durability: String
-    let baseline: Bool
-    let broker: String?
-    let reportDirectory: String?
+    let experiment: LoadExperiment
     let cleanReportDirectory: Bool
-    let sweep: SweepOptions?
-    let pendingOptions: PendingLoadOptions
 
     init(arguments: Arguments) throws {
-        mode = try arguments.choice("mode", ["relay", "flows", "pending"]) ?? "relay"
+        let executableURL = Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])
+        var experiment = LoadExperiment(
+            executableDirectory: executableURL.deletingLastPathComponent(),
+            commandLine: CommandLine.arguments.joined(separator: " "))
+        let mode = LoadMode(rawValue: try arguments.choice("mode", ["relay", "flows", "pending"]) ?? "relay") ?? .relay
+        experiment.mode = mode
         var options = RelayLoadOptions()
         let connections = try arguments.int("connections", in: 1...10_000)
         options.connections = connections ?? 4
@@ -74,7 +71,7 @@ struct LoadCommand: Command {
         options.size = try arguments.int("size", in: 16...1_000_000) ?? 100
         options.echoWorkers = try arguments.int("echo-workers", in: 1...1000) ?? 2
         options.sharedClientThread = try arguments.choice("client-threads", ["per-socket", "shared"]) == "shared"
-        self.options = options
+        experiment.options = options
         var flows = FlowLoadOptions()
         let endpoints = try arguments.int("endpoints", in: 1...1_000_000)
         let families = try arguments.int("families", in: 1...1_000_000)
@@ -83,7 +80,7 @@ struct LoadCommand: Command {
         pending.families = families ?? max(1, pending.endpoints / 2)
         pending.questions = try arguments.int("questions", in: 1...100_000_000) ?? 1_000_000
         pending.window = try arguments.int("inflight", in: 1...1_000_000) ?? 2000
-        pendingOptions = pending
+        experiment.pendingOptions = pending
         flows.endpoints = endpoints ?? 100
         flows.connections = connections ?? 1
         flows.families = families ?? min(flows.endpoints, 100)
@@ -93,11 +90,12 @@ struct LoadCommand: Command {
         flows.rate = options.rate
         flows.durationSeconds = options.durationSeconds
         flows.warmupSeconds = options.warmupSeconds
-        flowOptions = flows
-        durability = try arguments.choice("durability", ["off", "batch", "strict"]) ?? (mode == "relay" ? "off" : "batch")
-        baseline = try arguments.choice("baseline", ["proxy"]) != nil
-        broker = try arguments.endpoint("broker", binding: false)
-        reportDirectory = arguments.string("report-dir")
+        experiment.flowOptions = flows
+        experiment.durability =
+            try arguments.choice("durability", ["off", "batch", "strict"]) ?? (mode == .relay ? "off" : "batch")
+        experiment.baseline = try arguments.choice("baseline", ["proxy"]) != nil
+        experiment.broker = try arguments.endpoint("broker", binding: false)
+        experiment.reportDirectory = arguments.string("report-dir")
         cleanReportDirectory = arguments.flag("clean")
         if arguments.flag("sweep") {
             var sweep = SweepOptions()
@@ -105,10 +103,9 @@ struct LoadCommand: Command {
             sweep.factor = try arguments.double("sweep-factor", in: 1.01...100) ?? 1.5
             sweep.maxSteps = try arguments.int("sweep-steps", in: 1...1000) ?? 20
             sweep.maxP99Us = (try Self.seconds(arguments.duration("max-p99")) ?? 0.05) * 1e6
-            self.sweep = sweep
-        } else {
-            sweep = nil
+            experiment.sweep = sweep
         }
+        self.experiment = experiment
     }
 
     static func seconds(_ duration: Duration?) -> Double? {
@@ -116,17 +113,12 @@ struct LoadCommand: Command {
     }
 
     func validate() throws {
-        let problems = mode == "flows" ? flowOptions.problems() : mode == "pending" ? [] : options.problems()
-        if let problem = problems.first { throw UsageError(problem) }
-        if let problem = sweep?.problems().first { throw UsageError(problem) }
-        if sweep != nil && baseline { throw UsageError("--baseline cannot be combined with --sweep") }
-        if mode != "relay" && baseline { throw UsageError("--baseline is for --mode relay") }
-        if mode == "pending" && broker != nil { throw UsageError("--mode pending kills and restarts the broker it starts; --broker is not supported") }
-        if mode == "pending" && sweep != nil { throw UsageError("--sweep is for --mode relay or flows") }
-        if mode == "pending" && pendingOptions.families > pendingOptions.endpoints { throw UsageError("--families must be at most --endpoints") }
-        if cleanReportDirectory && reportDirectory == nil { throw UsageError("--clean empties the --report-dir; give one") }
+        if let problem = experiment.problems().first { throw UsageError(problem) }
+        if cleanReportDirectory && experiment.reportDirectory == nil {
+            throw UsageError("--clean empties the --report-dir; give one")
+        }
         // Last, once everything else is known good: a refused command changes nothing.
-        if let reportDirectory {
+        if let reportDirectory = experiment.reportDirectory {
             do { try ReportFolder.prepare(reportDirectory, clean: cleanReportDirectory) } catch let error as ReportFolderError {
                 throw UsageError(error.message)
             }
@@ -134,7 +126,7 @@ struct LoadCommand: Command {
     }
 
     func run() async throws -> Int32 {
-        let command = self
+        let experiment = self.experiment
         // Interrupted: the processes we started go down with us.
         let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) { signal in
             ServerProcess.terminateAll()
@@ -142,208 +134,9 @@ struct LoadCommand: Command {
         }
         defer { _ = signals }
         return try await onDedicatedThread(name: "load") {
-            let lines: [String]
-            if command.mode == "pending" {
-                lines = try command.runPending()
-            } else if command.mode == "flows" {
-                lines = try command.runFlows()
-            } else if command.sweep != nil {
-                lines = try command.runRelaySweep()
-            } else {
-                lines = try command.runRelay()
-            }
-            // Where the files went, before the table: its last line stays `throughput=...` for scripts.
-            if let directory = command.reportDirectory {
-                let written = ["load.json", "load.html"].map { (directory as NSString).appendingPathComponent($0) }
-                    .filter { FileManager.default.fileExists(atPath: $0) }
-                for (index, path) in written.enumerated() { printLine((index == 0 ? "report: " : "        ") + path) }
-            }
-            for line in lines { printLine(line) }
+            for line in try experiment.run() { printLine(line) }
             return ExitCode.success
         }
-    }
-
-    var executableDirectory: URL {
-        (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).deletingLastPathComponent()
-    }
-
-    var commandLine: String { CommandLine.arguments.joined(separator: " ") }
-
-    /// Starts the broker (unless `--broker`), runs `body` against its endpoint, stops it.
-    func withRelayBroker<T>(_ body: (String) throws -> T) throws -> T {
-        if let broker { return try body(broker) }
-        let dataDirectory = NSTemporaryDirectory() + "askrelay-load-" + UUID().uuidString
-        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
-        let server = try ServerProcess(
-            executable: executableDirectory.appendingPathComponent("askrelay-broker"),
-            arguments: ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability, "--log-level", "warning"])
-        defer { server.stop() }
-        guard let endpoint = server.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
-            throw RelayLoadError("the broker's ready line names no endpoint: \(server.readyLine)")
-        }
-        return try body(endpoint)
-    }
-
-    func runRelay() throws -> [String] {
-        let progress = ProgressPrinter()
-        let recorder = ThroughputRecorder()
-        let options = self.options
-        let ours = try withRelayBroker { endpoint in
-            try RelayLoad.run(target: .broker(endpoint), options: options, progress: {
-                progress.show("askrelay", $0)
-                recorder.record("askrelay", $0)
-            })
-        }
-        progress.finish()
-        var proxyResult: RelayLoadResult?
-        if baseline {
-            let server = try ServerProcess(
-                executable: executableDirectory.appendingPathComponent("askrelay"),
-                arguments: ["proxy", "--frontend", "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*"])
-            defer { server.stop() }
-            guard let frontend = server.readyFields["frontend"], let backend = server.readyFields["backend"] else {
-                throw RelayLoadError("the proxy's ready line names no endpoints: \(server.readyLine)")
-            }
-            proxyResult = try RelayLoad.run(target: .proxy(frontend: frontend, backend: backend), options: options, progress: {
-                progress.show("zmq_proxy", $0)
-                recorder.record("zmq_proxy", $0)
-            })
-            progress.finish()
-        }
-        var report = RelayLoadReport(
-            commandLine: commandLine, durability: broker == nil ? durability : "external",
-            externalBroker: broker != nil, options: options, ours: ours, baseline: proxyResult)
-        report.throughputSamples = recorder.samples
-        if let reportDirectory {
-            try report.write(to: reportDirectory)
-            try report.writeHTML(to: reportDirectory, samples: recorder.samples)
-        }
-        return report.table
-    }
-
-    func runRelaySweep() throws -> [String] {
-        let progress = ProgressPrinter()
-        let recorder = ThroughputRecorder()
-        let base = options
-        let result = try withRelayBroker { endpoint in
-            try LoadSweep.run(sweep!, step: { rate in
-                var options = base
-                options.rate = rate
-                let label = String(format: "askrelay @%.0f/s", rate)
-                let run = try RelayLoad.run(target: .broker(endpoint), options: options, progress: {
-                    progress.show(label, $0)
-                    recorder.record(label, $0)
-                })
-                progress.finish()
-                var step = SweepStep(targetRate: rate, achievedRate: run.throughput, latency: run.latency, errors: run.errors, inFlightAtEnd: run.inFlightAtEnd)
-                step.relay = run
-                return step
-            }, onStep: { progress.step($0) })
-        }
-        let report = LoadReport(
-            mode: "relay", commandLine: commandLine, durability: broker == nil ? durability : "external", externalBroker: broker != nil,
-            relayOptions: base, flowOptions: nil, flows: nil, sweep: result, throughputSamples: recorder.samples)
-        if let reportDirectory { try report.write(to: reportDirectory) }
-        return report.table
-    }
-
-    /// `--mode pending`: broker RSS per pending question, then kill -9, restart and time to `ready`.
-    func runPending() throws -> [String] {
-        let progress = ProgressPrinter()
-        let options = pendingOptions
-        let dataDirectory = NSTemporaryDirectory() + "askrelay-load-" + UUID().uuidString
-        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
-        let brokerExecutable = executableDirectory.appendingPathComponent("askrelay-broker")
-        // notice: the broker's recovery lines ("ledger recovered", "recovered from journal") and slow-turn warnings.
-        let brokerArguments = ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability, "--log-level", "notice"]
-        var report = PendingLoadReport(commandLine: commandLine, durability: durability, options: options)
-        let first = try ServerProcess(executable: brokerExecutable, arguments: brokerArguments)
-        defer { first.stop() }
-        guard let endpoint = first.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
-            throw RelayLoadError("the broker's ready line names no endpoint: \(first.readyLine)")
-        }
-        let pid = first.process.processIdentifier
-        report.brokerRssStartKiB = PendingLoad.residentKiB(pid: pid)
-        let result = try PendingLoad.run(broker: endpoint, options: options, registered: {
-            report.brokerRssRegisteredKiB = PendingLoad.residentKiB(pid: pid)
-        }, progress: { progress.show("pending", $0) })
-        progress.finish()
-        report.fill = result
-        report.brokerRssFilledKiB = PendingLoad.residentKiB(pid: pid)
-        // kill -9, restart on the same data folder, time to the ready line.
-        kill(pid, SIGKILL)
-        first.stop()
-        let restartedAt = ContinuousClock.now
-        let second = try ServerProcess(executable: brokerExecutable, arguments: brokerArguments, timeout: .seconds(600))
-        defer { second.stop() }
-        let recovery = ContinuousClock.now - restartedAt
-        report.recoverySeconds = recovery.seconds
-        report.brokerRssRecoveredKiB = PendingLoad.residentKiB(pid: second.process.processIdentifier)
-        if let reportDirectory { try report.write(to: reportDirectory) }
-        return report.table
-    }
-
-    func runFlows() throws -> [String] {
-        let progress = ProgressPrinter()
-        let recorder = ThroughputRecorder()
-        let base = flowOptions
-        let services = try FlowServices(executables: executableDirectory, options: base, durability: durability, externalBroker: broker)
-        defer { services.stop() }
-        var single: FlowLoadResult?
-        var sweepResult: SweepResult?
-        var cpuPerFlow: [String: Double]?
-        if let sweep {
-            sweepResult = try LoadSweep.run(sweep, step: { rate in
-                var options = base
-                options.rate = rate
-                let label = String(format: "flows @%.0f/s", rate)
-                let run = try FlowLoad.run(broker: services.broker, options: options, progress: {
-                    progress.show(label, $0)
-                    recorder.record(label, $0)
-                })
-                progress.finish()
-                var step = SweepStep(targetRate: rate, achievedRate: run.throughput, latency: run.endToEnd, errors: run.errors, inFlightAtEnd: run.inFlightAtEnd)
-                step.flows = run
-                return step
-            }, onStep: { progress.step($0) })
-        } else {
-            let cpu = ProcessCPU(services.pids.merging(["load": getpid()]) { a, _ in a })
-            single = try FlowLoad.run(broker: services.broker, options: base, progress: {
-                progress.show("flows", $0)
-                recorder.record("flows", $0)
-            })
-            cpuPerFlow = cpu.perUnit(units: single?.completed ?? 0)
-            progress.finish()
-        }
-        var report = LoadReport(
-            mode: "flows", commandLine: commandLine, durability: broker == nil ? durability : "external", externalBroker: broker != nil,
-            relayOptions: nil, flowOptions: base, flows: single, sweep: sweepResult, throughputSamples: recorder.samples)
-        report.cpuPerFlowUs = cpuPerFlow
-        if let reportDirectory { try report.write(to: reportDirectory) }
-        return report.table
-    }
-}
-
-/// Progress on stderr: redrawn in place on a terminal, one line per update otherwise.
-final class ProgressPrinter: Sendable {
-    let isTerminal = isatty(2) == 1
-
-    func show(_ label: String, _ progress: RelayLoadProgress) {
-        let text = String(format: "%@ %.0fs %@: %d sent, %d completed, %d errors", label, progress.elapsedSeconds, progress.phase, progress.sent, progress.completed, progress.errors)
-        if isTerminal {
-            FileHandle.standardError.write(Data("\r\u{1B}[K\(text)".utf8))
-        } else {
-            printError(text)
-        }
-    }
-
-    func step(_ step: SweepStep) {
-        finish()
-        printError(String(format: "step %.0f/s: achieved %.0f/s, p99 %.0f µs, %d errors: %@", step.targetRate, step.achievedRate, step.p99Us, step.errors, step.ok ? "ok" : step.reason))
-    }
-
-    func finish() {
-        if isTerminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
     }
 }
 
@@ -371,23 +164,7 @@ struct ProxyCommand: Command {
     func run() async throws -> Int32 {
         let (frontendURL, backendURL) = (frontend, backend)
         return try await onDedicatedThread(name: "proxy") {
-            let context = try Context()
-            let frontend = try context.socket(.router)
-            let backend = try context.socket(.dealer)
-            for socket in [frontend, backend] {
-                try socket.set(.linger, 0)
-                try socket.set(.sendHighWaterMark, 0)
-                try socket.set(.receiveHighWaterMark, 0)
-            }
-            let boundFrontend = try frontend.bind(frontendURL)
-            let boundBackend = try backend.bind(backendURL)
-            let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { _ in context.shutdown() }
-            printLine("ready frontend=\(boundFrontend) backend=\(boundBackend)")
-            do {
-                try ZMQ.proxy(frontend: frontend, backend: backend)
-            } catch let error as ZMQError where error.isContextTerminated {
-            }
-            _ = signals
+            try ProxyBaseline.run(frontend: frontendURL, backend: backendURL)
             return ExitCode.success
         }
     }

@@ -1,3 +1,4 @@
+import AskSimulation
 import Foundation
 import Synchronization
 

@@ -1,6 +1,7 @@
 import AskAgents
 import AskLogging
 import AskProtocol
+import AskSimulation
 import Dispatch
 import Foundation
 import Synchronization

@@ -1,3 +1,4 @@
+import AskSimulation
 import Foundation
 
 /// How `askrelay load --sweep` steps the rate up.

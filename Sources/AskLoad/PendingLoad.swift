@@ -1,4 +1,5 @@
 import AskProtocol
+import AskSimulation
 import Dispatch
 import Foundation
 import ZeroMQ

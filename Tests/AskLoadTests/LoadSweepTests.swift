@@ -1,7 +1,8 @@
+import AskSimulation
 import Foundation
 import Testing
 
-@testable import AskSimulation
+@testable import AskLoad
 
 @Suite("load sweep and report", .timeLimit(.minutes(1)))
 struct LoadSweepTests {

@@ -1,3 +1,4 @@
+import AskSimulation
 import Foundation
 
 /// Everything `askrelay load --mode relay` measured, as written to `load.json`.

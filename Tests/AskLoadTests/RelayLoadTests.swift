@@ -2,11 +2,12 @@ import AskCLI
 import AskBroker
 import AskLogging
 import AskProtocol
+import AskSimulation
 import Foundation
 import Testing
 import ZeroMQ
 
-@testable import AskSimulation
+@testable import AskLoad
 
 /// A broker in-process on an OS-chosen loopback port, in a fresh temp folder; `stop()` ends it.
 final class InProcessBroker {

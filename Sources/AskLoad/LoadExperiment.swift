@@ -1,0 +1,234 @@
+import AskCLI
+import AskSimulation
+import Foundation
+
+/// Which load experiment `askrelay load` runs.
+public enum LoadMode: String, Sendable, CaseIterable {
+    /// Echo round trips through the broker (and, with a baseline, through a plain zmq_proxy).
+    case relay
+    /// Complete ask flows through the broker, a limits worker and parent processes.
+    case flows
+    /// Fill the broker with pending questions, then kill -9 it and time the restart.
+    case pending
+}
+
+/// One whole load experiment as `askrelay load` runs it: the processes it starts and stops (broker, proxy, limits,
+/// parents; kill -9 and restart for `--mode pending`), the runs, the report files and the table.
+public struct LoadExperiment: Sendable {
+    public var mode: LoadMode = .relay
+    /// `--mode relay`.
+    public var options = RelayLoadOptions()
+    /// `--mode flows`.
+    public var flowOptions = FlowLoadOptions()
+    /// `--mode pending`.
+    public var pendingOptions = PendingLoadOptions()
+    /// Step the open-loop rate up until it is not sustainable (relay or flows).
+    public var sweep: SweepOptions?
+    /// The started broker's `--durability`.
+    public var durability = "off"
+    /// `--mode relay`: also run the workload through an `askrelay proxy` process.
+    public var baseline = false
+    /// A running broker's endpoint to use instead of starting one.
+    public var broker: String?
+    /// Where load.json and load.html go (already prepared by the caller: a new or empty folder).
+    public var reportDirectory: String?
+    /// The folder holding askrelay, askrelay-broker, askrelay-limits and askrelay-parent.
+    public var executableDirectory: URL
+    /// Recorded in the report.
+    public var commandLine: String
+
+    public init(executableDirectory: URL, commandLine: String) {
+        self.executableDirectory = executableDirectory
+        self.commandLine = commandLine
+    }
+
+    /// What makes this combination impossible, as usage messages naming the flags; empty when it can run.
+    public func problems() -> [String] {
+        var problems = mode == .flows ? flowOptions.problems() : mode == .pending ? [] : options.problems()
+        problems += sweep?.problems() ?? []
+        if sweep != nil && baseline { problems.append("--baseline cannot be combined with --sweep") }
+        if mode != .relay && baseline { problems.append("--baseline is for --mode relay") }
+        if mode == .pending && broker != nil {
+            problems.append("--mode pending kills and restarts the broker it starts; --broker is not supported")
+        }
+        if mode == .pending && sweep != nil { problems.append("--sweep is for --mode relay or flows") }
+        if mode == .pending && pendingOptions.families > pendingOptions.endpoints {
+            problems.append("--families must be at most --endpoints")
+        }
+        return problems
+    }
+
+    /// Runs the experiment on the calling thread (it blocks) with progress on stderr.
+    /// - Returns: the lines for stdout: where the report files went, then the table (its last line starts with
+    ///   `throughput=`).
+    public func run() throws -> [String] {
+        let table: [String]
+        switch mode {
+        case .pending: table = try runPending()
+        case .flows: table = try runFlows()
+        case .relay: table = sweep != nil ? try runRelaySweep() : try runRelay()
+        }
+        // Where the files went, before the table: its last line stays `throughput=...` for scripts.
+        var lines: [String] = []
+        if let directory = reportDirectory {
+            let written = ["load.json", "load.html"].map { (directory as NSString).appendingPathComponent($0) }
+                .filter { FileManager.default.fileExists(atPath: $0) }
+            for (index, path) in written.enumerated() { lines.append((index == 0 ? "report: " : "        ") + path) }
+        }
+        return lines + table
+    }
+
+    /// Starts the broker (unless `--broker`), runs `body` against its endpoint, stops it.
+    func withRelayBroker<T>(_ body: (String) throws -> T) throws -> T {
+        if let broker { return try body(broker) }
+        let dataDirectory = NSTemporaryDirectory() + "askrelay-load-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+        let server = try ServerProcess(
+            executable: executableDirectory.appendingPathComponent("askrelay-broker"),
+            arguments: ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability, "--log-level", "warning"])
+        defer { server.stop() }
+        guard let endpoint = server.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
+            throw RelayLoadError("the broker's ready line names no endpoint: \(server.readyLine)")
+        }
+        return try body(endpoint)
+    }
+
+    func runRelay() throws -> [String] {
+        let progress = ProgressPrinter()
+        let recorder = ThroughputRecorder()
+        let options = self.options
+        let ours = try withRelayBroker { endpoint in
+            try RelayLoad.run(target: .broker(endpoint), options: options, progress: {
+                progress.show("askrelay", $0)
+                recorder.record("askrelay", $0)
+            })
+        }
+        progress.finish()
+        var proxyResult: RelayLoadResult?
+        if baseline {
+            let server = try ServerProcess(
+                executable: executableDirectory.appendingPathComponent("askrelay"),
+                arguments: ["proxy", "--frontend", "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*"])
+            defer { server.stop() }
+            guard let frontend = server.readyFields["frontend"], let backend = server.readyFields["backend"] else {
+                throw RelayLoadError("the proxy's ready line names no endpoints: \(server.readyLine)")
+            }
+            proxyResult = try RelayLoad.run(target: .proxy(frontend: frontend, backend: backend), options: options, progress: {
+                progress.show("zmq_proxy", $0)
+                recorder.record("zmq_proxy", $0)
+            })
+            progress.finish()
+        }
+        var report = RelayLoadReport(
+            commandLine: commandLine, durability: broker == nil ? durability : "external",
+            externalBroker: broker != nil, options: options, ours: ours, baseline: proxyResult)
+        report.throughputSamples = recorder.samples
+        if let reportDirectory {
+            try report.write(to: reportDirectory)
+            try report.writeHTML(to: reportDirectory, samples: recorder.samples)
+        }
+        return report.table
+    }
+
+    func runRelaySweep() throws -> [String] {
+        let progress = ProgressPrinter()
+        let recorder = ThroughputRecorder()
+        let base = options
+        let result = try withRelayBroker { endpoint in
+            try LoadSweep.run(sweep!, step: { rate in
+                var options = base
+                options.rate = rate
+                let label = String(format: "askrelay @%.0f/s", rate)
+                let run = try RelayLoad.run(target: .broker(endpoint), options: options, progress: {
+                    progress.show(label, $0)
+                    recorder.record(label, $0)
+                })
+                progress.finish()
+                var step = SweepStep(targetRate: rate, achievedRate: run.throughput, latency: run.latency, errors: run.errors, inFlightAtEnd: run.inFlightAtEnd)
+                step.relay = run
+                return step
+            }, onStep: { progress.step($0) })
+        }
+        let report = LoadReport(
+            mode: "relay", commandLine: commandLine, durability: broker == nil ? durability : "external", externalBroker: broker != nil,
+            relayOptions: base, flowOptions: nil, flows: nil, sweep: result, throughputSamples: recorder.samples)
+        if let reportDirectory { try report.write(to: reportDirectory) }
+        return report.table
+    }
+
+    /// `--mode pending`: broker RSS per pending question, then kill -9, restart and time to `ready`.
+    func runPending() throws -> [String] {
+        let progress = ProgressPrinter()
+        let options = pendingOptions
+        let dataDirectory = NSTemporaryDirectory() + "askrelay-load-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+        let brokerExecutable = executableDirectory.appendingPathComponent("askrelay-broker")
+        // notice: the broker's recovery lines ("ledger recovered", "recovered from journal") and slow-turn warnings.
+        let brokerArguments = ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability, "--log-level", "notice"]
+        var report = PendingLoadReport(commandLine: commandLine, durability: durability, options: options)
+        let first = try ServerProcess(executable: brokerExecutable, arguments: brokerArguments)
+        defer { first.stop() }
+        guard let endpoint = first.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
+            throw RelayLoadError("the broker's ready line names no endpoint: \(first.readyLine)")
+        }
+        let pid = first.process.processIdentifier
+        report.brokerRssStartKiB = PendingLoad.residentKiB(pid: pid)
+        let result = try PendingLoad.run(broker: endpoint, options: options, registered: {
+            report.brokerRssRegisteredKiB = PendingLoad.residentKiB(pid: pid)
+        }, progress: { progress.show("pending", $0) })
+        progress.finish()
+        report.fill = result
+        report.brokerRssFilledKiB = PendingLoad.residentKiB(pid: pid)
+        // kill -9, restart on the same data folder, time to the ready line.
+        kill(pid, SIGKILL)
+        first.stop()
+        let restartedAt = ContinuousClock.now
+        let second = try ServerProcess(executable: brokerExecutable, arguments: brokerArguments, timeout: .seconds(600))
+        defer { second.stop() }
+        let recovery = ContinuousClock.now - restartedAt
+        report.recoverySeconds = recovery.seconds
+        report.brokerRssRecoveredKiB = PendingLoad.residentKiB(pid: second.process.processIdentifier)
+        if let reportDirectory { try report.write(to: reportDirectory) }
+        return report.table
+    }
+
+    func runFlows() throws -> [String] {
+        let progress = ProgressPrinter()
+        let recorder = ThroughputRecorder()
+        let base = flowOptions
+        let services = try FlowServices(executables: executableDirectory, options: base, durability: durability, externalBroker: broker)
+        defer { services.stop() }
+        var single: FlowLoadResult?
+        var sweepResult: SweepResult?
+        var cpuPerFlow: [String: Double]?
+        if let sweep {
+            sweepResult = try LoadSweep.run(sweep, step: { rate in
+                var options = base
+                options.rate = rate
+                let label = String(format: "flows @%.0f/s", rate)
+                let run = try FlowLoad.run(broker: services.broker, options: options, progress: {
+                    progress.show(label, $0)
+                    recorder.record(label, $0)
+                })
+                progress.finish()
+                var step = SweepStep(targetRate: rate, achievedRate: run.throughput, latency: run.endToEnd, errors: run.errors, inFlightAtEnd: run.inFlightAtEnd)
+                step.flows = run
+                return step
+            }, onStep: { progress.step($0) })
+        } else {
+            let cpu = ProcessCPU(services.pids.merging(["load": getpid()]) { a, _ in a })
+            single = try FlowLoad.run(broker: services.broker, options: base, progress: {
+                progress.show("flows", $0)
+                recorder.record("flows", $0)
+            })
+            cpuPerFlow = cpu.perUnit(units: single?.completed ?? 0)
+            progress.finish()
+        }
+        var report = LoadReport(
+            mode: "flows", commandLine: commandLine, durability: broker == nil ? durability : "external", externalBroker: broker != nil,
+            relayOptions: nil, flowOptions: base, flows: single, sweep: sweepResult, throughputSamples: recorder.samples)
+        report.cpuPerFlowUs = cpuPerFlow
+        if let reportDirectory { try report.write(to: reportDirectory) }
+        return report.table
+    }
+}

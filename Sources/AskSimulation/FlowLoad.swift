@@ -433,7 +433,7 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
         processes = started
         for (index, process) in started.enumerated() {
             let offset = brokerProcess == nil ? index + 1 : index
-            pids[offset == 0 ? "broker" : offset == 1 ? "limits" : "parent-\(offset - 1)"] = process.process.processIdentifier
+            pids[offset == 0 ? "broker" : offset == 1 ? "limits" : "parent-\(offset - 1)"] = process.pid
         }
     }
 

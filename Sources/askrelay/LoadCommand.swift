@@ -262,7 +262,7 @@ struct LoadCommand: Command {
         guard let endpoint = first.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
             throw RelayLoadError("the broker's ready line names no endpoint: \(first.readyLine)")
         }
-        let pid = first.process.processIdentifier
+        let pid = first.pid
         report.brokerRssStartKiB = PendingLoad.residentKiB(pid: pid)
         let result = try PendingLoad.run(broker: endpoint, options: options, registered: {
             report.brokerRssRegisteredKiB = PendingLoad.residentKiB(pid: pid)
@@ -278,7 +278,7 @@ struct LoadCommand: Command {
         defer { second.stop() }
         let recovery = ContinuousClock.now - restartedAt
         report.recoverySeconds = recovery.seconds
-        report.brokerRssRecoveredKiB = PendingLoad.residentKiB(pid: second.process.processIdentifier)
+        report.brokerRssRecoveredKiB = PendingLoad.residentKiB(pid: second.pid)
         if let reportDirectory { try report.write(to: reportDirectory) }
         return report.table
     }

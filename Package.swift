@@ -33,7 +33,7 @@ let package = Package(
         // Structured, levelled log lines (swift-log's shape, no dependency).
         .target(name: "AskLogging", swiftSettings: strict),
         // Hand-written command-line parsing, signals and threads shared by every executable.
-        .target(name: "AskCLI", swiftSettings: strict),
+        .target(name: "AskCLI", dependencies: ["AskModel"], swiftSettings: strict),
 
         // The model: PermissionKit-shaped Codable types, validation, message bodies and their JSON. Foundation only,
         // no libzmq (AskModelTests checks the link of askmodel-linkcheck with ldd).

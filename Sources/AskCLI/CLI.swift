@@ -1,3 +1,4 @@
+import AskModel
 import Foundation
 
 /// A command-line mistake: printed with the command's usage, exit code 64 (`EX_USAGE`).
@@ -575,7 +576,7 @@ public func onDedicatedThread<T: Sendable>(
 
 /// A thread started for blocking work, which can be waited for.
 public final class JoinableThread: Sendable {
-    private let finished = DispatchSemaphore(value: 0)
+    private let finished = OneShot<Void>()
 
     /// Starts `body` on a new thread at once.
     public init(name: String, _ body: @escaping @Sendable () -> Void) {
@@ -591,14 +592,7 @@ public final class JoinableThread: Sendable {
 
     /// Waits for the thread to finish. - Returns: `false` if `timeout` passed first.
     @discardableResult
-    public func join(timeout: Duration? = nil) -> Bool {
-        guard let timeout else {
-            finished.wait()
-            return true
-        }
-        let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
-        return finished.wait(timeout: .now() + .nanoseconds(Int(nanoseconds))) == .success
-    }
+    public func join(timeout: Duration? = nil) -> Bool { finished.wait(timeout: timeout) != nil }
 }
 
 /// Turns SIGTERM / SIGINT (or any signals) into a callback on a dispatch queue, for a graceful drain.

@@ -366,15 +366,9 @@ final class FlowTracker: Sendable {
 
 /// Runs `body` on the cooperative pool and blocks the calling (dedicated) thread until it returns.
 func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
-    let done = DispatchSemaphore(value: 0)
-    let result = Mutex<T?>(nil)
-    Task.detached {
-        let value = await body()
-        result.withLock { $0 = value }
-        done.signal()
-    }
-    done.wait()
-    return result.withLock { $0! }
+    let result = OneShot<T>()
+    Task.detached { result.fulfill(await body()) }
+    return result.wait()!
 }
 
 /// The processes a flows run needs: the broker (unless one is given), one `askrelay-limits` and the

@@ -344,12 +344,12 @@ public final class Simulation: Sendable {
         process.executableURL = URL(fileURLWithPath: try resolveProgram(program))
         process.arguments = Array(command.dropFirst())
         process.standardInput = FileHandle.nullDevice
-        let done = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in done.signal() }
+        let done = OneShot<Void>()
+        process.terminationHandler = { _ in done.fulfill() }
         do { try process.run() } catch {
             throw SupervisorError(process: program, "cannot run '\(command.joined(separator: " "))': \(error)")
         }
-        if done.wait(timeout: .now() + 30) == .timedOut {
+        if done.wait(timeout: .seconds(30)) == nil {
             process.terminate()
             throw SupervisorError(process: program, "'\(command.joined(separator: " "))' did not finish within 30 s")
         }

@@ -101,9 +101,7 @@ public struct BrokerSnapshot: Sendable, Codable {
 extension BrokerSnapshot {
     /// The snapshot's JSON as the stats endpoint publishes it (sorted keys, ISO 8601 time).
     public func encoded() throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
+        let encoder = ReportJSON.encoder(pretty: false, escapingSlashes: true, isoDates: true)
         return Array(try encoder.encode(self))
     }
 

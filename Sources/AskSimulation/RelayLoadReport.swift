@@ -1,3 +1,4 @@
+import AskModel
 import Foundation
 
 /// Everything `askrelay load --mode relay` measured, as written to `load.json`.
@@ -70,8 +71,7 @@ public struct RelayLoadReport: Sendable, Codable {
     /// Writes `load.json` into `directory` (created if needed).
     public func write(to directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let encoder = ReportJSON.encoder()
         try encoder.encode(self).write(to: URL(fileURLWithPath: directory).appendingPathComponent("load.json"))
     }
 }

@@ -388,10 +388,7 @@ public final class Simulation: Sendable {
 /// JSON encoders for files the simulation writes.
 enum WireDates {
     static func encoder() -> JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
-        return encoder
+        ReportJSON.encoder(escapingSlashes: true, isoDates: true)
     }
 }
 

@@ -158,10 +158,7 @@ public struct SimulationReport: Codable, Sendable {
 
     /// report.json: sorted keys, ISO dates, pretty printed.
     public func jsonData() throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
-        return try encoder.encode(self)
+        try ReportJSON.encoder(escapingSlashes: true, isoDates: true).encode(self)
     }
 
     /// Writes report.json and report.html into `directory` (created if needed). - Returns: the two paths.

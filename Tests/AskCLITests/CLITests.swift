@@ -261,6 +261,10 @@ struct DurationTests {
         for duration: Duration in [.milliseconds(250), .seconds(2), .seconds(300), .seconds(7200), .seconds(86400 * 3)] {
             #expect(parseDuration(durationText(duration)) == duration)
         }
+        for duration: Duration in [.microseconds(50), .microseconds(1500)] {
+            #expect(parseDuration(durationText(duration)) == duration)
+        }
+        #expect(durationText(.microseconds(50)) == "50us")
         #expect(durationText(.zero) == "0s")
     }
 }

@@ -609,7 +609,7 @@ final class FailureCell: Sendable {
 /// Runs a ``WorkerConnection`` and its handler on a thread of their own; other threads talk to them through it.
 public final class WorkerRuntime: Sendable {
     private let inbox: WorkerInbox
-    private let finished = DispatchSemaphore(value: 0)
+    private let finished = OneShot<Void>()
     private let ended = FailureCell()
 
     /// Why the connection ended by itself (a permanent refusal, a failed socket), or `nil` while it runs and after
@@ -626,8 +626,8 @@ public final class WorkerRuntime: Sendable {
     ) throws {
         let inbox = try WorkerInbox()
         self.inbox = inbox
-        let started = DispatchSemaphore(value: 0)
-        let startError = Mutex<(any Error)?>(nil)
+        // Set once the connection is up (nil) or could not start (the error).
+        let started = OneShot<(any Error)?>()
         let finished = self.finished
         let ended = self.ended
         let thread = Thread {
@@ -635,20 +635,19 @@ public final class WorkerRuntime: Sendable {
             // is signalled: whoever waits may open the same store at once.
             Self.serve(
                 configuration: configuration, logger: logger, context: context, inbox: inbox, started: started,
-                startError: startError, ended: ended, makeHandler: makeHandler)
-            finished.signal()
+                ended: ended, makeHandler: makeHandler)
+            finished.fulfill()
         }
         thread.name = configuration.worker
         thread.stackSize = 8 << 20
         thread.start()
-        started.wait()
-        if let error = startError.withLock({ $0 }) { throw error }
+        if let error = started.wait() ?? nil { throw error }
     }
 
     /// The connection thread's work, in a function of its own so that its locals end with it.
     private static func serve(
         configuration: WorkerConfiguration, logger: Logger, context: Context, inbox: WorkerInbox,
-        started: DispatchSemaphore, startError: borrowing Mutex<(any Error)?>, ended: FailureCell,
+        started: OneShot<(any Error)?>, ended: FailureCell,
         makeHandler: @Sendable () -> any WorkerHandler
     ) {
         let connection: WorkerConnection
@@ -656,12 +655,11 @@ public final class WorkerRuntime: Sendable {
             connection = try WorkerConnection(
                 configuration: configuration, logger: logger, context: context, inbox: inbox)
         } catch {
-            startError.withLock { $0 = error }
             logger.error("worker connection could not start", ["error": "\(error)"])
-            started.signal()
+            started.fulfill(error)
             return
         }
-        started.signal()
+        started.fulfill(nil)
         let handler = makeHandler()
         var failure: WorkerConnectionError?
         do {
@@ -690,8 +688,5 @@ public final class WorkerRuntime: Sendable {
     }
 
     /// Waits until the connection thread has ended.
-    public func wait() {
-        finished.wait()
-        finished.signal()
-    }
+    public func wait() { _ = finished.wait() }
 }

@@ -37,11 +37,11 @@ public struct BrokerStats: Sendable {
         }
     }
 
-    /// p50 / p99 / max of the recent commit latencies, in microseconds.
+    /// p50 / p99 (``Percentile``, nearest rank) / max of the recent commit latencies, in microseconds.
     public var commitPercentiles: (p50: Int, p99: Int, max: Int) {
         let sorted = commitMicros.sorted()
-        guard !sorted.isEmpty else { return (0, 0, 0) }
-        return (sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 99 / 100)], sorted.last!)
+        guard let max = sorted.last else { return (0, 0, 0) }
+        return (Percentile.of(50, sorted: sorted) ?? 0, Percentile.of(99, sorted: sorted) ?? 0, max)
     }
 }
 
@@ -101,9 +101,7 @@ public struct BrokerSnapshot: Sendable, Codable {
 extension BrokerSnapshot {
     /// The snapshot's JSON as the stats endpoint publishes it (sorted keys, ISO 8601 time).
     public func encoded() throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
+        let encoder = ReportJSON.encoder(pretty: false, escapingSlashes: true, isoDates: true)
         return Array(try encoder.encode(self))
     }
 

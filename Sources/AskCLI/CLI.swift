@@ -4,6 +4,7 @@
 @_exported import func AskModel.durationFromSeconds
 @_exported import func AskModel.durationText
 @_exported import func AskModel.parseDuration
+import AskModel
 import Foundation
 import Synchronization
 
@@ -547,14 +548,14 @@ public final class ReadyOnce: Sendable {
 
 /// A thread started for blocking work, which can be waited for.
 public final class JoinableThread: Sendable {
-    private let finished = DispatchSemaphore(value: 0)
+    private let finished = OneShot<Void>()
 
     /// Starts `body` on a new thread at once.
     public init(name: String, _ body: @escaping @Sendable () -> Void) {
         let finished = self.finished
         let thread = Thread {
             body()
-            finished.signal()
+            finished.fulfill()
         }
         thread.name = name
         thread.stackSize = 8 << 20
@@ -563,14 +564,7 @@ public final class JoinableThread: Sendable {
 
     /// Waits for the thread to finish. - Returns: `false` if `timeout` passed first.
     @discardableResult
-    public func join(timeout: Duration? = nil) -> Bool {
-        guard let timeout else {
-            finished.wait()
-            return true
-        }
-        let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
-        return finished.wait(timeout: .now() + .nanoseconds(Int(nanoseconds))) == .success
-    }
+    public func join(timeout: Duration? = nil) -> Bool { finished.wait(timeout: timeout) != nil }
 }
 
 /// Turns SIGTERM / SIGINT (or any signals) into a callback on a dispatch queue, for a graceful drain.

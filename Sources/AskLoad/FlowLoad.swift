@@ -367,15 +367,9 @@ final class FlowTracker: Sendable {
 
 /// Runs `body` on the cooperative pool and blocks the calling (dedicated) thread until it returns.
 func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
-    let done = DispatchSemaphore(value: 0)
-    let result = Mutex<T?>(nil)
-    Task.detached {
-        let value = await body()
-        result.withLock { $0 = value }
-        done.signal()
-    }
-    done.wait()
-    return result.withLock { $0! }
+    let result = OneShot<T>()
+    Task.detached { result.fulfill(await body()) }
+    return result.wait()!
 }
 
 /// The processes a flows run needs: the broker (unless one is given), one `askrelay-limits` and the
@@ -434,7 +428,7 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
         processes = started
         for (index, process) in started.enumerated() {
             let offset = brokerProcess == nil ? index + 1 : index
-            pids[offset == 0 ? "broker" : offset == 1 ? "limits" : "parent-\(offset - 1)"] = process.process.processIdentifier
+            pids[offset == 0 ? "broker" : offset == 1 ? "limits" : "parent-\(offset - 1)"] = process.pid
         }
     }
 

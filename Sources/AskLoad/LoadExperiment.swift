@@ -171,7 +171,7 @@ public struct LoadExperiment: Sendable {
         guard let endpoint = first.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
             throw RelayLoadError("the broker's ready line names no endpoint: \(first.readyLine)")
         }
-        let pid = first.process.processIdentifier
+        let pid = first.pid
         report.brokerRssStartKiB = PendingLoad.residentKiB(pid: pid)
         let result = try PendingLoad.run(broker: endpoint, options: options, registered: {
             report.brokerRssRegisteredKiB = PendingLoad.residentKiB(pid: pid)
@@ -187,7 +187,7 @@ public struct LoadExperiment: Sendable {
         defer { second.stop() }
         let recovery = ContinuousClock.now - restartedAt
         report.recoverySeconds = recovery.seconds
-        report.brokerRssRecoveredKiB = PendingLoad.residentKiB(pid: second.process.processIdentifier)
+        report.brokerRssRecoveredKiB = PendingLoad.residentKiB(pid: second.pid)
         if let reportDirectory { try report.write(to: reportDirectory) }
         return report.table
     }

@@ -1,3 +1,4 @@
+import AskModel
 import AskSimulation
 import Foundation
 import Synchronization
@@ -122,8 +123,7 @@ public struct LoadReport: Sendable, Codable {
     /// Writes `load.json` and `load.html` into `directory` (created if needed).
     public func write(to directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let encoder = ReportJSON.encoder()
         let url = URL(fileURLWithPath: directory)
         try encoder.encode(self).write(to: url.appendingPathComponent("load.json"))
         var latencies: [(String, LatencySummary)] = []

@@ -341,8 +341,7 @@ public struct PendingLoadReport: Sendable, Codable {
     /// Writes `load.json` into `directory` (created if needed).
     public func write(to directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let encoder = ReportJSON.encoder()
         try encoder.encode(self).write(to: URL(fileURLWithPath: directory).appendingPathComponent("load.json"))
     }
 }

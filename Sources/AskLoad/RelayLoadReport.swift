@@ -1,3 +1,4 @@
+import AskModel
 import AskSimulation
 import Foundation
 
@@ -71,8 +72,7 @@ public struct RelayLoadReport: Sendable, Codable {
     /// Writes `load.json` into `directory` (created if needed).
     public func write(to directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let encoder = ReportJSON.encoder()
         try encoder.encode(self).write(to: URL(fileURLWithPath: directory).appendingPathComponent("load.json"))
     }
 }

@@ -1,3 +1,5 @@
+import AskModel
+
 /// A latency histogram with log-linear buckets: every power-of-two range is split into 1024 equal sub-buckets, so
 /// any recorded value is kept to 3 significant digits (relative error below 0.05% for the reported midpoints).
 /// This is HdrHistogram's layout, written from its description; memory is fixed (about 270 KB) whatever is recorded.
@@ -81,13 +83,12 @@ public struct LatencyHistogram: Sendable, Equatable {
     /// The mean of the recorded values (0 when empty).
     public var mean: Double { count == 0 ? 0 : sum / Double(count) }
 
-    /// The value below or at which `percentile` percent of the recorded values fall (0 when empty), as the midpoint
-    /// of its bucket, kept within the recorded min and max.
+    /// The `percentile`-th percentile of the recorded values by nearest rank (``Percentile``; 0 when empty), as the
+    /// midpoint of the bucket holding that rank, kept within the recorded min and max; the 100th is the exact max.
     public func value(atPercentile percentile: Double) -> UInt64 {
         guard count > 0 else { return 0 }
-        let p = Swift.min(Swift.max(percentile, 0), 100)
-        if p >= 100 { return max }
-        let target = Swift.max(1, UInt64((p / 100 * Double(count)).rounded(.up)))
+        if percentile >= 100 { return max }
+        let target = Percentile.rank(percentile, among: count)
         var seen: UInt64 = 0
         for index in counts.indices where counts[index] != 0 {
             seen += counts[index]

@@ -126,7 +126,8 @@ public final class ProcessSupervisor: @unchecked Sendable {  // @unchecked: all 
 
     public func process(named name: String) -> SupervisedProcess? { all.first { $0.name == name } }
 
-    /// Starts `executable` with `arguments` and extra `environment`; stderr goes to `logPath` (appended).
+    /// Starts `executable` with `arguments` and extra `environment` (the whole environment with
+    /// `replacingEnvironment`); stderr goes to `logPath` (appended; `/dev/stderr`: copied to our own stderr).
     /// - Throws: ``SupervisorError`` if the process cannot be spawned.
     @discardableResult
     public func start(
@@ -134,6 +135,7 @@ public final class ProcessSupervisor: @unchecked Sendable {  // @unchecked: all 
         executable: String,
         arguments: [String],
         environment: [String: String] = [:],
+        replacingEnvironment: Bool = false,
         logPath: String? = nil
     ) throws -> SupervisedProcess {
         let process = SupervisedProcess(
@@ -142,6 +144,7 @@ public final class ProcessSupervisor: @unchecked Sendable {  // @unchecked: all 
             executable: executable,
             arguments: arguments,
             environment: environment,
+            replacingEnvironment: replacingEnvironment,
             logPath: logPath
         )
         condition.lock()
@@ -222,6 +225,8 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
     public let executable: String
     public let arguments: [String]
     public let environment: [String: String]
+    /// `environment` is the whole environment, not additions to ours.
+    public let replacingEnvironment: Bool
     public let logPath: String?
     private let supervisor: SupervisorCore
     private var condition: NSCondition { supervisor.condition }
@@ -238,6 +243,7 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
         executable: String,
         arguments: [String],
         environment: [String: String],
+        replacingEnvironment: Bool = false,
         logPath: String?
     ) {
         self.supervisor = core
@@ -245,6 +251,7 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
         self.executable = executable
         self.arguments = arguments
         self.environment = environment
+        self.replacingEnvironment = replacingEnvironment
         self.logPath = logPath
     }
 
@@ -403,11 +410,38 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
         return status
     }
 
+    /// Waits for the current run to exit and for the end of its stdout and stderr, so ``lines`` holds every line
+    /// it wrote. - Returns: its status. - Throws: if both have not happened by `timeout`.
+    @discardableResult
+    public func waitForEnd(timeout: Duration) throws -> ProcessExitStatus {
+        var status: ProcessExitStatus?
+        _ = supervisor.wait(until: .now + timeout, interruptible: false) {
+            status = incarnationsStorage.last?.exit
+            return status != nil && openReaders == 0
+        }
+        guard let status, !isReading else {
+            throw SupervisorError(process: name, "did not finish within \(timeout.text) (running: \(isRunning))")
+        }
+        return status
+    }
+
+    private var isReading: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return openReaders > 0
+    }
+
     // MARK: spawning
+
+    /// Held from making a run's pipes until they are close-on-exec and the run is spawned, by every supervisor:
+    /// another spawn in between would inherit the write ends and keep our readers from seeing end-of-file.
+    private static let spawnLock = NSLock()
 
     func spawn() throws {
         // Pipes are made close-on-exec while holding the lock every spawn takes, so no other worker inherits them
         // (an inherited write end would keep a reader from seeing end-of-file). pipe2 is not visible from Swift.
+        Self.spawnLock.lock()
+        defer { Self.spawnLock.unlock() }
         condition.lock()
         var outPipe: [Int32] = [0, 0]
         var errPipe: [Int32] = [0, 0]
@@ -423,7 +457,7 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
         posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
         posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
 
-        var merged = ProcessInfo.processInfo.environment
+        var merged = replacingEnvironment ? [:] : ProcessInfo.processInfo.environment
         for (key, value) in environment { merged[key] = value }
         let argv = [executable] + arguments
         let cArgs = argv.map { strdup($0) } + [nil]
@@ -464,7 +498,9 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
         let spawned = pid
         let outFD = outPipe[0]
         let errFD = errPipe[0]
-        let logFD: Int32 = logPath.map { open($0, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644) } ?? -1
+        let logFD: Int32 =
+            logPath == "/dev/stderr"
+            ? fcntl(2, F_DUPFD_CLOEXEC, 0) : logPath.map { open($0, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644) } ?? -1
         _ = JoinableThread(name: "sim.\(name).out") { [self] in readLines(outFD) }
         _ = JoinableThread(name: "sim.\(name).err") { [self] in copyStderr(errFD, to: logFD) }
         _ = JoinableThread(name: "sim.\(name).wait") { [self] in reap(spawned) }

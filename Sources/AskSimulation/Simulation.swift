@@ -346,12 +346,12 @@ public final class Simulation: Sendable {
         process.executableURL = URL(fileURLWithPath: try resolveProgram(program))
         process.arguments = Array(command.dropFirst())
         process.standardInput = FileHandle.nullDevice
-        let done = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in done.signal() }
+        let done = OneShot<Void>()
+        process.terminationHandler = { _ in done.fulfill() }
         do { try process.run() } catch {
             throw SupervisorError(process: program, "cannot run '\(command.joined(separator: " "))': \(error)")
         }
-        if done.wait(timeout: .now() + 30) == .timedOut {
+        if done.wait(timeout: .seconds(30)) == nil {
             process.terminate()
             throw SupervisorError(process: program, "'\(command.joined(separator: " "))' did not finish within 30 s")
         }
@@ -390,10 +390,7 @@ public final class Simulation: Sendable {
 /// JSON encoders for files the simulation writes.
 enum WireDates {
     static func encoder() -> JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
-        return encoder
+        ReportJSON.encoder(escapingSlashes: true, isoDates: true)
     }
 }
 

@@ -1,19 +1,16 @@
 import AskAgents
+import AskModel
 import Foundation
 
-/// Nearest-rank percentiles over a sorted copy of the samples (exact, fine for the tens of thousands of flows one
-/// simulation produces).
+/// Percentiles (``Percentile``, nearest rank) over a sorted copy of the samples (exact, fine for the tens of
+/// thousands of flows one simulation produces).
 struct Percentiles {
     let sorted: [Double]
 
     init(_ samples: [Double]) { sorted = samples.filter(\.isFinite).sorted() }
 
-    /// The `p`-th percentile (0...100) by nearest rank; 0 when empty.
-    func value(_ p: Double) -> Double {
-        guard !sorted.isEmpty else { return 0 }
-        let rank = Int((p / 100 * Double(sorted.count)).rounded(.up))
-        return sorted[min(sorted.count - 1, max(0, rank - 1))]
-    }
+    /// The `p`-th percentile (0...100); 0 when empty.
+    func value(_ p: Double) -> Double { Percentile.of(p, sorted: sorted) ?? 0 }
 
     var summary: StageLatency {
         StageLatency(count: sorted.count, p50: value(50), p90: value(90), p99: value(99), max: sorted.last ?? 0)
@@ -161,10 +158,7 @@ public struct SimulationReport: Codable, Sendable {
 
     /// report.json: sorted keys, ISO dates, pretty printed.
     public func jsonData() throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
-        return try encoder.encode(self)
+        try ReportJSON.encoder(escapingSlashes: true, isoDates: true).encode(self)
     }
 
     /// Writes report.json and report.html into `directory` (created if needed). - Returns: the two paths.

@@ -186,8 +186,7 @@ public struct LimitsStateSeed: Codable, Sendable, Equatable {
     public var children: [String: LimitsState]
 
     public func write(to path: String) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let encoder = ReportJSON.encoder(escapingSlashes: true)
         try encoder.encode(self).write(to: URL(fileURLWithPath: path))
     }
 }
@@ -200,8 +199,7 @@ public struct RosterEntry: Codable, Sendable, Equatable {
     public var policy: String?
 
     public static func write(_ entries: [RosterEntry], to path: String) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
+        let encoder = ReportJSON.encoder(pretty: false, escapingSlashes: true)
         try encoder.encode(entries).write(to: URL(fileURLWithPath: path))
     }
 }

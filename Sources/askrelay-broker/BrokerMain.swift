@@ -15,21 +15,25 @@ struct BrokerMain: Command {
         Durations take a unit: 250ms, 2s, 5m, 48h, 2d (at most 100d). Endpoints are tcp://HOST:PORT (port * picks a
         free one) or ipc://PATH. See docs/broker.md.
         """
+    /// The library's defaults: the option table's `default:` texts are written from them, so help and behaviour
+    /// cannot disagree.
+    private static let defaults = BrokerConfiguration()
+
     static let options: [OptionSpec] = [
-        .value("endpoint", "URL", env: "ASKRELAY_ENDPOINT", default: "tcp://127.0.0.1:5555", repeatable: true, help: "endpoint to bind (tcp, ipc)"),
-        .value("data-dir", "DIR", env: "ASKRELAY_DATA_DIR", default: "./askrelay-data", help: "folder of the SQLite journal"),
-        .value("durability", "MODE", env: "ASKRELAY_DURABILITY", default: "batch", help: "strict (fsync per commit), batch (WAL, group commit), off (memory only)"),
-        .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
-        .value("liveness", "N", env: "ASKRELAY_LIVENESS", default: "3", help: "missed heartbeats before a peer is dead"),
-        .value("window", "N", env: "ASKRELAY_WINDOW", default: "64", help: "deliveries in flight per address"),
-        .value("ack-timeout", "DURATION", env: "ASKRELAY_ACK_TIMEOUT", default: "10s", help: "redeliver an unacked message after this"),
-        .value("ack-delay", "DURATION", env: "ASKRELAY_ACK_DELAY", default: "1ms", help: "hold an ACK this long for a DELIVER to carry it (peers that read carried ACKs); 0 = at once"),
-        .value("spin", "DURATION", env: "ASKRELAY_SPIN", default: "50us", help: "after a turn that read input, poll without sleeping this long before blocking (0 = never)"),
-        .value("time-scale", "X", env: "ASKRELAY_TIME_SCALE", default: "1", help: "divide product durations (pending window) by X"),
-        .value("pending-window", "DURATION", env: "ASKRELAY_PENDING_WINDOW", default: "48h", help: "how long a question may stay pending, before scaling"),
-        .value("closed-retention", "DURATION", env: "ASKRELAY_CLOSED_RETENTION", default: "10m", help: "remember a closed question this long (late answers get its outcome), then forget it"),
-        .value("max-queue", "N", env: "ASKRELAY_MAX_QUEUE", default: "10000", help: "messages in memory per address; more stay in the journal only ('busy' without one)"),
-        .value("max-queued-total", "N", env: "ASKRELAY_MAX_QUEUED_TOTAL", default: "2000000", help: "undelivered messages in all (memory and journal) before 'busy'"),
+        .value("endpoint", "URL", env: "ASKRELAY_ENDPOINT", default: defaults.endpoints.joined(separator: ","), repeatable: true, help: "endpoint to bind (tcp, ipc)"),
+        .value("data-dir", "DIR", env: "ASKRELAY_DATA_DIR", default: defaults.dataDirectory, help: "folder of the SQLite journal"),
+        .value("durability", "MODE", env: "ASKRELAY_DURABILITY", default: defaults.durability.rawValue, help: "strict (fsync per commit), batch (WAL, group commit), off (memory only)"),
+        .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: durationText(defaults.heartbeatInterval), help: "heartbeat interval"),
+        .value("liveness", "N", env: "ASKRELAY_LIVENESS", default: "\(defaults.liveness)", help: "missed heartbeats before a peer is dead"),
+        .value("window", "N", env: "ASKRELAY_WINDOW", default: "\(defaults.window)", help: "deliveries in flight per address"),
+        .value("ack-timeout", "DURATION", env: "ASKRELAY_ACK_TIMEOUT", default: durationText(defaults.ackTimeout), help: "redeliver an unacked message after this"),
+        .value("ack-delay", "DURATION", env: "ASKRELAY_ACK_DELAY", default: durationText(defaults.ackDelay), help: "hold an ACK this long for a DELIVER to carry it (peers that read carried ACKs); 0 = at once"),
+        .value("spin", "DURATION", env: "ASKRELAY_SPIN", default: durationText(defaults.spin), help: "after a turn that read input, poll without sleeping this long before blocking (0 = never)"),
+        .value("time-scale", "X", env: "ASKRELAY_TIME_SCALE", default: numberText(defaults.timeScale), help: "divide product durations (pending window) by X"),
+        .value("pending-window", "DURATION", env: "ASKRELAY_PENDING_WINDOW", default: durationText(defaults.pendingWindow), help: "how long a question may stay pending, before scaling"),
+        .value("closed-retention", "DURATION", env: "ASKRELAY_CLOSED_RETENTION", default: durationText(defaults.closedRetention), help: "remember a closed question this long (late answers get its outcome), then forget it"),
+        .value("max-queue", "N", env: "ASKRELAY_MAX_QUEUE", default: "\(defaults.maxQueuedPerAddress)", help: "messages in memory per address; more stay in the journal only ('busy' without one)"),
+        .value("max-queued-total", "N", env: "ASKRELAY_MAX_QUEUED_TOTAL", default: "\(defaults.maxQueuedTotal)", help: "undelivered messages in all (memory and journal) before 'busy'"),
         .value("stats-endpoint", "URL", env: "ASKRELAY_STATS_ENDPOINT", help: "PUB endpoint for a JSON snapshot every second"),
         .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: LogLevel.allCases.map(\.description).joined(separator: ", ")),
         .flag("allow-insecure", env: "ASKRELAY_ALLOW_INSECURE", help: "serve non-loopback endpoints without CURVE"),

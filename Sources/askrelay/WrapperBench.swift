@@ -1,4 +1,5 @@
 import AskCLI
+import AskModel
 import CZeroMQ
 import Foundation
 import ZeroMQ
@@ -163,8 +164,5 @@ enum CEcho {
     }
 }
 
-func median(_ values: [Double]) -> Double {
-    let sorted = values.sorted()
-    guard !sorted.isEmpty else { return 0 }
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-}
+/// The 50th percentile (``Percentile``, nearest rank: the lower middle of an even count); 0 when empty.
+func median(_ values: [Double]) -> Double { Percentile.of(50, sorted: values.sorted()) ?? 0 }

@@ -231,6 +231,18 @@ struct DurationTests {
             #expect(usageMessage { _ = try scale(bad) } == "option '--time-scale' needs a number in 0.01...1000000000, got '\(bad)'")
         }
     }
+
+    @Test("durationText reads back through parseDuration")
+    func text() {
+        for duration: Duration in [.milliseconds(250), .seconds(2), .seconds(300), .seconds(7200), .seconds(86400 * 3)] {
+            #expect(parseDuration(durationText(duration)) == duration)
+        }
+        for duration: Duration in [.microseconds(50), .microseconds(1500)] {
+            #expect(parseDuration(durationText(duration)) == duration)
+        }
+        #expect(durationText(.microseconds(50)) == "50us")
+        #expect(durationText(.zero) == "0s")
+    }
 }
 
 // MARK: - Endpoints

@@ -1,21 +1,6 @@
 import AskModel
 import Foundation
 
-/// SplitMix64: a tiny, fast, seedable generator so random tests are reproducible from their seed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// Random protocol values for round-trip tests. Values are not necessarily *valid* questions: codecs must
 /// carry invalid ones too, so that validation can reject them with a reason.
 struct RandomValues {

@@ -22,18 +22,6 @@ func encodeAndParse(base: Int, _ build: (inout Multipart) -> Void) throws(WireEr
     return (try WireParser.parse(message, base: base), message)
 }
 
-/// SplitMix64, so every random test replays from its seed.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 // MARK: - Round trips
 
 @Suite("Wire round trips")
@@ -132,7 +120,7 @@ struct WireRoundTripTests {
 
     @Test("ACK keeps every id in order, from 1 to the limit", arguments: [0, 1], [1, 3, 4096])
     func ack(base: Int, count: Int) throws {
-        var rng = SplitMix64(state: UInt64(count))
+        var rng = SeededGenerator(seed: UInt64(count))
         let ids = (0..<count).map { _ in MessageID(high: rng.next(), low: rng.next()) }
         let (parsed, message) = try encodeAndParse(base: base) { WireEncoder.ack(ids, into: &$0) }
         #expect(parsed.command == .ack)
@@ -450,7 +438,7 @@ struct WireFuzzTests {
         .badAddress, .badKind, .invalidUTF8, .badHeader,
     ]
 
-    static func randomFrame(_ rng: inout SplitMix64) -> [UInt8] {
+    static func randomFrame(_ rng: inout SeededGenerator) -> [UInt8] {
         let size: Int
         switch rng.next() % 10 {
         case 0: size = 0
@@ -464,7 +452,7 @@ struct WireFuzzTests {
         return (0..<size).map { _ in rng.next() % 3 == 0 ? UInt8(truncatingIfNeeded: rng.next()) : alphabet[Int(rng.next() % UInt64(alphabet.count))] }
     }
 
-    static func mutate(_ frames: [[UInt8]], _ rng: inout SplitMix64) -> [[UInt8]] {
+    static func mutate(_ frames: [[UInt8]], _ rng: inout SeededGenerator) -> [[UInt8]] {
         var frames = frames
         for _ in 0...(rng.next() % 3) {
             let index = frames.isEmpty ? 0 : Int(rng.next() % UInt64(frames.count))
@@ -485,7 +473,7 @@ struct WireFuzzTests {
 
     @Test("parse never traps: it succeeds consistently or throws a framing code", arguments: [0x5EED as UInt64, 42, 7_777_777])
     func fuzz(seed: UInt64) {
-        var rng = SplitMix64(state: seed)
+        var rng = SeededGenerator(seed: seed)
         var succeeded = 0
         var codes: Set<ErrorCode> = []
         for round in 0..<4000 {
@@ -531,7 +519,7 @@ struct WireFuzzTests {
 struct MessageIDTests {
     @Test("bytes, hex and UUID round trips")
     func roundTrips() throws {
-        var rng = SplitMix64(state: 99)
+        var rng = SeededGenerator(seed: 99)
         for _ in 0..<1000 {
             let id = MessageID(high: rng.next(), low: rng.next())
             #expect(MessageID(bytes: id.bytes) == id)
@@ -575,7 +563,7 @@ struct MessageIDTests {
     func ordering() {
         #expect(MessageID(high: 0, low: .max) < MessageID(high: 1, low: 0))
         #expect(!(MessageID(high: 1, low: 0) < MessageID(high: 1, low: 0)))
-        var rng = SplitMix64(state: 5)
+        var rng = SeededGenerator(seed: 5)
         for _ in 0..<2000 {
             // Small values so equal halves happen often.
             let a = MessageID(high: rng.next() % 4, low: rng.next() % 4)

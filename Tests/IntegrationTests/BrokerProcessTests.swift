@@ -92,8 +92,7 @@ struct BrokerProcessTests {
         defer { directory.cleanup() }
         for arguments in [["--window", "zero"], ["--durability", "sometimes"], ["--spin", "fast"], ["--spin", "1s"], ["--endpoint", "tcp://0.0.0.0:5999"], ["--bogus"]] {
             let process = try TestProcess("askrelay-broker", arguments + ["--data-dir", directory.path + "/d"], logDirectory: directory.path)
-            process.process.waitUntilExit()
-            #expect(process.process.terminationStatus == 64, "\(arguments)")
+            #expect(try process.waitForEnd() == 64, "\(arguments)")
             let log = try String(contentsOfFile: process.stderrPath, encoding: .utf8)
             #expect(log.contains("Usage: askrelay-broker"), "\(arguments): \(log)")
         }
@@ -122,8 +121,7 @@ struct BrokerProcessTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let top = try TestProcess("askrelay", ["top", "--stats-endpoint", "ipc://\(directory.path)/nothing.sock", "--timeout", "300ms"], logDirectory: directory.path)
-        top.process.waitUntilExit()
-        #expect(top.process.terminationStatus == 69)
+        #expect(try top.waitForEnd() == 69)
         #expect(try String(contentsOfFile: top.stderrPath, encoding: .utf8).contains("no statistics"))
     }
 }
@@ -137,8 +135,7 @@ struct FuzzCorpusTests {
         defer { directory.cleanup() }
         let replay = try TestProcess("askrelay-fuzz", [corpus], logDirectory: directory.path)
         let line = try replay.waitForLine(startingWith: "replayed")
-        replay.process.waitUntilExit()
-        #expect(replay.process.terminationStatus == 0)
+        #expect(try replay.waitForEnd(timeout: .seconds(120)) == 0)
         let count = Int(line.split(separator: " ")[1]) ?? 0
         #expect(count >= 50, "\(line)")
     }
@@ -152,8 +149,7 @@ struct CurveDeploymentTests {
         defer { directory.cleanup() }
         let keys = directory.path + "/keys"
         let generate = try TestProcess("askrelay", ["keys", "generate", "--out", keys, "--families", "4", "--guardians", "2", "--children", "1", "--parent-hosts", "2", "--child-hosts", "2"], logDirectory: directory.path)
-        generate.process.waitUntilExit()
-        #expect(generate.process.terminationStatus == 0)
+        #expect(try generate.waitForEnd(timeout: .seconds(120)) == 0)
         let broker = try TestProcess("askrelay-broker", [
             "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off",
             "--curve-secret-file", keys + "/broker.key", "--principals", keys + "/principals.json",

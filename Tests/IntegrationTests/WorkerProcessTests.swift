@@ -231,7 +231,7 @@ struct WorkerProcessTests {
         let answered = try #require(await poll(timeout: .seconds(10)) {
             JSONLinesWriter.read(GuardianAnswerRecord.self, path: records).values.first { !$0.result.isEmpty }
         })
-        #expect(parent.process.isRunning)
+        #expect(parent.isRunning)
         #expect(answered.result == ErrorCode.expired.rawValue)
         #expect(answered.answeredAt >= question.expirationDate!)
         #expect(collector.items.isEmpty)

@@ -81,3 +81,23 @@ public enum WireJSON {
         String(decoding: try encode(value), as: UTF8.self)
     }
 }
+
+/// The JSON AskRelay writes for people and tools rather than the wire: reports, key and principal files, rosters,
+/// limits state, the stats endpoint. One place configures every such encoder; keys are always sorted.
+public enum ReportJSON {
+    /// - Parameters:
+    ///   - pretty: indented, one key per line (files); `false` for one line (the stats endpoint, rosters).
+    ///   - escapingSlashes: `/` written as `\/` (Foundation's default, kept where a file has always had it).
+    ///   - isoDates: dates as ISO 8601 strings instead of Foundation's default (seconds since 2001).
+    public static func encoder(pretty: Bool = true, escapingSlashes: Bool = false, isoDates: Bool = false)
+        -> JSONEncoder
+    {
+        let encoder = JSONEncoder()
+        var formatting: JSONEncoder.OutputFormatting = [.sortedKeys]
+        if pretty { formatting.insert(.prettyPrinted) }
+        if !escapingSlashes { formatting.insert(.withoutEscapingSlashes) }
+        encoder.outputFormatting = formatting
+        if isoDates { encoder.dateEncodingStrategy = .iso8601 }
+        return encoder
+    }
+}

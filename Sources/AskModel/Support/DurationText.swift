@@ -30,8 +30,10 @@ public func durationFromSeconds(_ seconds: Double) -> Duration? {
 
 /// A duration as the parser reads it back, in the largest unit that keeps it whole: `100d`, `48h`, `2s`, `250ms`.
 public func durationText(_ duration: Duration) -> String {
-    let milliseconds = (duration.secondsValue * 1000).rounded()
-    if milliseconds == 0 { return "0s" }
+    let microseconds = (duration.secondsValue * 1_000_000).rounded()
+    if microseconds == 0 { return "0s" }
+    if microseconds.truncatingRemainder(dividingBy: 1000) != 0 { return "\(Int(microseconds))us" }
+    let milliseconds = microseconds / 1000
     for (unit, size) in [("d", 86_400_000.0), ("h", 3_600_000), ("m", 60_000), ("s", 1000)]
     where milliseconds.truncatingRemainder(dividingBy: size) == 0 {
         return "\(Int(milliseconds / size))\(unit)"

@@ -1,3 +1,4 @@
+import AskModel
 import Foundation
 import ZeroMQ
 
@@ -90,8 +91,7 @@ public struct PrincipalsFile: Codable, Sendable, Hashable {
 
     /// Writes the file atomically, mode 0644 (public keys only).
     public func save(path: String) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let encoder = ReportJSON.encoder()
         try encoder.encode(self).write(to: URL(fileURLWithPath: path), options: .atomic)
     }
 
@@ -137,8 +137,7 @@ public struct KeyFile: Codable, Sendable, Hashable {
     }
 
     public func save(path: String) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let encoder = ReportJSON.encoder(escapingSlashes: true)
         let url = URL(fileURLWithPath: path)
         try encoder.encode(self).write(to: url, options: .atomic)
         chmod(path, 0o600)

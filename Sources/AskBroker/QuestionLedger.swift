@@ -502,39 +502,6 @@ extension Broker {
             }
         }
     }
-
-    /// Loads the family rosters, the open questions and the questions closed within the retention from the journal
-    /// (restart), without decoding any JSON; older closed questions are deleted first.
-    /// - Returns: the number of open questions.
-    func recoverLedger() throws -> Int {
-        let clock = ContinuousClock()
-        let started = clock.now
-        var guardians = 0
-        for (family, members) in try journal.loadGuardians() {
-            for guardian in members where ledger.addGuardian(family: family, guardian: guardian) { guardians += 1 }
-        }
-        let rostersLoaded = clock.now
-        let deleted = try journal.deleteQuestions(closedBefore: Date().addingTimeInterval(-configuration.closedRetention.seconds))
-        var open = 0
-        var closed: [LedgerQuestion] = []
-        try journal.forEachLedgerQuestion { question in
-            if question.closedAt != nil {
-                closed.append(question)
-            } else {
-                ledger.restore(question)
-                open += 1
-            }
-        }
-        closed.sort { ($0.closedAt ?? $0.createdAt) < ($1.closedAt ?? $1.createdAt) }
-        for question in closed { ledger.restore(question) }
-        if open > 0 || guardians > 0 || !closed.isEmpty {
-            logger.notice("ledger recovered", [
-                "open_questions": open, "closed_questions": closed.count, "closed_deleted": deleted, "guardians": guardians,
-                "rosters_ms": (rostersLoaded - started).milliseconds, "questions_ms": (clock.now - rostersLoaded).milliseconds,
-            ])
-        }
-        return open
-    }
 }
 
 /// The bodies the ledger builds around a question's stored JSON: the JSON is spliced in as it is, never decoded

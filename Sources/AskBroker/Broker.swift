@@ -10,6 +10,18 @@ import ZeroMQ
 /// ledger) and to the journal's open transaction, commits the journal once, and only then acknowledges what it
 /// accepted and delivers what is due. Bodies are never decoded on this path, except for the few kinds the ledger
 /// must read.
+///
+/// One file per step of the turn, in the order ``run()`` calls them:
+/// - `Broker.swift`: the stored state, `init`, and the loop (poll, read a batch, finish the turn, timers).
+/// - `Broker+Input.swift`: each message read is parsed, validated and dispatched (HELLO, SEND, ACK) or refused.
+/// - `Broker+Questions.swift`: the ledger's effects, for the SENDs the ledger must read (ask, answer, cancel,
+///   expiry) and the bodies it builds; the ledger itself is `QuestionLedger.swift`.
+/// - `Broker+Delivery.swift`: routing into mailboxes (journaled or spilled), pumping them to their owners, ACKs.
+/// - `Broker+Turn.swift`: the end of the turn: one journal commit, then deliveries and ACKs; or its withdrawal.
+/// - `Broker+Housekeeping.swift`: the timers after each turn: expiry, heartbeats and liveness, redelivery,
+///   forgetting old ids and closed questions, stats.
+/// - `Broker+Sessions.swift`: ending a session, the limits workers' affinity, forgiving a stall of the loop.
+/// - `Broker+Recovery.swift`: rebuilding memory from the journal before the first turn, and the drain at the end.
 public final class Broker {
     public let configuration: BrokerConfiguration
     let logger: Logger

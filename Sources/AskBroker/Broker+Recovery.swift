@@ -1,0 +1,85 @@
+import AskProtocol
+import Foundation
+import ZeroMQ
+
+// Start and end of a broker's life: rebuilding memory (queues, ledger, accepted ids) from the journal, and the
+// drain at shutdown.
+extension Broker {
+    /// Rebuilds memory from the journal. Queued messages are not read into memory: nobody is connected yet, so
+    /// every address's messages start spilled (counted, read back when its owner registers), except those for the
+    /// `limits` service, which are read now to be routed to whichever limits worker registers.
+    func recover() throws {
+        let recoveryStarted = ContinuousClock.now
+        var messages = 0
+        for (recipient, count, firstSeq) in try journal.messageSummary() {
+            messages += count
+            let mailbox = mailbox(for: recipient)
+            if recipient == "limits" {
+                for stored in try journal.loadMessages(to: recipient, fromSeq: 0, limit: Int(Int32.max)) {
+                    mailbox.enqueue(Envelope(stored: stored))
+                    totalQueued += 1
+                }
+            } else {
+                mailbox.spilled = count
+                mailbox.spillCursor = firstSeq
+                totalSpilled += count
+            }
+        }
+        nextSeq = max(nextSeq, try journal.maxMessageSeq() + 1)
+        let openQuestions = try recoverLedger()
+        let horizon = Date().addingTimeInterval(-Double((configuration.ackTimeout * 10).components.seconds))
+        for id in try journal.loadAccepted(since: horizon) {
+            accepted.insert(id)
+            acceptedOrder.append((.now, id))
+        }
+        if messages > 0 || openQuestions > 0 {
+            logger.notice("recovered from journal", ["messages": messages, "open_questions": openQuestions, "ms": (ContinuousClock.now - recoveryStarted).milliseconds])
+        }
+    }
+
+    /// Loads the family rosters, the open questions and the questions closed within the retention from the journal
+    /// (restart), without decoding any JSON; older closed questions are deleted first.
+    /// - Returns: the number of open questions.
+    func recoverLedger() throws -> Int {
+        let clock = ContinuousClock()
+        let started = clock.now
+        var guardians = 0
+        for (family, members) in try journal.loadGuardians() {
+            for guardian in members where ledger.addGuardian(family: family, guardian: guardian) { guardians += 1 }
+        }
+        let rostersLoaded = clock.now
+        let deleted = try journal.deleteQuestions(closedBefore: Date().addingTimeInterval(-configuration.closedRetention.seconds))
+        var open = 0
+        var closed: [LedgerQuestion] = []
+        try journal.forEachLedgerQuestion { question in
+            if question.closedAt != nil {
+                closed.append(question)
+            } else {
+                ledger.restore(question)
+                open += 1
+            }
+        }
+        closed.sort { ($0.closedAt ?? $0.createdAt) < ($1.closedAt ?? $1.createdAt) }
+        for question in closed { ledger.restore(question) }
+        if open > 0 || guardians > 0 || !closed.isEmpty {
+            logger.notice("ledger recovered", [
+                "open_questions": open, "closed_questions": closed.count, "closed_deleted": deleted, "guardians": guardians,
+                "rosters_ms": (rostersLoaded - started).milliseconds, "questions_ms": (clock.now - rostersLoaded).milliseconds,
+            ])
+        }
+        return open
+    }
+
+    func shutdown() {
+        logger.notice("broker stopping", ["sessions": sessions.count, "queued": totalQueued])
+        for session in Array(sessions.values) {
+            output.removeAll()
+            output.append(session.identity)
+            WireEncoder.bye(reason: "broker shutting down", into: &output)
+            _ = try? socket.send(output, .dontWait)
+        }
+        if !pendingDeletes.isEmpty { try? journal.deleteMessages(seqs: pendingDeletes) }
+        do { _ = try journal.commitIfNeeded() } catch { logger.error("final journal commit failed", ["error": "\(error)"]) }
+        logger.notice("broker stopped")
+    }
+}

@@ -1,0 +1,96 @@
+import AskProtocol
+import Foundation
+
+// Sessions and liveness: ending a session (its work requeued or spilled), the limits workers' affinity, and
+// forgiving peers' silence the broker could not observe.
+extension Broker {
+    /// Ends a session: its addresses lose their owner and unacked deliveries go back to their queues.
+    func endSession(_ session: Session, reason: String, requeue: Bool = true) {
+        guard session.isAlive else { return }
+        session.isAlive = false
+        sessions.removeValue(forKey: session.peer)
+        stats.sessionsClosed += 1
+        turn.sessionsEnded += 1
+        logger.info("session ended", ["worker": session.worker, "reason": reason])
+        for address in session.addresses.keys {
+            guard let mailbox = mailboxes[address], mailbox.owner === session else { continue }
+            mailbox.owner = nil
+            for id in mailbox.inflight.keys { inflightIndex.removeValue(forKey: id) }
+            if session.role == .limits {
+                // Work for the limits service goes to another live limits worker, or waits for one.
+                let work = mailbox.drainAll()
+                var kept: [Envelope] = []
+                for envelope in work {
+                    if envelope.to == "limits" {
+                        let target = self.mailbox(for: limitsTarget(for: envelope.from))
+                        target.enqueue(envelope)
+                        markDirty(target)
+                    } else {
+                        kept.append(envelope)
+                    }
+                }
+                for envelope in kept { mailbox.enqueue(envelope) }
+            } else {
+                mailbox.requeueInflight()
+                if journal.durability != .off {
+                    // Nobody serves the address now: its messages wait in the journal, not in memory.
+                    let spilledBefore = mailbox.spilled
+                    totalQueued -= mailbox.spillWaiting()
+                    totalSpilled += mailbox.spilled - spilledBefore
+                }
+            }
+        }
+    }
+
+    /// The limits worker for a sender: sticky while that worker lives, otherwise the live one chosen by rendezvous
+    /// hashing; `limits` (parked until one registers) when none is alive.
+    func limitsTarget(for from: String) -> String {
+        let child = from
+        if let address = limitsAffinity[child], let owner = mailboxes[address]?.owner, owner.isAlive { return address }
+        var best: (score: UInt64, address: String)?
+        for session in sessions.values where session.role == .limits && session.isAlive {
+            for address in session.addresses.keys {
+                let score = Self.mix(Self.hash(child) ^ Self.hash(address))
+                if best == nil || score > best!.score { best = (score, address) }
+            }
+        }
+        guard let best else { return "limits" }
+        limitsAffinity[child] = best.address
+        return best.address
+    }
+
+    func rerouteParkedLimitsWork() {
+        guard let parked = mailboxes["limits"], parked.waitingCount > 0 else { return }
+        for envelope in parked.drainAll() {
+            let target = mailbox(for: limitsTarget(for: envelope.from))
+            target.enqueue(envelope)
+            markDirty(target)
+        }
+    }
+
+    static func hash(_ text: String) -> UInt64 {
+        var value: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 { value = (value ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return value
+    }
+
+    static func mix(_ x: UInt64) -> UInt64 {
+        var z = x &+ 0x9e37_79b9_7f4a_7c15
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+
+    /// The loop read nothing for `stall`: peers' silence and deliveries' ACK clocks resume where they stopped, so
+    /// the turns after it neither end sessions whose heartbeats are still unread in the socket (or that only answer
+    /// the broker's own heartbeats, which it did not send) nor redeliver everything in flight.
+    func forgiveStall(_ stall: Duration) {
+        logger.warning("broker loop stalled; peers' liveness and ACK timers paused for it", [
+            "ms": stall.milliseconds, "sessions": sessions.count, "inflight": inflightIndex.count,
+        ])
+        for session in sessions.values { session.lastHeard += stall }
+        for (id, mailbox) in inflightIndex {
+            if let envelope = mailbox.inflight[id], let delivered = envelope.deliveredAt { envelope.deliveredAt = delivered + stall }
+        }
+    }
+}

@@ -1,0 +1,131 @@
+import AskProtocol
+import Foundation
+import ZeroMQ
+
+// The end of a loop turn: commit the journal once, then deliver and acknowledge; or, when the commit fails,
+// withdraw everything the turn did so memory matches the journal again.
+extension Broker {
+    /// Commits the turn's journal writes, then delivers and acknowledges.
+    func finishTurn() {
+        if !rosterRetry.isEmpty {
+            let retry = rosterRetry
+            rosterRetry.removeAll()
+            for (family, guardian) in retry {
+                let address = "guardian/\(guardian)"
+                guard let owner = mailboxes[address]?.owner, owner.isAlive, owner.addresses[address] == family else {
+                    continue
+                }
+                addToRoster(family: family, guardian: guardian)
+            }
+        }
+        if journal.writeFailures == turnWriteFailures {
+            if !turnAccepted.isEmpty { try? journal.rememberAccepted(turnAccepted.lazy.map(\.id), at: turnDate) }
+            if !pendingDeletes.isEmpty { try? journal.deleteMessages(seqs: pendingDeletes) }
+        }
+        pendingDeletes.removeAll(keepingCapacity: true)
+        let writeFailed = journal.writeFailures != turnWriteFailures
+        if journal.hasPendingWrites || writeFailed {
+            do {
+                if writeFailed {
+                    // A write of this turn failed and rolled back the turn's transaction; whatever was written after
+                    // it is only part of the turn, so it goes too.
+                    journal.discardPendingWrites()
+                    throw journal.lastWriteFailure ?? WireError(.storageFailed, "a journal write failed")
+                }
+                if let took = try journal.commitIfNeeded() {
+                    stats.recordCommit(took)
+                    turn.commit += took
+                }
+                crashPoints.committed(acks: !turnAccepted.isEmpty)
+            } catch {
+                withdrawTurn(error)
+            }
+        }
+        clearTurn()
+        turnWriteFailures = journal.writeFailures
+        // Deliveries first: they are on the critical path of a round trip, and they carry pending ACK ids to the
+        // peers that read them. The senders' ACKs only free their retry timers. Both go out after the commit.
+        pumpDirty()
+        flushAcks()
+    }
+
+    /// Sends the pending ACKs no DELIVER carried: at once, or for a peer that reads carried ACK ids, once they
+    /// have waited `ackDelay` (a DELIVER to it may come first and carry them).
+    func flushAcks() {
+        guard !sessionsWithAcks.isEmpty else { return }
+        let holdUntil = turnNow - configuration.ackDelay
+        var kept = 0
+        for session in sessionsWithAcks {
+            guard session.isAlive, !session.pendingAcks.isEmpty else {
+                session.isInAckList = false
+                continue
+            }
+            if session.carriedAcks, session.acksSince > holdUntil {
+                sessionsWithAcks[kept] = session
+                kept += 1
+                continue
+            }
+            var start = 0
+            while start < session.pendingAcks.count {
+                let end = min(start + configuration.limits.maxAckIDs, session.pendingAcks.count)
+                output.removeAll()
+                output.append(session.identity)
+                WireEncoder.ack(session.pendingAcks[start..<end], into: &output)
+                sendToPeer(session)
+                start = end
+            }
+            session.pendingAcks.removeAll(keepingCapacity: true)
+            session.isInAckList = false
+        }
+        sessionsWithAcks.removeLast(sessionsWithAcks.count - kept)
+    }
+
+    func clearTurn() {
+        if !turnEnvelopes.isEmpty { turnEnvelopes.removeAll(keepingCapacity: true) }
+        if !turnAccepted.isEmpty { turnAccepted.removeAll(keepingCapacity: true) }
+        if !turnLedgerUndo.isEmpty { turnLedgerUndo.removeAll(keepingCapacity: true) }
+        if !turnSpills.isEmpty { turnSpills.removeAll(keepingCapacity: true) }
+        if !turnGuardians.isEmpty { turnGuardians.removeAll(keepingCapacity: true) }
+    }
+
+    /// Adds a guardian to its family's roster, in memory and in this turn's journal transaction.
+    func addToRoster(family: String, guardian: String) {
+        guard ledger.addGuardian(family: family, guardian: guardian) else { return }
+        turnGuardians.append((family, guardian))
+        try? journal.addGuardian(family: family, guardian: guardian)
+    }
+
+    /// The journal could not commit (or a write of the turn failed, which rolled the whole turn back): nothing
+    /// from this turn is acknowledged or delivered. Its SENDs get `storage-failed`, its envelopes are withdrawn and
+    /// the ledger entries it changed are put back as they were, so memory matches the journal again.
+    func withdrawTurn(_ error: any Error) {
+        stats.storageFailures += 1
+        logger.error("journal commit failed; refusing this turn's messages", ["error": "\(error)", "messages": turnAccepted.count])
+        let failure = WireError(.storageFailed, "the broker could not write its journal: \(error)")
+        for envelope in turnEnvelopes { envelope.withdrawn = true }
+        // Spilled rows went with the rolled-back transaction. A mailbox's spill cursor stays valid: either earlier
+        // turns spilled too (the cursor is theirs) or nothing is spilled any more.
+        for mailbox in turnSpills {
+            mailbox.spilled -= 1
+            totalSpilled -= 1
+        }
+        for (id, previous) in turnLedgerUndo {
+            if let previous {
+                // Its deadline may have been consumed by an expiry of this turn: it comes again shortly.
+                ledger.putBack(id, previous, notBefore: Date().addingTimeInterval(0.25))
+            } else {
+                ledger.remove(id)
+            }
+        }
+        // The roster rows went with the rolled-back transaction; memory follows, and the next turn writes them again.
+        for (family, guardian) in turnGuardians {
+            ledger.removeGuardian(family: family, guardian: guardian)
+            rosterRetry.append((family, guardian))
+        }
+        for (id, session) in turnAccepted {
+            accepted.remove(id)
+            session.pendingAcks.removeAll { $0 == id }
+            nack(session: session, id: id, failure)
+        }
+    }
+}

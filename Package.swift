@@ -154,7 +154,9 @@ let package = Package(
         // Real processes: broker, workers and askrelay executables started by the tests.
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["AskProtocol", "AskAgents", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite", "AskTestSupport"],
+            dependencies: [
+                "AskProtocol", "AskAgents", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite", "AskTestSupport",
+            ],
             swiftSettings: strict
         ),
     ],

@@ -89,7 +89,10 @@ final class AskCenterConnection: WorkerHandler {
     // MARK: Operations
 
     func startAsk(
-        _ question: AnyPermissionQuestion, child: String, token: Token, deadline: ContinuousClock.Instant,
+        _ question: AnyPermissionQuestion,
+        child: String,
+        token: Token,
+        deadline: ContinuousClock.Instant,
         connection: WorkerConnection
     ) {
         // Ended meanwhile (stopped, timed out while the job waited in the inbox): nothing to send.
@@ -101,25 +104,38 @@ final class AskCenterConnection: WorkerHandler {
         let sendID = connection.send(AskRequest(question: question), from: "child/\(child)", to: "limits")
         purposes[sendID] = .ask(question.id)
         asks[question.id] = PendingAsk(
-            child: child, question: question, token: token, deadline: deadline, sendID: sendID)
+            child: child,
+            question: question,
+            token: token,
+            deadline: deadline,
+            sendID: sendID
+        )
     }
 
     func startSheet(
-        _ action: SheetAction, questionID: UUID, child: String, token: Token, deadline: ContinuousClock.Instant,
+        _ action: SheetAction,
+        questionID: UUID,
+        child: String,
+        token: Token,
+        deadline: ContinuousClock.Instant,
         connection: WorkerConnection
     ) {
         guard calls.isPending(token) else { return }
         let sendID: MessageID
         switch action {
         case .send: sendID = connection.send(SendQuestion(questionID: questionID), from: "child/\(child)", to: "broker")
-        case .cancel: sendID = connection.send(CancelQuestion(questionID: questionID), from: "child/\(child)", to: "broker")
+        case .cancel:
+            sendID = connection.send(CancelQuestion(questionID: questionID), from: "child/\(child)", to: "broker")
         }
         purposes[sendID] = .sheet
         sheets[sendID] = PendingSheet(token: token, deadline: deadline)
     }
 
     func startQuery(
-        _ handles: [CommunicationHandle], child: String, token: Token, deadline: ContinuousClock.Instant,
+        _ handles: [CommunicationHandle],
+        child: String,
+        token: Token,
+        deadline: ContinuousClock.Instant,
         connection: WorkerConnection
     ) {
         guard calls.isPending(token) else { return }
@@ -134,14 +150,22 @@ final class AskCenterConnection: WorkerHandler {
             if queries[child]!.isEmpty { queries[child] = nil }
         }
         guard var head = queries[child]?.first, head.sendID == nil else { return }
-        let sendID = connection.send(KnownHandlesQuery(child: child, handles: head.handles), from: "child/\(child)", to: "limits")
+        let sendID = connection.send(
+            KnownHandlesQuery(child: child, handles: head.handles),
+            from: "child/\(child)",
+            to: "limits"
+        )
         head.sendID = sendID
         queries[child]![0] = head
         purposes[sendID] = .query(child: child)
     }
 
     /// Ends the head query of `child` with `result` and puts the next one on the wire.
-    private func finishHeadQuery(child: String, _ result: Result<[CommunicationHandle], LimitsQueryError>, connection: WorkerConnection) {
+    private func finishHeadQuery(
+        child: String,
+        _ result: Result<[CommunicationHandle], LimitsQueryError>,
+        connection: WorkerConnection
+    ) {
         guard var queue = queries[child], !queue.isEmpty else { return }
         let head = queue.removeFirst()
         queries[child] = queue.isEmpty ? nil : queue
@@ -212,7 +236,11 @@ final class AskCenterConnection: WorkerHandler {
             }
             // Answer in the caller's spelling.
             let known = Set(reply.known.map(\.normalized))
-            finishHeadQuery(child: child, .success(head.handles.filter { known.contains($0.normalized) }), connection: connection)
+            finishHeadQuery(
+                child: child,
+                .success(head.handles.filter { known.contains($0.normalized) }),
+                connection: connection
+            )
             return .ack
         default:
             logger.debug("ignoring delivery", ["kind": delivery.kind, "to": delivery.to])
@@ -230,7 +258,10 @@ final class AskCenterConnection: WorkerHandler {
             isNew = try store.record(delivered, body: delivery.body, now: Date())
         } catch {
             // Not recorded, so not acknowledged: the broker delivers it again later.
-            logger.error("could not record a response; holding it", ["question": response.question.id, "error": "\(error)"])
+            logger.error(
+                "could not record a response; holding it",
+                ["question": response.question.id, "error": "\(error)"]
+            )
             return .hold
         }
         guard isNew else {
@@ -266,7 +297,11 @@ final class AskCenterConnection: WorkerHandler {
             }
         case .query(let child):
             guard queries[child]?.first?.sendID == id else { return }
-            finishHeadQuery(child: child, .failure(.refused(code: error.code, reason: error.reason)), connection: connection)
+            finishHeadQuery(
+                child: child,
+                .failure(.refused(code: error.code, reason: error.reason)),
+                connection: connection
+            )
         case .other:
             break
         }
@@ -285,7 +320,9 @@ final class AskCenterConnection: WorkerHandler {
             asks.removeValue(forKey: questionID)
             purposes.removeValue(forKey: ask.sendID)
             // The limits service may still present it later; cancel so it cannot linger presented.
-            purposes[connection.send(CancelQuestion(questionID: questionID), from: "child/\(ask.child)", to: "broker")] = .other
+            purposes[
+                connection.send(CancelQuestion(questionID: questionID), from: "child/\(ask.child)", to: "broker")
+            ] = .other
             let message = "ask timed out after \(options.askTimeout) without an ask.result"
             finishAsk(ask.token, .failure(.systemError(message)))
         }

@@ -52,7 +52,9 @@ final class ResponseHub: Sendable {
 
     /// Opens a stream. - Returns: its token and the ids of waiting responses it was given.
     func subscribe(
-        child: String?, topicID: String, yield: @escaping @Sendable (DeliveredResponse) -> Void,
+        child: String?,
+        topicID: String,
+        yield: @escaping @Sendable (DeliveredResponse) -> Void,
         finish: @escaping @Sendable () -> Void
     ) -> (Int, [UUID]) {
         let subscriber = Subscriber(child: child, topicID: topicID, yield: yield, finish: finish)
@@ -130,7 +132,8 @@ final class ResponseStore {
                 surfaced INTEGER NOT NULL DEFAULT 0
             );
             CREATE INDEX IF NOT EXISTS responses_waiting ON responses(surfaced) WHERE surfaced = 0;
-            """)
+            """
+        )
         self.database = database
     }
 
@@ -143,7 +146,9 @@ final class ResponseStore {
             "SELECT child, body FROM responses WHERE surfaced = 0 ORDER BY received_at, rowid"
         ) { row in (row.text(at: 0), row.blob(at: 1)) }
         return rows.compactMap { child, body in
-            (try? WireJSON.decode(AnyPermissionResponse.self, from: body)).map { DeliveredResponse(child: child, response: $0) }
+            (try? WireJSON.decode(AnyPermissionResponse.self, from: body)).map {
+                DeliveredResponse(child: child, response: $0)
+            }
         }
     }
 
@@ -162,7 +167,8 @@ final class ResponseStore {
             [
                 .text(key.uuidString), .text(response.child), .text(response.response.question.topicID),
                 .text(response.response.choice.id), .blob(body), .real(now.timeIntervalSince1970),
-            ])
+            ]
+        )
         return database.changes == 1
     }
 

@@ -139,7 +139,9 @@ public final class AskCenter: Sendable {
         var byID: [String: ChildIdentity] = [:]
         for child in children {
             guard Address.isValidID(child.id), Address.isValidID(child.family) else {
-                throw AskCenterSetupError("child id and family must be 1-64 characters of A-Z a-z 0-9 . _ -: \(child.id)@\(child.family)")
+                throw AskCenterSetupError(
+                    "child id and family must be 1-64 characters of A-Z a-z 0-9 . _ -: \(child.id)@\(child.family)"
+                )
             }
             guard byID.updateValue(child, forKey: child.id) == nil else {
                 throw AskCenterSetupError("child '\(child.id)' is listed twice")
@@ -151,7 +153,10 @@ public final class AskCenter: Sendable {
         var path: String?
         if let stateDirectory {
             let lock = try OwnerLock.claim(
-                folder: stateDirectory, name: "askcenter.lock", what: "the AskCenter state directory")
+                folder: stateDirectory,
+                name: "askcenter.lock",
+                what: "the AskCenter state directory"
+            )
             ownership = Mutex(lock)
             path = (stateDirectory as NSString).appendingPathComponent("askcenter.sqlite")
         } else {
@@ -162,8 +167,11 @@ public final class AskCenter: Sendable {
         let shared = AskCenterShared(pendingAtStart: pending)
         self.shared = shared
         var configuration = WorkerConfiguration(
-            broker: broker, role: .child, worker: options.workerName,
-            endpoints: children.map { EndpointClaim(address: $0.address, family: $0.family) })
+            broker: broker,
+            role: .child,
+            worker: options.workerName,
+            endpoints: children.map { EndpointClaim(address: $0.address, family: $0.family) }
+        )
         configuration.heartbeatInterval = options.heartbeatInterval
         configuration.window = options.window
         configuration.curve = options.curve
@@ -228,7 +236,9 @@ public final class AskCenter: Sendable {
     }
 
     func subscribe<Element>(
-        child: String?, topicID: String, continuation: AsyncStream<Element>.Continuation,
+        child: String?,
+        topicID: String,
+        continuation: AsyncStream<Element>.Continuation,
         yield: @escaping @Sendable (DeliveredResponse) -> Void
     ) {
         let (token, flushed) = shared.hub.subscribe(child: child, topicID: topicID, yield: yield) {
@@ -257,7 +267,12 @@ public final class AskCenter: Sendable {
             }
             runtime.submit { connection, handler in
                 (handler as? AskCenterConnection)?.startAsk(
-                    question, child: child, token: token, deadline: deadline, connection: connection)
+                    question,
+                    child: child,
+                    token: token,
+                    deadline: deadline,
+                    connection: connection
+                )
             }
         }
         try result.get()
@@ -271,14 +286,21 @@ public final class AskCenter: Sendable {
             guard let token = shared.calls.register(.sheet(continuation), deadline: deadline) else { return }
             runtime.submit { connection, handler in
                 (handler as? AskCenterConnection)?.startSheet(
-                    kind, questionID: questionID, child: child, token: token, deadline: deadline,
-                    connection: connection)
+                    kind,
+                    questionID: questionID,
+                    child: child,
+                    token: token,
+                    deadline: deadline,
+                    connection: connection
+                )
             }
         }
         try result.get()
     }
 
-    func knownHandles(_ handles: [CommunicationHandle], child: String) async throws(LimitsQueryError) -> Set<CommunicationHandle> {
+    func knownHandles(_ handles: [CommunicationHandle], child: String) async throws(LimitsQueryError) -> Set<
+        CommunicationHandle
+    > {
         guard children[child] != nil else { throw .unknownChild(child) }
         if handles.isEmpty { return [] }
         let timeout = options.queryTimeout
@@ -287,7 +309,12 @@ public final class AskCenter: Sendable {
             guard let token = shared.calls.register(.query(continuation), deadline: deadline) else { return }
             runtime.submit { connection, handler in
                 (handler as? AskCenterConnection)?.startQuery(
-                    handles, child: child, token: token, deadline: deadline, connection: connection)
+                    handles,
+                    child: child,
+                    token: token,
+                    deadline: deadline,
+                    connection: connection
+                )
             }
         }
         return Set(try result.get())

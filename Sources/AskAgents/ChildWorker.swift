@@ -57,14 +57,20 @@ public struct ChildWorkerConfiguration: Sendable {
     /// Problems that make the configuration unusable, in words for an operator.
     public func problems() -> [String] {
         var problems: [String] = []
-        if children.isEmpty { problems.append("no children: give --child ID@FAMILY or --families and --children-per-family") }
+        if children.isEmpty {
+            problems.append("no children: give --child ID@FAMILY or --families and --children-per-family")
+        }
         if flows == nil && duration == nil { problems.append("give --flows or --duration (or both)") }
-        for (name, p) in [("cancel-probability", cancelProbability), ("abandon-probability", abandonProbability),
-                          ("known-ratio", knownRatio), ("invalid-ratio", invalidRatio), ("group-ratio", groupRatio),
-                          ("app-update-ratio", appUpdateRatio)] where !(0...1).contains(p) {
+        for (name, p) in [
+            ("cancel-probability", cancelProbability), ("abandon-probability", abandonProbability),
+            ("known-ratio", knownRatio), ("invalid-ratio", invalidRatio), ("group-ratio", groupRatio),
+            ("app-update-ratio", appUpdateRatio),
+        ] where !(0...1).contains(p) {
             problems.append("--\(name) must be between 0 and 1")
         }
-        if cancelProbability + abandonProbability > 1 { problems.append("--cancel-probability plus --abandon-probability must not exceed 1") }
+        if cancelProbability + abandonProbability > 1 {
+            problems.append("--cancel-probability plus --abandon-probability must not exceed 1")
+        }
         if !(timeScale > 0 && timeScale.isFinite) { problems.append("--time-scale must be a positive number") }
         if contactsPerChild < 1 { problems.append("--contacts must be at least 1") }
         return problems
@@ -100,8 +106,13 @@ public final class ChildWorker: Sendable {
         self.logger = logger
         records = FlowRecordSink(try JSONLinesWriter(path: configuration.recordsPath))
         center = try AskCenter(
-            broker: configuration.broker, children: configuration.children, stateDirectory: configuration.stateDirectory,
-            logger: logger, context: context, options: configuration.center)
+            broker: configuration.broker,
+            children: configuration.children,
+            stateDirectory: configuration.stateDirectory,
+            logger: logger,
+            context: context,
+            options: configuration.center
+        )
     }
 
     /// Plays every child's flows; returns when all are done, or early (without recording unfinished flows) when the
@@ -138,7 +149,10 @@ public final class ChildWorker: Sendable {
         for await item in center.responses(for: Topic.self) {
             if Task.isCancelled { break }
             if let anomaly = router.deliver(child: item.child, response: AnyPermissionResponse(item.response)) {
-                logger.warning("response for a finished flow", ["question": item.response.question.id, "outcome": anomaly.outcome.rawValue])
+                logger.warning(
+                    "response for a finished flow",
+                    ["question": item.response.question.id, "outcome": anomaly.outcome.rawValue]
+                )
                 records.write(anomaly)
             }
         }
@@ -149,7 +163,11 @@ public final class ChildWorker: Sendable {
     func play(_ child: ChildIdentity, deadline: ContinuousClock.Instant?) async {
         var random = SeededGenerator(seed: configuration.seed, stream: "flows/\(child.id)")
         let contacts = ContactGenerator.contacts(
-            for: child.id, seed: configuration.seed, count: configuration.contactsPerChild, knownRatio: configuration.knownRatio)
+            for: child.id,
+            seed: configuration.seed,
+            count: configuration.contactsPerChild,
+            knownRatio: configuration.knownRatio
+        )
         var approvals = ContactApprovals(pendingWindow: configuration.scaledPendingWindow)
         let session = center.child(child.id)
         var seenGeneration = reconnectGeneration.withLock { $0 }
@@ -169,10 +187,20 @@ public final class ChildWorker: Sendable {
                     logger.info("re-checking known handles failed", ["child": child.id, "error": "\(error)"])
                 }
             }
-            let plan = FlowPlan.make(using: &random, contacts: contacts, configuration: configuration, approvals: approvals)
+            let plan = FlowPlan.make(
+                using: &random,
+                contacts: contacts,
+                configuration: configuration,
+                approvals: approvals
+            )
             if let record = await runFlow(
-                plan, child: child, session: session, approvals: &approvals, random: &random, deadline: deadline)
-            {
+                plan,
+                child: child,
+                session: session,
+                approvals: &approvals,
+                random: &random,
+                deadline: deadline
+            ) {
                 records.write(record)
             }
             flow += 1
@@ -183,12 +211,22 @@ public final class ChildWorker: Sendable {
     /// has asked runs to its end, which its own timeouts and the question's expiry bound (the drain).
     /// - Returns: its record, or `nil` if the task was cancelled before it finished or the flow asked nothing.
     func runFlow(
-        _ plan: FlowPlan, child: ChildIdentity, session: ChildSession, approvals: inout ContactApprovals,
-        random: inout SeededGenerator, deadline: ContinuousClock.Instant? = nil
+        _ plan: FlowPlan,
+        child: ChildIdentity,
+        session: ChildSession,
+        approvals: inout ContactApprovals,
+        random: inout SeededGenerator,
+        deadline: ContinuousClock.Instant? = nil
     ) async -> ChildFlowRecord? {
         var question = plan.question
         var record = ChildFlowRecord(
-            question: nil, child: child.id, family: child.family, topic: question.topicID, outcome: .refused, closedAt: Date())
+            question: nil,
+            child: child.id,
+            family: child.family,
+            topic: question.topicID,
+            outcome: .refused,
+            closedAt: Date()
+        )
         var handles = question.topic.handles
         if !plan.invalid && !handles.isEmpty {
             // CommunicationLimits first: no question about people the system already knows.
@@ -222,7 +260,9 @@ public final class ChildWorker: Sendable {
             }
         }
         if let expireAfter = configuration.expireAfter {
-            question.expirationDate = Date().addingTimeInterval((ChildWorkerConfiguration.scale(expireAfter, by: configuration.timeScale)).seconds)
+            question.expirationDate = Date().addingTimeInterval(
+                (ChildWorkerConfiguration.scale(expireAfter, by: configuration.timeScale)).seconds
+            )
         }
         record.question = question.id
         record.askedAt = Date()
@@ -238,7 +278,12 @@ public final class ChildWorker: Sendable {
         let presentedAt = Date()
         record.presentedAt = presentedAt
         approvals.presented()
-        let until = approvals.asked(question.id, handles: handles, now: presentedAt, expirationDate: question.expirationDate)
+        let until = approvals.asked(
+            question.id,
+            handles: handles,
+            now: presentedAt,
+            expirationDate: question.expirationDate
+        )
         record.expiresAt = until
         let turn = random.unit()
         if turn < configuration.cancelProbability {
@@ -297,7 +342,8 @@ public final class ChildWorker: Sendable {
         let giveUp = Date().addingTimeInterval(configuration.scaledPendingWindow.seconds)
         let settle = configuration.center.heartbeatInterval.seconds / 2
         func brokerHadItsSay() -> Bool {
-            center.isConnected && center.lastHeardFromBroker > max(until, center.lastRegistration.addingTimeInterval(settle))
+            center.isConnected
+                && center.lastHeardFromBroker > max(until, center.lastRegistration.addingTimeInterval(settle))
         }
         var reconnected = false
         while response == nil && !Task.isCancelled && Date() < giveUp && !brokerHadItsSay() {
@@ -335,7 +381,9 @@ struct FlowPlan {
     var invalid: Bool
 
     static func make(
-        using random: inout SeededGenerator, contacts: [GeneratedContact], configuration: ChildWorkerConfiguration,
+        using random: inout SeededGenerator,
+        contacts: [GeneratedContact],
+        configuration: ChildWorkerConfiguration,
         approvals: ContactApprovals
     ) -> FlowPlan {
         if random.chance(configuration.invalidRatio) {
@@ -345,11 +393,16 @@ struct FlowPlan {
             case 1: person = .init(handle: CommunicationHandle(value: "+12", kind: .phoneNumber))
             default: person = .init(handle: CommunicationHandle(value: "not-an-address", kind: .emailAddress))
             }
-            return FlowPlan(question: AnyPermissionQuestion(topic: .communication(CommunicationTopic(personInformation: [person]))), invalid: true)
+            return FlowPlan(
+                question: AnyPermissionQuestion(topic: .communication(CommunicationTopic(personInformation: [person]))),
+                invalid: true
+            )
         }
         if random.chance(configuration.appUpdateRatio) {
             let version = 2 + random.next() % 20
-            let topic = SignificantAppUpdateTopic(description: "Version \(version).0 adds chat with people outside your contacts.")
+            let topic = SignificantAppUpdateTopic(
+                description: "Version \(version).0 adds chat with people outside your contacts."
+            )
             return FlowPlan(question: AnyPermissionQuestion(topic: .significantAppUpdate(topic)), invalid: false)
         }
         // Prefer people not decided yet; fall back to anyone.
@@ -365,10 +418,16 @@ struct FlowPlan {
         var actions: Set<CommunicationTopic.Action> = []
         let actionCount = 1 + Int(random.next() % 3)
         while actions.count < actionCount {
-            actions.insert(CommunicationTopic.Action.allCases[Int(random.next() % UInt64(CommunicationTopic.Action.allCases.count))])
+            actions.insert(
+                CommunicationTopic.Action.allCases[
+                    Int(random.next() % UInt64(CommunicationTopic.Action.allCases.count))
+                ]
+            )
         }
         let topic = CommunicationTopic(
-            personInformation: chosen.map { .init(handle: $0.handle, nameComponents: $0.name) }, actions: actions)
+            personInformation: chosen.map { .init(handle: $0.handle, nameComponents: $0.name) },
+            actions: actions
+        )
         return FlowPlan(question: AnyPermissionQuestion(topic: .communication(topic)), invalid: false)
     }
 }
@@ -436,7 +495,8 @@ final class ResponseRouter: Sendable {
     /// finished flow: the record repeats the flow with `responsesSurfaced` counting this one).
     func deliver(child: String, response: AnyPermissionResponse) -> ChildFlowRecord? {
         let question = response.question.id
-        let (waiter, anomaly) = state.withLock { state -> (CheckedContinuation<AnyPermissionResponse?, Never>?, ChildFlowRecord?) in
+        let (waiter, anomaly) = state.withLock {
+            state -> (CheckedContinuation<AnyPermissionResponse?, Never>?, ChildFlowRecord?) in
             switch state.entries[question] {
             case .expecting(nil, let waiter?):
                 state.entries.removeValue(forKey: question)

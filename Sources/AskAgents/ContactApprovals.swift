@@ -105,7 +105,12 @@ public struct ContactApprovals: Sendable, Hashable {
     /// A question about `handles` was presented at `now`: they are pending until its expiry or the window's end.
     /// - Returns: when the waiting ends.
     @discardableResult
-    public mutating func asked(_ questionID: UUID, handles: [CommunicationHandle], now: Date = Date(), expirationDate: Date? = nil) -> Date {
+    public mutating func asked(
+        _ questionID: UUID,
+        handles: [CommunicationHandle],
+        now: Date = Date(),
+        expirationDate: Date? = nil
+    ) -> Date {
         let windowEnd = now.addingTimeInterval(pendingWindow.seconds)
         let until = min(expirationDate ?? windowEnd, windowEnd)
         pending[questionID] = Waiting(handles: handles.map(\.normalized), until: until)

@@ -22,8 +22,14 @@ public struct GeneratedContact: Sendable, Hashable, Codable {
 /// Contacts depend only on (seed, child id, count, known ratio), so another process (the simulation seeding the
 /// limits state) can compute the same list.
 public enum ContactGenerator {
-    static let givenNames = ["Ada", "Ben", "Chloé", "Dev", "Ela", "Finn", "Grace", "Hiro", "Ines", "Jonas", "Kemal", "Lena", "Mei", "Noor", "Olu", "Priya"]
-    static let familyNames = ["Abe", "Brown", "Costa", "Diallo", "Evans", "Fischer", "García", "Hansen", "Ivanova", "Jensen", "Kim", "López", "Müller", "Nakamura"]
+    static let givenNames = [
+        "Ada", "Ben", "Chloé", "Dev", "Ela", "Finn", "Grace", "Hiro", "Ines", "Jonas", "Kemal", "Lena", "Mei", "Noor",
+        "Olu", "Priya",
+    ]
+    static let familyNames = [
+        "Abe", "Brown", "Costa", "Diallo", "Evans", "Fischer", "García", "Hansen", "Ivanova", "Jensen", "Kim", "López",
+        "Müller", "Nakamura",
+    ]
 
     /// The generated children: ids `<idPrefix><f>-<c>`, families `f<f>`, both 1-based like generated guardians.
     public static func children(families: Int, childrenPerFamily: Int, idPrefix: String) -> [ChildIdentity] {

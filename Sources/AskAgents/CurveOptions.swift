@@ -28,7 +28,11 @@ public enum CurveOptions {
     ///   - hint: what to do when an address is not allowed (for example which flag to drop).
     /// - Throws: ``AgentConfigurationError`` naming the key file, its principal and the first address it may not serve.
     public static func check(
-        keyFile: String?, role: SessionRole, worker: String, claims: [EndpointClaim], hint: String
+        keyFile: String?,
+        role: SessionRole,
+        worker: String,
+        claims: [EndpointClaim],
+        hint: String
     ) throws(AgentConfigurationError) {
         guard let keyFile else { return }
         let file: KeyFile
@@ -38,22 +42,26 @@ public enum CurveOptions {
         guard file.role == role.rawValue else {
             throw AgentConfigurationError(
                 "--curve-key \(keyFile) is the key of a \(file.role) ('\(file.id)'), not of a \(role.rawValue): "
-                    + "\(worker) needs a \(role.rawValue) key (askrelay keys generate writes \(keyNames(role)))")
+                    + "\(worker) needs a \(role.rawValue) key (askrelay keys generate writes \(keyNames(role)))"
+            )
         }
         guard let listed = file.endpoints else { return }
-        let allowed = listed.isEmpty
+        let allowed =
+            listed.isEmpty
             ? [role.addressPrefix + file.id: file.family]
             : Dictionary(listed.map { ($0.address, $0.family) }, uniquingKeysWith: { first, _ in first })
         for claim in claims {
             guard let family = allowed[claim.address] else {
                 throw AgentConfigurationError(
                     "--curve-key \(keyFile) ('\(file.id)') may serve \(allowed.count) address(es), "
-                        + "not '\(claim.address)'; the broker would refuse this worker (forbidden): \(hint)")
+                        + "not '\(claim.address)'; the broker would refuse this worker (forbidden): \(hint)"
+                )
             }
             guard family == claim.family else {
                 throw AgentConfigurationError(
                     "--curve-key \(keyFile) ('\(file.id)') serves '\(claim.address)' in family '\(family ?? "none")', "
-                        + "not '\(claim.family ?? "none")': \(hint)")
+                        + "not '\(claim.family ?? "none")': \(hint)"
+                )
             }
         }
     }

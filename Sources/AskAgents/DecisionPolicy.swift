@@ -8,8 +8,6 @@ public struct AgentConfigurationError: Error, CustomStringConvertible, Sendable,
     public var description: String { message }
 }
 
-
-
 // MARK: - Decisions
 
 /// What a guardian does with a question: approve, deny or never answer.
@@ -38,8 +36,12 @@ public struct DecisionRule: Codable, Sendable, Hashable {
     public var action: CommunicationTopic.Action?
 
     public init(
-        decision: Decision, topic: String? = nil, kind: CommunicationHandle.Kind? = nil, prefix: String? = nil,
-        regex: String? = nil, action: CommunicationTopic.Action? = nil
+        decision: Decision,
+        topic: String? = nil,
+        kind: CommunicationHandle.Kind? = nil,
+        prefix: String? = nil,
+        regex: String? = nil,
+        action: CommunicationTopic.Action? = nil
     ) {
         self.decision = decision
         self.topic = topic
@@ -53,7 +55,9 @@ public struct DecisionRule: Codable, Sendable, Hashable {
     /// - Throws: ``AgentConfigurationError`` for an unknown topic or a regular expression that does not compile.
     public func validate() throws(AgentConfigurationError) {
         if let topic, !AnyQuestionTopic.knownTopicIDs.contains(topic) {
-            throw AgentConfigurationError("rule topic '\(topic)' must be one of \(AnyQuestionTopic.knownTopicIDs.joined(separator: ", "))")
+            throw AgentConfigurationError(
+                "rule topic '\(topic)' must be one of \(AnyQuestionTopic.knownTopicIDs.joined(separator: ", "))"
+            )
         }
         if let regex, (try? NSRegularExpression(pattern: regex)) == nil {
             throw AgentConfigurationError("rule regex '\(regex)' is not a valid regular expression")
@@ -78,7 +82,8 @@ public struct DecisionRule: Codable, Sendable, Hashable {
 }
 
 /// A compiled regular expression shared between threads.
-final class CompiledRegex: @unchecked Sendable {  // @unchecked: immutable after init; NSRegularExpression matching is thread-safe.
+// @unchecked: immutable after init; NSRegularExpression matching is thread-safe.
+final class CompiledRegex: @unchecked Sendable {
     let expression: NSRegularExpression
     init?(_ pattern: String) {
         guard let expression = try? NSRegularExpression(pattern: "^(?:\(pattern))$") else { return nil }
@@ -112,7 +117,9 @@ public enum DecisionPolicy: Sendable, CustomStringConvertible {
         public init(_ rules: [DecisionRule], fallback: Decision = .deny) throws(AgentConfigurationError) {
             var compiled: [CompiledRegex?] = []
             for (index, rule) in rules.enumerated() {
-                do { try rule.validate() } catch { throw AgentConfigurationError("rule \(index + 1): \(error.message)") }
+                do { try rule.validate() } catch {
+                    throw AgentConfigurationError("rule \(index + 1): \(error.message)")
+                }
                 compiled.append(rule.regex.flatMap(CompiledRegex.init))
             }
             self.rules = rules
@@ -121,7 +128,9 @@ public enum DecisionPolicy: Sendable, CustomStringConvertible {
         }
 
         func decision(for question: AnyPermissionQuestion) -> Decision {
-            for (rule, regex) in zip(rules, compiled) where rule.matches(question, regex: regex) { return rule.decision }
+            for (rule, regex) in zip(rules, compiled) where rule.matches(question, regex: regex) {
+                return rule.decision
+            }
             return fallback
         }
     }
@@ -137,7 +146,9 @@ public enum DecisionPolicy: Sendable, CustomStringConvertible {
     ///   - text: `approve`, `deny`, `never`, `probability:P` (0...1) or `rules:FILE`.
     ///   - baseDirectory: where a relative rules file is looked up.
     /// - Throws: ``AgentConfigurationError`` saying what is wrong.
-    public static func parse(_ text: String, baseDirectory: String? = nil) throws(AgentConfigurationError) -> DecisionPolicy {
+    public static func parse(_ text: String, baseDirectory: String? = nil) throws(AgentConfigurationError)
+        -> DecisionPolicy
+    {
         switch text {
         case "approve", "approve-all": return .approveAll
         case "deny", "deny-all": return .denyAll
@@ -163,16 +174,21 @@ public enum DecisionPolicy: Sendable, CustomStringConvertible {
     }
 
     /// Parses the JSON of a rules file: `{"rules": [...], "default": "deny"}` or just the array of rules.
-    public static func parseRules(_ data: Data, source: String = "rules") throws(AgentConfigurationError) -> DecisionPolicy {
+    public static func parseRules(_ data: Data, source: String = "rules") throws(AgentConfigurationError)
+        -> DecisionPolicy
+    {
         let decoder = JSONDecoder()
         let isObject = data.first { !" \t\r\n".utf8.contains($0) } == UInt8(ascii: "{")
         let file: RulesFile
         do {
-            file = isObject
+            file =
+                isObject
                 ? try decoder.decode(RulesFile.self, from: data)
                 : RulesFile(rules: try decoder.decode([DecisionRule].self, from: data), default: nil)
         } catch {
-            throw AgentConfigurationError("\(source): not a rules file ({\"rules\": [...], \"default\": \"deny\"} or a list of rules): \(describeDecoding(error))")
+            throw AgentConfigurationError(
+                "\(source): not a rules file ({\"rules\": [...], \"default\": \"deny\"} or a list of rules): \(describeDecoding(error))"
+            )
         }
         do { return .rules(try RuleSet(file.rules, fallback: file.default ?? .deny)) } catch {
             throw AgentConfigurationError("\(source): \(error.message)")
@@ -233,17 +249,27 @@ public enum ThinkTime: Sendable, Hashable, CustomStringConvertible {
             return d
         }
         if text.hasPrefix("fixed:") { return .fixed(try duration(text.dropFirst("fixed:".count))) }
-        if text.hasPrefix("exponential:") { return .exponential(mean: try duration(text.dropFirst("exponential:".count))) }
+        if text.hasPrefix("exponential:") {
+            return .exponential(mean: try duration(text.dropFirst("exponential:".count)))
+        }
         if text.hasPrefix("uniform:") {
             let bounds = text.dropFirst("uniform:".count).split(separator: "-", omittingEmptySubsequences: false)
-            guard bounds.count == 2 else { throw AgentConfigurationError("think time '\(text)' must be uniform:MIN-MAX, for example uniform:50ms-2s") }
+            guard bounds.count == 2 else {
+                throw AgentConfigurationError(
+                    "think time '\(text)' must be uniform:MIN-MAX, for example uniform:50ms-2s"
+                )
+            }
             let low = try duration(bounds[0])
             let high = try duration(bounds[1])
-            guard low <= high else { throw AgentConfigurationError("think time '\(text)': the minimum is above the maximum") }
+            guard low <= high else {
+                throw AgentConfigurationError("think time '\(text)': the minimum is above the maximum")
+            }
             return .uniform(low, high)
         }
         if let d = parseDuration(text) { return .fixed(d) }
-        throw AgentConfigurationError("think time '\(text)' must be fixed:D, uniform:MIN-MAX or exponential:MEAN (D like 200ms)")
+        throw AgentConfigurationError(
+            "think time '\(text)' must be fixed:D, uniform:MIN-MAX or exponential:MEAN (D like 200ms)"
+        )
     }
 
     /// One think time drawn from `random` (fixed draws nothing).

@@ -44,9 +44,20 @@ public struct ChildFlowRecord: Codable, Sendable, Hashable {
     public var responsesSurfaced: Int
 
     public init(
-        question: UUID?, child: String, family: String, topic: String, outcome: FlowOutcome, askError: String? = nil,
-        choiceID: String? = nil, askedAt: Date? = nil, presentedAt: Date? = nil, sentAt: Date? = nil,
-        respondedAt: Date? = nil, closedAt: Date, expiresAt: Date? = nil, responsesSurfaced: Int = 0
+        question: UUID?,
+        child: String,
+        family: String,
+        topic: String,
+        outcome: FlowOutcome,
+        askError: String? = nil,
+        choiceID: String? = nil,
+        askedAt: Date? = nil,
+        presentedAt: Date? = nil,
+        sentAt: Date? = nil,
+        respondedAt: Date? = nil,
+        closedAt: Date,
+        expiresAt: Date? = nil,
+        responsesSurfaced: Int = 0
     ) {
         self.question = question
         self.child = child
@@ -79,7 +90,16 @@ public struct GuardianAnswerRecord: Codable, Sendable, Hashable {
     /// The question's expiry as the guardian saw it.
     public var expiresAt: Date?
 
-    public init(question: UUID, guardian: String, family: String, choiceID: String, receivedAt: Date, answeredAt: Date, result: String, expiresAt: Date?) {
+    public init(
+        question: UUID,
+        guardian: String,
+        family: String,
+        choiceID: String,
+        receivedAt: Date,
+        answeredAt: Date,
+        result: String,
+        expiresAt: Date?
+    ) {
         self.question = question
         self.guardian = guardian
         self.family = family
@@ -107,7 +127,8 @@ public struct RecordsFileError: Error, Sendable, CustomStringConvertible {
         } else if code == EISDIR {
             description = "records file \(path) is a folder; give a file path (JSON lines are appended to it)"
         } else {
-            description = "records file \(path) cannot be opened for appending (\(String(cString: strerror(code)))); "
+            description =
+                "records file \(path) cannot be opened for appending (\(String(cString: strerror(code)))); "
                 + "check its permissions or give another path"
         }
     }
@@ -140,7 +161,11 @@ public final class JSONLinesWriter {
         var values: [T] = []
         var unreadable = 0
         for line in data.split(separator: 0x0A) where !line.isEmpty {
-            if let value = try? WireJSON.decode(T.self, from: Array(line)) { values.append(value) } else { unreadable += 1 }
+            if let value = try? WireJSON.decode(T.self, from: Array(line)) {
+                values.append(value)
+            } else {
+                unreadable += 1
+            }
         }
         return (values, unreadable)
     }

@@ -41,7 +41,8 @@ public struct LimitsStateFile: Sendable, Hashable {
                 limitsEnabled: limitsEnabled ?? base.limitsEnabled,
                 contactSyncSetUp: contactSyncSetUp ?? base.contactSyncSetUp,
                 eligible: eligible ?? base.eligible,
-                knownHandles: knownHandles.map(Set.init) ?? base.knownHandles)
+                knownHandles: knownHandles.map(Set.init) ?? base.knownHandles
+            )
         }
     }
 
@@ -52,18 +53,24 @@ public struct LimitsStateFile: Sendable, Hashable {
 
     /// Parses the JSON of a state file.
     /// - Throws: ``AgentConfigurationError`` naming the source and the problem.
-    public static func parse(_ data: Data, source: String = "state file") throws(AgentConfigurationError) -> LimitsStateFile {
+    public static func parse(_ data: Data, source: String = "state file") throws(AgentConfigurationError)
+        -> LimitsStateFile
+    {
         let file: File
         do {
             file = try JSONDecoder().decode(File.self, from: data)
         } catch {
-            throw AgentConfigurationError("\(source): not a limits state file ({\"defaults\": {...}, \"children\": {\"<id>\": {...}}}): \(describeDecoding(error))")
+            throw AgentConfigurationError(
+                "\(source): not a limits state file ({\"defaults\": {...}, \"children\": {\"<id>\": {...}}}): \(describeDecoding(error))"
+            )
         }
         let defaults = file.defaults?.resolved(over: LimitsState()) ?? LimitsState()
         var children: [String: LimitsState] = [:]
         for (id, entry) in file.children ?? [:] {
             guard Address.isValidID(id) else {
-                throw AgentConfigurationError("\(source): child id '\(id)' must be 1-64 characters of A-Z a-z 0-9 . _ -")
+                throw AgentConfigurationError(
+                    "\(source): child id '\(id)' must be 1-64 characters of A-Z a-z 0-9 . _ -"
+                )
             }
             for handle in entry.knownHandles ?? [] where handle.value.trimmingCharacters(in: .whitespaces).isEmpty {
                 throw AgentConfigurationError("\(source): child '\(id)' has a known handle with an empty value")
@@ -93,33 +100,54 @@ final class LimitsStore {
     /// Opens (creating) `directory/limits.sqlite`. A new store, or `reset`, is seeded from `seed`; otherwise `seed`
     /// is ignored and the stored state wins. - Returns: the store and whether it was seeded now.
     /// - Throws: ``OwnerLockError`` when the folder is unusable or another live process owns the store.
-    static func open(directory: String, seed: LimitsStateFile?, reset: Bool) throws -> (store: LimitsStore, seeded: Bool) {
+    static func open(directory: String, seed: LimitsStateFile?, reset: Bool) throws -> (
+        store: LimitsStore, seeded: Bool
+    ) {
         let ownership = try OwnerLock.claim(
-            folder: directory, name: "limits.lock", what: "the limits store (--data-dir)")
+            folder: directory,
+            name: "limits.lock",
+            what: "the limits store (--data-dir)"
+        )
         let database = try Database(path: directory + "/limits.sqlite")
         try database.pragma("journal_mode", "wal")
         try database.pragma("synchronous", "normal")
-        try database.execute("""
+        try database.execute(
+            """
             CREATE TABLE IF NOT EXISTS limits_meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
             CREATE TABLE IF NOT EXISTS limits_children (child TEXT PRIMARY KEY, state BLOB NOT NULL);
-            """)
+            """
+        )
         let isSeeded = try !database.query("SELECT 1 FROM limits_meta WHERE key = 'defaults'", [], { _ in 1 }).isEmpty
         var seededNow = false
         if reset || !isSeeded {
             let file = seed ?? LimitsStateFile()
             try database.transaction {
                 try database.run("DELETE FROM limits_children")
-                try database.run("INSERT OR REPLACE INTO limits_meta (key, value) VALUES ('defaults', ?)", [.blob(try WireJSON.encode(file.defaults))])
+                try database.run(
+                    "INSERT OR REPLACE INTO limits_meta (key, value) VALUES ('defaults', ?)",
+                    [.blob(try WireJSON.encode(file.defaults))]
+                )
                 for (child, state) in file.children {
-                    try database.run("INSERT INTO limits_children (child, state) VALUES (?, ?)", [.text(child), .blob(try WireJSON.encode(state))])
+                    try database.run(
+                        "INSERT INTO limits_children (child, state) VALUES (?, ?)",
+                        [.text(child), .blob(try WireJSON.encode(state))]
+                    )
                 }
             }
             seededNow = true
         }
-        let defaultsBlob = try database.query("SELECT value FROM limits_meta WHERE key = 'defaults'", [], { $0.blob(at: 0) })
+        let defaultsBlob = try database.query(
+            "SELECT value FROM limits_meta WHERE key = 'defaults'",
+            [],
+            { $0.blob(at: 0) }
+        )
         let defaults = try defaultsBlob.first.map { try WireJSON.decode(LimitsState.self, from: $0) } ?? LimitsState()
         var children: [String: LimitsState] = [:]
-        for (child, blob) in try database.query("SELECT child, state FROM limits_children", [], { ($0.text(at: 0), $0.blob(at: 1)) }) {
+        for (child, blob) in try database.query(
+            "SELECT child, state FROM limits_children",
+            [],
+            { ($0.text(at: 0), $0.blob(at: 1)) }
+        ) {
             children[child] = try WireJSON.decode(LimitsState.self, from: blob)
         }
         let store = LimitsStore(database: database, ownership: ownership, defaults: defaults, children: children)
@@ -139,13 +167,17 @@ final class LimitsStore {
     func update(_ child: String, _ change: (inout LimitsState) -> Void) throws {
         var state = state(of: child)
         change(&state)
-        try database.run("INSERT OR REPLACE INTO limits_children (child, state) VALUES (?, ?)", [.text(child), .blob(try WireJSON.encode(state))])
+        try database.run(
+            "INSERT OR REPLACE INTO limits_children (child, state) VALUES (?, ?)",
+            [.text(child), .blob(try WireJSON.encode(state))]
+        )
         children[child] = state
     }
 }
 
 /// Hands a store opened on one thread to the connection thread, once.
-final class LimitsStoreHandOff: @unchecked Sendable {  // @unchecked: the opening thread gives the store up before the connection thread takes it; never shared.
+// @unchecked: the opening thread gives the store up before the connection thread takes it; never shared.
+final class LimitsStoreHandOff: @unchecked Sendable {
     private var store: LimitsStore?
     init(_ store: LimitsStore) { self.store = store }
     func take() -> LimitsStore? {

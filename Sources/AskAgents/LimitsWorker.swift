@@ -49,24 +49,43 @@ public final class LimitsWorker: Sendable {
     ///   - onEvent: called on the connection thread for each ``LimitsWorkerEvent``.
     /// - Throws: an error opening the store or creating the socket.
     public init(
-        configuration: LimitsWorkerConfiguration, logger: Logger, context: Context,
-        onRegistered: @escaping @Sendable (Int) -> Void = { _ in }, onEvent: @escaping @Sendable (LimitsWorkerEvent) -> Void = { _ in }
+        configuration: LimitsWorkerConfiguration,
+        logger: Logger,
+        context: Context,
+        onRegistered: @escaping @Sendable (Int) -> Void = { _ in },
+        onEvent: @escaping @Sendable (LimitsWorkerEvent) -> Void = { _ in }
     ) throws {
-        let (store, seeded) = try LimitsStore.open(directory: configuration.dataDirectory, seed: configuration.seed, reset: configuration.reset)
+        let (store, seeded) = try LimitsStore.open(
+            directory: configuration.dataDirectory,
+            seed: configuration.seed,
+            reset: configuration.reset
+        )
         if !seeded && configuration.seed != nil {
-            logger.notice("state already stored; the state file is ignored (pass --reset to seed again)", ["data-dir": configuration.dataDirectory])
+            logger.notice(
+                "state already stored; the state file is ignored (pass --reset to seed again)",
+                ["data-dir": configuration.dataDirectory]
+            )
         }
         childCount = store.children.count
         self.seeded = seeded
         let handOff = LimitsStoreHandOff(store)
         var connection = WorkerConfiguration(
-            broker: configuration.broker, role: .limits, worker: "askrelay-limits[\(ProcessInfo.processInfo.processIdentifier)]",
-            endpoints: [EndpointClaim(address: "limits/\(configuration.id)")])
+            broker: configuration.broker,
+            role: .limits,
+            worker: "askrelay-limits[\(ProcessInfo.processInfo.processIdentifier)]",
+            endpoints: [EndpointClaim(address: "limits/\(configuration.id)")]
+        )
         connection.heartbeatInterval = configuration.heartbeat
         connection.curve = configuration.curve
         let address = "limits/\(configuration.id)"
         runtime = try WorkerRuntime(configuration: connection, logger: logger, context: context) {
-            LimitsWorkerHandler(address: address, store: handOff.take()!, logger: logger, onRegistered: onRegistered, onEvent: onEvent)
+            LimitsWorkerHandler(
+                address: address,
+                store: handOff.take()!,
+                logger: logger,
+                onRegistered: onRegistered,
+                onEvent: onEvent
+            )
         }
     }
 
@@ -78,7 +97,9 @@ public final class LimitsWorker: Sendable {
 
     /// What `ask` gives for `question` from a child in `state`: `nil` (present the send sheet) or the refusal.
     /// The question is validated first (``AskError/invalidQuestion(_:)``), then the child's state.
-    public static func admission(of question: AnyPermissionQuestion, state: LimitsState, now: Date = Date()) -> AskError? {
+    public static func admission(of question: AnyPermissionQuestion, state: LimitsState, now: Date = Date())
+        -> AskError?
+    {
         do {
             try question.validate(now: now)
         } catch {
@@ -96,7 +117,13 @@ final class LimitsWorkerHandler: WorkerHandler {
     let onRegistered: @Sendable (Int) -> Void
     let onEvent: @Sendable (LimitsWorkerEvent) -> Void
 
-    init(address: String, store: LimitsStore, logger: Logger, onRegistered: @escaping @Sendable (Int) -> Void, onEvent: @escaping @Sendable (LimitsWorkerEvent) -> Void) {
+    init(
+        address: String,
+        store: LimitsStore,
+        logger: Logger,
+        onRegistered: @escaping @Sendable (Int) -> Void,
+        onEvent: @escaping @Sendable (LimitsWorkerEvent) -> Void
+    ) {
         self.address = address
         self.store = store
         self.logger = logger
@@ -114,11 +141,22 @@ final class LimitsWorkerHandler: WorkerHandler {
             case ApprovalNotice.kind: try approval(delivery)
             case LimitsAdminChange.kind: try admin(delivery)
             default:
-                logger.warning("unexpected message for the limits service", ["kind": delivery.kind, "from": delivery.from])
-                return .refuse(WireError(.unknownKind, "the limits service handles ask, limits.query, approval and limits.admin, not '\(delivery.kind)'"))
+                logger.warning(
+                    "unexpected message for the limits service",
+                    ["kind": delivery.kind, "from": delivery.from]
+                )
+                return .refuse(
+                    WireError(
+                        .unknownKind,
+                        "the limits service handles ask, limits.query, approval and limits.admin, not '\(delivery.kind)'"
+                    )
+                )
             }
         } catch let error as WireError {
-            logger.warning("refused a delivery", ["kind": delivery.kind, "from": delivery.from, "code": error.code.rawValue, "reason": error.reason])
+            logger.warning(
+                "refused a delivery",
+                ["kind": delivery.kind, "from": delivery.from, "code": error.code.rawValue, "reason": error.reason]
+            )
             return .refuse(error)
         } catch {
             // The store failed: do not ack, so the broker delivers it again (perhaps to another limits worker).
@@ -150,7 +188,10 @@ final class LimitsWorkerHandler: WorkerHandler {
         let refusal = LimitsWorker.admission(of: request.question, state: store.state(of: child))
         let outcome: AskResult.Outcome = refusal.map { .refused($0) } ?? .presented
         connection.send(AskResult(questionID: request.question.id, outcome: outcome), from: address, to: delivery.from)
-        logger.debug("ask", ["child": child, "question": request.question.id, "outcome": refusal?.caseName ?? "presented"])
+        logger.debug(
+            "ask",
+            ["child": child, "question": request.question.id, "outcome": refusal?.caseName ?? "presented"]
+        )
         onEvent(.admitted(child: child, question: request.question.id, refusal: refusal))
     }
 
@@ -179,7 +220,9 @@ final class LimitsWorkerHandler: WorkerHandler {
             throw WireError(.forbidden, "only an observer may change limits (got \(delivery.from))")
         }
         let change = try decode(LimitsAdminChange.self, delivery)
-        guard Address.isValidID(change.child) else { throw WireError(.badAddress, "child id '\(change.child)' is not valid") }
+        guard Address.isValidID(change.child) else {
+            throw WireError(.badAddress, "child id '\(change.child)' is not valid")
+        }
         try store.update(change.child) { $0.apply(change) }
         logger.info("limits changed", ["child": change.child, "by": delivery.from])
         onEvent(.changed(child: change.child, state: store.state(of: change.child)))

@@ -38,7 +38,9 @@ final class ParentWorkerHandler: WorkerHandler {
     var attempts: [MessageID: GuardianAnswerRecord] = [:]
 
     init(
-        configuration: ParentWorkerConfiguration, logger: Logger, onRegistered: @escaping @Sendable () -> Void,
+        configuration: ParentWorkerConfiguration,
+        logger: Logger,
+        onRegistered: @escaping @Sendable () -> Void,
         onEvent: @escaping @Sendable (ParentWorkerEvent) -> Void
     ) {
         self.configuration = configuration
@@ -55,7 +57,8 @@ final class ParentWorkerHandler: WorkerHandler {
             guardians[setup.id] = Guardian(
                 setup: setup,
                 decisions: SeededGenerator(seed: configuration.seed, stream: "decide/\(setup.id)"),
-                thinking: SeededGenerator(seed: configuration.seed, stream: "think/\(setup.id)"))
+                thinking: SeededGenerator(seed: configuration.seed, stream: "think/\(setup.id)")
+            )
         }
     }
 
@@ -64,7 +67,8 @@ final class ParentWorkerHandler: WorkerHandler {
     }
 
     func deliver(_ delivery: Delivery, connection: WorkerConnection) -> DeliveryDisposition {
-        guard delivery.to.hasPrefix("guardian/"), guardians[String(delivery.to.dropFirst("guardian/".count))] != nil else {
+        guard delivery.to.hasPrefix("guardian/"), guardians[String(delivery.to.dropFirst("guardian/".count))] != nil
+        else {
             return .refuse(WireError(.badAddress, "this worker does not host '\(delivery.to)'"))
         }
         let guardian = String(delivery.to.dropFirst("guardian/".count))
@@ -80,7 +84,10 @@ final class ParentWorkerHandler: WorkerHandler {
             }
             close(closed, guardian: guardian)
         default:
-            logger.warning("unexpected message for a guardian", ["kind": delivery.kind, "from": delivery.from, "to": delivery.to])
+            logger.warning(
+                "unexpected message for a guardian",
+                ["kind": delivery.kind, "from": delivery.from, "to": delivery.to]
+            )
             return .refuse(WireError(.unknownKind, "a guardian handles question and closed, not '\(delivery.kind)'"))
         }
         return .ack
@@ -114,7 +121,10 @@ final class ParentWorkerHandler: WorkerHandler {
         let now = ContinuousClock.now
         let date = Date()
         if configuration.answerAfterExpiry {
-            schedule(key, Held(question: question, receivedAt: date, decideAt: afterExpiry(question, now: now, date: date)))
+            schedule(
+                key,
+                Held(question: question, receivedAt: date, decideAt: afterExpiry(question, now: now, date: date))
+            )
             return
         }
         if question.question.isExpired(at: date) {
@@ -169,10 +179,21 @@ final class ParentWorkerHandler: WorkerHandler {
             drop(key, why: "never")
             return
         }
-        let id = connection.send(GuardianAnswer(questionID: key.question, choiceID: choice.id), from: "guardian/\(key.guardian)", to: "broker")
+        let id = connection.send(
+            GuardianAnswer(questionID: key.question, choiceID: choice.id),
+            from: "guardian/\(key.guardian)",
+            to: "broker"
+        )
         attempts[id] = GuardianAnswerRecord(
-            question: key.question, guardian: key.guardian, family: guardian.setup.family, choiceID: choice.id,
-            receivedAt: item.receivedAt, answeredAt: date, result: "", expiresAt: deadline)
+            question: key.question,
+            guardian: key.guardian,
+            family: guardian.setup.family,
+            choiceID: choice.id,
+            receivedAt: item.receivedAt,
+            answeredAt: date,
+            result: "",
+            expiresAt: deadline
+        )
         logger.debug("answered", ["guardian": key.guardian, "question": key.question, "choice": choice.id])
         onEvent(.answered(guardian: key.guardian, question: key.question, choiceID: choice.id))
     }
@@ -189,7 +210,9 @@ final class ParentWorkerHandler: WorkerHandler {
 
     /// Just after the question's deadline (the broker's, else its expiration date); `nil` (wait for `closed`) when
     /// it has neither.
-    private func afterExpiry(_ question: GuardianQuestion, now: ContinuousClock.Instant, date: Date) -> ContinuousClock.Instant? {
+    private func afterExpiry(_ question: GuardianQuestion, now: ContinuousClock.Instant, date: Date) -> ContinuousClock
+        .Instant?
+    {
         guard let expiry = question.expiresAt ?? question.question.expirationDate else { return nil }
         let left = max(0, expiry.timeIntervalSince(date))
         return now + .nanoseconds(Int64(left * 1e9)) + .milliseconds(1)

@@ -26,8 +26,13 @@ public struct GuardianSetup: Sendable {
     /// seeded stream, so guardians of a family are not all offline at the same moment.
     /// - Throws: ``AgentConfigurationError`` for a bad per-guardian policy or think time.
     public static func make(
-        _ entries: [GuardianEntry], policy: DecisionPolicy, think: ThinkTime, seed: UInt64,
-        offlineEvery: Duration? = nil, offlineFor: Duration? = nil, baseDirectory: String? = nil
+        _ entries: [GuardianEntry],
+        policy: DecisionPolicy,
+        think: ThinkTime,
+        seed: UInt64,
+        offlineEvery: Duration? = nil,
+        offlineFor: Duration? = nil,
+        baseDirectory: String? = nil
     ) throws(AgentConfigurationError) -> [GuardianSetup] {
         var setups: [GuardianSetup] = []
         var parsedPolicies: [String: DecisionPolicy] = [:]
@@ -54,7 +59,15 @@ public struct GuardianSetup: Sendable {
                 var random = SeededGenerator(seed: seed, stream: "offline/\(entry.id)")
                 offline = try OfflineSchedule(every: every, duration: duration, phase: every * random.nextUnit())
             }
-            setups.append(GuardianSetup(id: entry.id, family: entry.family, policy: guardianPolicy, think: guardianThink, offline: offline))
+            setups.append(
+                GuardianSetup(
+                    id: entry.id,
+                    family: entry.family,
+                    policy: guardianPolicy,
+                    think: guardianThink,
+                    offline: offline
+                )
+            )
         }
         return setups
     }
@@ -100,19 +113,31 @@ public final class ParentWorker: Sendable {
     ///   - onEvent: called on the connection thread for each ``ParentWorkerEvent``.
     /// - Throws: an error creating the socket or opening the records file.
     public init(
-        configuration: ParentWorkerConfiguration, broker: String, heartbeat: Duration = .seconds(1),
-        curve: (keys: CurveKeyPair, serverKey: String)? = nil, logger: Logger,
-        context: Context, onRegistered: @escaping @Sendable () -> Void = {},
+        configuration: ParentWorkerConfiguration,
+        broker: String,
+        heartbeat: Duration = .seconds(1),
+        curve: (keys: CurveKeyPair, serverKey: String)? = nil,
+        logger: Logger,
+        context: Context,
+        onRegistered: @escaping @Sendable () -> Void = {},
         onEvent: @escaping @Sendable (ParentWorkerEvent) -> Void = { _ in }
     ) throws {
         if let path = configuration.recordsPath { _ = try JSONLinesWriter(path: path) }
         var connection = WorkerConfiguration(
-            broker: broker, role: .guardian, worker: "askrelay-parent[\(ProcessInfo.processInfo.processIdentifier)]",
-            endpoints: configuration.guardians.map { EndpointClaim(address: "guardian/\($0.id)", family: $0.family) })
+            broker: broker,
+            role: .guardian,
+            worker: "askrelay-parent[\(ProcessInfo.processInfo.processIdentifier)]",
+            endpoints: configuration.guardians.map { EndpointClaim(address: "guardian/\($0.id)", family: $0.family) }
+        )
         connection.heartbeatInterval = heartbeat
         connection.curve = curve
         runtime = try WorkerRuntime(configuration: connection, logger: logger, context: context) {
-            ParentWorkerHandler(configuration: configuration, logger: logger, onRegistered: onRegistered, onEvent: onEvent)
+            ParentWorkerHandler(
+                configuration: configuration,
+                logger: logger,
+                onRegistered: onRegistered,
+                onEvent: onEvent
+            )
         }
     }
 

@@ -35,12 +35,16 @@ public enum Roster {
 
     /// Parses a roster file: a JSON list of `{"id": ..., "family": ..., "policy"?: ..., "think"?: ...}`.
     /// - Throws: ``AgentConfigurationError`` naming the file and what is wrong.
-    public static func parseFile(_ data: Data, source: String = "roster") throws(AgentConfigurationError) -> [GuardianEntry] {
+    public static func parseFile(_ data: Data, source: String = "roster") throws(AgentConfigurationError)
+        -> [GuardianEntry]
+    {
         let entries: [GuardianEntry]
         do {
             entries = try JSONDecoder().decode([GuardianEntry].self, from: data)
         } catch {
-            throw AgentConfigurationError("\(source): not a roster (a JSON list of {\"id\", \"family\", \"policy\"?, \"think\"?}): \(describeDecoding(error))")
+            throw AgentConfigurationError(
+                "\(source): not a roster (a JSON list of {\"id\", \"family\", \"policy\"?, \"think\"?}): \(describeDecoding(error))"
+            )
         }
         try check(entries, source: source)
         return entries
@@ -55,7 +59,9 @@ public enum Roster {
     }
 
     /// Generated guardians: family `f<f>` for f in 1...families, guardians `<prefix><f>-<g>` for g in 1...perFamily.
-    public static func generate(families: Int, guardiansPerFamily: Int, idPrefix: String) throws(AgentConfigurationError) -> [GuardianEntry] {
+    public static func generate(families: Int, guardiansPerFamily: Int, idPrefix: String)
+        throws(AgentConfigurationError) -> [GuardianEntry]
+    {
         guard families >= 1, guardiansPerFamily >= 1 else {
             throw AgentConfigurationError("--families and --guardians-per-family must be at least 1")
         }
@@ -80,7 +86,9 @@ public enum Roster {
                 throw AgentConfigurationError("\(at): id '\(entry.id)' must be 1-64 characters of A-Z a-z 0-9 . _ -")
             }
             guard Address.isValidID(entry.family) else {
-                throw AgentConfigurationError("\(at): family '\(entry.family)' must be 1-64 characters of A-Z a-z 0-9 . _ -")
+                throw AgentConfigurationError(
+                    "\(at): family '\(entry.family)' must be 1-64 characters of A-Z a-z 0-9 . _ -"
+                )
             }
             guard seen.insert(entry.id).inserted else {
                 throw AgentConfigurationError("\(at): id '\(entry.id)' is listed twice")

@@ -228,7 +228,14 @@ public final class WorkerConnection {
     /// Sends an application message; it is retried with the same id until the broker acknowledges or refuses it.
     /// - Returns: the message id.
     @discardableResult
-    public func send(from: String, to: String, kind: String, subject: MessageID? = nil, body: [UInt8], id: MessageID = .random()) -> MessageID {
+    public func send(
+        from: String,
+        to: String,
+        kind: String,
+        subject: MessageID? = nil,
+        body: [UInt8],
+        id: MessageID = .random()
+    ) -> MessageID {
         var frames = Multipart()
         WireEncoder.message(.send, id: id, from: from, to: to, kind: kind, subject: subject, body: body, into: &frames)
         outstanding[id] = PendingSend(frames: frames, lastSent: .now, attempts: 1)
@@ -241,7 +248,17 @@ public final class WorkerConnection {
             // The first transmission acknowledges the deliveries handled so far (retries carry no ACK ids).
             let carried = min(pendingAcks.count, Wire.Limits.standard.maxAckIDs)
             output.removeAll()
-            WireEncoder.message(.send, id: id, from: from, to: to, kind: kind, subject: subject, acks: pendingAcks[..<carried], body: body, into: &output)
+            WireEncoder.message(
+                .send,
+                id: id,
+                from: from,
+                to: to,
+                kind: kind,
+                subject: subject,
+                acks: pendingAcks[..<carried],
+                body: body,
+                into: &output
+            )
             transmit(output)
             pendingAcks.removeFirst(carried)
         }
@@ -257,7 +274,9 @@ public final class WorkerConnection {
         do { body = try WireJSON.encodeBody(message, code: .invalidJSON) } catch {
             let id = MessageID.random()
             logger.error(
-                "message not sent: its body cannot be encoded", ["kind": M.kind, "to": to, "error": error.reason])
+                "message not sent: its body cannot be encoded",
+                ["kind": M.kind, "to": to, "error": error.reason]
+            )
             unencodable.append((id, error))
             return id
         }
@@ -288,10 +307,14 @@ public final class WorkerConnection {
             lastFailure = found
             if found.kind == .keyRefused {
                 let key = configuration.curve.map { " (public key \($0.keys.publicKey))" } ?? ""
-                giveUp(WorkerConnectionError(code: nil,
-                    "the broker at \(configuration.broker) refused this worker's CURVE key\(key) at the handshake: "
-                        + "it is not in the broker's principals file, or it is revoked; check --curve-key, and add the key "
-                        + "with 'askrelay keys add' (or give a key that is listed)"))
+                giveUp(
+                    WorkerConnectionError(
+                        code: nil,
+                        "the broker at \(configuration.broker) refused this worker's CURVE key\(key) at the handshake: "
+                            + "it is not in the broker's principals file, or it is revoked; check --curve-key, and add the key "
+                            + "with 'askrelay keys add' (or give a key that is listed)"
+                    )
+                )
             }
         }
     }
@@ -337,7 +360,12 @@ public final class WorkerConnection {
         lastHeard = .now
         switch parsed.command {
         case .welcome:
-            guard let welcome = try? input.withFrame(parsed.bodyFrame, { try SessionJSON.decode(Welcome.self, from: $0.bindMemory(to: UInt8.self)) }) else {
+            guard
+                let welcome = try? input.withFrame(
+                    parsed.bodyFrame,
+                    { try SessionJSON.decode(Welcome.self, from: $0.bindMemory(to: UInt8.self)) }
+                )
+            else {
                 logger.warning("unreadable WELCOME")
                 return
             }
@@ -369,8 +397,13 @@ public final class WorkerConnection {
                 return
             }
             let delivery = Delivery(
-                id: id, from: input.from(parsed), to: input.to(parsed), kind: input.kind(parsed),
-                subject: parsed.subject, body: Array(input[parsed.bodyFrame]))
+                id: id,
+                from: input.from(parsed),
+                to: input.to(parsed),
+                kind: input.kind(parsed),
+                subject: parsed.subject,
+                body: Array(input[parsed.bodyFrame])
+            )
             counters.delivered += 1
             switch handler?.deliver(delivery, connection: self) ?? .ack {
             case .ack:
@@ -419,25 +452,35 @@ public final class WorkerConnection {
         lastHello = .now  // a refused HELLO is not retried at once
         let now = ContinuousClock.now
         if let code, WorkerConnectionError.permanentHelloRefusals.contains(code) {
-            giveUp(WorkerConnectionError(code: code,
-                "the broker at \(configuration.broker) refused this worker's HELLO (\(code.rawValue): \(reason)); "
-                    + "retrying cannot change that: check what this worker serves against its key and the broker's "
-                    + "principals"))
+            giveUp(
+                WorkerConnectionError(
+                    code: code,
+                    "the broker at \(configuration.broker) refused this worker's HELLO (\(code.rawValue): \(reason)); "
+                        + "retrying cannot change that: check what this worker serves against its key and the broker's "
+                        + "principals"
+                )
+            )
             return
         }
         if code == .addressTaken {
             let since = addressTakenSince ?? now
             addressTakenSince = since
             if now - since >= configuration.addressTakenPatience {
-                giveUp(WorkerConnectionError(code: code,
-                    "the broker at \(configuration.broker) still refuses this worker after "
-                        + "\(configuration.addressTakenPatience) (address-taken: \(reason)): another live worker serves these addresses; stop it, or give "
-                        + "this one other ids"))
+                giveUp(
+                    WorkerConnectionError(
+                        code: code,
+                        "the broker at \(configuration.broker) still refuses this worker after "
+                            + "\(configuration.addressTakenPatience) (address-taken: \(reason)): another live worker serves these addresses; stop it, or give "
+                            + "this one other ids"
+                    )
+                )
                 return
             }
             if since == now {
-                logger.notice("addresses served by another session; retrying while it may be ending",
-                    ["reason": reason, "patience": "\(configuration.addressTakenPatience)"])
+                logger.notice(
+                    "addresses served by another session; retrying while it may be ending",
+                    ["reason": reason, "patience": "\(configuration.addressTakenPatience)"]
+                )
             }
             return
         }
@@ -488,9 +531,13 @@ public final class WorkerConnection {
         guard force || now - lastHello >= .milliseconds(500) else { return }
         lastHello = now
         let hello = Hello(
-            role: configuration.role, worker: configuration.worker, endpoints: configuration.endpoints,
+            role: configuration.role,
+            worker: configuration.worker,
+            endpoints: configuration.endpoints,
             window: configuration.window,
-            heartbeatMs: configuration.heartbeatInterval.milliseconds, carriedAcks: true)
+            heartbeatMs: configuration.heartbeatInterval.milliseconds,
+            carriedAcks: true
+        )
         output.removeAll()
         WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &output)
         transmit(output)
@@ -520,7 +567,9 @@ public final class WorkerConnection {
             if let failure = lastFailure, !isRegistered, explained.insert(failure.kind).inserted {
                 // Said once per kind, with what to check; the reconnect lines below carry the kind.
                 logger.warning(
-                    "no session with the broker", ["cause": failure.kind.rawValue, "check": explanation(failure)])
+                    "no session with the broker",
+                    ["cause": failure.kind.rawValue, "check": explanation(failure)]
+                )
             }
             if !isRegistered { silenceBackoff = min(silenceBackoff * 2, Self.maxSilenceBackoff) }
             logger.notice(
@@ -528,7 +577,8 @@ public final class WorkerConnection {
                 [
                     "endpoint": configuration.broker, "cause": lastFailure?.kind.rawValue ?? "none seen",
                     "next_wait": "\(interval * configuration.liveness * silenceBackoff)",
-                ])
+                ]
+            )
             counters.reconnects += 1
             loseRegistration()
             (socket, monitor) = try Self.makeSocket(configuration, context: context)
@@ -545,7 +595,9 @@ public final class WorkerConnection {
         }
         if isRegistered {
             for id in outstandingOrder {
-                guard var pending = outstanding[id], now - pending.lastSent >= configuration.retryInterval else { continue }
+                guard var pending = outstanding[id], now - pending.lastSent >= configuration.retryInterval else {
+                    continue
+                }
                 pending.lastSent = now
                 pending.attempts += 1
                 outstanding[id] = pending
@@ -600,7 +652,6 @@ final class WorkerInbox: Sendable {
     }
 }
 
-
 /// Where the connection thread leaves its failure for other threads.
 final class FailureCell: Sendable {
     let value = Mutex<WorkerConnectionError?>(nil)
@@ -634,8 +685,14 @@ public final class WorkerRuntime: Sendable {
             // Everything the connection and its handler hold (a store, a lock) is released before `finished`
             // is signalled: whoever waits may open the same store at once.
             Self.serve(
-                configuration: configuration, logger: logger, context: context, inbox: inbox, started: started,
-                ended: ended, makeHandler: makeHandler)
+                configuration: configuration,
+                logger: logger,
+                context: context,
+                inbox: inbox,
+                started: started,
+                ended: ended,
+                makeHandler: makeHandler
+            )
             finished.fulfill()
         }
         thread.name = configuration.worker
@@ -646,14 +703,22 @@ public final class WorkerRuntime: Sendable {
 
     /// The connection thread's work, in a function of its own so that its locals end with it.
     private static func serve(
-        configuration: WorkerConfiguration, logger: Logger, context: Context, inbox: WorkerInbox,
-        started: OneShot<(any Error)?>, ended: FailureCell,
+        configuration: WorkerConfiguration,
+        logger: Logger,
+        context: Context,
+        inbox: WorkerInbox,
+        started: OneShot<(any Error)?>,
+        ended: FailureCell,
         makeHandler: @Sendable () -> any WorkerHandler
     ) {
         let connection: WorkerConnection
         do {
             connection = try WorkerConnection(
-                configuration: configuration, logger: logger, context: context, inbox: inbox)
+                configuration: configuration,
+                logger: logger,
+                context: context,
+                inbox: inbox
+            )
         } catch {
             logger.error("worker connection could not start", ["error": "\(error)"])
             started.fulfill(error)

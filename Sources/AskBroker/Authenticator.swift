@@ -48,7 +48,10 @@ final class Authenticator {
         while let frames = try? socket.receiveMultipart(.dontWait) {
             guard let request = ZAP.Request(frames: frames) else {
                 // Not a ZAP 1.0 request: answer anyway so the REP socket stays in step.
-                _ = try? socket.send(multipart: [Array("1.0".utf8), frames.count > 1 ? frames[1] : [], Array("500".utf8), Array("malformed request".utf8), [], []])
+                _ = try? socket.send(multipart: [
+                    Array("1.0".utf8), frames.count > 1 ? frames[1] : [], Array("500".utf8),
+                    Array("malformed request".utf8), [], [],
+                ])
                 continue
             }
             let reply: [[UInt8]]
@@ -60,7 +63,8 @@ final class Authenticator {
                 if logger.isEnabled(.notice), let suppressed = refusalLog.admit(request.address) {
                     logger.notice(
                         "handshake refused: unknown or revoked key",
-                        ["address": request.address, "mechanism": request.mechanism, "suppressed": suppressed])
+                        ["address": request.address, "mechanism": request.mechanism, "suppressed": suppressed]
+                    )
                 }
                 reply = ZAP.reply(to: request, status: 400, text: "unknown or revoked key")
             }

@@ -7,16 +7,54 @@ import ZeroMQ
 extension Broker {
     /// Queues a message for `to` (journaled when durable), encoding its header.
     /// - Throws: ``WireError`` `busy` when a queue limit is reached, `bad-address` for the broker's own address.
-    func route(id: MessageID, from: String, to: String, kind: String, subject: MessageID?, body: [UInt8], expiresAt: Date? = nil, limitsKey: String? = nil) throws(WireError) {
+    func route(
+        id: MessageID,
+        from: String,
+        to: String,
+        kind: String,
+        subject: MessageID?,
+        body: [UInt8],
+        expiresAt: Date? = nil,
+        limitsKey: String? = nil
+    ) throws(WireError) {
         let mailbox = try routeTarget(from: from, to: to, kind: kind, limitsKey: limitsKey)
-        let envelope = Envelope(seq: nextSeq, id: id, from: from, to: to, kind: kind, subject: subject, body: body, createdAt: turnDate.timeIntervalSince1970, persistent: journal.durability != .off)
+        let envelope = Envelope(
+            seq: nextSeq,
+            id: id,
+            from: from,
+            to: to,
+            kind: kind,
+            subject: subject,
+            body: body,
+            createdAt: turnDate.timeIntervalSince1970,
+            persistent: journal.durability != .off
+        )
         try enqueue(envelope, body: body, in: mailbox, expiresAt: expiresAt)
     }
 
     /// Queues a message whose header (as the sender wrote it) and body are already packed in one array.
-    func route(id: MessageID, from: String, to: String, kind: String, subject: MessageID?, packed: [UInt8], headerCount: Int) throws(WireError) {
+    func route(
+        id: MessageID,
+        from: String,
+        to: String,
+        kind: String,
+        subject: MessageID?,
+        packed: [UInt8],
+        headerCount: Int
+    ) throws(WireError) {
         let mailbox = try routeTarget(from: from, to: to, kind: kind, limitsKey: nil)
-        let envelope = Envelope(seq: nextSeq, id: id, from: from, to: to, kind: kind, subject: subject, packed: packed, headerCount: headerCount, createdAt: turnDate.timeIntervalSince1970, persistent: journal.durability != .off)
+        let envelope = Envelope(
+            seq: nextSeq,
+            id: id,
+            from: from,
+            to: to,
+            kind: kind,
+            subject: subject,
+            packed: packed,
+            headerCount: headerCount,
+            createdAt: turnDate.timeIntervalSince1970,
+            persistent: journal.durability != .off
+        )
         try enqueue(envelope, body: nil, in: mailbox, expiresAt: nil)
     }
 
@@ -25,7 +63,10 @@ extension Broker {
         guard to != "broker" else { throw WireError(.badAddress, "kind '\(kind)' is not one the broker handles") }
         // Byte comparisons: String.hasPrefix compares Unicode characters, which is slower and not needed here.
         guard to == "limits" || Self.routableRoles.contains(where: { to.utf8.starts(with: $0.utf8) }) else {
-            throw WireError(.noRoute, "no role serves '\(to)'; addresses are child/, guardian/, limits/, observer/, echo/ or client/ ids, or the limits service")
+            throw WireError(
+                .noRoute,
+                "no role serves '\(to)'; addresses are child/, guardian/, limits/, observer/, echo/ or client/ ids, or the limits service"
+            )
         }
         let target = to == "limits" ? limitsTarget(for: limitsKey ?? from) : to
         let mailbox = mailbox(for: target)
@@ -60,12 +101,25 @@ extension Broker {
         nextSeq += 1
         if envelope.persistent {
             do {
-                try journal.storeMessage(StoredMessage(seq: envelope.seq, id: envelope.id, from: envelope.from, to: envelope.to, kind: envelope.kind, subject: envelope.subject, body: body ?? envelope.body, createdAt: turnDate, expiresAt: expiresAt))
+                try journal.storeMessage(
+                    StoredMessage(
+                        seq: envelope.seq,
+                        id: envelope.id,
+                        from: envelope.from,
+                        to: envelope.to,
+                        kind: envelope.kind,
+                        subject: envelope.subject,
+                        body: body ?? envelope.body,
+                        createdAt: turnDate,
+                        expiresAt: expiresAt
+                    )
+                )
             } catch {
                 throw WireError(.storageFailed, "the journal refused the message: \(error)")
             }
             if canSpill(to: envelope.to, in: mailbox),
-                mailbox.spilled > 0 || mailbox.owner?.isAlive != true || mailbox.memoryCount >= configuration.maxQueuedPerAddress
+                mailbox.spilled > 0 || mailbox.owner?.isAlive != true
+                    || mailbox.memoryCount >= configuration.maxQueuedPerAddress
             {
                 mailbox.noteSpilled(seq: envelope.seq)
                 totalSpilled += 1
@@ -82,7 +136,9 @@ extension Broker {
     }
 
     func acknowledge(_ id: MessageID, by session: Session) {
-        guard let mailbox = inflightIndex[id], mailbox.owner === session, let envelope = mailbox.inflight.removeValue(forKey: id) else {
+        guard let mailbox = inflightIndex[id], mailbox.owner === session,
+            let envelope = mailbox.inflight.removeValue(forKey: id)
+        else {
             stats.staleAcks += 1
             return
         }
@@ -156,7 +212,10 @@ extension Broker {
         if rows.count < room, left > 0 {
             // The journal has no more for this address than it gave: the count was off (it cannot be, but never
             // loop on it).
-            logger.warning("spill count did not match the journal", ["address": mailbox.address, "counted": mailbox.spilled, "found": rows.count])
+            logger.warning(
+                "spill count did not match the journal",
+                ["address": mailbox.address, "counted": mailbox.spilled, "found": rows.count]
+            )
             left = 0
         }
         totalSpilled -= mailbox.spilled - left
@@ -176,7 +235,9 @@ extension Broker {
         output.append(owner.identity)
         // Pending ACK ids ride along when the peer reads them, and only when everything they acknowledge is
         // committed (no write of the turn is waiting).
-        let carried = owner.carriedAcks && !journal.hasPendingWrites ? min(owner.pendingAcks.count, configuration.limits.maxAckIDs) : 0
+        let carried =
+            owner.carriedAcks && !journal.hasPendingWrites
+            ? min(owner.pendingAcks.count, configuration.limits.maxAckIDs) : 0
         envelope.appendDeliver(acks: owner.pendingAcks[..<carried], to: &output)
         guard sendToPeer(owner) else { return false }
         if carried > 0 { owner.pendingAcks.removeFirst(carried) }

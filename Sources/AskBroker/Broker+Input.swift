@@ -20,7 +20,9 @@ extension Broker {
         if let session { session.lastHeard = turnNow }
         switch parsed.command {
         case .heartbeat:
-            if session == nil { refuseInput(WireError(.notRegistered, "this connection has no session; send HELLO"), session: nil) }
+            if session == nil {
+                refuseInput(WireError(.notRegistered, "this connection has no session; send HELLO"), session: nil)
+            }
         case .hello:
             handleHello(peer: peer, parsed: parsed, existing: session)
         case .send:
@@ -45,13 +47,18 @@ extension Broker {
                     [
                         "worker": session.worker, "id": id, "code": input.string(parsed.codeFrame),
                         "reason": input.string(parsed.reasonFrame), "suppressed": suppressed,
-                    ])
+                    ]
+                )
             }
             acknowledge(id, by: session)
         case .bye:
             if let session { endSession(session, reason: "said bye") }
         case .welcome, .deliver:
-            refuseInput(WireError(.forbidden, "\(parsed.command) is sent by the broker, not to it"), session: session, id: parsed.id)
+            refuseInput(
+                WireError(.forbidden, "\(parsed.command) is sent by the broker, not to it"),
+                session: session,
+                id: parsed.id
+            )
         }
     }
 
@@ -64,7 +71,8 @@ extension Broker {
                 [
                     "code": error.code.rawValue, "peer": session?.worker ?? "unregistered", "reason": error.reason,
                     "suppressed": suppressed,
-                ])
+                ]
+            )
         }
         output.removeAll()
         input.withFrame(0) { output.append($0) }
@@ -83,7 +91,9 @@ extension Broker {
     func handleHello(peer: PeerID, parsed: ParsedFrames, existing: Session?) {
         let hello: Hello
         do {
-            hello = try input.withFrame(parsed.bodyFrame) { try SessionJSON.decode(Hello.self, from: $0.bindMemory(to: UInt8.self)) }
+            hello = try input.withFrame(parsed.bodyFrame) {
+                try SessionJSON.decode(Hello.self, from: $0.bindMemory(to: UInt8.self))
+            }
         } catch let error as WireError {
             refuseInput(error, session: existing)
             return
@@ -104,7 +114,8 @@ extension Broker {
                 if logger.isEnabled(.notice), let suppressed = refusalLog.admit(Array(input[0]), now: turnNow) {
                     logger.notice(
                         "hello refused by principal",
-                        ["worker": hello.worker, "reason": refusal.reason, "suppressed": suppressed])
+                        ["worker": hello.worker, "reason": refusal.reason, "suppressed": suppressed]
+                    )
                 }
                 refuseInput(refusal, session: existing)
                 return
@@ -115,7 +126,14 @@ extension Broker {
         if let existing { endSession(existing, reason: "registered again", requeue: true) }
         let identity = Array(input[0])
         let window = min(hello.window ?? configuration.window, configuration.window)
-        let session = Session(peer: peer, identity: identity, serial: nextSerial, hello: hello, window: max(1, window), now: .now)
+        let session = Session(
+            peer: peer,
+            identity: identity,
+            serial: nextSerial,
+            hello: hello,
+            window: max(1, window),
+            now: .now
+        )
         nextSerial += 1
         session.principalKey = principalKey
         sessions[peer] = session
@@ -130,7 +148,10 @@ extension Broker {
         }
         if hello.role == .limits { rerouteParkedLimitsWork() }
         stats.sessionsOpened += 1
-        logger.info("session registered", ["worker": hello.worker, "role": hello.role.rawValue, "addresses": hello.endpoints.count])
+        logger.info(
+            "session registered",
+            ["worker": hello.worker, "role": hello.role.rawValue, "addresses": hello.endpoints.count]
+        )
         let welcome = Welcome(
             session: "\(instanceID)-\(session.serial)",
             heartbeatMs: configuration.heartbeatInterval.milliseconds,
@@ -147,10 +168,15 @@ extension Broker {
 
     func helloProblem(_ hello: Hello, peer: PeerID) -> WireError? {
         guard hello.version == Int(Wire.version) else {
-            return WireError(.unsupportedVersion, "HELLO version \(hello.version) is not supported; this broker speaks \(Wire.version)")
+            return WireError(
+                .unsupportedVersion,
+                "HELLO version \(hello.version) is not supported; this broker speaks \(Wire.version)"
+            )
         }
         guard !hello.endpoints.isEmpty else { return WireError(.badHello, "HELLO lists no endpoints") }
-        guard hello.endpoints.count <= 200_000 else { return WireError(.badHello, "HELLO lists more than 200000 endpoints") }
+        guard hello.endpoints.count <= 200_000 else {
+            return WireError(.badHello, "HELLO lists more than 200000 endpoints")
+        }
         var seen: Set<String> = []
         for claim in hello.endpoints {
             guard seen.insert(claim.address).inserted else {
@@ -225,7 +251,15 @@ extension Broker {
                 } else {
                     packed = Array(input.storage[header.lowerBound..<body.upperBound])
                 }
-                try route(id: id, from: from, to: to, kind: kind, subject: parsed.subject, packed: packed, headerCount: header.count)
+                try route(
+                    id: id,
+                    from: from,
+                    to: to,
+                    kind: kind,
+                    subject: parsed.subject,
+                    packed: packed,
+                    headerCount: header.count
+                )
             }
         } catch {
             accepted.remove(id)

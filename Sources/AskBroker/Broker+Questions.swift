@@ -5,24 +5,51 @@ import Foundation
 // journal writes and the bodies it builds for guardians and children, and question expiry.
 extension Broker {
     /// Handles a SEND the ledger must read: `ask`, `ask.result`, and everything addressed to `broker`.
-    func ledgerSend(session: Session, parsed: ParsedFrames, id: MessageID, from: String, to: String, kind: String) throws(WireError) {
+    func ledgerSend(session: Session, parsed: ParsedFrames, id: MessageID, from: String, to: String, kind: String)
+        throws(WireError)
+    {
         let body = Array(input[parsed.bodyFrame])
         let now = Date()
         switch (to, kind) {
         case (_, MessageKind.ask.rawValue):
             try handleAsk(session: session, from: from, to: to, id: id, subject: parsed.subject, body: body, now: now)
         case (_, MessageKind.askResult.rawValue):
-            try handleAskResult(session: session, from: from, to: to, id: id, subject: parsed.subject, body: body, now: now)
+            try handleAskResult(
+                session: session,
+                from: from,
+                to: to,
+                id: id,
+                subject: parsed.subject,
+                body: body,
+                now: now
+            )
         case (_, MessageKind.limitsAdmin.rawValue):
             // Admin changes go to the limits worker that serves the child, not the one the sender hashes to.
-            guard session.role == .observer else { throw WireError(.forbidden, "only an observer may change limits state") }
+            guard session.role == .observer else {
+                throw WireError(.forbidden, "only an observer may change limits state")
+            }
             let change = try decodeBody(LimitsAdminChange.self, body)
-            guard to == "limits" || to.hasPrefix("limits/") else { throw WireError(.badAddress, "limits.admin goes to 'limits'") }
-            try route(id: id, from: from, to: to, kind: kind, subject: parsed.subject, body: body, limitsKey: "child/\(change.child)")
+            guard to == "limits" || to.hasPrefix("limits/") else {
+                throw WireError(.badAddress, "limits.admin goes to 'limits'")
+            }
+            try route(
+                id: id,
+                from: from,
+                to: to,
+                kind: kind,
+                subject: parsed.subject,
+                body: body,
+                limitsKey: "child/\(change.child)"
+            )
         case ("broker", MessageKind.send.rawValue):
             let request = try decodeBody(SendQuestion.self, body)
             try Self.checkSubject(parsed.subject, request.questionID)
-            try handleSendQuestion(session: session, from: from, questionID: MessageID(uuid: request.questionID), now: now)
+            try handleSendQuestion(
+                session: session,
+                from: from,
+                questionID: MessageID(uuid: request.questionID),
+                now: now
+            )
         case ("broker", MessageKind.cancel.rawValue):
             let request = try decodeBody(CancelQuestion.self, body)
             try Self.checkSubject(parsed.subject, request.questionID)
@@ -53,7 +80,8 @@ extension Broker {
         } catch {
             switch error {
             case .invalidUTF8: throw WireError(.invalidUTF8, "the \(T.messageKind.rawValue) body is not valid UTF-8")
-            case .invalidJSON(let why): throw WireError(.invalidJSON, "the \(T.messageKind.rawValue) body is not valid: \(why)")
+            case .invalidJSON(let why):
+                throw WireError(.invalidJSON, "the \(T.messageKind.rawValue) body is not valid: \(why)")
             case .unknownKind(let kind): throw WireError(.unknownKind, "unknown kind '\(kind)'")
             }
         }
@@ -74,11 +102,23 @@ extension Broker {
     }
 
     /// Journals a transition to `entry.state` (an UPDATE of the state columns; the question JSON stays).
-    func journalTransition(_ id: MessageID, _ entry: LedgerEntry, answeredBy: String? = nil, answerChoiceID: String? = nil, closedAt: Date? = nil) throws(WireError) {
+    func journalTransition(
+        _ id: MessageID,
+        _ entry: LedgerEntry,
+        answeredBy: String? = nil,
+        answerChoiceID: String? = nil,
+        closedAt: Date? = nil
+    ) throws(WireError) {
         noteLedgerUndo(id)
         guard journal.durability != .off else { return }
         do {
-            try journal.updateQuestion(id: id, state: entry.state, answeredBy: answeredBy, answerChoiceID: answerChoiceID, closedAt: closedAt)
+            try journal.updateQuestion(
+                id: id,
+                state: entry.state,
+                answeredBy: answeredBy,
+                answerChoiceID: answerChoiceID,
+                closedAt: closedAt
+            )
         } catch {
             throw WireError(.storageFailed, "the journal refused the question: \(error)")
         }
@@ -96,7 +136,15 @@ extension Broker {
     }
 
     /// `ask`, child → limits: record the question (admitting) and pass it to the child's limits worker.
-    func handleAsk(session: Session, from: String, to: String, id: MessageID, subject: MessageID?, body: [UInt8], now: Date) throws(WireError) {
+    func handleAsk(
+        session: Session,
+        from: String,
+        to: String,
+        id: MessageID,
+        subject: MessageID?,
+        body: [UInt8],
+        now: Date
+    ) throws(WireError) {
         guard session.role == .child, from.hasPrefix("child/"), let family = session.addresses[from] ?? nil else {
             throw WireError(.forbidden, "only a child may ask")
         }
@@ -122,23 +170,46 @@ extension Broker {
         // Route first: a busy limits queue refuses the ask before anything about the question is written.
         try route(id: id, from: from, to: "limits", kind: MessageKind.ask.rawValue, subject: questionID, body: body)
         if journal.durability != .off {
-            try journalNewQuestion(QuestionRecord(
-                id: questionID, child: child, family: family, state: .admitting,
-                createdAt: now, expiresAt: expiresAt, question: encoded, choiceIDs: question.choices.map(\.id),
-                approvalChoiceIDs: question.choices.filter { $0.answer == .approval }.map(\.id)))
+            try journalNewQuestion(
+                QuestionRecord(
+                    id: questionID,
+                    child: child,
+                    family: family,
+                    state: .admitting,
+                    createdAt: now,
+                    expiresAt: expiresAt,
+                    question: encoded,
+                    choiceIDs: question.choices.map(\.id),
+                    approvalChoiceIDs: question.choices.filter { $0.answer == .approval }.map(\.id)
+                )
+            )
         } else {
             noteLedgerUndo(questionID)
         }
         let admitter = limitsTarget(for: from)
         let entry = LedgerEntry(
-            expiresAt: expiresAt, child: ledger.names.number(child), family: ledger.names.number(family),
-            admitter: admitter == "limits" ? NamePool.none : ledger.names.number(admitter), state: .admitting)
+            expiresAt: expiresAt,
+            child: ledger.names.number(child),
+            family: ledger.names.number(family),
+            admitter: admitter == "limits" ? NamePool.none : ledger.names.number(admitter),
+            state: .admitting
+        )
         ledger.track(questionID, entry, question: journal.durability == .off ? encoded : nil)
     }
 
     /// `ask.result`, limits → child: the question is presented or refused.
-    func handleAskResult(session: Session, from: String, to: String, id: MessageID, subject: MessageID?, body: [UInt8], now: Date) throws(WireError) {
-        guard session.role == .limits else { throw WireError(.forbidden, "only a limits worker may admit or refuse a question") }
+    func handleAskResult(
+        session: Session,
+        from: String,
+        to: String,
+        id: MessageID,
+        subject: MessageID?,
+        body: [UInt8],
+        now: Date
+    ) throws(WireError) {
+        guard session.role == .limits else {
+            throw WireError(.forbidden, "only a limits worker may admit or refuse a question")
+        }
         let result = try decodeBody(AskResult.self, body)
         try Self.checkSubject(subject, result.questionID)
         let questionID = MessageID(uuid: result.questionID)
@@ -148,11 +219,17 @@ extension Broker {
         if entry.admitter != NamePool.none {
             let admitter = ledger.names[entry.admitter]
             if session.addresses[admitter] == nil, mailboxes[admitter]?.owner?.isAlive == true {
-                throw WireError(.forbidden, "question \(result.questionID) was routed to \(admitter), not to this limits worker")
+                throw WireError(
+                    .forbidden,
+                    "question \(result.questionID) was routed to \(admitter), not to this limits worker"
+                )
             }
         }
         guard Self.isAddress(to, role: "child/", id: ledger.child(of: entry)) else {
-            throw WireError(.badAddress, "the result of question \(result.questionID) goes to child/\(ledger.child(of: entry))")
+            throw WireError(
+                .badAddress,
+                "the result of question \(result.questionID) goes to child/\(ledger.child(of: entry))"
+            )
         }
         guard entry.state == .admitting else {
             // Too late: the question already closed (its deadline passed during admission, and the child was told).
@@ -198,12 +275,24 @@ extension Broker {
         guard now < entry.expiresAt else { throw WireError(.expired, "the question expired at \(entry.expiresAt)") }
         let question = try questionJSON(questionID)
         let body = try LedgerBodies.guardianQuestion(
-            question: question, child: ledger.child(of: entry), family: ledger.family(of: entry), sentAt: now,
-            expiresAt: entry.expiresAt)
+            question: question,
+            child: ledger.child(of: entry),
+            family: ledger.family(of: entry),
+            sentAt: now,
+            expiresAt: entry.expiresAt
+        )
         entry.state = .sent
         try journalTransition(questionID, entry)
         for guardian in ledger.roster(of: entry).sorted() {
-            try route(id: .random(), from: "broker", to: "guardian/\(guardian)", kind: MessageKind.question.rawValue, subject: questionID, body: body, expiresAt: entry.expiresAt)
+            try route(
+                id: .random(),
+                from: "broker",
+                to: "guardian/\(guardian)",
+                kind: MessageKind.question.rawValue,
+                subject: questionID,
+                body: body,
+                expiresAt: entry.expiresAt
+            )
         }
         ledger.update(questionID, entry)
     }
@@ -222,7 +311,9 @@ extension Broker {
     /// `answer`, guardian → broker: the first valid answer wins.
     func handleAnswer(session: Session, from: String, answer: GuardianAnswer, now: Date) throws(WireError) {
         let questionID = MessageID(uuid: answer.questionID)
-        guard session.role == .guardian, from.hasPrefix("guardian/") else { throw WireError(.forbidden, "only a guardian may answer") }
+        guard session.role == .guardian, from.hasPrefix("guardian/") else {
+            throw WireError(.forbidden, "only a guardian may answer")
+        }
         let guardian = String(from.dropFirst("guardian/".count))
         guard var entry = ledger.entries[questionID] else {
             throw WireError(.unknownQuestion, "no question \(answer.questionID)")
@@ -239,7 +330,10 @@ extension Broker {
         let json = try questionJSON(questionID)
         let question: AnyPermissionQuestion
         do { question = try WireJSON.decode(AnyPermissionQuestion.self, from: json) } catch {
-            throw WireError(.storageFailed, "the stored question \(answer.questionID) does not decode: \(describeDecoding(error))")
+            throw WireError(
+                .storageFailed,
+                "the stored question \(answer.questionID) does not decode: \(describeDecoding(error))"
+            )
         }
         guard let choice = question.choice(withID: answer.choiceID) else {
             throw WireError(.invalidChoice, "'\(answer.choiceID)' is not one of the question's choices")
@@ -249,21 +343,46 @@ extension Broker {
         let child = "child/\(childID)"
         let response = try LedgerBodies.response(question: json, choice: choice)
         let closed = try WireJSON.encodeBody(
-            QuestionClosed(questionID: answer.questionID, reason: .answered, answeredBy: guardian), code: .storageFailed)
+            QuestionClosed(questionID: answer.questionID, reason: .answered, answeredBy: guardian),
+            code: .storageFailed
+        )
         let notice =
             choice.answer == .approval
             ? try WireJSON.encodeBody(
                 ApprovalNotice(child: childID, questionID: answer.questionID, handles: question.topic.handles),
-                code: .storageFailed) : []
+                code: .storageFailed
+            ) : []
         entry.state = .answered
         try journalTransition(questionID, entry, answeredBy: guardian, answerChoiceID: choice.id, closedAt: now)
-        try route(id: .random(), from: "broker", to: child, kind: MessageKind.response.rawValue, subject: questionID, body: response)
+        try route(
+            id: .random(),
+            from: "broker",
+            to: child,
+            kind: MessageKind.response.rawValue,
+            subject: questionID,
+            body: response
+        )
         for other in (ledger.rosters[family] ?? []).sorted() where other != guardian {
-            try route(id: .random(), from: "broker", to: "guardian/\(other)", kind: MessageKind.closed.rawValue, subject: questionID, body: closed)
+            try route(
+                id: .random(),
+                from: "broker",
+                to: "guardian/\(other)",
+                kind: MessageKind.closed.rawValue,
+                subject: questionID,
+                body: closed
+            )
         }
         crashPoints.answerAccepted()
         if choice.answer == .approval {
-            try route(id: .random(), from: "broker", to: "limits", kind: MessageKind.approval.rawValue, subject: questionID, body: notice, limitsKey: child)
+            try route(
+                id: .random(),
+                from: "broker",
+                to: "limits",
+                kind: MessageKind.approval.rawValue,
+                subject: questionID,
+                body: notice,
+                limitsKey: child
+            )
         }
         ledger.update(questionID, entry)
     }
@@ -273,18 +392,30 @@ extension Broker {
     func expire(_ questionID: MessageID, now: Date) throws(WireError) {
         guard var entry = ledger.entries[questionID], !entry.state.isClosed else { return }
         if entry.state == .admitting {
-            let refusal = AskResult(questionID: questionID.uuid, outcome: .refused(.systemError("the question expired before the limits service admitted it")))
+            let refusal = AskResult(
+                questionID: questionID.uuid,
+                outcome: .refused(.systemError("the question expired before the limits service admitted it"))
+            )
             let body = try WireJSON.encodeBody(refusal, code: .storageFailed)
             entry.state = .refused
             try journalTransition(questionID, entry, closedAt: now)
             ledger.update(questionID, entry)
             stats.countRouted("ledger.admission-expired")
-            try route(id: .random(), from: "broker", to: "child/\(ledger.child(of: entry))", kind: MessageKind.askResult.rawValue, subject: questionID, body: body)
+            try route(
+                id: .random(),
+                from: "broker",
+                to: "child/\(ledger.child(of: entry))",
+                kind: MessageKind.askResult.rawValue,
+                subject: questionID,
+                body: body
+            )
             return
         }
         let wasSent = entry.state == .sent
         let closed = try WireJSON.encodeBody(
-            QuestionClosed(questionID: questionID.uuid, reason: .expired), code: .storageFailed)
+            QuestionClosed(questionID: questionID.uuid, reason: .expired),
+            code: .storageFailed
+        )
         entry.state = wasSent ? .expired : .abandoned
         try journalTransition(questionID, entry, closedAt: now)
         ledger.update(questionID, entry)
@@ -292,7 +423,14 @@ extension Broker {
         guard wasSent else { return }
         crashPoints.hit(.expiry)
         for guardian in ledger.roster(of: entry).sorted() {
-            try route(id: .random(), from: "broker", to: "guardian/\(guardian)", kind: MessageKind.closed.rawValue, subject: questionID, body: closed)
+            try route(
+                id: .random(),
+                from: "broker",
+                to: "guardian/\(guardian)",
+                kind: MessageKind.closed.rawValue,
+                subject: questionID,
+                body: closed
+            )
         }
     }
 
@@ -314,7 +452,11 @@ enum LedgerBodies {
     /// The `question` body (``GuardianQuestion``).
     /// - Throws: `storage-failed` when a date cannot be carried on the wire or the stored question does not decode.
     static func guardianQuestion(
-        question: [UInt8], child: String, family: String, sentAt: Date, expiresAt: Date
+        question: [UInt8],
+        child: String,
+        family: String,
+        sentAt: Date,
+        expiresAt: Date
     ) throws(WireError) -> [UInt8] {
         guard let sent = WireDate.format(sentAt), let expires = WireDate.format(expiresAt) else {
             // Dates the wire cannot carry: let the full encoder give its verdict (it fails, with the reason).
@@ -324,7 +466,8 @@ enum LedgerBodies {
             }
             return try WireJSON.encodeBody(
                 GuardianQuestion(question: decoded, child: child, family: family, sentAt: sentAt, expiresAt: expiresAt),
-                code: .storageFailed)
+                code: .storageFailed
+            )
         }
         var out: [UInt8] = []
         out.reserveCapacity(question.count + child.utf8.count + family.utf8.count + 100)

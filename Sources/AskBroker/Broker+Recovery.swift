@@ -33,7 +33,13 @@ extension Broker {
             acceptedOrder.append((.now, id))
         }
         if messages > 0 || openQuestions > 0 {
-            logger.notice("recovered from journal", ["messages": messages, "open_questions": openQuestions, "ms": (ContinuousClock.now - recoveryStarted).milliseconds])
+            logger.notice(
+                "recovered from journal",
+                [
+                    "messages": messages, "open_questions": openQuestions,
+                    "ms": (ContinuousClock.now - recoveryStarted).milliseconds,
+                ]
+            )
         }
     }
 
@@ -48,7 +54,9 @@ extension Broker {
             for guardian in members where ledger.addGuardian(family: family, guardian: guardian) { guardians += 1 }
         }
         let rostersLoaded = clock.now
-        let deleted = try journal.deleteQuestions(closedBefore: Date().addingTimeInterval(-configuration.closedRetention.seconds))
+        let deleted = try journal.deleteQuestions(
+            closedBefore: Date().addingTimeInterval(-configuration.closedRetention.seconds)
+        )
         var open = 0
         var closed: [LedgerQuestion] = []
         try journal.forEachLedgerQuestion { question in
@@ -62,10 +70,15 @@ extension Broker {
         closed.sort { ($0.closedAt ?? $0.createdAt) < ($1.closedAt ?? $1.createdAt) }
         for question in closed { ledger.restore(question) }
         if open > 0 || guardians > 0 || !closed.isEmpty {
-            logger.notice("ledger recovered", [
-                "open_questions": open, "closed_questions": closed.count, "closed_deleted": deleted, "guardians": guardians,
-                "rosters_ms": (rostersLoaded - started).milliseconds, "questions_ms": (clock.now - rostersLoaded).milliseconds,
-            ])
+            logger.notice(
+                "ledger recovered",
+                [
+                    "open_questions": open, "closed_questions": closed.count, "closed_deleted": deleted,
+                    "guardians": guardians,
+                    "rosters_ms": (rostersLoaded - started).milliseconds,
+                    "questions_ms": (clock.now - rostersLoaded).milliseconds,
+                ]
+            )
         }
         return open
     }
@@ -79,7 +92,9 @@ extension Broker {
             _ = try? socket.send(output, .dontWait)
         }
         if !pendingDeletes.isEmpty { try? journal.deleteMessages(seqs: pendingDeletes) }
-        do { _ = try journal.commitIfNeeded() } catch { logger.error("final journal commit failed", ["error": "\(error)"]) }
+        do { _ = try journal.commitIfNeeded() } catch {
+            logger.error("final journal commit failed", ["error": "\(error)"])
+        }
         logger.notice("broker stopped")
     }
 }

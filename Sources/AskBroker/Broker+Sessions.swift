@@ -85,12 +85,17 @@ extension Broker {
     /// the turns after it neither end sessions whose heartbeats are still unread in the socket (or that only answer
     /// the broker's own heartbeats, which it did not send) nor redeliver everything in flight.
     func forgiveStall(_ stall: Duration) {
-        logger.warning("broker loop stalled; peers' liveness and ACK timers paused for it", [
-            "ms": stall.milliseconds, "sessions": sessions.count, "inflight": inflightIndex.count,
-        ])
+        logger.warning(
+            "broker loop stalled; peers' liveness and ACK timers paused for it",
+            [
+                "ms": stall.milliseconds, "sessions": sessions.count, "inflight": inflightIndex.count,
+            ]
+        )
         for session in sessions.values { session.lastHeard += stall }
         for (id, mailbox) in inflightIndex {
-            if let envelope = mailbox.inflight[id], let delivered = envelope.deliveredAt { envelope.deliveredAt = delivered + stall }
+            if let envelope = mailbox.inflight[id], let delivered = envelope.deliveredAt {
+                envelope.deliveredAt = delivered + stall
+            }
         }
     }
 }

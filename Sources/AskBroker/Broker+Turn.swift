@@ -100,7 +100,10 @@ extension Broker {
     /// the ledger entries it changed are put back as they were, so memory matches the journal again.
     func withdrawTurn(_ error: any Error) {
         stats.storageFailures += 1
-        logger.error("journal commit failed; refusing this turn's messages", ["error": "\(error)", "messages": turnAccepted.count])
+        logger.error(
+            "journal commit failed; refusing this turn's messages",
+            ["error": "\(error)", "messages": turnAccepted.count]
+        )
         let failure = WireError(.storageFailed, "the broker could not write its journal: \(error)")
         for envelope in turnEnvelopes { envelope.withdrawn = true }
         // Spilled rows went with the rolled-back transaction. A mailbox's spill cursor stays valid: either earlier

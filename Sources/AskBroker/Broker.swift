@@ -109,7 +109,12 @@ public final class Broker {
         try socket.set(.receiveHighWaterMark, 0)
         try socket.set(.maxMessageSize, Int64(configuration.limits.maxBody + 4096))
         if let secretFile = configuration.curveSecretFile, let principalsFile = configuration.principalsFile {
-            let authenticator = try Authenticator(secretKeyFile: secretFile, principalsFile: principalsFile, context: context, logger: logger)
+            let authenticator = try Authenticator(
+                secretKeyFile: secretFile,
+                principalsFile: principalsFile,
+                context: context,
+                logger: logger
+            )
             try authenticator.secure(socket)
             self.authenticator = authenticator
         } else {
@@ -151,7 +156,13 @@ public final class Broker {
         let socketIndex = poller.add(socket)
         let wakeIndex = poller.add(fileDescriptor: wake.readDescriptor)
         let zapIndex = authenticator?.add(to: &poller)
-        logger.notice("broker ready", ["endpoints": boundEndpoints.joined(separator: ","), "durability": configuration.durability.rawValue, "instance": instanceID, "curve": authenticator != nil])
+        logger.notice(
+            "broker ready",
+            [
+                "endpoints": boundEndpoints.joined(separator: ","), "durability": configuration.durability.rawValue,
+                "instance": instanceID, "curve": authenticator != nil,
+            ]
+        )
         // The stall check measures from the previous turn: recovery before the first one is not a stall.
         turnNow = .now
         while !stopping {
@@ -161,7 +172,9 @@ public final class Broker {
             // peer is often microseconds away, and waking a sleeping thread costs more than that.
             if timeout > 0 && turn.read > 0 && configuration.spin > .zero {
                 let until = ContinuousClock.now + configuration.spin
-                repeat { ready = try poller.poll(timeoutMilliseconds: 0) } while ready == 0 && ContinuousClock.now < until
+                repeat {
+                    ready = try poller.poll(timeoutMilliseconds: 0)
+                } while ready == 0 && ContinuousClock.now < until
             }
             if ready == 0 { try poller.poll(timeoutMilliseconds: timeout) }
             let previousTurn = turnNow
@@ -219,12 +232,16 @@ public final class Broker {
     /// A turn took longer than ``TurnProfile/slowTurn``: one warning saying what it did, so a stall can be told
     /// apart (a commit with a WAL checkpoint, a big journal delete, many expiries, a long batch).
     func reportSlowTurn(_ took: Duration) {
-        logger.warning("slow loop turn", [
-            "ms": took.milliseconds, "read": turn.read, "handling_ms": turn.handling.milliseconds,
-            "commit_ms": turn.commit.milliseconds, "finishing_ms": turn.finishing.milliseconds,
-            "timers_ms": turn.timers.milliseconds, "expired": turn.expired, "expiry_ms": turn.expiry.milliseconds,
-            "forgotten_ids": turn.forgotten, "forgotten_questions": turn.forgottenQuestions, "forget_ms": turn.forget.milliseconds, "redelivered": turn.redelivered,
-            "sessions_ended": turn.sessionsEnded, "questions": ledger.entries.count, "queued": totalQueued,
-        ])
+        logger.warning(
+            "slow loop turn",
+            [
+                "ms": took.milliseconds, "read": turn.read, "handling_ms": turn.handling.milliseconds,
+                "commit_ms": turn.commit.milliseconds, "finishing_ms": turn.finishing.milliseconds,
+                "timers_ms": turn.timers.milliseconds, "expired": turn.expired, "expiry_ms": turn.expiry.milliseconds,
+                "forgotten_ids": turn.forgotten, "forgotten_questions": turn.forgottenQuestions,
+                "forget_ms": turn.forget.milliseconds, "redelivered": turn.redelivered,
+                "sessions_ended": turn.sessionsEnded, "questions": ledger.entries.count, "queued": totalQueued,
+            ]
+        )
     }
 }

@@ -31,7 +31,9 @@ public struct BrokerStats: Sendable {
     mutating func recordCommit(_ took: Duration) {
         commits += 1
         let micros = took.microseconds
-        if commitMicros.count < 1024 { commitMicros.append(micros) } else {
+        if commitMicros.count < 1024 {
+            commitMicros.append(micros)
+        } else {
             commitMicros[commitHead] = micros
             commitHead = (commitHead + 1) % 1024
         }
@@ -121,12 +123,24 @@ extension Broker {
             .sorted { $0.1 > $1.1 }.prefix(10)
         let commit = stats.commitPercentiles
         return BrokerSnapshot(
-            broker: instanceID, time: Date(), sessions: roles, routedByKind: stats.routedByKind,
-            refusalsByCode: stats.refusalsByCode, delivered: stats.delivered, redelivered: stats.redelivered,
-            duplicates: stats.duplicates, busy: stats.busy, queued: totalQueued, spilled: totalSpilled, inflight: inflightIndex.count,
+            broker: instanceID,
+            time: Date(),
+            sessions: roles,
+            routedByKind: stats.routedByKind,
+            refusalsByCode: stats.refusalsByCode,
+            delivered: stats.delivered,
+            redelivered: stats.redelivered,
+            duplicates: stats.duplicates,
+            busy: stats.busy,
+            queued: totalQueued,
+            spilled: totalSpilled,
+            inflight: inflightIndex.count,
             deepestQueues: Dictionary(uniqueKeysWithValues: deepest.map { ($0.0, $0.1) }),
-            ledger: ledger.countsByState(), forgottenQuestions: ledger.forgotten, commits: stats.commits,
-            commitMicros: ["p50": commit.p50, "p99": commit.p99, "max": commit.max])
+            ledger: ledger.countsByState(),
+            forgottenQuestions: ledger.forgotten,
+            commits: stats.commits,
+            commitMicros: ["p50": commit.p50, "p99": commit.p99, "max": commit.max]
+        )
     }
 }
 

@@ -77,9 +77,14 @@ public struct CrashPoints: Sendable, Equatable {
             guard seen == occurrence else { return }
             if let markerDirectory {
                 try? FileManager.default.createDirectory(atPath: markerDirectory, withIntermediateDirectories: true)
-                _ = FileManager.default.createFile(atPath: (markerDirectory as NSString).appendingPathComponent(Self.markerFile), contents: Data(reached.rawValue.utf8))
+                _ = FileManager.default.createFile(
+                    atPath: (markerDirectory as NSString).appendingPathComponent(Self.markerFile),
+                    contents: Data(reached.rawValue.utf8)
+                )
             }
-            FileHandle.standardError.write(Data("askrelay-broker: --crash-at \(reached.rawValue):\(occurrence) reached; SIGKILL\n".utf8))
+            FileHandle.standardError.write(
+                Data("askrelay-broker: --crash-at \(reached.rawValue):\(occurrence) reached; SIGKILL\n".utf8)
+            )
             kill(getpid(), SIGKILL)
             _exit(137)
         #endif

@@ -14,8 +14,11 @@ struct PeerID: Hashable, Sendable {
             var high: UInt64 = 0
             var low: UInt64 = 0
             for index in 0..<bytes.count {
-                if index < 8 { high |= UInt64(bytes[index]) << (8 * UInt64(index)) }
-                else { low |= UInt64(bytes[index]) << (8 * UInt64(index - 8)) }
+                if index < 8 {
+                    high |= UInt64(bytes[index]) << (8 * UInt64(index))
+                } else {
+                    low |= UInt64(bytes[index]) << (8 * UInt64(index - 8))
+                }
             }
             self.high = high
             self.low = low
@@ -96,7 +99,18 @@ final class Envelope {
     var withdrawn = false
 
     /// An envelope from header + body bytes already packed (a routed SEND's own header).
-    init(seq: Int64, id: MessageID, from: String, to: String, kind: String, subject: MessageID?, packed: [UInt8], headerCount: Int, createdAt: Double, persistent: Bool) {
+    init(
+        seq: Int64,
+        id: MessageID,
+        from: String,
+        to: String,
+        kind: String,
+        subject: MessageID?,
+        packed: [UInt8],
+        headerCount: Int,
+        createdAt: Double,
+        persistent: Bool
+    ) {
         self.seq = seq
         self.id = id
         self.from = from
@@ -110,16 +124,47 @@ final class Envelope {
     }
 
     /// An envelope whose header is encoded from the fields.
-    convenience init(seq: Int64, id: MessageID, from: String, to: String, kind: String, subject: MessageID?, body: [UInt8], createdAt: Double, persistent: Bool) {
+    convenience init(
+        seq: Int64,
+        id: MessageID,
+        from: String,
+        to: String,
+        kind: String,
+        subject: MessageID?,
+        body: [UInt8],
+        createdAt: Double,
+        persistent: Bool
+    ) {
         var packed = WireEncoder.headerBytes(id: id, subject: subject, from: from, to: to, kind: kind)
         let headerCount = packed.count
         packed.append(contentsOf: body)
-        self.init(seq: seq, id: id, from: from, to: to, kind: kind, subject: subject, packed: packed, headerCount: headerCount, createdAt: createdAt, persistent: persistent)
+        self.init(
+            seq: seq,
+            id: id,
+            from: from,
+            to: to,
+            kind: kind,
+            subject: subject,
+            packed: packed,
+            headerCount: headerCount,
+            createdAt: createdAt,
+            persistent: persistent
+        )
     }
 
     /// A copy read back from the journal (restart, spill).
     convenience init(stored: StoredMessage) {
-        self.init(seq: stored.seq, id: stored.id, from: stored.from, to: stored.to, kind: stored.kind, subject: stored.subject, body: stored.body, createdAt: stored.createdAt.timeIntervalSince1970, persistent: true)
+        self.init(
+            seq: stored.seq,
+            id: stored.id,
+            from: stored.from,
+            to: stored.to,
+            kind: stored.kind,
+            subject: stored.subject,
+            body: stored.body,
+            createdAt: stored.createdAt.timeIntervalSince1970,
+            persistent: true
+        )
         expiresAt = stored.expiresAt?.timeIntervalSince1970
     }
 
@@ -129,7 +174,12 @@ final class Envelope {
     /// Appends the DELIVER of this envelope to `out`, carrying `acks` when there are any.
     func appendDeliver(acks: ArraySlice<MessageID> = [], to out: inout Multipart) {
         packed.withUnsafeBytes { bytes in
-            WireEncoder.deliver(header: UnsafeRawBufferPointer(rebasing: bytes[..<headerCount]), acks: acks, body: UnsafeRawBufferPointer(rebasing: bytes[headerCount...]), into: &out)
+            WireEncoder.deliver(
+                header: UnsafeRawBufferPointer(rebasing: bytes[..<headerCount]),
+                acks: acks,
+                body: UnsafeRawBufferPointer(rebasing: bytes[headerCount...]),
+                into: &out
+            )
         }
     }
 }

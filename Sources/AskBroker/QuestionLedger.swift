@@ -47,7 +47,9 @@ struct NamePool {
 struct QuestionLedger {
     /// Kinds the broker must read even when they are addressed to a worker. Arrays, not sets: the hot path scans a
     /// few short strings instead of hashing each message's kind.
-    static let watchedKinds: [String] = [MessageKind.ask.rawValue, MessageKind.askResult.rawValue, MessageKind.limitsAdmin.rawValue]
+    static let watchedKinds: [String] = [
+        MessageKind.ask.rawValue, MessageKind.askResult.rawValue, MessageKind.limitsAdmin.rawValue,
+    ]
     /// Kinds only the broker may send.
     static let brokerOnlyKinds: [String] = [
         MessageKind.question.rawValue, MessageKind.response.rawValue, MessageKind.closed.rawValue,
@@ -91,8 +93,12 @@ struct QuestionLedger {
     /// the order they closed (see ``QuestionLedger/recoverLedger()``), to be forgotten in that order.
     mutating func restore(_ stored: LedgerQuestion) {
         let entry = LedgerEntry(
-            expiresAt: stored.expiresAt, child: names.number(stored.child), family: names.number(stored.family),
-            admitter: NamePool.none, state: stored.state)
+            expiresAt: stored.expiresAt,
+            child: names.number(stored.child),
+            family: names.number(stored.family),
+            admitter: NamePool.none,
+            state: stored.state
+        )
         if entry.state.isClosed {
             set(stored.id, entry, closedAt: stored.closedAt ?? stored.createdAt)
         } else {
@@ -173,22 +179,28 @@ struct QuestionLedger {
         var due: [MessageID] = []
         while let top = deadlines.peek, top.at <= now {
             deadlines.pop()
-            if let entry = entries[top.payload], !entry.state.isClosed, entry.expiresAt <= now { due.append(top.payload) }
+            if let entry = entries[top.payload], !entry.state.isClosed, entry.expiresAt <= now {
+                due.append(top.payload)
+            }
         }
         return due
     }
 
     func countsByState() -> [String: Int] {
         var counts: [String: Int] = [:]
-        for state in QuestionState.allCases where stateCounts[state.ordinal] > 0 { counts[state.rawValue] = stateCounts[state.ordinal] }
+        for state in QuestionState.allCases where stateCounts[state.ordinal] > 0 {
+            counts[state.rawValue] = stateCounts[state.ordinal]
+        }
         return counts
     }
 
     /// The refusal for acting on a question in `state` when the action needs another state.
     static func refusal(for state: QuestionState, wanted: String) -> WireError {
         switch state {
-        case .admitting where wanted != "answer": WireError(.notPresented, "the question is still being admitted; cannot \(wanted)")
-        case .admitting, .presented: WireError(.notSent, "the question has not been sent (state \(state.rawValue)); cannot \(wanted)")
+        case .admitting where wanted != "answer":
+            WireError(.notPresented, "the question is still being admitted; cannot \(wanted)")
+        case .admitting, .presented:
+            WireError(.notSent, "the question has not been sent (state \(state.rawValue)); cannot \(wanted)")
         case .refused: WireError(.notPresented, "the question was refused at admission; cannot \(wanted)")
         case .sent: WireError(.alreadySent, "the question was already sent; cannot \(wanted)")
         case .answered: WireError(.alreadyClosed, "the question was already answered; cannot \(wanted)")

@@ -306,16 +306,19 @@ public enum EndpointSyntax {
             if host.isEmpty { return "'\(text)' has no host: \(hint), for example tcp://127.0.0.1\(rest)" }
             if host.hasPrefix("[") != host.hasSuffix("]") { return "'\(text)': an IPv6 host goes in brackets, [::1]" }
             if port == "*" {
-                return binding ? nil : "'\(text)': a port of * only works for an endpoint that is bound; give the port number"
+                return binding
+                    ? nil : "'\(text)': a port of * only works for an endpoint that is bound; give the port number"
             }
             guard let number = Int(port), (1...65_535).contains(number), port.allSatisfy(\.isASCII) else {
-                return "'\(text)' has no valid port ('\(port)'): the port is a number in 1...65535\(binding ? " or *" : "")"
+                return
+                    "'\(text)' has no valid port ('\(port)'): the port is a number in 1...65535\(binding ? " or *" : "")"
             }
             return nil
         case "ipc":
             if rest.isEmpty { return "'\(text)' has no path: \(hint)" }
             if rest.utf8.count > maximumIPCPath {
-                return "'\(text)': an ipc path may be at most \(maximumIPCPath) bytes (it is \(rest.utf8.count)); use a shorter folder"
+                return
+                    "'\(text)': an ipc path may be at most \(maximumIPCPath) bytes (it is \(rest.utf8.count)); use a shorter folder"
             }
             return nil
         default:
@@ -541,7 +544,11 @@ public final class ReadyOnce: Sendable {
 
     /// Runs `body` if no earlier call did; later calls (from any thread) return at once.
     public func once(_ body: () -> Void) {
-        guard done.withLock({ done in defer { done = true }; return !done }) else { return }
+        guard
+            done.withLock({ done in
+                defer { done = true }; return !done
+            })
+        else { return }
         body()
     }
 }

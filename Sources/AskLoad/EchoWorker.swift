@@ -40,7 +40,13 @@ final class EchoWorker {
         var input = Multipart()
         do {
             if case .broker = target {
-                carriesAcks = try register(socket: socket, role: .echo, address: address, input: &input, deadline: setupDeadline)
+                carriesAcks = try register(
+                    socket: socket,
+                    role: .echo,
+                    address: address,
+                    input: &input,
+                    deadline: setupDeadline
+                )
             }
         } catch {
             shared.fail("\(error)")
@@ -110,7 +116,9 @@ final class EchoWorker {
                         WireEncoder.header(.send, into: &out)
                         idLow &+= 1
                         input.withBytes(parsed.fromRange) { replyTo in
-                            addressBytes.withUnsafeBytes { appendHeader(idHigh, idLow, from: $0, to: replyTo, kind: RelayLoad.kind, into: &out) }
+                            addressBytes.withUnsafeBytes {
+                                appendHeader(idHigh, idLow, from: $0, to: replyTo, kind: RelayLoad.kind, into: &out)
+                            }
                         }
                         // The reply acknowledges the delivery it answers, when the broker reads carried ACK ids;
                         // otherwise the delivery is acknowledged in an ACK once the reply is sent.

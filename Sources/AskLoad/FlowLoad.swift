@@ -40,7 +40,9 @@ public struct FlowLoadOptions: Sendable, Codable, Equatable {
     public func problems() -> [String] {
         var problems: [String] = []
         if endpoints < 1 { problems.append("--endpoints must be at least 1") }
-        if connections < 1 || connections > endpoints { problems.append("--connections must be between 1 and --endpoints") }
+        if connections < 1 || connections > endpoints {
+            problems.append("--connections must be between 1 and --endpoints")
+        }
         if families < 1 || families > endpoints { problems.append("--families must be between 1 and --endpoints") }
         if guardiansPerFamily < 1 { problems.append("--guardians-per-family must be at least 1") }
         if parents < 1 || parents > families { problems.append("--parents must be between 1 and --families") }
@@ -95,7 +97,8 @@ public struct FlowLoadResult: Sendable, Codable, Equatable {
     public var errorSamples: [String]
 
     enum CodingKeys: String, CodingKey {
-        case loop, started, completed, errors, inFlightAtEnd = "in_flight_at_end", measuredCompleted = "measured_completed"
+        case loop, started, completed, errors, inFlightAtEnd = "in_flight_at_end", measuredCompleted =
+            "measured_completed"
         case measuredSeconds = "measured_s", throughput = "throughput_flows_s", askToPresented = "ask_to_presented"
         case sendToResponse = "send_to_response", endToEnd = "end_to_end", errorSamples = "error_samples"
     }
@@ -112,7 +115,9 @@ public enum FlowLoad {
     /// Runs one measurement against `broker`. Blocking: call it on a dedicated thread.
     /// - Parameter progress: called about once a second from the calling thread.
     public static func run(
-        broker: String, options: FlowLoadOptions, context: Context? = nil,
+        broker: String,
+        options: FlowLoadOptions,
+        context: Context? = nil,
         progress: ((RelayLoadProgress) -> Void)? = nil
     ) throws -> FlowLoadResult {
         if let problem = options.problems().first { throw RelayLoadError(problem) }
@@ -126,7 +131,16 @@ public enum FlowLoad {
         var centers: [AskCenter] = []
         for connection in 0..<options.connections {
             let mine = children.enumerated().filter { $0.offset % options.connections == connection }.map(\.element)
-            centers.append(try AskCenter(broker: broker, children: mine, stateDirectory: nil, logger: logger, context: context, options: centerOptions))
+            centers.append(
+                try AskCenter(
+                    broker: broker,
+                    children: mine,
+                    stateDirectory: nil,
+                    logger: logger,
+                    context: context,
+                    options: centerOptions
+                )
+            )
         }
         let sessions = children.enumerated().map { centers[$0.offset % options.connections].child($0.element.id) }
         let tracker = FlowTracker()
@@ -146,7 +160,11 @@ public enum FlowLoad {
             let stream = center.responses(for: CommunicationTopic.self)
             Task.detached {
                 for await response in stream {
-                    tracker.respond(response.response.question.id, choice: response.response.choice, at: monotonicNanoseconds())
+                    tracker.respond(
+                        response.response.question.id,
+                        choice: response.response.choice,
+                        at: monotonicNanoseconds()
+                    )
                 }
             }
         }
@@ -163,9 +181,15 @@ public enum FlowLoad {
             guard now &- lastProgress >= 1_000_000_000 else { return }
             lastProgress = now
             let phase = now < measureStart ? "warm-up" : now < measureEnd ? "measuring" : "draining"
-            progress?(RelayLoadProgress(
-                elapsedSeconds: Double(now &- start) / 1e9, completed: stats.completed.load(ordering: .relaxed),
-                sent: stats.started.load(ordering: .relaxed), errors: stats.errors.load(ordering: .relaxed), phase: phase))
+            progress?(
+                RelayLoadProgress(
+                    elapsedSeconds: Double(now &- start) / 1e9,
+                    completed: stats.completed.load(ordering: .relaxed),
+                    sent: stats.started.load(ordering: .relaxed),
+                    errors: stats.errors.load(ordering: .relaxed),
+                    phase: phase
+                )
+            )
         }
         while monotonicNanoseconds() < start { _ = pacer.wait(timeout: .now() + .milliseconds(1)) }
 
@@ -198,7 +222,8 @@ public enum FlowLoad {
                         let session = sessions[(loop + turn * options.inflight) % sessions.count]
                         turn += 1
                         stats.started.add(1, ordering: .relaxed)
-                        guard await runFlow(session, intended: now, tracker: tracker, window: window, stats: stats) else { break }
+                        guard await runFlow(session, intended: now, tracker: tracker, window: window, stats: stats)
+                        else { break }
                     }
                 }
             }
@@ -211,7 +236,9 @@ public enum FlowLoad {
         while true {
             let now = monotonicNanoseconds()
             report(now)
-            let open = stats.started.load(ordering: .relaxed) - stats.completed.load(ordering: .relaxed) - stats.errors.load(ordering: .relaxed)
+            let open =
+                stats.started.load(ordering: .relaxed) - stats.completed.load(ordering: .relaxed)
+                - stats.errors.load(ordering: .relaxed)
             if open <= 0 || now >= drainEnd { break }
             _ = pacer.wait(timeout: .now() + .milliseconds(10))
         }
@@ -220,16 +247,30 @@ public enum FlowLoad {
         let completed = stats.completed.load(ordering: .relaxed)
         let errors = stats.errors.load(ordering: .relaxed)
         return FlowLoadResult(
-            loop: options.isOpenLoop ? "open" : "closed", started: started, completed: completed, errors: errors,
-            inFlightAtEnd: started - completed - errors, measuredCompleted: totals.measuredCompleted,
-            measuredSeconds: options.durationSeconds, throughput: Double(totals.measuredCompleted) / options.durationSeconds,
-            askToPresented: totals.ask.summary, sendToResponse: totals.send.summary, endToEnd: totals.endToEnd.summary,
-            errorSamples: totals.errorSamples)
+            loop: options.isOpenLoop ? "open" : "closed",
+            started: started,
+            completed: completed,
+            errors: errors,
+            inFlightAtEnd: started - completed - errors,
+            measuredCompleted: totals.measuredCompleted,
+            measuredSeconds: options.durationSeconds,
+            throughput: Double(totals.measuredCompleted) / options.durationSeconds,
+            askToPresented: totals.ask.summary,
+            sendToResponse: totals.send.summary,
+            endToEnd: totals.endToEnd.summary,
+            errorSamples: totals.errorSamples
+        )
     }
 
     /// One flow; returns `false` when the run is over (the tracker was cancelled).
     @discardableResult
-    static func runFlow(_ child: ChildSession, intended: UInt64, tracker: FlowTracker, window: FlowWindow, stats: FlowStats) async -> Bool {
+    static func runFlow(
+        _ child: ChildSession,
+        intended: UInt64,
+        tracker: FlowTracker,
+        window: FlowWindow,
+        stats: FlowStats
+    ) async -> Bool {
         let question = PermissionQuestion<CommunicationTopic>(handle: FlowLoad.handle)
         let id = question.id
         let askStart = monotonicNanoseconds()
@@ -256,7 +297,13 @@ public enum FlowLoad {
             return true
         }
         stats.complete(
-            intended: intended, askStart: askStart, presented: presented, sendStart: presented, answered: answered, window: window)
+            intended: intended,
+            askStart: askStart,
+            presented: presented,
+            sendStart: presented,
+            answered: answered,
+            window: window
+        )
         return true
     }
 }
@@ -287,7 +334,14 @@ final class FlowStats: Sendable {
         errors.add(1, ordering: .relaxed)
     }
 
-    func complete(intended: UInt64, askStart: UInt64, presented: UInt64, sendStart: UInt64, answered: UInt64, window: FlowWindow) {
+    func complete(
+        intended: UInt64,
+        askStart: UInt64,
+        presented: UInt64,
+        sendStart: UInt64,
+        answered: UInt64,
+        window: FlowWindow
+    ) {
         totals.withLock { totals in
             if intended >= window.measureStart && intended < window.measureEnd {
                 totals.ask.record(presented &- askStart)
@@ -386,7 +440,13 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
     /// - Parameters:
     ///   - executables: the folder of askrelay-broker, askrelay-limits and askrelay-parent.
     ///   - externalBroker: use this broker instead of starting one.
-    public init(executables: URL, options: FlowLoadOptions, durability: String, externalBroker: String?, logLevel: String = "warning") throws {
+    public init(
+        executables: URL,
+        options: FlowLoadOptions,
+        durability: String,
+        externalBroker: String?,
+        logLevel: String = "warning"
+    ) throws {
         let directory = NSTemporaryDirectory() + "askrelay-load-" + UUID().uuidString
         self.directory = directory
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -399,24 +459,41 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
             } else {
                 let server = try ServerProcess(
                     executable: executables.appendingPathComponent("askrelay-broker"),
-                    arguments: ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory + "/broker", "--durability", durability, "--log-level", logLevel])
+                    arguments: [
+                        "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory + "/broker", "--durability",
+                        durability, "--log-level", logLevel,
+                    ]
+                )
                 started.append(server)
                 brokerProcess = server
-                guard let endpoint = server.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
+                guard let endpoint = server.readyFields["endpoints"]?.split(separator: ",").first.map(String.init)
+                else {
                     throw RelayLoadError("the broker's ready line names no endpoint: \(server.readyLine)")
                 }
                 broker = endpoint
             }
-            started.append(try ServerProcess(
-                executable: executables.appendingPathComponent("askrelay-limits"),
-                arguments: ["--broker", broker, "--id", "load-1", "--data-dir", directory + "/limits", "--reset", "--log-level", logLevel]))
+            started.append(
+                try ServerProcess(
+                    executable: executables.appendingPathComponent("askrelay-limits"),
+                    arguments: [
+                        "--broker", broker, "--id", "load-1", "--data-dir", directory + "/limits", "--reset",
+                        "--log-level", logLevel,
+                    ]
+                )
+            )
             for process in 1...options.parents {
                 let roster = options.roster(process: process).map { ["id": $0.id, "family": $0.family] }
                 let path = directory + "/roster-\(process).json"
                 try JSONSerialization.data(withJSONObject: roster).write(to: URL(fileURLWithPath: path))
-                started.append(try ServerProcess(
-                    executable: executables.appendingPathComponent("askrelay-parent"),
-                    arguments: ["--broker", broker, "--roster", path, "--policy", "approve", "--think", "fixed:0ms", "--log-level", logLevel]))
+                started.append(
+                    try ServerProcess(
+                        executable: executables.appendingPathComponent("askrelay-parent"),
+                        arguments: [
+                            "--broker", broker, "--roster", path, "--policy", "approve", "--think", "fixed:0ms",
+                            "--log-level", logLevel,
+                        ]
+                    )
+                )
             }
         } catch {
             for process in started.reversed() { process.stop() }

@@ -85,7 +85,11 @@ public struct LoadExperiment: Sendable {
         defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
         let server = try ServerProcess(
             executable: executableDirectory.appendingPathComponent("askrelay-broker"),
-            arguments: ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability, "--log-level", "warning"])
+            arguments: [
+                "--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability,
+                "--log-level", "warning",
+            ]
+        )
         defer { server.stop() }
         guard let endpoint = server.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
             throw RelayLoadError("the broker's ready line names no endpoint: \(server.readyLine)")
@@ -98,30 +102,44 @@ public struct LoadExperiment: Sendable {
         let recorder = ThroughputRecorder()
         let options = self.options
         let ours = try withRelayBroker { endpoint in
-            try RelayLoad.run(target: .broker(endpoint), options: options, progress: {
-                progress.show("askrelay", $0)
-                recorder.record("askrelay", $0)
-            })
+            try RelayLoad.run(
+                target: .broker(endpoint),
+                options: options,
+                progress: {
+                    progress.show("askrelay", $0)
+                    recorder.record("askrelay", $0)
+                }
+            )
         }
         progress.finish()
         var proxyResult: RelayLoadResult?
         if baseline {
             let server = try ServerProcess(
                 executable: executableDirectory.appendingPathComponent("askrelay"),
-                arguments: ["proxy", "--frontend", "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*"])
+                arguments: ["proxy", "--frontend", "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*"]
+            )
             defer { server.stop() }
             guard let frontend = server.readyFields["frontend"], let backend = server.readyFields["backend"] else {
                 throw RelayLoadError("the proxy's ready line names no endpoints: \(server.readyLine)")
             }
-            proxyResult = try RelayLoad.run(target: .proxy(frontend: frontend, backend: backend), options: options, progress: {
-                progress.show("zmq_proxy", $0)
-                recorder.record("zmq_proxy", $0)
-            })
+            proxyResult = try RelayLoad.run(
+                target: .proxy(frontend: frontend, backend: backend),
+                options: options,
+                progress: {
+                    progress.show("zmq_proxy", $0)
+                    recorder.record("zmq_proxy", $0)
+                }
+            )
             progress.finish()
         }
         var report = RelayLoadReport(
-            commandLine: commandLine, durability: broker == nil ? durability : "external",
-            externalBroker: broker != nil, options: options, ours: ours, baseline: proxyResult)
+            commandLine: commandLine,
+            durability: broker == nil ? durability : "external",
+            externalBroker: broker != nil,
+            options: options,
+            ours: ours,
+            baseline: proxyResult
+        )
         report.throughputSamples = recorder.samples
         if let reportDirectory {
             try report.write(to: reportDirectory)
@@ -135,23 +153,45 @@ public struct LoadExperiment: Sendable {
         let recorder = ThroughputRecorder()
         let base = options
         let result = try withRelayBroker { endpoint in
-            try LoadSweep.run(sweep!, step: { rate in
-                var options = base
-                options.rate = rate
-                let label = String(format: "askrelay @%.0f/s", rate)
-                let run = try RelayLoad.run(target: .broker(endpoint), options: options, progress: {
-                    progress.show(label, $0)
-                    recorder.record(label, $0)
-                })
-                progress.finish()
-                var step = SweepStep(targetRate: rate, achievedRate: run.throughput, latency: run.latency, errors: run.errors, inFlightAtEnd: run.inFlightAtEnd)
-                step.relay = run
-                return step
-            }, onStep: { progress.step($0) })
+            try LoadSweep.run(
+                sweep!,
+                step: { rate in
+                    var options = base
+                    options.rate = rate
+                    let label = String(format: "askrelay @%.0f/s", rate)
+                    let run = try RelayLoad.run(
+                        target: .broker(endpoint),
+                        options: options,
+                        progress: {
+                            progress.show(label, $0)
+                            recorder.record(label, $0)
+                        }
+                    )
+                    progress.finish()
+                    var step = SweepStep(
+                        targetRate: rate,
+                        achievedRate: run.throughput,
+                        latency: run.latency,
+                        errors: run.errors,
+                        inFlightAtEnd: run.inFlightAtEnd
+                    )
+                    step.relay = run
+                    return step
+                },
+                onStep: { progress.step($0) }
+            )
         }
         let report = LoadReport(
-            mode: "relay", commandLine: commandLine, durability: broker == nil ? durability : "external", externalBroker: broker != nil,
-            relayOptions: base, flowOptions: nil, flows: nil, sweep: result, throughputSamples: recorder.samples)
+            mode: "relay",
+            commandLine: commandLine,
+            durability: broker == nil ? durability : "external",
+            externalBroker: broker != nil,
+            relayOptions: base,
+            flowOptions: nil,
+            flows: nil,
+            sweep: result,
+            throughputSamples: recorder.samples
+        )
         if let reportDirectory { try report.write(to: reportDirectory) }
         return report.table
     }
@@ -164,7 +204,10 @@ public struct LoadExperiment: Sendable {
         defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
         let brokerExecutable = executableDirectory.appendingPathComponent("askrelay-broker")
         // notice: the broker's recovery lines ("ledger recovered", "recovered from journal") and slow-turn warnings.
-        let brokerArguments = ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability, "--log-level", "notice"]
+        let brokerArguments = [
+            "--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability, "--log-level",
+            "notice",
+        ]
         var report = PendingLoadReport(commandLine: commandLine, durability: durability, options: options)
         let first = try ServerProcess(executable: brokerExecutable, arguments: brokerArguments)
         defer { first.stop() }
@@ -173,9 +216,14 @@ public struct LoadExperiment: Sendable {
         }
         let pid = first.pid
         report.brokerRssStartKiB = PendingLoad.residentKiB(pid: pid)
-        let result = try PendingLoad.run(broker: endpoint, options: options, registered: {
-            report.brokerRssRegisteredKiB = PendingLoad.residentKiB(pid: pid)
-        }, progress: { progress.show("pending", $0) })
+        let result = try PendingLoad.run(
+            broker: endpoint,
+            options: options,
+            registered: {
+                report.brokerRssRegisteredKiB = PendingLoad.residentKiB(pid: pid)
+            },
+            progress: { progress.show("pending", $0) }
+        )
         progress.finish()
         report.fill = result
         report.brokerRssFilledKiB = PendingLoad.residentKiB(pid: pid)
@@ -196,37 +244,68 @@ public struct LoadExperiment: Sendable {
         let progress = ProgressPrinter()
         let recorder = ThroughputRecorder()
         let base = flowOptions
-        let services = try FlowServices(executables: executableDirectory, options: base, durability: durability, externalBroker: broker)
+        let services = try FlowServices(
+            executables: executableDirectory,
+            options: base,
+            durability: durability,
+            externalBroker: broker
+        )
         defer { services.stop() }
         var single: FlowLoadResult?
         var sweepResult: SweepResult?
         var cpuPerFlow: [String: Double]?
         if let sweep {
-            sweepResult = try LoadSweep.run(sweep, step: { rate in
-                var options = base
-                options.rate = rate
-                let label = String(format: "flows @%.0f/s", rate)
-                let run = try FlowLoad.run(broker: services.broker, options: options, progress: {
-                    progress.show(label, $0)
-                    recorder.record(label, $0)
-                })
-                progress.finish()
-                var step = SweepStep(targetRate: rate, achievedRate: run.throughput, latency: run.endToEnd, errors: run.errors, inFlightAtEnd: run.inFlightAtEnd)
-                step.flows = run
-                return step
-            }, onStep: { progress.step($0) })
+            sweepResult = try LoadSweep.run(
+                sweep,
+                step: { rate in
+                    var options = base
+                    options.rate = rate
+                    let label = String(format: "flows @%.0f/s", rate)
+                    let run = try FlowLoad.run(
+                        broker: services.broker,
+                        options: options,
+                        progress: {
+                            progress.show(label, $0)
+                            recorder.record(label, $0)
+                        }
+                    )
+                    progress.finish()
+                    var step = SweepStep(
+                        targetRate: rate,
+                        achievedRate: run.throughput,
+                        latency: run.endToEnd,
+                        errors: run.errors,
+                        inFlightAtEnd: run.inFlightAtEnd
+                    )
+                    step.flows = run
+                    return step
+                },
+                onStep: { progress.step($0) }
+            )
         } else {
             let cpu = ProcessCPU(services.pids.merging(["load": getpid()]) { a, _ in a })
-            single = try FlowLoad.run(broker: services.broker, options: base, progress: {
-                progress.show("flows", $0)
-                recorder.record("flows", $0)
-            })
+            single = try FlowLoad.run(
+                broker: services.broker,
+                options: base,
+                progress: {
+                    progress.show("flows", $0)
+                    recorder.record("flows", $0)
+                }
+            )
             cpuPerFlow = cpu.perUnit(units: single?.completed ?? 0)
             progress.finish()
         }
         var report = LoadReport(
-            mode: "flows", commandLine: commandLine, durability: broker == nil ? durability : "external", externalBroker: broker != nil,
-            relayOptions: nil, flowOptions: base, flows: single, sweep: sweepResult, throughputSamples: recorder.samples)
+            mode: "flows",
+            commandLine: commandLine,
+            durability: broker == nil ? durability : "external",
+            externalBroker: broker != nil,
+            relayOptions: nil,
+            flowOptions: base,
+            flows: single,
+            sweep: sweepResult,
+            throughputSamples: recorder.samples
+        )
         report.cpuPerFlowUs = cpuPerFlow
         if let reportDirectory { try report.write(to: reportDirectory) }
         return report.table

@@ -20,18 +20,28 @@ public struct ThroughputSample: Sendable, Codable, Equatable {
 
 /// Turns the once-a-second progress callbacks into per-second throughput samples.
 public final class ThroughputRecorder: Sendable {
-    private let state = Mutex<(samples: [ThroughputSample], last: (run: String, elapsed: Double, completed: Int)?)>(([], nil))
+    private let state = Mutex<(samples: [ThroughputSample], last: (run: String, elapsed: Double, completed: Int)?)>(
+        ([], nil)
+    )
 
     public init() {}
 
     public func record(_ run: String, _ progress: RelayLoadProgress) {
         state.withLock { state in
-            let previous = state.last.flatMap { $0.run == run && $0.elapsed < progress.elapsedSeconds ? $0 : nil } ?? (run: run, elapsed: 0, completed: 0)
+            let previous =
+                state.last.flatMap { $0.run == run && $0.elapsed < progress.elapsedSeconds ? $0 : nil } ?? (
+                    run: run, elapsed: 0, completed: 0
+                )
             let span = progress.elapsedSeconds - previous.elapsed
             if span > 0.05 {
-                state.samples.append(ThroughputSample(
-                    run: run, elapsedS: progress.elapsedSeconds, perSecond: Double(progress.completed - previous.completed) / span,
-                    phase: progress.phase))
+                state.samples.append(
+                    ThroughputSample(
+                        run: run,
+                        elapsedS: progress.elapsedSeconds,
+                        perSecond: Double(progress.completed - previous.completed) / span,
+                        phase: progress.phase
+                    )
+                )
             }
             state.last = (run, progress.elapsedSeconds, progress.completed)
         }
@@ -60,8 +70,15 @@ public struct LoadReport: Sendable, Codable {
     public var cpuPerFlowUs: [String: Double]?
 
     public init(
-        mode: String, commandLine: String, durability: String, externalBroker: Bool, relayOptions: RelayLoadOptions?,
-        flowOptions: FlowLoadOptions?, flows: FlowLoadResult?, sweep: SweepResult?, throughputSamples: [ThroughputSample]
+        mode: String,
+        commandLine: String,
+        durability: String,
+        externalBroker: Bool,
+        relayOptions: RelayLoadOptions?,
+        flowOptions: FlowLoadOptions?,
+        flows: FlowLoadResult?,
+        sweep: SweepResult?,
+        throughputSamples: [ThroughputSample]
     ) {
         self.mode = mode
         self.commandLine = commandLine
@@ -77,8 +94,10 @@ public struct LoadReport: Sendable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case mode, commandLine = "command_line", cores, startedAt = "started_at", durability, externalBroker = "external_broker"
-        case relayOptions = "relay_options", flowOptions = "flow_options", flows, sweep, throughputSamples = "throughput_samples"
+        case mode, commandLine = "command_line", cores, startedAt = "started_at", durability, externalBroker =
+            "external_broker"
+        case relayOptions = "relay_options", flowOptions = "flow_options", flows, sweep, throughputSamples =
+            "throughput_samples"
         case cpuPerFlowUs = "cpu_per_flow_us"
     }
 
@@ -86,11 +105,17 @@ public struct LoadReport: Sendable, Codable {
 
     var workload: String {
         if let options = flowOptions {
-            let loop = sweep != nil ? "open-loop sweep" : options.rate.map { String(format: "open loop %.0f flows/s", $0) } ?? "closed loop \(options.inflight) in flight"
-            return "workload: flows, \(options.endpoints) children in \(options.families) families over \(options.connections) connection(s), \(options.guardiansPerFamily) guardian(s)/family in \(options.parents) parent process(es), \(loop), \(String(format: "%g", options.durationSeconds)) s (+\(String(format: "%g", options.warmupSeconds)) s warm-up), durability \(durability), \(cores) cores"
+            let loop =
+                sweep != nil
+                ? "open-loop sweep"
+                : options.rate.map { String(format: "open loop %.0f flows/s", $0) }
+                    ?? "closed loop \(options.inflight) in flight"
+            return
+                "workload: flows, \(options.endpoints) children in \(options.families) families over \(options.connections) connection(s), \(options.guardiansPerFamily) guardian(s)/family in \(options.parents) parent process(es), \(loop), \(String(format: "%g", options.durationSeconds)) s (+\(String(format: "%g", options.warmupSeconds)) s warm-up), durability \(durability), \(cores) cores"
         }
         let options = relayOptions ?? RelayLoadOptions()
-        return "workload: relay echo, \(options.size) B, \(options.connections) connections, open-loop sweep, \(options.echoWorkers) echo workers, \(String(format: "%g", options.durationSeconds)) s (+\(String(format: "%g", options.warmupSeconds)) s warm-up) per step, durability \(durability), \(cores) cores"
+        return
+            "workload: relay echo, \(options.size) B, \(options.connections) connections, open-loop sweep, \(options.echoWorkers) echo workers, \(String(format: "%g", options.durationSeconds)) s (+\(String(format: "%g", options.warmupSeconds)) s warm-up) per step, durability \(durability), \(cores) cores"
     }
 
     /// The stdout table; the last line starts with `throughput=` (a sweep: the rate achieved at the knee).
@@ -103,17 +128,30 @@ public struct LoadReport: Sendable, Codable {
         }
         if let flows {
             lines.append(RelayLoadReport.row(["stage", "count", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"]))
-            for (name, latency) in [("ask→pres.", flows.askToPresented), ("send→resp.", flows.sendToResponse), ("end-to-end", flows.endToEnd)] {
-                lines.append(RelayLoadReport.row([
-                    name, "\(latency.count)", RelayLoadReport.us(latency.p50Us), RelayLoadReport.us(latency.p90Us),
-                    RelayLoadReport.us(latency.p99Us), RelayLoadReport.us(latency.p999Us), RelayLoadReport.us(latency.maxUs),
-                ]))
+            for (name, latency) in [
+                ("ask→pres.", flows.askToPresented), ("send→resp.", flows.sendToResponse),
+                ("end-to-end", flows.endToEnd),
+            ] {
+                lines.append(
+                    RelayLoadReport.row([
+                        name, "\(latency.count)", RelayLoadReport.us(latency.p50Us), RelayLoadReport.us(latency.p90Us),
+                        RelayLoadReport.us(latency.p99Us), RelayLoadReport.us(latency.p999Us),
+                        RelayLoadReport.us(latency.maxUs),
+                    ])
+                )
             }
-            lines.append("started=\(flows.started) completed=\(flows.completed) errors=\(flows.errors) in_flight_at_end=\(flows.inFlightAtEnd)")
+            lines.append(
+                "started=\(flows.started) completed=\(flows.completed) errors=\(flows.errors) in_flight_at_end=\(flows.inFlightAtEnd)"
+            )
             for sample in flows.errorSamples.prefix(3) { lines.append("error: \(sample)") }
             if let cpu = cpuPerFlowUs, !cpu.isEmpty {
-                lines.append("cpu µs/flow: " + cpu.sorted { $0.key < $1.key }.map { String(format: "%@ %.0f", $0.key, $0.value) }.joined(separator: ", ")
-                    + String(format: " (total %.0f)", cpu.values.reduce(0, +)))
+                lines.append(
+                    "cpu µs/flow: "
+                        + cpu.sorted { $0.key < $1.key }.map { String(format: "%@ %.0f", $0.key, $0.value) }.joined(
+                            separator: ", "
+                        )
+                        + String(format: " (total %.0f)", cpu.values.reduce(0, +))
+                )
             }
             lines.append(String(format: "throughput=%.0f", flows.throughput))
         }
@@ -128,11 +166,20 @@ public struct LoadReport: Sendable, Codable {
         try encoder.encode(self).write(to: url.appendingPathComponent("load.json"))
         var latencies: [(String, LatencySummary)] = []
         if let flows {
-            latencies = [("ask → presented", flows.askToPresented), ("send → response", flows.sendToResponse), ("end to end", flows.endToEnd)]
+            latencies = [
+                ("ask → presented", flows.askToPresented), ("send → response", flows.sendToResponse),
+                ("end to end", flows.endToEnd),
+            ]
         }
         let html = LoadHTML.render(
-            title: "askrelay load --mode \(mode)\(sweep == nil ? "" : " --sweep")", meta: [commandLine, workload], table: table,
-            latencies: latencies, sweep: sweep, samples: throughputSamples, unit: unit)
+            title: "askrelay load --mode \(mode)\(sweep == nil ? "" : " --sweep")",
+            meta: [commandLine, workload],
+            table: table,
+            latencies: latencies,
+            sweep: sweep,
+            samples: throughputSamples,
+            unit: unit
+        )
         try Data(html.utf8).write(to: url.appendingPathComponent("load.html"))
     }
 }
@@ -143,8 +190,14 @@ extension RelayLoadReport {
         var latencies = [(ours.target, ours.latency)]
         if let baseline { latencies.append((baseline.target, baseline.latency)) }
         let html = LoadHTML.render(
-            title: "askrelay load --mode relay", meta: [commandLine], table: table, latencies: latencies, sweep: nil,
-            samples: samples, unit: "rt/s")
+            title: "askrelay load --mode relay",
+            meta: [commandLine],
+            table: table,
+            latencies: latencies,
+            sweep: nil,
+            samples: samples,
+            unit: "rt/s"
+        )
         try Data(html.utf8).write(to: URL(fileURLWithPath: directory).appendingPathComponent("load.html"))
     }
 }
@@ -154,12 +207,18 @@ enum LoadHTML {
     static let colors = ["#4292c6", "#d9822b", "#2e9d5b", "#7d4fb3", "#c23b3b", "#8a8f98"]
 
     static func esc(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;")
     }
 
     static func render(
-        title: String, meta: [String], table: [String], latencies: [(String, LatencySummary)], sweep: SweepResult?,
-        samples: [ThroughputSample], unit: String
+        title: String,
+        meta: [String],
+        table: [String],
+        latencies: [(String, LatencySummary)],
+        sweep: SweepResult?,
+        samples: [ThroughputSample],
+        unit: String
     ) -> String {
         var html = """
             <!doctype html>
@@ -181,7 +240,19 @@ enum LoadHTML {
         if let sweep, !sweep.steps.isEmpty {
             html += "<h2>Latency against rate (µs, log scale; \(unit))</h2>\n" + sweepChart(sweep, unit: unit)
             let stepLatencies = sweep.steps.map { step in
-                (String(format: "%.0f/s", step.targetRate), LatencySummary(count: 0, minUs: 0, meanUs: 0, p50Us: step.p50Us, p90Us: step.p90Us, p99Us: step.p99Us, p999Us: step.p999Us, maxUs: step.maxUs))
+                (
+                    String(format: "%.0f/s", step.targetRate),
+                    LatencySummary(
+                        count: 0,
+                        minUs: 0,
+                        meanUs: 0,
+                        p50Us: step.p50Us,
+                        p90Us: step.p90Us,
+                        p99Us: step.p99Us,
+                        p999Us: step.p999Us,
+                        maxUs: step.maxUs
+                    )
+                )
             }
             html += "<h2>Latency percentiles per step (µs, log scale)</h2>\n" + percentileChart(stepLatencies)
         }
@@ -244,14 +315,17 @@ enum LoadHTML {
         var tick = low
         while tick <= high * 1.0001 {
             let y = logY(tick, low: low, high: high)
-            svg += "<line x1=\(left) y1=\(y) x2=\(width - right) y2=\(y) stroke=\"#eee\"/><text x=\(left - 6) y=\(y + 4) text-anchor=end>\(format(tick))</text>"
+            svg +=
+                "<line x1=\(left) y1=\(y) x2=\(width - right) y2=\(y) stroke=\"#eee\"/><text x=\(left - 6) y=\(y + 4) text-anchor=end>\(format(tick))</text>"
             tick *= 10
         }
         return svg
     }
 
     static func format(_ value: Double) -> String {
-        value >= 1_000_000 ? String(format: "%gM", value / 1_000_000) : value >= 1000 ? String(format: "%gk", value / 1000) : String(format: "%g", value)
+        value >= 1_000_000
+            ? String(format: "%gM", value / 1_000_000)
+            : value >= 1000 ? String(format: "%gk", value / 1000) : String(format: "%g", value)
     }
 
     /// Grouped bars: p50, p90, p99, p99.9, max for each series.
@@ -259,7 +333,8 @@ enum LoadHTML {
         let names = ["p50", "p90", "p99", "p99.9", "max"]
         let values = series.flatMap { [$0.1.p50Us, $0.1.p90Us, $0.1.p99Us, $0.1.p999Us, $0.1.maxUs] }
         let (low, high) = logBounds(values)
-        var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\(width) height=\(height) viewBox=\"0 0 \(width) \(height)\">"
+        var svg =
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\(width) height=\(height) viewBox=\"0 0 \(width) \(height)\">"
         svg += logGrid(low: low, high: high)
         let groupWidth = (width - left - right) / Double(names.count)
         let barWidth = groupWidth * 0.8 / Double(max(1, series.count))
@@ -268,7 +343,8 @@ enum LoadHTML {
             for (s, entry) in series.enumerated() {
                 let value = [entry.1.p50Us, entry.1.p90Us, entry.1.p99Us, entry.1.p999Us, entry.1.maxUs][p]
                 let y = logY(value, low: low, high: high)
-                svg += "<rect x=\(x0 + Double(s) * barWidth) y=\(y) width=\(barWidth * 0.9) height=\(height - bottom - y) fill=\"\(colors[s % colors.count])\"><title>\(esc(entry.0)) \(name): \(String(format: "%.0f", value)) µs</title></rect>"
+                svg +=
+                    "<rect x=\(x0 + Double(s) * barWidth) y=\(y) width=\(barWidth * 0.9) height=\(height - bottom - y) fill=\"\(colors[s % colors.count])\"><title>\(esc(entry.0)) \(name): \(String(format: "%.0f", value)) µs</title></rect>"
             }
             svg += "<text x=\(x0 + groupWidth * 0.4) y=\(height - bottom + 16) text-anchor=middle>\(name)</text>"
         }
@@ -281,7 +357,8 @@ enum LoadHTML {
         for (index, label) in labels.enumerated() {
             let x = left + 10 + Double(index % 6) * 115
             let y = height - 8 - Double(index / 6) * 0
-            svg += "<rect x=\(x) y=\(y - 9) width=10 height=10 fill=\"\(colors[index % colors.count])\"/><text x=\(x + 14) y=\(y)>\(esc(label))</text>"
+            svg +=
+                "<rect x=\(x) y=\(y - 9) width=10 height=10 fill=\"\(colors[index % colors.count])\"/><text x=\(x + 14) y=\(y)>\(esc(label))</text>"
         }
         return svg
     }
@@ -293,23 +370,30 @@ enum LoadHTML {
         let rates = steps.map(\.targetRate)
         let xLow = log10(rates.min()!), xHigh = max(log10(rates.max()!), xLow + 0.1)
         func x(_ rate: Double) -> Double { left + (width - left - right) * (log10(rate) - xLow) / (xHigh - xLow) }
-        var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\(width) height=\(height) viewBox=\"0 0 \(width) \(height)\">"
+        var svg =
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\(width) height=\(height) viewBox=\"0 0 \(width) \(height)\">"
         svg += logGrid(low: low, high: high)
         let limitY = logY(sweep.options.maxP99Us, low: low, high: high)
-        svg += "<line x1=\(left) y1=\(limitY) x2=\(width - right) y2=\(limitY) stroke=\"#c23b3b\" stroke-dasharray=\"4 3\"/><text x=\(width - right) y=\(limitY - 4) text-anchor=end>p99 limit</text>"
+        svg +=
+            "<line x1=\(left) y1=\(limitY) x2=\(width - right) y2=\(limitY) stroke=\"#c23b3b\" stroke-dasharray=\"4 3\"/><text x=\(width - right) y=\(limitY - 4) text-anchor=end>p99 limit</text>"
         for (index, keyPath) in [\SweepStep.p50Us, \SweepStep.p99Us, \SweepStep.maxUs].enumerated() {
-            let points = steps.map { "\(x($0.targetRate)),\(logY($0[keyPath: keyPath], low: low, high: high))" }.joined(separator: " ")
+            let points = steps.map { "\(x($0.targetRate)),\(logY($0[keyPath: keyPath], low: low, high: high))" }.joined(
+                separator: " "
+            )
             svg += "<polyline points=\"\(points)\" fill=none stroke=\"\(colors[index])\" stroke-width=2/>"
             for step in steps {
                 let fill = step.ok ? colors[index] : "white"
-                svg += "<circle cx=\(x(step.targetRate)) cy=\(logY(step[keyPath: keyPath], low: low, high: high)) r=4 fill=\"\(fill)\" stroke=\"\(colors[index])\"><title>\(String(format: "%.0f", step.targetRate)) \(unit): \(String(format: "%.0f", step[keyPath: keyPath])) µs</title></circle>"
+                svg +=
+                    "<circle cx=\(x(step.targetRate)) cy=\(logY(step[keyPath: keyPath], low: low, high: high)) r=4 fill=\"\(fill)\" stroke=\"\(colors[index])\"><title>\(String(format: "%.0f", step.targetRate)) \(unit): \(String(format: "%.0f", step[keyPath: keyPath])) µs</title></circle>"
             }
         }
         for step in steps {
-            svg += "<text x=\(x(step.targetRate)) y=\(height - bottom + 16) text-anchor=middle>\(format(step.targetRate.rounded()))</text>"
+            svg +=
+                "<text x=\(x(step.targetRate)) y=\(height - bottom + 16) text-anchor=middle>\(format(step.targetRate.rounded()))</text>"
         }
         if let knee = sweep.kneeRate {
-            svg += "<line x1=\(x(knee)) y1=\(top) x2=\(x(knee)) y2=\(height - bottom) stroke=\"#2e9d5b\" stroke-dasharray=\"2 2\"/><text x=\(x(knee) - 4) y=\(top + 12) text-anchor=end>knee</text>"
+            svg +=
+                "<line x1=\(x(knee)) y1=\(top) x2=\(x(knee)) y2=\(height - bottom) stroke=\"#2e9d5b\" stroke-dasharray=\"2 2\"/><text x=\(x(knee) - 4) y=\(top + 12) text-anchor=end>knee</text>"
         }
         svg += legend(["p50", "p99", "max"])
         return svg + "</svg>\n"
@@ -330,16 +414,22 @@ enum LoadHTML {
         let maxT = max(1, offset), maxV = max(1, samples.map(\.perSecond).max() ?? 1) * 1.1
         func x(_ t: Double) -> Double { left + (width - left - right) * t / maxT }
         func y(_ v: Double) -> Double { top + (height - top - bottom) * (1 - v / maxV) }
-        var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\(width) height=\(height) viewBox=\"0 0 \(width) \(height)\">"
+        var svg =
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\(width) height=\(height) viewBox=\"0 0 \(width) \(height)\">"
         for tick in 0...4 {
             let v = maxV * Double(tick) / 4
-            svg += "<line x1=\(left) y1=\(y(v)) x2=\(width - right) y2=\(y(v)) stroke=\"#eee\"/><text x=\(left - 6) y=\(y(v) + 4) text-anchor=end>\(maxV < 10 ? String(format: "%.1f", v) : format(v.rounded()))</text>"
+            svg +=
+                "<line x1=\(left) y1=\(y(v)) x2=\(width - right) y2=\(y(v)) stroke=\"#eee\"/><text x=\(left - 6) y=\(y(v) + 4) text-anchor=end>\(maxV < 10 ? String(format: "%.1f", v) : format(v.rounded()))</text>"
         }
-        if samples.isEmpty { svg += "<text x=\(left + 10) y=\(top + 20)>no samples (runs shorter than a second)</text>" }
-        svg += "<text x=\(width - right) y=\(height - bottom + 16) text-anchor=end>\(String(format: "%.0f", maxT)) s</text><text x=\(left) y=\(height - bottom + 16)>0 s</text>"
+        if samples.isEmpty {
+            svg += "<text x=\(left + 10) y=\(top + 20)>no samples (runs shorter than a second)</text>"
+        }
+        svg +=
+            "<text x=\(width - right) y=\(height - bottom + 16) text-anchor=end>\(String(format: "%.0f", maxT)) s</text><text x=\(left) y=\(height - bottom + 16)>0 s</text>"
         for (index, entry) in series.enumerated() where !entry.1.isEmpty {
             let points = entry.1.map { "\(x($0.0)),\(y($0.1))" }.joined(separator: " ")
-            svg += "<polyline points=\"\(points)\" fill=none stroke=\"\(colors[index % colors.count])\" stroke-width=2><title>\(esc(entry.0))</title></polyline>"
+            svg +=
+                "<polyline points=\"\(points)\" fill=none stroke=\"\(colors[index % colors.count])\" stroke-width=2><title>\(esc(entry.0))</title></polyline>"
         }
         if series.count <= 6 { svg += legend(series.map(\.0)) }
         return svg + "</svg>\n"

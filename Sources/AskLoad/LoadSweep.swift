@@ -17,7 +17,8 @@ public struct SweepOptions: Sendable, Codable, Equatable {
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case startRate = "start_rate", factor, maxP99Us = "max_p99_us", minAchievedRatio = "min_achieved_ratio", maxSteps = "max_steps"
+        case startRate = "start_rate", factor, maxP99Us = "max_p99_us", minAchievedRatio = "min_achieved_ratio",
+            maxSteps = "max_steps"
     }
 
     public func problems() -> [String] {
@@ -64,7 +65,8 @@ public struct SweepStep: Sendable, Codable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case targetRate = "target_rate", achievedRate = "achieved_rate", p50Us = "p50_us", p90Us = "p90_us", p99Us = "p99_us"
+        case targetRate = "target_rate", achievedRate = "achieved_rate", p50Us = "p50_us", p90Us = "p90_us", p99Us =
+            "p99_us"
         case p999Us = "p99_9_us", maxUs = "max_us", errors, inFlightAtEnd = "in_flight_at_end", ok, reason, relay, flows
     }
 
@@ -74,7 +76,14 @@ public struct SweepStep: Sendable, Codable, Equatable {
         if errors > 0 { reasons.append("\(errors) errors") }
         if p99Us > options.maxP99Us { reasons.append(String(format: "p99 %.0f µs > %.0f µs", p99Us, options.maxP99Us)) }
         if achievedRate < options.minAchievedRatio * targetRate {
-            reasons.append(String(format: "achieved %.0f/s < %.0f%% of %.0f/s", achievedRate, options.minAchievedRatio * 100, targetRate))
+            reasons.append(
+                String(
+                    format: "achieved %.0f/s < %.0f%% of %.0f/s",
+                    achievedRate,
+                    options.minAchievedRatio * 100,
+                    targetRate
+                )
+            )
         }
         ok = reasons.isEmpty
         reason = reasons.joined(separator: "; ")
@@ -100,7 +109,9 @@ public enum LoadSweep {
     /// Runs steps (each `step(rate)` is one open-loop run) until one fails or `maxSteps` is reached.
     /// - Parameter onStep: called after each step (for progress).
     public static func run(
-        _ options: SweepOptions, step: (Double) throws -> SweepStep, onStep: (SweepStep) -> Void = { _ in }
+        _ options: SweepOptions,
+        step: (Double) throws -> SweepStep,
+        onStep: (SweepStep) -> Void = { _ in }
     ) throws -> SweepResult {
         var result = SweepResult(options: options)
         var rate = options.startRate
@@ -120,16 +131,31 @@ public enum LoadSweep {
 
     /// The table printed for a sweep (unit: `rt/s` or `flows/s`).
     public static func table(_ sweep: SweepResult, unit: String) -> [String] {
-        var lines = [RelayLoadReport.row(["target/s", "achieved", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "errors", "in flight"]) + "  verdict"]
+        var lines = [
+            RelayLoadReport.row([
+                "target/s", "achieved", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "errors", "in flight",
+            ]) + "  verdict"
+        ]
         for step in sweep.steps {
-            lines.append(RelayLoadReport.row([
-                String(format: "%.0f", step.targetRate), String(format: "%.0f", step.achievedRate), RelayLoadReport.us(step.p50Us),
-                RelayLoadReport.us(step.p90Us), RelayLoadReport.us(step.p99Us), RelayLoadReport.us(step.p999Us),
-                RelayLoadReport.us(step.maxUs), "\(step.errors)", "\(step.inFlightAtEnd)",
-            ]) + "  " + (step.ok ? "ok" : step.reason))
+            lines.append(
+                RelayLoadReport.row([
+                    String(format: "%.0f", step.targetRate), String(format: "%.0f", step.achievedRate),
+                    RelayLoadReport.us(step.p50Us),
+                    RelayLoadReport.us(step.p90Us), RelayLoadReport.us(step.p99Us), RelayLoadReport.us(step.p999Us),
+                    RelayLoadReport.us(step.maxUs), "\(step.errors)", "\(step.inFlightAtEnd)",
+                ]) + "  " + (step.ok ? "ok" : step.reason)
+            )
         }
         if let knee = sweep.kneeRate {
-            lines.append(String(format: "knee: %.0f %@ sustained (p99 ≤ %.0f µs, no errors, ≥ %.0f%% of target)", knee, unit, sweep.options.maxP99Us, sweep.options.minAchievedRatio * 100))
+            lines.append(
+                String(
+                    format: "knee: %.0f %@ sustained (p99 ≤ %.0f µs, no errors, ≥ %.0f%% of target)",
+                    knee,
+                    unit,
+                    sweep.options.maxP99Us,
+                    sweep.options.minAchievedRatio * 100
+                )
+            )
         } else {
             lines.append("knee: none (the first step was not sustainable)")
         }

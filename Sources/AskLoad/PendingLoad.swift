@@ -40,7 +40,8 @@ public struct PendingLoadResult: Sendable, Codable, Equatable {
     /// Sessions registered again after the broker said `not-registered` (it had ended them).
     public var reregistered: Int
 
-    public init(pending: Int, asked: Int, refused: Int, seconds: Double, errorSamples: [String], reregistered: Int = 0) {
+    public init(pending: Int, asked: Int, refused: Int, seconds: Double, errorSamples: [String], reregistered: Int = 0)
+    {
         self.pending = pending
         self.asked = asked
         self.refused = refused
@@ -63,7 +64,10 @@ public enum PendingLoad {
     /// Registers guardians and children; calls `registered` (e.g. to read the broker's memory), then fills.
     /// Blocking: call it on a dedicated thread.
     public static func run(
-        broker: String, options: PendingLoadOptions, context: Context? = nil, registered: () -> Void = {},
+        broker: String,
+        options: PendingLoadOptions,
+        context: Context? = nil,
+        registered: () -> Void = {},
         progress: ((RelayLoadProgress) -> Void)? = nil
     ) throws -> PendingLoadResult {
         let context = try context ?? Context()
@@ -71,7 +75,12 @@ public enum PendingLoad {
         var input = Multipart()
         func hello(role: SessionRole, claims: [EndpointClaim], on socket: Socket) throws {
             var out = Multipart()
-            let hello = Hello(role: role, worker: "askrelay-load-pending[\(getpid())]", endpoints: claims, heartbeatMs: 60_000)
+            let hello = Hello(
+                role: role,
+                worker: "askrelay-load-pending[\(getpid())]",
+                endpoints: claims,
+                heartbeatMs: 60_000
+            )
             WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &out)
             try socket.send(out)
         }
@@ -89,7 +98,9 @@ public enum PendingLoad {
                     let parsed = try WireParser.parse(input)
                     if parsed.command == .welcome { return socket }
                     if parsed.command == .nack {
-                        throw RelayLoadError("HELLO refused: \(input.string(parsed.codeFrame)) \(input.string(parsed.reasonFrame))")
+                        throw RelayLoadError(
+                            "HELLO refused: \(input.string(parsed.codeFrame)) \(input.string(parsed.reasonFrame))"
+                        )
                     }
                 }
             }
@@ -98,7 +109,10 @@ public enum PendingLoad {
         let families = max(1, min(options.families, options.endpoints))
         for start in stride(from: 1, through: families, by: PendingLoadOptions.claimsPerSocket) {
             let end = min(families, start + PendingLoadOptions.claimsPerSocket - 1)
-            let socket = try open(role: .guardian, claims: (start...end).map { EndpointClaim(address: "guardian/pg\($0)", family: "f\($0)") })
+            let socket = try open(
+                role: .guardian,
+                claims: (start...end).map { EndpointClaim(address: "guardian/pg\($0)", family: "f\($0)") }
+            )
             sayBye(socket)
         }
         let limitsClaims = [EndpointClaim(address: "limits/raw-1")]
@@ -108,7 +122,9 @@ public enum PendingLoad {
         var childAddresses: [[UInt8]] = []
         for start in stride(from: 0, to: options.endpoints, by: PendingLoadOptions.claimsPerSocket) {
             let end = min(options.endpoints, start + PendingLoadOptions.claimsPerSocket)
-            childClaims.append((start..<end).map { EndpointClaim(address: "child/p\($0)", family: "f\($0 % families + 1)") })
+            childClaims.append(
+                (start..<end).map { EndpointClaim(address: "child/p\($0)", family: "f\($0 % families + 1)") }
+            )
             children.append(try open(role: .child, claims: childClaims[childClaims.count - 1]))
         }
         for index in 0..<options.endpoints { childAddresses.append(Array("child/p\(index)".utf8)) }
@@ -147,14 +163,22 @@ public enum PendingLoad {
             let now = monotonicNanoseconds()
             if now >= stopAt { break }
             // Keep `window` asks in flight.
-            while pending + (asked - pending - refused) < options.questions && asked - pending - refused < options.window {
+            while pending + (asked - pending - refused) < options.questions
+                && asked - pending - refused < options.window
+            {
                 let childIndex = asked % options.endpoints
                 let question = AnyPermissionQuestion(PermissionQuestion<CommunicationTopic>(handle: FlowLoad.handle))
                 out.removeAll()
                 WireEncoder.message(
-                    .send, id: .random(), from: String(decoding: childAddresses[childIndex], as: UTF8.self), to: "limits",
-                    kind: AskRequest.messageKind.rawValue, subject: MessageID(uuid: question.id),
-                    body: try WireJSON.encode(AskRequest(question: question)), into: &out)
+                    .send,
+                    id: .random(),
+                    from: String(decoding: childAddresses[childIndex], as: UTF8.self),
+                    to: "limits",
+                    kind: AskRequest.messageKind.rawValue,
+                    subject: MessageID(uuid: question.id),
+                    body: try WireJSON.encode(AskRequest(question: question)),
+                    into: &out
+                )
                 try children[childIndex / PendingLoadOptions.claimsPerSocket].send(out)
                 asked += 1
             }
@@ -168,7 +192,15 @@ public enum PendingLoad {
                     WireEncoder.heartbeat(into: &out)
                     try socket.send(out)
                 }
-                progress?(RelayLoadProgress(elapsedSeconds: Double(beforePoll - started) / 1e9, completed: pending, sent: asked, errors: refused, phase: errorSamples.first.map { "filling (first refusal: \($0))" } ?? "filling"))
+                progress?(
+                    RelayLoadProgress(
+                        elapsedSeconds: Double(beforePoll - started) / 1e9,
+                        completed: pending,
+                        sent: asked,
+                        errors: refused,
+                        phase: errorSamples.first.map { "filling (first refusal: \($0))" } ?? "filling"
+                    )
+                )
             }
             guard try poller.poll(timeoutMilliseconds: 100) > 0 else { continue }
             if poller.isReady(0) {
@@ -186,12 +218,21 @@ public enum PendingLoad {
                     }
                     guard parsed.command == .deliver, let id = parsed.id else { continue }
                     limitsAcks.append(id)
-                    guard input.kind(parsed) == AskRequest.messageKind.rawValue, let subject = parsed.subject else { continue }
+                    guard input.kind(parsed) == AskRequest.messageKind.rawValue, let subject = parsed.subject else {
+                        continue
+                    }
                     let body = try WireJSON.encode(AskResult(questionID: subject.uuid, outcome: .presented))
                     out.removeAll()
                     WireEncoder.message(
-                        .send, id: .random(), from: limitsAddress, to: input.from(parsed),
-                        kind: AskResult.messageKind.rawValue, subject: subject, body: body, into: &out)
+                        .send,
+                        id: .random(),
+                        from: limitsAddress,
+                        to: input.from(parsed),
+                        kind: AskResult.messageKind.rawValue,
+                        subject: subject,
+                        body: body,
+                        into: &out
+                    )
                     try limits.send(out)
                 }
                 if !limitsAcks.isEmpty { try sendAcks(&limitsAcks, socket: limits, out: &out) }
@@ -205,17 +246,28 @@ public enum PendingLoad {
                     case .deliver:
                         guard let id = parsed.id else { continue }
                         childAcks[number].append(id)
-                        guard input.kind(parsed) == AskResult.messageKind.rawValue, let subject = parsed.subject else { continue }
+                        guard input.kind(parsed) == AskResult.messageKind.rawValue, let subject = parsed.subject else {
+                            continue
+                        }
                         let sendID = MessageID.random()
                         sendIDs.insert(sendID)
                         out.removeAll()
                         WireEncoder.message(
-                            .send, id: sendID, from: input.to(parsed), to: "broker", kind: SendQuestion.messageKind.rawValue,
-                            subject: subject, body: try WireJSON.encode(SendQuestion(questionID: subject.uuid)), into: &out)
+                            .send,
+                            id: sendID,
+                            from: input.to(parsed),
+                            to: "broker",
+                            kind: SendQuestion.messageKind.rawValue,
+                            subject: subject,
+                            body: try WireJSON.encode(SendQuestion(questionID: subject.uuid)),
+                            into: &out
+                        )
                         try child.send(out)
                     case .ack:
                         let ids = input.withFrame(parsed.ackFrame) { frame -> [MessageID] in
-                            stride(from: 0, to: frame.count - 15, by: 16).compactMap { MessageID(bytes: UnsafeRawBufferPointer(rebasing: frame[$0..<($0 + 16)])) }
+                            stride(from: 0, to: frame.count - 15, by: 16).compactMap {
+                                MessageID(bytes: UnsafeRawBufferPointer(rebasing: frame[$0..<($0 + 16)]))
+                            }
                         }
                         for id in ids where sendIDs.remove(id) != nil { pending += 1 }
                     case .nack:
@@ -233,7 +285,14 @@ public enum PendingLoad {
         }
         let seconds = Double(monotonicNanoseconds() - started) / 1e9
         for socket in [limits] + children { sayBye(socket) }
-        return PendingLoadResult(pending: pending, asked: asked, refused: refused, seconds: seconds, errorSamples: errorSamples, reregistered: reregistered)
+        return PendingLoadResult(
+            pending: pending,
+            asked: asked,
+            refused: refused,
+            seconds: seconds,
+            errorSamples: errorSamples,
+            reregistered: reregistered
+        )
     }
 
     /// Resident set size of process `pid` in KiB (VmRSS of /proc/<pid>/status), or nil.
@@ -281,13 +340,17 @@ public struct PendingLoadReport: Sendable, Codable {
 
     /// (RSS filled − RSS registered) ÷ pending questions, in bytes.
     public var bytesPerPending: Double? {
-        guard let filled = brokerRssFilledKiB, let registered = brokerRssRegisteredKiB, let pending = fill?.pending, pending > 0 else { return nil }
+        guard let filled = brokerRssFilledKiB, let registered = brokerRssRegisteredKiB, let pending = fill?.pending,
+            pending > 0
+        else { return nil }
         return Double(filled - registered) * 1024 / Double(pending)
     }
 
     /// (RSS registered − RSS start) ÷ children, in bytes.
     public var bytesPerChild: Double? {
-        guard let registered = brokerRssRegisteredKiB, let start = brokerRssStartKiB, options.endpoints > 0 else { return nil }
+        guard let registered = brokerRssRegisteredKiB, let start = brokerRssStartKiB, options.endpoints > 0 else {
+            return nil
+        }
         return Double(registered - start) * 1024 / Double(options.endpoints)
     }
 
@@ -328,13 +391,36 @@ public struct PendingLoadReport: Sendable, Codable {
     /// The stdout table; the last line starts with `pending=`.
     public var table: [String] {
         func mib(_ kib: Int?) -> String { kib.map { String(format: "%.1f MiB", Double($0) / 1024) } ?? "?" }
-        var lines = ["workload: pending, \(options.endpoints) children in \(options.families) families, \(options.questions) questions asked, window \(options.window), durability \(durability), \(cores) cores"]
+        var lines = [
+            "workload: pending, \(options.endpoints) children in \(options.families) families, \(options.questions) questions asked, window \(options.window), durability \(durability), \(cores) cores"
+        ]
         if let fill {
-            lines.append(String(format: "filled: %d pending, %d asked, %d refused, %d sessions registered again in %.1f s (%.0f questions/s)", fill.pending, fill.asked, fill.refused, fill.reregistered, fill.seconds, Double(fill.pending) / max(fill.seconds, 1e-9)))
+            lines.append(
+                String(
+                    format:
+                        "filled: %d pending, %d asked, %d refused, %d sessions registered again in %.1f s (%.0f questions/s)",
+                    fill.pending,
+                    fill.asked,
+                    fill.refused,
+                    fill.reregistered,
+                    fill.seconds,
+                    Double(fill.pending) / max(fill.seconds, 1e-9)
+                )
+            )
             for sample in fill.errorSamples.prefix(3) { lines.append("refused: \(sample)") }
         }
-        lines.append("broker RSS: start \(mib(brokerRssStartKiB)), registered \(mib(brokerRssRegisteredKiB)), filled \(mib(brokerRssFilledKiB)), after restart \(mib(brokerRssRecoveredKiB))")
-        lines.append(String(format: "pending=%d bytes_per_pending=%.0f bytes_per_child=%.0f recovery_s=%.2f", fill?.pending ?? 0, bytesPerPending ?? 0, bytesPerChild ?? 0, recoverySeconds ?? 0))
+        lines.append(
+            "broker RSS: start \(mib(brokerRssStartKiB)), registered \(mib(brokerRssRegisteredKiB)), filled \(mib(brokerRssFilledKiB)), after restart \(mib(brokerRssRecoveredKiB))"
+        )
+        lines.append(
+            String(
+                format: "pending=%d bytes_per_pending=%.0f bytes_per_child=%.0f recovery_s=%.2f",
+                fill?.pending ?? 0,
+                bytesPerPending ?? 0,
+                bytesPerChild ?? 0,
+                recoverySeconds ?? 0
+            )
+        )
         return lines
     }
 

@@ -6,7 +6,15 @@ final class ProgressPrinter: Sendable {
     let isTerminal = isatty(2) == 1
 
     func show(_ label: String, _ progress: RelayLoadProgress) {
-        let text = String(format: "%@ %.0fs %@: %d sent, %d completed, %d errors", label, progress.elapsedSeconds, progress.phase, progress.sent, progress.completed, progress.errors)
+        let text = String(
+            format: "%@ %.0fs %@: %d sent, %d completed, %d errors",
+            label,
+            progress.elapsedSeconds,
+            progress.phase,
+            progress.sent,
+            progress.completed,
+            progress.errors
+        )
         if isTerminal {
             FileHandle.standardError.write(Data("\r\u{1B}[K\(text)".utf8))
         } else {
@@ -16,7 +24,16 @@ final class ProgressPrinter: Sendable {
 
     func step(_ step: SweepStep) {
         finish()
-        printError(String(format: "step %.0f/s: achieved %.0f/s, p99 %.0f µs, %d errors: %@", step.targetRate, step.achievedRate, step.p99Us, step.errors, step.ok ? "ok" : step.reason))
+        printError(
+            String(
+                format: "step %.0f/s: achieved %.0f/s, p99 %.0f µs, %d errors: %@",
+                step.targetRate,
+                step.achievedRate,
+                step.p99Us,
+                step.errors,
+                step.ok ? "ok" : step.reason
+            )
+        )
     }
 
     func finish() {

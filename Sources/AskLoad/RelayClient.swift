@@ -60,7 +60,13 @@ struct ClientLoop {
         var input = Multipart()
         do {
             for connection in connections where connection.isBroker {
-                connection.carriesAcks = try register(socket: connection.socket, role: .client, address: connection.address, input: &input, deadline: setupDeadline)
+                connection.carriesAcks = try register(
+                    socket: connection.socket,
+                    role: .client,
+                    address: connection.address,
+                    input: &input,
+                    deadline: setupDeadline
+                )
             }
         } catch {
             shared.fail("\(error)")
@@ -102,7 +108,8 @@ struct ClientLoop {
             let perConnection = rate / Double(options.connections)
             for connection in connections {
                 connection.interval = max(1, UInt64(1e9 / perConnection))
-                connection.nextDue = start + connection.interval * UInt64(connection.index) / UInt64(options.connections)
+                connection.nextDue =
+                    start + connection.interval * UInt64(connection.index) / UInt64(options.connections)
             }
         }
         // Waits for the common start time.
@@ -117,7 +124,16 @@ struct ClientLoop {
                 WireEncoder.header(.send, into: &out)
                 connection.idLow &+= 1
                 connection.fromBytes.withUnsafeBytes { from in
-                    connection.toBytes.withUnsafeBytes { appendHeader(connection.idHigh, connection.idLow, from: from, to: $0, kind: RelayLoad.kind, into: &out) }
+                    connection.toBytes.withUnsafeBytes {
+                        appendHeader(
+                            connection.idHigh,
+                            connection.idLow,
+                            from: from,
+                            to: $0,
+                            kind: RelayLoad.kind,
+                            into: &out
+                        )
+                    }
                 }
                 // Replies received so far are acknowledged by this SEND instead of a separate ACK.
                 let carried = connection.carriesAcks ? min(connection.acks.count, Wire.Limits.standard.maxAckIDs) : 0

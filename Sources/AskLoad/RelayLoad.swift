@@ -6,7 +6,6 @@ import Foundation
 import Synchronization
 import ZeroMQ
 
-
 /// Relay benchmark: clients send `echo` messages through the target to echo workers and wait for the reply.
 ///
 /// Every socket lives on a dedicated thread of this process. Against the broker the clients and echo workers speak
@@ -18,7 +17,9 @@ public enum RelayLoad {
     /// Runs one measurement against `target`. Blocking: call it on a dedicated thread.
     /// - Parameter progress: called about once a second from the calling thread.
     public static func run(
-        target: RelayTarget, options: RelayLoadOptions, context: Context? = nil,
+        target: RelayTarget,
+        options: RelayLoadOptions,
+        context: Context? = nil,
         progress: ((RelayLoadProgress) -> Void)? = nil
     ) throws -> RelayLoadResult {
         if let problem = options.problems().first { throw RelayLoadError(problem) }
@@ -44,13 +45,19 @@ public enum RelayLoad {
         let setupDeadline = DispatchTime.now().uptimeNanoseconds + 10_000_000_000
         for echo in echoes {
             let handoff = UncheckedBox(echo)
-            threads.append(JoinableThread(name: "echo-\(echo.index)") { handoff.value.run(setupDeadline: setupDeadline) })
+            threads.append(
+                JoinableThread(name: "echo-\(echo.index)") { handoff.value.run(setupDeadline: setupDeadline) }
+            )
         }
         for (number, group) in groups.enumerated() {
             let handoff = UncheckedBox(group)
-            threads.append(JoinableThread(name: "client-\(number)") {
-                ClientLoop(connections: handoff.value, options: options, shared: shared).run(setupDeadline: setupDeadline)
-            })
+            threads.append(
+                JoinableThread(name: "client-\(number)") {
+                    ClientLoop(connections: handoff.value, options: options, shared: shared).run(
+                        setupDeadline: setupDeadline
+                    )
+                }
+            )
         }
         // Wait for every thread to register (or fail), then start the clock.
         for _ in threads { shared.ready.wait() }
@@ -72,9 +79,15 @@ public enum RelayLoad {
             }
             let now = DispatchTime.now().uptimeNanoseconds
             let phase = now < measureStart ? "warm-up" : now < measureEnd ? "measuring" : "draining"
-            progress?(RelayLoadProgress(
-                elapsedSeconds: Double(now &- start) / 1e9, completed: shared.completed.load(ordering: .relaxed),
-                sent: shared.sent.load(ordering: .relaxed), errors: shared.errors.load(ordering: .relaxed), phase: phase))
+            progress?(
+                RelayLoadProgress(
+                    elapsedSeconds: Double(now &- start) / 1e9,
+                    completed: shared.completed.load(ordering: .relaxed),
+                    sent: shared.sent.load(ordering: .relaxed),
+                    errors: shared.errors.load(ordering: .relaxed),
+                    phase: phase
+                )
+            )
         }
         shared.abort()
         for thread in threads { thread.join() }
@@ -83,10 +96,18 @@ public enum RelayLoad {
         let measuredSeconds = options.durationSeconds
         let inFlight = totals.sent - totals.completed - totals.refusedSends
         return RelayLoadResult(
-            target: target.label, loop: options.isOpenLoop ? "open" : "closed", sent: totals.sent,
-            completed: totals.completed, inFlightAtEnd: inFlight, errors: totals.errors,
-            timeouts: inFlight, measuredCompleted: totals.measuredCompleted, measuredSeconds: measuredSeconds,
-            throughput: Double(totals.measuredCompleted) / measuredSeconds, latency: totals.histogram.summary)
+            target: target.label,
+            loop: options.isOpenLoop ? "open" : "closed",
+            sent: totals.sent,
+            completed: totals.completed,
+            inFlightAtEnd: inFlight,
+            errors: totals.errors,
+            timeouts: inFlight,
+            measuredCompleted: totals.measuredCompleted,
+            measuredSeconds: measuredSeconds,
+            throughput: Double(totals.measuredCompleted) / measuredSeconds,
+            latency: totals.histogram.summary
+        )
     }
 }
 
@@ -95,7 +116,6 @@ struct UncheckedBox<T>: @unchecked Sendable {  // @unchecked: ownership moves to
     let value: T
     init(_ value: T) { self.value = value }
 }
-
 
 /// State shared by the run's threads.
 final class SharedRun: Sendable {
@@ -147,7 +167,14 @@ func monotonicNanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
 /// Appends a SEND's packed header frame (id, no subject, from, to, kind) to `out`, without allocating.
 @inline(__always)
-func appendHeader(_ high: UInt64, _ low: UInt64, from: UnsafeRawBufferPointer, to: UnsafeRawBufferPointer, kind: [UInt8], into out: inout Multipart) {
+func appendHeader(
+    _ high: UInt64,
+    _ low: UInt64,
+    from: UnsafeRawBufferPointer,
+    to: UnsafeRawBufferPointer,
+    kind: [UInt8],
+    into out: inout Multipart
+) {
     out.appendFrame { bytes in
         withUnsafeBytes(of: (high.bigEndian, low.bigEndian)) { bytes.append(contentsOf: $0) }
         bytes.append(0)  // flags: no subject
@@ -163,10 +190,18 @@ func appendHeader(_ high: UInt64, _ low: UInt64, from: UnsafeRawBufferPointer, t
 /// Sends a HELLO and waits for WELCOME (answering nothing else) until `deadline`.
 /// - Returns: whether the broker reads ACK ids carried by SEND (WELCOME `carriedAcks`).
 @discardableResult
-func register(socket: Socket, role: SessionRole, address: String, input: inout Multipart, deadline: UInt64) throws -> Bool {
+func register(socket: Socket, role: SessionRole, address: String, input: inout Multipart, deadline: UInt64) throws
+    -> Bool
+{
     var out = Multipart()
     // carriedAcks: the broker's ACKs of our SENDs may ride on DELIVERs (both sides ignore their contents anyway).
-    let hello = Hello(role: role, worker: "askrelay-load[\(getpid())]", endpoints: [EndpointClaim(address: address)], heartbeatMs: 1000, carriedAcks: true)
+    let hello = Hello(
+        role: role,
+        worker: "askrelay-load[\(getpid())]",
+        endpoints: [EndpointClaim(address: address)],
+        heartbeatMs: 1000,
+        carriedAcks: true
+    )
     WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &out)
     try socket.send(out)
     while true {
@@ -177,9 +212,14 @@ func register(socket: Socket, role: SessionRole, address: String, input: inout M
             let parsed = try WireParser.parse(input)
             switch parsed.command {
             case .welcome:
-                let welcome = try input.withFrame(parsed.bodyFrame) { try SessionJSON.decode(Welcome.self, from: $0.bindMemory(to: UInt8.self)) }
+                let welcome = try input.withFrame(parsed.bodyFrame) {
+                    try SessionJSON.decode(Welcome.self, from: $0.bindMemory(to: UInt8.self))
+                }
                 return welcome.carriedAcks == true
-            case .nack: throw RelayLoadError("\(address): HELLO refused: \(input.string(parsed.codeFrame)) \(input.string(parsed.reasonFrame))")
+            case .nack:
+                throw RelayLoadError(
+                    "\(address): HELLO refused: \(input.string(parsed.codeFrame)) \(input.string(parsed.reasonFrame))"
+                )
             default: continue
             }
         }

@@ -45,7 +45,8 @@ public struct RelayLoadOptions: Sendable, Codable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case connections, inflight, rate, durationSeconds = "duration_s", warmupSeconds = "warmup_s", size
-        case echoWorkers = "echo_workers", echoServiceMicroseconds = "echo_service_us", sharedClientThread = "shared_client_thread"
+        case echoWorkers = "echo_workers", echoServiceMicroseconds = "echo_service_us", sharedClientThread =
+            "shared_client_thread"
         case drainSeconds = "drain_s"
     }
 
@@ -88,7 +89,8 @@ public struct RelayLoadResult: Sendable, Codable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case target, loop, sent, completed, inFlightAtEnd = "in_flight_at_end", errors, timeouts
-        case measuredCompleted = "measured_completed", measuredSeconds = "measured_s", throughput = "throughput_rt_s", latency
+        case measuredCompleted = "measured_completed", measuredSeconds = "measured_s", throughput = "throughput_rt_s",
+            latency
     }
 }
 

@@ -21,7 +21,14 @@ public struct RelayLoadReport: Sendable, Codable {
     /// Completions per second, sampled once a second during each run.
     public var throughputSamples: [ThroughputSample]?
 
-    public init(commandLine: String, durability: String, externalBroker: Bool, options: RelayLoadOptions, ours: RelayLoadResult, baseline: RelayLoadResult?) {
+    public init(
+        commandLine: String,
+        durability: String,
+        externalBroker: Bool,
+        options: RelayLoadOptions,
+        ours: RelayLoadResult,
+        baseline: RelayLoadResult?
+    ) {
         self.commandLine = commandLine
         cores = ProcessInfo.processInfo.activeProcessorCount
         startedAt = ISO8601DateFormatter().string(from: Date())
@@ -43,15 +50,24 @@ public struct RelayLoadReport: Sendable, Codable {
     /// The table printed on stdout; its last line is `throughput=<ours> baseline=<proxy> ratio=<ours/proxy>`.
     public var table: [String] {
         var lines: [String] = []
-        let loop = options.rate.map { String(format: "open loop %.0f rt/s", $0) } ?? "closed loop \(options.inflight) in flight"
-        lines.append("workload: relay echo, \(options.size) B, \(options.connections) connections, \(loop), \(options.echoWorkers) echo workers, \(String(format: "%g", options.durationSeconds)) s (+\(String(format: "%g", options.warmupSeconds)) s warm-up), durability \(durability), \(cores) cores")
-        lines.append(Self.row(["target", "rt/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "errors", "timeouts"]))
+        let loop =
+            options.rate.map { String(format: "open loop %.0f rt/s", $0) }
+            ?? "closed loop \(options.inflight) in flight"
+        lines.append(
+            "workload: relay echo, \(options.size) B, \(options.connections) connections, \(loop), \(options.echoWorkers) echo workers, \(String(format: "%g", options.durationSeconds)) s (+\(String(format: "%g", options.warmupSeconds)) s warm-up), durability \(durability), \(cores) cores"
+        )
+        lines.append(
+            Self.row(["target", "rt/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "errors", "timeouts"])
+        )
         for result in [ours] + (baseline.map { [$0] } ?? []) {
             let l = result.latency
-            lines.append(Self.row([
-                result.target, String(format: "%.0f", result.throughput), Self.us(l.p50Us), Self.us(l.p90Us), Self.us(l.p99Us),
-                Self.us(l.p999Us), Self.us(l.maxUs), "\(result.errors)", "\(result.timeouts)",
-            ]))
+            lines.append(
+                Self.row([
+                    result.target, String(format: "%.0f", result.throughput), Self.us(l.p50Us), Self.us(l.p90Us),
+                    Self.us(l.p99Us),
+                    Self.us(l.p999Us), Self.us(l.maxUs), "\(result.errors)", "\(result.timeouts)",
+                ])
+            )
         }
         if let p50Ratio { lines.append(String(format: "p50 ours/proxy: %.3f", p50Ratio)) }
         var last = String(format: "throughput=%.0f", ours.throughput)

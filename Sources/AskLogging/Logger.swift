@@ -82,7 +82,9 @@ public struct Logger: Sendable {
     public func isEnabled(_ level: LogLevel) -> Bool { level >= self.level }
 
     public func log(
-        _ level: LogLevel, _ message: @autoclosure () -> String, _ fields: @autoclosure () -> LogFields = [:]
+        _ level: LogLevel,
+        _ message: @autoclosure () -> String,
+        _ fields: @autoclosure () -> LogFields = [:]
     ) {
         guard level >= self.level else { return }
         var line = "\(Self.timestamp()) \(level) \(Self.escape(label, limit: Self.maxValueLength)):"
@@ -181,8 +183,15 @@ public struct Logger: Sendable {
         var parts = tm()
         gmtime_r(&seconds, &parts)
         return String(
-            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
-            parts.tm_hour, parts.tm_min, parts.tm_sec, now.tv_nsec / 1_000_000)
+            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+            parts.tm_year + 1900,
+            parts.tm_mon + 1,
+            parts.tm_mday,
+            parts.tm_hour,
+            parts.tm_min,
+            parts.tm_sec,
+            now.tv_nsec / 1_000_000
+        )
     }
 }
 

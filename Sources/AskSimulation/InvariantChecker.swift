@@ -253,9 +253,10 @@ public enum InvariantChecker {
                 let interruption =
                     childByQuestion[id] == nil ? inputs.interruptedRuns.first { $0.owns(entry) } : nil
                 if !entry.state.isClosed {
-                    let deadlinePassed = inputs.brokerStoppedAt.map {
-                        $0.timeIntervalSince(entry.expiresAt) > ledgerTimerSlack
-                    } ?? false
+                    let deadlinePassed =
+                        inputs.brokerStoppedAt.map {
+                            $0.timeIntervalSince(entry.expiresAt) > ledgerTimerSlack
+                        } ?? false
                     if let interruption, !deadlinePassed {
                         excused[interruption, default: (0, 0)].open += 1
                     } else {
@@ -297,7 +298,9 @@ public enum InvariantChecker {
         }
         for run in inputs.interruptedRuns {
             guard let count = excused[run] else { continue }
-            let open = count.open > 0 ? "; \(count.open) of them still open in the ledger when the broker stopped, before their deadline" : ""
+            let open =
+                count.open > 0
+                ? "; \(count.open) of them still open in the ledger when the broker stopped, before their deadline" : ""
             notes.append(
                 "\(count.missing) question(s) were in flight in \(run.process) when it was \(run.cause): no child record (askrelay-child records finished flows only)\(open)"
             )

@@ -111,8 +111,15 @@ public struct LatencyHistogram: Sendable, Equatable {
     /// The usual figures in microseconds, for reports.
     public var summary: LatencySummary {
         LatencySummary(
-            count: count, minUs: Double(minimum) / 1000, meanUs: mean / 1000, p50Us: Double(p50) / 1000,
-            p90Us: Double(p90) / 1000, p99Us: Double(p99) / 1000, p999Us: Double(p999) / 1000, maxUs: Double(max) / 1000)
+            count: count,
+            minUs: Double(minimum) / 1000,
+            meanUs: mean / 1000,
+            p50Us: Double(p50) / 1000,
+            p90Us: Double(p90) / 1000,
+            p99Us: Double(p99) / 1000,
+            p999Us: Double(p999) / 1000,
+            maxUs: Double(max) / 1000
+        )
     }
 }
 

@@ -77,7 +77,8 @@ public enum Readiness: Sendable, Equatable {
 /// ``SupervisedProcess/waitForLine(deadline:matching:)``), its stderr copied to a log file, and its exit collected
 /// by a waiter thread. All waits take a deadline; nothing sleeps. ``killAll()`` runs on every exit path, including a
 /// SIGINT or SIGTERM of the supervising process (see ``watchSignals()``).
-public final class ProcessSupervisor: @unchecked Sendable {  // @unchecked: all mutable state is guarded by `core.condition`.
+// @unchecked: all mutable state is guarded by `core.condition`.
+public final class ProcessSupervisor: @unchecked Sendable {
     let core: SupervisorCore
     var condition: NSCondition { core.condition }
     private var processes: [SupervisedProcess] = []
@@ -220,7 +221,8 @@ final class SupervisorCore: @unchecked Sendable {  // @unchecked: `interruptedBy
 }
 
 /// One supervised executable; restartable with the same arguments.
-public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: mutable state is guarded by the supervisor's condition.
+// @unchecked: mutable state is guarded by the supervisor's condition.
+public final class SupervisedProcess: @unchecked Sendable {
     public let name: String
     public let executable: String
     public let arguments: [String]
@@ -500,7 +502,8 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
         let errFD = errPipe[0]
         let logFD: Int32 =
             logPath == "/dev/stderr"
-            ? fcntl(2, F_DUPFD_CLOEXEC, 0) : logPath.map { open($0, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644) } ?? -1
+            ? fcntl(2, F_DUPFD_CLOEXEC, 0)
+            : logPath.map { open($0, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644) } ?? -1
         _ = JoinableThread(name: "sim.\(name).out") { [self] in readLines(outFD) }
         _ = JoinableThread(name: "sim.\(name).err") { [self] in copyStderr(errFD, to: logFD) }
         _ = JoinableThread(name: "sim.\(name).wait") { [self] in reap(spawned) }
@@ -527,7 +530,8 @@ public final class SupervisedProcess: @unchecked Sendable {  // @unchecked: muta
 
     private func deliver(_ line: String) {
         condition.lock()
-        if line.hasPrefix("ready"), let last = incarnationsStorage.indices.last, incarnationsStorage[last].readyAt == nil
+        if line.hasPrefix("ready"), let last = incarnationsStorage.indices.last,
+            incarnationsStorage[last].readyAt == nil
         {
             incarnationsStorage[last].readyAt = Date()
         }

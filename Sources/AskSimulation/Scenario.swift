@@ -168,7 +168,10 @@ extension Scenario {
     public static func parse(_ data: Data) throws -> Scenario {
         // JSONDecoder is lenient (it takes `{"families": 5,}`) and says no line: check the syntax strictly first.
         do { try StrictJSONSyntax.check(data) } catch let failure as StrictJSONSyntax.Failure {
-            throw ScenarioError(field: "", "\(failure); fix the file (double-quoted names, no trailing commas, no comments)")
+            throw ScenarioError(
+                field: "",
+                "\(failure); fix the file (double-quoted names, no trailing commas, no comments)"
+            )
         }
         let scenario: Scenario
         do {
@@ -263,7 +266,9 @@ extension Scenario {
         guard timeScale.isFinite, ValueBounds.timeScale.contains(timeScale) else {
             let bounds = ValueBounds.timeScale
             throw ScenarioError(
-                field: "timeScale", "must be a number in \(bounds.lowerBound)...\(bounds.upperBound), got \(timeScale)")
+                field: "timeScale",
+                "must be a number in \(bounds.lowerBound)...\(bounds.upperBound), got \(timeScale)"
+            )
         }
         guard pendingWindow > .zero else { throw ScenarioError(field: "pendingWindow", "must be longer than 0") }
         if let expireAfter, expireAfter <= .zero { throw ScenarioError(field: "expireAfter", "must be longer than 0") }
@@ -274,7 +279,8 @@ extension Scenario {
         if !CrashPoints.isAvailable, brokerCrashAt != nil || answerAfterExpiry {
             throw ScenarioError(
                 field: brokerCrashAt != nil ? "brokerCrashAt" : "answerAfterExpiry",
-                "is a test hook that only debug (testing) builds have; run a debug build (swift build) to use it")
+                "is a test hook that only debug (testing) builds have; run a debug build (swift build) to use it"
+            )
         }
         if let brokerCrashAt, CrashPoints(parsing: brokerCrashAt) == nil {
             throw ScenarioError(

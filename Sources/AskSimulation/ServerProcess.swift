@@ -17,7 +17,11 @@ public final class ServerProcess: Sendable {
         let supervisor = ProcessSupervisor()
         let name = executable.lastPathComponent
         let process = try supervisor.start(
-            name: name, executable: executable.path, arguments: arguments, logPath: "/dev/stderr")
+            name: name,
+            executable: executable.path,
+            arguments: arguments,
+            logPath: "/dev/stderr"
+        )
         Self.running.withLock { $0[ObjectIdentifier(process)] = process }
         let line: String
         do { line = try process.waitForLine(prefix: "ready ", timeout: timeout) } catch {

@@ -98,7 +98,10 @@ public final class Simulation: Sendable {
         // (a worker handed the other run's broker key never completes its CURVE handshake). Claimed before anything
         // is written, so exactly one of them goes on.
         let ownership = try OwnerLock.claim(
-            folder: runDirectory, name: "simulate.lock", what: "the report folder (--report-dir)")
+            folder: runDirectory,
+            name: "simulate.lock",
+            what: "the report folder (--report-dir)"
+        )
         defer { withExtendedLifetime(ownership) {} }
         for folder in ["logs", "records"] {
             try fileManager.createDirectory(
@@ -145,13 +148,17 @@ public final class Simulation: Sendable {
             }
             return path
         }
-        let curveArguments = options.curve && options.externalBroker == nil
+        let curveArguments =
+            options.curve && options.externalBroker == nil
             ? try SimulationKeys.write(plan: plan, scenario: scenario, directory: plan.path("keys")) : [:]
         func start(_ name: String, _ binary: String, _ arguments: [String]) throws -> SupervisedProcess {
             let prefix = options.wrappers.prefix(for: name)
             logger.info(
                 "starting",
-                ["process": name, "args": arguments.joined(separator: " "), "prefix": prefix.joined(separator: " "), "curve": !curveArguments.isEmpty]
+                [
+                    "process": name, "args": arguments.joined(separator: " "), "prefix": prefix.joined(separator: " "),
+                    "curve": !curveArguments.isEmpty,
+                ]
             )
             let path = try executable(binary)
             guard let wrapper = prefix.first else {

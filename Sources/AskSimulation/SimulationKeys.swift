@@ -8,7 +8,11 @@ enum SimulationKeys {
     /// Writes the keys into `directory` and returns the extra arguments of each process by name
     /// (`broker`, `limits`, `parent-<i>`, `child-<i>`).
     static func write(plan: WorkerPlan, scenario: Scenario, directory: String) throws -> [String: [String]] {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            atPath: directory,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
         let brokerKeys = try CurveKeyPair.generate()
         let brokerFile = directory + "/" + KeySet.brokerKeyFile
         let publicFile = directory + "/" + KeySet.brokerPublicFile
@@ -25,12 +29,22 @@ enum SimulationKeys {
         }
         try add("limits", role: .limits, id: "limits-1", endpoints: [])
         for index in 1...scenario.parentProcesses {
-            try add("parent-\(index)", role: .guardian, id: "parent-\(index)",
-                    endpoints: plan.roster(index).map { EndpointClaim(address: "guardian/\($0.id)", family: $0.family) })
+            try add(
+                "parent-\(index)",
+                role: .guardian,
+                id: "parent-\(index)",
+                endpoints: plan.roster(index).map { EndpointClaim(address: "guardian/\($0.id)", family: $0.family) }
+            )
         }
         for index in 1...scenario.childProcesses {
-            try add("child-\(index)", role: .child, id: "child-\(index)",
-                    endpoints: plan.childIDs(process: index).map { EndpointClaim(address: "child/\($0.id)", family: $0.family) })
+            try add(
+                "child-\(index)",
+                role: .child,
+                id: "child-\(index)",
+                endpoints: plan.childIDs(process: index).map {
+                    EndpointClaim(address: "child/\($0.id)", family: $0.family)
+                }
+            )
         }
         let principalsFile = directory + "/" + KeySet.principalsFileName
         try PrincipalsFile(principals: principals).save(path: principalsFile)

@@ -71,7 +71,8 @@ public enum StrictJSONSyntax {
             case UInt8(ascii: "n"): try literal("null")
             case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try number()
             case UInt8(ascii: "'"): throw fail("strings and field names take double quotes, not single quotes")
-            default: throw fail("expected a value (an object, array, string, number, true, false or null), found \(found)")
+            default:
+                throw fail("expected a value (an object, array, string, number, true, false or null), found \(found)")
             }
         }
 
@@ -87,7 +88,9 @@ public enum StrictJSONSyntax {
                 skipSpace()
                 guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
                     if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
-                        throw fail("expected a field name in double quotes after ',', found '}' (JSON allows no trailing comma)")
+                        throw fail(
+                            "expected a field name in double quotes after ',', found '}' (JSON allows no trailing comma)"
+                        )
                     }
                     throw fail("expected a field name in double quotes, found \(found)")
                 }
@@ -184,7 +187,9 @@ public enum StrictJSONSyntax {
                         continue
                     }
                     guard let plain = Self.escapes[escape] else {
-                        throw fail("'\\\(Character(Unicode.Scalar(escape)))' is not a JSON escape (use \\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX)")
+                        throw fail(
+                            "'\\\(Character(Unicode.Scalar(escape)))' is not a JSON escape (use \\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX)"
+                        )
                     }
                     text.append(plain)
                     index += 1
@@ -206,7 +211,9 @@ public enum StrictJSONSyntax {
         mutating func literal(_ word: String) throws {
             let utf8 = Array(word.utf8)
             guard bytes.count - index >= utf8.count, Array(bytes[index..<index + utf8.count]) == utf8 else {
-                throw fail("expected a value, found \(found) (strings take double quotes; true, false and null are lower case)")
+                throw fail(
+                    "expected a value, found \(found) (strings take double quotes; true, false and null are lower case)"
+                )
             }
             index += utf8.count
         }

@@ -77,8 +77,12 @@ public final class Database {
             var error = SQLiteError(code: rc, db: connection.handle, operation: "sqlite3_exec", sql: sql)
             if let errorText {
                 error = SQLiteError(
-                    code: error.code, extendedCode: error.extendedCode, message: String(cString: errorText),
-                    operation: error.operation, sql: sql)
+                    code: error.code,
+                    extendedCode: error.extendedCode,
+                    message: String(cString: errorText),
+                    operation: error.operation,
+                    sql: sql
+                )
             }
             throw error
         }
@@ -106,8 +110,12 @@ public final class Database {
         let rc = sqlite3_prepare_v3(connection.handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil)
         try connection.check(rc, "sqlite3_prepare_v3", sql: sql)
         guard let stmt else {
-            throw SQLiteError(code: SQLITE_MISUSE, message: "no SQL statement in text", operation: "sqlite3_prepare_v3",
-                sql: sql)
+            throw SQLiteError(
+                code: SQLITE_MISUSE,
+                message: "no SQL statement in text",
+                operation: "sqlite3_prepare_v3",
+                sql: sql
+            )
         }
         return Statement(stmt, connection: connection, sql: sql)
     }
@@ -183,9 +191,13 @@ public final class Database {
     ///   - value: an integer, real or text value; text is quoted as an SQL string literal.
     @discardableResult
     public func pragma(_ name: String, _ value: SQLValue? = nil) throws -> SQLValue? {
-        guard !name.isEmpty, name.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".")
-            || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
-            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+        guard !name.isEmpty,
+            name.utf8.allSatisfy({
+                $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".")
+                    || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0)
+                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+            })
         else {
             throw SQLiteError(code: SQLITE_MISUSE, message: "invalid pragma name", operation: "pragma", sql: name)
         }
@@ -196,8 +208,12 @@ public final class Database {
         case .real(let v): sql += " = \(v)"
         case .text(let v): sql += " = " + v.sqlStringLiteral
         case .null, .blob:
-            throw SQLiteError(code: SQLITE_MISUSE, message: "pragma value must be integer, real or text",
-                operation: "pragma", sql: sql)
+            throw SQLiteError(
+                code: SQLITE_MISUSE,
+                message: "pragma value must be integer, real or text",
+                operation: "pragma",
+                sql: sql
+            )
         }
         // Not cached: pragmas run rarely and a cached setter would pin its value in the cache key anyway.
         let statement = try prepareUncached(sql)
@@ -207,8 +223,12 @@ public final class Database {
     /// Reads a pragma that yields an integer.
     public func integerPragma(_ name: String) throws -> Int64 {
         guard case .integer(let value)? = try pragma(name) else {
-            throw SQLiteError(code: SQLITE_MISMATCH, message: "pragma did not return an integer", operation: "pragma",
-                sql: "PRAGMA \(name)")
+            throw SQLiteError(
+                code: SQLITE_MISMATCH,
+                message: "pragma did not return an integer",
+                operation: "pragma",
+                sql: "PRAGMA \(name)"
+            )
         }
         return value
     }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 import Foundation
 
@@ -81,7 +81,10 @@ public final class OwnerLock: Sendable {
         }
         do {
             try FileManager.default.createDirectory(
-                atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: permissions])
+                atPath: folder,
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: permissions]
+            )
         } catch {
             let reason = String(cString: strerror(errno))
             throw unusable("cannot be created (\(reason)); check the path and its permissions")
@@ -109,8 +112,11 @@ public final class OwnerLock: Sendable {
         guard fd >= 0 else {
             let reason = String(cString: strerror(errno))
             throw OwnerLockError(
-                code: .unusable, path: path, holder: nil,
-                message: "\(what) \(path): cannot open the lock file \(lockFile) (\(reason)); check its permissions")
+                code: .unusable,
+                path: path,
+                holder: nil,
+                message: "\(what) \(path): cannot open the lock file \(lockFile) (\(reason)); check its permissions"
+            )
         }
         var result: Int32
         repeat { result = flock(fd, LOCK_EX | LOCK_NB) } while result != 0 && errno == EINTR
@@ -120,14 +126,20 @@ public final class OwnerLock: Sendable {
             close(fd)
             guard failure == EWOULDBLOCK else {
                 throw OwnerLockError(
-                    code: .unusable, path: path, holder: nil,
-                    message: "\(what) \(path): cannot lock \(lockFile) (\(String(cString: strerror(failure))))")
+                    code: .unusable,
+                    path: path,
+                    holder: nil,
+                    message: "\(what) \(path): cannot lock \(lockFile) (\(String(cString: strerror(failure))))"
+                )
             }
             let who = holder.map { "process \($0)" } ?? "another process"
             throw OwnerLockError(
-                code: .held, path: path, holder: holder,
+                code: .held,
+                path: path,
+                holder: holder,
                 message: "\(what) \(path) is in use by \(who) (it holds \(lockFile)); "
-                    + "stop that process or give another path")
+                    + "stop that process or give another path"
+            )
         }
         let text = Array("\(getpid())\n".utf8)
         _ = ftruncate(fd, 0)

@@ -60,7 +60,9 @@ public final class Statement {
         var value = value
         let rc = value.withUTF8 { utf8 -> Int32 in
             // A nil pointer would bind SQL NULL; an empty string must stay an empty TEXT value.
-            guard let base = utf8.baseAddress else { return sqlite3_bind_text(handle, Int32(index), "", 0, sqliteTransient) }
+            guard let base = utf8.baseAddress else {
+                return sqlite3_bind_text(handle, Int32(index), "", 0, sqliteTransient)
+            }
             return base.withMemoryRebound(to: CChar.self, capacity: utf8.count) {
                 sqlite3_bind_text(handle, Int32(index), $0, Int32(utf8.count), sqliteTransient)
             }

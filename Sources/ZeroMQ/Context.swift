@@ -62,7 +62,8 @@ public enum ZMQ {
 
     /// Like ``proxy(frontend:backend:capture:)``, controlled through `control`: send `PAUSE`, `RESUME` or
     /// `TERMINATE` to it from a peer socket. Returns normally after `TERMINATE`.
-    public static func proxySteerable(frontend: Socket, backend: Socket, capture: Socket? = nil, control: Socket) throws {
+    public static func proxySteerable(frontend: Socket, backend: Socket, capture: Socket? = nil, control: Socket) throws
+    {
         try zmqCheck("zmq_proxy_steerable") {
             zmq_proxy_steerable(frontend.handle, backend.handle, capture?.handle, control.handle)
         }

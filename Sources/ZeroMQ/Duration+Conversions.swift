@@ -4,8 +4,12 @@ extension Duration {
     public var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 
     /// Whole milliseconds, rounded down (`zmq_poll` timeouts, millisecond fields on the wire).
-    public var milliseconds: Int { Int(components.seconds) * 1000 + Int(components.attoseconds / 1_000_000_000_000_000) }
+    public var milliseconds: Int {
+        Int(components.seconds) * 1000 + Int(components.attoseconds / 1_000_000_000_000_000)
+    }
 
     /// Whole microseconds, rounded down.
-    public var microseconds: Int { Int(components.seconds) * 1_000_000 + Int(components.attoseconds / 1_000_000_000_000) }
+    public var microseconds: Int {
+        Int(components.seconds) * 1_000_000 + Int(components.attoseconds / 1_000_000_000_000)
+    }
 }

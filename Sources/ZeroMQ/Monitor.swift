@@ -23,7 +23,9 @@ public struct MonitorEvents: OptionSet, Sendable, Hashable {
     public static let handshakeFailedAuth = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_HANDSHAKE_FAILED_AUTH))
 
     /// Any of the three handshake failures.
-    public static let handshakeFailed: MonitorEvents = [.handshakeFailedNoDetail, .handshakeFailedProtocol, .handshakeFailedAuth]
+    public static let handshakeFailed: MonitorEvents = [
+        .handshakeFailedNoDetail, .handshakeFailedProtocol, .handshakeFailedAuth,
+    ]
     public static let all = MonitorEvents(rawValue: UInt32(ZMQ_EVENT_ALL))
 }
 
@@ -97,7 +99,9 @@ extension Socket {
     public func monitor(_ events: MonitorEvents = .all) throws -> SocketMonitor {
         let serial = monitorCounter.wrappingAdd(1, ordering: .relaxed).newValue
         let endpoint = "inproc://zmq-monitor-\(serial)"
-        try zmqCheck("zmq_socket_monitor", context: endpoint) { zmq_socket_monitor(handle, endpoint, Int32(bitPattern: events.rawValue)) }
+        try zmqCheck("zmq_socket_monitor", context: endpoint) {
+            zmq_socket_monitor(handle, endpoint, Int32(bitPattern: events.rawValue))
+        }
         let reader = try context.socket(.pair)
         try reader.connect(endpoint)
         return SocketMonitor(socket: reader)

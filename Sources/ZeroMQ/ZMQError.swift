@@ -1,7 +1,7 @@
 import CZeroMQ
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A failed libzmq call: the numeric `errno`, libzmq's own message for it, and the name of the call that failed.

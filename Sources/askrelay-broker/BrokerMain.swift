@@ -19,32 +19,144 @@ struct BrokerMain: Command {
     /// cannot disagree.
     private static let defaults = BrokerConfiguration()
 
-    static let options: [OptionSpec] = [
-        .value("endpoint", "URL", env: "ASKRELAY_ENDPOINT", default: defaults.endpoints.joined(separator: ","), repeatable: true, help: "endpoint to bind (tcp, ipc)"),
-        .value("data-dir", "DIR", env: "ASKRELAY_DATA_DIR", default: defaults.dataDirectory, help: "folder of the SQLite journal"),
-        .value("durability", "MODE", env: "ASKRELAY_DURABILITY", default: defaults.durability.rawValue, help: "strict (fsync per commit), batch (WAL, group commit), off (memory only)"),
-        .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: durationText(defaults.heartbeatInterval), help: "heartbeat interval"),
-        .value("liveness", "N", env: "ASKRELAY_LIVENESS", default: "\(defaults.liveness)", help: "missed heartbeats before a peer is dead"),
-        .value("window", "N", env: "ASKRELAY_WINDOW", default: "\(defaults.window)", help: "deliveries in flight per address"),
-        .value("ack-timeout", "DURATION", env: "ASKRELAY_ACK_TIMEOUT", default: durationText(defaults.ackTimeout), help: "redeliver an unacked message after this"),
-        .value("ack-delay", "DURATION", env: "ASKRELAY_ACK_DELAY", default: durationText(defaults.ackDelay), help: "hold an ACK this long for a DELIVER to carry it (peers that read carried ACKs); 0 = at once"),
-        .value("spin", "DURATION", env: "ASKRELAY_SPIN", default: durationText(defaults.spin), help: "after a turn that read input, poll without sleeping this long before blocking (0 = never)"),
-        .value("time-scale", "X", env: "ASKRELAY_TIME_SCALE", default: numberText(defaults.timeScale), help: "divide product durations (pending window) by X"),
-        .value("pending-window", "DURATION", env: "ASKRELAY_PENDING_WINDOW", default: durationText(defaults.pendingWindow), help: "how long a question may stay pending, before scaling"),
-        .value("closed-retention", "DURATION", env: "ASKRELAY_CLOSED_RETENTION", default: durationText(defaults.closedRetention), help: "remember a closed question this long (late answers get its outcome), then forget it"),
-        .value("max-queue", "N", env: "ASKRELAY_MAX_QUEUE", default: "\(defaults.maxQueuedPerAddress)", help: "messages in memory per address; more stay in the journal only ('busy' without one)"),
-        .value("max-queued-total", "N", env: "ASKRELAY_MAX_QUEUED_TOTAL", default: "\(defaults.maxQueuedTotal)", help: "undelivered messages in all (memory and journal) before 'busy'"),
-        .value("stats-endpoint", "URL", env: "ASKRELAY_STATS_ENDPOINT", help: "PUB endpoint for a JSON snapshot every second"),
-        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: LogLevel.allCases.map(\.description).joined(separator: ", ")),
-        .flag("allow-insecure", env: "ASKRELAY_ALLOW_INSECURE", help: "serve non-loopback endpoints without CURVE"),
-        .value("curve-secret-file", "FILE", env: "ASKRELAY_CURVE_SECRET_FILE", help: "the broker's key file (askrelay keys generate); turns CURVE on, with --principals"),
-        .value("principals", "FILE", env: "ASKRELAY_PRINCIPALS", help: "principals.json: the keys the broker accepts and what each may serve; reloaded when it changes"),
-    ] + testingOptions
+    static let options: [OptionSpec] =
+        [
+            .value(
+                "endpoint",
+                "URL",
+                env: "ASKRELAY_ENDPOINT",
+                default: defaults.endpoints.joined(separator: ","),
+                repeatable: true,
+                help: "endpoint to bind (tcp, ipc)"
+            ),
+            .value(
+                "data-dir",
+                "DIR",
+                env: "ASKRELAY_DATA_DIR",
+                default: defaults.dataDirectory,
+                help: "folder of the SQLite journal"
+            ),
+            .value(
+                "durability",
+                "MODE",
+                env: "ASKRELAY_DURABILITY",
+                default: defaults.durability.rawValue,
+                help: "strict (fsync per commit), batch (WAL, group commit), off (memory only)"
+            ),
+            .value(
+                "heartbeat",
+                "DURATION",
+                env: "ASKRELAY_HEARTBEAT",
+                default: durationText(defaults.heartbeatInterval),
+                help: "heartbeat interval"
+            ),
+            .value(
+                "liveness",
+                "N",
+                env: "ASKRELAY_LIVENESS",
+                default: "\(defaults.liveness)",
+                help: "missed heartbeats before a peer is dead"
+            ),
+            .value(
+                "window",
+                "N",
+                env: "ASKRELAY_WINDOW",
+                default: "\(defaults.window)",
+                help: "deliveries in flight per address"
+            ),
+            .value(
+                "ack-timeout",
+                "DURATION",
+                env: "ASKRELAY_ACK_TIMEOUT",
+                default: durationText(defaults.ackTimeout),
+                help: "redeliver an unacked message after this"
+            ),
+            .value(
+                "ack-delay",
+                "DURATION",
+                env: "ASKRELAY_ACK_DELAY",
+                default: durationText(defaults.ackDelay),
+                help: "hold an ACK this long for a DELIVER to carry it (peers that read carried ACKs); 0 = at once"
+            ),
+            .value(
+                "spin",
+                "DURATION",
+                env: "ASKRELAY_SPIN",
+                default: durationText(defaults.spin),
+                help: "after a turn that read input, poll without sleeping this long before blocking (0 = never)"
+            ),
+            .value(
+                "time-scale",
+                "X",
+                env: "ASKRELAY_TIME_SCALE",
+                default: numberText(defaults.timeScale),
+                help: "divide product durations (pending window) by X"
+            ),
+            .value(
+                "pending-window",
+                "DURATION",
+                env: "ASKRELAY_PENDING_WINDOW",
+                default: durationText(defaults.pendingWindow),
+                help: "how long a question may stay pending, before scaling"
+            ),
+            .value(
+                "closed-retention",
+                "DURATION",
+                env: "ASKRELAY_CLOSED_RETENTION",
+                default: durationText(defaults.closedRetention),
+                help: "remember a closed question this long (late answers get its outcome), then forget it"
+            ),
+            .value(
+                "max-queue",
+                "N",
+                env: "ASKRELAY_MAX_QUEUE",
+                default: "\(defaults.maxQueuedPerAddress)",
+                help: "messages in memory per address; more stay in the journal only ('busy' without one)"
+            ),
+            .value(
+                "max-queued-total",
+                "N",
+                env: "ASKRELAY_MAX_QUEUED_TOTAL",
+                default: "\(defaults.maxQueuedTotal)",
+                help: "undelivered messages in all (memory and journal) before 'busy'"
+            ),
+            .value(
+                "stats-endpoint",
+                "URL",
+                env: "ASKRELAY_STATS_ENDPOINT",
+                help: "PUB endpoint for a JSON snapshot every second"
+            ),
+            .value(
+                "log-level",
+                "LEVEL",
+                env: "ASKRELAY_LOG_LEVEL",
+                default: "info",
+                help: LogLevel.allCases.map(\.description).joined(separator: ", ")
+            ),
+            .flag("allow-insecure", env: "ASKRELAY_ALLOW_INSECURE", help: "serve non-loopback endpoints without CURVE"),
+            .value(
+                "curve-secret-file",
+                "FILE",
+                env: "ASKRELAY_CURVE_SECRET_FILE",
+                help: "the broker's key file (askrelay keys generate); turns CURVE on, with --principals"
+            ),
+            .value(
+                "principals",
+                "FILE",
+                env: "ASKRELAY_PRINCIPALS",
+                help: "principals.json: the keys the broker accepts and what each may serve; reloaded when it changes"
+            ),
+        ] + testingOptions
 
     #if DEBUG
         /// Debug (testing) builds only: a release broker has no crash hooks, and `--crash-at` is an unknown flag.
         static let testingOptions: [OptionSpec] = [
-            .value("crash-at", "POINT[:N]", env: "ASKRELAY_CRASH_AT", help: "testing builds only: SIGKILL itself at the N-th accept, commit, fanout, answer or expiry"),
+            .value(
+                "crash-at",
+                "POINT[:N]",
+                env: "ASKRELAY_CRASH_AT",
+                help: "testing builds only: SIGKILL itself at the N-th accept, commit, fanout, answer or expiry"
+            )
         ]
     #else
         static let testingOptions: [OptionSpec] = []
@@ -69,8 +181,10 @@ struct BrokerMain: Command {
         configuration.timeScale = try arguments.timeScale() ?? configuration.timeScale
         configuration.pendingWindow = try arguments.duration("pending-window") ?? configuration.pendingWindow
         configuration.closedRetention = try arguments.duration("closed-retention") ?? configuration.closedRetention
-        configuration.maxQueuedPerAddress = try arguments.int("max-queue", in: 1...100_000_000) ?? configuration.maxQueuedPerAddress
-        configuration.maxQueuedTotal = try arguments.int("max-queued-total", in: 1...1_000_000_000) ?? configuration.maxQueuedTotal
+        configuration.maxQueuedPerAddress =
+            try arguments.int("max-queue", in: 1...100_000_000) ?? configuration.maxQueuedPerAddress
+        configuration.maxQueuedTotal =
+            try arguments.int("max-queued-total", in: 1...1_000_000_000) ?? configuration.maxQueuedTotal
         configuration.statsEndpoint = try arguments.endpoint("stats-endpoint", binding: true)
         configuration.allowInsecure = arguments.flag("allow-insecure")
         configuration.curveSecretFile = arguments.string("curve-secret-file")
@@ -78,7 +192,9 @@ struct BrokerMain: Command {
         #if DEBUG
             if let crashAt = arguments.string("crash-at") {
                 guard let points = CrashPoints(parsing: crashAt) else {
-                    throw UsageError("\(arguments.origin("crash-at")) must be POINT or POINT:N with POINT one of \(CrashPoints.Point.allCases.map(\.rawValue).joined(separator: ", ")) and N ≥ 1")
+                    throw UsageError(
+                        "\(arguments.origin("crash-at")) must be POINT or POINT:N with POINT one of \(CrashPoints.Point.allCases.map(\.rawValue).joined(separator: ", ")) and N ≥ 1"
+                    )
                 }
                 configuration.crashAt = points
             }
@@ -95,7 +211,10 @@ struct BrokerMain: Command {
     func run() async throws -> Int32 {
         let logger = Logger(label: "askrelay-broker", level: logLevel)
         if let point = configuration.crashAt.point {
-            logger.warning("test-only crash hook armed (--crash-at)", ["point": point.rawValue, "occurrence": configuration.crashAt.occurrence])
+            logger.warning(
+                "test-only crash hook armed (--crash-at)",
+                ["point": point.rawValue, "occurrence": configuration.crashAt.occurrence]
+            )
         }
         if configuration.allowInsecure {
             logger.warning("serving without CURVE on non-loopback endpoints (--allow-insecure)")

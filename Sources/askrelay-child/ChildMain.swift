@@ -24,30 +24,134 @@ struct ChildMain: Command {
         .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
         .value("child", "ID@FAMILY", env: "ASKRELAY_CHILDREN", repeatable: true, help: "a child to host"),
         .value("families", "N", env: "ASKRELAY_FAMILIES", default: "0", help: "generated families"),
-        .value("children-per-family", "C", env: "ASKRELAY_CHILDREN_PER_FAMILY", default: "1", help: "generated children per family"),
+        .value(
+            "children-per-family",
+            "C",
+            env: "ASKRELAY_CHILDREN_PER_FAMILY",
+            default: "1",
+            help: "generated children per family"
+        ),
         .value("id-prefix", "P", env: "ASKRELAY_ID_PREFIX", default: "c", help: "prefix of generated child ids"),
         .value("seed", "N", env: "ASKRELAY_SEED", default: "1", help: "seed of contacts, choices and think times"),
         .value("records", "FILE", env: "ASKRELAY_RECORDS", help: "append one JSON line per finished flow"),
-        .value("state-dir", "DIR", env: "ASKRELAY_STATE_DIR", help: "response record of the ask center (memory when absent)"),
-        .value("flows", "N", env: "ASKRELAY_FLOWS", default: "10", help: "asks per child (0: unlimited, needs --duration)"),
+        .value(
+            "state-dir",
+            "DIR",
+            env: "ASKRELAY_STATE_DIR",
+            help: "response record of the ask center (memory when absent)"
+        ),
+        .value(
+            "flows",
+            "N",
+            env: "ASKRELAY_FLOWS",
+            default: "10",
+            help: "asks per child (0: unlimited, needs --duration)"
+        ),
         .value("duration", "DURATION", env: "ASKRELAY_DURATION", help: "stop starting flows after this long"),
-        .value("think", "DURATION", env: "ASKRELAY_THINK", default: "100ms", help: "mean pause between a child's flows"),
-        .value("cancel-probability", "P", env: "ASKRELAY_CANCEL_PROBABILITY", default: "0.1", help: "cancel the send sheet instead of sending"),
-        .value("abandon-probability", "P", env: "ASKRELAY_ABANDON_PROBABILITY", default: "0", help: "neither send nor cancel; wait out the pending window"),
+        .value(
+            "think",
+            "DURATION",
+            env: "ASKRELAY_THINK",
+            default: "100ms",
+            help: "mean pause between a child's flows"
+        ),
+        .value(
+            "cancel-probability",
+            "P",
+            env: "ASKRELAY_CANCEL_PROBABILITY",
+            default: "0.1",
+            help: "cancel the send sheet instead of sending"
+        ),
+        .value(
+            "abandon-probability",
+            "P",
+            env: "ASKRELAY_ABANDON_PROBABILITY",
+            default: "0",
+            help: "neither send nor cancel; wait out the pending window"
+        ),
         .value("contacts", "N", env: "ASKRELAY_CONTACTS", default: "8", help: "generated contacts per child"),
-        .value("known-ratio", "R", env: "ASKRELAY_KNOWN_RATIO", default: "0.2", help: "share of contacts known beforehand"),
-        .value("invalid-ratio", "R", env: "ASKRELAY_INVALID_RATIO", default: "0", help: "share of deliberately invalid questions"),
-        .value("group-ratio", "R", env: "ASKRELAY_GROUP_RATIO", default: "0.2", help: "share of questions about several people"),
-        .value("app-update-ratio", "R", env: "ASKRELAY_APP_UPDATE_RATIO", default: "0.1", help: "share of significant-app-update questions"),
-        .value("pending-window", "DURATION", env: "ASKRELAY_PENDING_WINDOW", default: "48h", help: "how long a question may wait, before scaling"),
-        .value("time-scale", "X", env: "ASKRELAY_TIME_SCALE", default: "1", help: "divide --pending-window and --expire-after by X"),
-        .value("expire-after", "DURATION", env: "ASKRELAY_EXPIRE_AFTER", help: "give questions expirationDate = now + this (scaled)"),
-        .value("grace", "DURATION", env: "ASKRELAY_GRACE", default: "2s", help: "wait this long past a sent question's expiry before 'expired'"),
-        .value("ask-timeout", "DURATION", env: "ASKRELAY_ASK_TIMEOUT", default: "10s", help: "wait for the limits service's ask.result"),
+        .value(
+            "known-ratio",
+            "R",
+            env: "ASKRELAY_KNOWN_RATIO",
+            default: "0.2",
+            help: "share of contacts known beforehand"
+        ),
+        .value(
+            "invalid-ratio",
+            "R",
+            env: "ASKRELAY_INVALID_RATIO",
+            default: "0",
+            help: "share of deliberately invalid questions"
+        ),
+        .value(
+            "group-ratio",
+            "R",
+            env: "ASKRELAY_GROUP_RATIO",
+            default: "0.2",
+            help: "share of questions about several people"
+        ),
+        .value(
+            "app-update-ratio",
+            "R",
+            env: "ASKRELAY_APP_UPDATE_RATIO",
+            default: "0.1",
+            help: "share of significant-app-update questions"
+        ),
+        .value(
+            "pending-window",
+            "DURATION",
+            env: "ASKRELAY_PENDING_WINDOW",
+            default: "48h",
+            help: "how long a question may wait, before scaling"
+        ),
+        .value(
+            "time-scale",
+            "X",
+            env: "ASKRELAY_TIME_SCALE",
+            default: "1",
+            help: "divide --pending-window and --expire-after by X"
+        ),
+        .value(
+            "expire-after",
+            "DURATION",
+            env: "ASKRELAY_EXPIRE_AFTER",
+            help: "give questions expirationDate = now + this (scaled)"
+        ),
+        .value(
+            "grace",
+            "DURATION",
+            env: "ASKRELAY_GRACE",
+            default: "2s",
+            help: "wait this long past a sent question's expiry before 'expired'"
+        ),
+        .value(
+            "ask-timeout",
+            "DURATION",
+            env: "ASKRELAY_ASK_TIMEOUT",
+            default: "10s",
+            help: "wait for the limits service's ask.result"
+        ),
         .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
-        .value("curve-key", "FILE", env: "ASKRELAY_CURVE_KEY", help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"),
-        .value("broker-key", "KEY|FILE", env: "ASKRELAY_BROKER_KEY", help: "the broker's CURVE public key, or a file holding it (broker.public)"),
-        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: LogLevel.allCases.map(\.description).joined(separator: ", ")),
+        .value(
+            "curve-key",
+            "FILE",
+            env: "ASKRELAY_CURVE_KEY",
+            help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"
+        ),
+        .value(
+            "broker-key",
+            "KEY|FILE",
+            env: "ASKRELAY_BROKER_KEY",
+            help: "the broker's CURVE public key, or a file holding it (broker.public)"
+        ),
+        .value(
+            "log-level",
+            "LEVEL",
+            env: "ASKRELAY_LOG_LEVEL",
+            default: "info",
+            help: LogLevel.allCases.map(\.description).joined(separator: ", ")
+        ),
         .flag("stay", env: "ASKRELAY_STAY", help: "keep running after the flows are done, until SIGTERM"),
     ]
 
@@ -61,7 +165,9 @@ struct ChildMain: Command {
         for text in listed {
             let parts = text.split(separator: "@", omittingEmptySubsequences: false)
             guard parts.count == 2, Address.isValidID(parts[0]), Address.isValidID(parts[1]) else {
-                throw UsageError("\(arguments.origin("child")) must be ID@FAMILY (each 1-64 of A-Z a-z 0-9 . _ -), got '\(text)'")
+                throw UsageError(
+                    "\(arguments.origin("child")) must be ID@FAMILY (each 1-64 of A-Z a-z 0-9 . _ -), got '\(text)'"
+                )
             }
             children.append(ChildIdentity(id: String(parts[0]), family: String(parts[1])))
         }
@@ -82,12 +188,18 @@ struct ChildMain: Command {
         }
         do {
             try CurveOptions.check(
-                keyFile: arguments.string("curve-key"), role: .child, worker: Self.name,
+                keyFile: arguments.string("curve-key"),
+                role: .child,
+                worker: Self.name,
                 claims: children.map { EndpointClaim(address: $0.address, family: $0.family) },
                 hint: "give only --curve-key (without --child or --families) to host exactly the key's children, "
-                    + "or use a key that lists them")
+                    + "or use a key that lists them"
+            )
         } catch { throw UsageError(error.message) }
-        var configuration = ChildWorkerConfiguration(broker: try arguments.requireEndpoint("broker", binding: false), children: children)
+        var configuration = ChildWorkerConfiguration(
+            broker: try arguments.requireEndpoint("broker", binding: false),
+            children: children
+        )
         configuration.seed = try arguments.uint64("seed") ?? configuration.seed
         configuration.recordsPath = arguments.string("records")
         configuration.stateDirectory = arguments.string("state-dir")
@@ -109,7 +221,12 @@ struct ChildMain: Command {
         configuration.center.askTimeout = try arguments.duration("ask-timeout") ?? .seconds(10)
         configuration.center.heartbeatInterval =
             try arguments.duration("heartbeat", in: .milliseconds(10)...ValueBounds.maximumDuration) ?? .seconds(1)
-        do { configuration.center.curve = try CurveOptions.load(keyFile: arguments.string("curve-key"), brokerKey: arguments.string("broker-key")) } catch {
+        do {
+            configuration.center.curve = try CurveOptions.load(
+                keyFile: arguments.string("curve-key"),
+                brokerKey: arguments.string("broker-key")
+            )
+        } catch {
             throw UsageError("\(error)")
         }
         configuration.center.workerName = "askrelay-child[\(ProcessInfo.processInfo.processIdentifier)]"
@@ -162,7 +279,9 @@ struct ChildMain: Command {
         }
         if !stopping.fired {
             printLine("done flows=\(summary.flows)")
-            let outcomes = summary.outcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+            let outcomes = summary.outcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(
+                separator: ","
+            )
             logger.info("flows done", ["outcomes": outcomes, "stray": summary.strayResponses])
             if stay { await stopping.wait() }
         } else {

@@ -67,47 +67,51 @@ func checkFastJSON<T: AppMessage>(_ type: T.Type, _ body: UnsafeBufferPointer<UI
             fatalError("the fast JSON path decoded a \(T.kind) body that Foundation reads differently or refuses")
         }
     }
-    guard let message = decoded as? T else { fatalError("the registry decoded a \(T.kind) body as \(Swift.type(of: decoded))") }
+    guard let message = decoded as? T else {
+        fatalError("the registry decoded a \(T.kind) body as \(Swift.type(of: decoded))")
+    }
     guard WireJSON.fastEncode(message) == (try? WireJSON.foundationEncode(message)) else {
         fatalError("the fast JSON path encoded a \(T.kind) body differently from Foundation")
     }
 }
 
 #if FUZZING
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzerTestOneInput(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
-    fuzzOne(UnsafeRawBufferPointer(start: bytes, count: count))
-    return 0
-}
-#else
-/// Replays corpus files (or every file in corpus folders) through the fuzz target; exits non-zero on a trap.
-@main
-struct FuzzReplay {
-    static func main() {
-        let arguments = Array(CommandLine.arguments.dropFirst())
-        if arguments.isEmpty || arguments.contains("--help") {
-            print("usage: askrelay-fuzz FILE|DIR... — replay inputs through the protocol fuzz target (make fuzz builds the fuzzer)")
-            exit(arguments.isEmpty ? 64 : 0)
-        }
-        var files: [String] = []
-        for path in arguments {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-                FileHandle.standardError.write(Data("askrelay-fuzz: no such file or folder: \(path)\n".utf8))
-                exit(66)
-            }
-            if isDirectory.boolValue {
-                let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-                files += names.sorted().map { path + "/" + $0 }
-            } else {
-                files.append(path)
-            }
-        }
-        for file in files {
-            guard let data = FileManager.default.contents(atPath: file) else { continue }
-            data.withUnsafeBytes { fuzzOne($0) }
-        }
-        print("replayed \(files.count) inputs, no crash")
+    @_cdecl("LLVMFuzzerTestOneInput")
+    public func fuzzerTestOneInput(_ bytes: UnsafePointer<UInt8>, _ count: Int) -> CInt {
+        fuzzOne(UnsafeRawBufferPointer(start: bytes, count: count))
+        return 0
     }
-}
+#else
+    /// Replays corpus files (or every file in corpus folders) through the fuzz target; exits non-zero on a trap.
+    @main
+    struct FuzzReplay {
+        static func main() {
+            let arguments = Array(CommandLine.arguments.dropFirst())
+            if arguments.isEmpty || arguments.contains("--help") {
+                print(
+                    "usage: askrelay-fuzz FILE|DIR... — replay inputs through the protocol fuzz target (make fuzz builds the fuzzer)"
+                )
+                exit(arguments.isEmpty ? 64 : 0)
+            }
+            var files: [String] = []
+            for path in arguments {
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+                    FileHandle.standardError.write(Data("askrelay-fuzz: no such file or folder: \(path)\n".utf8))
+                    exit(66)
+                }
+                if isDirectory.boolValue {
+                    let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+                    files += names.sorted().map { path + "/" + $0 }
+                } else {
+                    files.append(path)
+                }
+            }
+            for file in files {
+                guard let data = FileManager.default.contents(atPath: file) else { continue }
+                data.withUnsafeBytes { fuzzOne($0) }
+            }
+            print("replayed \(files.count) inputs, no crash")
+        }
+    }
 #endif

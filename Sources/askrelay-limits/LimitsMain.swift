@@ -22,13 +22,40 @@ struct LimitsMain: Command {
     static let options: [OptionSpec] = [
         .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
         .value("id", "ID", env: "ASKRELAY_ID", default: "limits-1", help: "serve limits/<ID>"),
-        .value("state", "FILE", env: "ASKRELAY_STATE", help: "JSON state file that seeds the store (defaults + per child)"),
-        .value("data-dir", "DIR", env: "ASKRELAY_DATA_DIR", default: "./askrelay-limits-data", help: "folder of the SQLite store"),
+        .value(
+            "state",
+            "FILE",
+            env: "ASKRELAY_STATE",
+            help: "JSON state file that seeds the store (defaults + per child)"
+        ),
+        .value(
+            "data-dir",
+            "DIR",
+            env: "ASKRELAY_DATA_DIR",
+            default: "./askrelay-limits-data",
+            help: "folder of the SQLite store"
+        ),
         .flag("reset", env: "ASKRELAY_RESET", help: "forget the stored state and seed again from --state"),
         .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
-        .value("curve-key", "FILE", env: "ASKRELAY_CURVE_KEY", help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"),
-        .value("broker-key", "KEY|FILE", env: "ASKRELAY_BROKER_KEY", help: "the broker's CURVE public key, or a file holding it (broker.public)"),
-        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: LogLevel.allCases.map(\.description).joined(separator: ", ")),
+        .value(
+            "curve-key",
+            "FILE",
+            env: "ASKRELAY_CURVE_KEY",
+            help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"
+        ),
+        .value(
+            "broker-key",
+            "KEY|FILE",
+            env: "ASKRELAY_BROKER_KEY",
+            help: "the broker's CURVE public key, or a file holding it (broker.public)"
+        ),
+        .value(
+            "log-level",
+            "LEVEL",
+            env: "ASKRELAY_LOG_LEVEL",
+            default: "info",
+            help: LogLevel.allCases.map(\.description).joined(separator: ", ")
+        ),
     ]
 
     let configuration: LimitsWorkerConfiguration
@@ -38,22 +65,36 @@ struct LimitsMain: Command {
         var configuration = LimitsWorkerConfiguration()
         configuration.broker = try arguments.requireEndpoint("broker", binding: false)
         configuration.id = try arguments.require("id")
-        guard Address.isValidID(configuration.id) else { throw UsageError("\(arguments.origin("id")) must be 1-64 characters of A-Z a-z 0-9 . _ -, got '\(configuration.id)'") }
+        guard Address.isValidID(configuration.id) else {
+            throw UsageError(
+                "\(arguments.origin("id")) must be 1-64 characters of A-Z a-z 0-9 . _ -, got '\(configuration.id)'"
+            )
+        }
         configuration.dataDirectory = try arguments.require("data-dir")
         configuration.reset = arguments.flag("reset")
         configuration.heartbeat =
             try arguments.duration("heartbeat", in: .milliseconds(10)...ValueBounds.maximumDuration) ?? .seconds(1)
-        do { configuration.curve = try CurveOptions.load(keyFile: arguments.string("curve-key"), brokerKey: arguments.string("broker-key")) } catch {
+        do {
+            configuration.curve = try CurveOptions.load(
+                keyFile: arguments.string("curve-key"),
+                brokerKey: arguments.string("broker-key")
+            )
+        } catch {
             throw UsageError("\(error)")
         }
         do {
             try CurveOptions.check(
-                keyFile: arguments.string("curve-key"), role: .limits, worker: Self.name,
+                keyFile: arguments.string("curve-key"),
+                role: .limits,
+                worker: Self.name,
                 claims: [EndpointClaim(address: "limits/\(configuration.id)")],
-                hint: "give --id the key's id (limits-<n>.key serves limits/limits-<n>)")
+                hint: "give --id the key's id (limits-<n>.key serves limits/limits-<n>)"
+            )
         } catch { throw UsageError(error.message) }
         if let path = arguments.string("state") {
-            do { configuration.seed = try LimitsStateFile.load(path: path) } catch { throw UsageError("\(arguments.origin("state")): \(error.message)") }
+            do { configuration.seed = try LimitsStateFile.load(path: path) } catch {
+                throw UsageError("\(arguments.origin("state")): \(error.message)")
+            }
         }
         self.configuration = configuration
         let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)

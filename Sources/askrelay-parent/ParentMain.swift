@@ -19,29 +19,90 @@ struct ParentMain: Command {
         SIGTERM or SIGINT: say BYE, exit 0. A refusal that retrying cannot change (forbidden, a key the broker
         does not accept), or a connection that dies, exits 69 with the reason. See docs/workers.md.
         """
-    static let options: [OptionSpec] = [
-        .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
-        .value("guardian", "ID@FAMILY", env: "ASKRELAY_GUARDIANS", repeatable: true, help: "host guardian/<ID> of FAMILY"),
-        .value("roster", "FILE", env: "ASKRELAY_ROSTER", help: "JSON list of {id, family, policy?, think?}"),
-        .value("families", "N", env: "ASKRELAY_FAMILIES", help: "generate N families f1...fN"),
-        .value("guardians-per-family", "G", env: "ASKRELAY_GUARDIANS_PER_FAMILY", default: "2", help: "guardians per generated family"),
-        .value("id-prefix", "P", env: "ASKRELAY_ID_PREFIX", default: "g", help: "generated guardian ids are P<f>-<g>"),
-        .value("policy", "POLICY", env: "ASKRELAY_POLICY", default: "approve", help: "approve, deny, never, probability:P, rules:FILE"),
-        .value("think", "THINK", env: "ASKRELAY_THINK", default: "fixed:100ms", help: "fixed:D, uniform:MIN-MAX, exponential:MEAN"),
-        .value("offline-every", "DURATION", env: "ASKRELAY_OFFLINE_EVERY", help: "each guardian goes offline once per this period"),
-        .value("offline-for", "DURATION", env: "ASKRELAY_OFFLINE_FOR", help: "... for this long (needs --offline-every)"),
-        .value("seed", "N", env: "ASKRELAY_SEED", default: "1", help: "seed of every guardian's random streams"),
-        .value("records", "FILE", env: "ASKRELAY_RECORDS", help: "append one JSON line per answer attempt"),
-        .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
-        .value("curve-key", "FILE", env: "ASKRELAY_CURVE_KEY", help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"),
-        .value("broker-key", "KEY|FILE", env: "ASKRELAY_BROKER_KEY", help: "the broker's CURVE public key, or a file holding it (broker.public)"),
-        .value("log-level", "LEVEL", env: "ASKRELAY_LOG_LEVEL", default: "info", help: LogLevel.allCases.map(\.description).joined(separator: ", ")),
-    ] + testingOptions
+    static let options: [OptionSpec] =
+        [
+            .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
+            .value(
+                "guardian",
+                "ID@FAMILY",
+                env: "ASKRELAY_GUARDIANS",
+                repeatable: true,
+                help: "host guardian/<ID> of FAMILY"
+            ),
+            .value("roster", "FILE", env: "ASKRELAY_ROSTER", help: "JSON list of {id, family, policy?, think?}"),
+            .value("families", "N", env: "ASKRELAY_FAMILIES", help: "generate N families f1...fN"),
+            .value(
+                "guardians-per-family",
+                "G",
+                env: "ASKRELAY_GUARDIANS_PER_FAMILY",
+                default: "2",
+                help: "guardians per generated family"
+            ),
+            .value(
+                "id-prefix",
+                "P",
+                env: "ASKRELAY_ID_PREFIX",
+                default: "g",
+                help: "generated guardian ids are P<f>-<g>"
+            ),
+            .value(
+                "policy",
+                "POLICY",
+                env: "ASKRELAY_POLICY",
+                default: "approve",
+                help: "approve, deny, never, probability:P, rules:FILE"
+            ),
+            .value(
+                "think",
+                "THINK",
+                env: "ASKRELAY_THINK",
+                default: "fixed:100ms",
+                help: "fixed:D, uniform:MIN-MAX, exponential:MEAN"
+            ),
+            .value(
+                "offline-every",
+                "DURATION",
+                env: "ASKRELAY_OFFLINE_EVERY",
+                help: "each guardian goes offline once per this period"
+            ),
+            .value(
+                "offline-for",
+                "DURATION",
+                env: "ASKRELAY_OFFLINE_FOR",
+                help: "... for this long (needs --offline-every)"
+            ),
+            .value("seed", "N", env: "ASKRELAY_SEED", default: "1", help: "seed of every guardian's random streams"),
+            .value("records", "FILE", env: "ASKRELAY_RECORDS", help: "append one JSON line per answer attempt"),
+            .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
+            .value(
+                "curve-key",
+                "FILE",
+                env: "ASKRELAY_CURVE_KEY",
+                help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"
+            ),
+            .value(
+                "broker-key",
+                "KEY|FILE",
+                env: "ASKRELAY_BROKER_KEY",
+                help: "the broker's CURVE public key, or a file holding it (broker.public)"
+            ),
+            .value(
+                "log-level",
+                "LEVEL",
+                env: "ASKRELAY_LOG_LEVEL",
+                default: "info",
+                help: LogLevel.allCases.map(\.description).joined(separator: ", ")
+            ),
+        ] + testingOptions
 
     #if DEBUG
         /// Debug (testing) builds only: a release parent cannot be told to break the expiry rule.
         static let testingOptions: [OptionSpec] = [
-            .flag("answer-after-expiry", env: "ASKRELAY_ANSWER_AFTER_EXPIRY", help: "testing builds, checker tests only: answer just after each question expires"),
+            .flag(
+                "answer-after-expiry",
+                env: "ASKRELAY_ANSWER_AFTER_EXPIRY",
+                help: "testing builds, checker tests only: answer just after each question expires"
+            )
         ]
     #else
         static let testingOptions: [OptionSpec] = []
@@ -55,8 +116,14 @@ struct ParentMain: Command {
 
     init(arguments: Arguments) throws {
         broker = try arguments.requireEndpoint("broker", binding: false)
-        heartbeat = try arguments.duration("heartbeat", in: .milliseconds(10)...ValueBounds.maximumDuration) ?? .seconds(1)
-        do { curve = try CurveOptions.load(keyFile: arguments.string("curve-key"), brokerKey: arguments.string("broker-key")) } catch {
+        heartbeat =
+            try arguments.duration("heartbeat", in: .milliseconds(10)...ValueBounds.maximumDuration) ?? .seconds(1)
+        do {
+            curve = try CurveOptions.load(
+                keyFile: arguments.string("curve-key"),
+                brokerKey: arguments.string("broker-key")
+            )
+        } catch {
             throw UsageError("\(error)")
         }
         let keyFile = arguments.string("curve-key")
@@ -71,30 +138,40 @@ struct ParentMain: Command {
         // With none of those, a --curve-key whose file lists the key's addresses says whom to host.
         let fromKey = sources == 0 ? (try? CurveOptions.endpoints(keyFile: arguments.string("curve-key"))) ?? [] : []
         guard sources == 1 || !fromKey.isEmpty else {
-            throw UsageError("give the guardians with exactly one of --guardian, --roster or --families (or a --curve-key that lists them)")
+            throw UsageError(
+                "give the guardians with exactly one of --guardian, --roster or --families (or a --curve-key that lists them)"
+            )
         }
         do {
             let entries: [GuardianEntry]
             var baseDirectory: String?
             if !fromKey.isEmpty {
-                entries = fromKey.map { GuardianEntry(id: String($0.address.dropFirst("guardian/".count)), family: $0.family ?? "") }
+                entries = fromKey.map {
+                    GuardianEntry(id: String($0.address.dropFirst("guardian/".count)), family: $0.family ?? "")
+                }
                 try Roster.check(entries, source: "--curve-key")
             } else if let roster {
                 entries = try Roster.load(path: roster)
                 baseDirectory = (roster as NSString).deletingLastPathComponent
             } else if let families {
                 entries = try Roster.generate(
-                    families: families, guardiansPerFamily: try arguments.int("guardians-per-family", in: 1...10_000) ?? 2,
-                    idPrefix: try arguments.require("id-prefix"))
+                    families: families,
+                    guardiansPerFamily: try arguments.int("guardians-per-family", in: 1...10_000) ?? 2,
+                    idPrefix: try arguments.require("id-prefix")
+                )
             } else {
-                entries = try guardianFlags.map { text throws(AgentConfigurationError) in try Roster.parseGuardian(text) }
+                entries = try guardianFlags.map { text throws(AgentConfigurationError) in try Roster.parseGuardian(text)
+                }
                 try Roster.check(entries, source: "--guardian")
             }
             try CurveOptions.check(
-                keyFile: keyFile, role: .guardian, worker: Self.name,
+                keyFile: keyFile,
+                role: .guardian,
+                worker: Self.name,
                 claims: entries.map { EndpointClaim(address: "guardian/\($0.id)", family: $0.family) },
                 hint: "give only --curve-key (without --families, --guardian or --roster) to host exactly the key's "
-                    + "guardians, or use a key that lists them")
+                    + "guardians, or use a key that lists them"
+            )
             let (policyText, thinkText) = (try arguments.require("policy"), try arguments.require("think"))
             let policy: DecisionPolicy
             do throws(AgentConfigurationError) { policy = try DecisionPolicy.parse(policyText) } catch {
@@ -106,11 +183,20 @@ struct ParentMain: Command {
             }
             let every = try arguments.duration("offline-every")
             let duration = try arguments.duration("offline-for")
-            guard (every == nil) == (duration == nil) else { throw UsageError("--offline-every and --offline-for go together") }
+            guard (every == nil) == (duration == nil) else {
+                throw UsageError("--offline-every and --offline-for go together")
+            }
             var configuration = ParentWorkerConfiguration(
                 guardians: try GuardianSetup.make(
-                    entries, policy: policy, think: think, seed: seed, offlineEvery: every, offlineFor: duration,
-                    baseDirectory: baseDirectory))
+                    entries,
+                    policy: policy,
+                    think: think,
+                    seed: seed,
+                    offlineEvery: every,
+                    offlineFor: duration,
+                    baseDirectory: baseDirectory
+                )
+            )
             configuration.seed = seed
             configuration.recordsPath = arguments.string("records")
             #if DEBUG
@@ -134,7 +220,14 @@ struct ParentMain: Command {
         let count = configuration.guardians.count
         let worker: ParentWorker
         do {
-            worker = try ParentWorker(configuration: configuration, broker: broker, heartbeat: heartbeat, curve: curve, logger: logger, context: Context()) {
+            worker = try ParentWorker(
+                configuration: configuration,
+                broker: broker,
+                heartbeat: heartbeat,
+                curve: curve,
+                logger: logger,
+                context: Context()
+            ) {
                 ready.once { printLine("ready guardians=\(count)") }
             }
         } catch {

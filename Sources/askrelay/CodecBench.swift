@@ -18,7 +18,13 @@ struct CodecBench: Command {
         """
     static let options: [OptionSpec] = [
         .value("seconds", "S", env: "ASKRELAY_BENCH_SECONDS", default: "1", help: "length of each measured run"),
-        .value("rounds", "N", env: "ASKRELAY_BENCH_ROUNDS", default: "3", help: "runs per measurement; the best is reported"),
+        .value(
+            "rounds",
+            "N",
+            env: "ASKRELAY_BENCH_ROUNDS",
+            default: "3",
+            help: "runs per measurement; the best is reported"
+        ),
     ]
 
     static let parseTarget = 2_000_000.0
@@ -43,8 +49,10 @@ struct CodecBench: Command {
             precondition(decoded == sample.request, "the JSON round trip changed the question")
 
             print("workload: SEND child/c-17 -> limits kind=ask with subject, ROUTER identity frame, base 1")
-            print("sizes: question_json=\(sample.body.count) B send_frames=\(message.byteCount) B in \(message.count) frames"
-                + " (without identity: \(message.byteCount - sample.identity.count) B)")
+            print(
+                "sizes: question_json=\(sample.body.count) B send_frames=\(message.byteCount) B in \(message.count) frames"
+                    + " (without identity: \(message.byteCount - sample.identity.count) B)"
+            )
 
             let parseRate = best(rounds) { CodecLoops.parse(message, seconds: seconds) }
             let encodeRate = best(rounds) { CodecLoops.encode(sample, seconds: seconds) }
@@ -52,7 +60,9 @@ struct CodecBench: Command {
             let ok = parseRate >= Self.parseTarget
             print(String(format: "encode_rate=%.0f (messages/s of CPU time)", encodeRate))
             print(String(format: "json_rate=%.0f (AskRequest encode+decode round trips/s of CPU time)", jsonRate))
-            print(String(format: "parse_rate=%.0f target=%.0f ok=%@", parseRate, Self.parseTarget, ok ? "true" : "false"))
+            print(
+                String(format: "parse_rate=%.0f target=%.0f ok=%@", parseRate, Self.parseTarget, ok ? "true" : "false")
+            )
             return ok ? ExitCode.success : ExitCode.failure
         }
     }
@@ -86,7 +96,9 @@ struct CodecSample {
         )
         let question = AnyPermissionQuestion(
             PermissionQuestion<CommunicationTopic>(
-                id: uuid, topic: topic, expirationDate: Date(wireMilliseconds: 1_796_217_306_123)
+                id: uuid,
+                topic: topic,
+                expirationDate: Date(wireMilliseconds: 1_796_217_306_123)
             )
         )
         request = AskRequest(question: question)
@@ -97,7 +109,16 @@ struct CodecSample {
     func sendFrames(identity withIdentity: Bool) -> Multipart {
         var message = Multipart()
         if withIdentity { message.append(identity) }
-        WireEncoder.message(.send, id: id, from: "child/c-17", to: "limits", kind: "ask", subject: questionID, body: body, into: &message)
+        WireEncoder.message(
+            .send,
+            id: id,
+            from: "child/c-17",
+            to: "limits",
+            kind: "ask",
+            subject: questionID,
+            body: body,
+            into: &message
+        )
         return message
     }
 }
@@ -127,8 +148,15 @@ enum CodecLoops {
                 out.removeAll()
                 out.append(sample.identity)
                 WireEncoder.message(
-                    .send, id: sample.id, from: "child/c-17", to: "limits", kind: "ask", subject: sample.questionID,
-                    body: sample.body, into: &out)
+                    .send,
+                    id: sample.id,
+                    from: "child/c-17",
+                    to: "limits",
+                    kind: "ask",
+                    subject: sample.questionID,
+                    body: sample.body,
+                    into: &out
+                )
                 blackHole(out.byteCount)
             }
         }

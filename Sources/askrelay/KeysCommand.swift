@@ -22,15 +22,38 @@ struct KeysGenerate: Command {
         DIR/principals.json, and each worker with --curve-key DIR/<name>.key --broker-key DIR/broker.public.
         """
     static let options: [OptionSpec] = [
-        .value("out", "DIR", env: "ASKRELAY_KEYS_OUT", help: "folder to write (created; must not hold a principals.json yet unless --force)"),
+        .value(
+            "out",
+            "DIR",
+            env: "ASKRELAY_KEYS_OUT",
+            help: "folder to write (created; must not hold a principals.json yet unless --force)"
+        ),
         .value("families", "N", env: "ASKRELAY_KEYS_FAMILIES", default: "1", help: "families"),
         .value("guardians", "G", env: "ASKRELAY_KEYS_GUARDIANS", default: "2", help: "guardians per family"),
         .value("children", "C", env: "ASKRELAY_KEYS_CHILDREN", default: "1", help: "children per family"),
         .value("limits", "N", env: "ASKRELAY_KEYS_LIMITS", default: "1", help: "limits worker keys (limits-1 ...)"),
         .value("observers", "N", env: "ASKRELAY_KEYS_OBSERVERS", default: "1", help: "observer keys (observer-1 ...)"),
-        .value("parent-hosts", "N", env: "ASKRELAY_KEYS_PARENT_HOSTS", default: "0", help: "one key per parent process instead of per guardian"),
-        .value("child-hosts", "N", env: "ASKRELAY_KEYS_CHILD_HOSTS", default: "0", help: "one key per child process instead of per child"),
-        .value("guardian-prefix", "P", env: "ASKRELAY_KEYS_GUARDIAN_PREFIX", default: "g", help: "prefix of guardian ids"),
+        .value(
+            "parent-hosts",
+            "N",
+            env: "ASKRELAY_KEYS_PARENT_HOSTS",
+            default: "0",
+            help: "one key per parent process instead of per guardian"
+        ),
+        .value(
+            "child-hosts",
+            "N",
+            env: "ASKRELAY_KEYS_CHILD_HOSTS",
+            default: "0",
+            help: "one key per child process instead of per child"
+        ),
+        .value(
+            "guardian-prefix",
+            "P",
+            env: "ASKRELAY_KEYS_GUARDIAN_PREFIX",
+            default: "g",
+            help: "prefix of guardian ids"
+        ),
         .value("child-prefix", "P", env: "ASKRELAY_KEYS_CHILD_PREFIX", default: "c", help: "prefix of child ids"),
         .flag("force", env: "ASKRELAY_KEYS_FORCE", help: "overwrite an existing key folder"),
     ]
@@ -77,9 +100,20 @@ struct KeysAdd: Command {
     static let options: [OptionSpec] = [
         .value("dir", "DIR", env: "ASKRELAY_KEYS_DIR", help: "the key folder (holds principals.json)"),
         .value("role", "ROLE", env: "ASKRELAY_KEYS_ROLE", help: "child, guardian, limits, observer, echo or client"),
-        .value("id", "ID", env: "ASKRELAY_KEYS_ID", help: "the principal's id (its address is role/id unless --endpoint is given)"),
+        .value(
+            "id",
+            "ID",
+            env: "ASKRELAY_KEYS_ID",
+            help: "the principal's id (its address is role/id unless --endpoint is given)"
+        ),
         .value("family", "F", env: "ASKRELAY_KEYS_FAMILY", help: "the family, for a child or guardian"),
-        .value("endpoint", "ADDRESS[@FAMILY]", env: "ASKRELAY_KEYS_ENDPOINT", repeatable: true, help: "an address the key may serve (for a worker hosting several)"),
+        .value(
+            "endpoint",
+            "ADDRESS[@FAMILY]",
+            env: "ASKRELAY_KEYS_ENDPOINT",
+            repeatable: true,
+            help: "an address the key may serve (for a worker hosting several)"
+        ),
     ]
 
     let dir: String
@@ -92,7 +126,9 @@ struct KeysAdd: Command {
         dir = try arguments.require("dir")
         let roleName = try arguments.require("role")
         guard let role = SessionRole(rawValue: roleName) else {
-            throw UsageError("\(arguments.origin("role")) must be one of \(SessionRole.allCases.map(\.rawValue).joined(separator: ", ")), got '\(roleName)'")
+            throw UsageError(
+                "\(arguments.origin("role")) must be one of \(SessionRole.allCases.map(\.rawValue).joined(separator: ", ")), got '\(roleName)'"
+            )
         }
         self.role = role
         id = try arguments.require("id")
@@ -104,7 +140,9 @@ struct KeysAdd: Command {
     }
 
     func validate() throws {
-        guard Address.isValidID(id) else { throw UsageError("--id must be 1-64 characters of A-Z a-z 0-9 . _ -, got '\(id)'") }
+        guard Address.isValidID(id) else {
+            throw UsageError("--id must be 1-64 characters of A-Z a-z 0-9 . _ -, got '\(id)'")
+        }
         if (role == .child || role == .guardian) && endpoints.isEmpty && family == nil {
             throw UsageError("a \(role.rawValue) needs --family (or --endpoint ADDRESS@FAMILY)")
         }
@@ -122,7 +160,9 @@ struct KeysAdd: Command {
         let keys = try CurveKeyPair.generate()
         let name = "\(role.rawValue)-\(id).key"
         try KeyFile(keys: keys, role: role.rawValue, id: id, family: family).save(path: dir + "/" + name)
-        file.principals.append(PrincipalEntry(publicKey: keys.publicKey, role: role, id: id, family: family, endpoints: endpoints))
+        file.principals.append(
+            PrincipalEntry(publicKey: keys.publicKey, role: role, id: id, family: family, endpoints: endpoints)
+        )
         try file.save(path: path)
         printLine("added \(role.rawValue) '\(id)': \(dir)/\(name)")
         return ExitCode.success
@@ -156,7 +196,8 @@ struct KeysRevoke: Command {
         let path = dir + "/" + KeySet.principalsFileName
         var file = try PrincipalsFile.load(path: path)
         var count = 0
-        for index in file.principals.indices where file.principals[index].id == id || file.principals[index].publicKey == key {
+        for index in file.principals.indices
+        where file.principals[index].id == id || file.principals[index].publicKey == key {
             if !file.principals[index].revoked { count += 1 }
             file.principals[index].revoked = true
         }
@@ -173,7 +214,9 @@ struct KeysRevoke: Command {
 struct KeysList: Command {
     static let name = "list"
     static let abstract = "list the principals of a key folder"
-    static let options: [OptionSpec] = [.value("dir", "DIR", env: "ASKRELAY_KEYS_DIR", help: "the key folder (holds principals.json)")]
+    static let options: [OptionSpec] = [
+        .value("dir", "DIR", env: "ASKRELAY_KEYS_DIR", help: "the key folder (holds principals.json)")
+    ]
 
     let dir: String
 
@@ -183,7 +226,9 @@ struct KeysList: Command {
         let file = try PrincipalsFile.load(path: dir + "/" + KeySet.principalsFileName)
         for entry in file.principals {
             let state = entry.revoked ? "revoked" : "active"
-            printLine("\(entry.role.rawValue)\t\(entry.id)\t\(entry.family ?? "-")\t\(entry.allowedEndpoints.count) address(es)\t\(state)\t\(entry.publicKey)")
+            printLine(
+                "\(entry.role.rawValue)\t\(entry.id)\t\(entry.family ?? "-")\t\(entry.allowedEndpoints.count) address(es)\t\(state)\t\(entry.publicKey)"
+            )
         }
         return ExitCode.success
     }

@@ -25,30 +25,152 @@ struct LoadCommand: Command {
         See docs/performance.md. Build with -c release.
         """
     static let options: [OptionSpec] = [
-        .value("mode", "MODE", env: "ASKRELAY_LOAD_MODE", default: "relay", help: "relay (echo round trips), flows (complete ask flows) or pending (fill the broker with pending questions, memory and recovery)"),
-        .value("connections", "N", env: "ASKRELAY_LOAD_CONNECTIONS", help: "relay: client DEALER sockets (default 4); flows: AskCenter connections (default 1)"),
-        .value("inflight", "N", env: "ASKRELAY_LOAD_INFLIGHT", default: "100", help: "round trips / flows in flight (closed loop); pending: asks in flight"),
-        .value("rate", "R", env: "ASKRELAY_LOAD_RATE", help: "open loop: round trips / flows started per second (overrides --inflight)"),
-        .value("duration", "DURATION", env: "ASKRELAY_LOAD_DURATION", default: "5s", help: "measured window (per step with --sweep)"),
-        .value("warmup", "DURATION", env: "ASKRELAY_LOAD_WARMUP", default: "1s", help: "load before the measured window, not counted"),
-        .value("size", "BYTES", env: "ASKRELAY_LOAD_SIZE", default: "100", help: "relay: message body size (at least 16)"),
-        .value("echo-workers", "N", env: "ASKRELAY_LOAD_ECHO_WORKERS", default: "2", help: "relay: echo workers (threads in this process)"),
-        .value("endpoints", "N", env: "ASKRELAY_LOAD_ENDPOINTS", help: "flows: logical children hosted by this process (default 100); pending: children claimed (default 100000)"),
-        .value("questions", "N", env: "ASKRELAY_LOAD_QUESTIONS", default: "1000000", help: "pending: questions to leave pending"),
-        .value("families", "N", env: "ASKRELAY_LOAD_FAMILIES", help: "flows: families f1..fN (default min(endpoints, 100)); pending: default endpoints/2"),
-        .value("guardians-per-family", "G", env: "ASKRELAY_LOAD_GUARDIANS_PER_FAMILY", default: "1", help: "flows: guardians per family"),
+        .value(
+            "mode",
+            "MODE",
+            env: "ASKRELAY_LOAD_MODE",
+            default: "relay",
+            help:
+                "relay (echo round trips), flows (complete ask flows) or pending (fill the broker with pending questions, memory and recovery)"
+        ),
+        .value(
+            "connections",
+            "N",
+            env: "ASKRELAY_LOAD_CONNECTIONS",
+            help: "relay: client DEALER sockets (default 4); flows: AskCenter connections (default 1)"
+        ),
+        .value(
+            "inflight",
+            "N",
+            env: "ASKRELAY_LOAD_INFLIGHT",
+            default: "100",
+            help: "round trips / flows in flight (closed loop); pending: asks in flight"
+        ),
+        .value(
+            "rate",
+            "R",
+            env: "ASKRELAY_LOAD_RATE",
+            help: "open loop: round trips / flows started per second (overrides --inflight)"
+        ),
+        .value(
+            "duration",
+            "DURATION",
+            env: "ASKRELAY_LOAD_DURATION",
+            default: "5s",
+            help: "measured window (per step with --sweep)"
+        ),
+        .value(
+            "warmup",
+            "DURATION",
+            env: "ASKRELAY_LOAD_WARMUP",
+            default: "1s",
+            help: "load before the measured window, not counted"
+        ),
+        .value(
+            "size",
+            "BYTES",
+            env: "ASKRELAY_LOAD_SIZE",
+            default: "100",
+            help: "relay: message body size (at least 16)"
+        ),
+        .value(
+            "echo-workers",
+            "N",
+            env: "ASKRELAY_LOAD_ECHO_WORKERS",
+            default: "2",
+            help: "relay: echo workers (threads in this process)"
+        ),
+        .value(
+            "endpoints",
+            "N",
+            env: "ASKRELAY_LOAD_ENDPOINTS",
+            help:
+                "flows: logical children hosted by this process (default 100); pending: children claimed (default 100000)"
+        ),
+        .value(
+            "questions",
+            "N",
+            env: "ASKRELAY_LOAD_QUESTIONS",
+            default: "1000000",
+            help: "pending: questions to leave pending"
+        ),
+        .value(
+            "families",
+            "N",
+            env: "ASKRELAY_LOAD_FAMILIES",
+            help: "flows: families f1..fN (default min(endpoints, 100)); pending: default endpoints/2"
+        ),
+        .value(
+            "guardians-per-family",
+            "G",
+            env: "ASKRELAY_LOAD_GUARDIANS_PER_FAMILY",
+            default: "1",
+            help: "flows: guardians per family"
+        ),
         .value("parents", "N", env: "ASKRELAY_LOAD_PARENTS", default: "1", help: "flows: askrelay-parent processes"),
-        .value("durability", "MODE", env: "ASKRELAY_LOAD_DURABILITY", help: "broker journal: off, batch or strict (default: off for relay, batch for flows)"),
-        .value("baseline", "KIND", env: "ASKRELAY_LOAD_BASELINE", help: "relay: proxy: also run the workload through a plain zmq_proxy process"),
-        .value("broker", "ENDPOINT", env: "ASKRELAY_LOAD_BROKER", help: "use this running broker instead of starting one"),
-        .value("client-threads", "KIND", env: "ASKRELAY_LOAD_CLIENT_THREADS", default: "per-socket", help: "relay: per-socket (a thread per client socket) or shared (one thread polls all)"),
-        .flag("sweep", env: "ASKRELAY_LOAD_SWEEP", help: "step the open-loop rate up until it is not sustainable; report the knee"),
+        .value(
+            "durability",
+            "MODE",
+            env: "ASKRELAY_LOAD_DURABILITY",
+            help: "broker journal: off, batch or strict (default: off for relay, batch for flows)"
+        ),
+        .value(
+            "baseline",
+            "KIND",
+            env: "ASKRELAY_LOAD_BASELINE",
+            help: "relay: proxy: also run the workload through a plain zmq_proxy process"
+        ),
+        .value(
+            "broker",
+            "ENDPOINT",
+            env: "ASKRELAY_LOAD_BROKER",
+            help: "use this running broker instead of starting one"
+        ),
+        .value(
+            "client-threads",
+            "KIND",
+            env: "ASKRELAY_LOAD_CLIENT_THREADS",
+            default: "per-socket",
+            help: "relay: per-socket (a thread per client socket) or shared (one thread polls all)"
+        ),
+        .flag(
+            "sweep",
+            env: "ASKRELAY_LOAD_SWEEP",
+            help: "step the open-loop rate up until it is not sustainable; report the knee"
+        ),
         .value("sweep-start", "R", env: "ASKRELAY_LOAD_SWEEP_START", default: "1000", help: "sweep: first step's rate"),
-        .value("sweep-factor", "X", env: "ASKRELAY_LOAD_SWEEP_FACTOR", default: "1.5", help: "sweep: rate multiplier per step"),
-        .value("sweep-steps", "N", env: "ASKRELAY_LOAD_SWEEP_STEPS", default: "20", help: "sweep: at most this many steps"),
-        .value("max-p99", "DURATION", env: "ASKRELAY_LOAD_MAX_P99", default: "50ms", help: "sweep: a step whose p99 exceeds this is not sustainable"),
-        .value("report-dir", "DIR", env: "ASKRELAY_LOAD_REPORT_DIR", help: "write load.json (every figure) and load.html (charts) here; a new or empty folder"),
-        .flag("clean", env: "ASKRELAY_LOAD_CLEAN", help: "empty a non-empty --report-dir first (only a folder holding what askrelay writes)"),
+        .value(
+            "sweep-factor",
+            "X",
+            env: "ASKRELAY_LOAD_SWEEP_FACTOR",
+            default: "1.5",
+            help: "sweep: rate multiplier per step"
+        ),
+        .value(
+            "sweep-steps",
+            "N",
+            env: "ASKRELAY_LOAD_SWEEP_STEPS",
+            default: "20",
+            help: "sweep: at most this many steps"
+        ),
+        .value(
+            "max-p99",
+            "DURATION",
+            env: "ASKRELAY_LOAD_MAX_P99",
+            default: "50ms",
+            help: "sweep: a step whose p99 exceeds this is not sustainable"
+        ),
+        .value(
+            "report-dir",
+            "DIR",
+            env: "ASKRELAY_LOAD_REPORT_DIR",
+            help: "write load.json (every figure) and load.html (charts) here; a new or empty folder"
+        ),
+        .flag(
+            "clean",
+            env: "ASKRELAY_LOAD_CLEAN",
+            help: "empty a non-empty --report-dir first (only a folder holding what askrelay writes)"
+        ),
     ]
 
     let experiment: LoadExperiment
@@ -58,7 +180,8 @@ struct LoadCommand: Command {
         let executableURL = Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])
         var experiment = LoadExperiment(
             executableDirectory: executableURL.deletingLastPathComponent(),
-            commandLine: CommandLine.arguments.joined(separator: " "))
+            commandLine: CommandLine.arguments.joined(separator: " ")
+        )
         let mode = LoadMode(rawValue: try arguments.choice("mode", ["relay", "flows", "pending"]) ?? "relay") ?? .relay
         experiment.mode = mode
         var options = RelayLoadOptions()
@@ -119,7 +242,9 @@ struct LoadCommand: Command {
         }
         // Last, once everything else is known good: a refused command changes nothing.
         if let reportDirectory = experiment.reportDirectory {
-            do { try ReportFolder.prepare(reportDirectory, clean: cleanReportDirectory) } catch let error as ReportFolderError {
+            do { try ReportFolder.prepare(reportDirectory, clean: cleanReportDirectory) } catch let error
+                as ReportFolderError
+            {
                 throw UsageError(error.message)
             }
         }
@@ -149,8 +274,20 @@ struct ProxyCommand: Command {
         zmq_proxy until SIGTERM or SIGINT (exit 0). Used by 'askrelay load --baseline proxy'.
         """
     static let options: [OptionSpec] = [
-        .value("frontend", "URL", env: "ASKRELAY_PROXY_FRONTEND", default: "tcp://127.0.0.1:*", help: "ROUTER endpoint clients connect to"),
-        .value("backend", "URL", env: "ASKRELAY_PROXY_BACKEND", default: "tcp://127.0.0.1:*", help: "DEALER endpoint workers connect to"),
+        .value(
+            "frontend",
+            "URL",
+            env: "ASKRELAY_PROXY_FRONTEND",
+            default: "tcp://127.0.0.1:*",
+            help: "ROUTER endpoint clients connect to"
+        ),
+        .value(
+            "backend",
+            "URL",
+            env: "ASKRELAY_PROXY_BACKEND",
+            default: "tcp://127.0.0.1:*",
+            help: "DEALER endpoint workers connect to"
+        ),
     ]
 
     let frontend: String

@@ -61,7 +61,8 @@ struct Simulate: Command {
             "LEVEL",
             env: "ASKRELAY_LOG_LEVEL",
             default: "info",
-            help: "level of every worker's log file; askrelay's own lines on stderr: this level or notice, whichever is higher"
+            help:
+                "level of every worker's log file; askrelay's own lines on stderr: this level or notice, whichever is higher"
         ),
         .value(
             "endpoint",
@@ -72,7 +73,8 @@ struct Simulate: Command {
         .flag(
             "insecure",
             env: "ASKRELAY_INSECURE",
-            help: "run without CURVE (by default keys are generated into the run folder and every process authenticates); the broker gets --allow-insecure so a non-loopback --endpoint still works"
+            help:
+                "run without CURVE (by default keys are generated into the run folder and every process authenticates); the broker gets --allow-insecure so a non-loopback --endpoint still works"
         ),
         .value(
             "wrap-broker",
@@ -143,7 +145,9 @@ struct Simulate: Command {
 
     /// The report folder last, once everything else is known good: a refused command changes nothing.
     func validate() throws {
-        do { try ReportFolder.prepare(reportDirectory, clean: cleanReportDirectory) } catch let error as ReportFolderError {
+        do { try ReportFolder.prepare(reportDirectory, clean: cleanReportDirectory) } catch let error
+            as ReportFolderError
+        {
             throw UsageError(error.message)
         }
     }
@@ -151,7 +155,9 @@ struct Simulate: Command {
     func run() async throws -> Int32 {
         // Our own log lines stay quiet at info; the workers log at the chosen level into their files.
         let logger = Logger(label: "askrelay-simulate", level: max(logLevel, .notice))
-        if insecure { logger.notice("--insecure: the processes talk without CURVE; the broker serves with --allow-insecure") }
+        if insecure {
+            logger.notice("--insecure: the processes talk without CURVE; the broker serves with --allow-insecure")
+        }
         var options = SimulationOptions(scenario: scenario, reportDirectory: reportDirectory)
         options.externalBroker = broker
         options.brokerEndpoint = endpoint

@@ -12,8 +12,19 @@ struct TopCommand: Command {
         place; into a pipe or file it prints one line per snapshot. --count N stops after N snapshots.
         """
     static let options: [OptionSpec] = [
-        .value("stats-endpoint", "URL", env: "ASKRELAY_STATS_ENDPOINT", default: "tcp://127.0.0.1:5556", help: "the broker's stats PUB endpoint"),
-        .value("count", "N", env: "ASKRELAY_TOP_COUNT", help: "exit after N snapshots (1...1000000); none: until interrupted"),
+        .value(
+            "stats-endpoint",
+            "URL",
+            env: "ASKRELAY_STATS_ENDPOINT",
+            default: "tcp://127.0.0.1:5556",
+            help: "the broker's stats PUB endpoint"
+        ),
+        .value(
+            "count",
+            "N",
+            env: "ASKRELAY_TOP_COUNT",
+            help: "exit after N snapshots (1...1000000); none: until interrupted"
+        ),
         .value(
             "timeout",
             "DURATION",
@@ -48,8 +59,12 @@ struct TopCommand: Command {
             var shown = 0
             let timeoutMs = timeout.milliseconds
             while count.map({ shown < $0 }) ?? true {
-                guard try socket.wait(timeoutMilliseconds: timeoutMs), let frames = try socket.receiveMultipart(.dontWait), frames.count == 2 else {
-                    printError("askrelay top: no statistics from \(endpoint) within \(timeout); is the broker running with --stats-endpoint?")
+                guard try socket.wait(timeoutMilliseconds: timeoutMs),
+                    let frames = try socket.receiveMultipart(.dontWait), frames.count == 2
+                else {
+                    printError(
+                        "askrelay top: no statistics from \(endpoint) within \(timeout); is the broker running with --stats-endpoint?"
+                    )
                     return ExitCode.unavailable
                 }
                 shown += 1
@@ -76,26 +91,39 @@ struct TopCommand: Command {
         let sessions = s.sessions.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
         let ledger = s.ledger.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
         let routed = s.routedByKind.values.reduce(0, +)
-        return "broker=\(s.broker) sessions=[\(sessions)] routed=\(routed) delivered=\(s.delivered) queued=\(s.queued) inflight=\(s.inflight) busy=\(s.busy) ledger=[\(ledger)] commit_p99_us=\(s.commitMicros["p99"] ?? 0)"
+        return
+            "broker=\(s.broker) sessions=[\(sessions)] routed=\(routed) delivered=\(s.delivered) queued=\(s.queued) inflight=\(s.inflight) busy=\(s.busy) ledger=[\(ledger)] commit_p99_us=\(s.commitMicros["p99"] ?? 0)"
     }
 
     static func render(_ s: BrokerSnapshot) -> String {
         var text = "AskRelay broker \(s.broker)   \(s.time)\n\n"
-        text += "sessions   " + s.sessions.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: "   ") + "\n"
-        text += "messages   delivered \(s.delivered)   redelivered \(s.redelivered)   duplicates \(s.duplicates)   busy \(s.busy)\n"
+        text +=
+            "sessions   "
+            + s.sessions.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: "   ") + "\n"
+        text +=
+            "messages   delivered \(s.delivered)   redelivered \(s.redelivered)   duplicates \(s.duplicates)   busy \(s.busy)\n"
         text += "queues     queued \(s.queued)   in flight \(s.inflight)\n"
-        text += "journal    commits \(s.commits)   p50 \(s.commitMicros["p50"] ?? 0) µs   p99 \(s.commitMicros["p99"] ?? 0) µs\n\n"
+        text +=
+            "journal    commits \(s.commits)   p50 \(s.commitMicros["p50"] ?? 0) µs   p99 \(s.commitMicros["p99"] ?? 0) µs\n\n"
         text += "routed by kind\n"
-        for (kind, value) in s.routedByKind.sorted(by: { $0.key < $1.key }) { text += "  \(kind.padding(toLength: 18, withPad: " ", startingAt: 0)) \(value)\n" }
+        for (kind, value) in s.routedByKind.sorted(by: { $0.key < $1.key }) {
+            text += "  \(kind.padding(toLength: 18, withPad: " ", startingAt: 0)) \(value)\n"
+        }
         text += "\nquestions by state\n"
-        for (state, value) in s.ledger.sorted(by: { $0.key < $1.key }) { text += "  \(state.padding(toLength: 18, withPad: " ", startingAt: 0)) \(value)\n" }
+        for (state, value) in s.ledger.sorted(by: { $0.key < $1.key }) {
+            text += "  \(state.padding(toLength: 18, withPad: " ", startingAt: 0)) \(value)\n"
+        }
         if !s.refusalsByCode.isEmpty {
             text += "\nrefusals\n"
-            for (code, value) in s.refusalsByCode.sorted(by: { $0.key < $1.key }) { text += "  \(code.padding(toLength: 18, withPad: " ", startingAt: 0)) \(value)\n" }
+            for (code, value) in s.refusalsByCode.sorted(by: { $0.key < $1.key }) {
+                text += "  \(code.padding(toLength: 18, withPad: " ", startingAt: 0)) \(value)\n"
+            }
         }
         if !s.deepestQueues.isEmpty {
             text += "\ndeepest queues\n"
-            for (address, depth) in s.deepestQueues.sorted(by: { $0.value > $1.value }) { text += "  \(address.padding(toLength: 24, withPad: " ", startingAt: 0)) \(depth)\n" }
+            for (address, depth) in s.deepestQueues.sorted(by: { $0.value > $1.value }) {
+                text += "  \(address.padding(toLength: 24, withPad: " ", startingAt: 0)) \(depth)\n"
+            }
         }
         return text
     }

@@ -16,7 +16,13 @@ struct WrapperBench: Command {
         """
     static let options: [OptionSpec] = [
         .value("seconds", "S", env: "ASKRELAY_BENCH_SECONDS", default: "1", help: "length of each measured run"),
-        .value("rounds", "N", env: "ASKRELAY_BENCH_ROUNDS", default: "5", help: "rounds, each measuring C and wrapper back to back"),
+        .value(
+            "rounds",
+            "N",
+            env: "ASKRELAY_BENCH_ROUNDS",
+            default: "5",
+            help: "rounds, each measuring C and wrapper back to back"
+        ),
         .value("size", "BYTES", env: "ASKRELAY_BENCH_SIZE", default: "100", help: "message size"),
         .value("inflight", "N", env: "ASKRELAY_BENCH_INFLIGHT", default: "100", help: "messages kept in flight"),
     ]
@@ -36,7 +42,9 @@ struct WrapperBench: Command {
     func run() async throws -> Int32 {
         let (seconds, rounds, size, inflight) = (self.seconds, self.rounds, self.size, self.inflight)
         return try await onDedicatedThread(name: "bench") {
-            print("workload: DEALER->ROUTER echo, tcp loopback, \(size) B, \(inflight) in flight, \(rounds)x\(seconds)s each")
+            print(
+                "workload: DEALER->ROUTER echo, tcp loopback, \(size) B, \(inflight) in flight, \(rounds)x\(seconds)s each"
+            )
             var cRates: [Double] = []
             var wrapperRates: [Double] = []
             var ratios: [Double] = []
@@ -51,7 +59,13 @@ struct WrapperBench: Command {
                 ratios.append(w / c)
                 print(String(format: "round %d: C %.0f msg/s, wrapper %.0f msg/s, ratio %.3f", round, c, w, w / c))
             }
-            print(String(format: "c_rate=%.0f wrapper_rate=%.0f (round trips/s, median of rounds)", median(cRates), median(wrapperRates)))
+            print(
+                String(
+                    format: "c_rate=%.0f wrapper_rate=%.0f (round trips/s, median of rounds)",
+                    median(cRates),
+                    median(wrapperRates)
+                )
+            )
             print(String(format: "ratio=%.3f", median(ratios)))
             return ExitCode.success
         }

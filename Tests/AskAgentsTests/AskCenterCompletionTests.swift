@@ -62,8 +62,13 @@ struct AskCenterCompletionTests {
         options.heartbeatInterval = .milliseconds(200)
         Self.patient(&options)
         let center = try AskCenter(
-            broker: rig.broker.endpoint, children: [rig.child], stateDirectory: nil, logger: .silent(),
-            context: context, options: options)
+            broker: rig.broker.endpoint,
+            children: [rig.child],
+            stateDirectory: nil,
+            logger: .silent(),
+            context: context,
+            options: options
+        )
         #expect(await center.waitUntilRegistered(timeout: .seconds(10)))
         let session = center.child("c1")
         let ask = Task { await askOutcome(session) }
@@ -176,7 +181,8 @@ struct AskCenterCompletionTests {
 struct ResponseHubOrderingTests {
     static func response(_ index: Int) -> DeliveredResponse {
         let question = AnyPermissionQuestion(
-            PermissionQuestion(handle: CommunicationHandle(value: "h\(index)@example.org", kind: .emailAddress)))
+            PermissionQuestion(handle: CommunicationHandle(value: "h\(index)@example.org", kind: .emailAddress))
+        )
         return DeliveredResponse(child: "c1", response: AnyPermissionResponse(question: question, choice: .approve))
     }
 
@@ -195,9 +201,14 @@ struct ResponseHubOrderingTests {
             }
             publisher.start()
             go.signal()
-            _ = hub.subscribe(child: "c1", topicID: topic, yield: { delivered in
-                received.withLock { $0.append(delivered.response.question.id) }
-            }, finish: {})
+            _ = hub.subscribe(
+                child: "c1",
+                topicID: topic,
+                yield: { delivered in
+                    received.withLock { $0.append(delivered.response.question.id) }
+                },
+                finish: {}
+            )
             // The publisher is done once every response has arrived somewhere: at the stream, or waiting.
             let deadline = ContinuousClock.now + .seconds(20)
             while received.withLock({ $0.count }) + hub.waitingCount < waiting.count + published.count {
@@ -241,7 +252,8 @@ struct PendingCallsTests {
                 await withTaskGroup(of: String.self) { group in
                     for index in 0..<400 {
                         group.addTask {
-                            let result = await withCheckedContinuation { (continuation: PendingCalls.QueryContinuation) in
+                            let result = await withCheckedContinuation {
+                                (continuation: PendingCalls.QueryContinuation) in
                                 // Some with deadlines in the past: the watchdog races close() for them.
                                 let deadline: ContinuousClock.Instant = .now + (index % 4 == 0 ? .zero : .seconds(120))
                                 _ = calls.register(.query(continuation), deadline: deadline)
@@ -249,7 +261,11 @@ struct PendingCallsTests {
                             if case .failure(let error) = result { return "\(error)" }
                             return "answered"
                         }
-                        if index == 200 { group.addTask { calls.close(.stopped); return "close" } }
+                        if index == 200 {
+                            group.addTask {
+                                calls.close(.stopped); return "close"
+                            }
+                        }
                     }
                     var outcomes: [String: Int] = [:]
                     for await outcome in group { outcomes[outcome, default: 0] += 1 }

@@ -35,14 +35,21 @@ final class AskRig: @unchecked Sendable {  // @unchecked: built once, then only 
         }
     }
 
-    func center(stateDirectory: String? = nil, configure: (inout AskCenter.Options) -> Void = { _ in }) async throws -> AskCenter {
+    func center(stateDirectory: String? = nil, configure: (inout AskCenter.Options) -> Void = { _ in }) async throws
+        -> AskCenter
+    {
         var options = AskCenter.Options()
         options.heartbeatInterval = .milliseconds(200)
         options.askTimeout = .seconds(5)
         configure(&options)
         let center = try AskCenter(
-            broker: broker.endpoint, children: [child], stateDirectory: stateDirectory, logger: .silent(), context: context,
-            options: options)
+            broker: broker.endpoint,
+            children: [child],
+            stateDirectory: stateDirectory,
+            logger: .silent(),
+            context: context,
+            options: options
+        )
         #expect(await center.waitUntilRegistered(timeout: .seconds(5)))
         return center
     }
@@ -55,7 +62,11 @@ final class AskRig: @unchecked Sendable {  // @unchecked: built once, then only 
             let delivery = try limits.expectDelivery(kind: "ask")
             try limits.ack([delivery.id!])
             let request = try delivery.decode(AskRequest.self)
-            _ = try limits.send(AskResult(questionID: request.question.id, outcome: outcome), from: "limits/L1", to: delivery.from)
+            _ = try limits.send(
+                AskResult(questionID: request.question.id, outcome: outcome),
+                from: "limits/L1",
+                to: delivery.from
+            )
             return request.question
         }
     }
@@ -67,7 +78,11 @@ final class AskRig: @unchecked Sendable {  // @unchecked: built once, then only 
             let delivery = try guardian.expectDelivery(kind: "question")
             try guardian.ack([delivery.id!])
             let question = try delivery.decode(GuardianQuestion.self)
-            let id = try guardian.send(GuardianAnswer(questionID: question.question.id, choiceID: choiceID), from: "guardian/g1", to: "broker")
+            let id = try guardian.send(
+                GuardianAnswer(questionID: question.question.id, choiceID: choiceID),
+                from: "guardian/g1",
+                to: "broker"
+            )
             try guardian.expectAck(id)
             return question
         }
@@ -81,7 +96,9 @@ final class AskRig: @unchecked Sendable {  // @unchecked: built once, then only 
 }
 
 /// Asks one question and has it presented. - Returns: the question.
-func presented(_ session: ChildSession, _ rig: AskRig, handle: String = "+15550100") async throws -> PermissionQuestion<CommunicationTopic> {
+func presented(_ session: ChildSession, _ rig: AskRig, handle: String = "+15550100") async throws -> PermissionQuestion<
+    CommunicationTopic
+> {
     let question = PermissionQuestion(handle: CommunicationHandle(value: handle, kind: .phoneNumber))
     async let asked: Void = session.ask(question)
     try await rig.admitNext()
@@ -112,7 +129,9 @@ struct AskCenterTests {
             .invalidQuestion(InvalidQuestionReason(field: "topic", code: "policy", message: "not allowed")),
         ]
         for expected in errors {
-            let question = PermissionQuestion(handle: CommunicationHandle(value: "kid@example.org", kind: .emailAddress))
+            let question = PermissionQuestion(
+                handle: CommunicationHandle(value: "kid@example.org", kind: .emailAddress)
+            )
             async let asked: Void = session.ask(question)
             try await rig.admitNext(.refused(expected))
             do {
@@ -153,7 +172,9 @@ struct AskCenterTests {
         defer { rig.stop() }
         let center = try await rig.center { $0.askTimeout = .milliseconds(300) }
         do {
-            try await center.child("c1").ask(PermissionQuestion(handle: CommunicationHandle(value: "+15550101", kind: .phoneNumber)))
+            try await center.child("c1").ask(
+                PermissionQuestion(handle: CommunicationHandle(value: "+15550101", kind: .phoneNumber))
+            )
             Issue.record("ask succeeded")
         } catch {
             guard case .systemError(let message) = error else {
@@ -223,9 +244,15 @@ struct AskCenterTests {
         let question = try await presented(session, rig)
         try await session.cancel(question.id)
         let guardian = rig.guardian
-        #expect(try await blocking { try guardian.receivesNothing(within: .milliseconds(300)) { $0.kind == "question" } })
+        #expect(
+            try await blocking { try guardian.receivesNothing(within: .milliseconds(300)) { $0.kind == "question" } }
+        )
         let refusal = try await blocking {
-            let id = try guardian.send(GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.approve.id), from: "guardian/g1", to: "broker")
+            let id = try guardian.send(
+                GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.approve.id),
+                from: "guardian/g1",
+                to: "broker"
+            )
             return try guardian.expectNack(id)
         }
         #expect(refusal.code == ErrorCode.cancelled.rawValue)
@@ -272,11 +299,17 @@ struct AskCenterTests {
         #expect(first.0 == "child/c1")
         #expect(first.1.child == "c1")
         let firstHandles = Set(first.1.handles)
-        #expect(try await blocking { try limits.receivesNothing(within: .milliseconds(300)) { $0.kind == "limits.query" } })
+        #expect(
+            try await blocking { try limits.receivesNothing(within: .milliseconds(300)) { $0.kind == "limits.query" } }
+        )
         // The limits service answers in normalized spelling; the client answers in the caller's. It knows a and b.
         let knownSet = Set([a, b].map(\.normalized))
         _ = try await blocking {
-            try limits.send(KnownHandlesReply(known: first.1.handles.map(\.normalized).filter(knownSet.contains)), from: "limits/L1", to: "child/c1")
+            try limits.send(
+                KnownHandlesReply(known: first.1.handles.map(\.normalized).filter(knownSet.contains)),
+                from: "limits/L1",
+                to: "child/c1"
+            )
         }
         let second = try await blocking {
             let delivery = try limits.expectDelivery(kind: "limits.query")
@@ -285,7 +318,11 @@ struct AskCenterTests {
         }
         #expect(Set(second.handles).union(firstHandles) == [a, b, c])
         _ = try await blocking {
-            try limits.send(KnownHandlesReply(known: second.handles.map(\.normalized).filter(knownSet.contains)), from: "limits/L1", to: "child/c1")
+            try limits.send(
+                KnownHandlesReply(known: second.handles.map(\.normalized).filter(knownSet.contains)),
+                from: "limits/L1",
+                to: "child/c1"
+            )
         }
         let answers = try await (firstAnswer, secondAnswer)
         #expect(answers.0 == [a, b])
@@ -303,12 +340,29 @@ struct AskCenterPieceTests {
         let path = directory.path + "/askcenter.sqlite"
         let context = try Context()
         let connection = try WorkerConnection(
-            configuration: WorkerConfiguration(broker: "tcp://127.0.0.1:9", role: .child, worker: "test", endpoints: []),
-            logger: .silent(), context: context, inbox: WorkerInbox())
-        let question = AnyPermissionQuestion(PermissionQuestion(handle: CommunicationHandle(value: "a@example.org", kind: .emailAddress)))
+            configuration: WorkerConfiguration(
+                broker: "tcp://127.0.0.1:9",
+                role: .child,
+                worker: "test",
+                endpoints: []
+            ),
+            logger: .silent(),
+            context: context,
+            inbox: WorkerInbox()
+        )
+        let question = AnyPermissionQuestion(
+            PermissionQuestion(handle: CommunicationHandle(value: "a@example.org", kind: .emailAddress))
+        )
         let body = try WireJSON.encode(AnyPermissionResponse(question: question, choice: .approve))
         func delivery() -> Delivery {
-            Delivery(id: .random(), from: "broker", to: "child/c1", kind: "response", subject: MessageID(uuid: question.id), body: body)
+            Delivery(
+                id: .random(),
+                from: "broker",
+                to: "child/c1",
+                kind: "response",
+                subject: MessageID(uuid: question.id),
+                body: body
+            )
         }
         let shared = AskCenterShared(pendingAtStart: [])
         let handler = AskCenterConnection(storePath: path, options: .init(), shared: shared, logger: .silent())
@@ -319,7 +373,12 @@ struct AskCenterPieceTests {
         // Nobody listened: it waits for a stream, also in a new process.
         #expect(shared.hub.waitingCount == 1)
         #expect(try ResponseStore.unsurfaced(path: path).map(\.response.question.id) == [question.id])
-        let restarted = AskCenterConnection(storePath: path, options: .init(), shared: AskCenterShared(pendingAtStart: []), logger: .silent())
+        let restarted = AskCenterConnection(
+            storePath: path,
+            options: .init(),
+            shared: AskCenterShared(pendingAtStart: []),
+            logger: .silent()
+        )
         #expect(restarted.deliver(delivery(), connection: connection).isAck)
         #expect(restarted.counters(connection).responsesSurfaced == 0)
         #expect(restarted.counters(connection).responsesDuplicate == 1)
@@ -331,10 +390,18 @@ struct AskCenterPieceTests {
     func invalidReasonParsing() {
         // The broker's verdict counts even when local validation passes (the clocks may differ): the reason comes
         // from the NACK, as the broker encodes it.
-        let inPast = InvalidQuestionReason(field: "expirationDate", code: .inPast, message: "the expiration date must be after now")
+        let inPast = InvalidQuestionReason(
+            field: "expirationDate",
+            code: .inPast,
+            message: "the expiration date must be after now"
+        )
         #expect(AskCenterConnection.invalidReason(WireError.invalidQuestion(inPast)) == inPast)
         // A code this client does not know is kept as it came.
-        let newer = InvalidQuestionReason(field: "topic.personInformation[0].handle", code: "not-reachable", message: "…")
+        let newer = InvalidQuestionReason(
+            field: "topic.personInformation[0].handle",
+            code: "not-reachable",
+            message: "…"
+        )
         #expect(AskCenterConnection.invalidReason(WireError.invalidQuestion(newer)) == newer)
         // Text is not a reason: kept whole, never taken apart.
         let text = "invalid question: expirationDate: in-past (the expiration date must be after now)"

@@ -34,7 +34,10 @@ struct ChildWorkerTests {
         #expect(children.map(\.id) == ["k1-1", "k1-2", "k2-1", "k2-2"])
         #expect(children.map(\.family) == ["f1", "f1", "f2", "f2"])
         let guardians = try Roster.generate(families: 2, guardiansPerFamily: 1, idPrefix: "g")
-        #expect(Set(guardians.map(\.family)) == Set(children.map(\.family)), "children and guardians share family names")
+        #expect(
+            Set(guardians.map(\.family)) == Set(children.map(\.family)),
+            "children and guardians share family names"
+        )
     }
 
     @Test("flow plans are deterministic by seed")
@@ -44,7 +47,12 @@ struct ChildWorkerTests {
         func plans(_ seed: UInt64) -> [AnyQuestionTopic] {
             var random = SeededGenerator(seed: seed, stream: "flows/c")
             return (0..<20).map { _ in
-                let plan = FlowPlan.make(using: &random, contacts: contacts, configuration: configuration, approvals: ContactApprovals())
+                let plan = FlowPlan.make(
+                    using: &random,
+                    contacts: contacts,
+                    configuration: configuration,
+                    approvals: ContactApprovals()
+                )
                 return plan.question.topic
             }
         }
@@ -76,7 +84,12 @@ struct ChildWorkerTests {
         // The limits peer knows what the simulation would seed: every contact generated as known.
         var knownSet = Set<CommunicationHandle>()
         for child in children {
-            for contact in ContactGenerator.contacts(for: child.id, seed: 9, count: configuration.contactsPerChild, knownRatio: 0.3) where contact.known {
+            for contact in ContactGenerator.contacts(
+                for: child.id,
+                seed: 9,
+                count: configuration.contactsPerChild,
+                knownRatio: 0.3
+            ) where contact.known {
                 knownSet.insert(contact.handle.normalized)
             }
         }
@@ -132,9 +145,13 @@ final class Responder: Sendable {
             let limits = try RawPeer(context: context, endpoint: endpoint)
             try limits.register(role: .limits, ["limits/L1"])
             let guardians = try RawPeer(context: context, endpoint: endpoint)
-            try guardians.hello(role: .guardian, endpoints: [
-                EndpointClaim(address: "guardian/g1", family: "f1"), EndpointClaim(address: "guardian/g2", family: "f2"),
-            ])
+            try guardians.hello(
+                role: .guardian,
+                endpoints: [
+                    EndpointClaim(address: "guardian/g1", family: "f1"),
+                    EndpointClaim(address: "guardian/g2", family: "f2"),
+                ]
+            )
             _ = try guardians.expect { $0.command == .welcome }
             return (limits, guardians)
         }
@@ -150,25 +167,37 @@ final class Responder: Sendable {
         var approve = true
         while !stopping.load(ordering: .relaxed) {
             do {
-                if let message = try limits.next(timeout: .milliseconds(10)), message.command == .deliver, let id = message.id {
+                if let message = try limits.next(timeout: .milliseconds(10)), message.command == .deliver,
+                    let id = message.id
+                {
                     try limits.ack([id])
                     if message.kind == "ask" {
                         let request = try message.decode(AskRequest.self)
-                        _ = try limits.send(AskResult(questionID: request.question.id, outcome: .presented), from: "limits/L1", to: message.from)
+                        _ = try limits.send(
+                            AskResult(questionID: request.question.id, outcome: .presented),
+                            from: "limits/L1",
+                            to: message.from
+                        )
                     } else if message.kind == "limits.query" {
                         let query = try message.decode(KnownHandlesQuery.self)
                         let reply = KnownHandlesReply(known: query.handles.filter { known.contains($0.normalized) })
                         _ = try limits.send(reply, from: "limits/L1", to: message.from)
                     }
                 }
-                if let message = try guardians.next(timeout: .milliseconds(10)), message.command == .deliver, let id = message.id {
+                if let message = try guardians.next(timeout: .milliseconds(10)), message.command == .deliver,
+                    let id = message.id
+                {
                     try guardians.ack([id])
                     if message.kind == "question" {
                         let question = try message.decode(GuardianQuestion.self)
                         seen.withLock { _ = $0.insert(question.question.id) }
                         let choice = approve ? PermissionChoice.approve : PermissionChoice.decline
                         approve.toggle()
-                        _ = try guardians.send(GuardianAnswer(questionID: question.question.id, choiceID: choice.id), from: message.to, to: "broker")
+                        _ = try guardians.send(
+                            GuardianAnswer(questionID: question.question.id, choiceID: choice.id),
+                            from: message.to,
+                            to: "broker"
+                        )
                     }
                 }
             } catch {

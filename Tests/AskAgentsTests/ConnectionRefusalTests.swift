@@ -41,8 +41,12 @@ struct ConnectionRefusalTests {
         // A guardian session may not serve a child address: the broker refuses the HELLO with `forbidden`.
         let runtime = try WorkerRuntime(
             configuration: configuration(
-                broker.endpoint, role: .guardian, [EndpointClaim(address: "child/c1", family: "f1")]),
-            logger: Logger(label: "test", level: .warning), context: try Context()
+                broker.endpoint,
+                role: .guardian,
+                [EndpointClaim(address: "child/c1", family: "f1")]
+            ),
+            logger: Logger(label: "test", level: .warning),
+            context: try Context()
         ) { watcher }
         let start = ContinuousClock.now
         try await offPool { runtime.wait() }
@@ -75,7 +79,9 @@ struct ConnectionRefusalTests {
         let watcher = EndWatcher()
         let start = ContinuousClock.now
         let runtime = try WorkerRuntime(
-            configuration: configuration, logger: Logger(label: "test", level: .warning), context: context
+            configuration: configuration,
+            logger: Logger(label: "test", level: .warning),
+            context: context
         ) { watcher }
         // The holder stays alive (it answers heartbeats) while the worker waits.
         let deadline = ContinuousClock.now + .seconds(8)
@@ -103,7 +109,8 @@ struct ConnectionRefusalTests {
         let watcher = EndWatcher()
         let runtime = try WorkerRuntime(
             configuration: configuration(broker.endpoint, role: .limits, [EndpointClaim(address: "limits/L1")]),
-            logger: Logger(label: "test", level: .critical), context: context
+            logger: Logger(label: "test", level: .critical),
+            context: context
         ) { watcher }
         // Every call on the context's sockets fails with ETERM from now on.
         context.shutdown()
@@ -130,8 +137,13 @@ struct ConnectionRefusalTests {
         options.heartbeatInterval = .milliseconds(200)
         options.curve = (try CurveKeyPair.generate(), brokerKeys.publicKey)
         let center = try AskCenter(
-            broker: broker.endpoint, children: [ChildIdentity(id: "c1", family: "f1")], stateDirectory: nil,
-            logger: Logger(label: "test", level: .critical), context: try Context(), options: options)
+            broker: broker.endpoint,
+            children: [ChildIdentity(id: "c1", family: "f1")],
+            stateDirectory: nil,
+            logger: Logger(label: "test", level: .critical),
+            context: try Context(),
+            options: options
+        )
         let start = ContinuousClock.now
         // The key is not listed: the handshake is refused, and the center gives up instead of reconnecting.
         var registered = false
@@ -211,7 +223,13 @@ final class SlowHandshakeBroker: @unchecked Sendable {
                     var welcome = Multipart()
                     welcome.append(frames[0])
                     let body = Welcome(
-                        session: "slow-1", heartbeatMs: 200, liveness: 3, window: 64, broker: "slow", carriedAcks: true)
+                        session: "slow-1",
+                        heartbeatMs: 200,
+                        liveness: 3,
+                        window: 64,
+                        broker: "slow",
+                        carriedAcks: true
+                    )
                     WireEncoder.session(.welcome, body: SessionJSON.encode(body), into: &welcome)
                     _ = try? router.send(welcome, .dontWait)
                     welcomes.add(1, ordering: .relaxed)
@@ -237,13 +255,18 @@ struct SlowHandshakeTests {
         let broker = try SlowHandshakeBroker(handshakeDelay: .seconds(1))
         defer { broker.stop() }
         var configuration = WorkerConfiguration(
-            broker: broker.endpoint, role: .limits, worker: "slow-test",
-            endpoints: [EndpointClaim(address: "limits/L1")])
+            broker: broker.endpoint,
+            role: .limits,
+            worker: "slow-test",
+            endpoints: [EndpointClaim(address: "limits/L1")]
+        )
         configuration.heartbeatInterval = .milliseconds(200)
         configuration.curve = (try CurveKeyPair.generate(), broker.keys.publicKey)
         let watcher = EndWatcher()
         let runtime = try WorkerRuntime(
-            configuration: configuration, logger: Logger(label: "test", level: .critical), context: try Context()
+            configuration: configuration,
+            logger: Logger(label: "test", level: .critical),
+            context: try Context()
         ) { watcher }
         let registered = Flag()
         let deadline = ContinuousClock.now + .seconds(10)

@@ -26,7 +26,10 @@ struct ContactApprovalsTests {
         #expect(until == start.addingTimeInterval(60))
         #expect(approvals.status(for: alice, now: start.addingTimeInterval(59)) == .pending(until: until))
         // Compared normalized: another spelling of the same number is the same person.
-        #expect(approvals.status(for: CommunicationHandle(value: "+15550100001", kind: .phoneNumber), now: start) == .pending(until: until))
+        #expect(
+            approvals.status(for: CommunicationHandle(value: "+15550100001", kind: .phoneNumber), now: start)
+                == .pending(until: until)
+        )
         #expect(approvals.status(for: bob, now: start.addingTimeInterval(60)) == .notDetermined)
     }
 
@@ -68,7 +71,12 @@ struct ContactApprovalsTests {
         var approvals = ContactApprovals(pendingWindow: .seconds(60))
         let question = PermissionQuestion(handle: bob)
         approvals.asked(question.id, handles: [bob], now: start)
-        approvals.record(PermissionResponse(question: question, choice: PermissionChoice(id: "mystery", title: "?", answer: .approval)))
+        approvals.record(
+            PermissionResponse(
+                question: question,
+                choice: PermissionChoice(id: "mystery", title: "?", answer: .approval)
+            )
+        )
         #expect(approvals.status(for: bob, now: start) == .denied)
         approvals.record(UUID(), handles: [alice], answer: nil)
         #expect(approvals.status(for: alice, now: start) == .denied)
@@ -84,7 +92,9 @@ struct ContactApprovalsTests {
         #expect(approvals.handlesNotGranted.isEmpty)
     }
 
-    @Test("ask errors: limits off grants, no contact sync restricts, not available is unavailable, others change nothing")
+    @Test(
+        "ask errors: limits off grants, no contact sync restricts, not available is unavailable, others change nothing"
+    )
     func askErrors() {
         var approvals = ContactApprovals(pendingWindow: .seconds(60))
         approvals.refused(.systemError("x"))

@@ -43,7 +43,10 @@ extension RawPeer {
     func ask(_ question: AnyPermissionQuestion, child: String) throws -> AskResult {
         let id = try send(AskRequest(question: question), from: "child/\(child)", to: "limits")
         try expectAck(id)
-        let result = try expect { $0.command == .deliver && $0.kind == AskResult.kind && $0.to == "child/\(child)" && (try? $0.decode(AskResult.self).questionID) == question.id }
+        let result = try expect {
+            $0.command == .deliver && $0.kind == AskResult.kind && $0.to == "child/\(child)"
+                && (try? $0.decode(AskResult.self).questionID) == question.id
+        }
         return try result.decode(AskResult.self)
     }
 
@@ -62,5 +65,6 @@ func email(_ value: String) -> CommunicationHandle { CommunicationHandle(value: 
 func question(_ handles: [CommunicationHandle], expiresIn: TimeInterval? = nil) -> AnyPermissionQuestion {
     AnyPermissionQuestion(
         topic: .communication(CommunicationTopic(personInformation: handles.map { .init(handle: $0) })),
-        expirationDate: expiresIn.map { Date().addingTimeInterval($0) })
+        expirationDate: expiresIn.map { Date().addingTimeInterval($0) }
+    )
 }

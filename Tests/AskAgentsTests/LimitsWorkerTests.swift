@@ -17,7 +17,8 @@ struct LimitsWorkerTests {
             "off": LimitsState(limitsEnabled: false),
             "nosync": LimitsState(contactSyncSetUp: false),
             "inel": LimitsState(eligible: false),
-        ])
+        ]
+    )
 
     /// A broker, a limits worker on `data` and a child peer serving `children` of family f1.
     final class Setup {
@@ -28,7 +29,11 @@ struct LimitsWorkerTests {
         let events = LPEvents<LimitsWorkerEvent>()
         let child: RawPeer
 
-        init(children: [String], seed: LimitsStateFile? = LimitsWorkerTests.stateFile, data: TempDirectory = TempDirectory()) throws {
+        init(
+            children: [String],
+            seed: LimitsStateFile? = LimitsWorkerTests.stateFile,
+            data: TempDirectory = TempDirectory()
+        ) throws {
             broker = try TestBroker()
             context = try Context()
             self.data = data
@@ -46,7 +51,12 @@ struct LimitsWorkerTests {
             configuration.heartbeat = .milliseconds(200)
             let registered = LPEvents<Int>()
             let events = self.events
-            worker = try LimitsWorker(configuration: configuration, logger: .silent(), context: context, onRegistered: { registered.add($0) }) { events.add($0) }
+            worker = try LimitsWorker(
+                configuration: configuration,
+                logger: .silent(),
+                context: context,
+                onRegistered: { registered.add($0) }
+            ) { events.add($0) }
             _ = try registered.wait { _ in true }
         }
 
@@ -61,7 +71,8 @@ struct LimitsWorkerTests {
         let setup = try Setup(children: ["ok", "off", "nosync", "inel", "unlisted"])
         defer { setup.stop() }
         let expected: [(String, AskResult.Outcome)] = [
-            ("ok", .presented), ("off", .refused(.communicationLimitsNotEnabled)), ("nosync", .refused(.contactSyncNotSetup)),
+            ("ok", .presented), ("off", .refused(.communicationLimitsNotEnabled)),
+            ("nosync", .refused(.contactSyncNotSetup)),
             ("inel", .refused(.notAvailable)), ("unlisted", .presented),
         ]
         for (child, outcome) in expected {
@@ -89,7 +100,11 @@ struct LimitsWorkerTests {
         let q = question([friend])
         try setup.child.askAndSend(q, child: "ok")
         _ = try guardian.expectDelivery(kind: GuardianQuestion.kind)
-        let answer = try guardian.send(GuardianAnswer(questionID: q.id, choiceID: PermissionChoice.approve.id), from: "guardian/g1", to: "broker")
+        let answer = try guardian.send(
+            GuardianAnswer(questionID: q.id, choiceID: PermissionChoice.approve.id),
+            from: "guardian/g1",
+            to: "broker"
+        )
         try guardian.expectAck(answer)
         _ = try setup.events.wait {
             if case .learnt(let child, let handles) = $0 { return child == "ok" && handles == [friend] }
@@ -102,8 +117,17 @@ struct LimitsWorkerTests {
         let denied = question([stranger])
         try setup.child.askAndSend(denied, child: "ok")
         _ = try guardian.expectDelivery(kind: GuardianQuestion.kind)
-        try guardian.expectAck(try guardian.send(GuardianAnswer(questionID: denied.id, choiceID: PermissionChoice.decline.id), from: "guardian/g1", to: "broker"))
-        _ = try setup.child.expect { $0.command == .deliver && $0.kind == AnyPermissionResponse.kind && (try? $0.decode(AnyPermissionResponse.self).question.id) == denied.id }
+        try guardian.expectAck(
+            try guardian.send(
+                GuardianAnswer(questionID: denied.id, choiceID: PermissionChoice.decline.id),
+                from: "guardian/g1",
+                to: "broker"
+            )
+        )
+        _ = try setup.child.expect {
+            $0.command == .deliver && $0.kind == AnyPermissionResponse.kind
+                && (try? $0.decode(AnyPermissionResponse.self).question.id) == denied.id
+        }
         try expectKnown(setup, [stranger], known: [])
 
         // Restart on the same store with a state file that knows nothing: the store wins.
@@ -125,12 +149,27 @@ struct LimitsWorkerTests {
         try observer.register(role: .observer, ["observer/test"])
 
         try change(setup, observer, LimitsAdminChange(child: "ok", limitsEnabled: false))
-        #expect(try setup.child.ask(question([phone("+14155550112")]), child: "ok").outcome == .refused(.communicationLimitsNotEnabled))
+        #expect(
+            try setup.child.ask(question([phone("+14155550112")]), child: "ok").outcome
+                == .refused(.communicationLimitsNotEnabled)
+        )
 
         try change(setup, observer, LimitsAdminChange(child: "ok", limitsEnabled: true, contactSyncSetUp: false))
-        #expect(try setup.child.ask(question([phone("+14155550113")]), child: "ok").outcome == .refused(.contactSyncNotSetup))
+        #expect(
+            try setup.child.ask(question([phone("+14155550113")]), child: "ok").outcome
+                == .refused(.contactSyncNotSetup)
+        )
 
-        try change(setup, observer, LimitsAdminChange(child: "ok", contactSyncSetUp: true, addKnown: [email("new@example.com")], removeKnown: [phone("+14155550100")]))
+        try change(
+            setup,
+            observer,
+            LimitsAdminChange(
+                child: "ok",
+                contactSyncSetUp: true,
+                addKnown: [email("new@example.com")],
+                removeKnown: [phone("+14155550100")]
+            )
+        )
         #expect(try setup.child.ask(question([phone("+14155550114")]), child: "ok").outcome == .presented)
         try expectKnown(setup, [email("NEW@example.com"), phone("+14155550100")], known: [email("NEW@example.com")])
     }
@@ -138,10 +177,17 @@ struct LimitsWorkerTests {
     @Test func aChildCannotChangeItsOwnLimits() throws {
         let setup = try Setup(children: ["off"])
         defer { setup.stop() }
-        let id = try setup.child.send(LimitsAdminChange(child: "off", limitsEnabled: true), from: "child/off", to: "limits")
+        let id = try setup.child.send(
+            LimitsAdminChange(child: "off", limitsEnabled: true),
+            from: "child/off",
+            to: "limits"
+        )
         // The broker refuses it (only observers change limits state); the worker would refuse it too.
         #expect(try setup.child.expect { $0.command == .nack && $0.id == id }.code == ErrorCode.forbidden.rawValue)
-        #expect(try setup.child.ask(question([phone("+14155550115")]), child: "off").outcome == .refused(.communicationLimitsNotEnabled))
+        #expect(
+            try setup.child.ask(question([phone("+14155550115")]), child: "off").outcome
+                == .refused(.communicationLimitsNotEnabled)
+        )
         #expect(!setup.events.all.contains { if case .changed = $0 { true } else { false } })
     }
 
@@ -154,7 +200,12 @@ struct LimitsWorkerTests {
         }
     }
 
-    private func expectKnown(_ setup: Setup, _ handles: [CommunicationHandle], known: [CommunicationHandle], sourceLocation: SourceLocation = #_sourceLocation) throws {
+    private func expectKnown(
+        _ setup: Setup,
+        _ handles: [CommunicationHandle],
+        known: [CommunicationHandle],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         let id = try setup.child.send(KnownHandlesQuery(child: "ok", handles: handles), from: "child/ok", to: "limits")
         try setup.child.expectAck(id)
         let reply = try setup.child.expectDelivery(kind: KnownHandlesReply.kind).decode(KnownHandlesReply.self)

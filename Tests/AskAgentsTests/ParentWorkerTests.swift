@@ -30,7 +30,12 @@ struct ParentWorkerTests {
             limitsConfiguration.dataDirectory = data.path + "/limits"
             limitsConfiguration.heartbeat = .milliseconds(200)
             let limitsReady = LPEvents<Int>()
-            limits = try LimitsWorker(configuration: limitsConfiguration, logger: .silent(), context: context, onRegistered: { limitsReady.add($0) })
+            limits = try LimitsWorker(
+                configuration: limitsConfiguration,
+                logger: .silent(),
+                context: context,
+                onRegistered: { limitsReady.add($0) }
+            )
             _ = try limitsReady.wait { _ in true }
 
             var configuration = ParentWorkerConfiguration(guardians: guardians)
@@ -41,8 +46,14 @@ struct ParentWorkerTests {
             let events = self.events
             parentStarted = .now
             parent = try ParentWorker(
-                configuration: configuration, broker: broker.endpoint, heartbeat: .milliseconds(200), logger: .silent(),
-                context: context, onRegistered: { registered.add(true) }, onEvent: { events.add($0) })
+                configuration: configuration,
+                broker: broker.endpoint,
+                heartbeat: .milliseconds(200),
+                logger: .silent(),
+                context: context,
+                onRegistered: { registered.add(true) },
+                onEvent: { events.add($0) }
+            )
             _ = try registered.wait { _ in true }
 
             child = try RawPeer(context: context, endpoint: broker.endpoint)
@@ -62,13 +73,16 @@ struct ParentWorkerTests {
 
         func response(for q: AnyPermissionQuestion, timeout: Duration = .seconds(5)) throws -> AnyPermissionResponse {
             try child.expect(timeout: timeout) {
-                $0.command == .deliver && $0.kind == AnyPermissionResponse.kind && (try? $0.decode(AnyPermissionResponse.self).question.id) == q.id
+                $0.command == .deliver && $0.kind == AnyPermissionResponse.kind
+                    && (try? $0.decode(AnyPermissionResponse.self).question.id) == q.id
             }.decode(AnyPermissionResponse.self)
         }
 
         func result(for q: AnyPermissionQuestion, guardian: String? = nil) throws -> GuardianAnswerRecord {
             let event = try events.wait {
-                if case .answerResult(let record) = $0 { return record.question == q.id && (guardian == nil || record.guardian == guardian) }
+                if case .answerResult(let record) = $0 {
+                    return record.question == q.id && (guardian == nil || record.guardian == guardian)
+                }
                 return false
             }
             guard case .answerResult(let record) = event else { throw TestFailure("not a result") }
@@ -76,7 +90,12 @@ struct ParentWorkerTests {
         }
     }
 
-    static func guardian(_ id: String, _ policy: DecisionPolicy, think: ThinkTime = .fixed(.zero), offline: OfflineSchedule? = nil) -> GuardianSetup {
+    static func guardian(
+        _ id: String,
+        _ policy: DecisionPolicy,
+        think: ThinkTime = .fixed(.zero),
+        offline: OfflineSchedule? = nil
+    ) -> GuardianSetup {
         GuardianSetup(id: id, family: "f1", policy: policy, think: think, offline: offline)
     }
 
@@ -99,7 +118,9 @@ struct ParentWorkerTests {
         defer { setup.stop() }
         let q = question([phone("+14155550124")])
         try setup.child.askAndSend(q, child: "c1")
-        _ = try setup.events.wait { if case .dropped(_, let id, "never") = $0 { return id == q.id }; return false }
+        _ = try setup.events.wait {
+            if case .dropped(_, let id, "never") = $0 { return id == q.id }; return false
+        }
         #expect(try setup.child.receivesNothing(within: .milliseconds(300)) { $0.kind == AnyPermissionResponse.kind })
         #expect(setup.records().isEmpty)
     }
@@ -133,7 +154,9 @@ struct ParentWorkerTests {
         #expect(why == "closed-expired" || why == "expired")
         // Past the think time: still no answer from the guardian.
         #expect(throws: TestFailure.self) {
-            try setup.events.wait(timeout: .milliseconds(1300)) { if case .answered = $0 { return true }; return false }
+            try setup.events.wait(timeout: .milliseconds(1300)) {
+                if case .answered = $0 { return true }; return false
+            }
         }
         #expect(setup.records().isEmpty)
     }
@@ -157,7 +180,9 @@ struct ParentWorkerTests {
         defer { setup.stop() }
         let q = question([phone("+14155550128")])
         try setup.child.askAndSend(q, child: "c1")
-        _ = try setup.events.wait { if case .received(_, let id) = $0 { return id == q.id }; return false }
+        _ = try setup.events.wait {
+            if case .received(_, let id) = $0 { return id == q.id }; return false
+        }
         let response: AnyPermissionResponse
         do { response = try setup.response(for: q) } catch {
             throw TestFailure("\(error); parent events: \(setup.events.all)")

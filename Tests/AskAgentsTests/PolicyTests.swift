@@ -66,19 +66,40 @@ import Testing
         func decide(_ q: AnyPermissionQuestion) -> Decision { policy.decision(for: q, random: &random) }
 
         #expect(decide(question([email("teacher@school.example")])) == .approve)
-        #expect(decide(question([email("teacher@school.example"), email("x@elsewhere.example")])) == .deny, "every handle must match")
-        #expect(decide(question([email("TEACHER@school.example")])) == .deny, "the regex is case-sensitive and anchored")
+        #expect(
+            decide(question([email("teacher@school.example"), email("x@elsewhere.example")])) == .deny,
+            "every handle must match"
+        )
+        #expect(
+            decide(question([email("TEACHER@school.example")])) == .deny,
+            "the regex is case-sensitive and anchored"
+        )
         #expect(decide(question([email("teacher@school.example.evil")])) == .deny, "anchored at the end")
         #expect(decide(question([phone("+19005550100")])) == .deny)
         #expect(decide(question([phone("+14155550100")])) == .deny, "no rule matches: default")
-        let video = AnyPermissionQuestion(topic: .communication(CommunicationTopic(
-            personInformation: [.init(handle: phone("+19005550100"))], actions: [.videoCall])))
+        let video = AnyPermissionQuestion(
+            topic: .communication(
+                CommunicationTopic(
+                    personInformation: [.init(handle: phone("+19005550100"))],
+                    actions: [.videoCall]
+                )
+            )
+        )
         #expect(decide(video) == .deny, "the first matching rule wins over a later approve")
-        let videoOK = AnyPermissionQuestion(topic: .communication(CommunicationTopic(
-            personInformation: [.init(handle: phone("+14155550100"))], actions: [.message, .videoCall])))
+        let videoOK = AnyPermissionQuestion(
+            topic: .communication(
+                CommunicationTopic(
+                    personInformation: [.init(handle: phone("+14155550100"))],
+                    actions: [.message, .videoCall]
+                )
+            )
+        )
         #expect(decide(videoOK) == .approve)
         #expect(decide(question([CommunicationHandle(value: "gamer42", kind: .custom)])) == .never)
-        #expect(decide(AnyPermissionQuestion(topic: .significantAppUpdate(SignificantAppUpdateTopic(description: "v2")))) == .approve)
+        #expect(
+            decide(AnyPermissionQuestion(topic: .significantAppUpdate(SignificantAppUpdateTopic(description: "v2"))))
+                == .approve
+        )
     }
 
     @Test func rulesFileMayBeAPlainListWithDefaultDeny() throws {
@@ -91,7 +112,10 @@ import Testing
     @Test(arguments: [
         ("{", "not a rules file"),
         (#"{"rules": [{"decision": "maybe"}]}"#, "rules[0].decision"),
-        (#"{"rules": [{"decision": "approve", "regex": "("}]}"#, "rule 1: rule regex '(' is not a valid regular expression"),
+        (
+            #"{"rules": [{"decision": "approve", "regex": "("}]}"#,
+            "rule 1: rule regex '(' is not a valid regular expression"
+        ),
         (#"{"rules": [{"decision": "approve", "topic": "weather"}]}"#, "rule 1: rule topic 'weather'"),
         (#"{"rules": [{"decision": "approve", "kind": "fax"}]}"#, "rules[0].kind"),
     ])
@@ -170,9 +194,15 @@ import Testing
     // MARK: Roster
 
     @Test func rosterFileFlagsAndGeneration() throws {
-        let file = #"[{"id": "mum", "family": "smith"}, {"id": "dad", "family": "smith", "policy": "deny", "think": "fixed:1s"}]"#
+        let file =
+            #"[{"id": "mum", "family": "smith"}, {"id": "dad", "family": "smith", "policy": "deny", "think": "fixed:1s"}]"#
         let entries = try Roster.parseFile(Data(file.utf8))
-        #expect(entries == [GuardianEntry(id: "mum", family: "smith"), GuardianEntry(id: "dad", family: "smith", policy: "deny", think: "fixed:1s")])
+        #expect(
+            entries == [
+                GuardianEntry(id: "mum", family: "smith"),
+                GuardianEntry(id: "dad", family: "smith", policy: "deny", think: "fixed:1s"),
+            ]
+        )
         #expect(try Roster.parseGuardian("g1@f1") == GuardianEntry(id: "g1", family: "f1"))
         let generated = try Roster.generate(families: 2, guardiansPerFamily: 3, idPrefix: "p")
         #expect(generated.count == 6)
@@ -205,10 +235,19 @@ import Testing
         #expect(throws: AgentConfigurationError.self) { try Roster.parseGuardian("g1") }
         #expect(throws: AgentConfigurationError.self) { try Roster.parseGuardian("g1@f1@x") }
         #expect(throws: AgentConfigurationError.self) { try Roster.parseGuardian("@f1") }
-        #expect(throws: AgentConfigurationError.self) { try Roster.generate(families: 0, guardiansPerFamily: 1, idPrefix: "g") }
-        #expect(throws: AgentConfigurationError.self) { try Roster.generate(families: 1, guardiansPerFamily: 1, idPrefix: "bad/") }
         #expect(throws: AgentConfigurationError.self) {
-            try GuardianSetup.make([GuardianEntry(id: "g1", family: "f1", policy: "maybe")], policy: .approveAll, think: .fixed(.zero), seed: 1)
+            try Roster.generate(families: 0, guardiansPerFamily: 1, idPrefix: "g")
+        }
+        #expect(throws: AgentConfigurationError.self) {
+            try Roster.generate(families: 1, guardiansPerFamily: 1, idPrefix: "bad/")
+        }
+        #expect(throws: AgentConfigurationError.self) {
+            try GuardianSetup.make(
+                [GuardianEntry(id: "g1", family: "f1", policy: "maybe")],
+                policy: .approveAll,
+                think: .fixed(.zero),
+                seed: 1
+            )
         }
     }
 
@@ -246,10 +285,17 @@ import Testing
     @Test func admissionForEachState() {
         let q = question([phone("+14155550100")])
         #expect(LimitsWorker.admission(of: q, state: LimitsState()) == nil)
-        #expect(LimitsWorker.admission(of: q, state: LimitsState(limitsEnabled: false)) == .communicationLimitsNotEnabled)
+        #expect(
+            LimitsWorker.admission(of: q, state: LimitsState(limitsEnabled: false)) == .communicationLimitsNotEnabled
+        )
         #expect(LimitsWorker.admission(of: q, state: LimitsState(contactSyncSetUp: false)) == .contactSyncNotSetup)
         #expect(LimitsWorker.admission(of: q, state: LimitsState(eligible: false)) == .notAvailable)
-        #expect(LimitsWorker.admission(of: q, state: LimitsState(limitsEnabled: false, contactSyncSetUp: false, eligible: false)) == .notAvailable)
+        #expect(
+            LimitsWorker.admission(
+                of: q,
+                state: LimitsState(limitsEnabled: false, contactSyncSetUp: false, eligible: false)
+            ) == .notAvailable
+        )
         let empty = AnyPermissionQuestion(topic: .communication(CommunicationTopic(personInformation: [])))
         guard case .invalidQuestion(let reason)? = LimitsWorker.admission(of: empty, state: LimitsState()) else {
             Issue.record("a question without people must be invalid")
@@ -257,7 +303,9 @@ import Testing
         }
         #expect(reason.code == .missing)
         let past = question([phone("+14155550100")], expiresIn: -1)
-        guard case .invalidQuestion(let why)? = LimitsWorker.admission(of: past, state: LimitsState(limitsEnabled: false)) else {
+        guard
+            case .invalidQuestion(let why)? = LimitsWorker.admission(of: past, state: LimitsState(limitsEnabled: false))
+        else {
             Issue.record("an expired question must be invalid before the state is looked at")
             return
         }

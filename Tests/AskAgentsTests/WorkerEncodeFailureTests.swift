@@ -28,8 +28,13 @@ struct WorkerEncodeFailureTests {
         // No broker listens there: nothing can be sent anyway, and nothing needs to be.
         let runtime = try WorkerRuntime(
             configuration: WorkerConfiguration(
-                broker: "tcp://127.0.0.1:9", role: .child, worker: "test", endpoints: []),
-            logger: logger, context: context
+                broker: "tcp://127.0.0.1:9",
+                role: .child,
+                worker: "test",
+                endpoints: []
+            ),
+            logger: logger,
+            context: context
         ) {
             RefusalRecorder { id, error in
                 refusals.withLock { $0.append((id, error)) }

@@ -170,15 +170,27 @@ struct AuthorizationTests {
         try guardian.register(role: .guardian, ["guardian/g1"], family: "f1")
         let otherGuardian = try world.peer(.otherGuardian)
         try otherGuardian.register(role: .guardian, ["guardian/g2"], family: "f2")
-        let cast: [Actor: RawPeer] = [.child: child, .limits: limits, .guardian: guardian, .otherGuardian: otherGuardian]
+        let cast: [Actor: RawPeer] = [
+            .child: child, .limits: limits, .guardian: guardian, .otherGuardian: otherGuardian,
+        ]
 
         // c1's question, brought to the state the action needs.
-        let question = AnyPermissionQuestion(PermissionQuestion<CommunicationTopic>(handle: CommunicationHandle(value: "+15550001111", kind: .phoneNumber)))
+        let question = AnyPermissionQuestion(
+            PermissionQuestion<CommunicationTopic>(
+                handle: CommunicationHandle(value: "+15550001111", kind: .phoneNumber)
+            )
+        )
         try child.expectAck(try child.send(AskRequest(question: question), from: "child/c1", to: "limits"))
         let ask = try limits.expectDelivery(kind: "ask")
         try limits.ack([ask.id!])
         if testCase.action != .admit {
-            try limits.expectAck(try limits.send(AskResult(questionID: question.id, outcome: .presented), from: "limits/limits-1", to: "child/c1"))
+            try limits.expectAck(
+                try limits.send(
+                    AskResult(questionID: question.id, outcome: .presented),
+                    from: "limits/limits-1",
+                    to: "child/c1"
+                )
+            )
             try child.ack([try child.expectDelivery(kind: "ask.result").id!])
         }
         if testCase.action == .answer {
@@ -192,8 +204,12 @@ struct AuthorizationTests {
         } else {
             actor = try world.peer(testCase.actor)
             if testCase.action != .registerOwn && testCase.action != .registerOther {
-                try actor.hello(role: testCase.actor.role, endpoints: [EndpointClaim(address: testCase.actor.address, family: testCase.actor.family)])
-                guard let reply = try actor.next(timeout: .milliseconds(testCase.actor == .stranger ? 600 : 5000)) else {
+                try actor.hello(
+                    role: testCase.actor.role,
+                    endpoints: [EndpointClaim(address: testCase.actor.address, family: testCase.actor.family)]
+                )
+                guard let reply = try actor.next(timeout: .milliseconds(testCase.actor == .stranger ? 600 : 5000))
+                else {
                     #expect(testCase.expected == "handshake", "\(testCase): no session")
                     return
                 }
@@ -204,9 +220,14 @@ struct AuthorizationTests {
         let id: MessageID?
         switch testCase.action {
         case .registerOwn, .registerOther:
-            let claim = testCase.action == .registerOwn
+            let claim =
+                testCase.action == .registerOwn
                 ? EndpointClaim(address: testCase.actor.address, family: testCase.actor.family)
-                : EndpointClaim(address: testCase.actor.role == .child ? "child/c9" : testCase.actor.role.addressPrefix + "someone-else", family: "f1")
+                : EndpointClaim(
+                    address: testCase.actor.role == .child
+                        ? "child/c9" : testCase.actor.role.addressPrefix + "someone-else",
+                    family: "f1"
+                )
             try actor.hello(role: testCase.actor.role, endpoints: [claim])
             guard let reply = try actor.next(timeout: .milliseconds(testCase.actor == .stranger ? 600 : 5000)) else {
                 #expect(testCase.expected == "handshake", "\(testCase): no reply")
@@ -219,23 +240,45 @@ struct AuthorizationTests {
             }
             return
         case .ask:
-            let fresh = AnyPermissionQuestion(PermissionQuestion<CommunicationTopic>(handle: CommunicationHandle(value: "+15550002222", kind: .phoneNumber)))
+            let fresh = AnyPermissionQuestion(
+                PermissionQuestion<CommunicationTopic>(
+                    handle: CommunicationHandle(value: "+15550002222", kind: .phoneNumber)
+                )
+            )
             id = try actor.send(AskRequest(question: fresh), from: testCase.actor.address, to: "limits")
         case .askAsChild:
-            let fresh = AnyPermissionQuestion(PermissionQuestion<CommunicationTopic>(handle: CommunicationHandle(value: "+15550003333", kind: .phoneNumber)))
+            let fresh = AnyPermissionQuestion(
+                PermissionQuestion<CommunicationTopic>(
+                    handle: CommunicationHandle(value: "+15550003333", kind: .phoneNumber)
+                )
+            )
             id = try actor.send(AskRequest(question: fresh), from: "child/c1", to: "limits")
         case .send:
             id = try actor.send(SendQuestion(questionID: question.id), from: testCase.actor.address, to: "broker")
         case .cancel:
             id = try actor.send(CancelQuestion(questionID: question.id), from: testCase.actor.address, to: "broker")
         case .answer:
-            id = try actor.send(GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.approve.id), from: testCase.actor.address, to: "broker")
+            id = try actor.send(
+                GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.approve.id),
+                from: testCase.actor.address,
+                to: "broker"
+            )
         case .admit:
-            id = try actor.send(AskResult(questionID: question.id, outcome: .presented), from: testCase.actor.address, to: "child/c1")
+            id = try actor.send(
+                AskResult(questionID: question.id, outcome: .presented),
+                from: testCase.actor.address,
+                to: "child/c1"
+            )
         case .adminChange:
-            id = try actor.send(LimitsAdminChange(child: "c1", limitsEnabled: false), from: testCase.actor.address, to: "limits")
+            id = try actor.send(
+                LimitsAdminChange(child: "c1", limitsEnabled: false),
+                from: testCase.actor.address,
+                to: "limits"
+            )
         }
-        let reply = try actor.expect { ($0.command == .ack && $0.ackIDs.contains(id!)) || ($0.command == .nack && $0.id == id) }
+        let reply = try actor.expect {
+            ($0.command == .ack && $0.ackIDs.contains(id!)) || ($0.command == .nack && $0.id == id)
+        }
         if let expected = testCase.expected {
             #expect(reply.command == .nack && reply.code == expected, "\(testCase): \(reply)")
         } else {
@@ -260,7 +303,9 @@ struct AuthorizationTests {
         let guardian = try world.peer(.guardian)
         try guardian.register(role: .guardian, ["guardian/g1"], family: "f1")
         var file = try PrincipalsFile.load(path: world.directory.path + "/principals.json")
-        for index in file.principals.indices where file.principals[index].id == "g1" { file.principals[index].revoked = true }
+        for index in file.principals.indices where file.principals[index].id == "g1" {
+            file.principals[index].revoked = true
+        }
         try file.save(path: world.directory.path + "/principals.json")
         // The broker checks the file once a second: the BYE is the signal that it reloaded.
         _ = try guardian.expect(timeout: .seconds(5)) { $0.command == .bye }

@@ -7,7 +7,10 @@ import ZeroMQ
 
 @Suite("Durability across broker restarts (in-process)", .timeLimit(.minutes(1)))
 struct DurabilityTests {
-    @Test("acknowledged messages for an offline address survive a restart, in order", arguments: [Durability.batch, .strict])
+    @Test(
+        "acknowledged messages for an offline address survive a restart, in order",
+        arguments: [Durability.batch, .strict]
+    )
     func messagesSurviveRestart(_ durability: Durability) throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
@@ -17,7 +20,12 @@ struct DurabilityTests {
             let client = try RawPeer(context: try Context(), endpoint: broker.endpoint)
             try client.register(role: .client, ["client/1"])
             for index in 0..<5 {
-                let id = try client.sendMessage(from: "client/1", to: "echo/offline", kind: "echo", body: [UInt8(index)])
+                let id = try client.sendMessage(
+                    from: "client/1",
+                    to: "echo/offline",
+                    kind: "echo",
+                    body: [UInt8(index)]
+                )
                 try client.expectAck(id)
                 ids.append(id)
             }
@@ -88,7 +96,13 @@ struct DurabilityTests {
             try child.expectAck(try child.send(AskRequest(question: question), from: "child/c1", to: "limits"))
             let ask = try limits.expectDelivery(kind: "ask")
             try limits.ack([ask.id!])
-            try limits.expectAck(try limits.send(AskResult(questionID: question.id, outcome: .presented), from: "limits/l1", to: "child/c1"))
+            try limits.expectAck(
+                try limits.send(
+                    AskResult(questionID: question.id, outcome: .presented),
+                    from: "limits/l1",
+                    to: "child/c1"
+                )
+            )
             try child.ack([try child.expectDelivery(kind: "ask.result").id!])
             try child.expectAck(try child.send(SendQuestion(questionID: question.id), from: "child/c1", to: "broker"))
             broker.stop()
@@ -101,7 +115,13 @@ struct DurabilityTests {
         let delivered = try guardian.expectDelivery(kind: "question")
         #expect(try delivered.decode(GuardianQuestion.self).question.id == question.id)
         try guardian.ack([delivered.id!])
-        try guardian.expectAck(try guardian.send(GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.approve.id), from: "guardian/g1", to: "broker"))
+        try guardian.expectAck(
+            try guardian.send(
+                GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.approve.id),
+                from: "guardian/g1",
+                to: "broker"
+            )
+        )
         let child = try RawPeer(context: context, endpoint: restarted.endpoint)
         try child.register(role: .child, ["child/c1"], family: "f1")
         let response = try child.expectDelivery(kind: "response")

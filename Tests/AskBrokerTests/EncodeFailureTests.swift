@@ -11,9 +11,15 @@ struct BrokerEncodeFailureTests {
     @Test("WireJSON.encodeBody names the type and keeps the code")
     func encodeBody() throws {
         let question = AnyPermissionQuestion(
-            PermissionQuestion(handle: CommunicationHandle(value: "a@example.org", kind: .emailAddress)))
+            PermissionQuestion(handle: CommunicationHandle(value: "a@example.org", kind: .emailAddress))
+        )
         let body = GuardianQuestion(
-            question: question, child: "c1", family: "f1", sentAt: Date(), expiresAt: Self.farFuture)
+            question: question,
+            child: "c1",
+            family: "f1",
+            sentAt: Date(),
+            expiresAt: Self.farFuture
+        )
         #expect(throws: EncodingError.self) { try WireJSON.encode(body) }
         do {
             _ = try WireJSON.encodeBody(body, code: .storageFailed)
@@ -27,11 +33,17 @@ struct BrokerEncodeFailureTests {
     @Test("the ledger's question body for a date the wire cannot carry is storage-failed, not []")
     func guardianQuestionBody() throws {
         let question = AnyPermissionQuestion(
-            PermissionQuestion(handle: CommunicationHandle(value: "a@example.org", kind: .emailAddress)))
+            PermissionQuestion(handle: CommunicationHandle(value: "a@example.org", kind: .emailAddress))
+        )
         let json = try WireJSON.encode(question)
         do {
             let body = try LedgerBodies.guardianQuestion(
-                question: json, child: "c1", family: "f1", sentAt: Date(), expiresAt: Self.farFuture)
+                question: json,
+                child: "c1",
+                family: "f1",
+                sentAt: Date(),
+                expiresAt: Self.farFuture
+            )
             Issue.record("got a body of \(body.count) bytes")
         } catch {
             #expect(error.code == .storageFailed)

@@ -10,16 +10,25 @@ import ZeroMQ
 func richQuestion() -> AnyPermissionQuestion {
     let person = CommunicationTopic.PersonInformation(
         handle: CommunicationHandle(value: "ana@example.com", kind: .emailAddress),
-        nameComponents: PersonName(givenName: "Ana \"Nita\"", familyName: "Müller/Łódź"), avatarImage: Data([0, 1, 2, 250]))
-    let other = CommunicationTopic.PersonInformation(handle: CommunicationHandle(value: "+15550001111", kind: .phoneNumber))
+        nameComponents: PersonName(givenName: "Ana \"Nita\"", familyName: "Müller/Łódź"),
+        avatarImage: Data([0, 1, 2, 250])
+    )
+    let other = CommunicationTopic.PersonInformation(
+        handle: CommunicationHandle(value: "+15550001111", kind: .phoneNumber)
+    )
     let choices = [
         PermissionChoice(id: "com.example.yes-\(UUID().uuidString)", title: "Oui, d'accord ✓", answer: .approval),
         PermissionChoice(id: "com.example.later", title: "Später\n(bitte)", answer: .denial),
         PermissionChoice(id: "com.example.no", title: "No", answer: .denial),
     ]
     return AnyPermissionQuestion(
-        topic: .communication(CommunicationTopic(personInformation: [person, other], actions: [.message, .videoCall])),
-        choices: choices, defaultChoice: choices[2], expirationDate: Date().addingTimeInterval(3600))
+        topic: .communication(
+            CommunicationTopic(personInformation: [person, other], actions: [.message, .videoCall])
+        ),
+        choices: choices,
+        defaultChoice: choices[2],
+        expirationDate: Date().addingTimeInterval(3600)
+    )
 }
 
 @Suite("Ledger storage: compact entries, bodies spliced from the stored question JSON", .timeLimit(.minutes(1)))
@@ -36,8 +45,22 @@ struct LedgerStorageTests {
         let json = try WireJSON.encode(question)
         let sentAt = Date()
         let expiresAt = sentAt.addingTimeInterval(1234.5678)
-        let spliced = try LedgerBodies.guardianQuestion(question: json, child: "c-1.x_y", family: "fam.1", sentAt: sentAt, expiresAt: expiresAt)
-        let encoded = try WireJSON.encode(GuardianQuestion(question: question, child: "c-1.x_y", family: "fam.1", sentAt: sentAt, expiresAt: expiresAt))
+        let spliced = try LedgerBodies.guardianQuestion(
+            question: json,
+            child: "c-1.x_y",
+            family: "fam.1",
+            sentAt: sentAt,
+            expiresAt: expiresAt
+        )
+        let encoded = try WireJSON.encode(
+            GuardianQuestion(
+                question: question,
+                child: "c-1.x_y",
+                family: "fam.1",
+                sentAt: sentAt,
+                expiresAt: expiresAt
+            )
+        )
         #expect(spliced == encoded)
         #expect(try WireJSON.decode(GuardianQuestion.self, from: spliced).question == question)
         for choice in question.choices {
@@ -75,7 +98,9 @@ struct LedgerStorageTests {
         try guardian.register(role: .guardian, ["guardian/g1"], family: "f1")
         try child.expectAck(try child.send(AskRequest(question: question), from: "child/c1", to: "limits"))
         try limits.ack([try limits.expectDelivery(kind: "ask").id!])
-        try limits.expectAck(try limits.send(AskResult(questionID: question.id, outcome: .presented), from: "limits/l1", to: "child/c1"))
+        try limits.expectAck(
+            try limits.send(AskResult(questionID: question.id, outcome: .presented), from: "limits/l1", to: "child/c1")
+        )
         try child.ack([try child.expectDelivery(kind: "ask.result").id!])
         try child.expectAck(try child.send(SendQuestion(questionID: question.id), from: "child/c1", to: "broker"))
         if restart {
@@ -93,13 +118,29 @@ struct LedgerStorageTests {
         #expect(try delivered.decode(GuardianQuestion.self).question == question)
         try guardian.ack([delivered.id!])
         // An unknown choice is refused after the question is read back, and changes nothing.
-        let wrong = try guardian.send(GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.approve.id), from: "guardian/g1", to: "broker")
+        let wrong = try guardian.send(
+            GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.approve.id),
+            from: "guardian/g1",
+            to: "broker"
+        )
         #expect(try guardian.expectNack(wrong).code == ErrorCode.invalidChoice.rawValue)
-        try guardian.expectAck(try guardian.send(GuardianAnswer(questionID: question.id, choiceID: approve.id), from: "guardian/g1", to: "broker"))
+        try guardian.expectAck(
+            try guardian.send(
+                GuardianAnswer(questionID: question.id, choiceID: approve.id),
+                from: "guardian/g1",
+                to: "broker"
+            )
+        )
         let response = try child.expectDelivery(kind: "response")
-        #expect(try response.decode(AnyPermissionResponse.self) == AnyPermissionResponse(question: question, choice: approve))
+        #expect(
+            try response.decode(AnyPermissionResponse.self)
+                == AnyPermissionResponse(question: question, choice: approve)
+        )
         let approval = try limits.expectDelivery(kind: "approval")
-        #expect(try approval.decode(ApprovalNotice.self) == ApprovalNotice(child: "c1", questionID: question.id, handles: question.topic.handles))
+        #expect(
+            try approval.decode(ApprovalNotice.self)
+                == ApprovalNotice(child: "c1", questionID: question.id, handles: question.topic.handles)
+        )
     }
 
     @Test("after a restart, the answer's response carries the full question read back from the journal")

@@ -15,7 +15,11 @@ final class FlowHarness {
     let guardian2: RawPeer
     let stranger: RawPeer
 
-    init(durability: Durability = .off, directory: TempDirectory? = nil, configure: (inout BrokerConfiguration) -> Void = { _ in }) throws {
+    init(
+        durability: Durability = .off,
+        directory: TempDirectory? = nil,
+        configure: (inout BrokerConfiguration) -> Void = { _ in }
+    ) throws {
         broker = try TestBroker(durability: durability, directory: directory, configure: configure)
         context = try Context()
         child = try RawPeer(context: context, endpoint: broker.endpoint)
@@ -33,7 +37,11 @@ final class FlowHarness {
     func stop() { broker.stop() }
 
     static func question(expiresIn: TimeInterval? = nil) -> AnyPermissionQuestion {
-        var question = AnyPermissionQuestion(PermissionQuestion<CommunicationTopic>(handle: CommunicationHandle(value: "+15551234567", kind: .phoneNumber)))
+        var question = AnyPermissionQuestion(
+            PermissionQuestion<CommunicationTopic>(
+                handle: CommunicationHandle(value: "+15551234567", kind: .phoneNumber)
+            )
+        )
         if let expiresIn { question.expirationDate = Date().addingTimeInterval(expiresIn) }
         return question
     }
@@ -46,7 +54,11 @@ final class FlowHarness {
         #expect(ask.from == "child/c1")
         #expect(try ask.decode(AskRequest.self).question.id == question.id)
         try limits.ack([ask.id!])
-        let resultID = try limits.send(AskResult(questionID: question.id, outcome: .presented), from: "limits/l1", to: "child/c1")
+        let resultID = try limits.send(
+            AskResult(questionID: question.id, outcome: .presented),
+            from: "limits/l1",
+            to: "child/c1"
+        )
         try limits.expectAck(resultID)
         let result = try child.expectDelivery(kind: "ask.result")
         #expect(try result.decode(AskResult.self).outcome == .presented)
@@ -67,7 +79,9 @@ final class FlowHarness {
         }
     }
 
-    func answer(_ guardian: RawPeer, _ address: String, _ question: AnyPermissionQuestion, choice: String) throws -> MessageID {
+    func answer(_ guardian: RawPeer, _ address: String, _ question: AnyPermissionQuestion, choice: String) throws
+        -> MessageID
+    {
         try guardian.send(GuardianAnswer(questionID: question.id, choiceID: choice), from: address, to: "broker")
     }
 }
@@ -105,7 +119,9 @@ struct LedgerTests {
         let question = FlowHarness.question()
         try flow.askAndPresent(question)
         try flow.sendToGuardians(question)
-        try flow.guardian2.expectAck(try flow.answer(flow.guardian2, "guardian/g2", question, choice: PermissionChoice.decline.id))
+        try flow.guardian2.expectAck(
+            try flow.answer(flow.guardian2, "guardian/g2", question, choice: PermissionChoice.decline.id)
+        )
         let response = try flow.child.expectDelivery(kind: "response")
         #expect(try response.decode(AnyPermissionResponse.self).choice.answer == .denial)
         #expect(try flow.limits.receivesNothing(within: .milliseconds(300)) { $0.kind == "approval" })
@@ -124,7 +140,11 @@ struct LedgerTests {
         #expect(try flow.stranger.expectNack(outsider).code == ErrorCode.notGuardian.rawValue)
         let badChoice = try flow.answer(flow.guardian1, "guardian/g1", question, choice: "made-up")
         #expect(try flow.guardian1.expectNack(badChoice).code == ErrorCode.invalidChoice.rawValue)
-        let unknown = try flow.guardian1.send(GuardianAnswer(questionID: UUID(), choiceID: PermissionChoice.approve.id), from: "guardian/g1", to: "broker")
+        let unknown = try flow.guardian1.send(
+            GuardianAnswer(questionID: UUID(), choiceID: PermissionChoice.approve.id),
+            from: "guardian/g1",
+            to: "broker"
+        )
         #expect(try flow.guardian1.expectNack(unknown).code == ErrorCode.unknownQuestion.rawValue)
         let twice = try flow.child.send(SendQuestion(questionID: question.id), from: "child/c1", to: "broker")
         #expect(try flow.child.expectNack(twice).code == ErrorCode.alreadySent.rawValue)
@@ -132,7 +152,11 @@ struct LedgerTests {
         #expect(try flow.child.expectNack(cancelSent).code == ErrorCode.alreadySent.rawValue)
         let duplicate = try flow.child.send(AskRequest(question: question), from: "child/c1", to: "limits")
         #expect(try flow.child.expectNack(duplicate).code == ErrorCode.duplicateQuestion.rawValue)
-        let guardianAsks = try flow.guardian1.send(AskRequest(question: FlowHarness.question()), from: "guardian/g1", to: "limits")
+        let guardianAsks = try flow.guardian1.send(
+            AskRequest(question: FlowHarness.question()),
+            from: "guardian/g1",
+            to: "limits"
+        )
         #expect(try flow.guardian1.expectNack(guardianAsks).code == ErrorCode.forbidden.rawValue)
         let notMine = try flow.stranger.send(SendQuestion(questionID: question.id), from: "guardian/x1", to: "broker")
         #expect(try flow.stranger.expectNack(notMine).code == ErrorCode.forbidden.rawValue)
@@ -156,7 +180,9 @@ struct LedgerTests {
         defer { flow.stop() }
         let question = FlowHarness.question()
         try flow.askAndPresent(question)
-        try flow.child.expectAck(try flow.child.send(CancelQuestion(questionID: question.id), from: "child/c1", to: "broker"))
+        try flow.child.expectAck(
+            try flow.child.send(CancelQuestion(questionID: question.id), from: "child/c1", to: "broker")
+        )
         let send = try flow.child.send(SendQuestion(questionID: question.id), from: "child/c1", to: "broker")
         #expect(try flow.child.expectNack(send).code == ErrorCode.cancelled.rawValue)
         let answer = try flow.answer(flow.guardian1, "guardian/g1", question, choice: PermissionChoice.approve.id)
@@ -236,8 +262,11 @@ struct LedgerTests {
             var worker = ""
             let deadline = ContinuousClock.now + .seconds(5)
             while got == nil && ContinuousClock.now < deadline {
-                if let message = try flow.limits.next(timeout: .milliseconds(50)), message.kind == "limits.query" { (got, worker) = (message, "l1"); try flow.limits.ack([message.id!]) }
-                else if let message = try second.next(timeout: .milliseconds(50)), message.kind == "limits.query" { (got, worker) = (message, "l2"); try second.ack([message.id!]) }
+                if let message = try flow.limits.next(timeout: .milliseconds(50)), message.kind == "limits.query" {
+                    (got, worker) = (message, "l1"); try flow.limits.ack([message.id!])
+                } else if let message = try second.next(timeout: .milliseconds(50)), message.kind == "limits.query" {
+                    (got, worker) = (message, "l2"); try second.ack([message.id!])
+                }
             }
             #expect(got != nil)
             if round >= 4 {
@@ -250,7 +279,9 @@ struct LedgerTests {
         }
     }
 
-    @Test("an observer's limits.admin reaches the limits worker that serves the child it names, and only observers may send it")
+    @Test(
+        "an observer's limits.admin reaches the limits worker that serves the child it names, and only observers may send it"
+    )
     func adminFollowsTheChild() throws {
         let flow = try FlowHarness()
         defer { flow.stop() }
@@ -262,20 +293,29 @@ struct LedgerTests {
         var pinned: RawPeer?
         let deadline = ContinuousClock.now + .seconds(5)
         while pinned == nil && ContinuousClock.now < deadline {
-            if let message = try flow.limits.next(timeout: .milliseconds(50)), message.kind == "ask" { pinned = flow.limits }
-            else if let message = try second.next(timeout: .milliseconds(50)), message.kind == "ask" { pinned = second }
+            if let message = try flow.limits.next(timeout: .milliseconds(50)), message.kind == "ask" {
+                pinned = flow.limits
+            } else if let message = try second.next(timeout: .milliseconds(50)), message.kind == "ask" {
+                pinned = second
+            }
         }
         let worker = try #require(pinned)
         // Observers hash differently from children; whatever worker the observer's name would pick, the change follows c1.
         for name in ["observer/a", "observer/b", "observer/c", "observer/d"] {
             let observer = try RawPeer(context: flow.context, endpoint: flow.broker.endpoint)
             try observer.register(role: .observer, [name])
-            try observer.expectAck(try observer.send(LimitsAdminChange(child: "c1", limitsEnabled: false), from: name, to: "limits"))
+            try observer.expectAck(
+                try observer.send(LimitsAdminChange(child: "c1", limitsEnabled: false), from: name, to: "limits")
+            )
             let admin = try worker.expectDelivery(kind: "limits.admin")
             #expect(admin.from == name)
             try worker.ack([admin.id!])
         }
-        let fromChild = try flow.child.send(LimitsAdminChange(child: "c1", limitsEnabled: true), from: "child/c1", to: "limits")
+        let fromChild = try flow.child.send(
+            LimitsAdminChange(child: "c1", limitsEnabled: true),
+            from: "child/c1",
+            to: "limits"
+        )
         #expect(try flow.child.expectNack(fromChild).code == ErrorCode.forbidden.rawValue)
     }
 
@@ -295,7 +335,11 @@ struct LedgerTests {
             return
         }
         try flow.child.ack([refusal.id!])
-        let late = try flow.limits.send(AskResult(questionID: question.id, outcome: .presented), from: "limits/l1", to: "child/c1")
+        let late = try flow.limits.send(
+            AskResult(questionID: question.id, outcome: .presented),
+            from: "limits/l1",
+            to: "child/c1"
+        )
         try flow.limits.expectAck(late)
         #expect(try flow.child.receivesNothing(within: .milliseconds(300)) { $0.kind == "ask.result" })
         let send = try flow.child.send(SendQuestion(questionID: question.id), from: "child/c1", to: "broker")

@@ -17,7 +17,8 @@ struct LoggerTests {
         #expect(Logger.quote("\u{1B}[31mred") == #""\u{1B}[31mred""#)
         #expect(Logger.quote("nul\u{0}del\u{7F}c1\u{85}") == #""nul\u{0}del\u{7F}c1\u{85}""#)
         #expect(
-            Logger.quote("ls\u{2028}ps\u{2029}rlo\u{202E}zw\u{200B}") == #""ls\u{2028}ps\u{2029}rlo\u{202E}zw\u{200B}""#)
+            Logger.quote("ls\u{2028}ps\u{2029}rlo\u{202E}zw\u{200B}") == #""ls\u{2028}ps\u{2029}rlo\u{202E}zw\u{200B}""#
+        )
         #expect(Logger.quote("Zoë") == #""Zoë""#)
     }
 
@@ -37,7 +38,8 @@ struct LoggerTests {
         #expect(sink.lines.count == 1)
         let line = sink.lines[0]
         #expect(!line.contains("\n"))
-        let expected = #" lab\nel: me\nta="da\nta" k\ney="v\nalue" n=3 message\nforged 2020-01-01T00:00:00.000Z error x: y"#
+        let expected =
+            #" lab\nel: me\nta="da\nta" k\ney="v\nalue" n=3 message\nforged 2020-01-01T00:00:00.000Z error x: y"#
         #expect(line.hasSuffix(expected), "\(line)")
     }
 

@@ -20,8 +20,13 @@ func utf8(_ text: String) -> [UInt8] { Array(text.utf8) }
 /// A SEND/DELIVER header built by hand: id, flags (subject present iff a subject is given, unless `flags` says
 /// otherwise), then from, to and kind each after a length byte, then `trailing`.
 func header(
-    id: [UInt8] = validID, flags: UInt8? = nil, subject: [UInt8]? = nil, from: [UInt8] = utf8("client/1"),
-    to: [UInt8] = utf8("echo/1"), kind: [UInt8] = utf8("echo"), trailing: [UInt8] = []
+    id: [UInt8] = validID,
+    flags: UInt8? = nil,
+    subject: [UInt8]? = nil,
+    from: [UInt8] = utf8("client/1"),
+    to: [UInt8] = utf8("echo/1"),
+    kind: [UInt8] = utf8("echo"),
+    trailing: [UInt8] = []
 ) -> [UInt8] {
     var out = id + [flags ?? (subject == nil ? 0 : 1)] + (subject ?? [])
     for field in [from, to, kind] { out += [UInt8(truncatingIfNeeded: field.count)] + field }
@@ -29,54 +34,146 @@ func header(
 }
 
 /// SEND: signature, command, header, body (and any further frames given).
-func send(_ header: [UInt8], _ rest: [[UInt8]] = [[]]) -> [[UInt8]] { [signature, [WireCommand.send.rawValue], header] + rest }
+func send(_ header: [UInt8], _ rest: [[UInt8]] = [[]]) -> [[UInt8]] {
+    [signature, [WireCommand.send.rawValue], header] + rest
+}
 
 let malformedCases: [MalformedCase] = [
     MalformedCase(name: "empty signature", frames: [[], [WireCommand.heartbeat.rawValue]], code: .badSignature),
-    MalformedCase(name: "wrong signature", frames: [utf8("MDPW"), [WireCommand.heartbeat.rawValue]], code: .badSignature),
-    MalformedCase(name: "version 2", frames: [[0x41, 0x53, 0x4B, 0x02], [WireCommand.heartbeat.rawValue]], code: .unsupportedVersion),
+    MalformedCase(
+        name: "wrong signature",
+        frames: [utf8("MDPW"), [WireCommand.heartbeat.rawValue]],
+        code: .badSignature
+    ),
+    MalformedCase(
+        name: "version 2",
+        frames: [[0x41, 0x53, 0x4B, 0x02], [WireCommand.heartbeat.rawValue]],
+        code: .unsupportedVersion
+    ),
     MalformedCase(name: "signature only", frames: [signature], code: .missingFrames),
     MalformedCase(name: "empty command frame", frames: [signature, []], code: .unknownCommand),
     MalformedCase(name: "two-byte command", frames: [signature, [4, 4]], code: .unknownCommand),
     MalformedCase(name: "unknown command 0x7f", frames: [signature, [0x7F]], code: .unknownCommand),
-    MalformedCase(name: "heartbeat with a body", frames: [signature, [WireCommand.heartbeat.rawValue], [1]], code: .extraFrames),
+    MalformedCase(
+        name: "heartbeat with a body",
+        frames: [signature, [WireCommand.heartbeat.rawValue], [1]],
+        code: .extraFrames
+    ),
     MalformedCase(name: "SEND missing body", frames: send(header(), []), code: .missingFrames),
-    MalformedCase(name: "SEND with a fifth frame that is not ACK ids", frames: send(header(), [utf8("{}"), []]), code: .badID),
+    MalformedCase(
+        name: "SEND with a fifth frame that is not ACK ids",
+        frames: send(header(), [utf8("{}"), []]),
+        code: .badID
+    ),
     MalformedCase(name: "SEND with six frames", frames: send(header(), [validID, utf8("{}"), []]), code: .extraFrames),
-    MalformedCase(name: "SEND in the old 8-frame layout", frames: send(validID, [utf8("client/1"), utf8("echo/1"), utf8("echo"), [], []]), code: .extraFrames),
+    MalformedCase(
+        name: "SEND in the old 8-frame layout",
+        frames: send(validID, [utf8("client/1"), utf8("echo/1"), utf8("echo"), [], []]),
+        code: .extraFrames
+    ),
     MalformedCase(name: "header of 16 bytes (id only)", frames: send(validID), code: .badHeader),
     MalformedCase(name: "15-byte id", frames: send(header(id: Array(validID.prefix(15)))), code: .badHeader),
     MalformedCase(name: "header flags 0x02", frames: send(header(flags: 2)), code: .badHeader),
     MalformedCase(name: "subject flag without a subject", frames: send(header(flags: 1)), code: .badHeader),
-    MalformedCase(name: "to length past the end", frames: send(validID + [0, 8] + utf8("client/1") + [7] + utf8("echo/1") + [4] + utf8("echo")), code: .badHeader),
+    MalformedCase(
+        name: "to length past the end",
+        frames: send(validID + [0, 8] + utf8("client/1") + [7] + utf8("echo/1") + [4] + utf8("echo")),
+        code: .badHeader
+    ),
     MalformedCase(name: "trailing byte after the kind", frames: send(header(trailing: [0])), code: .badHeader),
     MalformedCase(name: "empty to address", frames: send(header(to: [])), code: .badAddress),
     MalformedCase(name: "uppercase role", frames: send(header(to: utf8("Echo/1"))), code: .badAddress),
     MalformedCase(name: "space in id", frames: send(header(to: utf8("echo/a b"))), code: .badAddress),
     MalformedCase(name: "invalid UTF-8 address", frames: send(header(to: [0x65, 0x2F, 0xFF])), code: .badAddress),
-    MalformedCase(name: "129-byte address", frames: send(header(to: utf8("echo/" + String(repeating: "a", count: 124)))), code: .badAddress),
+    MalformedCase(
+        name: "129-byte address",
+        frames: send(header(to: utf8("echo/" + String(repeating: "a", count: 124)))),
+        code: .badAddress
+    ),
     MalformedCase(name: "empty kind", frames: send(header(kind: [])), code: .badKind),
     MalformedCase(name: "uppercase kind", frames: send(header(kind: utf8("Echo"))), code: .badKind),
-    MalformedCase(name: "oversize body", frames: send(header(), [[UInt8](repeating: 0x20, count: (1 << 16) + 1)]), code: .oversizeFrame),
-    MalformedCase(name: "ACK with 17 bytes", frames: [signature, [WireCommand.ack.rawValue], [UInt8](repeating: 1, count: 17)], code: .badID),
+    MalformedCase(
+        name: "oversize body",
+        frames: send(header(), [[UInt8](repeating: 0x20, count: (1 << 16) + 1)]),
+        code: .oversizeFrame
+    ),
+    MalformedCase(
+        name: "ACK with 17 bytes",
+        frames: [signature, [WireCommand.ack.rawValue], [UInt8](repeating: 1, count: 17)],
+        code: .badID
+    ),
     MalformedCase(name: "empty ACK", frames: [signature, [WireCommand.ack.rawValue], []], code: .badID),
-    MalformedCase(name: "NACK with a 3-byte id", frames: [signature, [WireCommand.nack.rawValue], [1, 2, 3], utf8("busy"), []], code: .badID),
-    MalformedCase(name: "BYE with 4 frames", frames: [signature, [WireCommand.bye.rawValue], [], []], code: .extraFrames),
-    MalformedCase(name: "DELIVER sent to the broker", frames: [signature, [WireCommand.deliver.rawValue], header(), []], code: .forbidden),
-    MalformedCase(name: "SEND from an address the session does not serve", frames: send(header(from: utf8("client/2"))), code: .forbidden),
-    MalformedCase(name: "HELLO with invalid JSON", frames: [signature, [WireCommand.hello.rawValue], utf8("{not json")], code: .invalidJSON),
-    MalformedCase(name: "HELLO with invalid UTF-8", frames: [signature, [WireCommand.hello.rawValue], [0xC3, 0x28]], code: .invalidUTF8),
-    MalformedCase(name: "HELLO missing endpoints", frames: [signature, [WireCommand.hello.rawValue], utf8(#"{"version":1,"role":"child","worker":"w"}"#)], code: .invalidJSON),
-    MalformedCase(name: "HELLO with no endpoints", frames: [signature, [WireCommand.hello.rawValue], utf8(#"{"version":1,"role":"echo","worker":"w","endpoints":[]}"#)], code: .badHello),
-    MalformedCase(name: "HELLO claiming an address twice", frames: [signature, [WireCommand.hello.rawValue], utf8(#"{"version":1,"role":"echo","worker":"w","endpoints":[{"address":"echo/9"},{"address":"echo/9"}]}"#)], code: .badHello),
+    MalformedCase(
+        name: "NACK with a 3-byte id",
+        frames: [signature, [WireCommand.nack.rawValue], [1, 2, 3], utf8("busy"), []],
+        code: .badID
+    ),
+    MalformedCase(
+        name: "BYE with 4 frames",
+        frames: [signature, [WireCommand.bye.rawValue], [], []],
+        code: .extraFrames
+    ),
+    MalformedCase(
+        name: "DELIVER sent to the broker",
+        frames: [signature, [WireCommand.deliver.rawValue], header(), []],
+        code: .forbidden
+    ),
+    MalformedCase(
+        name: "SEND from an address the session does not serve",
+        frames: send(header(from: utf8("client/2"))),
+        code: .forbidden
+    ),
+    MalformedCase(
+        name: "HELLO with invalid JSON",
+        frames: [signature, [WireCommand.hello.rawValue], utf8("{not json")],
+        code: .invalidJSON
+    ),
+    MalformedCase(
+        name: "HELLO with invalid UTF-8",
+        frames: [signature, [WireCommand.hello.rawValue], [0xC3, 0x28]],
+        code: .invalidUTF8
+    ),
+    MalformedCase(
+        name: "HELLO missing endpoints",
+        frames: [signature, [WireCommand.hello.rawValue], utf8(#"{"version":1,"role":"child","worker":"w"}"#)],
+        code: .invalidJSON
+    ),
+    MalformedCase(
+        name: "HELLO with no endpoints",
+        frames: [
+            signature, [WireCommand.hello.rawValue], utf8(#"{"version":1,"role":"echo","worker":"w","endpoints":[]}"#),
+        ],
+        code: .badHello
+    ),
+    MalformedCase(
+        name: "HELLO claiming an address twice",
+        frames: [
+            signature, [WireCommand.hello.rawValue],
+            utf8(#"{"version":1,"role":"echo","worker":"w","endpoints":[{"address":"echo/9"},{"address":"echo/9"}]}"#),
+        ],
+        code: .badHello
+    ),
     MalformedCase(name: "SEND to a role nobody serves", frames: send(header(to: utf8("nobody/1"))), code: .noRoute),
-    MalformedCase(name: "SEND to broker of a kind not for it", frames: send(header(to: utf8("broker"), kind: utf8("echo"))), code: .unknownKind),
-    MalformedCase(name: "HELLO with an unknown role", frames: [signature, [WireCommand.hello.rawValue], utf8(#"{"version":1,"role":"king","worker":"w","endpoints":[]}"#)], code: .invalidJSON),
+    MalformedCase(
+        name: "SEND to broker of a kind not for it",
+        frames: send(header(to: utf8("broker"), kind: utf8("echo"))),
+        code: .unknownKind
+    ),
+    MalformedCase(
+        name: "HELLO with an unknown role",
+        frames: [
+            signature, [WireCommand.hello.rawValue], utf8(#"{"version":1,"role":"king","worker":"w","endpoints":[]}"#),
+        ],
+        code: .invalidJSON
+    ),
 ]
 
 @Suite("Malformed input", .timeLimit(.minutes(1)))
 struct MalformedInputTests {
-    @Test("each malformed message gets a NACK with its code, while a well-behaved client keeps being served", arguments: malformedCases)
+    @Test(
+        "each malformed message gets a NACK with its code, while a well-behaved client keeps being served",
+        arguments: malformedCases
+    )
     func malformed(_ testCase: MalformedCase) throws {
         let broker = try TestBroker { $0.limits.maxBody = 1 << 16 }
         defer { broker.stop() }
@@ -120,7 +217,12 @@ struct MalformedInputTests {
         defer { flow.stop() }
         let question = FlowHarness.question()
         let id = try flow.child.sendMessage(
-            from: "child/c1", to: "limits", kind: "ask", subject: .random(), body: try WireJSON.encode(AskRequest(question: question)))
+            from: "child/c1",
+            to: "limits",
+            kind: "ask",
+            subject: .random(),
+            body: try WireJSON.encode(AskRequest(question: question))
+        )
         #expect(try flow.child.expectNack(id).code == ErrorCode.badSubject.rawValue)
     }
 }

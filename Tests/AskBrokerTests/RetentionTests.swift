@@ -13,7 +13,9 @@ struct RetentionTests {
     func answered(_ flow: FlowHarness, _ question: AnyPermissionQuestion) throws {
         try flow.askAndPresent(question)
         try flow.sendToGuardians(question)
-        try flow.guardian1.expectAck(try flow.answer(flow.guardian1, "guardian/g1", question, choice: PermissionChoice.approve.id))
+        try flow.guardian1.expectAck(
+            try flow.answer(flow.guardian1, "guardian/g1", question, choice: PermissionChoice.approve.id)
+        )
         try flow.child.ack([try flow.child.expectDelivery(kind: "response").id!])
     }
 
@@ -21,7 +23,9 @@ struct RetentionTests {
         try Journal(directory: directory.path, durability: .batch).loadQuestions(openOnly: false).map(\.id)
     }
 
-    @Test("within the retention a late answer is refused as already closed; after it, the question is gone from memory and journal")
+    @Test(
+        "within the retention a late answer is refused as already closed; after it, the question is gone from memory and journal"
+    )
     func forgottenAfterRetention() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
@@ -71,13 +75,19 @@ struct RetentionTests {
             #expect(try flow.guardian2.expectNack(late).code == ErrorCode.alreadyClosed.rawValue)
             let repeated = try flow.child.send(AskRequest(question: question), from: "child/c1", to: "limits")
             #expect(try flow.child.expectNack(repeated).code == ErrorCode.duplicateQuestion.rawValue)
-            #expect(flow.broker.logs.lines.contains { $0.contains("ledger recovered") && $0.contains("closed_questions=1") })
+            #expect(
+                flow.broker.logs.lines.contains { $0.contains("ledger recovered") && $0.contains("closed_questions=1") }
+            )
         }
         // Started again with a retention the question has outlived: it is deleted at start.
         do {
-            let flow = try FlowHarness(durability: .batch, directory: directory) { $0.closedRetention = .milliseconds(1) }
+            let flow = try FlowHarness(durability: .batch, directory: directory) {
+                $0.closedRetention = .milliseconds(1)
+            }
             defer { flow.stop() }
-            #expect(flow.broker.logs.lines.contains { $0.contains("ledger recovered") && $0.contains("closed_deleted=1") })
+            #expect(
+                flow.broker.logs.lines.contains { $0.contains("ledger recovered") && $0.contains("closed_deleted=1") }
+            )
             let late = try flow.answer(flow.guardian2, "guardian/g2", question, choice: PermissionChoice.decline.id)
             #expect(try flow.guardian2.expectNack(late).code == ErrorCode.unknownQuestion.rawValue)
         }

@@ -65,7 +65,9 @@ struct RoutingTests {
         let welcome = try echo.register(role: .echo, ["echo/1"], window: 2)
         #expect(welcome.window == 2)
         var ids: [MessageID] = []
-        for index in 0..<5 { ids.append(try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [UInt8(index)])) }
+        for index in 0..<5 {
+            ids.append(try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [UInt8(index)]))
+        }
         for id in ids { try client.expectAck(id) }
         let first = try echo.expectDelivery()
         let second = try echo.expectDelivery()
@@ -76,7 +78,9 @@ struct RoutingTests {
         #expect(third.id == ids[2])
     }
 
-    @Test("ACK ids ride on SEND and DELIVER: a reply acknowledges its request, the broker's ACK comes on the reply's DELIVER")
+    @Test(
+        "ACK ids ride on SEND and DELIVER: a reply acknowledges its request, the broker's ACK comes on the reply's DELIVER"
+    )
     func carriedAcks() throws {
         // A long delay, so the broker surely still holds the client's ACK when the reply comes.
         let broker = try TestBroker { $0.ackDelay = .milliseconds(100) }
@@ -92,7 +96,17 @@ struct RoutingTests {
         // The reply: SEND with a fifth frame acknowledging the delivery it answers.
         let reply = MessageID.random()
         var frames = Multipart()
-        WireEncoder.message(.send, id: reply, from: "echo/1", to: "client/1", kind: "echo", subject: nil, acks: [request], body: [2], into: &frames)
+        WireEncoder.message(
+            .send,
+            id: reply,
+            from: "echo/1",
+            to: "client/1",
+            kind: "echo",
+            subject: nil,
+            acks: [request],
+            body: [2],
+            into: &frames
+        )
         try echo.send(frames)
         let answer = try client.expectDelivery()
         #expect(answer.id == reply)
@@ -118,7 +132,17 @@ struct RoutingTests {
         // A SEND from an address the echo does not serve: refused, but its ACK id counts.
         let forged = MessageID.random()
         var frames = Multipart()
-        WireEncoder.message(.send, id: forged, from: "echo/2", to: "client/1", kind: "echo", subject: nil, acks: [request], body: [], into: &frames)
+        WireEncoder.message(
+            .send,
+            id: forged,
+            from: "echo/2",
+            to: "client/1",
+            kind: "echo",
+            subject: nil,
+            acks: [request],
+            body: [],
+            into: &frames
+        )
         try echo.send(frames)
         #expect(try echo.expectNack(forged).code == ErrorCode.forbidden.rawValue)
         let reply = try echo.sendMessage(from: "echo/1", to: "client/1", kind: "echo", body: [2])
@@ -155,7 +179,10 @@ struct RoutingTests {
         #expect(try echo.receivesNothing(within: .milliseconds(300)) { $0.command == .deliver })
     }
 
-    @Test("an unacked delivery comes again, with the same id, to the session that takes the address over", arguments: [Durability.off, .batch])
+    @Test(
+        "an unacked delivery comes again, with the same id, to the session that takes the address over",
+        arguments: [Durability.off, .batch]
+    )
     func redeliveryAfterReconnect(_ durability: Durability) throws {
         let broker = try TestBroker(durability: durability)
         defer { broker.stop() }
@@ -240,7 +267,9 @@ struct RoutingTests {
         #expect(drained.delivered == 10)
     }
 
-    @Test("with a journal, an address nobody serves holds nothing in memory; its deliveries go back to the journal when its owner leaves")
+    @Test(
+        "with a journal, an address nobody serves holds nothing in memory; its deliveries go back to the journal when its owner leaves"
+    )
     func spillWhileAway() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
@@ -281,7 +310,8 @@ struct RoutingTests {
 
     @Test(
         "past the limits senders get busy: without a journal at --max-queue, with one at --max-queued-total (memory and journal)",
-        arguments: [(Durability.off, 3, 1_000, 3, "echo/nobody"), (.batch, 2, 5, 5, "echo/other")])
+        arguments: [(Durability.off, 3, 1_000, 3, "echo/nobody"), (.batch, 2, 5, 5, "echo/other")]
+    )
     func busy(_ durability: Durability, perAddress: Int, total: Int, accepted: Int, next: String) throws {
         let broker = try TestBroker(durability: durability) {
             $0.maxQueuedPerAddress = perAddress
@@ -313,7 +343,12 @@ extension RawPeer {
     @discardableResult
     func sendAccepted(_ count: Int, to address: String) throws -> [MessageID] {
         try (0..<count).map { index in
-            let id = try sendMessage(from: "client/1", to: address, kind: "echo", body: [UInt8(truncatingIfNeeded: index)])
+            let id = try sendMessage(
+                from: "client/1",
+                to: address,
+                kind: "echo",
+                body: [UInt8(truncatingIfNeeded: index)]
+            )
             try expectAck(id)
             return id
         }

@@ -63,9 +63,16 @@ final class Captured: Sendable {
     }
 }
 
-func runRoot(_ arguments: [String], environment: [String: String] = [:]) async -> (code: Int32, out: String, err: String) {
+func runRoot(_ arguments: [String], environment: [String: String] = [:]) async -> (
+    code: Int32, out: String, err: String
+) {
     let captured = Captured()
-    let code = await CommandRunner.run(Root.self, arguments: arguments, environment: environment, output: captured.output)
+    let code = await CommandRunner.run(
+        Root.self,
+        arguments: arguments,
+        environment: environment,
+        output: captured.output
+    )
     return (code, captured.out, captured.err)
 }
 
@@ -109,7 +116,9 @@ struct ParsingTests {
     @Test("unknown options, repeated options, a flag with a value and a missing value are refused")
     func refusals() {
         #expect(usageMessage { _ = try parse(["--nope"]) } == "unknown option '--nope'")
-        #expect(usageMessage { _ = try parse(["--count", "1", "--count", "2"]) } == "option '--count' given more than once")
+        #expect(
+            usageMessage { _ = try parse(["--count", "1", "--count", "2"]) } == "option '--count' given more than once"
+        )
         #expect(usageMessage { _ = try parse(["--loud", "--loud"]) } == "option '--loud' given more than once")
         #expect(usageMessage { _ = try parse(["--loud=yes"]) } == "option '--loud' takes no value")
         #expect(usageMessage { _ = try parse(["--count"]) } == "option '--count' needs a value (N)")
@@ -150,7 +159,10 @@ struct ParsingTests {
     @Test("a bad value names where it came from: the option or the environment variable")
     func origins() throws {
         let flag = try parse(["--count", "11"])
-        #expect(usageMessage { _ = try flag.int("count", in: 1...10) } == "option '--count' needs a whole number in 1...10, got '11'")
+        #expect(
+            usageMessage { _ = try flag.int("count", in: 1...10) }
+                == "option '--count' needs a whole number in 1...10, got '11'"
+        )
         let variable = try parse([], ["T_COUNT": "eleven"])
         #expect(
             usageMessage { _ = try variable.int("count", in: 1...10) }
@@ -174,10 +186,16 @@ struct ParsingTests {
         #expect(try parsed("1_000").int("n") == 1000)
         #expect(usageMessage { _ = try parsed("99999999999999999999").int("n") } != nil)
         #expect(try parsed("18446744073709551615").uint64("n") == UInt64.max)
-        #expect(usageMessage { _ = try parsed("-1").uint64("n") } == "option '--n' needs a whole number in 0...\(UInt64.max), got '-1'")
+        #expect(
+            usageMessage { _ = try parsed("-1").uint64("n") }
+                == "option '--n' needs a whole number in 0...\(UInt64.max), got '-1'"
+        )
         #expect(try parsed("1", "0.5").double("x", in: 0...1) == 0.5)
         for bad in ["1.5", "nan", "inf", "x"] {
-            #expect(usageMessage { _ = try parsed("1", bad).double("x", in: 0...1) } == "option '--x' needs a number in 0...1, got '\(bad)'")
+            #expect(
+                usageMessage { _ = try parsed("1", bad).double("x", in: 0...1) }
+                    == "option '--x' needs a number in 0...1, got '\(bad)'"
+            )
         }
     }
 
@@ -186,7 +204,9 @@ struct ParsingTests {
         let specs: [OptionSpec] = [.value("mode", "MODE", env: "ASKRELAY_LOAD_MODE", help: "")]
         let parsed = try Arguments(parsing: [], specs: specs, environment: ["ASKRELAY_MODE": "bogus"])
         #expect(parsed.string("mode") == nil)
-        #expect(parsed.warnings == ["note: ASKRELAY_MODE is not read here; the variable of --mode is ASKRELAY_LOAD_MODE"])
+        #expect(
+            parsed.warnings == ["note: ASKRELAY_MODE is not read here; the variable of --mode is ASKRELAY_LOAD_MODE"]
+        )
         let plain: [OptionSpec] = [.value("mode", "MODE", env: "ASKRELAY_MODE", help: "")]
         #expect(try Arguments(parsing: [], specs: plain, environment: ["ASKRELAY_MODE": "a"]).warnings.isEmpty)
     }
@@ -228,13 +248,17 @@ struct DurationTests {
         #expect(try scale("1e9") == 1e9)
         #expect(try scale("0.01") == 0.01)
         for bad in ["1e10", "0.001", "0", "-1", "inf"] {
-            #expect(usageMessage { _ = try scale(bad) } == "option '--time-scale' needs a number in 0.01...1000000000, got '\(bad)'")
+            #expect(
+                usageMessage { _ = try scale(bad) }
+                    == "option '--time-scale' needs a number in 0.01...1000000000, got '\(bad)'"
+            )
         }
     }
 
     @Test("durationText reads back through parseDuration")
     func text() {
-        for duration: Duration in [.milliseconds(250), .seconds(2), .seconds(300), .seconds(7200), .seconds(86400 * 3)] {
+        for duration: Duration in [.milliseconds(250), .seconds(2), .seconds(300), .seconds(7200), .seconds(86400 * 3)]
+        {
             #expect(parseDuration(durationText(duration)) == duration)
         }
         for duration: Duration in [.microseconds(50), .microseconds(1500)] {
@@ -251,7 +275,10 @@ struct DurationTests {
 struct EndpointTests {
     @Test("tcp://HOST:PORT and ipc://PATH are endpoints; a * port only for one that is bound")
     func accepted() {
-        for text in ["tcp://127.0.0.1:5555", "tcp://localhost:1", "tcp://[::1]:65535", "tcp://*:5555", "ipc:///tmp/a.sock", "ipc://@abstract"] {
+        for text in [
+            "tcp://127.0.0.1:5555", "tcp://localhost:1", "tcp://[::1]:65535", "tcp://*:5555", "ipc:///tmp/a.sock",
+            "ipc://@abstract",
+        ] {
             #expect(EndpointSyntax.problem(text, binding: false) == nil, "\(text)")
             #expect(EndpointSyntax.problem(text, binding: true) == nil, "\(text)")
         }
@@ -265,7 +292,11 @@ struct EndpointTests {
             EndpointSyntax.problem("localhost:5555", binding: false)
                 == "'localhost:5555' is not an endpoint (no scheme): give tcp://HOST:PORT or ipc://PATH, for example tcp://localhost:5555"
         )
-        #expect(EndpointSyntax.problem("/tmp/x.sock", binding: false)?.hasPrefix("'/tmp/x.sock' is not an endpoint (no scheme)") == true)
+        #expect(
+            EndpointSyntax.problem("/tmp/x.sock", binding: false)?.hasPrefix(
+                "'/tmp/x.sock' is not an endpoint (no scheme)"
+            ) == true
+        )
     }
 
     @Test("another scheme is not an endpoint at all (it was 'is not loopback')")
@@ -274,7 +305,9 @@ struct EndpointTests {
             EndpointSyntax.problem("foo://bar", binding: true)
                 == "'foo://bar' is not an endpoint: scheme 'foo' is not tcp or ipc; give tcp://HOST:PORT or ipc://PATH"
         )
-        #expect(EndpointSyntax.problem("inproc://x", binding: true)?.contains("scheme 'inproc' is not tcp or ipc") == true)
+        #expect(
+            EndpointSyntax.problem("inproc://x", binding: true)?.contains("scheme 'inproc' is not tcp or ipc") == true
+        )
     }
 
     @Test("tcp needs a host and a port in 1...65535; ipc a path that fits a Unix socket")
@@ -282,7 +315,10 @@ struct EndpointTests {
         #expect(EndpointSyntax.problem("tcp://localhost", binding: false)?.contains("has no port") == true)
         #expect(EndpointSyntax.problem("tcp://:5555", binding: false)?.contains("has no host") == true)
         for port in ["0", "65536", "http", "-1", ""] {
-            #expect(EndpointSyntax.problem("tcp://h:\(port)", binding: false)?.contains("has no valid port") == true, "\(port)")
+            #expect(
+                EndpointSyntax.problem("tcp://h:\(port)", binding: false)?.contains("has no valid port") == true,
+                "\(port)"
+            )
         }
         #expect(EndpointSyntax.problem("tcp://[::1:5555", binding: false)?.contains("brackets") == true)
         #expect(EndpointSyntax.problem("ipc://", binding: false)?.contains("has no path") == true)
@@ -295,8 +331,10 @@ struct EndpointTests {
     func accessor() throws {
         let specs: [OptionSpec] = [.value("broker", "URL", env: "T_BROKER", default: "tcp://127.0.0.1:5555", help: "")]
         let fromEnvironment = try Arguments(parsing: [], specs: specs, environment: ["T_BROKER": "localhost:5555"])
-        #expect(usageMessage { _ = try fromEnvironment.requireEndpoint("broker", binding: false) }?
-            .hasPrefix("environment variable T_BROKER (for --broker): 'localhost:5555' is not an endpoint") == true)
+        #expect(
+            usageMessage { _ = try fromEnvironment.requireEndpoint("broker", binding: false) }?
+                .hasPrefix("environment variable T_BROKER (for --broker): 'localhost:5555' is not an endpoint") == true
+        )
         let fromDefault = try Arguments(parsing: [], specs: specs, environment: [:])
         #expect(try fromDefault.requireEndpoint("broker", binding: false) == "tcp://127.0.0.1:5555")
     }
@@ -315,7 +353,10 @@ struct RunnerTests {
         let group = await runRoot(["group", "-h"])
         #expect(group.code == 0)
         #expect(group.out.hasPrefix("root group — a group"))
-        for arguments in [["group", "leaf", "--help"], ["help", "group", "leaf"], ["group", "help", "leaf"], ["group", "leaf", "help"]] {
+        for arguments in [
+            ["group", "leaf", "--help"], ["help", "group", "leaf"], ["group", "help", "leaf"],
+            ["group", "leaf", "help"],
+        ] {
             let leaf = await runRoot(arguments)
             #expect(leaf.code == 0, "\(arguments)")
             #expect(leaf.out.hasPrefix("root group leaf — a leaf command"), "\(arguments): \(leaf.out)")
@@ -361,7 +402,9 @@ struct RunnerTests {
         #expect(await runRoot(["leaf"], environment: ["T_COUNT": "5"]).code == 5)
         let unknown = await runRoot(["leaf", "--nope"])
         #expect(unknown.code == 64)
-        #expect(unknown.err == "root leaf: unknown option '--nope'\n\nUsage: root leaf [options]\nSee 'root leaf --help'.\n")
+        #expect(
+            unknown.err == "root leaf: unknown option '--nope'\n\nUsage: root leaf [options]\nSee 'root leaf --help'.\n"
+        )
         #expect(await runRoot(["leaf", "--count", "11"]).code == 64)
         #expect(await runRoot(["leaf"], environment: ["T_COUNT": "11"]).code == 64)
         #expect(await runRoot(["leaf", "stray"]).code == 64)

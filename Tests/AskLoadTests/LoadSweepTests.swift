@@ -8,9 +8,21 @@ import Testing
 struct LoadSweepTests {
     func step(_ rate: Double, achieved: Double, p99: Double, errors: Int = 0) -> SweepStep {
         SweepStep(
-            targetRate: rate, achievedRate: achieved,
-            latency: LatencySummary(count: 10, minUs: 1, meanUs: 2, p50Us: p99 / 4, p90Us: p99 / 2, p99Us: p99, p999Us: p99, maxUs: p99),
-            errors: errors, inFlightAtEnd: 0)
+            targetRate: rate,
+            achievedRate: achieved,
+            latency: LatencySummary(
+                count: 10,
+                minUs: 1,
+                meanUs: 2,
+                p50Us: p99 / 4,
+                p90Us: p99 / 2,
+                p99Us: p99,
+                p999Us: p99,
+                maxUs: p99
+            ),
+            errors: errors,
+            inFlightAtEnd: 0
+        )
     }
 
     @Test("steps go up by the factor and stop at the first unsustainable one; the knee is the last good rate")
@@ -49,25 +61,45 @@ struct LoadSweepTests {
         options.maxSteps = 2
         let sweep = try LoadSweep.run(options) { rate in step(rate, achieved: rate, p99: 100) }
         let report = LoadReport(
-            mode: "flows", commandLine: "askrelay load --sweep", durability: "batch", externalBroker: false, relayOptions: nil,
-            flowOptions: FlowLoadOptions(), flows: nil, sweep: sweep,
-            throughputSamples: [ThroughputSample(run: "a", elapsedS: 1, perSecond: 90, phase: "measuring")])
+            mode: "flows",
+            commandLine: "askrelay load --sweep",
+            durability: "batch",
+            externalBroker: false,
+            relayOptions: nil,
+            flowOptions: FlowLoadOptions(),
+            flows: nil,
+            sweep: sweep,
+            throughputSamples: [ThroughputSample(run: "a", elapsedS: 1, perSecond: 90, phase: "measuring")]
+        )
         #expect(report.table.last == "throughput=150 knee=150")
         let directory = NSTemporaryDirectory() + "load-report-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try report.write(to: directory)
         let html = try String(contentsOfFile: directory + "/load.html", encoding: .utf8)
-        #expect(html.components(separatedBy: "<svg").count - 1 == 3)  // latency vs rate, per-step percentiles, throughput
-        let json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/load.json"))) as? [String: Any])
+        // latency vs rate, per-step percentiles, throughput
+        #expect(html.components(separatedBy: "<svg").count - 1 == 3)
+        let json = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/load.json")))
+                as? [String: Any]
+        )
         #expect((json["sweep"] as? [String: Any])?["knee_rate"] as? Double == 150)
     }
 
     @Test("throughput samples are completions per second between progress callbacks")
     func samples() {
         let recorder = ThroughputRecorder()
-        recorder.record("x", RelayLoadProgress(elapsedSeconds: 1, completed: 100, sent: 100, errors: 0, phase: "warm-up"))
-        recorder.record("x", RelayLoadProgress(elapsedSeconds: 2, completed: 300, sent: 300, errors: 0, phase: "measuring"))
-        recorder.record("y", RelayLoadProgress(elapsedSeconds: 0.5, completed: 50, sent: 50, errors: 0, phase: "warm-up"))
+        recorder.record(
+            "x",
+            RelayLoadProgress(elapsedSeconds: 1, completed: 100, sent: 100, errors: 0, phase: "warm-up")
+        )
+        recorder.record(
+            "x",
+            RelayLoadProgress(elapsedSeconds: 2, completed: 300, sent: 300, errors: 0, phase: "measuring")
+        )
+        recorder.record(
+            "y",
+            RelayLoadProgress(elapsedSeconds: 0.5, completed: 50, sent: 50, errors: 0, phase: "warm-up")
+        )
         #expect(recorder.samples.map(\.perSecond) == [100, 200, 100])
     }
 }
@@ -76,7 +108,9 @@ struct LoadSweepTests {
 struct LoadHTMLTests {
     @Test("unquoted attribute values get quotes; quoted ones and text stay as they are")
     func quoting() {
-        #expect(LoadHTML.quoteAttributes(#"<svg width=760.0 a="x=1"><line x1=70.0 y1=2/><text x=3>p=1 </text></svg>"#)
-            == #"<svg width="760.0" a="x=1"><line x1="70.0" y1="2"/><text x="3">p=1 </text></svg>"#)
+        #expect(
+            LoadHTML.quoteAttributes(#"<svg width=760.0 a="x=1"><line x1=70.0 y1=2/><text x=3>p=1 </text></svg>"#)
+                == #"<svg width="760.0" a="x=1"><line x1="70.0" y1="2"/><text x="3">p=1 </text></svg>"#
+        )
     }
 }

@@ -22,7 +22,10 @@ final class InProcessBroker {
         configuration.endpoints = ["tcp://127.0.0.1:*"]
         configuration.dataDirectory = directory
         configuration.durability = .off
-        service = try BrokerService(configuration: configuration, logger: Logger(label: "load-test-broker", level: .warning))
+        service = try BrokerService(
+            configuration: configuration,
+            logger: Logger(label: "load-test-broker", level: .warning)
+        )
     }
 
     func stop() {
@@ -44,7 +47,11 @@ struct RelayLoadTests {
         options.inflight = 20
         options.connections = 2
         var updates = 0
-        let result = try RelayLoad.run(target: .broker(broker.endpoint), options: options, progress: { _ in updates += 1 })
+        let result = try RelayLoad.run(
+            target: .broker(broker.endpoint),
+            options: options,
+            progress: { _ in updates += 1 }
+        )
         #expect(result.target == "askrelay" && result.loop == "closed")
         #expect(result.throughput > 0)
         #expect(result.measuredCompleted > 0)
@@ -53,7 +60,10 @@ struct RelayLoadTests {
         #expect(result.sent >= result.completed && result.completed >= result.measuredCompleted)
         let l = result.latency
         #expect(l.count > 0)
-        #expect(l.minUs > 0 && l.minUs <= l.p50Us && l.p50Us <= l.p90Us && l.p90Us <= l.p99Us && l.p99Us <= l.p999Us && l.p999Us <= l.maxUs)
+        #expect(
+            l.minUs > 0 && l.minUs <= l.p50Us && l.p50Us <= l.p90Us && l.p90Us <= l.p99Us && l.p99Us <= l.p999Us
+                && l.p999Us <= l.maxUs
+        )
         #expect(updates >= 1)
     }
 
@@ -66,7 +76,9 @@ struct RelayLoadTests {
         let b = try backend.bind("tcp://127.0.0.1:*")
         let handoff = UncheckedBox((frontend, backend))
         let proxyContext = context
-        let proxy = JoinableThread(name: "proxy") { _ = try? ZMQ.proxy(frontend: handoff.value.0, backend: handoff.value.1) }
+        let proxy = JoinableThread(name: "proxy") {
+            _ = try? ZMQ.proxy(frontend: handoff.value.0, backend: handoff.value.1)
+        }
         defer {
             proxyContext.shutdown()
             proxy.join()
@@ -75,7 +87,11 @@ struct RelayLoadTests {
         options.durationSeconds = 0.5
         options.warmupSeconds = 0.1
         options.inflight = 10
-        let result = try RelayLoad.run(target: .proxy(frontend: f, backend: b), options: options, context: try Context())
+        let result = try RelayLoad.run(
+            target: .proxy(frontend: f, backend: b),
+            options: options,
+            context: try Context()
+        )
         #expect(result.target == "zmq_proxy")
         #expect(result.throughput > 0 && result.errors == 0)
         #expect(result.completed == result.sent - result.inFlightAtEnd)

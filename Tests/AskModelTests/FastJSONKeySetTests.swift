@@ -11,10 +11,19 @@ struct FastJSONKeySetTests {
     static let id = UUID(uuidString: "6F1C4A3E-2B7D-4E59-9A0C-1D2E3F405162")!
     static let date = WireDate.parse("2026-11-29T13:15:06.123Z")!
     static let name = PersonName(
-        namePrefix: "Dr", givenName: "Sam", middleName: "Q", familyName: "Taylor", nameSuffix: "Jr", nickname: "Sammy")
+        namePrefix: "Dr",
+        givenName: "Sam",
+        middleName: "Q",
+        familyName: "Taylor",
+        nameSuffix: "Jr",
+        nickname: "Sammy"
+    )
     static let handle = CommunicationHandle(value: "+41 79 555 01 23", kind: .phoneNumber)
     static let person = CommunicationTopic.PersonInformation(
-        handle: handle, nameComponents: name, avatarImage: Data([0x89, 0x50]))
+        handle: handle,
+        nameComponents: name,
+        avatarImage: Data([0x89, 0x50])
+    )
     static let topic = CommunicationTopic(personInformation: [person], actions: [.message, .videoCall])
     static let choice = PermissionChoice(id: "com.example.allow", title: "Allow", answer: .approval)
     static let question: AnyPermissionQuestion = {
@@ -24,7 +33,10 @@ struct FastJSONKeySetTests {
     }()
     static let updateQuestion: AnyPermissionQuestion = {
         var question = PermissionQuestion(
-            id: id, topic: SignificantAppUpdateTopic(description: "v3"), choices: [choice])
+            id: id,
+            topic: SignificantAppUpdateTopic(description: "v3"),
+            choices: [choice]
+        )
         question.expirationDate = date
         return AnyPermissionQuestion(question)
     }()
@@ -38,17 +50,33 @@ struct FastJSONKeySetTests {
         ("AskResult(presented)", AskResult(questionID: id, outcome: .presented)),
         ("SendQuestion", SendQuestion(questionID: id)),
         ("CancelQuestion", CancelQuestion(questionID: id)),
-        ("GuardianQuestion", GuardianQuestion(
-            question: question, child: "c1", family: "f1", sentAt: date, expiresAt: date)),
+        (
+            "GuardianQuestion",
+            GuardianQuestion(
+                question: question,
+                child: "c1",
+                family: "f1",
+                sentAt: date,
+                expiresAt: date
+            )
+        ),
         ("GuardianAnswer", GuardianAnswer(questionID: id, choiceID: choice.id)),
         ("AnyPermissionResponse", AnyPermissionResponse(question: question, choice: choice)),
         ("QuestionClosed", QuestionClosed(questionID: id, reason: .answered, answeredBy: "g1")),
         ("ApprovalNotice", ApprovalNotice(child: "c1", questionID: id, handles: [handle])),
         ("KnownHandlesQuery", KnownHandlesQuery(child: "c1", handles: [handle])),
         ("KnownHandlesReply", KnownHandlesReply(known: [handle])),
-        ("LimitsAdminChange", LimitsAdminChange(
-            child: "c1", limitsEnabled: true, contactSyncSetUp: true, eligible: true, addKnown: [handle],
-            removeKnown: [handle])),
+        (
+            "LimitsAdminChange",
+            LimitsAdminChange(
+                child: "c1",
+                limitsEnabled: true,
+                contactSyncSetUp: true,
+                eligible: true,
+                addKnown: [handle],
+                removeKnown: [handle]
+            )
+        ),
         ("Echo", Echo(payload: "ping")),
         ("PermissionQuestion<CommunicationTopic>", question.typed(as: CommunicationTopic.self)!),
         ("PermissionQuestion<SignificantAppUpdateTopic>", updateQuestion.typed(as: SignificantAppUpdateTopic.self)!),

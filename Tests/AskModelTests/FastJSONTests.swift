@@ -8,8 +8,10 @@ import Testing
 struct FastJSONTests {
     // MARK: - Encoding and decoding canonical bytes
 
-    @Test("random values of every body and model type: fast bytes == Foundation bytes, fast value == Foundation value",
-        arguments: [101, 102, 103] as [UInt64])
+    @Test(
+        "random values of every body and model type: fast bytes == Foundation bytes, fast value == Foundation value",
+        arguments: [101, 102, 103] as [UInt64]
+    )
     func randomValuesAgree(seed: UInt64) throws {
         var random = RandomValues(seed: seed)
         for _ in 0..<300 {
@@ -23,8 +25,13 @@ struct FastJSONTests {
             try expectAgreement(random.person())
             try expectAgreement(
                 GuardianQuestion(
-                    question: question, child: random.string(), family: random.string(), sentAt: random.date(),
-                    expiresAt: random.maybe { $0.date() }))
+                    question: question,
+                    child: random.string(),
+                    family: random.string(),
+                    sentAt: random.date(),
+                    expiresAt: random.maybe { $0.date() }
+                )
+            )
             try expectAgreement(AskResult(questionID: random.uuid(), outcome: .refused(random.askError())))
             if let typed = question.typed(as: CommunicationTopic.self) { try expectAgreement(typed) }
             if let typed = question.typed(as: SignificantAppUpdateTopic.self) { try expectAgreement(typed) }
@@ -40,7 +47,9 @@ struct FastJSONTests {
         try expectAgreement(Echo(payload: ""))
         for scalar in all.unicodeScalars {
             try expectAgreement(Echo(payload: String(scalar)))
-            try expectAgreement(PermissionChoice(id: "x\(scalar)y", title: String(repeating: String(scalar), count: 3), answer: .denial))
+            try expectAgreement(
+                PermissionChoice(id: "x\(scalar)y", title: String(repeating: String(scalar), count: 3), answer: .denial)
+            )
         }
     }
 
@@ -50,14 +59,36 @@ struct FastJSONTests {
         try expectAgreement(ApprovalNotice(child: "", questionID: id, handles: []))
         try expectAgreement(KnownHandlesReply(known: []))
         try expectAgreement(LimitsAdminChange(child: "c"))
-        try expectAgreement(LimitsAdminChange(child: "c", limitsEnabled: false, contactSyncSetUp: true, eligible: false, addKnown: [], removeKnown: Samples.handles))
-        try expectAgreement(AnyPermissionQuestion(id: id, topic: .communication(.init(personInformation: [], actions: [])), choices: []))
-        try expectAgreement(CommunicationTopic.PersonInformation(handle: Samples.handles[0], nameComponents: PersonName(), avatarImage: Data()))
+        try expectAgreement(
+            LimitsAdminChange(
+                child: "c",
+                limitsEnabled: false,
+                contactSyncSetUp: true,
+                eligible: false,
+                addKnown: [],
+                removeKnown: Samples.handles
+            )
+        )
+        try expectAgreement(
+            AnyPermissionQuestion(id: id, topic: .communication(.init(personInformation: [], actions: [])), choices: [])
+        )
+        try expectAgreement(
+            CommunicationTopic.PersonInformation(
+                handle: Samples.handles[0],
+                nameComponents: PersonName(),
+                avatarImage: Data()
+            )
+        )
         for mask in 0..<(1 << CommunicationTopic.Action.allCases.count) {
-            let actions = Set(CommunicationTopic.Action.allCases.enumerated().filter { mask >> $0.offset & 1 == 1 }.map(\.element))
+            let actions = Set(
+                CommunicationTopic.Action.allCases.enumerated().filter { mask >> $0.offset & 1 == 1 }.map(\.element)
+            )
             try expectAgreement(CommunicationTopic(personInformation: [], actions: actions))
         }
-        for error: AskError in [.communicationLimitsNotEnabled, .contactSyncNotSetup, Samples.invalidQuestionError, .notAvailable, .systemError(""), .unknown] {
+        for error: AskError in [
+            .communicationLimitsNotEnabled, .contactSyncNotSetup, Samples.invalidQuestionError, .notAvailable,
+            .systemError(""), .unknown,
+        ] {
             try expectAgreement(error)
             try expectAgreement(AskResult(questionID: id, outcome: .refused(error)))
         }
@@ -74,12 +105,36 @@ struct FastJSONTests {
     func dateLimits() throws {
         let first = Date(wireMilliseconds: -62_167_219_200_000)
         let last = Date(wireMilliseconds: 253_402_300_799_999)
-        for date in [first, last, Date(wireMilliseconds: 0), Date(wireMilliseconds: -1), Date(wireMilliseconds: 951_782_400_000)] {
-            try expectAgreement(GuardianQuestion(question: Samples.communicationQuestion, child: "c", family: "f", sentAt: date, expiresAt: date))
-            try expectAgreement(AnyPermissionQuestion(id: Samples.questionID, topic: Samples.communicationQuestion.topic, expirationDate: date))
+        for date in [
+            first, last, Date(wireMilliseconds: 0), Date(wireMilliseconds: -1), Date(wireMilliseconds: 951_782_400_000),
+        ] {
+            try expectAgreement(
+                GuardianQuestion(
+                    question: Samples.communicationQuestion,
+                    child: "c",
+                    family: "f",
+                    sentAt: date,
+                    expiresAt: date
+                )
+            )
+            try expectAgreement(
+                AnyPermissionQuestion(
+                    id: Samples.questionID,
+                    topic: Samples.communicationQuestion.topic,
+                    expirationDate: date
+                )
+            )
         }
-        for date in [first.addingTimeInterval(-0.001), last.addingTimeInterval(0.001), Date(timeIntervalSince1970: 1e15), Date(timeIntervalSince1970: .infinity)] {
-            let question = GuardianQuestion(question: Samples.communicationQuestion, child: "c", family: "f", sentAt: date)
+        for date in [
+            first.addingTimeInterval(-0.001), last.addingTimeInterval(0.001), Date(timeIntervalSince1970: 1e15),
+            Date(timeIntervalSince1970: .infinity),
+        ] {
+            let question = GuardianQuestion(
+                question: Samples.communicationQuestion,
+                child: "c",
+                family: "f",
+                sentAt: date
+            )
             #expect(WireJSON.fastEncode(question) == nil)
             #expect(throws: EncodingError.self) { try WireJSON.foundationEncode(question) }
             #expect(throws: EncodingError.self) { try WireJSON.encode(question) }
@@ -94,7 +149,10 @@ struct FastJSONTests {
         let texts: [(any AppMessage.Type, String)] = [
             (SendQuestion.self, " \r\n\t{ \"questionID\" : \"\(id)\" } \n"),
             (SendQuestion.self, "{\"questionID\":\"\(id.lowercased())\"}"),
-            (GuardianAnswer.self, "{\"questionID\":\"\(id)\",\"choiceID\":\"a\\/b\\u00e9\\ud83d\\ude00\\\"\\\\\\b\\f\\n\\r\\t\\u0000\"}"),
+            (
+                GuardianAnswer.self,
+                "{\"questionID\":\"\(id)\",\"choiceID\":\"a\\/b\\u00e9\\ud83d\\ude00\\\"\\\\\\b\\f\\n\\r\\t\\u0000\"}"
+            ),
             (QuestionClosed.self, "{\"reason\":\"expired\",\"answeredBy\":null,\"questionID\":\"\(id)\"}"),
             (Echo.self, "{\"payload\":\"caf\u{E9} \\u65e5\\u672C\"}"),
             (
@@ -142,9 +200,18 @@ struct FastJSONTests {
             (Echo.self, "{\"payload\":12}"),
             (Echo.self, "{\"payload\":\"a\"}\u{0}"),
             (QuestionClosed.self, "{\"questionID\":\"\(id)\",\"reason\":\"vanished\"}"),
-            (AskResult.self, "{\"questionID\":\"\(id)\",\"outcome\":{\"case\":\"presented\",\"error\":{\"case\":\"unknown\"}}}"),
-            (AskResult.self, "{\"questionID\":\"\(id)\",\"outcome\":{\"case\":\"refused\",\"error\":{\"case\":\"newCase\"}}}"),
-            (AskResult.self, "{\"questionID\":\"\(id)\",\"outcome\":{\"case\":\"refused\",\"error\":{\"case\":\"notAvailable\",\"message\":\"m\"}}}"),
+            (
+                AskResult.self,
+                "{\"questionID\":\"\(id)\",\"outcome\":{\"case\":\"presented\",\"error\":{\"case\":\"unknown\"}}}"
+            ),
+            (
+                AskResult.self,
+                "{\"questionID\":\"\(id)\",\"outcome\":{\"case\":\"refused\",\"error\":{\"case\":\"newCase\"}}}"
+            ),
+            (
+                AskResult.self,
+                "{\"questionID\":\"\(id)\",\"outcome\":{\"case\":\"refused\",\"error\":{\"case\":\"notAvailable\",\"message\":\"m\"}}}"
+            ),
             (
                 GuardianQuestion.self,
                 "{\"child\":\"c\",\"family\":\"f\",\"sentAt\":\"2026-11-29T13:15:06\\u002e123Z\",\"question\":"
@@ -165,13 +232,20 @@ struct FastJSONTests {
         // slash, a lone continuation byte) and outside one.
         for invalid: [UInt8] in [[0xC3, 0x28], [0xF0, 0x90, 0x80, 0x41], [0xED, 0xA0, 0x80], [0xC0, 0xAF], [0x80]] {
             #expect(try !fastAcceptsAndAgrees(Echo.self, Array("{\"payload\":\"".utf8) + invalid + Array("\"}".utf8)))
-            #expect(try !fastAcceptsAndAgrees(QuestionClosed.self, Array("{\"questionID\":\"\(id)\",\"reason\":\"".utf8) + invalid + Array("\"}".utf8)))
+            #expect(
+                try !fastAcceptsAndAgrees(
+                    QuestionClosed.self,
+                    Array("{\"questionID\":\"\(id)\",\"reason\":\"".utf8) + invalid + Array("\"}".utf8)
+                )
+            )
         }
         #expect(try !fastAcceptsAndAgrees(Echo.self, Array("{\"payload\":\"a\"}".utf8) + [0xFF]))
     }
 
-    @Test("mutated and truncated bodies: the fast decoder declines or agrees with Foundation, errors stay Foundation's",
-        arguments: [201, 202] as [UInt64])
+    @Test(
+        "mutated and truncated bodies: the fast decoder declines or agrees with Foundation, errors stay Foundation's",
+        arguments: [201, 202] as [UInt64]
+    )
     func mutatedInput(seed: UInt64) throws {
         var random = RandomValues(seed: seed)
         var accepted = 0
@@ -209,33 +283,55 @@ struct FastJSONTests {
     /// `value` encodes to Foundation's bytes through the fast path, and those bytes decode to Foundation's value.
     func expectAgreement<T: Codable & Equatable>(_ value: T, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let reference = try WireJSON.foundationEncode(value)
-        let fast = try #require(WireJSON.fastEncode(value), "no fast encoding of \(T.self)", sourceLocation: sourceLocation)
+        let fast = try #require(
+            WireJSON.fastEncode(value),
+            "no fast encoding of \(T.self)",
+            sourceLocation: sourceLocation
+        )
         guard fast == reference else {
             Issue.record(
                 "fast \(String(decoding: fast, as: UTF8.self)) != Foundation \(String(decoding: reference, as: UTF8.self))",
-                sourceLocation: sourceLocation)
+                sourceLocation: sourceLocation
+            )
             return
         }
-        let decoded = try #require(WireJSON.fastDecode(T.self, from: reference), "fast path declined its own bytes", sourceLocation: sourceLocation)
+        let decoded = try #require(
+            WireJSON.fastDecode(T.self, from: reference),
+            "fast path declined its own bytes",
+            sourceLocation: sourceLocation
+        )
         #expect(decoded == (try WireJSON.foundationDecode(T.self, from: reference)), sourceLocation: sourceLocation)
     }
 
     /// Whether the fast decoder takes `bytes`; when it does, Foundation must decode the same value. Either way the
     /// public decoders must give what Foundation alone gives: the value, or the same error.
-    func fastAcceptsAndAgrees<T: AppMessage>(_ type: T.Type, _ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) throws -> Bool {
+    func fastAcceptsAndAgrees<T: AppMessage>(
+        _ type: T.Type,
+        _ bytes: [UInt8],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> Bool {
         let text = String(decoding: bytes, as: UTF8.self)
         let reference = Result { try WireJSON.foundationDecode(T.self, from: bytes) }
         let fast = WireJSON.fastDecode(T.self, from: bytes)
         if let fast {
             #expect(fast == (try? reference.get()), "fast decoded \(text) differently", sourceLocation: sourceLocation)
         }
-        #expect(sameVerdict(Result { try WireJSON.decode(T.self, from: bytes) }, reference), "decode verdict on \(text)", sourceLocation: sourceLocation)
+        #expect(
+            sameVerdict(Result { try WireJSON.decode(T.self, from: bytes) }, reference),
+            "decode verdict on \(text)",
+            sourceLocation: sourceLocation
+        )
         let registryReference: Result<T, BodyDecodingError> =
             String(validating: bytes, as: UTF8.self) == nil
             ? .failure(.invalidUTF8) : reference.mapError { .invalidJSON(describeDecoding($0)) }
         #expect(
-            sameVerdict(Result { () throws(BodyDecodingError) in try AppMessageRegistry.decode(T.self, from: bytes) }, registryReference),
-            "registry verdict on \(text)", sourceLocation: sourceLocation)
+            sameVerdict(
+                Result { () throws(BodyDecodingError) in try AppMessageRegistry.decode(T.self, from: bytes) },
+                registryReference
+            ),
+            "registry verdict on \(text)",
+            sourceLocation: sourceLocation
+        )
         return fast != nil
     }
 
@@ -256,7 +352,10 @@ struct FastJSONTests {
         let structural = bytes.indices.filter { "{}[],:".utf8.contains(bytes[$0]) }
         for _ in 0..<2 {
             var m = bytes
-            m.insert(contentsOf: [[0x20], [0x0A], [0x09, 0x0D], [0x20, 0x20]][random.int(0...3)], at: structural[random.int(0...structural.count - 1)] + 1)
+            m.insert(
+                contentsOf: [[0x20], [0x0A], [0x09, 0x0D], [0x20, 0x20]][random.int(0...3)],
+                at: structural[random.int(0...structural.count - 1)] + 1
+            )
             out.append(m)
         }
         out.append(Array(bytes.prefix(random.int(0...bytes.count - 1))))
@@ -276,7 +375,11 @@ struct FastJSONTests {
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\\") { index += 2; continue }
-            if byte == UInt8(ascii: "\"") { inString.toggle() } else if inString, (0x61...0x7A).contains(byte) { letters.append(index) }
+            if byte == UInt8(ascii: "\"") {
+                inString.toggle()
+            } else if inString, (0x61...0x7A).contains(byte) {
+                letters.append(index)
+            }
             index += 1
         }
         if let at = letters.randomElement(using: &random.rng) {

@@ -341,15 +341,20 @@ struct ValidationTests {
     @Test("a blank title is exactly one Foundation would trim to nothing: every ASCII character and Unicode spaces")
     func blankMatchesTrimming() {
         var scalars = (0..<128).compactMap(Unicode.Scalar.init)
-        scalars += [0x85, 0xA0, 0x1680, 0x180E, 0x2000, 0x200A, 0x200B, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF, 0xE9]
-            .compactMap(Unicode.Scalar.init)
+        scalars += [
+            0x85, 0xA0, 0x1680, 0x180E, 0x2000, 0x200A, 0x200B, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF, 0xE9,
+        ]
+        .compactMap(Unicode.Scalar.init)
         for scalar in scalars {
             for title in [String(scalar), String(scalar) + " ", " " + String(scalar) + "\t"] {
                 var question = people(phone("+41795550123"))
                 question.choices = [PermissionChoice(id: "c", title: title, answer: .approval), other]
                 let blank = title.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty
                 let reason = question.firstViolation(now: now)
-                #expect((reason?.field == "choices[0].title") == blank, "U+\(String(scalar.value, radix: 16)) in \(title.debugDescription): \(String(describing: reason))")
+                #expect(
+                    (reason?.field == "choices[0].title") == blank,
+                    "U+\(String(scalar.value, radix: 16)) in \(title.debugDescription): \(String(describing: reason))"
+                )
             }
         }
     }

@@ -62,7 +62,8 @@ struct RefusalTests {
         )
         let error = WireError.invalidQuestion(reason)
         #expect(error.code == .invalidQuestion)
-        let json = #"{"code":"not-email","field":"topic.personInformation[1].handle.value","#
+        let json =
+            #"{"code":"not-email","field":"topic.personInformation[1].handle.value","#
             + #""message":"not an e-mail address"}"#
         #expect(error.reason == json)
         #expect(error.invalidQuestionReason == reason)

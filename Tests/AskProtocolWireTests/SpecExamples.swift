@@ -19,25 +19,66 @@ enum SpecExamples {
             examples.append((name, message))
         }
         add("HELLO") {
-            let hello = Hello(role: .child, worker: "askrelay-child[7]", endpoints: [.init(address: "child/c1", family: "f1")], window: 64, heartbeatMs: 1000)
+            let hello = Hello(
+                role: .child,
+                worker: "askrelay-child[7]",
+                endpoints: [.init(address: "child/c1", family: "f1")],
+                window: 64,
+                heartbeatMs: 1000
+            )
             WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &$0)
         }
         add("WELCOME") {
-            let welcome = Welcome(session: "3f2a9c01b7e4-0", heartbeatMs: 1000, liveness: 3, window: 64, broker: "3f2a9c01b7e4", carriedAcks: true)
+            let welcome = Welcome(
+                session: "3f2a9c01b7e4-0",
+                heartbeatMs: 1000,
+                liveness: 3,
+                window: 64,
+                broker: "3f2a9c01b7e4",
+                carriedAcks: true
+            )
             WireEncoder.session(.welcome, body: SessionJSON.encode(welcome), into: &$0)
         }
         add("HEARTBEAT") { WireEncoder.heartbeat(into: &$0) }
         add("SEND") {
-            WireEncoder.message(.send, id: sendID, from: "child/c1", to: "broker", kind: "send", subject: question,
-                body: Array(#"{"questionID":"6F1C4A3E-2B7D-4E59-9A0C-1D2E3F405162"}"#.utf8), into: &$0)
+            WireEncoder.message(
+                .send,
+                id: sendID,
+                from: "child/c1",
+                to: "broker",
+                kind: "send",
+                subject: question,
+                body: Array(#"{"questionID":"6F1C4A3E-2B7D-4E59-9A0C-1D2E3F405162"}"#.utf8),
+                into: &$0
+            )
         }
         add("ACK") { WireEncoder.ack([sendID], into: &$0) }
         add("DELIVER") {
-            WireEncoder.message(.deliver, id: deliverID, from: "echo/e1", to: "echo/e2", kind: "echo", subject: nil,
-                body: Array(#"{"payload":"ping 000001"}"#.utf8), into: &$0)
+            WireEncoder.message(
+                .deliver,
+                id: deliverID,
+                from: "echo/e1",
+                to: "echo/e2",
+                kind: "echo",
+                subject: nil,
+                body: Array(#"{"payload":"ping 000001"}"#.utf8),
+                into: &$0
+            )
         }
-        add("NACK") { WireEncoder.nack(id: sendID, WireError(.alreadySent, "the question was already sent; cannot send"), into: &$0) }
-        add("NACK-unregistered") { WireEncoder.nack(id: nil, WireError(.notRegistered, "this connection has no session; send HELLO"), into: &$0) }
+        add("NACK") {
+            WireEncoder.nack(
+                id: sendID,
+                WireError(.alreadySent, "the question was already sent; cannot send"),
+                into: &$0
+            )
+        }
+        add("NACK-unregistered") {
+            WireEncoder.nack(
+                id: nil,
+                WireError(.notRegistered, "this connection has no session; send HELLO"),
+                into: &$0
+            )
+        }
         add("BYE") { WireEncoder.bye(reason: "broker shutting down", into: &$0) }
         return examples
     }
@@ -51,12 +92,17 @@ enum SpecExamples {
             var line = "[\(index)] " + "(\(frame.count))".padding(toLength: 6, withPad: " ", startingAt: 0)
             if frame.count <= 24 {
                 let hex = frame.map { String(format: "%02x", $0) }.joined(separator: " ")
-                line += printable ? hex.padding(toLength: 72, withPad: " ", startingAt: 0) + "\"" + String(decoding: frame, as: UTF8.self) + "\"" : hex
+                line +=
+                    printable
+                    ? hex.padding(toLength: 72, withPad: " ", startingAt: 0) + "\""
+                        + String(decoding: frame, as: UTF8.self) + "\"" : hex
             } else if printable {
                 line += String(decoding: frame, as: UTF8.self)
             } else if frame.count <= 256 {
                 line += stride(from: 0, to: frame.count, by: 16).map { start in
-                    frame[start..<min(start + 16, frame.count)].map { String(format: "%02x", $0) }.joined(separator: " ")
+                    frame[start..<min(start + 16, frame.count)].map { String(format: "%02x", $0) }.joined(
+                        separator: " "
+                    )
                 }.joined(separator: "\n" + String(repeating: " ", count: 10))
             } else {
                 line += "<\(frame.count) bytes>"
@@ -69,7 +115,8 @@ enum SpecExamples {
 @Suite("Specification examples")
 struct SpecExampleTests {
     static let specification: String = {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         return (try? String(contentsOf: root.appendingPathComponent("docs/protocol.md"), encoding: .utf8)) ?? ""
     }()
 

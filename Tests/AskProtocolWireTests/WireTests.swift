@@ -26,11 +26,24 @@ func encodeAndParse(base: Int, _ build: (inout Multipart) -> Void) throws(WireEr
 
 @Suite("Wire round trips")
 struct WireRoundTripTests {
-    @Test("SEND and DELIVER keep id, addresses, kind, subject and body", arguments: [0, 1], [WireCommand.send, .deliver])
+    @Test(
+        "SEND and DELIVER keep id, addresses, kind, subject and body",
+        arguments: [0, 1],
+        [WireCommand.send, .deliver]
+    )
     func message(base: Int, command: WireCommand) throws {
         let body = bytes(#"{"questionID":"6F1C4A3E-2B7D-4E59-9A0C-1D2E3F405162"}"#)
         let (parsed, message) = try encodeAndParse(base: base) {
-            WireEncoder.message(command, id: idA, from: "child/c-17", to: "broker", kind: "send", subject: idB, body: body, into: &$0)
+            WireEncoder.message(
+                command,
+                id: idA,
+                from: "child/c-17",
+                to: "broker",
+                kind: "send",
+                subject: idB,
+                body: body,
+                into: &$0
+            )
         }
         #expect(message.count == base + 4)
         #expect(parsed.command == command)
@@ -44,7 +57,8 @@ struct WireRoundTripTests {
         #expect(!message.bytes(parsed.toRange, equal: "brokers"))
         #expect(Array(message[parsed.bodyFrame]) == body)
         // The header frame: id, flags 1, subject, then each field after its length byte.
-        let header = idA.bytes + [1] + idB.bytes + [10] + bytes("child/c-17") + [6] + bytes("broker") + [4] + bytes("send")
+        let header =
+            idA.bytes + [1] + idB.bytes + [10] + bytes("child/c-17") + [6] + bytes("broker") + [4] + bytes("send")
         #expect(Array(message[parsed.headerFrame]) == header)
         #expect(parsed.headerFrame == base + 2 && parsed.bodyFrame == base + 3)
         // Field ranges lie inside the header frame.
@@ -56,11 +70,25 @@ struct WireRoundTripTests {
         #expect(Array(message[base + 1]) == [command.rawValue])
     }
 
-    @Test("SEND and DELIVER may carry ACK ids in a frame between header and body", arguments: [0, 1], [WireCommand.send, .deliver])
+    @Test(
+        "SEND and DELIVER may carry ACK ids in a frame between header and body",
+        arguments: [0, 1],
+        [WireCommand.send, .deliver]
+    )
     func messageCarryingAcks(base: Int, command: WireCommand) throws {
         let body = bytes(#"{"ok":true}"#)
         let (parsed, message) = try encodeAndParse(base: base) {
-            WireEncoder.message(command, id: idA, from: "echo/e1", to: "client/c1", kind: "echo", subject: nil, acks: [idB, idA], body: body, into: &$0)
+            WireEncoder.message(
+                command,
+                id: idA,
+                from: "echo/e1",
+                to: "client/c1",
+                kind: "echo",
+                subject: nil,
+                acks: [idB, idA],
+                body: body,
+                into: &$0
+            )
         }
         #expect(message.count == base + 5)
         #expect(parsed.carriesAcks)
@@ -71,7 +99,17 @@ struct WireRoundTripTests {
         #expect(message.to(parsed) == "client/c1")
         // Without ACK ids: no fifth frame, and no ids.
         let (plain, plainMessage) = try encodeAndParse(base: base) {
-            WireEncoder.message(command, id: idA, from: "echo/e1", to: "client/c1", kind: "echo", subject: nil, acks: [], body: body, into: &$0)
+            WireEncoder.message(
+                command,
+                id: idA,
+                from: "echo/e1",
+                to: "client/c1",
+                kind: "echo",
+                subject: nil,
+                acks: [],
+                body: body,
+                into: &$0
+            )
         }
         #expect(plainMessage.count == base + 4 && !plain.carriesAcks && plainMessage.ackIDs(plain).isEmpty)
     }
@@ -79,18 +117,36 @@ struct WireRoundTripTests {
     @Test("SEND without a subject and with an empty body", arguments: [0, 1])
     func messageWithoutSubject(base: Int) throws {
         let (parsed, message) = try encodeAndParse(base: base) {
-            WireEncoder.message(.send, id: idB, from: "echo/e1", to: "limits", kind: "echo", subject: nil, body: [], into: &$0)
+            WireEncoder.message(
+                .send,
+                id: idB,
+                from: "echo/e1",
+                to: "limits",
+                kind: "echo",
+                subject: nil,
+                body: [],
+                into: &$0
+            )
         }
         #expect(parsed.id == idB)
         #expect(parsed.subject == nil)
-        #expect(Array(message[parsed.headerFrame]) == idB.bytes + [0, 7] + bytes("echo/e1") + [6] + bytes("limits") + [4] + bytes("echo"))
+        #expect(
+            Array(message[parsed.headerFrame]) == idB.bytes + [0, 7] + bytes("echo/e1") + [6] + bytes("limits") + [4]
+                + bytes("echo")
+        )
         #expect(message.size(of: parsed.bodyFrame) == 0)
         #expect(message.to(parsed) == "limits")
     }
 
     @Test("HELLO and WELCOME carry their JSON body", arguments: [0, 1])
     func session(base: Int) throws {
-        let hello = Hello(role: .guardian, worker: "askrelay-parent[42]", endpoints: [.init(address: "guardian/g1", family: "f7")], window: 32, heartbeatMs: 500)
+        let hello = Hello(
+            role: .guardian,
+            worker: "askrelay-parent[42]",
+            endpoints: [.init(address: "guardian/g1", family: "f7")],
+            window: 32,
+            heartbeatMs: 500
+        )
         let (parsedHello, helloMessage) = try encodeAndParse(base: base) {
             WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &$0)
         }
@@ -143,7 +199,9 @@ struct WireRoundTripTests {
     func nackLongReason(lead: String) throws {
         // 2-, 3- and 4-byte characters, so the limit falls inside one for some leads.
         let long = lead + String(repeating: "é€😀", count: 200)
-        let (parsed, message) = try encodeAndParse(base: 0) { WireEncoder.nack(id: nil, WireError(.forbidden, long), into: &$0) }
+        let (parsed, message) = try encodeAndParse(base: 0) {
+            WireEncoder.nack(id: nil, WireError(.forbidden, long), into: &$0)
+        }
         let reason = message.string(parsed.reasonFrame)
         #expect(reason.utf8.count <= Wire.Limits.standard.maxReason)
         #expect(reason.utf8.count > Wire.Limits.standard.maxReason - 4)
@@ -166,32 +224,67 @@ struct WireRoundTripTests {
         let longKind = String(repeating: "k", count: 32)
         let body = [UInt8](repeating: 0x20, count: limits.maxBody)
         var message = Multipart()
-        WireEncoder.message(.send, id: idA, from: longID, to: longAddress, kind: longKind, subject: nil, body: body, into: &message)
+        WireEncoder.message(
+            .send,
+            id: idA,
+            from: longID,
+            to: longAddress,
+            kind: longKind,
+            subject: nil,
+            body: body,
+            into: &message
+        )
         let parsed = try WireParser.parse(message)
         #expect(message.from(parsed) == longID)
         #expect(message.to(parsed) == longAddress)
         #expect(message.kind(parsed) == longKind)
         let reason = String(repeating: "r", count: limits.maxReason)
-        #expect(try WireParser.parse(Multipart([signature, [0x07], [], bytes(longKind), bytes(reason)])).command == .nack)
+        #expect(
+            try WireParser.parse(Multipart([signature, [0x07], [], bytes(longKind), bytes(reason)])).command == .nack
+        )
         #expect(try WireParser.parse(Multipart([signature, [0x08], bytes(reason)])).command == .bye)
         #expect(try WireParser.parse(Multipart([signature, [0x01], body])).command == .hello)
     }
 
-    @Test("a DELIVER made from a SEND's header bytes is the DELIVER the encoder makes", arguments: [idB, nil] as [MessageID?])
+    @Test(
+        "a DELIVER made from a SEND's header bytes is the DELIVER the encoder makes",
+        arguments: [idB, nil] as [MessageID?]
+    )
     func forwardedHeader(subject: MessageID?) throws {
         let body = bytes(#"{"x":1}"#)
         var send = Multipart()
         send.append(routerIdentity)
-        WireEncoder.message(.send, id: idA, from: "client/c1", to: "echo/e0", kind: "echo", subject: subject, body: body, into: &send)
+        WireEncoder.message(
+            .send,
+            id: idA,
+            from: "client/c1",
+            to: "echo/e0",
+            kind: "echo",
+            subject: subject,
+            body: body,
+            into: &send
+        )
         let parsed = try WireParser.parse(send, base: 1)
         var forwarded = Multipart()
         send.withFrame(parsed.headerFrame) { header in
             send.withFrame(parsed.bodyFrame) { WireEncoder.deliver(header: header, body: $0, into: &forwarded) }
         }
         var encoded = Multipart()
-        WireEncoder.message(.deliver, id: idA, from: "client/c1", to: "echo/e0", kind: "echo", subject: subject, body: body, into: &encoded)
+        WireEncoder.message(
+            .deliver,
+            id: idA,
+            from: "client/c1",
+            to: "echo/e0",
+            kind: "echo",
+            subject: subject,
+            body: body,
+            into: &encoded
+        )
         #expect(forwarded == encoded)
-        #expect(WireEncoder.headerBytes(id: idA, subject: subject, from: "client/c1", to: "echo/e0", kind: "echo") == Array(send[parsed.headerFrame]))
+        #expect(
+            WireEncoder.headerBytes(id: idA, subject: subject, from: "client/c1", to: "echo/e0", kind: "echo")
+                == Array(send[parsed.headerFrame])
+        )
         let delivered = try WireParser.parse(forwarded)
         #expect(delivered.command == .deliver && delivered.id == idA && delivered.subject == subject)
     }
@@ -199,8 +292,19 @@ struct WireRoundTripTests {
     @Test("a field too long for its length byte is refused by the receiver, not trapped by the encoder")
     func overlongField() {
         var message = Multipart()
-        WireEncoder.message(.send, id: idA, from: "child/" + String(repeating: "x", count: 300), to: "limits", kind: "ask", subject: nil, body: [], into: &message)
-        #expect(throws: WireError(.badAddress, "the 'from' address must be 1-128 bytes, got 255")) { try WireParser.parse(message) }
+        WireEncoder.message(
+            .send,
+            id: idA,
+            from: "child/" + String(repeating: "x", count: 300),
+            to: "limits",
+            kind: "ask",
+            subject: nil,
+            body: [],
+            into: &message
+        )
+        #expect(throws: WireError(.badAddress, "the 'from' address must be 1-128 bytes, got 255")) {
+            try WireParser.parse(message)
+        }
     }
 
     @Test("the parser honours smaller limits")
@@ -208,7 +312,9 @@ struct WireRoundTripTests {
         var limits = Wire.Limits()
         limits.maxBody = 4
         limits.maxAckIDs = 1
-        #expect(throws: WireError.self) { try WireParser.parse(Multipart([signature, [0x01], [1, 2, 3, 4, 5]]), limits: limits) }
+        #expect(throws: WireError.self) {
+            try WireParser.parse(Multipart([signature, [0x01], [1, 2, 3, 4, 5]]), limits: limits)
+        }
         #expect(try WireParser.parse(Multipart([signature, [0x01], [1, 2, 3, 4]]), limits: limits).command == .hello)
         do {
             _ = try WireParser.parse(Multipart([signature, [0x06], idA.bytes + idB.bytes]), limits: limits)
@@ -238,8 +344,13 @@ struct BadMessage: Sendable, CustomTestStringConvertible {
 /// A SEND/DELIVER header built by hand (not by the encoder): id, flags, the subject if given, then each field after
 /// a length byte (the byte is the field's size modulo 256, so a 300-byte field lies about its size), then `trailing`.
 func rawHeader(
-    id: [UInt8] = idA.bytes, flags: UInt8 = 1, subject: [UInt8]? = idB.bytes, from: [UInt8] = bytes("child/c1"),
-    to: [UInt8] = bytes("limits"), kind: [UInt8] = bytes("ask"), trailing: [UInt8] = []
+    id: [UInt8] = idA.bytes,
+    flags: UInt8 = 1,
+    subject: [UInt8]? = idB.bytes,
+    from: [UInt8] = bytes("child/c1"),
+    to: [UInt8] = bytes("limits"),
+    kind: [UInt8] = bytes("ask"),
+    trailing: [UInt8] = []
 ) -> [UInt8] {
     var out = id + [flags] + (subject ?? [])
     for field in [from, to, kind] { out += [UInt8(truncatingIfNeeded: field.count)] + field }
@@ -284,14 +395,30 @@ let badMessages: [BadMessage] = [
     .init("SEND with 6 frames", [signature, [0x04], validHeader, idA.bytes, bytes("{}"), []], .extraFrames),
     .init("SEND with an empty ACK-ids frame", [signature, [0x04], validHeader, [], bytes("{}")], .badID),
     .init("SEND with 17 bytes of ACK ids", [signature, [0x04], validHeader, idA.bytes + [0], bytes("{}")], .badID),
-    .init("SEND carrying 4097 ACK ids", [signature, [0x04], validHeader, Array(repeating: 7, count: 16 * 4097), bytes("{}")], .oversizeFrame),
-    .init("SEND with a bad header and a bad ACK-ids frame: the header is reported", [signature, [0x04], idA.bytes, [], bytes("{}")], .badHeader),
+    .init(
+        "SEND carrying 4097 ACK ids",
+        [signature, [0x04], validHeader, Array(repeating: 7, count: 16 * 4097), bytes("{}")],
+        .oversizeFrame
+    ),
+    .init(
+        "SEND with a bad header and a bad ACK-ids frame: the header is reported",
+        [signature, [0x04], idA.bytes, [], bytes("{}")],
+        .badHeader
+    ),
     .init("SEND with 2 frames", Array(validSend.prefix(2)), .missingFrames),
-    .init("SEND in the old 8-frame layout", [signature, [0x04], idA.bytes, bytes("child/c1"), bytes("limits"), bytes("ask"), [], []], .extraFrames),
+    .init(
+        "SEND in the old 8-frame layout",
+        [signature, [0x04], idA.bytes, bytes("child/c1"), bytes("limits"), bytes("ask"), [], []],
+        .extraFrames
+    ),
     .init("DELIVER with 3 frames", Array(validDeliver.dropLast()), .missingFrames),
     .init("DELIVER with 5 frames whose 4th is not ACK ids", validDeliver + [[]], .badID),
     .init("DELIVER with 6 frames", [signature, [0x05], validHeader, idA.bytes, bytes("{}"), []], .extraFrames),
-    .init("DELIVER with 15 bytes of ACK ids", [signature, [0x05], validHeader, Array(idA.bytes.prefix(15)), bytes("{}")], .badID),
+    .init(
+        "DELIVER with 15 bytes of ACK ids",
+        [signature, [0x05], validHeader, Array(idA.bytes.prefix(15)), bytes("{}")],
+        .badID
+    ),
     .init("ACK without ids", [signature, [0x06]], .missingFrames),
     .init("ACK with 4 frames", [signature, [0x06], idA.bytes, idB.bytes], .extraFrames),
     .init("NACK with 4 frames", Array(validNack.dropLast()), .missingFrames),
@@ -301,28 +428,56 @@ let badMessages: [BadMessage] = [
     .init("empty header", send(header: []), .badHeader),
     .init("header of 16 bytes (id only)", send(header: idA.bytes), .badHeader),
     .init("header of 19 bytes (one byte short of the minimum)", send(header: idA.bytes + [0, 0, 0]), .badHeader),
-    .init("minimal header, zero-length fields, is read (then the address is bad)", send(header: idA.bytes + [0, 0, 0, 0]), .badAddress),
-    .init("15-byte id (the flags byte is read from the lengths)", send(header: rawHeader(id: Array(idA.bytes.prefix(15)))), .badHeader),
+    .init(
+        "minimal header, zero-length fields, is read (then the address is bad)",
+        send(header: idA.bytes + [0, 0, 0, 0]),
+        .badAddress
+    ),
+    .init(
+        "15-byte id (the flags byte is read from the lengths)",
+        send(header: rawHeader(id: Array(idA.bytes.prefix(15)))),
+        .badHeader
+    ),
     .init("17-byte id", send(header: rawHeader(id: idA.bytes + [0])), .badHeader),
     .init("flags 0x02", send(header: rawHeader(flags: 0x02, subject: nil)), .badHeader),
     .init("flags 0x03", send(header: rawHeader(flags: 0x03)), .badHeader),
     .init("flags 0x80", send(header: rawHeader(flags: 0x80, subject: nil)), .badHeader),
     .init("flags 0xFF", send(header: rawHeader(flags: 0xFF)), .badHeader),
     .init("subject flag without a subject", send(header: rawHeader(flags: 1, subject: nil)), .badHeader),
-    .init("subject flag, header ends inside the subject", send(header: idA.bytes + [1] + Array(idB.bytes.prefix(10))), .badHeader),
+    .init(
+        "subject flag, header ends inside the subject",
+        send(header: idA.bytes + [1] + Array(idB.bytes.prefix(10))),
+        .badHeader
+    ),
     .init("no subject flag but a subject", send(header: rawHeader(flags: 0)), .badHeader),
     .init("from length past the end", send(header: idA.bytes + [0, 9] + bytes("child/c1")), .badHeader),
-    .init("from length 255", send(header: idA.bytes + [0, 255] + bytes("child/c1") + [6] + bytes("limits") + [3] + bytes("ask")), .badHeader),
-    .init("to length past the end", send(header: idA.bytes + [0, 8] + bytes("child/c1") + [200] + bytes("limits") + [3] + bytes("ask")), .badHeader),
+    .init(
+        "from length 255",
+        send(header: idA.bytes + [0, 255] + bytes("child/c1") + [6] + bytes("limits") + [3] + bytes("ask")),
+        .badHeader
+    ),
+    .init(
+        "to length past the end",
+        send(header: idA.bytes + [0, 8] + bytes("child/c1") + [200] + bytes("limits") + [3] + bytes("ask")),
+        .badHeader
+    ),
     .init("kind length past the end", send(header: Array(rawHeader().dropLast())), .badHeader),
-    .init("header ends before the kind length", send(header: idA.bytes + [0, 8] + bytes("child/c1") + [6] + bytes("limits")), .badHeader),
+    .init(
+        "header ends before the kind length",
+        send(header: idA.bytes + [0, 8] + bytes("child/c1") + [6] + bytes("limits")),
+        .badHeader
+    ),
     .init("header ends before the to length", send(header: idA.bytes + [0, 8] + bytes("child/c1")), .badHeader),
     .init("one trailing byte", send(header: rawHeader(trailing: [0])), .badHeader),
     .init("a trailing id", send(header: rawHeader(trailing: idA.bytes)), .badHeader),
     .init("DELIVER with a trailing byte", send(header: rawHeader(trailing: [0x61]), command: 0x05), .badHeader),
     .init("DELIVER with flags 0x04", send(header: rawHeader(flags: 0x04, subject: nil), command: 0x05), .badHeader),
     .init("bad header wins over a bad address", send(header: rawHeader(from: [], trailing: [1])), .badHeader),
-    .init("bad flags win over a bad kind", send(header: rawHeader(flags: 0x10, subject: nil, kind: bytes("ASK"))), .badHeader),
+    .init(
+        "bad flags win over a bad kind",
+        send(header: rawHeader(flags: 0x10, subject: nil, kind: bytes("ASK"))),
+        .badHeader
+    ),
     // Addresses inside the header.
     .init("empty from", send(header: rawHeader(from: [])), .badAddress),
     .init("empty to", send(header: rawHeader(to: [])), .badAddress),
@@ -332,12 +487,20 @@ let badMessages: [BadMessage] = [
     .init("id with a space", send(header: rawHeader(to: bytes("child/c 1"))), .badAddress),
     .init("id with a second '/'", send(header: rawHeader(to: bytes("child/c1/x"))), .badAddress),
     .init("digit in role", send(header: rawHeader(to: bytes("child2/c1"))), .badAddress),
-    .init("65-byte id", send(header: rawHeader(from: bytes("child/" + String(repeating: "x", count: 65)))), .badAddress),
+    .init(
+        "65-byte id",
+        send(header: rawHeader(from: bytes("child/" + String(repeating: "x", count: 65)))),
+        .badAddress
+    ),
     .init("129-byte address", send(header: rawHeader(to: bytes(String(repeating: "a", count: 129)))), .badAddress),
     .init("255-byte address", send(header: rawHeader(to: bytes(String(repeating: "a", count: 255)))), .badAddress),
     .init("non-ASCII id", send(header: rawHeader(from: bytes("child/é"))), .badAddress),
     .init("NUL in an address", send(header: rawHeader(to: bytes("child/c") + [0])), .badAddress),
-    .init("bad from wins over bad kind", send(header: rawHeader(from: bytes("Child/c1"), kind: bytes("ASK"))), .badAddress),
+    .init(
+        "bad from wins over bad kind",
+        send(header: rawHeader(from: bytes("Child/c1"), kind: bytes("ASK"))),
+        .badAddress
+    ),
     .init("DELIVER with an empty to", send(header: rawHeader(to: []), command: 0x05), .badAddress),
     // Kinds inside the header.
     .init("upper-case kind", send(header: rawHeader(kind: bytes("Ask"))), .badKind),
@@ -347,26 +510,50 @@ let badMessages: [BadMessage] = [
     .init("kind with '/'", send(header: rawHeader(kind: bytes("ask/result"))), .badKind),
     .init("DELIVER with a bad kind", send(header: rawHeader(kind: bytes("a b")), command: 0x05), .badKind),
     // Sizes.
-    .init("SEND body limit+1", [signature, [0x04], validHeader, [UInt8](repeating: 0x20, count: limits.maxBody + 1)], .oversizeFrame),
-    .init("bad header wins over an oversize body", [signature, [0x04], rawHeader(trailing: [0]), [UInt8](repeating: 0x20, count: limits.maxBody + 1)], .badHeader),
-    .init("HELLO body limit+1", [signature, [0x01], [UInt8](repeating: 0x20, count: limits.maxBody + 1)], .oversizeFrame),
+    .init(
+        "SEND body limit+1",
+        [signature, [0x04], validHeader, [UInt8](repeating: 0x20, count: limits.maxBody + 1)],
+        .oversizeFrame
+    ),
+    .init(
+        "bad header wins over an oversize body",
+        [signature, [0x04], rawHeader(trailing: [0]), [UInt8](repeating: 0x20, count: limits.maxBody + 1)],
+        .badHeader
+    ),
+    .init(
+        "HELLO body limit+1",
+        [signature, [0x01], [UInt8](repeating: 0x20, count: limits.maxBody + 1)],
+        .oversizeFrame
+    ),
     // ACK.
     .init("ACK with 0 bytes", [signature, [0x06], []], .badID),
     .init("ACK with 15 bytes", [signature, [0x06], Array(idA.bytes.prefix(15))], .badID),
     .init("ACK with 17 bytes", [signature, [0x06], idA.bytes + [0]], .badID),
     .init("ACK with 33 bytes", [signature, [0x06], idA.bytes + idB.bytes + [0]], .badID),
-    .init("ACK with limit+1 ids", [signature, [0x06], [UInt8](repeating: 7, count: 16 * (limits.maxAckIDs + 1))], .oversizeFrame),
+    .init(
+        "ACK with limit+1 ids",
+        [signature, [0x06], [UInt8](repeating: 7, count: 16 * (limits.maxAckIDs + 1))],
+        .oversizeFrame
+    ),
     // NACK.
     .init("NACK 15-byte id", [signature, [0x07], Array(idA.bytes.prefix(15)), bytes("busy"), []], .badID),
     .init("NACK 17-byte id", [signature, [0x07], idA.bytes + [0], bytes("busy"), []], .badID),
     .init("NACK empty code", [signature, [0x07], [], [], bytes("why")], .badKind),
     .init("NACK 33-byte code", [signature, [0x07], [], bytes(String(repeating: "c", count: 33)), []], .badKind),
     .init("NACK non-UTF-8 reason", [signature, [0x07], [], bytes("busy"), invalidUTF8], .invalidUTF8),
-    .init("NACK reason limit+1", [signature, [0x07], [], bytes("busy"), [UInt8](repeating: 0x72, count: limits.maxReason + 1)], .oversizeFrame),
+    .init(
+        "NACK reason limit+1",
+        [signature, [0x07], [], bytes("busy"), [UInt8](repeating: 0x72, count: limits.maxReason + 1)],
+        .oversizeFrame
+    ),
     // BYE.
     .init("BYE non-UTF-8 reason", [signature, [0x08], invalidUTF8], .invalidUTF8),
     .init("BYE lone continuation byte", [signature, [0x08], [0x80]], .invalidUTF8),
-    .init("BYE reason limit+1", [signature, [0x08], [UInt8](repeating: 0x72, count: limits.maxReason + 1)], .oversizeFrame),
+    .init(
+        "BYE reason limit+1",
+        [signature, [0x08], [UInt8](repeating: 0x72, count: limits.maxReason + 1)],
+        .oversizeFrame
+    ),
 ]
 
 @Suite("Wire error table")
@@ -412,7 +599,9 @@ struct WireErrorTableTests {
         let tokens = ErrorCode.allCases.map(\.rawValue)
         #expect(Set(tokens).count == tokens.count)
         for token in tokens {
-            let charset = token.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }
+            let charset = token.utf8.allSatisfy {
+                ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D
+            }
             #expect(charset && token.utf8.count <= Wire.Limits.standard.maxKind, "\(token)")
         }
     }
@@ -449,7 +638,10 @@ struct WireFuzzTests {
         }
         // Mostly address-like bytes so deep checks are reached, sometimes anything.
         let alphabet = bytes("abcz/AZ09._- ")
-        return (0..<size).map { _ in rng.next() % 3 == 0 ? UInt8(truncatingIfNeeded: rng.next()) : alphabet[Int(rng.next() % UInt64(alphabet.count))] }
+        return (0..<size).map { _ in
+            rng.next() % 3 == 0
+                ? UInt8(truncatingIfNeeded: rng.next()) : alphabet[Int(rng.next() % UInt64(alphabet.count))]
+        }
     }
 
     static func mutate(_ frames: [[UInt8]], _ rng: inout SeededGenerator) -> [[UInt8]] {
@@ -471,7 +663,10 @@ struct WireFuzzTests {
         return frames
     }
 
-    @Test("parse never traps: it succeeds consistently or throws a framing code", arguments: [0x5EED as UInt64, 42, 7_777_777])
+    @Test(
+        "parse never traps: it succeeds consistently or throws a framing code",
+        arguments: [0x5EED as UInt64, 42, 7_777_777]
+    )
     func fuzz(seed: UInt64) {
         var rng = SeededGenerator(seed: seed)
         var succeeded = 0
@@ -497,10 +692,15 @@ struct WireFuzzTests {
                 #expect(Array(message[base + 1]) == [parsed.command.rawValue])
                 if parsed.command == .send || parsed.command == .deliver {
                     #expect(message.count == base + (parsed.carriesAcks ? 5 : 4))
-                    if parsed.carriesAcks { #expect(message.size(of: parsed.ackFrame) % 16 == 0 && message.size(of: parsed.ackFrame) > 0) }
+                    if parsed.carriesAcks {
+                        #expect(message.size(of: parsed.ackFrame) % 16 == 0 && message.size(of: parsed.ackFrame) > 0)
+                    }
                     #expect(parsed.id.map { $0.bytes == Array(message[base + 2].prefix(16)) } == true)
                     let header = message.range(of: parsed.headerFrame)
-                    #expect(parsed.fromRange.lowerBound > header.lowerBound && parsed.kindRange.upperBound == header.upperBound)
+                    #expect(
+                        parsed.fromRange.lowerBound > header.lowerBound
+                            && parsed.kindRange.upperBound == header.upperBound
+                    )
                 }
             } catch {
                 codes.insert(error.code)
@@ -545,11 +745,15 @@ struct MessageIDTests {
         #expect(MessageID(uuid: uuid).uuid == uuid)
     }
 
-    @Test("malformed bytes and hex are refused", arguments: [
-        "", "0123456789abcdef0123456789abcde", "0123456789abcdef0123456789abcdef0", "0123456789abcdeg0123456789abcdef",
-        "+123456789abcdef0123456789abcdef", "-000000000000000+000000000000000", "0x23456789abcdef0123456789abcdef",
-        " 123456789abcdef0123456789abcdef",
-    ])
+    @Test(
+        "malformed bytes and hex are refused",
+        arguments: [
+            "", "0123456789abcdef0123456789abcde", "0123456789abcdef0123456789abcdef0",
+            "0123456789abcdeg0123456789abcdef",
+            "+123456789abcdef0123456789abcdef", "-000000000000000+000000000000000", "0x23456789abcdef0123456789abcdef",
+            " 123456789abcdef0123456789abcdef",
+        ]
+    )
     func malformedHex(text: String) {
         #expect(MessageID(hex: text) == nil)
     }
@@ -594,20 +798,41 @@ struct MessageIDTests {
 struct SessionJSONTests {
     @Test("HELLO encodes with sorted keys and decodes back")
     func hello() throws {
-        let hello = Hello(role: .child, worker: "askrelay-child[7]", endpoints: [.init(address: "child/c1", family: "f1")], window: 64, heartbeatMs: 1000)
+        let hello = Hello(
+            role: .child,
+            worker: "askrelay-child[7]",
+            endpoints: [.init(address: "child/c1", family: "f1")],
+            window: 64,
+            heartbeatMs: 1000
+        )
         let encoded = SessionJSON.encode(hello)
-        #expect(String(decoding: encoded, as: UTF8.self) == #"{"endpoints":[{"address":"child/c1","family":"f1"}],"heartbeatMs":1000,"role":"child","version":1,"window":64,"worker":"askrelay-child[7]"}"#)
+        #expect(
+            String(decoding: encoded, as: UTF8.self)
+                == #"{"endpoints":[{"address":"child/c1","family":"f1"}],"heartbeatMs":1000,"role":"child","version":1,"window":64,"worker":"askrelay-child[7]"}"#
+        )
         #expect(try SessionJSON.decode(Hello.self, from: encoded) == hello)
         let minimal = Hello(role: .limits, worker: "l", endpoints: [.init(address: "limits/l1")])
-        #expect(String(decoding: SessionJSON.encode(minimal), as: UTF8.self) == #"{"endpoints":[{"address":"limits/l1"}],"role":"limits","version":1,"worker":"l"}"#)
+        #expect(
+            String(decoding: SessionJSON.encode(minimal), as: UTF8.self)
+                == #"{"endpoints":[{"address":"limits/l1"}],"role":"limits","version":1,"worker":"l"}"#
+        )
         #expect(try SessionJSON.decode(Hello.self, from: SessionJSON.encode(minimal)) == minimal)
     }
 
     @Test("WELCOME encodes with sorted keys and decodes back")
     func welcome() throws {
-        let welcome = Welcome(session: "3f2a9c01b7e4-0", heartbeatMs: 1000, liveness: 3, window: 64, broker: "3f2a9c01b7e4")
+        let welcome = Welcome(
+            session: "3f2a9c01b7e4-0",
+            heartbeatMs: 1000,
+            liveness: 3,
+            window: 64,
+            broker: "3f2a9c01b7e4"
+        )
         let encoded = SessionJSON.encode(welcome)
-        #expect(String(decoding: encoded, as: UTF8.self) == #"{"broker":"3f2a9c01b7e4","heartbeatMs":1000,"liveness":3,"session":"3f2a9c01b7e4-0","window":64}"#)
+        #expect(
+            String(decoding: encoded, as: UTF8.self)
+                == #"{"broker":"3f2a9c01b7e4","heartbeatMs":1000,"liveness":3,"session":"3f2a9c01b7e4-0","window":64}"#
+        )
         #expect(try SessionJSON.decode(Welcome.self, from: encoded) == welcome)
     }
 
@@ -618,14 +843,23 @@ struct SessionJSONTests {
         }
     }
 
-    @Test("bad JSON is invalid-json with a readable field path", arguments: [
-        (#"{"#, "malformed JSON"),
-        (#"{"version":1}"#, "missing field 'role'"),
-        (#"{"version":"1","role":"child","worker":"w","endpoints":[]}"#, "wrong type at 'version'"),
-        (#"{"version":1,"role":"parent","worker":"w","endpoints":[]}"#, "bad value at 'role'"),
-        (#"{"version":1,"role":"child","worker":"w","endpoints":[{"family":"f"}]}"#, "missing field 'endpoints[0].address'"),
-        (#"{"version":1,"role":"child","worker":"w","endpoints":[{"address":"child/a"},{"address":7}]}"#, "wrong type at 'endpoints[1].address'"),
-    ])
+    @Test(
+        "bad JSON is invalid-json with a readable field path",
+        arguments: [
+            (#"{"#, "malformed JSON"),
+            (#"{"version":1}"#, "missing field 'role'"),
+            (#"{"version":"1","role":"child","worker":"w","endpoints":[]}"#, "wrong type at 'version'"),
+            (#"{"version":1,"role":"parent","worker":"w","endpoints":[]}"#, "bad value at 'role'"),
+            (
+                #"{"version":1,"role":"child","worker":"w","endpoints":[{"family":"f"}]}"#,
+                "missing field 'endpoints[0].address'"
+            ),
+            (
+                #"{"version":1,"role":"child","worker":"w","endpoints":[{"address":"child/a"},{"address":7}]}"#,
+                "wrong type at 'endpoints[1].address'"
+            ),
+        ]
+    )
     func invalidJSONBody(json: String, expected: String) {
         do {
             _ = try SessionJSON.decode(Hello.self, from: bytes(json))

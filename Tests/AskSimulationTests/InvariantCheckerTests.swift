@@ -220,8 +220,12 @@ struct InvariantCheckerTests {
         run.guardians.removeAll { $0.question == run.ids["approved"] && $0.result == "accepted" }
         var inputs = run.inputs
         let terminated = InterruptedRun(
-            process: "parent-1", idPrefix: "g1-", from: run.t0.addingTimeInterval(-10), until: run.t0.addingTimeInterval(5),
-            cause: "terminated by the fault schedule (SIGTERM)")
+            process: "parent-1",
+            idPrefix: "g1-",
+            from: run.t0.addingTimeInterval(-10),
+            until: run.t0.addingTimeInterval(5),
+            cause: "terminated by the fault schedule (SIGTERM)"
+        )
         inputs.interruptedParentRuns = [terminated]
         #expect(run.check(inputs).ok, "\(run.check(inputs).violations)")
         // Another parent's run, or a run that had ended before the answer was accepted: the record is missing.
@@ -286,14 +290,20 @@ struct InvariantCheckerTests {
         run.children.removeAll { $0.question == run.ids["expired"] }
         var inputs = run.inputs
         let killed = InterruptedRun(
-            process: "child-1", idPrefix: "c1-", from: run.t0.addingTimeInterval(-10),
-            until: run.t0.addingTimeInterval(5), cause: "killed by the fault schedule (SIGKILL)")
+            process: "child-1",
+            idPrefix: "c1-",
+            from: run.t0.addingTimeInterval(-10),
+            until: run.t0.addingTimeInterval(5),
+            cause: "killed by the fault schedule (SIGKILL)"
+        )
         inputs.interruptedRuns = [killed]
         let result = run.check(inputs)
         #expect(result.ok, "\(result.violations)")
         #expect(
             result.notes.contains {
-                $0.hasPrefix("1 question(s) were in flight in child-1 when it was killed by the fault schedule (SIGKILL)")
+                $0.hasPrefix(
+                    "1 question(s) were in flight in child-1 when it was killed by the fault schedule (SIGKILL)"
+                )
             },
             "\(result.notes)"
         )
@@ -317,14 +327,21 @@ struct InvariantCheckerTests {
         var inputs = run.inputs
         inputs.interruptedRuns = [
             InterruptedRun(
-                process: "child-1", idPrefix: "c1-", from: run.t0.addingTimeInterval(-10),
-                cause: "told to finish (SIGTERM) after its drain bound")
+                process: "child-1",
+                idPrefix: "c1-",
+                from: run.t0.addingTimeInterval(-10),
+                cause: "told to finish (SIGTERM) after its drain bound"
+            )
         ]
         // The broker stopped before the question's deadline (t0 + 3 s): nobody could have closed it.
         inputs.brokerStoppedAt = run.t0.addingTimeInterval(2)
         let result = run.check(inputs)
         #expect(result.ok, "\(result.violations)")
-        #expect(result.notes.contains { $0.contains("SIGTERM) after its drain bound") && $0.contains("1 of them still open") })
+        #expect(
+            result.notes.contains {
+                $0.contains("SIGTERM) after its drain bound") && $0.contains("1 of them still open")
+            }
+        )
         // Stopped well after the deadline: the broker should have expired it.
         inputs.brokerStoppedAt = run.t0.addingTimeInterval(10)
         expectViolation(run.check(inputs), .endsExactlyOnce, question: id)

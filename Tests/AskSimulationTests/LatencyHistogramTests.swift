@@ -18,12 +18,18 @@ struct LatencyHistogramTests {
         #expect(histogram.minimum == 1)
         #expect(histogram.max == 1_000_000)
         #expect(abs(histogram.mean - 500_000.5) < 0.01)
-        for (percentile, exact) in [(50.0, UInt64(500_000)), (90, 900_000), (99, 990_000), (99.9, 999_000), (10, 100_000), (0.1, 1000), (0.01, 100)] {
+        for (percentile, exact) in [
+            (50.0, UInt64(500_000)), (90, 900_000), (99, 990_000), (99.9, 999_000), (10, 100_000), (0.1, 1000),
+            (0.01, 100),
+        ] {
             let measured = histogram.value(atPercentile: percentile)
             #expect(relativeError(measured, exact) <= 0.001, "p\(percentile): \(measured) vs \(exact)")
         }
         #expect(histogram.value(atPercentile: 100) == 1_000_000)
-        #expect(histogram.p50 <= histogram.p90 && histogram.p90 <= histogram.p99 && histogram.p99 <= histogram.p999 && histogram.p999 <= histogram.max)
+        #expect(
+            histogram.p50 <= histogram.p90 && histogram.p90 <= histogram.p99 && histogram.p99 <= histogram.p999
+                && histogram.p999 <= histogram.max
+        )
     }
 
     @Test("a constant: every percentile is the constant")

@@ -49,8 +49,14 @@ struct ReportFolderTests {
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         let file = root + "/file"
         try Data("x".utf8).write(to: URL(fileURLWithPath: file))
-        #expect(message { try ReportFolder.prepare(file, clean: true) } == "'\(file)' is a file, not a folder: give --report-dir a new or empty folder")
+        #expect(
+            message { try ReportFolder.prepare(file, clean: true) }
+                == "'\(file)' is a file, not a folder: give --report-dir a new or empty folder"
+        )
         let under = try #require(message { try ReportFolder.prepare(file + "/x/y", clean: false) })
-        #expect(under == "cannot create the report folder '\(file)/x/y': '\(file)' is a file, not a folder: give --report-dir another path")
+        #expect(
+            under
+                == "cannot create the report folder '\(file)/x/y': '\(file)' is a file, not a folder: give --report-dir another path"
+        )
     }
 }

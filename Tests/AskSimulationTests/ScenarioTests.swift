@@ -275,8 +275,10 @@ struct StrictScenarioJSONTests {
         ] {
             #expect(syntaxFailure(text) == nil, "\(text): \(String(describing: syntaxFailure(text)))")
         }
-        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../docs/scenarios")
-            .standardizedFileURL.path
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "../../docs/scenarios"
+        )
+        .standardizedFileURL.path
         let files = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".json") }
         #expect(!files.isEmpty)
         for file in files { _ = try Scenario.load(path: folder + "/" + file) }

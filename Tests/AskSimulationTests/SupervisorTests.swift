@@ -40,7 +40,10 @@ struct SupervisorTests {
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
         let process = try supervisor.start(
-            name: "sh", executable: "/bin/sh", arguments: ["-c", "echo ready now; exec tail -f /dev/null"])
+            name: "sh",
+            executable: "/bin/sh",
+            arguments: ["-c", "echo ready now; exec tail -f /dev/null"]
+        )
         _ = supervisor.wait(until: .now + .seconds(10)) { process.readinessUnlocked() != .waiting }
         #expect(process.readiness() == .ready("ready now"))
         let run = try #require(process.incarnations.last)
@@ -52,7 +55,9 @@ struct SupervisorTests {
         try process.restart()
         // A new run starts afresh: the earlier run's line does not count, and it has no ready time yet.
         #expect(process.readiness(prefix: "never") == .waiting)
-        #expect(process.incarnations.last?.readyAt == nil || process.incarnations.last?.readyAt ?? .distantPast > readyAt)
+        #expect(
+            process.incarnations.last?.readyAt == nil || process.incarnations.last?.readyAt ?? .distantPast > readyAt
+        )
         process.signal(SIGKILL)
         _ = try process.waitForExit(timeout: .seconds(10))
         #expect(process.readiness(prefix: "never") == .exited(.signaled(SIGKILL)))
@@ -64,7 +69,9 @@ struct SupervisorTests {
         defer { supervisor.killAll() }
         // About 190 KB: the process exits with up to a pipe's worth (64 KiB) not yet read.
         let process = try supervisor.start(
-            name: "chatty", executable: "/bin/sh", arguments: ["-c", "seq 1 30000; echo last"]
+            name: "chatty",
+            executable: "/bin/sh",
+            arguments: ["-c", "seq 1 30000; echo last"]
         )
         #expect(try process.waitForExit(timeout: .seconds(20)) == .exited(0))
         let lines = process.lines

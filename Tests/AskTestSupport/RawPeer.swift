@@ -61,8 +61,20 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
 
     public func send(_ message: Multipart) throws { try socket.send(message) }
 
-    public func hello(role: SessionRole, endpoints: [EndpointClaim], window: Int? = nil, version: Int? = nil, carriedAcks: Bool? = nil) throws {
-        var hello = Hello(role: role, worker: "test-\(role.rawValue)", endpoints: endpoints, window: window, carriedAcks: carriedAcks)
+    public func hello(
+        role: SessionRole,
+        endpoints: [EndpointClaim],
+        window: Int? = nil,
+        version: Int? = nil,
+        carriedAcks: Bool? = nil
+    ) throws {
+        var hello = Hello(
+            role: role,
+            worker: "test-\(role.rawValue)",
+            endpoints: endpoints,
+            window: window,
+            carriedAcks: carriedAcks
+        )
         if let version { hello.version = version }
         var out = Multipart()
         WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &out)
@@ -71,15 +83,33 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
 
     /// Registers and waits for WELCOME.
     @discardableResult
-    public func register(role: SessionRole, _ addresses: [String], family: String? = nil, window: Int? = nil, carriedAcks: Bool? = nil) throws -> Welcome {
-        try hello(role: role, endpoints: addresses.map { EndpointClaim(address: $0, family: family) }, window: window, carriedAcks: carriedAcks)
+    public func register(
+        role: SessionRole,
+        _ addresses: [String],
+        family: String? = nil,
+        window: Int? = nil,
+        carriedAcks: Bool? = nil
+    ) throws -> Welcome {
+        try hello(
+            role: role,
+            endpoints: addresses.map { EndpointClaim(address: $0, family: family) },
+            window: window,
+            carriedAcks: carriedAcks
+        )
         let reply = try expect { $0.command == .welcome || $0.command == .nack }
         guard reply.command == .welcome else { throw TestFailure("registration refused: \(reply)") }
         return try SessionJSON.decode(Welcome.self, from: reply.body)
     }
 
     @discardableResult
-    public func sendMessage(from: String, to: String, kind: String, subject: MessageID? = nil, body: [UInt8], id: MessageID = .random()) throws -> MessageID {
+    public func sendMessage(
+        from: String,
+        to: String,
+        kind: String,
+        subject: MessageID? = nil,
+        body: [UInt8],
+        id: MessageID = .random()
+    ) throws -> MessageID {
         var out = Multipart()
         WireEncoder.message(.send, id: id, from: from, to: to, kind: kind, subject: subject, body: body, into: &out)
         try send(out)
@@ -87,7 +117,13 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
     }
 
     public func send<M: AppMessage>(_ message: M, from: String, to: String) throws -> MessageID {
-        try sendMessage(from: from, to: to, kind: M.kind, subject: message.subject.map { MessageID(uuid: $0) }, body: try WireJSON.encode(message))
+        try sendMessage(
+            from: from,
+            to: to,
+            kind: M.kind,
+            subject: message.subject.map { MessageID(uuid: $0) },
+            body: try WireJSON.encode(message)
+        )
     }
 
     public func ack(_ ids: [MessageID]) throws {
@@ -103,7 +139,9 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { return nil }
             let ms = Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) + 1
-            guard try socket.wait(timeoutMilliseconds: ms), try socket.receive(into: &buffer, .dontWait) else { continue }
+            guard try socket.wait(timeoutMilliseconds: ms), try socket.receive(into: &buffer, .dontWait) else {
+                continue
+            }
             let parsed = try WireParser.parse(buffer)
             if parsed.command == .heartbeat {
                 // Answer the broker's heartbeat, so a peer waiting a long time for a message keeps its session.
@@ -171,8 +209,12 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
         try expect(timeout: timeout) { $0.command == .nack && (id == nil || $0.id == id) }
     }
 
-    public func expectDelivery(kind: String? = nil, to: String? = nil, timeout: Duration = .seconds(5)) throws -> Received {
-        try expect(timeout: timeout) { $0.command == .deliver && (kind == nil || $0.kind == kind) && (to == nil || $0.to == to) }
+    public func expectDelivery(kind: String? = nil, to: String? = nil, timeout: Duration = .seconds(5)) throws
+        -> Received
+    {
+        try expect(timeout: timeout) {
+            $0.command == .deliver && (kind == nil || $0.kind == kind) && (to == nil || $0.to == to)
+        }
     }
 
     /// Whether a message matching `matches` is already here or arrives within `window`.

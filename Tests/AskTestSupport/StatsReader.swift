@@ -27,6 +27,8 @@ public final class StatsReader: @unchecked Sendable {  // @unchecked: one test d
             if matches(snapshot) { return snapshot }
             last = snapshot
         }
-        throw TestFailure("no matching stats snapshot within \(timeout); last: \(last.map { "queued \($0.queued) spilled \($0.spilled) inflight \($0.inflight) sessions \($0.sessions)" } ?? "none")")
+        throw TestFailure(
+            "no matching stats snapshot within \(timeout); last: \(last.map { "queued \($0.queued) spilled \($0.spilled) inflight \($0.inflight) sessions \($0.sessions)" } ?? "none")"
+        )
     }
 }

@@ -12,7 +12,11 @@ public final class TestBroker: @unchecked Sendable {  // @unchecked: immutable a
     public let logs = MemorySink()
     public var endpoint: String { service.endpoints[0] }
 
-    public init(durability: Durability = .off, directory: TempDirectory? = nil, configure: (inout BrokerConfiguration) -> Void = { _ in }) throws {
+    public init(
+        durability: Durability = .off,
+        directory: TempDirectory? = nil,
+        configure: (inout BrokerConfiguration) -> Void = { _ in }
+    ) throws {
         ownsDirectory = directory == nil
         let directory = directory ?? TempDirectory()
         var configuration = BrokerConfiguration()
@@ -24,7 +28,10 @@ public final class TestBroker: @unchecked Sendable {  // @unchecked: immutable a
         configuration.liveness = 10
         configure(&configuration)
         self.directory = directory
-        service = try BrokerService(configuration: configuration, logger: Logger(label: "test-broker", level: .debug, sink: logs))
+        service = try BrokerService(
+            configuration: configuration,
+            logger: Logger(label: "test-broker", level: .debug, sink: logs)
+        )
     }
 
     public func stop() {

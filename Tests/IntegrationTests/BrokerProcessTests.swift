@@ -6,8 +6,17 @@ import ZeroMQ
 
 @Suite("askrelay-broker as a real process", .timeLimit(.minutes(2)), .serialized)
 struct BrokerProcessTests {
-    func startBroker(_ directory: TempDirectory, durability: String = "batch", endpoint: String = "tcp://127.0.0.1:*") throws -> (TestProcess, String) {
-        let broker = try TestProcess("askrelay-broker", ["--endpoint", endpoint, "--data-dir", directory.path + "/data", "--durability", durability, "--heartbeat", "200ms"], logDirectory: directory.path)
+    func startBroker(_ directory: TempDirectory, durability: String = "batch", endpoint: String = "tcp://127.0.0.1:*")
+        throws -> (TestProcess, String)
+    {
+        let broker = try TestProcess(
+            "askrelay-broker",
+            [
+                "--endpoint", endpoint, "--data-dir", directory.path + "/data", "--durability", durability,
+                "--heartbeat", "200ms",
+            ],
+            logDirectory: directory.path
+        )
         return (broker, try broker.readyEndpoint())
     }
 
@@ -25,7 +34,14 @@ struct BrokerProcessTests {
         // Keep 50 in flight; kill the broker with SIGKILL once 300 are acknowledged, mid-stream.
         while acked.count < 300 {
             while sent.count - acked.count < 50 {
-                sent.append(try client.sendMessage(from: "client/1", to: "echo/offline", kind: "echo", body: Array("payload-\(sent.count)".utf8)))
+                sent.append(
+                    try client.sendMessage(
+                        from: "client/1",
+                        to: "echo/offline",
+                        kind: "echo",
+                        body: Array("payload-\(sent.count)".utf8)
+                    )
+                )
             }
             guard let message = try client.next(timeout: .seconds(5)) else { throw TestFailure("no ACK within 5 s") }
             if message.command == .ack { acked.append(contentsOf: message.ackIDs) }
@@ -90,8 +106,15 @@ struct BrokerProcessTests {
     func usage() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        for arguments in [["--window", "zero"], ["--durability", "sometimes"], ["--spin", "fast"], ["--spin", "1s"], ["--endpoint", "tcp://0.0.0.0:5999"], ["--bogus"]] {
-            let process = try TestProcess("askrelay-broker", arguments + ["--data-dir", directory.path + "/d"], logDirectory: directory.path)
+        for arguments in [
+            ["--window", "zero"], ["--durability", "sometimes"], ["--spin", "fast"], ["--spin", "1s"],
+            ["--endpoint", "tcp://0.0.0.0:5999"], ["--bogus"],
+        ] {
+            let process = try TestProcess(
+                "askrelay-broker",
+                arguments + ["--data-dir", directory.path + "/d"],
+                logDirectory: directory.path
+            )
             #expect(try process.waitForEnd() == 64, "\(arguments)")
             let log = try String(contentsOfFile: process.stderrPath, encoding: .utf8)
             #expect(log.contains("Usage: askrelay-broker"), "\(arguments): \(log)")
@@ -103,12 +126,23 @@ struct BrokerProcessTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let stats = "ipc://\(directory.path)/stats.sock"
-        let broker = try TestProcess("askrelay-broker", ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off", "--stats-endpoint", stats], logDirectory: directory.path)
+        let broker = try TestProcess(
+            "askrelay-broker",
+            [
+                "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off",
+                "--stats-endpoint", stats,
+            ],
+            logDirectory: directory.path
+        )
         defer { broker.kill9() }
         let endpoint = try broker.readyEndpoint()
         let peer = try RawPeer(context: try Context(), endpoint: endpoint)
         try peer.register(role: .echo, ["echo/1"])
-        let top = try TestProcess("askrelay", ["top", "--stats-endpoint", stats, "--count", "2"], logDirectory: directory.path)
+        let top = try TestProcess(
+            "askrelay",
+            ["top", "--stats-endpoint", stats, "--count", "2"],
+            logDirectory: directory.path
+        )
         defer { top.kill9() }
         let line = try top.waitForLine(startingWith: "broker=")
         #expect(line.contains("sessions=[echo=1]"), "\(line)")
@@ -120,7 +154,11 @@ struct BrokerProcessTests {
     func topWithoutBroker() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let top = try TestProcess("askrelay", ["top", "--stats-endpoint", "ipc://\(directory.path)/nothing.sock", "--timeout", "300ms"], logDirectory: directory.path)
+        let top = try TestProcess(
+            "askrelay",
+            ["top", "--stats-endpoint", "ipc://\(directory.path)/nothing.sock", "--timeout", "300ms"],
+            logDirectory: directory.path
+        )
         #expect(try top.waitForEnd() == 69)
         #expect(try String(contentsOfFile: top.stderrPath, encoding: .utf8).contains("no statistics"))
     }
@@ -130,7 +168,8 @@ struct BrokerProcessTests {
 struct FuzzCorpusTests {
     @Test("every input of the seed and regression corpus goes through the parser and decoders without a crash")
     func replayCorpus() throws {
-        let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz/corpus").path
+        let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fuzz/corpus").path
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let replay = try TestProcess("askrelay-fuzz", [corpus], logDirectory: directory.path)
@@ -148,24 +187,53 @@ struct CurveDeploymentTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let keys = directory.path + "/keys"
-        let generate = try TestProcess("askrelay", ["keys", "generate", "--out", keys, "--families", "4", "--guardians", "2", "--children", "1", "--parent-hosts", "2", "--child-hosts", "2"], logDirectory: directory.path)
+        let generate = try TestProcess(
+            "askrelay",
+            [
+                "keys", "generate", "--out", keys, "--families", "4", "--guardians", "2", "--children", "1",
+                "--parent-hosts", "2", "--child-hosts", "2",
+            ],
+            logDirectory: directory.path
+        )
         #expect(try generate.waitForEnd(timeout: .seconds(120)) == 0)
-        let broker = try TestProcess("askrelay-broker", [
-            "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off",
-            "--curve-secret-file", keys + "/broker.key", "--principals", keys + "/principals.json",
-        ], logDirectory: directory.path)
+        let broker = try TestProcess(
+            "askrelay-broker",
+            [
+                "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off",
+                "--curve-secret-file", keys + "/broker.key", "--principals", keys + "/principals.json",
+            ],
+            logDirectory: directory.path
+        )
         defer { broker.kill9() }
         let endpoint = try broker.readyEndpoint()
-        let parent = try TestProcess("askrelay-parent", ["--broker", endpoint, "--curve-key", keys + "/parent-1.key", "--broker-key", keys + "/broker.public"], logDirectory: directory.path)
+        let parent = try TestProcess(
+            "askrelay-parent",
+            ["--broker", endpoint, "--curve-key", keys + "/parent-1.key", "--broker-key", keys + "/broker.public"],
+            logDirectory: directory.path
+        )
         defer { parent.kill9() }
         // parent-1 serves families f1 and f3, two guardians each.
         #expect(try parent.waitForLine(startingWith: "ready") == "ready guardians=4")
-        let child = try TestProcess("askrelay-child", ["--broker", endpoint, "--curve-key", keys + "/child-2.key", "--broker-key", keys + "/broker.public", "--flows", "1", "--stay"], logDirectory: directory.path)
+        let child = try TestProcess(
+            "askrelay-child",
+            [
+                "--broker", endpoint, "--curve-key", keys + "/child-2.key", "--broker-key", keys + "/broker.public",
+                "--flows", "1", "--stay",
+            ],
+            logDirectory: directory.path
+        )
         defer { child.kill9() }
         #expect(try child.waitForLine(startingWith: "ready") == "ready children=2")
         // A worker whose key does not allow what it claims is refused before it connects (its key file lists
         // what it may serve), exits 64 and never gets ready.
-        let impostor = try TestProcess("askrelay-parent", ["--broker", endpoint, "--curve-key", keys + "/parent-2.key", "--broker-key", keys + "/broker.public", "--guardian", "g5-1@f5"], logDirectory: directory.path)
+        let impostor = try TestProcess(
+            "askrelay-parent",
+            [
+                "--broker", endpoint, "--curve-key", keys + "/parent-2.key", "--broker-key", keys + "/broker.public",
+                "--guardian", "g5-1@f5",
+            ],
+            logDirectory: directory.path
+        )
         defer { impostor.kill9() }
         #expect(try impostor.waitForEnd(timeout: .seconds(10)) == 64)
         #expect(!impostor.output.contains { $0.hasPrefix("ready") })

@@ -18,7 +18,9 @@ struct ComposeTests {
     static var parsed: ComposeConfig {
         get throws {
             guard let config else { throw ProcessFailure("docker-compose is not installed") }
-            guard config.status == 0 else { throw ProcessFailure("docker-compose config exited \(config.status):\n\(config.stderr)") }
+            guard config.status == 0 else {
+                throw ProcessFailure("docker-compose config exited \(config.status):\n\(config.stderr)")
+            }
             return ComposeConfig(yaml: config.stdout)
         }
     }
@@ -33,11 +35,17 @@ struct ComposeTests {
         #expect(config.stdout.contains("services:"))
     }
 
-    @Test("the services are keys, broker, limits, parent, child, each running one of our executables", .enabled(if: hasCompose, noCompose))
+    @Test(
+        "the services are keys, broker, limits, parent, child, each running one of our executables",
+        .enabled(if: hasCompose, noCompose)
+    )
     func servicesAreOurs() throws {
         let config = try Self.parsed
         #expect(config.services == ["broker", "child", "keys", "limits", "parent"])
-        let expected = ["broker": "askrelay-broker", "limits": "askrelay-limits", "parent": "askrelay-parent", "child": "askrelay-child", "keys": "askrelay"]
+        let expected = [
+            "broker": "askrelay-broker", "limits": "askrelay-limits", "parent": "askrelay-parent",
+            "child": "askrelay-child", "keys": "askrelay",
+        ]
         for service in config.services {
             let invocation = try #require(config.invocation(service), "service \(service) has no command")
             #expect(invocation.executable == expected[service], "service \(service) runs \(invocation.executable)")
@@ -46,25 +54,46 @@ struct ComposeTests {
         #expect(health.executable == "askrelay" && health.subcommands == ["top"])
     }
 
-    @Test("workers wait for a healthy broker; the journal is a named volume; SIGTERM gets a grace period", .enabled(if: hasCompose, noCompose))
+    @Test(
+        "workers wait for a healthy broker; the journal is a named volume; SIGTERM gets a grace period",
+        .enabled(if: hasCompose, noCompose)
+    )
     func wiring() throws {
         let config = try Self.parsed
         for service in ["limits", "parent", "child"] {
-            #expect(config.scalars["services.\(service).depends_on.broker.condition"] == "service_healthy", "\(service) depends on a healthy broker")
+            #expect(
+                config.scalars["services.\(service).depends_on.broker.condition"] == "service_healthy",
+                "\(service) depends on a healthy broker"
+            )
         }
         for service in config.services where service != "keys" {
-            #expect(config.scalars["services.\(service).stop_grace_period"] != nil, "\(service) has a stop_grace_period")
+            #expect(
+                config.scalars["services.\(service).stop_grace_period"] != nil,
+                "\(service) has a stop_grace_period"
+            )
         }
         // CURVE: every long-running service waits for the one-shot keys service and mounts the keys.
         for service in ["broker", "limits", "parent", "child"] {
-            #expect(config.scalars["services.\(service).depends_on.keys.condition"] == "service_completed_successfully", "\(service) waits for the keys")
-            #expect(config.lists["services.\(service).volumes"]?.contains("keys:/etc/askrelay/keys:ro") == true, "\(service) mounts the keys read-only")
+            #expect(
+                config.scalars["services.\(service).depends_on.keys.condition"] == "service_completed_successfully",
+                "\(service) waits for the keys"
+            )
+            #expect(
+                config.lists["services.\(service).volumes"]?.contains("keys:/etc/askrelay/keys:ro") == true,
+                "\(service) mounts the keys read-only"
+            )
         }
-        #expect(!(config.lists["services.broker.command"] ?? []).contains("--allow-insecure"), "the broker runs CURVE, not --allow-insecure")
+        #expect(
+            !(config.lists["services.broker.command"] ?? []).contains("--allow-insecure"),
+            "the broker runs CURVE, not --allow-insecure"
+        )
         #expect(config.lists["services.broker.volumes"]?.contains("journal:/var/lib/askrelay:rw") == true)
         #expect(config.scalars["volumes.journal.name"] == "askrelay-journal", "journal is a named volume")
         let ports = config.lists["services.broker.ports"] ?? []
-        #expect(ports.contains { $0.hasSuffix(":5555:5555/tcp") } && ports.contains { $0.hasSuffix(":5556:5556/tcp") }, "\(ports)")
+        #expect(
+            ports.contains { $0.hasSuffix(":5555:5555/tcp") } && ports.contains { $0.hasSuffix(":5556:5556/tcp") },
+            "\(ports)"
+        )
         #expect(ports.allSatisfy { $0.hasPrefix("127.0.0.1:") }, "published on loopback by default: \(ports)")
         for service in ["parent", "child"] {
             #expect(config.scalars["services.\(service).deploy.replicas"] != nil, "\(service) is scalable")
@@ -104,11 +133,21 @@ struct ComposeTests {
     func checkFlags(_ invocation: Invocation, what: String) throws {
         #expect(!invocation.flags.isEmpty, "\(what) passes flags")
         let help = Help.text(invocation.executable, invocation.subcommands)
-        try #require(help.status == 0, "\((invocation.executable + " " + invocation.subcommands.joined(separator: " ")).trimmingCharacters(in: .whitespaces)) --help exited \(help.status): \(help.stderr)")
+        try #require(
+            help.status == 0,
+            "\((invocation.executable + " " + invocation.subcommands.joined(separator: " ")).trimmingCharacters(in: .whitespaces)) --help exited \(help.status): \(help.stderr)"
+        )
         // The option headers of AskCLI's help: "  --name VALUE" lines (the discussion text below does not count).
-        let listed = Set(help.stdout.split(separator: "\n").filter { $0.hasPrefix("  --") }.map { String($0.dropFirst(2).prefix { $0 != " " }) })
+        let listed = Set(
+            help.stdout.split(separator: "\n").filter { $0.hasPrefix("  --") }.map {
+                String($0.dropFirst(2).prefix { $0 != " " })
+            }
+        )
         for flag in invocation.flags {
-            #expect(listed.contains(flag), "\(what) passes \(flag), which \(invocation.executable) \(invocation.subcommands.joined(separator: " ")) --help does not list")
+            #expect(
+                listed.contains(flag),
+                "\(what) passes \(flag), which \(invocation.executable) \(invocation.subcommands.joined(separator: " ")) --help does not list"
+            )
         }
     }
 
@@ -170,9 +209,15 @@ struct ComposeTests {
             return arguments[String(reference.dropFirst(2).dropLast())] ?? reference
         }
         let build = image(froms[0])
-        #expect(build.hasPrefix("swift:6.") && build.hasSuffix("-bookworm"), "build stage from an official Swift 6 bookworm image: \(build)")
+        #expect(
+            build.hasPrefix("swift:6.") && build.hasSuffix("-bookworm"),
+            "build stage from an official Swift 6 bookworm image: \(build)"
+        )
         #expect(froms[0].arguments.lowercased().hasSuffix(" as build"))
-        #expect(image(froms[froms.count - 1]) == "debian:bookworm-slim", "runtime stage: \(image(froms[froms.count - 1]))")
+        #expect(
+            image(froms[froms.count - 1]) == "debian:bookworm-slim",
+            "runtime stage: \(image(froms[froms.count - 1]))"
+        )
 
         let users = instructions.filter { $0.keyword == "USER" }
         let user = try #require(users.last, "a USER line").arguments
@@ -189,13 +234,24 @@ struct ComposeTests {
         }
         // Every executable product of Package.swift is built and installed.
         let manifest = try String(contentsOf: Repository.root.appendingPathComponent("Package.swift"), encoding: .utf8)
-        let products = manifest.components(separatedBy: ".executable(name: \"").dropFirst().map { String($0.prefix { $0 != "\"" }) }
+        let products = manifest.components(separatedBy: ".executable(name: \"").dropFirst().map {
+            String($0.prefix { $0 != "\"" })
+        }
         #expect(products.count == 5, "executables in Package.swift: \(products)")
         for product in products {
             #expect(runs.contains(" \(product) ") || runs.contains(" \(product);"), "the build stage builds \(product)")
         }
-        #expect(instructions.contains { $0.keyword == "COPY" && $0.arguments.hasPrefix("--from=build ") && $0.arguments.hasSuffix("/usr/local/bin/") })
-        let exposed = Set(instructions.filter { $0.keyword == "EXPOSE" }.flatMap { $0.arguments.split(separator: " ").map(String.init) })
+        #expect(
+            instructions.contains {
+                $0.keyword == "COPY" && $0.arguments.hasPrefix("--from=build ")
+                    && $0.arguments.hasSuffix("/usr/local/bin/")
+            }
+        )
+        let exposed = Set(
+            instructions.filter { $0.keyword == "EXPOSE" }.flatMap {
+                $0.arguments.split(separator: " ").map(String.init)
+            }
+        )
         #expect(exposed.isSuperset(of: ["5555", "5556"]), "EXPOSE \(exposed)")
         #expect(instructions.contains { $0.keyword == "VOLUME" && $0.arguments.contains("/var/lib/askrelay") })
     }
@@ -205,7 +261,8 @@ struct ComposeTests {
 
 enum Repository {
     /// The package root: this file is Tests/IntegrationTests/ComposeTests.swift.
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
 }
 
 struct ToolRun: Sendable {
@@ -217,11 +274,14 @@ struct ToolRun: Sendable {
 enum Tool {
     static func find(_ name: String) -> String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
-        return path.split(separator: ":").map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+        return path.split(separator: ":").map { "\($0)/\(name)" }.first {
+            FileManager.default.isExecutableFile(atPath: $0)
+        }
     }
 
     static var cleanEnvironment: [String: String] {
-        ProcessInfo.processInfo.environment.filter { key, _ in !key.hasPrefix("ASKRELAY_") && !key.hasPrefix("COMPOSE_") }
+        ProcessInfo.processInfo.environment.filter { key, _ in !key.hasPrefix("ASKRELAY_") && !key.hasPrefix("COMPOSE_")
+        }
     }
 
     /// Runs a tool to completion; stdout and stderr go to files (no pipe can fill up and block it).
@@ -373,10 +433,12 @@ struct ComposeConfig {
 
     /// Service names, sorted.
     var services: [String] {
-        Set((Array(scalars.keys) + Array(lists.keys)).compactMap { path -> String? in
-            let parts = path.split(separator: ".")
-            return parts.count >= 3 && parts[0] == "services" ? String(parts[1]) : nil
-        }).sorted()
+        Set(
+            (Array(scalars.keys) + Array(lists.keys)).compactMap { path -> String? in
+                let parts = path.split(separator: ".")
+                return parts.count >= 3 && parts[0] == "services" ? String(parts[1]) : nil
+            }
+        ).sorted()
     }
 
     func invocation(_ service: String) -> Invocation? {
@@ -412,7 +474,8 @@ struct ComposeConfig {
             return String(text.dropFirst().dropLast()).replacingOccurrences(of: "''", with: "'")
         }
         if text.count >= 2, text.hasPrefix("\""), text.hasSuffix("\"") {
-            return String(text.dropFirst().dropLast()).replacingOccurrences(of: "\\\"", with: "\"").replacingOccurrences(of: "\\\\", with: "\\")
+            return String(text.dropFirst().dropLast()).replacingOccurrences(of: "\\\"", with: "\"")
+                .replacingOccurrences(of: "\\\\", with: "\\")
         }
         return text
     }
@@ -440,7 +503,12 @@ enum Dockerfile {
             pending = ""
             guard !whole.isEmpty else { continue }
             let keyword = String(whole.prefix { !$0.isWhitespace })
-            result.append(Instruction(keyword: keyword.uppercased(), arguments: whole.dropFirst(keyword.count).trimmingCharacters(in: .whitespaces)))
+            result.append(
+                Instruction(
+                    keyword: keyword.uppercased(),
+                    arguments: whole.dropFirst(keyword.count).trimmingCharacters(in: .whitespaces)
+                )
+            )
         }
         return result
     }

@@ -21,21 +21,27 @@ struct ConnectionFailureTests {
                 [
                     "keys", "generate", "--out", keys, "--families", "100", "--guardians", "2", "--children", "1",
                     "--parent-hosts", "2", "--child-hosts", "2",
-                ], logDirectory: directory.path)
+                ],
+                logDirectory: directory.path
+            )
             guard try generate.waitForEnd() == 0 else { throw ProcessFailure("askrelay keys generate failed") }
             broker = try TestProcess(
                 "askrelay-broker",
                 [
                     "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--heartbeat", "200ms",
                     "--curve-secret-file", keys + "/broker.key", "--principals", keys + "/principals.json",
-                ], logDirectory: directory.path)
+                ],
+                logDirectory: directory.path
+            )
             endpoint = try broker.readyEndpoint()
         }
 
         func parent(_ arguments: [String], broker: String? = nil) throws -> TestProcess {
             try TestProcess(
-                "askrelay-parent", ["--broker", broker ?? endpoint, "--heartbeat", "200ms"] + arguments,
-                logDirectory: directory.path)
+                "askrelay-parent",
+                ["--broker", broker ?? endpoint, "--heartbeat", "200ms"] + arguments,
+                logDirectory: directory.path
+            )
         }
 
         deinit {
@@ -124,7 +130,10 @@ struct ConnectionFailureTests {
         defer { parent.kill9() }
         _ = try parent.waitForLine(startingWith: "ready")
         let revoke = try TestProcess(
-            "askrelay", ["keys", "revoke", "--dir", world.keys, "--id", "parent-2"], logDirectory: world.directory.path)
+            "askrelay",
+            ["keys", "revoke", "--dir", world.keys, "--id", "parent-2"],
+            logDirectory: world.directory.path
+        )
         #expect(try revoke.waitForEnd() == 0)
         #expect(try parent.waitForEnd(timeout: .seconds(20)) == 69)
         let message = Self.stderr(parent)
@@ -136,14 +145,19 @@ struct ConnectionFailureTests {
         let world = try CurveWorld()
         let other = world.directory.path + "/other-keys"
         let generate = try TestProcess(
-            "askrelay", ["keys", "generate", "--out", other, "--families", "1"], logDirectory: world.directory.path)
+            "askrelay",
+            ["keys", "generate", "--out", other, "--families", "1"],
+            logDirectory: world.directory.path
+        )
         #expect(try generate.waitForEnd() == 0)
         let child = try TestProcess(
             "askrelay-child",
             [
                 "--broker", world.endpoint, "--heartbeat", "200ms", "--curve-key", other + "/child-c1-1.key",
                 "--broker-key", world.keys + "/broker.public",
-            ], logDirectory: world.directory.path)
+            ],
+            logDirectory: world.directory.path
+        )
         defer { child.kill9() }
         #expect(try child.waitForEnd(timeout: .seconds(20)) == 69)
         #expect(child.output.isEmpty, "\(child.output)")
@@ -153,7 +167,8 @@ struct ConnectionFailureTests {
 
     @Test(
         "a session that never comes says why, once: plain against CURVE, wrong broker key, nothing listening",
-        arguments: ["plain", "wrong-broker-key", "no-broker"])
+        arguments: ["plain", "wrong-broker-key", "no-broker"]
+    )
     func namesTheCause(_ mistake: String) throws {
         let world = try CurveWorld()
         let arguments: [String]

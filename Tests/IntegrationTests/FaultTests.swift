@@ -29,7 +29,10 @@ enum FaultSupport {
         }
 
         func log(_ process: String) -> String {
-            String(decoding: FileManager.default.contents(atPath: directory + "/logs/\(process).log") ?? Data(), as: UTF8.self)
+            String(
+                decoding: FileManager.default.contents(atPath: directory + "/logs/\(process).log") ?? Data(),
+                as: UTF8.self
+            )
         }
 
         /// Every question of the broker's journal, read after the run.
@@ -42,8 +45,12 @@ enum FaultSupport {
     /// ready and runs while the simulation plays; `insecure` turns CURVE off, for tests whose raw peers talk to its
     /// broker. - Returns: the exit and report.json.
     static func simulate(
-        _ scenario: String, directory: TempDirectory, insecure: Bool = false, flags: [String] = [],
-        timeout: Duration = .seconds(120), whileRunning: (([String: Int32]) throws -> Void)? = nil
+        _ scenario: String,
+        directory: TempDirectory,
+        insecure: Bool = false,
+        flags: [String] = [],
+        timeout: Duration = .seconds(120),
+        whileRunning: (([String: Int32]) throws -> Void)? = nil
     ) throws -> Run {
         let scenarioPath = directory.path + "/scenario-in.json"
         try Data(scenario.utf8).write(to: URL(fileURLWithPath: scenarioPath))
@@ -53,7 +60,8 @@ enum FaultSupport {
         let askrelay = try supervisor.start(
             name: "askrelay",
             executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
-            arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", reportDirectory, "--quiet"] + (insecure ? ["--insecure"] : []) + flags,
+            arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", reportDirectory, "--quiet"]
+                + (insecure ? ["--insecure"] : []) + flags,
             logPath: directory.path + "/askrelay.log"
         )
         if let whileRunning {
@@ -66,7 +74,10 @@ enum FaultSupport {
             try whileRunning(pids)
         }
         let exit = try askrelay.waitForExit(timeout: timeout)
-        let log = String(decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(), as: UTF8.self)
+        let log = String(
+            decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(),
+            as: UTF8.self
+        )
         let data = try #require(
             FileManager.default.contents(atPath: reportDirectory + "/report.json"),
             "no report.json; askrelay \(exit); stderr:\n\(log.suffix(3000))"
@@ -149,7 +160,9 @@ struct BrokerCrashPointTests {
         // closed), response-at-most-once: no response surfaced twice.
         #expect(run.ok, "violations: \(run.violations)")
         let checked = run.invariants["checked"] as? [String] ?? []
-        for invariant in ["ends-exactly-once", "response-at-most-once", "response-needs-accepted-answer", "no-answer-after-expiry"] {
+        for invariant in [
+            "ends-exactly-once", "response-at-most-once", "response-needs-accepted-answer", "no-answer-after-expiry",
+        ] {
             #expect(checked.contains(invariant), "\(invariant) not checked: \(checked)")
         }
         #expect(run.exit == .exited(0))
@@ -193,7 +206,10 @@ struct WorkerKillTests {
         #expect(!ledger.isEmpty)
         for question in ledger {
             let closedAt = try #require(question.closedAt, "question \(question.id) still open: \(question.state)")
-            #expect(closedAt.timeIntervalSince(question.expiresAt) < 1.5, "question \(question.id) closed \(closedAt.timeIntervalSince(question.expiresAt)) s after its deadline")
+            #expect(
+                closedAt.timeIntervalSince(question.expiresAt) < 1.5,
+                "question \(question.id) closed \(closedAt.timeIntervalSince(question.expiresAt)) s after its deadline"
+            )
         }
     }
 }
@@ -202,7 +218,9 @@ struct WorkerKillTests {
 
 @Suite("Fault: a SIGSTOPped guardian (slow consumer)", .timeLimit(.minutes(2)), .serialized)
 struct SlowConsumerTests {
-    @Test("the broker's memory stays bounded: past --max-queue messages wait in the journal only, past --max-queued-total senders get busy; everything flows again after SIGCONT")
+    @Test(
+        "the broker's memory stays bounded: past --max-queue messages wait in the journal only, past --max-queued-total senders get busy; everything flows again after SIGCONT"
+    )
     func stoppedGuardian() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
@@ -210,7 +228,10 @@ struct SlowConsumerTests {
         let maxTotal = 2_000
         let broker = try TestProcess(
             "askrelay-broker",
-            ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--heartbeat", "200ms", "--max-queue", "\(maxQueue)", "--max-queued-total", "\(maxTotal)", "--window", "4"],
+            [
+                "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--heartbeat", "200ms",
+                "--max-queue", "\(maxQueue)", "--max-queued-total", "\(maxTotal)", "--window", "4",
+            ],
             logDirectory: directory.path
         )
         defer { broker.kill9() }
@@ -231,7 +252,9 @@ struct SlowConsumerTests {
         /// Sends one message to the guardian and returns the broker's answer: ack, or the NACK code.
         func offer() throws -> String {
             let id = try client.sendMessage(from: "client/1", to: "guardian/g1", kind: "note", body: body)
-            let reply = try client.expect(timeout: .seconds(5)) { ($0.command == .ack && $0.ackIDs.contains(id)) || ($0.command == .nack && $0.id == id) }
+            let reply = try client.expect(timeout: .seconds(5)) {
+                ($0.command == .ack && $0.ackIDs.contains(id)) || ($0.command == .nack && $0.id == id)
+            }
             return reply.command == .ack ? "ack" : reply.code
         }
         // Flowing: the guardian consumes (its worker refuses the unknown kind, which also takes it off the queue).
@@ -249,7 +272,10 @@ struct SlowConsumerTests {
             offers += 1
         }
         let during = try #require(FaultSupport.residentKiB(broker.pid))
-        #expect((replies["ack"] ?? 0) <= maxTotal + 4, "accepted past the global limit while the guardian was stopped: \(replies)")
+        #expect(
+            (replies["ack"] ?? 0) <= maxTotal + 4,
+            "accepted past the global limit while the guardian was stopped: \(replies)"
+        )
         #expect((replies["ack"] ?? 0) > maxQueue * 10, "the per-address limit refused instead of spilling: \(replies)")
         #expect((replies["busy"] ?? 0) >= offers - maxTotal - 4, "\(replies)")
         #expect(replies.keys.allSatisfy { $0 == "ack" || $0 == "busy" }, "\(replies)")
@@ -267,7 +293,9 @@ struct SlowConsumerTests {
         }
         #expect(resumed == maxQueue * 2, "only \(resumed) accepted after SIGCONT")
         let after = try #require(FaultSupport.residentKiB(broker.pid))
-        print("slow consumer: \(offers) offers while stopped \(replies); RSS KiB before \(before) during \(during) after \(after)")
+        print(
+            "slow consumer: \(offers) offers while stopped \(replies); RSS KiB before \(before) during \(during) after \(after)"
+        )
         #expect(after - before < 16 * 1024, "RSS grew from \(before) KiB to \(after) KiB")
         #expect(parent.terminate() == 0)
         #expect(broker.terminate() == 0)
@@ -276,14 +304,19 @@ struct SlowConsumerTests {
 
 @Suite("Fault: the broker itself stopped (SIGSTOP)", .timeLimit(.minutes(1)), .serialized)
 struct StalledBrokerTests {
-    @Test("a broker stopped for three times its liveness keeps its sessions: silence it could not observe does not count")
+    @Test(
+        "a broker stopped for three times its liveness keeps its sessions: silence it could not observe does not count"
+    )
     func stoppedBroker() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         // Peers are dead after 3 × 100 ms of silence; the broker is stopped for 1 s.
         let broker = try TestProcess(
             "askrelay-broker",
-            ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off", "--heartbeat", "100ms"],
+            [
+                "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off",
+                "--heartbeat", "100ms",
+            ],
             logDirectory: directory.path
         )
         defer {
@@ -317,7 +350,10 @@ struct StalledBrokerTests {
         } catch {
             Issue.record("\(error); broker log:\n\(log.suffix(3000))")
         }
-        #expect(log.components(separatedBy: "broker loop stalled").count == 2, "one stall, no other: \(log.suffix(2000))")
+        #expect(
+            log.components(separatedBy: "broker loop stalled").count == 2,
+            "one stall, no other: \(log.suffix(2000))"
+        )
         #expect(!log.contains("missed 3 heartbeats"), "\(log.suffix(2000))")
     }
 }
@@ -328,17 +364,27 @@ struct StalledBrokerTests {
 struct DiskFullTests {
     @Test(
         "new work is refused storage-failed, nothing unwritten is acknowledged, reads and acks go on, it recovers when space returns",
-        .enabled(if: FaultSupport.canMountTmpfs, "skipped: mounting a tmpfs needs root in a container that allows mount")
+        .enabled(
+            if: FaultSupport.canMountTmpfs,
+            "skipped: mounting a tmpfs needs root in a container that allows mount"
+        )
     )
     func diskFull() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let mountPoint = directory.path + "/data"
         try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        try #require(FaultSupport.run("/bin/mount", ["-t", "tmpfs", "-o", "size=3m", "tmpfs", mountPoint]) == 0, "mount failed")
+        try #require(
+            FaultSupport.run("/bin/mount", ["-t", "tmpfs", "-o", "size=3m", "tmpfs", mountPoint]) == 0,
+            "mount failed"
+        )
         defer { FaultSupport.run("/bin/umount", ["-l", mountPoint]) }
         func startBroker(_ endpoint: String = "tcp://127.0.0.1:*") throws -> (TestProcess, String) {
-            let broker = try TestProcess("askrelay-broker", ["--endpoint", endpoint, "--data-dir", mountPoint, "--heartbeat", "200ms"], logDirectory: directory.path)
+            let broker = try TestProcess(
+                "askrelay-broker",
+                ["--endpoint", endpoint, "--data-dir", mountPoint, "--heartbeat", "200ms"],
+                logDirectory: directory.path
+            )
             return (broker, try broker.readyEndpoint())
         }
         var (broker, endpoint) = try startBroker()
@@ -352,7 +398,9 @@ struct DiskFullTests {
         /// Sends one message for the offline receiver; records the broker's answer.
         func offer() throws -> String {
             let id = try client.sendMessage(from: "client/1", to: "echo/disk", kind: "note", body: body)
-            let reply = try client.expect(timeout: .seconds(5)) { ($0.command == .ack && $0.ackIDs.contains(id)) || ($0.command == .nack && $0.id == id) }
+            let reply = try client.expect(timeout: .seconds(5)) {
+                ($0.command == .ack && $0.ackIDs.contains(id)) || ($0.command == .nack && $0.id == id)
+            }
             if reply.command == .ack { acked.append(id) } else { refused.append(id) }
             return reply.command == .ack ? "ack" : reply.code
         }
@@ -372,7 +420,10 @@ struct DiskFullTests {
             replies[try offer(), default: 0] += 1
             if (replies["storage-failed"] ?? 0) >= 30 { break }
         }
-        #expect((replies["storage-failed"] ?? 0) >= 30, "no storage-failed with the disk full (an ACK for each message means acknowledged without being written): \(replies)")
+        #expect(
+            (replies["storage-failed"] ?? 0) >= 30,
+            "no storage-failed with the disk full (an ACK for each message means acknowledged without being written): \(replies)"
+        )
         #expect(replies.keys.allSatisfy { $0 == "ack" || $0 == "storage-failed" }, "\(replies)")
         #expect(broker.isRunning, "the broker died on a full disk")
 
@@ -426,8 +477,14 @@ struct LiveFuzzTests {
     /// real family would legitimately change outcomes).
     struct Fuzzer {
         var random: SeededGenerator
-        let kinds = ["ask", "ask.result", "send", "cancel", "question", "answer", "response", "closed", "approval", "limits.query", "limits.reply", "limits.admin", "echo", "note", "", "\u{0}", "ä"]
-        let addresses = ["broker", "limits", "guardian/fz1", "child/fz1", "echo/fz1", "client/fz1", "limits/fz", "observer/fz", "nobody", "", "child/", "/x", String(repeating: "a", count: 300)]
+        let kinds = [
+            "ask", "ask.result", "send", "cancel", "question", "answer", "response", "closed", "approval",
+            "limits.query", "limits.reply", "limits.admin", "echo", "note", "", "\u{0}", "ä",
+        ]
+        let addresses = [
+            "broker", "limits", "guardian/fz1", "child/fz1", "echo/fz1", "client/fz1", "limits/fz", "observer/fz",
+            "nobody", "", "child/", "/x", String(repeating: "a", count: 300),
+        ]
         let samples: [[UInt8]] = [
             Array(#"{"questionID":"6F1B2B3C-0000-4000-8000-000000000001","choiceID":"approve"}"#.utf8),
             Array(#"{"questionID":"6F1B2B3C-0000-4000-8000-000000000002"}"#.utf8),
@@ -435,13 +492,16 @@ struct LiveFuzzTests {
             Array("{}".utf8), Array("[]".utf8), Array("null".utf8), [0xFF, 0xFE, 0x00], [],
         ]
 
-        mutating func bytes(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) } }
+        mutating func bytes(_ count: Int) -> [UInt8] {
+            (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        }
         mutating func pick<T>(_ list: [T]) -> T { list[Int(random.next() % UInt64(list.count))] }
 
         mutating func mutate(_ frame: [UInt8]) -> [UInt8] {
             var frame = frame
             switch random.next() % 5 {
-            case 0 where !frame.isEmpty: frame[Int(random.next() % UInt64(frame.count))] = UInt8(truncatingIfNeeded: random.next())
+            case 0 where !frame.isEmpty:
+                frame[Int(random.next() % UInt64(frame.count))] = UInt8(truncatingIfNeeded: random.next())
             case 1 where !frame.isEmpty: frame.removeLast(Int(random.next() % UInt64(frame.count)))
             case 2: frame += bytes(Int(random.next() % 16))
             case 3: frame = bytes(Int(random.next() % 40))
@@ -454,7 +514,16 @@ struct LiveFuzzTests {
         mutating func message() -> [[UInt8]] {
             let id = MessageID.random()
             var output = Multipart()
-            WireEncoder.message(.send, id: id, from: pick(["client/fz1", "client/fz1", "child/x", "guardian/y"]), to: pick(addresses), kind: pick(kinds), subject: random.next() % 3 == 0 ? .random() : nil, body: random.next() % 2 == 0 ? pick(samples) : bytes(Int(random.next() % 64)), into: &output)
+            WireEncoder.message(
+                .send,
+                id: id,
+                from: pick(["client/fz1", "client/fz1", "child/x", "guardian/y"]),
+                to: pick(addresses),
+                kind: pick(kinds),
+                subject: random.next() % 3 == 0 ? .random() : nil,
+                body: random.next() % 2 == 0 ? pick(samples) : bytes(Int(random.next() % 64)),
+                into: &output
+            )
             var frames = (0..<output.count).map { Array(output[$0]) }
             switch random.next() % 6 {
             case 0, 1: break
@@ -490,11 +559,15 @@ struct LiveFuzzTests {
             // Fuzz while the children play (the broker is drained only after every child finished), at most 12 s.
             let children = pids.filter { $0.key.hasPrefix("child-") }.map(\.value)
             let deadline = ContinuousClock.now + .seconds(12)
-            while sent < 20_000 && ContinuousClock.now < deadline && children.allSatisfy({ kill($0, 0) == 0 }) && kill(brokerPid, 0) == 0 {
+            while sent < 20_000 && ContinuousClock.now < deadline && children.allSatisfy({ kill($0, 0) == 0 })
+                && kill(brokerPid, 0) == 0
+            {
                 let peer = fuzzer.random.next() % 4 == 0 ? stranger : registered
                 if peer === stranger && fuzzer.random.next() % 10 == 0 {
                     // A HELLO with a mutated body (never a real family's address).
-                    let hello = Array(#"{"version":1,"role":"echo","worker":"fz","endpoints":[{"address":"echo/fz2"}]}"#.utf8)
+                    let hello = Array(
+                        #"{"version":1,"role":"echo","worker":"fz","endpoints":[{"address":"echo/fz2"}]}"#.utf8
+                    )
                     try peer.sendFrames([Wire.signature, [WireCommand.hello.rawValue], fuzzer.mutate(hello)])
                 } else {
                     try peer.sendFrames(fuzzer.message())
@@ -612,13 +685,15 @@ struct OverlappingFaultTests {
             (6500, "broker", "kill", 300),
         ]
         let schedule = faults.map { fault -> String in
-            let follow = fault.after.map {
-                fault.action == "stop" ? #", "continueAfter": "\#($0)ms""# : #", "restartAfter": "\#($0)ms""#
-            } ?? ""
+            let follow =
+                fault.after.map {
+                    fault.action == "stop" ? #", "continueAfter": "\#($0)ms""# : #", "restartAfter": "\#($0)ms""#
+                } ?? ""
             return #"{"at": "\#(fault.at)ms", "process": "\#(fault.process)", "action": "\#(fault.action)"\#(follow)}"#
         }
         // A `run` command that takes a second, spanning the first four faults: it must not hold them up.
-        let command = #"{"at": "900ms", "action": "run", "command": ["sleep", "1"], "undo": ["true"], "undoAfter": "3s"}"#
+        let command =
+            #"{"at": "900ms", "action": "run", "command": ["sleep", "1"], "undo": ["true"], "undoAfter": "3s"}"#
         let scenario = """
             {"seed": 13, "families": 12, "flowsPerChild": 10, "childThink": "900ms", "grace": "500ms",
              "expireAfter": null, "timeScale": 43200, "abandonProbability": 0, "duration": "30s",

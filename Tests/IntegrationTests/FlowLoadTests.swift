@@ -28,11 +28,19 @@ struct FlowLoadTests {
         // The last stdout line is read by then (stdout is read on another thread than the exit is seen on).
         _ = try? askrelay.waitForLine(prefix: "throughput=", timeout: .seconds(60))
         let exit = try askrelay.waitForExit(timeout: .seconds(60))
-        let log = String(decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(), as: UTF8.self)
+        let log = String(
+            decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(),
+            as: UTF8.self
+        )
         let data = try #require(
-            FileManager.default.contents(atPath: reportDirectory + "/load.json"), "no load.json; askrelay \(exit); stderr:\n\(log.suffix(3000))")
+            FileManager.default.contents(atPath: reportDirectory + "/load.json"),
+            "no load.json; askrelay \(exit); stderr:\n\(log.suffix(3000))"
+        )
         let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-        let html = String(decoding: FileManager.default.contents(atPath: reportDirectory + "/load.html") ?? Data(), as: UTF8.self)
+        let html = String(
+            decoding: FileManager.default.contents(atPath: reportDirectory + "/load.html") ?? Data(),
+            as: UTF8.self
+        )
         return Run(exit: exit, report: report, html: html, stdout: askrelay.lines)
     }
 
@@ -42,7 +50,9 @@ struct FlowLoadTests {
         return values.allSatisfy { $0 >= 0 } && zip(values, values.dropFirst()).allSatisfy { $0 <= $1 }
     }
 
-    @Test("a small pending fill: every question pending, the broker killed and restarted on its journal, figures present")
+    @Test(
+        "a small pending fill: every question pending, the broker killed and restarted on its journal, figures present"
+    )
     func smallPendingFill() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
@@ -52,9 +62,13 @@ struct FlowLoadTests {
         let askrelay = try supervisor.start(
             name: "askrelay",
             executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
-            arguments: ["load", "--mode", "pending", "--endpoints", "30", "--families", "10", "--questions", "120", "--inflight", "20",
-                        "--report-dir", reportDirectory],
-            logPath: directory.path + "/askrelay.log")
+            arguments: [
+                "load", "--mode", "pending", "--endpoints", "30", "--families", "10", "--questions", "120",
+                "--inflight", "20",
+                "--report-dir", reportDirectory,
+            ],
+            logPath: directory.path + "/askrelay.log"
+        )
         let last = try askrelay.waitForLine(prefix: "pending=", timeout: .seconds(90))
         #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(0))
         #expect(last.hasPrefix("pending=120 "), "last line: \(last)")
@@ -66,11 +80,16 @@ struct FlowLoadTests {
         #expect(fill["refused"] as? Int == 0, "refusals: \(fill["error_samples"] ?? "")")
         #expect(fill["reregistered"] as? Int == 0)
         #expect((report["recovery_s"] as? Double ?? 0) > 0)
-        for key in ["broker_rss_start_kib", "broker_rss_registered_kib", "broker_rss_filled_kib", "broker_rss_recovered_kib"] {
+        for key in [
+            "broker_rss_start_kib", "broker_rss_registered_kib", "broker_rss_filled_kib", "broker_rss_recovered_kib",
+        ] {
             #expect((report[key] as? Int ?? 0) > 0, "\(key)")
         }
         // The restarted broker found every question and its queued copy in the journal.
-        let log = String(decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(), as: UTF8.self)
+        let log = String(
+            decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(),
+            as: UTF8.self
+        )
         #expect(log.contains("open_questions=120"), "stderr: \(log.suffix(2000))")
     }
 
@@ -79,9 +98,13 @@ struct FlowLoadTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let run = try load(
-            ["--mode", "flows", "--endpoints", "40", "--families", "10", "--guardians-per-family", "2", "--parents", "2",
-             "--connections", "2", "--inflight", "8", "--duration", "1500ms", "--warmup", "250ms"],
-            directory: directory)
+            [
+                "--mode", "flows", "--endpoints", "40", "--families", "10", "--guardians-per-family", "2", "--parents",
+                "2",
+                "--connections", "2", "--inflight", "8", "--duration", "1500ms", "--warmup", "250ms",
+            ],
+            directory: directory
+        )
         #expect(run.exit == .exited(0))
         #expect(run.report["mode"] as? String == "flows")
         #expect(run.report["durability"] as? String == "batch")
@@ -116,9 +139,12 @@ struct FlowLoadTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let run = try load(
-            ["--mode", "flows", "--sweep", "--sweep-start", "20", "--sweep-factor", "2", "--sweep-steps", "3",
-             "--max-p99", "2s", "--endpoints", "10", "--families", "5", "--duration", "700ms", "--warmup", "0s"],
-            directory: directory)
+            [
+                "--mode", "flows", "--sweep", "--sweep-start", "20", "--sweep-factor", "2", "--sweep-steps", "3",
+                "--max-p99", "2s", "--endpoints", "10", "--families", "5", "--duration", "700ms", "--warmup", "0s",
+            ],
+            directory: directory
+        )
         #expect(run.exit == .exited(0))
         let sweep = try #require(run.report["sweep"] as? [String: Any])
         let steps = try #require(sweep["steps"] as? [[String: Any]])
@@ -141,15 +167,21 @@ struct FlowLoadTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let run = try load(
-            ["--mode", "relay", "--sweep", "--sweep-start", "200", "--sweep-steps", "2", "--max-p99", "1s",
-             "--connections", "1", "--echo-workers", "1", "--duration", "500ms", "--warmup", "0s"],
-            directory: directory)
+            [
+                "--mode", "relay", "--sweep", "--sweep-start", "200", "--sweep-steps", "2", "--max-p99", "1s",
+                "--connections", "1", "--echo-workers", "1", "--duration", "500ms", "--warmup", "0s",
+            ],
+            directory: directory
+        )
         #expect(run.exit == .exited(0))
         let sweep = try #require(run.report["sweep"] as? [String: Any])
         let steps = try #require(sweep["steps"] as? [[String: Any]])
         #expect(steps.map { $0["target_rate"] as? Double ?? 0 } == [200, 300])
         #expect(sweep["knee_rate"] as? Double == 300, "steps: \(steps)")
-        #expect(run.stdout.last == "throughput=\(String(format: "%.0f", (steps.last?["achieved_rate"] as? Double) ?? -1)) knee=300")
+        #expect(
+            run.stdout.last
+                == "throughput=\(String(format: "%.0f", (steps.last?["achieved_rate"] as? Double) ?? -1)) knee=300"
+        )
     }
 
     @Test("bad flows usage exits 64")
@@ -159,8 +191,11 @@ struct FlowLoadTests {
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
         let askrelay = try supervisor.start(
-            name: "askrelay", executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
-            arguments: ["load", "--mode", "flows", "--endpoints", "2", "--families", "5"], logPath: directory.path + "/askrelay.log")
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: ["load", "--mode", "flows", "--endpoints", "2", "--families", "5"],
+            logPath: directory.path + "/askrelay.log"
+        )
         #expect(try askrelay.waitForExit(timeout: .seconds(20)) == .exited(64))
     }
 }

@@ -36,7 +36,10 @@ struct HelpDocsTests {
                     continue
                 }
                 #expect(row.environment == option.environment, "\(command.path) --\(option.name) env (\(row.place))")
-                #expect(row.defaultValue == option.defaultValue, "\(command.path) --\(option.name) default (\(row.place))")
+                #expect(
+                    row.defaultValue == option.defaultValue,
+                    "\(command.path) --\(option.name) default (\(row.place))"
+                )
             }
         }
     }
@@ -48,7 +51,9 @@ struct HelpDocsTests {
         #expect(!tables.rows.isEmpty, "no marked flag tables found")
         for (path, rows) in tables.rows {
             guard let command = commands[path] else {
-                Issue.record("a docs table is marked for '\(path)', which is not a command (\(rows.first?.place ?? ""))")
+                Issue.record(
+                    "a docs table is marked for '\(path)', which is not a command (\(rows.first?.place ?? ""))"
+                )
                 continue
             }
             for row in rows where !command.options.contains(where: { $0.name == row.name }) {
@@ -145,7 +150,8 @@ struct DocsFlagTables {
 
     static func load() throws -> DocsFlagTables {
         let docs = Repository.root.appendingPathComponent("docs")
-        let files = try FileManager.default.contentsOfDirectory(atPath: docs.path).filter { $0.hasSuffix(".md") }.sorted()
+        let files = try FileManager.default.contentsOfDirectory(atPath: docs.path).filter { $0.hasSuffix(".md") }
+            .sorted()
         var tables = DocsFlagTables()
         for file in ["README.md"] + files.map({ "docs/" + $0 }) {
             let text = try String(contentsOf: Repository.root.appendingPathComponent(file), encoding: .utf8)
@@ -166,7 +172,9 @@ struct DocsFlagTables {
             }
             while index < lines.count, lines[index].trimmingCharacters(in: .whitespaces).isEmpty { index += 1 }
             guard index + 1 < lines.count, Self.cells(lines[index]) == ["flag", "env", "default", "meaning"] else {
-                throw ProcessFailure("\(file):\(index + 1): a flags marker must be followed by | flag | env | default | meaning |")
+                throw ProcessFailure(
+                    "\(file):\(index + 1): a flags marker must be followed by | flag | env | default | meaning |"
+                )
             }
             index += 2
             while index < lines.count, lines[index].hasPrefix("|") {
@@ -177,7 +185,11 @@ struct DocsFlagTables {
                 }
                 let name = String(flag.dropFirst(2).split(separator: " ").first ?? "")
                 let row = Row(
-                    name: name, environment: Self.code(cells[1]), defaultValue: Self.onlyCode(cells[2]), place: place)
+                    name: name,
+                    environment: Self.code(cells[1]),
+                    defaultValue: Self.onlyCode(cells[2]),
+                    place: place
+                )
                 for command in commands { rows[command, default: []].append(row) }
                 index += 1
             }
@@ -224,31 +236,111 @@ struct UsageExitTests {
 
     static let cases: [Case] = [
         // A duration past 100d trapped in an Int64 conversion (SIGILL) before.
-        Case(command: ["askrelay-broker", "--heartbeat", "1e12s"], message: "option '--heartbeat' needs a duration like 250ms, 2s, 5m or 48h, from 0 to 100d, got '1e12s'"),
-        Case(command: ["askrelay-child", "--families", "1", "--think", "101d"], message: "option '--think' needs a duration"),
-        Case(command: ["askrelay-parent", "--families", "1", "--heartbeat", "5ms"], message: "option '--heartbeat' must be from 10ms to 100d, got '5ms'"),
+        Case(
+            command: ["askrelay-broker", "--heartbeat", "1e12s"],
+            message: "option '--heartbeat' needs a duration like 250ms, 2s, 5m or 48h, from 0 to 100d, got '1e12s'"
+        ),
+        Case(
+            command: ["askrelay-child", "--families", "1", "--think", "101d"],
+            message: "option '--think' needs a duration"
+        ),
+        Case(
+            command: ["askrelay-parent", "--families", "1", "--heartbeat", "5ms"],
+            message: "option '--heartbeat' must be from 10ms to 100d, got '5ms'"
+        ),
         // One time-scale range: simulate accepted 1e10 and the broker refused it later (exit 1).
-        Case(command: ["askrelay", "simulate", "--time-scale", "1e10"], message: "option '--time-scale' needs a number in 0.01...1000000000, got '1e10'"),
-        Case(command: ["askrelay-broker"], environment: ["ASKRELAY_TIME_SCALE": "1e10"], message: "environment variable ASKRELAY_TIME_SCALE (for --time-scale) needs a number in 0.01...1000000000"),
+        Case(
+            command: ["askrelay", "simulate", "--time-scale", "1e10"],
+            message: "option '--time-scale' needs a number in 0.01...1000000000, got '1e10'"
+        ),
+        Case(
+            command: ["askrelay-broker"],
+            environment: ["ASKRELAY_TIME_SCALE": "1e10"],
+            message: "environment variable ASKRELAY_TIME_SCALE (for --time-scale) needs a number in 0.01...1000000000"
+        ),
         // Endpoints: one check for every executable and flag.
-        Case(command: ["askrelay-child", "--families", "1", "--broker", "localhost:5555"], message: "option '--broker': 'localhost:5555' is not an endpoint (no scheme): give tcp://HOST:PORT or ipc://PATH, for example tcp://localhost:5555"),
-        Case(command: ["askrelay-parent", "--families", "1", "--broker", "localhost:5555"], message: "'localhost:5555' is not an endpoint (no scheme)"),
-        Case(command: ["askrelay-limits", "--broker", "localhost:5555"], message: "'localhost:5555' is not an endpoint (no scheme)"),
-        Case(command: ["askrelay-broker", "--endpoint", "foo://bar"], message: "option '--endpoint': 'foo://bar' is not an endpoint: scheme 'foo' is not tcp or ipc"),
-        Case(command: ["askrelay-broker", "--stats-endpoint", "tcp://127.0.0.1"], message: "option '--stats-endpoint': 'tcp://127.0.0.1' has no port"),
-        Case(command: ["askrelay", "simulate", "--broker", "foo://bar"], message: "option '--broker': 'foo://bar' is not an endpoint"),
-        Case(command: ["askrelay", "simulate", "--endpoint", "127.0.0.1:5555"], message: "option '--endpoint': '127.0.0.1:5555' is not an endpoint (no scheme)"),
-        Case(command: ["askrelay", "load", "--broker", "localhost:5555"], message: "option '--broker': 'localhost:5555' is not an endpoint (no scheme)"),
-        Case(command: ["askrelay", "top", "--stats-endpoint", "localhost:5556"], message: "option '--stats-endpoint': 'localhost:5556' is not an endpoint (no scheme)"),
-        Case(command: ["askrelay", "proxy", "--frontend", "ipc://"], message: "option '--frontend': 'ipc://' has no path"),
+        Case(
+            command: ["askrelay-child", "--families", "1", "--broker", "localhost:5555"],
+            message:
+                "option '--broker': 'localhost:5555' is not an endpoint (no scheme): give tcp://HOST:PORT or ipc://PATH, for example tcp://localhost:5555"
+        ),
+        Case(
+            command: ["askrelay-parent", "--families", "1", "--broker", "localhost:5555"],
+            message: "'localhost:5555' is not an endpoint (no scheme)"
+        ),
+        Case(
+            command: ["askrelay-limits", "--broker", "localhost:5555"],
+            message: "'localhost:5555' is not an endpoint (no scheme)"
+        ),
+        Case(
+            command: ["askrelay-broker", "--endpoint", "foo://bar"],
+            message: "option '--endpoint': 'foo://bar' is not an endpoint: scheme 'foo' is not tcp or ipc"
+        ),
+        Case(
+            command: ["askrelay-broker", "--stats-endpoint", "tcp://127.0.0.1"],
+            message: "option '--stats-endpoint': 'tcp://127.0.0.1' has no port"
+        ),
+        Case(
+            command: ["askrelay", "simulate", "--broker", "foo://bar"],
+            message: "option '--broker': 'foo://bar' is not an endpoint"
+        ),
+        Case(
+            command: ["askrelay", "simulate", "--endpoint", "127.0.0.1:5555"],
+            message: "option '--endpoint': '127.0.0.1:5555' is not an endpoint (no scheme)"
+        ),
+        Case(
+            command: ["askrelay", "load", "--broker", "localhost:5555"],
+            message: "option '--broker': 'localhost:5555' is not an endpoint (no scheme)"
+        ),
+        Case(
+            command: ["askrelay", "top", "--stats-endpoint", "localhost:5556"],
+            message: "option '--stats-endpoint': 'localhost:5556' is not an endpoint (no scheme)"
+        ),
+        Case(
+            command: ["askrelay", "proxy", "--frontend", "ipc://"],
+            message: "option '--frontend': 'ipc://' has no path"
+        ),
         // Variables are checked like their flags and named in the message.
-        Case(command: ["askrelay", "load"], environment: ["ASKRELAY_LOAD_MODE": "bogus"], message: "environment variable ASKRELAY_LOAD_MODE (for --mode) must be one of relay, flows, pending, got 'bogus'"),
-        Case(command: ["askrelay", "top"], environment: ["ASKRELAY_TOP_COUNT": "0"], message: "environment variable ASKRELAY_TOP_COUNT (for --count) needs a whole number in 1...1000000, got '0'"),
-        Case(command: ["askrelay", "keys", "generate"], environment: ["ASKRELAY_KEYS_FORCE": "maybe"], message: "environment variable ASKRELAY_KEYS_FORCE (for --force) must be 1, true, yes, 0, false or no, got 'maybe'"),
-        Case(command: ["askrelay-child", "--families", "1"], environment: ["ASKRELAY_LOG_LEVEL": "loud"], message: "environment variable ASKRELAY_LOG_LEVEL (for --log-level) must be one of trace, debug, info, notice, warning, error, critical, got 'loud'"),
-        Case(command: ["askrelay-parent", "--families", "1"], environment: ["ASKRELAY_THINK": "sometimes"], message: "environment variable ASKRELAY_THINK (for --think): think time 'sometimes' must be"),
-        Case(command: ["askrelay-child"], environment: ["ASKRELAY_CHILDREN": "c1@f1,bad"], message: "environment variable ASKRELAY_CHILDREN (for --child) must be ID@FAMILY (each 1-64 of A-Z a-z 0-9 . _ -), got 'bad'"),
-        Case(command: ["askrelay", "help", "simulat"], message: "askrelay: unknown subcommand 'simulat' (askrelay has the subcommands simulate, load, top, keys, bench, proxy)"),
+        Case(
+            command: ["askrelay", "load"],
+            environment: ["ASKRELAY_LOAD_MODE": "bogus"],
+            message:
+                "environment variable ASKRELAY_LOAD_MODE (for --mode) must be one of relay, flows, pending, got 'bogus'"
+        ),
+        Case(
+            command: ["askrelay", "top"],
+            environment: ["ASKRELAY_TOP_COUNT": "0"],
+            message:
+                "environment variable ASKRELAY_TOP_COUNT (for --count) needs a whole number in 1...1000000, got '0'"
+        ),
+        Case(
+            command: ["askrelay", "keys", "generate"],
+            environment: ["ASKRELAY_KEYS_FORCE": "maybe"],
+            message:
+                "environment variable ASKRELAY_KEYS_FORCE (for --force) must be 1, true, yes, 0, false or no, got 'maybe'"
+        ),
+        Case(
+            command: ["askrelay-child", "--families", "1"],
+            environment: ["ASKRELAY_LOG_LEVEL": "loud"],
+            message:
+                "environment variable ASKRELAY_LOG_LEVEL (for --log-level) must be one of trace, debug, info, notice, warning, error, critical, got 'loud'"
+        ),
+        Case(
+            command: ["askrelay-parent", "--families", "1"],
+            environment: ["ASKRELAY_THINK": "sometimes"],
+            message: "environment variable ASKRELAY_THINK (for --think): think time 'sometimes' must be"
+        ),
+        Case(
+            command: ["askrelay-child"],
+            environment: ["ASKRELAY_CHILDREN": "c1@f1,bad"],
+            message:
+                "environment variable ASKRELAY_CHILDREN (for --child) must be ID@FAMILY (each 1-64 of A-Z a-z 0-9 . _ -), got 'bad'"
+        ),
+        Case(
+            command: ["askrelay", "help", "simulat"],
+            message:
+                "askrelay: unknown subcommand 'simulat' (askrelay has the subcommands simulate, load, top, keys, bench, proxy)"
+        ),
     ]
 
     @Test("exit 64 and the message", arguments: cases)
@@ -270,7 +362,10 @@ struct UsageExitTests {
     @Test("every executable and subcommand prints the same --version")
     func version() throws {
         var versions: Set<String> = []
-        for command in [["askrelay-broker"], ["askrelay-limits"], ["askrelay-parent"], ["askrelay-child"], ["askrelay"], ["askrelay", "simulate"], ["askrelay", "keys", "add"]] {
+        for command in [
+            ["askrelay-broker"], ["askrelay-limits"], ["askrelay-parent"], ["askrelay-child"], ["askrelay"],
+            ["askrelay", "simulate"], ["askrelay", "keys", "add"],
+        ] {
             let run = try Run(command + ["--version"])
             #expect(run.status == 0, "\(command): \(run.stderr)")
             let words = run.stdout.split(separator: " ")

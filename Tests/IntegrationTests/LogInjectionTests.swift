@@ -11,8 +11,12 @@ struct LogInjectionTests {
     /// A HELLO with any worker name and claims, as a hostile peer would send it.
     static func hello(worker: String, addresses: [String]) -> Multipart {
         let hello = Hello(
-            role: .guardian, worker: worker, endpoints: addresses.map { EndpointClaim(address: $0, family: "f1") },
-            window: nil, carriedAcks: nil)
+            role: .guardian,
+            worker: worker,
+            endpoints: addresses.map { EndpointClaim(address: $0, family: "f1") },
+            window: nil,
+            carriedAcks: nil
+        )
         var out = Multipart()
         WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &out)
         return out
@@ -24,9 +28,12 @@ struct LogInjectionTests {
         defer { directory.cleanup() }
         let broker = try TestProcess(
             "askrelay-broker",
-            ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off",
-             "--log-level", "info"],
-            logDirectory: directory.path)
+            [
+                "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off",
+                "--log-level", "info",
+            ],
+            logDirectory: directory.path
+        )
         defer { broker.kill9() }
         let endpoint = try broker.readyEndpoint()
         let context = try Context()
@@ -65,7 +72,8 @@ struct LogInjectionTests {
         let lines = String(decoding: log, as: UTF8.self)
             .split(separator: "\n", omittingEmptySubsequences: false).dropLast()
         let shape = try Regex(
-            #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (trace|debug|info|notice|warning|error|critical) askrelay-broker: "#)
+            #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (trace|debug|info|notice|warning|error|critical) askrelay-broker: "#
+        )
         for line in lines {
             #expect(line.prefixMatch(of: shape) != nil, "not a log line: \(line.prefix(200))")
             #expect(!line.hasPrefix(Self.forged), "a forged line: \(line.prefix(200))")
@@ -78,6 +86,7 @@ struct LogInjectionTests {
         let unknownCommand = lines.filter { $0.contains("refused input") && $0.contains("code=unknown-command") }
         #expect(
             !unknownCommand.isEmpty && unknownCommand.count <= 10 * windows,
-            "\(unknownCommand.count) refusal lines for one peer in \(windows) window(s)")
+            "\(unknownCommand.count) refusal lines for one peer in \(windows) window(s)"
+        )
     }
 }

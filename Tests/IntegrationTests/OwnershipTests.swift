@@ -17,7 +17,8 @@ struct OwnershipTests {
         try TestProcess(
             "askrelay-broker",
             ["--endpoint", endpoint, "--data-dir", data, "--durability", durability, "--heartbeat", "200ms"],
-            logDirectory: directory.path)
+            logDirectory: directory.path
+        )
     }
 
     func stderr(_ process: TestProcess) -> String {
@@ -93,8 +94,10 @@ struct OwnershipTests {
         let store = directory.path + "/limits"
         func limits(_ id: String) throws -> TestProcess {
             try TestProcess(
-                "askrelay-limits", ["--broker", endpoint, "--id", id, "--data-dir", store, "--heartbeat", "200ms"],
-                logDirectory: directory.path)
+                "askrelay-limits",
+                ["--broker", endpoint, "--id", id, "--data-dir", store, "--heartbeat", "200ms"],
+                logDirectory: directory.path
+            )
         }
         let first = try limits("limits-1")
         defer { first.kill9() }
@@ -121,8 +124,10 @@ struct OwnershipTests {
         let report = directory.path + "/report"
         func simulate() throws -> TestProcess {
             try TestProcess(
-                "askrelay", ["simulate", "--families", "2", "--duration", "2s", "--quiet", "--report-dir", report],
-                logDirectory: directory.path)
+                "askrelay",
+                ["simulate", "--families", "2", "--duration", "2s", "--quiet", "--report-dir", report],
+                logDirectory: directory.path
+            )
         }
         let first = try simulate()
         defer { first.kill9() }
@@ -162,20 +167,32 @@ struct OwnershipTests {
         let logger = Logger(label: "test", level: .warning)
         let children = [ChildIdentity(id: "c1", family: "f1")]
         let first = try AskCenter(
-            broker: broker.endpoint, children: children, stateDirectory: directory.path, logger: logger,
-            context: context)
+            broker: broker.endpoint,
+            children: children,
+            stateDirectory: directory.path,
+            logger: logger,
+            context: context
+        )
         let error = #expect(throws: OwnerLockError.self) {
             _ = try AskCenter(
-                broker: broker.endpoint, children: children, stateDirectory: directory.path, logger: logger,
-                context: context)
+                broker: broker.endpoint,
+                children: children,
+                stateDirectory: directory.path,
+                logger: logger,
+                context: context
+            )
         }
         #expect(error?.code == .held)
         #expect(error?.holder == getpid())
         #expect(error?.message.contains(directory.path) == true)
         await first.stop()
         let next = try AskCenter(
-            broker: broker.endpoint, children: children, stateDirectory: directory.path, logger: logger,
-            context: context)
+            broker: broker.endpoint,
+            children: children,
+            stateDirectory: directory.path,
+            logger: logger,
+            context: context
+        )
         await next.stop()
     }
 }

@@ -153,7 +153,9 @@ struct SimulationIntegrationTests {
 /// The end of a run and the report folder, tried as a new user would (issue 13).
 @Suite("askrelay simulate off the default path", .timeLimit(.minutes(3)), .serialized)
 struct SimulationEdgeTests {
-    func askrelay(_ arguments: [String], directory: TempDirectory) throws -> (exit: ProcessExitStatus, stdout: [String], stderr: String) {
+    func askrelay(_ arguments: [String], directory: TempDirectory) throws -> (
+        exit: ProcessExitStatus, stdout: [String], stderr: String
+    ) {
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
         let log = directory.path + "/askrelay-\(UUID().uuidString.prefix(6)).log"
@@ -164,13 +166,17 @@ struct SimulationEdgeTests {
             logPath: log
         )
         let exit = try process.waitForExit(timeout: .seconds(150))
-        return (exit, process.lines, String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self))
+        return (
+            exit, process.lines, String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self)
+        )
     }
 
     /// A duration shorter than the flows: the children drain what they started and exit by themselves.
     @Test(
         "a duration shorter than the flows ends in a drain, not SIGTERM, and every invariant holds",
-        arguments: [["--families", "20", "--duration", "5s"], ["--seed", "7", "--families", "50", "--duration", "15s"]]
+        arguments: [
+            ["--families", "20", "--duration", "5s"], ["--seed", "7", "--families", "50", "--duration", "15s"],
+        ]
     )
     func shortDuration(_ flags: [String]) throws {
         let directory = TempDirectory()
@@ -237,7 +243,10 @@ struct SimulationEdgeTests {
         for command in [["simulate", "--quiet"], ["load", "--duration", "1s"]] {
             let run = try askrelay(command + ["--report-dir", file + "/report"], directory: directory)
             #expect(run.exit == .exited(64), "\(command): \(run.exit)")
-            #expect(run.stderr.contains("cannot create the report folder '\(file)/report': '\(file)' is a file"), "\(run.stderr)")
+            #expect(
+                run.stderr.contains("cannot create the report folder '\(file)/report': '\(file)' is a file"),
+                "\(run.stderr)"
+            )
             #expect(!run.stderr.contains("NSCocoaErrorDomain") && !run.stderr.contains("logs:"), "\(run.stderr)")
         }
     }
@@ -270,7 +279,10 @@ struct SimulationEdgeTests {
         for (text, place) in cases {
             let path = directory.path + "/bad.json"
             try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-            let run = try askrelay(["simulate", "--scenario", path, "--report-dir", directory.path + "/r"], directory: directory)
+            let run = try askrelay(
+                ["simulate", "--scenario", path, "--report-dir", directory.path + "/r"],
+                directory: directory
+            )
             #expect(run.exit == .exited(64))
             #expect(run.stderr.contains("\(path): scenario: not valid JSON at \(place)"), "\(run.stderr)")
             #expect(!FileManager.default.fileExists(atPath: directory.path + "/r"), "a refused run created its folder")
@@ -295,7 +307,10 @@ struct SimulationEdgeTests {
             "\(error)".hasPrefix("limits: did not print 'ready ...' within 3s")
         }
         for name in ["parent-1", "child-1"] {
-            #expect(!FileManager.default.fileExists(atPath: directory.path + "/report/logs/\(name).log"), "\(name) was started")
+            #expect(
+                !FileManager.default.fileExists(atPath: directory.path + "/report/logs/\(name).log"),
+                "\(name) was started"
+            )
         }
     }
 }

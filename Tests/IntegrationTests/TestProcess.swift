@@ -16,7 +16,9 @@ final class TestProcess: Sendable {
         var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         while url.path != "/" {
             url.deleteLastPathComponent()
-            if FileManager.default.isExecutableFile(atPath: url.appendingPathComponent("askrelay-broker").path) { return url }
+            if FileManager.default.isExecutableFile(atPath: url.appendingPathComponent("askrelay-broker").path) {
+                return url
+            }
         }
         return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug")
     }
@@ -25,7 +27,10 @@ final class TestProcess: Sendable {
     ///   - executableURL: a program outside the package's build (default: `executable` in `binDirectory`).
     ///   - environment: the whole environment of the process (default: the test's own).
     init(
-        _ executable: String, _ arguments: [String], logDirectory: String, executableURL: URL? = nil,
+        _ executable: String,
+        _ arguments: [String],
+        logDirectory: String,
+        executableURL: URL? = nil,
         environment: [String: String]? = nil
     ) throws {
         name = executable
@@ -33,9 +38,13 @@ final class TestProcess: Sendable {
         FileManager.default.createFile(atPath: stderrPath, contents: nil)
         supervisor = ProcessSupervisor()
         process = try supervisor.start(
-            name: executable, executable: (executableURL ?? Self.binDirectory.appendingPathComponent(executable)).path,
-            arguments: arguments, environment: environment ?? [:], replacingEnvironment: environment != nil,
-            logPath: stderrPath)
+            name: executable,
+            executable: (executableURL ?? Self.binDirectory.appendingPathComponent(executable)).path,
+            arguments: arguments,
+            environment: environment ?? [:],
+            replacingEnvironment: environment != nil,
+            logPath: stderrPath
+        )
     }
 
     var pid: Int32 { process.pid ?? 0 }
@@ -46,7 +55,9 @@ final class TestProcess: Sendable {
     func waitForLine(startingWith prefix: String, timeout: Duration = .seconds(20)) throws -> String {
         do { return try process.waitForLine(prefix: prefix, timeout: timeout) } catch {
             let log = (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? ""
-            throw ProcessFailure("\(name) printed no '\(prefix)' line (running: \(isRunning)); stderr:\n\(log.suffix(2000))")
+            throw ProcessFailure(
+                "\(name) printed no '\(prefix)' line (running: \(isRunning)); stderr:\n\(log.suffix(2000))"
+            )
         }
     }
 

@@ -8,7 +8,8 @@ import ZeroMQ
 
 /// Real processes around one broker: `askrelay-broker`, `askrelay-limits` with a state file, and parent workers;
 /// the test itself plays the child app through `AskCenter`. Everything is stopped by `stop()`.
-final class ProcessWorld: @unchecked Sendable {  // @unchecked: built once, then only read; processes kill themselves on deinit.
+// @unchecked: built once, then only read; processes kill themselves on deinit.
+final class ProcessWorld: @unchecked Sendable {
     let directory = TempDirectory()
     let broker: TestProcess
     let endpoint: String
@@ -26,10 +27,14 @@ final class ProcessWorld: @unchecked Sendable {  // @unchecked: built once, then
 
     init(timeScale: Double = 1, startLimits: Bool = true) throws {
         stats = "ipc://\(directory.path)/stats.sock"
-        broker = try TestProcess("askrelay-broker", [
-            "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/broker", "--durability", "batch",
-            "--heartbeat", "200ms", "--time-scale", String(timeScale), "--stats-endpoint", stats,
-        ], logDirectory: directory.path)
+        broker = try TestProcess(
+            "askrelay-broker",
+            [
+                "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/broker", "--durability", "batch",
+                "--heartbeat", "200ms", "--time-scale", String(timeScale), "--stats-endpoint", stats,
+            ],
+            logDirectory: directory.path
+        )
         endpoint = try broker.readyEndpoint()
         context = try Context()
         if startLimits { try startLimitsWorker() }
@@ -38,15 +43,27 @@ final class ProcessWorld: @unchecked Sendable {  // @unchecked: built once, then
     func startLimitsWorker() throws {
         let path = directory.path + "/limits-state.json"
         try Self.state.write(toFile: path, atomically: true, encoding: .utf8)
-        let process = try TestProcess("askrelay-limits", ["--broker", endpoint, "--state", path, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"], logDirectory: directory.path)
+        let process = try TestProcess(
+            "askrelay-limits",
+            ["--broker", endpoint, "--state", path, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"],
+            logDirectory: directory.path
+        )
         _ = try process.waitForLine(startingWith: "ready")
         limits = process
     }
 
     /// Starts a parent worker process hosting `guardians` (`id@family`) with a policy; returns it once ready.
     @discardableResult
-    func startParent(_ guardians: [String], policy: String = "approve", think: String = "fixed:10ms", extra: [String] = []) throws -> TestProcess {
-        var arguments = ["--broker", endpoint, "--policy", policy, "--think", think, "--heartbeat", "200ms", "--records", directory.path + "/answers-\(parents.count).jsonl"]
+    func startParent(
+        _ guardians: [String],
+        policy: String = "approve",
+        think: String = "fixed:10ms",
+        extra: [String] = []
+    ) throws -> TestProcess {
+        var arguments = [
+            "--broker", endpoint, "--policy", policy, "--think", think, "--heartbeat", "200ms", "--records",
+            directory.path + "/answers-\(parents.count).jsonl",
+        ]
         for guardian in guardians { arguments += ["--guardian", guardian] }
         let process = try TestProcess("askrelay-parent", arguments + extra, logDirectory: directory.path)
         _ = try process.waitForLine(startingWith: "ready")
@@ -57,13 +74,22 @@ final class ProcessWorld: @unchecked Sendable {  // @unchecked: built once, then
     func center(_ children: [ChildIdentity], state: String = "center") async throws -> AskCenter {
         var options = AskCenter.Options()
         options.heartbeatInterval = .milliseconds(200)
-        let center = try AskCenter(broker: endpoint, children: children, stateDirectory: directory.path + "/" + state, logger: .silent(), context: context, options: options)
+        let center = try AskCenter(
+            broker: endpoint,
+            children: children,
+            stateDirectory: directory.path + "/" + state,
+            logger: .silent(),
+            context: context,
+            options: options
+        )
         #expect(await center.waitUntilRegistered(timeout: .seconds(10)))
         return center
     }
 
     /// Waits until the broker's statistics satisfy `condition` (the broker publishes every second).
-    func waitForStats(timeout: Duration = .seconds(15), _ condition: @escaping @Sendable ([String: Any]) -> Bool) async throws -> Bool {
+    func waitForStats(timeout: Duration = .seconds(15), _ condition: @escaping @Sendable ([String: Any]) -> Bool)
+        async throws -> Bool
+    {
         let stats = self.stats
         let context = self.context
         return try await blocking {
@@ -73,7 +99,8 @@ final class ProcessWorld: @unchecked Sendable {  // @unchecked: built once, then
             try socket.connect(stats)
             let deadline = ContinuousClock.now + timeout
             while ContinuousClock.now < deadline {
-                guard try socket.wait(timeoutMilliseconds: 500), let frames = try socket.receiveMultipart(.dontWait), frames.count == 2,
+                guard try socket.wait(timeoutMilliseconds: 500), let frames = try socket.receiveMultipart(.dontWait),
+                    frames.count == 2,
                     let json = try JSONSerialization.jsonObject(with: Data(frames[1])) as? [String: Any]
                 else { continue }
                 if condition(json) { return true }
@@ -158,9 +185,12 @@ struct WorkerProcessTests {
         let world = try ProcessWorld()
         defer { world.stop() }
         let center = try await world.center([
-            ChildIdentity(id: "off", family: "fa"), ChildIdentity(id: "nosync", family: "fa"), ChildIdentity(id: "inel", family: "fa"),
+            ChildIdentity(id: "off", family: "fa"), ChildIdentity(id: "nosync", family: "fa"),
+            ChildIdentity(id: "inel", family: "fa"),
         ])
-        let expectations: [(String, AskError)] = [("off", .communicationLimitsNotEnabled), ("nosync", .contactSyncNotSetup), ("inel", .notAvailable)]
+        let expectations: [(String, AskError)] = [
+            ("off", .communicationLimitsNotEnabled), ("nosync", .contactSyncNotSetup), ("inel", .notAvailable),
+        ]
         for (id, expected) in expectations {
             do {
                 try await center.child(id).ask(PermissionQuestion<CommunicationTopic>(handle: phone("+14155550113")))
@@ -173,7 +203,9 @@ struct WorkerProcessTests {
             try await center.child("off").ask(PermissionQuestion<CommunicationTopic>(handle: phone("12")))
             Issue.record("an invalid question was presented")
         } catch {
-            guard case .invalidQuestion(let reason) = error else { Issue.record("expected invalidQuestion, got \(error)"); return }
+            guard case .invalidQuestion(let reason) = error else {
+                Issue.record("expected invalidQuestion, got \(error)"); return
+            }
             #expect(reason.code == "not-e164")
         }
         await center.stop()
@@ -228,9 +260,11 @@ struct WorkerProcessTests {
         // The guardian's answer record says how the broker answered.
         let records = world.directory.path + "/answers-0.jsonl"
         #expect(try await world.waitForStats { (($0["refusalsByCode"] as? [String: Int])?["expired"] ?? 0) >= 1 })
-        let answered = try #require(await poll(timeout: .seconds(10)) {
-            JSONLinesWriter.read(GuardianAnswerRecord.self, path: records).values.first { !$0.result.isEmpty }
-        })
+        let answered = try #require(
+            await poll(timeout: .seconds(10)) {
+                JSONLinesWriter.read(GuardianAnswerRecord.self, path: records).values.first { !$0.result.isEmpty }
+            }
+        )
         #expect(parent.isRunning)
         #expect(answered.result == ErrorCode.expired.rawValue)
         #expect(answered.answeredAt >= question.expirationDate!)
@@ -263,7 +297,11 @@ struct WorkerProcessTests {
         #expect(closed.reason == .answered)
         #expect(closed.answeredBy == "quick")
         let late = try await blocking { () -> String in
-            let id = try slow.send(GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.decline.id), from: "guardian/slow", to: "broker")
+            let id = try slow.send(
+                GuardianAnswer(questionID: question.id, choiceID: PermissionChoice.decline.id),
+                from: "guardian/slow",
+                to: "broker"
+            )
             return try slow.expectNack(id).code
         }
         #expect(late == ErrorCode.alreadyClosed.rawValue)
@@ -278,13 +316,18 @@ struct WorkerProcessTests {
         let center = try await world.center([ChildIdentity(id: "kid", family: "fa")])
         let child = center.child("kid")
         let updates = child.responses(for: SignificantAppUpdateTopic.self)
-        let update = PermissionQuestion<SignificantAppUpdateTopic>(significantAppUpdateTopic: SignificantAppUpdateTopic(description: "Version 2 adds voice chat"))
+        let update = PermissionQuestion<SignificantAppUpdateTopic>(
+            significantAppUpdateTopic: SignificantAppUpdateTopic(description: "Version 2 adds voice chat")
+        )
         try await child.ask(update)
         try await child.send(update.id)
         #expect(try #require(await first(updates)).question.id == update.id)
 
         let people = [phone("+14155550120"), CommunicationHandle(value: "pal@example.org", kind: .emailAddress)]
-        let topic = CommunicationTopic(personInformation: people.map { CommunicationTopic.PersonInformation(handle: $0) }, actions: [.message, .videoCall, .follow])
+        let topic = CommunicationTopic(
+            personInformation: people.map { CommunicationTopic.PersonInformation(handle: $0) },
+            actions: [.message, .videoCall, .follow]
+        )
         let group = PermissionQuestion<CommunicationTopic>(communicationTopic: topic)
         let groupResponses = child.responses(for: CommunicationTopic.self)
         try await child.ask(group)
@@ -357,12 +400,20 @@ struct WorkerProcessTests {
         let observer = try RawPeer(context: world.context, endpoint: world.endpoint)
         try await blocking {
             try observer.register(role: .observer, ["observer/test"])
-            try observer.expectAck(try observer.send(LimitsAdminChange(child: "kid", limitsEnabled: false), from: "observer/test", to: "limits"))
+            try observer.expectAck(
+                try observer.send(
+                    LimitsAdminChange(child: "kid", limitsEnabled: false),
+                    from: "observer/test",
+                    to: "limits"
+                )
+            )
         }
         // The change travels observer → broker → limits; asks sent after it is applied are refused.
         var refused: AskError?
         for attempt in 0..<100 where refused == nil {
-            let question = PermissionQuestion<CommunicationTopic>(handle: phone("+1415555\(String(format: "%04d", 200 + attempt))"))
+            let question = PermissionQuestion<CommunicationTopic>(
+                handle: phone("+1415555\(String(format: "%04d", 200 + attempt))")
+            )
             do {
                 try await child.ask(question)
             } catch {

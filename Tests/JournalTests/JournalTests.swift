@@ -17,21 +17,41 @@ final class TemporaryDirectory {
 /// Whole milliseconds, so values round-trip exactly.
 func at(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
 
-func message(_ seq: Int64, to: String = "parent-1", body: [UInt8] = [1, 2, 3], subject: MessageID? = nil,
-    expiresAt: Date? = nil) -> StoredMessage
-{
+func message(
+    _ seq: Int64,
+    to: String = "parent-1",
+    body: [UInt8] = [1, 2, 3],
+    subject: MessageID? = nil,
+    expiresAt: Date? = nil
+) -> StoredMessage {
     StoredMessage(
-        seq: seq, id: MessageID(high: 7, low: UInt64(seq)), from: "child-1", to: to, kind: "ASK", subject: subject,
-        body: body, createdAt: at(1_700_000_000_000 + seq), expiresAt: expiresAt)
+        seq: seq,
+        id: MessageID(high: 7, low: UInt64(seq)),
+        from: "child-1",
+        to: to,
+        kind: "ASK",
+        subject: subject,
+        body: body,
+        createdAt: at(1_700_000_000_000 + seq),
+        expiresAt: expiresAt
+    )
 }
 
 func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Date? = nil) -> QuestionRecord {
     QuestionRecord(
         id: MessageID(uuid: UUID(uuidString: String(format: "00000000-0000-4000-8000-%012llX", n))!),
-        child: "child-\(n)", family: "fam", state: state, createdAt: at(createdMs), expiresAt: at(createdMs + 60_000),
-        question: Array(#"{"title":"Can I?","choices":["yes","no"]}"#.utf8), choiceIDs: ["yes", "no"],
-        approvalChoiceIDs: ["yes"], answeredBy: state == .answered ? "mum" : nil,
-        answerChoiceID: state == .answered ? "yes" : nil, closedAt: closedAt)
+        child: "child-\(n)",
+        family: "fam",
+        state: state,
+        createdAt: at(createdMs),
+        expiresAt: at(createdMs + 60_000),
+        question: Array(#"{"title":"Can I?","choices":["yes","no"]}"#.utf8),
+        choiceIDs: ["yes", "no"],
+        approvalChoiceIDs: ["yes"],
+        answeredBy: state == .answered ? "mum" : nil,
+        answerChoiceID: state == .answered ? "yes" : nil,
+        closedAt: closedAt
+    )
 }
 
 @Suite struct JournalTests {
@@ -79,7 +99,9 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
     @Test func readsOneRecipientInOrderAndSummarizesWithoutBodies() throws {
         let dir = TemporaryDirectory()
         let journal = try Journal(directory: dir.path, durability: .batch)
-        for seq in [5, 1, 3, 2, 8] as [Int64] { try journal.storeMessage(message(seq, to: seq % 2 == 0 ? "mum" : "dad")) }
+        for seq in [5, 1, 3, 2, 8] as [Int64] {
+            try journal.storeMessage(message(seq, to: seq % 2 == 0 ? "mum" : "dad"))
+        }
         try journal.commitIfNeeded()
         #expect(try journal.loadMessages(to: "dad", fromSeq: 0, limit: 10).map(\.seq) == [1, 3, 5])
         #expect(try journal.loadMessages(to: "dad", fromSeq: 2, limit: 1).map(\.seq) == [3])
@@ -107,7 +129,9 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         #expect(checkpointer.checkpointNow() == nil)
         let before = try fileSize(Journal.fileName)
         // About 20 MB of rows: far past SQLite's default autocheckpoint of 1000 pages, all left in the WAL.
-        for seq in 1...5_000 as ClosedRange<Int64> { try journal.storeMessage(message(seq, body: Array(repeating: 7, count: 4000))) }
+        for seq in 1...5_000 as ClosedRange<Int64> {
+            try journal.storeMessage(message(seq, body: Array(repeating: 7, count: 4000)))
+        }
         try journal.commitIfNeeded()
         #expect(try fileSize(Journal.fileName) - before < 1 << 20, "the writer's commit checkpointed")
         #expect(try fileSize(Journal.fileName + "-wal") > 20_000_000)
@@ -150,14 +174,16 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
                 INSERT INTO message (seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms)
                     VALUES (4, x'00000000000000070000000000000004', 'mum', 'child-1', 'ASK', NULL, x'010203', 1700000000004, NULL);
                 INSERT INTO accepted (id, accepted_ms) VALUES (x'00000000000000070000000000000004', 5000);
-                """)
+                """
+            )
             try db.execute(
                 """
                 INSERT INTO question (id, child, family, state, closed, created_ms, expires_ms, question, choice_ids,
                     approval_choice_ids, answered_by, answer_choice_id, closed_ms)
                     VALUES (x'000000000000000a000000000000000b', 'c1', 'f1', 'answered', 1, 1000, 9000, x'7b7d', '["a"]',
                     '["a"]', 'mum', 'a', 2000);
-                """)
+                """
+            )
         }
         let journal = try Journal(directory: dir.path, durability: .batch)
         #expect(try journal.database!.userVersion() == Journal.schemaVersion)
@@ -165,7 +191,10 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         #expect(try journal.loadAccepted(since: at(5000)) == [message(4).id])
         let questions = try journal.loadQuestions(openOnly: false)
         #expect(questions.map(\.id) == [MessageID(high: 10, low: 11)])
-        #expect(questions.first?.answeredBy == "mum" && questions.first?.closedAt == at(2000) && questions.first?.question == Array("{}".utf8))
+        #expect(
+            questions.first?.answeredBy == "mum" && questions.first?.closedAt == at(2000)
+                && questions.first?.question == Array("{}".utf8)
+        )
         // The new layout: copies by recipient, accepted ids by time.
         try journal.storeMessage(message(6, to: "mum"))
         try journal.rememberAccepted([message(6).id], at: at(6000))
@@ -274,7 +303,8 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         let dir = TemporaryDirectory()
         let journal = try Journal(directory: dir.path, durability: .batch)
         let plan = try journal.database!.prepare(
-            "EXPLAIN QUERY PLAN DELETE FROM question INDEXED BY question_closed WHERE closed = 1 AND coalesce(closed_ms, created_ms) < ?1")
+            "EXPLAIN QUERY PLAN DELETE FROM question INDEXED BY question_closed WHERE closed = 1 AND coalesce(closed_ms, created_ms) < ?1"
+        )
         var details: [String] = []
         while try plan.step() { details.append(plan.text(at: 3)) }
         plan.reset()

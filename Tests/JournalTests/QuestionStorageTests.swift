@@ -101,7 +101,13 @@ import Testing
         try journal.saveQuestion(q)
         // The open transaction's writes are visible to the reads.
         #expect(try journal.questionJSON(id: q.id) == q.question)
-        try journal.updateQuestion(id: q.id, state: .answered, answeredBy: "mum", answerChoiceID: "yes", closedAt: at(5_000))
+        try journal.updateQuestion(
+            id: q.id,
+            state: .answered,
+            answeredBy: "mum",
+            answerChoiceID: "yes",
+            closedAt: at(5_000)
+        )
         try journal.commitIfNeeded()
         var expected = q
         expected.state = .answered
@@ -121,7 +127,8 @@ import Testing
         let dir = TemporaryDirectory()
         let journal = try Journal(directory: dir.path, durability: .batch)
         let records = [
-            question(1, state: .admitting, createdMs: 1_000), question(2, state: .answered, createdMs: 2_000, closedAt: at(3_000)),
+            question(1, state: .admitting, createdMs: 1_000),
+            question(2, state: .answered, createdMs: 2_000, closedAt: at(3_000)),
             question(3, state: .sent, createdMs: 3_000), question(4, state: .presented, createdMs: 4_000),
         ]
         for record in records { try journal.saveQuestion(record) }
@@ -130,8 +137,14 @@ import Testing
         try journal.forEachLedgerQuestion { seen.append($0) }
         let expected = records.map {
             LedgerQuestion(
-                id: $0.id, child: $0.child, family: $0.family, state: $0.state, createdAt: $0.createdAt, expiresAt: $0.expiresAt,
-                closedAt: $0.state.isClosed ? $0.closedAt : nil)
+                id: $0.id,
+                child: $0.child,
+                family: $0.family,
+                state: $0.state,
+                createdAt: $0.createdAt,
+                expiresAt: $0.expiresAt,
+                closedAt: $0.state.isClosed ? $0.closedAt : nil
+            )
         }
         #expect(seen.sorted { $0.createdAt < $1.createdAt } == expected)
         #expect(seen.filter { $0.closedAt != nil }.map(\.closedAt) == [at(3_000)])

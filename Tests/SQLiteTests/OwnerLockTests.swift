@@ -43,9 +43,12 @@ struct OwnerLockTests {
     }
 
     // A bare name ("d") is where Foundation's deletingLastPathComponent crashed the broker.
-    @Test("parent folders are computed from the text alone", arguments: [
-        ("d", "."), ("a/b", "a"), ("/a", "/"), ("/a/b/", "/a"), ("./x", "."), ("/", "/"),
-    ])
+    @Test(
+        "parent folders are computed from the text alone",
+        arguments: [
+            ("d", "."), ("a/b", "a"), ("/a", "/"), ("/a/b/", "/a"), ("./x", "."), ("/", "/"),
+        ]
+    )
     func parents(_ path: String, _ parent: String) {
         #expect(OwnerLock.parentFolder(of: path) == parent)
     }

@@ -79,8 +79,12 @@ struct HandshakeFailureTests {
         expectOnly(
             .keyRefused,
             try failures(
-                endpoint: server.endpoint, context: server.context, keys: try .generate(),
-                serverKey: server.keys.publicKey))
+                endpoint: server.endpoint,
+                context: server.context,
+                keys: try .generate(),
+                serverKey: server.keys.publicKey
+            )
+        )
     }
 
     @Test("a wrong server public key is told apart from a refused key")
@@ -91,8 +95,12 @@ struct HandshakeFailureTests {
         expectOnly(
             .noHandshake,
             try failures(
-                endpoint: server.endpoint, context: server.context, keys: client,
-                serverKey: try CurveKeyPair.generate().publicKey))
+                endpoint: server.endpoint,
+                context: server.context,
+                keys: client,
+                serverKey: try CurveKeyPair.generate().publicKey
+            )
+        )
     }
 
     @Test("a plain client against a CURVE server is a mechanism mismatch")
@@ -101,7 +109,8 @@ struct HandshakeFailureTests {
         defer { server.stop() }
         expectOnly(
             .mechanismMismatch,
-            try failures(endpoint: server.endpoint, context: server.context, keys: nil, serverKey: nil))
+            try failures(endpoint: server.endpoint, context: server.context, keys: nil, serverKey: nil)
+        )
     }
 
     @Test("nothing listening is a refused connect")

@@ -121,7 +121,8 @@ extension Journal {
             throw JournalError(
                 .newerSchema,
                 "\(file) has schema version \(version); this broker understands up to \(schemaVersion). "
-                    + "Run a newer broker or move the file away.")
+                    + "Run a newer broker or move the file away."
+            )
         }
         try db.transaction(.immediate) {
             // Another process may have migrated between the read above and taking the write lock.

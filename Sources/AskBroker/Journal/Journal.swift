@@ -46,7 +46,11 @@ public final class Journal {
     ///   - durability: `.off` opens nothing; every write is a no-op and every load is empty.
     /// - Throws: `JournalError` (`.directory`, `.walUnavailable`, `.newerSchema`) or `SQLiteError`.
     public convenience init(directory: String, durability: Durability) throws {
-        try self.init(directory: directory, durability: durability, walRestartFrames: JournalCheckpointer.defaultRestartFrames)
+        try self.init(
+            directory: directory,
+            durability: durability,
+            walRestartFrames: JournalCheckpointer.defaultRestartFrames
+        )
     }
 
     /// As above; `walRestartFrames` is the WAL size (in pages) at which the checkpointer empties it (tests).
@@ -73,7 +77,11 @@ public final class Journal {
         try Self.migrate(db, file: file)
         path = file
         database = db
-        checkpointer = JournalCheckpointer(path: file, busyTimeoutMilliseconds: Self.busyTimeoutMilliseconds, restartFrames: walRestartFrames)
+        checkpointer = JournalCheckpointer(
+            path: file,
+            busyTimeoutMilliseconds: Self.busyTimeoutMilliseconds,
+            restartFrames: walRestartFrames
+        )
     }
 
     deinit {
@@ -148,7 +156,8 @@ public final class Journal {
                 """
                 INSERT INTO message (seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms)
                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                """)
+                """
+            )
             try s.bind(m.seq, at: 1)
             try s.bind(m.id, at: 2)
             try s.bind(m.to, at: 3)
@@ -157,7 +166,11 @@ public final class Journal {
             if let subject = m.subject { try s.bind(subject, at: 6) } else { try s.bindNull(at: 6) }
             try s.bind(m.body, at: 7)
             try s.bind(Self.milliseconds(m.createdAt), at: 8)
-            if let expiresAt = m.expiresAt { try s.bind(Self.milliseconds(expiresAt), at: 9) } else { try s.bindNull(at: 9) }
+            if let expiresAt = m.expiresAt {
+                try s.bind(Self.milliseconds(expiresAt), at: 9)
+            } else {
+                try s.bindNull(at: 9)
+            }
             try s.run()
         }
     }
@@ -169,7 +182,8 @@ public final class Journal {
         try write { db in
             let chunk = Self.deleteChunk
             let s = try db.prepare(
-                "DELETE FROM message WHERE seq IN (" + (1...chunk).map { "?\($0)" }.joined(separator: ",") + ")")
+                "DELETE FROM message WHERE seq IN (" + (1...chunk).map { "?\($0)" }.joined(separator: ",") + ")"
+            )
             var index = 0
             for seq in seqs {
                 index += 1
@@ -193,10 +207,16 @@ public final class Journal {
 
     private static func storedMessage(_ row: Statement) throws -> StoredMessage {
         StoredMessage(
-            seq: row.int64(at: 0), id: try row.messageID(at: 1), from: row.text(at: 3), to: row.text(at: 2),
-            kind: row.text(at: 4), subject: row.isNull(at: 5) ? nil : try row.messageID(at: 5),
-            body: row.blob(at: 6), createdAt: Self.date(row.int64(at: 7)),
-            expiresAt: row.isNull(at: 8) ? nil : Self.date(row.int64(at: 8)))
+            seq: row.int64(at: 0),
+            id: try row.messageID(at: 1),
+            from: row.text(at: 3),
+            to: row.text(at: 2),
+            kind: row.text(at: 4),
+            subject: row.isNull(at: 5) ? nil : try row.messageID(at: 5),
+            body: row.blob(at: 6),
+            createdAt: Self.date(row.int64(at: 7)),
+            expiresAt: row.isNull(at: 8) ? nil : Self.date(row.int64(at: 8))
+        )
     }
 
     /// Every stored copy, by `seq` ascending.
@@ -210,7 +230,8 @@ public final class Journal {
     public func loadMessages(to recipient: String, fromSeq: Int64, limit: Int) throws -> [StoredMessage] {
         guard let db = database else { return [] }
         let s = try db.prepare(
-            "SELECT \(Self.messageColumns) FROM message WHERE recipient = ?1 AND seq >= ?2 ORDER BY recipient, seq LIMIT ?3")
+            "SELECT \(Self.messageColumns) FROM message WHERE recipient = ?1 AND seq >= ?2 ORDER BY recipient, seq LIMIT ?3"
+        )
         try s.bind(recipient, at: 1)
         try s.bind(fromSeq, at: 2)
         try s.bind(Int64(limit), at: 3)
@@ -249,7 +270,8 @@ public final class Journal {
                 INSERT OR REPLACE INTO question (id, child, family, state, closed, created_ms, expires_ms, question,
                     choice_ids, approval_choice_ids, answered_by, answer_choice_id, closed_ms)
                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-                """)
+                """
+            )
             try s.bind(q.id, at: 1)
             try s.bind(q.child, at: 2)
             try s.bind(q.family, at: 3)
@@ -262,7 +284,11 @@ public final class Journal {
             try s.bind(approvals, at: 10)
             if let answeredBy = q.answeredBy { try s.bind(answeredBy, at: 11) } else { try s.bindNull(at: 11) }
             if let choice = q.answerChoiceID { try s.bind(choice, at: 12) } else { try s.bindNull(at: 12) }
-            if let closedAt = q.closedAt { try s.bind(Self.milliseconds(closedAt), at: 13) } else { try s.bindNull(at: 13) }
+            if let closedAt = q.closedAt {
+                try s.bind(Self.milliseconds(closedAt), at: 13)
+            } else {
+                try s.bindNull(at: 13)
+            }
             try s.run()
         }
     }
@@ -271,14 +297,19 @@ public final class Journal {
     /// choice lists and the creation and expiry times stay as ``saveQuestion(_:)`` wrote them.
     /// - Throws: `JournalError.badRow` if no question `id` is stored, or `SQLiteError`.
     public func updateQuestion(
-        id: MessageID, state: QuestionState, answeredBy: String? = nil, answerChoiceID: String? = nil, closedAt: Date? = nil
+        id: MessageID,
+        state: QuestionState,
+        answeredBy: String? = nil,
+        answerChoiceID: String? = nil,
+        closedAt: Date? = nil
     ) throws {
         try write { db in
             let s = try db.prepare(
                 """
                 UPDATE question SET state = ?2, closed = ?3, answered_by = ?4, answer_choice_id = ?5, closed_ms = ?6
                 WHERE id = ?1
-                """)
+                """
+            )
             try s.bind(id, at: 1)
             try s.bind(state.rawValue, at: 2)
             try s.bind(Int64(state.isClosed ? 1 : 0), at: 3)
@@ -308,17 +339,23 @@ public final class Journal {
                 answered_by, answer_choice_id, closed_ms FROM question
             """
         let s = try db.prepare(
-            openOnly ? columns + " WHERE closed = 0 ORDER BY created_ms, id" : columns + " ORDER BY created_ms, id")
+            openOnly ? columns + " WHERE closed = 0 ORDER BY created_ms, id" : columns + " ORDER BY created_ms, id"
+        )
         return try s.rows { row in
             QuestionRecord(
-                id: try row.messageID(at: 0), child: row.text(at: 1), family: row.text(at: 2),
+                id: try row.messageID(at: 0),
+                child: row.text(at: 1),
+                family: row.text(at: 2),
                 state: try row.questionState(at: 3),
-                createdAt: Self.date(row.int64(at: 4)), expiresAt: Self.date(row.int64(at: 5)),
-                question: row.blob(at: 6), choiceIDs: try row.stringList(at: 7),
+                createdAt: Self.date(row.int64(at: 4)),
+                expiresAt: Self.date(row.int64(at: 5)),
+                question: row.blob(at: 6),
+                choiceIDs: try row.stringList(at: 7),
                 approvalChoiceIDs: try row.stringList(at: 8),
                 answeredBy: row.isNull(at: 9) ? nil : row.text(at: 9),
                 answerChoiceID: row.isNull(at: 10) ? nil : row.text(at: 10),
-                closedAt: row.isNull(at: 11) ? nil : Self.date(row.int64(at: 11)))
+                closedAt: row.isNull(at: 11) ? nil : Self.date(row.int64(at: 11))
+            )
         }
     }
 
@@ -331,14 +368,21 @@ public final class Journal {
     public func forEachLedgerQuestion(_ body: (LedgerQuestion) throws -> Void) throws {
         guard let db = database else { return }
         let s = try db.prepare(
-            "SELECT id, child, family, state, created_ms, expires_ms, closed, coalesce(closed_ms, created_ms) FROM question NOT INDEXED")
+            "SELECT id, child, family, state, created_ms, expires_ms, closed, coalesce(closed_ms, created_ms) FROM question NOT INDEXED"
+        )
         defer { s.reset() }
         while try s.step() {
             try body(
                 LedgerQuestion(
-                    id: try s.messageID(at: 0), child: s.text(at: 1), family: s.text(at: 2),
-                    state: try s.questionState(at: 3), createdAt: Self.date(s.int64(at: 4)),
-                    expiresAt: Self.date(s.int64(at: 5)), closedAt: s.int64(at: 6) != 0 ? Self.date(s.int64(at: 7)) : nil))
+                    id: try s.messageID(at: 0),
+                    child: s.text(at: 1),
+                    family: s.text(at: 2),
+                    state: try s.questionState(at: 3),
+                    createdAt: Self.date(s.int64(at: 4)),
+                    expiresAt: Self.date(s.int64(at: 5)),
+                    closedAt: s.int64(at: 6) != 0 ? Self.date(s.int64(at: 7)) : nil
+                )
+            )
         }
     }
 
@@ -349,7 +393,9 @@ public final class Journal {
     @discardableResult
     public func deleteQuestions(closedBefore: Date) throws -> Int {
         try write { db in
-            let s = try db.prepare("DELETE FROM question INDEXED BY question_closed WHERE closed = 1 AND coalesce(closed_ms, created_ms) < ?1")
+            let s = try db.prepare(
+                "DELETE FROM question INDEXED BY question_closed WHERE closed = 1 AND coalesce(closed_ms, created_ms) < ?1"
+            )
             try s.bind(Self.milliseconds(closedBefore), at: 1)
             try s.run()
             return db.changes
@@ -405,10 +451,14 @@ public final class Journal {
         try s.bind(Self.milliseconds(since), at: 1)
         var ids: Set<MessageID> = []
         for blob in try s.rows({ $0.blob(at: 0) }) {
-            guard blob.count % 16 == 0 else { throw JournalError(.badRow, "accepted ids blob of \(blob.count) bytes is not a multiple of 16") }
+            guard blob.count % 16 == 0 else {
+                throw JournalError(.badRow, "accepted ids blob of \(blob.count) bytes is not a multiple of 16")
+            }
             blob.withUnsafeBytes { bytes in
                 for offset in stride(from: 0, to: bytes.count, by: 16) {
-                    if let id = MessageID(bytes: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + 16])) { ids.insert(id) }
+                    if let id = MessageID(bytes: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + 16])) {
+                        ids.insert(id)
+                    }
                 }
             }
         }

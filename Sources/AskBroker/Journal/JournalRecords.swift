@@ -26,8 +26,15 @@ public struct StoredMessage: Sendable, Hashable {
     public var expiresAt: Date?
 
     public init(
-        seq: Int64, id: MessageID, from: String, to: String, kind: String, subject: MessageID? = nil, body: [UInt8],
-        createdAt: Date, expiresAt: Date? = nil
+        seq: Int64,
+        id: MessageID,
+        from: String,
+        to: String,
+        kind: String,
+        subject: MessageID? = nil,
+        body: [UInt8],
+        createdAt: Date,
+        expiresAt: Date? = nil
     ) {
         self.seq = seq
         self.id = id
@@ -73,9 +80,18 @@ public struct QuestionRecord: Sendable, Hashable {
     public var closedAt: Date?
 
     public init(
-        id: MessageID, child: String, family: String, state: QuestionState, createdAt: Date, expiresAt: Date,
-        question: [UInt8], choiceIDs: [String], approvalChoiceIDs: [String], answeredBy: String? = nil,
-        answerChoiceID: String? = nil, closedAt: Date? = nil
+        id: MessageID,
+        child: String,
+        family: String,
+        state: QuestionState,
+        createdAt: Date,
+        expiresAt: Date,
+        question: [UInt8],
+        choiceIDs: [String],
+        approvalChoiceIDs: [String],
+        answeredBy: String? = nil,
+        answerChoiceID: String? = nil,
+        closedAt: Date? = nil
     ) {
         self.id = id
         self.child = child
@@ -104,7 +120,15 @@ public struct LedgerQuestion: Sendable, Hashable {
     /// When a closed question closed (its creation time if the record has none); `nil` while it is open.
     public var closedAt: Date?
 
-    public init(id: MessageID, child: String, family: String, state: QuestionState, createdAt: Date, expiresAt: Date, closedAt: Date? = nil) {
+    public init(
+        id: MessageID,
+        child: String,
+        family: String,
+        state: QuestionState,
+        createdAt: Date,
+        expiresAt: Date,
+        closedAt: Date? = nil
+    ) {
         self.id = id
         self.child = child
         self.family = family

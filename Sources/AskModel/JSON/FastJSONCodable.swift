@@ -48,7 +48,9 @@ extension WireJSON {
         return value
     }
 
-    private static func withContiguousBytes<R>(_ bytes: some Collection<UInt8>, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+    private static func withContiguousBytes<R>(_ bytes: some Collection<UInt8>, _ body: (UnsafeRawBufferPointer) -> R)
+        -> R
+    {
         if let data = bytes as? Data { return data.withUnsafeBytes(body) }
         if let result = bytes.withContiguousStorageIfAvailable({ body(UnsafeRawBufferPointer($0)) }) { return result }
         return Array(bytes).withUnsafeBytes(body)

@@ -297,7 +297,8 @@ struct JSONReader {
 
     /// A string that is one of `E`'s raw values.
     @inline(__always)
-    mutating func rawValue<E: RawRepresentable & CaseIterable>(_ type: E.Type = E.self) -> E? where E.RawValue == String {
+    mutating func rawValue<E: RawRepresentable & CaseIterable>(_ type: E.Type = E.self) -> E?
+    where E.RawValue == String {
         // Compare the bytes with each case's name rather than build a string to switch on; escaped text takes the
         // long way.
         let start = index

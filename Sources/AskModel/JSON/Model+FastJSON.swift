@@ -69,8 +69,13 @@ extension PersonName: FastJSONCodable {
             })
         else { return nil }
         self.init(
-            namePrefix: namePrefix ?? nil, givenName: givenName ?? nil, middleName: middleName ?? nil,
-            familyName: familyName ?? nil, nameSuffix: nameSuffix ?? nil, nickname: nickname ?? nil)
+            namePrefix: namePrefix ?? nil,
+            givenName: givenName ?? nil,
+            middleName: middleName ?? nil,
+            familyName: familyName ?? nil,
+            nameSuffix: nameSuffix ?? nil,
+            nickname: nickname ?? nil
+        )
     }
 }
 
@@ -254,15 +259,21 @@ extension AnyPermissionQuestion: FastJSONCodable {
             }), let choices, let defaultChoice, let id, let topic, topicID == topic.topicID
         else { return nil }
         self.init(
-            id: id, topic: topic, choices: choices, defaultChoice: defaultChoice,
-            expirationDate: expirationDate ?? nil)
+            id: id,
+            topic: topic,
+            choices: choices,
+            defaultChoice: defaultChoice,
+            expirationDate: expirationDate ?? nil
+        )
     }
 }
 
 extension PermissionQuestion: FastJSONCodable {
     func writeJSON(to w: inout JSONWriter) -> Bool {
         // Erasing another topic type traps; such a question is Foundation's to encode.
-        guard Topic.self == CommunicationTopic.self || Topic.self == SignificantAppUpdateTopic.self else { return false }
+        guard Topic.self == CommunicationTopic.self || Topic.self == SignificantAppUpdateTopic.self else {
+            return false
+        }
         return AnyPermissionQuestion(self).writeJSON(to: &w)
     }
 
@@ -728,8 +739,13 @@ extension LimitsAdminChange: FastJSONCodable {
             }), let child
         else { return nil }
         self.init(
-            child: child, limitsEnabled: limitsEnabled ?? nil, contactSyncSetUp: contactSyncSetUp ?? nil,
-            eligible: eligible ?? nil, addKnown: addKnown ?? nil, removeKnown: removeKnown ?? nil)
+            child: child,
+            limitsEnabled: limitsEnabled ?? nil,
+            contactSyncSetUp: contactSyncSetUp ?? nil,
+            eligible: eligible ?? nil,
+            addKnown: addKnown ?? nil,
+            removeKnown: removeKnown ?? nil
+        )
     }
 }
 

@@ -71,7 +71,9 @@ public enum WireJSON {
     }
 
     /// ``decode(_:from:)`` by Foundation's `JSONDecoder` only: the reference the fast path is tested against.
-    public static func foundationDecode<T: Decodable>(_ type: T.Type = T.self, from bytes: some Collection<UInt8>) throws -> T {
+    public static func foundationDecode<T: Decodable>(_ type: T.Type = T.self, from bytes: some Collection<UInt8>)
+        throws -> T
+    {
         let data = (bytes as? Data) ?? Data(bytes)
         return try decoder.decode(T.self, from: data)
     }

@@ -18,7 +18,11 @@ public func describeDecoding(_ error: any Error) -> String {
 func codingPath(_ keys: [any CodingKey]) -> String {
     var text = ""
     for key in keys {
-        if let index = key.intValue { text += "[\(index)]" } else { text += (text.isEmpty ? "" : ".") + key.stringValue }
+        if let index = key.intValue {
+            text += "[\(index)]"
+        } else {
+            text += (text.isEmpty ? "" : ".") + key.stringValue
+        }
     }
     return text
 }

@@ -36,4 +36,3 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable, Hashable {
     /// `true` with probability `p`.
     public mutating func chance(_ p: Double) -> Bool { p > 0 && nextUnit() < p }
 }
-

@@ -16,9 +16,17 @@ public struct KeySet: Sendable {
     /// Writes everything into `directory` (created mode 0700): secret key files mode 0600, `broker.public` and
     /// `principals.json` readable.
     public func write(to directory: String) throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            atPath: directory,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
         try broker.save(path: directory + "/" + Self.brokerKeyFile)
-        try (broker.publicKey + "\n").write(toFile: directory + "/" + Self.brokerPublicFile, atomically: true, encoding: .utf8)
+        try (broker.publicKey + "\n").write(
+            toFile: directory + "/" + Self.brokerPublicFile,
+            atomically: true,
+            encoding: .utf8
+        )
         try principals.save(path: directory + "/" + Self.principalsFileName)
         for (name, file) in keyFiles { try file.save(path: directory + "/" + name) }
     }
@@ -51,30 +59,64 @@ public enum KeyGenerator {
         var entries: [PrincipalEntry] = []
         func add(role: SessionRole, id: String, family: String?, endpoints: [EndpointClaim], file: String) throws {
             let keys = try CurveKeyPair.generate()
-            let entry = PrincipalEntry(publicKey: keys.publicKey, role: role, id: id, family: family, endpoints: endpoints)
-            keyFiles[file] = KeyFile(keys: keys, role: role.rawValue, id: id, family: family, endpoints: entry.allowedEndpoints)
+            let entry = PrincipalEntry(
+                publicKey: keys.publicKey,
+                role: role,
+                id: id,
+                family: family,
+                endpoints: endpoints
+            )
+            keyFiles[file] = KeyFile(
+                keys: keys,
+                role: role.rawValue,
+                id: id,
+                family: family,
+                endpoints: entry.allowedEndpoints
+            )
             entries.append(entry)
         }
         let families = plan.families > 0 ? Array(1...plan.families) : []
-        let guardians = families.flatMap { f in (plan.guardiansPerFamily > 0 ? Array(1...plan.guardiansPerFamily) : []).map { (f, "\(plan.guardianPrefix)\(f)-\($0)") } }
-        let children = families.flatMap { f in (plan.childrenPerFamily > 0 ? Array(1...plan.childrenPerFamily) : []).map { (f, "\(plan.childPrefix)\(f)-\($0)") } }
+        let guardians = families.flatMap { f in
+            (plan.guardiansPerFamily > 0 ? Array(1...plan.guardiansPerFamily) : []).map {
+                (f, "\(plan.guardianPrefix)\(f)-\($0)")
+            }
+        }
+        let children = families.flatMap { f in
+            (plan.childrenPerFamily > 0 ? Array(1...plan.childrenPerFamily) : []).map {
+                (f, "\(plan.childPrefix)\(f)-\($0)")
+            }
+        }
         if plan.parentHosts > 0 {
             for host in 1...plan.parentHosts {
                 let mine = guardians.filter { ($0.0 - 1) % plan.parentHosts == host - 1 }
-                try add(role: .guardian, id: "parent-\(host)", family: nil,
-                        endpoints: mine.map { EndpointClaim(address: "guardian/\($0.1)", family: "f\($0.0)") }, file: "parent-\(host).key")
+                try add(
+                    role: .guardian,
+                    id: "parent-\(host)",
+                    family: nil,
+                    endpoints: mine.map { EndpointClaim(address: "guardian/\($0.1)", family: "f\($0.0)") },
+                    file: "parent-\(host).key"
+                )
             }
         } else {
-            for (f, id) in guardians { try add(role: .guardian, id: id, family: "f\(f)", endpoints: [], file: "guardian-\(id).key") }
+            for (f, id) in guardians {
+                try add(role: .guardian, id: id, family: "f\(f)", endpoints: [], file: "guardian-\(id).key")
+            }
         }
         if plan.childHosts > 0 {
             for host in 1...plan.childHosts {
                 let mine = children.filter { ($0.0 - 1) % plan.childHosts == host - 1 }
-                try add(role: .child, id: "child-\(host)", family: nil,
-                        endpoints: mine.map { EndpointClaim(address: "child/\($0.1)", family: "f\($0.0)") }, file: "child-\(host).key")
+                try add(
+                    role: .child,
+                    id: "child-\(host)",
+                    family: nil,
+                    endpoints: mine.map { EndpointClaim(address: "child/\($0.1)", family: "f\($0.0)") },
+                    file: "child-\(host).key"
+                )
             }
         } else {
-            for (f, id) in children { try add(role: .child, id: id, family: "f\(f)", endpoints: [], file: "child-\(id).key") }
+            for (f, id) in children {
+                try add(role: .child, id: id, family: "f\(f)", endpoints: [], file: "child-\(id).key")
+            }
         }
         for index in (plan.limits > 0 ? Array(1...plan.limits) : []) {
             try add(role: .limits, id: "limits-\(index)", family: nil, endpoints: [], file: "limits-\(index).key")

@@ -19,7 +19,14 @@ public struct PrincipalEntry: Codable, Sendable, Hashable {
     /// A revoked key fails the CURVE handshake, and its live sessions are dropped.
     public var revoked: Bool
 
-    public init(publicKey: String, role: SessionRole, id: String, family: String? = nil, endpoints: [EndpointClaim] = [], revoked: Bool = false) {
+    public init(
+        publicKey: String,
+        role: SessionRole,
+        id: String,
+        family: String? = nil,
+        endpoints: [EndpointClaim] = [],
+        revoked: Bool = false
+    ) {
         self.publicKey = publicKey
         self.role = role
         self.id = id
@@ -46,12 +53,20 @@ public struct PrincipalEntry: Codable, Sendable, Hashable {
     /// Why `hello` is not allowed for this key, or `nil` when it is.
     public func refusal(of hello: Hello) -> String? {
         if revoked { return "the key of '\(id)' is revoked" }
-        guard hello.role == role else { return "the key of '\(id)' is a \(role.rawValue) key, not \(hello.role.rawValue)" }
-        let allowed = Dictionary(allowedEndpoints.map { ($0.address, $0.family) }, uniquingKeysWith: { first, _ in first })
+        guard hello.role == role else {
+            return "the key of '\(id)' is a \(role.rawValue) key, not \(hello.role.rawValue)"
+        }
+        let allowed = Dictionary(
+            allowedEndpoints.map { ($0.address, $0.family) },
+            uniquingKeysWith: { first, _ in first }
+        )
         for claim in hello.endpoints {
-            guard let family = allowed[claim.address] else { return "the key of '\(id)' may not serve '\(claim.address)'" }
+            guard let family = allowed[claim.address] else {
+                return "the key of '\(id)' may not serve '\(claim.address)'"
+            }
             guard family == claim.family else {
-                return "the key of '\(id)' serves '\(claim.address)' in family '\(family ?? "none")', not '\(claim.family ?? "none")'"
+                return
+                    "the key of '\(id)' serves '\(claim.address)' in family '\(family ?? "none")', not '\(claim.family ?? "none")'"
             }
         }
         return nil
@@ -71,16 +86,22 @@ public struct PrincipalsFile: Codable, Sendable, Hashable {
     /// Reads and checks a principals file.
     /// - Throws: ``KeyFileError`` naming the file and what is wrong.
     public static func load(path: String) throws -> PrincipalsFile {
-        guard let data = FileManager.default.contents(atPath: path) else { throw KeyFileError("cannot read principals file \(path)") }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw KeyFileError("cannot read principals file \(path)")
+        }
         let file: PrincipalsFile
         do { file = try JSONDecoder().decode(PrincipalsFile.self, from: data) } catch {
             throw KeyFileError("principals file \(path) is not valid: \(error)")
         }
-        guard file.version == 1 else { throw KeyFileError("principals file \(path) has version \(file.version); this build reads version 1") }
+        guard file.version == 1 else {
+            throw KeyFileError("principals file \(path) has version \(file.version); this build reads version 1")
+        }
         var seen: Set<String> = []
         for entry in file.principals {
             guard entry.publicKey.utf8.count == 40, (try? Z85.decode(entry.publicKey)) != nil else {
-                throw KeyFileError("principals file \(path): '\(entry.id)' has a public key that is not 40 characters of Z85")
+                throw KeyFileError(
+                    "principals file \(path): '\(entry.id)' has a public key that is not 40 characters of Z85"
+                )
             }
             guard seen.insert(entry.publicKey).inserted else {
                 throw KeyFileError("principals file \(path): the key of '\(entry.id)' is listed twice")
@@ -112,7 +133,8 @@ public struct KeyFile: Codable, Sendable, Hashable {
     /// (`askrelay-parent` / `askrelay-child` with only `--curve-key`). Absent in older files.
     public var endpoints: [EndpointClaim]?
 
-    public init(keys: CurveKeyPair, role: String, id: String, family: String? = nil, endpoints: [EndpointClaim]? = nil) {
+    public init(keys: CurveKeyPair, role: String, id: String, family: String? = nil, endpoints: [EndpointClaim]? = nil)
+    {
         publicKey = keys.publicKey
         secretKey = keys.secretKey
         self.role = role
@@ -125,7 +147,9 @@ public struct KeyFile: Codable, Sendable, Hashable {
 
     /// Reads a key file and checks that its public key belongs to its secret key.
     public static func load(path: String) throws -> KeyFile {
-        guard let data = FileManager.default.contents(atPath: path) else { throw KeyFileError("cannot read key file \(path)") }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw KeyFileError("cannot read key file \(path)")
+        }
         let file: KeyFile
         do { file = try JSONDecoder().decode(KeyFile.self, from: data) } catch {
             throw KeyFileError("key file \(path) is not valid: \(error)")

@@ -123,11 +123,17 @@ public enum WireParser {
         case .hello, .welcome:
             try expectFrames(frames, 3, command)
             guard message.size(of: base + 2) <= limits.maxBody else {
-                throw WireError(.oversizeFrame, "\(command) body is \(message.size(of: base + 2)) bytes, limit \(limits.maxBody)")
+                throw WireError(
+                    .oversizeFrame,
+                    "\(command) body is \(message.size(of: base + 2)) bytes, limit \(limits.maxBody)"
+                )
             }
         case .send, .deliver:
             guard frames == 4 || frames == 5 else {
-                throw WireError(frames < 4 ? .missingFrames : .extraFrames, "\(command) has 4 frames, or 5 with ACK ids, got \(frames)")
+                throw WireError(
+                    frames < 4 ? .missingFrames : .extraFrames,
+                    "\(command) has 4 frames, or 5 with ACK ids, got \(frames)"
+                )
             }
             parsed.carriesAcks = frames == 5
             try parseHeader(message, into: &parsed, limits)
@@ -174,13 +180,17 @@ public enum WireParser {
         }
         let version = storage[range.lowerBound + 3]
         guard version == Wire.version else {
-            throw WireError(.unsupportedVersion, "protocol version \(version) is not supported; this broker speaks \(Wire.version)")
+            throw WireError(
+                .unsupportedVersion,
+                "protocol version \(version) is not supported; this broker speaks \(Wire.version)"
+            )
         }
     }
 
     /// An ACK frame, or the ACK-ids frame a SEND/DELIVER may carry: 1 to `maxAckIDs` ids of 16 bytes.
     @inline(__always)
-    static func checkAckFrame(_ message: Multipart, _ index: Int, _ limits: Wire.Limits, what: String) throws(WireError) {
+    static func checkAckFrame(_ message: Multipart, _ index: Int, _ limits: Wire.Limits, what: String) throws(WireError)
+    {
         let size = message.size(of: index)
         guard size > 0, size % 16 == 0 else {
             throw WireError(.badID, "\(what) holds one or more 16-byte ids, got \(size) bytes")
@@ -219,7 +229,9 @@ public enum WireParser {
     /// Reads the packed SEND/DELIVER header: first its structure (size, flags, subject, the three lengths, nothing
     /// after the kind), then the fields from left to right (from, to, kind).
     @inline(__always)
-    static func parseHeader(_ message: Multipart, into parsed: inout ParsedFrames, _ limits: Wire.Limits) throws(WireError) {
+    static func parseHeader(_ message: Multipart, into parsed: inout ParsedFrames, _ limits: Wire.Limits)
+        throws(WireError)
+    {
         try readHeaderStructure(message, into: &parsed)
         let storage = message.storage
         try checkAddress(storage, parsed.fromRange, what: "from", limits)
@@ -246,7 +258,9 @@ public enum WireParser {
             guard cursor + 16 <= header.upperBound else {
                 throw WireError(.badHeader, "the header's subject runs past its end (\(header.count) bytes)")
             }
-            parsed.subject = storage.withUnsafeBytes { MessageID(bytes: UnsafeRawBufferPointer(rebasing: $0[cursor..<cursor + 16])) }
+            parsed.subject = storage.withUnsafeBytes {
+                MessageID(bytes: UnsafeRawBufferPointer(rebasing: $0[cursor..<cursor + 16]))
+            }
             cursor += 16
         }
         @inline(__always)
@@ -257,7 +271,10 @@ public enum WireParser {
             let length = Int(storage[cursor])
             cursor += 1
             guard cursor + length <= header.upperBound else {
-                throw WireError(.badHeader, "the '\(name)' length \(length) runs past the header's end (\(header.count) bytes)")
+                throw WireError(
+                    .badHeader,
+                    "the '\(name)' length \(length) runs past the header's end (\(header.count) bytes)"
+                )
             }
             defer { cursor += length }
             return cursor..<cursor + length
@@ -268,7 +285,9 @@ public enum WireParser {
         guard cursor == header.upperBound else {
             throw WireError(.badHeader, "the header has \(header.upperBound - cursor) bytes after the kind")
         }
-        parsed.id = storage.withUnsafeBytes { MessageID(bytes: UnsafeRawBufferPointer(rebasing: $0[header.lowerBound..<header.lowerBound + 16])) }
+        parsed.id = storage.withUnsafeBytes {
+            MessageID(bytes: UnsafeRawBufferPointer(rebasing: $0[header.lowerBound..<header.lowerBound + 16]))
+        }
         parsed.fromRange = from
         parsed.toRange = to
         parsed.kindRange = kind
@@ -276,9 +295,14 @@ public enum WireParser {
 
     /// An address is `role` or `role/id`: role of lowercase letters, id of `A-Z a-z 0-9 . _ -` (1-64 bytes).
     @inline(__always)
-    static func checkAddress(_ storage: [UInt8], _ range: Range<Int>, what: String, _ limits: Wire.Limits) throws(WireError) {
+    static func checkAddress(_ storage: [UInt8], _ range: Range<Int>, what: String, _ limits: Wire.Limits)
+        throws(WireError)
+    {
         guard !range.isEmpty, range.count <= limits.maxAddress else {
-            throw WireError(.badAddress, "the '\(what)' address must be 1-\(limits.maxAddress) bytes, got \(range.count)")
+            throw WireError(
+                .badAddress,
+                "the '\(what)' address must be 1-\(limits.maxAddress) bytes, got \(range.count)"
+            )
         }
         let ok = storage.withUnsafeBufferPointer { buffer -> Bool in
             var index = range.lowerBound
@@ -305,7 +329,10 @@ public enum WireParser {
         }
         guard ok else {
             let text = String(decoding: storage[range].prefix(64), as: UTF8.self)
-            throw WireError(.badAddress, "the '\(what)' address '\(text)' is not 'role' or 'role/id' (id: A-Z a-z 0-9 . _ -)")
+            throw WireError(
+                .badAddress,
+                "the '\(what)' address '\(text)' is not 'role' or 'role/id' (id: A-Z a-z 0-9 . _ -)"
+            )
         }
     }
 
@@ -351,7 +378,9 @@ extension Multipart {
 
     /// The bytes at `range` of the storage as a string (lossy for invalid UTF-8; parsed fields are already checked).
     public func string(_ range: Range<Int>) -> String {
-        storage.withUnsafeBytes { String(decoding: UnsafeRawBufferPointer(rebasing: $0[range]).bindMemory(to: UInt8.self), as: UTF8.self) }
+        storage.withUnsafeBytes {
+            String(decoding: UnsafeRawBufferPointer(rebasing: $0[range]).bindMemory(to: UInt8.self), as: UTF8.self)
+        }
     }
 
     /// Lends the bytes at `range` of the storage (a parsed address or kind) without copying.

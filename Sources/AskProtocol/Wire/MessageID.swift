@@ -44,7 +44,8 @@ public struct MessageID: Hashable, Sendable, Comparable, CustomStringConvertible
         let isHexDigit = { (byte: UInt8) in
             (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x46) || (byte >= 0x61 && byte <= 0x66)
         }
-        guard hex.utf8.count == 32, hex.utf8.allSatisfy(isHexDigit), let high = UInt64(hex.prefix(16), radix: 16), let low = UInt64(hex.suffix(16), radix: 16)
+        guard hex.utf8.count == 32, hex.utf8.allSatisfy(isHexDigit), let high = UInt64(hex.prefix(16), radix: 16),
+            let low = UInt64(hex.suffix(16), radix: 16)
         else { return nil }
         self.init(high: high, low: low)
     }
@@ -68,7 +69,9 @@ public struct MessageID: Hashable, Sendable, Comparable, CustomStringConvertible
 
     public var uuid: UUID {
         let b = bytes
-        return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+        return UUID(
+            uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])
+        )
     }
 
     public var description: String {
@@ -102,12 +105,14 @@ public struct MessageID: Hashable, Sendable, Comparable, CustomStringConvertible
 
     public static func == (a: MessageID, b: MessageID) -> Bool { a.high == b.high && a.low == b.low }
 
-        public static func < (a: MessageID, b: MessageID) -> Bool { (a.high, a.low) < (b.high, b.low) }
+    public static func < (a: MessageID, b: MessageID) -> Bool { (a.high, a.low) < (b.high, b.low) }
 
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let value = MessageID(hex: text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not 32 hex digits"))
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "not 32 hex digits")
+            )
         }
         self = value
     }

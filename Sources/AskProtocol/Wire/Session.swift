@@ -57,7 +57,14 @@ public struct Hello: Sendable, Codable, Hashable {
     /// put its acknowledgements in DELIVERs instead of separate ACKs. Absent means false.
     public var carriedAcks: Bool?
 
-    public init(role: SessionRole, worker: String, endpoints: [EndpointClaim], window: Int? = nil, heartbeatMs: Int? = nil, carriedAcks: Bool? = nil) {
+    public init(
+        role: SessionRole,
+        worker: String,
+        endpoints: [EndpointClaim],
+        window: Int? = nil,
+        heartbeatMs: Int? = nil,
+        carriedAcks: Bool? = nil
+    ) {
         self.version = Int(Wire.version)
         self.role = role
         self.worker = worker
@@ -84,7 +91,8 @@ public struct Welcome: Sendable, Codable, Hashable {
     /// if HELLO said `carriedAcks`, it will carry its own ACK ids on DELIVERs. Absent means false.
     public var carriedAcks: Bool?
 
-    public init(session: String, heartbeatMs: Int, liveness: Int, window: Int, broker: String, carriedAcks: Bool? = nil) {
+    public init(session: String, heartbeatMs: Int, liveness: Int, window: Int, broker: String, carriedAcks: Bool? = nil)
+    {
         self.session = session
         self.heartbeatMs = heartbeatMs
         self.liveness = liveness

@@ -46,7 +46,13 @@ public enum WireEncoder {
     /// SEND or DELIVER from header bytes already encoded (the broker forwards a SEND's header unchanged in the
     /// DELIVER it makes of it: only the command byte differs).
     @inlinable
-    public static func message(_ command: WireCommand, header: UnsafeRawBufferPointer, acks: ArraySlice<MessageID> = [], body: UnsafeRawBufferPointer, into out: inout Multipart) {
+    public static func message(
+        _ command: WireCommand,
+        header: UnsafeRawBufferPointer,
+        acks: ArraySlice<MessageID> = [],
+        body: UnsafeRawBufferPointer,
+        into out: inout Multipart
+    ) {
         precondition(command == .send || command == .deliver, "only SEND and DELIVER carry application messages")
         self.header(command, into: &out)
         out.append(header)
@@ -56,15 +62,29 @@ public enum WireEncoder {
 
     /// DELIVER with a forwarded header (see ``message(_:header:acks:body:into:)``).
     @inlinable
-    public static func deliver(header: UnsafeRawBufferPointer, acks: ArraySlice<MessageID> = [], body: UnsafeRawBufferPointer, into out: inout Multipart) {
+    public static func deliver(
+        header: UnsafeRawBufferPointer,
+        acks: ArraySlice<MessageID> = [],
+        body: UnsafeRawBufferPointer,
+        into out: inout Multipart
+    ) {
         message(.deliver, header: header, acks: acks, body: body, into: &out)
     }
 
     /// Appends the packed SEND/DELIVER header (`id flags [subject] from to kind`, docs/protocol.md §5.2) to `bytes`.
     /// A field longer than 255 bytes cannot be encoded: its first 255 bytes are written, and the receiver refuses
     /// the message (`bad-address` / `bad-kind`), as it would any over-long field.
-    public static func appendHeader(id: MessageID, subject: MessageID?, from: String, to: String, kind: String, to bytes: inout [UInt8]) {
-        bytes.reserveCapacity(bytes.count + 20 + (subject == nil ? 0 : 16) + from.utf8.count + to.utf8.count + kind.utf8.count)
+    public static func appendHeader(
+        id: MessageID,
+        subject: MessageID?,
+        from: String,
+        to: String,
+        kind: String,
+        to bytes: inout [UInt8]
+    ) {
+        bytes.reserveCapacity(
+            bytes.count + 20 + (subject == nil ? 0 : 16) + from.utf8.count + to.utf8.count + kind.utf8.count
+        )
         id.append(to: &bytes)
         if let subject {
             bytes.append(1)
@@ -91,7 +111,9 @@ public enum WireEncoder {
     }
 
     /// The packed header as its own array (for senders that keep it, like the broker's envelopes).
-    public static func headerBytes(id: MessageID, subject: MessageID?, from: String, to: String, kind: String) -> [UInt8] {
+    public static func headerBytes(id: MessageID, subject: MessageID?, from: String, to: String, kind: String)
+        -> [UInt8]
+    {
         var bytes: [UInt8] = []
         appendHeader(id: id, subject: subject, from: from, to: to, kind: kind, to: &bytes)
         return bytes

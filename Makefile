@@ -9,11 +9,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 60
 
-.PHONY: deps build release test test-only simulate bench fuzz fuzz-smoke fuzz-build clean help
+.PHONY: deps build release test test-only lint format simulate bench fuzz fuzz-smoke fuzz-build clean help
 
 help:
 	@echo "make simulate   run the local simulation (builds what it needs)"
-	@echo "make test       install missing packages, build, run every test"
+	@echo "make test       install missing packages, lint, build, run every test"
+	@echo "make lint       swift format lint --strict (what make test checks first); make format fixes most findings"
 	@echo "make deps       install libzmq3-dev, libsqlite3-dev, docker-compose when missing"
 	@echo "make release    build release executables into .build/release"
 	@echo "make bench      run the side-by-side benchmarks (wrapper vs C, codec, relay vs zmq_proxy)"
@@ -38,11 +39,18 @@ release: deps
 # Every test suite, then a bounded fuzzing run. Tests run one at a time: many start real processes and wait on
 # sockets, and on a 2-core machine parallel tests starve each other's cooperative threads. The release build is
 # what DocExamplesTests runs every documented example against (docs/contributing.md).
-test: deps
+test: deps lint
 	$(SWIFT) build -c release
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --no-parallel
 	$(MAKE) fuzz-smoke
+
+# The tree is formatted by .swift-format; a finding fails make test (swift format ships with the toolchain).
+lint:
+	$(SWIFT) format lint --strict -r Sources Tests Package.swift
+
+format:
+	$(SWIFT) format -i -r Sources Tests Package.swift
 
 test-only:
 	$(SWIFT) test --skip-build --no-parallel

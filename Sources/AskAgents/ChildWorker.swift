@@ -540,6 +540,10 @@ final class ResponseRouter: Sendable {
                         state.entries.removeValue(forKey: question)
                         return .some(response)
                     }
+                    // A cancellation that came before this point found no waiter to end (`onCancel` may run
+                    // first): checked under the lock, so no waiter is left for the timer alone (up to the pending
+                    // window) to end.
+                    if Task.isCancelled { return .some(nil) }
                     state.entries[question] = .expecting(response: nil, waiter: continuation)
                     return .none
                 }

@@ -39,7 +39,7 @@ final class AskCenterConnection: WorkerHandler {
 
     let options: AskCenter.Options
     let shared: AskCenterShared
-    let logger: Logger
+    let logger: AskLogger
     let store: ResponseStore
     private var asks: [UUID: PendingAsk] = [:]
     private var sheets: [MessageID: PendingSheet] = [:]
@@ -50,7 +50,7 @@ final class AskCenterConnection: WorkerHandler {
 
     var calls: PendingCalls { shared.calls }
 
-    init(storePath: String?, options: AskCenter.Options, shared: AskCenterShared, logger: Logger) {
+    init(storePath: String?, options: AskCenter.Options, shared: AskCenterShared, logger: AskLogger) {
         self.options = options
         self.shared = shared
         self.logger = logger
@@ -58,7 +58,7 @@ final class AskCenterConnection: WorkerHandler {
             store = try ResponseStore(path: storePath)
         } catch {
             // The init opened the same file a moment ago; if it fails now, deduplicate in memory and say so.
-            logger.error("response store unavailable; deduplicating in memory only", ["error": "\(error)"])
+            logger.error("response store unavailable; deduplicating in memory only", metadata: ["error": "\(error)"])
             store = try! ResponseStore(path: nil)
         }
     }
@@ -176,7 +176,7 @@ final class AskCenterConnection: WorkerHandler {
 
     func markSurfaced(_ questions: [UUID]) {
         do { try store.markSurfaced(questions) } catch {
-            logger.warning("could not mark responses surfaced", ["error": "\(error)"])
+            logger.warning("could not mark responses surfaced", metadata: ["error": "\(error)"])
         }
     }
 
@@ -210,7 +210,10 @@ final class AskCenterConnection: WorkerHandler {
             }
             guard let ask = asks.removeValue(forKey: result.questionID) else {
                 counters.lateAskResults += 1
-                logger.info("ask.result nobody waits for", ["question": result.questionID, "child": child])
+                logger.info(
+                    "ask.result nobody waits for",
+                    metadata: ["question": "\(result.questionID)", "child": "\(child)"]
+                )
                 return .ack
             }
             purposes.removeValue(forKey: ask.sendID)
@@ -225,13 +228,16 @@ final class AskCenterConnection: WorkerHandler {
             }
             guard let head = queries[child]?.first, head.sendID != nil else {
                 counters.staleReplies += 1
-                logger.info("limits.reply with no query outstanding", ["child": child])
+                logger.info("limits.reply with no query outstanding", metadata: ["child": "\(child)"])
                 return .ack
             }
             let asked = Set(head.handles.map(\.normalized))
             guard reply.known.allSatisfy({ asked.contains($0.normalized) }) else {
                 counters.staleReplies += 1
-                logger.info("limits.reply names handles not asked about; ignored as stale", ["child": child])
+                logger.info(
+                    "limits.reply names handles not asked about; ignored as stale",
+                    metadata: ["child": "\(child)"]
+                )
                 return .ack
             }
             // Answer in the caller's spelling.
@@ -243,7 +249,7 @@ final class AskCenterConnection: WorkerHandler {
             )
             return .ack
         default:
-            logger.debug("ignoring delivery", ["kind": delivery.kind, "to": delivery.to])
+            logger.debug("ignoring delivery", metadata: ["kind": "\(delivery.kind)", "to": "\(delivery.to)"])
             return .ack
         }
     }
@@ -260,13 +266,16 @@ final class AskCenterConnection: WorkerHandler {
             // Not recorded, so not acknowledged: the broker delivers it again later.
             logger.error(
                 "could not record a response; holding it",
-                ["question": response.question.id, "error": "\(error)"]
+                metadata: ["question": "\(response.question.id)", "error": "\(error)"]
             )
             return .hold
         }
         guard isNew else {
             counters.responsesDuplicate += 1
-            logger.debug("duplicate response dropped", ["question": response.question.id, "child": child])
+            logger.debug(
+                "duplicate response dropped",
+                metadata: ["question": "\(response.question.id)", "child": "\(child)"]
+            )
             return .ack
         }
         counters.responsesSurfaced += 1

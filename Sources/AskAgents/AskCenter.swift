@@ -111,7 +111,7 @@ public final class AskCenter: Sendable {
     let shared: AskCenterShared
     /// The hosted children by id.
     public let children: [String: ChildIdentity]
-    let logger: Logger
+    let logger: AskLogger
     let options: Options
     /// The claim on `stateDirectory` (`askcenter.lock`), given up when the center stops.
     let ownership: Mutex<OwnerLock?>
@@ -132,8 +132,8 @@ public final class AskCenter: Sendable {
         broker: String,
         children: [ChildIdentity],
         stateDirectory: String?,
-        logger: Logger,
-        context: Context,
+        logger: AskLogger,
+        context: ZMQContext,
         options: Options = Options()
     ) throws {
         var byID: [String: ChildIdentity] = [:]

@@ -93,7 +93,7 @@ public struct ChildWorkerSummary: Sendable, Codable, Hashable {
 public final class ChildWorker: Sendable {
     public let configuration: ChildWorkerConfiguration
     public let center: AskCenter
-    let logger: Logger
+    let logger: AskLogger
     let records: FlowRecordSink
     let router = ResponseRouter()
     /// Bumped on every reconnect; each child re-checks its known handles when it sees a new value.
@@ -101,7 +101,7 @@ public final class ChildWorker: Sendable {
 
     /// Opens the records file and the ask center (which starts connecting).
     /// - Throws: an error opening the records file, the state database or the socket.
-    public init(configuration: ChildWorkerConfiguration, logger: Logger, context: Context) throws {
+    public init(configuration: ChildWorkerConfiguration, logger: AskLogger, context: ZMQContext) throws {
         self.configuration = configuration
         self.logger = logger
         records = FlowRecordSink(try JSONLinesWriter(path: configuration.recordsPath))
@@ -124,7 +124,10 @@ public final class ChildWorker: Sendable {
             group.addTask { await self.routeResponses(SignificantAppUpdateTopic.self) }
             group.addTask {
                 for await count in self.center.reconnections() {
-                    self.logger.notice("registered again; children re-check known handles", ["registrations": count])
+                    self.logger.notice(
+                        "registered again; children re-check known handles",
+                        metadata: ["registrations": "\(count)"]
+                    )
                     self.reconnectGeneration.withLock { $0 += 1 }
                 }
             }
@@ -151,7 +154,7 @@ public final class ChildWorker: Sendable {
             if let anomaly = router.deliver(child: item.child, response: AnyPermissionResponse(item.response)) {
                 logger.warning(
                     "response for a finished flow",
-                    ["question": item.response.question.id, "outcome": anomaly.outcome.rawValue]
+                    metadata: ["question": "\(item.response.question.id)", "outcome": "\(anomaly.outcome.rawValue)"]
                 )
                 records.write(anomaly)
             }
@@ -184,7 +187,10 @@ public final class ChildWorker: Sendable {
             if generation != seenGeneration {
                 seenGeneration = generation
                 do { try await session.recheckKnownHandles(&approvals) } catch {
-                    logger.info("re-checking known handles failed", ["child": child.id, "error": "\(error)"])
+                    logger.info(
+                        "re-checking known handles failed",
+                        metadata: ["child": "\(child.id)", "error": "\(error)"]
+                    )
                 }
             }
             let plan = FlowPlan.make(
@@ -245,7 +251,10 @@ public final class ChildWorker: Sendable {
                 }
             } catch {
                 if Task.isCancelled { return nil }
-                logger.info("known-handles query failed; asking anyway", ["child": child.id, "error": "\(error)"])
+                logger.info(
+                    "known-handles query failed; asking anyway",
+                    metadata: ["child": "\(child.id)", "error": "\(error)"]
+                )
             }
             // Still waiting on an earlier question about them: ask again once that window has closed.
             let waits = handles.compactMap { handle -> Date? in
@@ -293,7 +302,7 @@ public final class ChildWorker: Sendable {
                 record.outcome = .cancelled
             } catch {
                 if Task.isCancelled { return nil }
-                logger.info("cancel refused", ["question": question.id, "error": "\(error)"])
+                logger.info("cancel refused", metadata: ["question": "\(question.id)", "error": "\(error)"])
                 record.outcome = .abandoned
             }
             approvals.cancelled(question.id)
@@ -320,7 +329,7 @@ public final class ChildWorker: Sendable {
         } catch {
             router.forget(question.id)
             if Task.isCancelled { return nil }
-            logger.info("send refused", ["question": question.id, "error": "\(error)"])
+            logger.info("send refused", metadata: ["question": "\(question.id)", "error": "\(error)"])
             approvals.expired(question.id)
             if error.code == .expired {
                 record.outcome = .abandoned

@@ -50,8 +50,8 @@ public final class LimitsWorker: Sendable {
     /// - Throws: an error opening the store or creating the socket.
     public init(
         configuration: LimitsWorkerConfiguration,
-        logger: Logger,
-        context: Context,
+        logger: AskLogger,
+        context: ZMQContext,
         onRegistered: @escaping @Sendable (Int) -> Void = { _ in },
         onEvent: @escaping @Sendable (LimitsWorkerEvent) -> Void = { _ in }
     ) throws {
@@ -63,7 +63,7 @@ public final class LimitsWorker: Sendable {
         if !seeded && configuration.seed != nil {
             logger.notice(
                 "state already stored; the state file is ignored (pass --reset to seed again)",
-                ["data-dir": configuration.dataDirectory]
+                metadata: ["data-dir": "\(configuration.dataDirectory)"]
             )
         }
         childCount = store.children.count
@@ -113,14 +113,14 @@ public final class LimitsWorker: Sendable {
 final class LimitsWorkerHandler: WorkerHandler {
     let address: String
     let store: LimitsStore
-    let logger: Logger
+    let logger: AskLogger
     let onRegistered: @Sendable (Int) -> Void
     let onEvent: @Sendable (LimitsWorkerEvent) -> Void
 
     init(
         address: String,
         store: LimitsStore,
-        logger: Logger,
+        logger: AskLogger,
         onRegistered: @escaping @Sendable (Int) -> Void,
         onEvent: @escaping @Sendable (LimitsWorkerEvent) -> Void
     ) {
@@ -143,7 +143,7 @@ final class LimitsWorkerHandler: WorkerHandler {
             default:
                 logger.warning(
                     "unexpected message for the limits service",
-                    ["kind": delivery.kind, "from": delivery.from]
+                    metadata: ["kind": "\(delivery.kind)", "from": "\(delivery.from)"]
                 )
                 return .refuse(
                     WireError(
@@ -155,19 +155,25 @@ final class LimitsWorkerHandler: WorkerHandler {
         } catch let error as WireError {
             logger.warning(
                 "refused a delivery",
-                ["kind": delivery.kind, "from": delivery.from, "code": error.code.rawValue, "reason": error.reason]
+                metadata: [
+                    "kind": "\(delivery.kind)", "from": "\(delivery.from)", "code": "\(error.code.rawValue)",
+                    "reason": "\(error.reason)",
+                ]
             )
             return .refuse(error)
         } catch {
             // The store failed: do not ack, so the broker delivers it again (perhaps to another limits worker).
-            logger.error("could not store limits state", ["kind": delivery.kind, "error": "\(error)"])
+            logger.error("could not store limits state", metadata: ["kind": "\(delivery.kind)", "error": "\(error)"])
             return .refuse(WireError(.storageFailed, "the limits store failed: \(error)"))
         }
         return .ack
     }
 
     func refused(_ id: MessageID, error: WireError, connection: WorkerConnection) {
-        logger.warning("the broker refused a reply", ["code": error.code.rawValue, "reason": error.reason])
+        logger.warning(
+            "the broker refused a reply",
+            metadata: ["code": "\(error.code.rawValue)", "reason": "\(error.reason)"]
+        )
     }
 
     private func decode<T: AppMessage>(_ type: T.Type, _ delivery: Delivery) throws(WireError) -> T {
@@ -190,7 +196,10 @@ final class LimitsWorkerHandler: WorkerHandler {
         connection.send(AskResult(questionID: request.question.id, outcome: outcome), from: address, to: delivery.from)
         logger.debug(
             "ask",
-            ["child": child, "question": request.question.id, "outcome": refusal?.caseName ?? "presented"]
+            metadata: [
+                "child": "\(child)", "question": "\(request.question.id)",
+                "outcome": "\(refusal?.caseName ?? "presented")",
+            ]
         )
         onEvent(.admitted(child: child, question: request.question.id, refusal: refusal))
     }
@@ -211,7 +220,7 @@ final class LimitsWorkerHandler: WorkerHandler {
         guard delivery.from == "broker" else { throw WireError(.forbidden, "only the broker sends approval notices") }
         let notice = try decode(ApprovalNotice.self, delivery)
         try store.update(notice.child) { $0.learn(notice.handles) }
-        logger.debug("learnt handles", ["child": notice.child, "count": notice.handles.count])
+        logger.debug("learnt handles", metadata: ["child": "\(notice.child)", "count": "\(notice.handles.count)"])
         onEvent(.learnt(child: notice.child, handles: notice.handles))
     }
 
@@ -224,7 +233,7 @@ final class LimitsWorkerHandler: WorkerHandler {
             throw WireError(.badAddress, "child id '\(change.child)' is not valid")
         }
         try store.update(change.child) { $0.apply(change) }
-        logger.info("limits changed", ["child": change.child, "by": delivery.from])
+        logger.info("limits changed", metadata: ["child": "\(change.child)", "by": "\(delivery.from)"])
         onEvent(.changed(child: change.child, state: store.state(of: change.child)))
     }
 }

@@ -25,7 +25,7 @@ final class ParentWorkerHandler: WorkerHandler {
     }
 
     let configuration: ParentWorkerConfiguration
-    let logger: Logger
+    let logger: AskLogger
     let onRegistered: @Sendable () -> Void
     let onEvent: @Sendable (ParentWorkerEvent) -> Void
     let records: JSONLinesWriter?
@@ -39,7 +39,7 @@ final class ParentWorkerHandler: WorkerHandler {
 
     init(
         configuration: ParentWorkerConfiguration,
-        logger: Logger,
+        logger: AskLogger,
         onRegistered: @escaping @Sendable () -> Void,
         onEvent: @escaping @Sendable (ParentWorkerEvent) -> Void
     ) {
@@ -50,7 +50,10 @@ final class ParentWorkerHandler: WorkerHandler {
         do {
             records = try JSONLinesWriter(path: configuration.recordsPath)
         } catch {
-            logger.error("cannot open records file", ["path": configuration.recordsPath ?? "", "error": "\(error)"])
+            logger.error(
+                "cannot open records file",
+                metadata: ["path": "\(configuration.recordsPath ?? "")", "error": "\(error)"]
+            )
             records = nil
         }
         for setup in configuration.guardians {
@@ -86,7 +89,7 @@ final class ParentWorkerHandler: WorkerHandler {
         default:
             logger.warning(
                 "unexpected message for a guardian",
-                ["kind": delivery.kind, "from": delivery.from, "to": delivery.to]
+                metadata: ["kind": "\(delivery.kind)", "from": "\(delivery.from)", "to": "\(delivery.to)"]
             )
             return .refuse(WireError(.unknownKind, "a guardian handles question and closed, not '\(delivery.kind)'"))
         }
@@ -99,7 +102,7 @@ final class ParentWorkerHandler: WorkerHandler {
 
     func refused(_ id: MessageID, error: WireError, connection: WorkerConnection) {
         if attempts[id] != nil {
-            logger.info("answer refused", ["code": error.code.rawValue, "reason": error.reason])
+            logger.info("answer refused", metadata: ["code": "\(error.code.rawValue)", "reason": "\(error.reason)"])
         }
         finish(id, result: error.code.rawValue)
     }
@@ -194,7 +197,10 @@ final class ParentWorkerHandler: WorkerHandler {
             result: "",
             expiresAt: deadline
         )
-        logger.debug("answered", ["guardian": key.guardian, "question": key.question, "choice": choice.id])
+        logger.debug(
+            "answered",
+            metadata: ["guardian": "\(key.guardian)", "question": "\(key.question)", "choice": "\(choice.id)"]
+        )
         onEvent(.answered(guardian: key.guardian, question: key.question, choiceID: choice.id))
     }
 
@@ -225,7 +231,10 @@ final class ParentWorkerHandler: WorkerHandler {
 
     private func drop(_ key: HeldKey, why: String) {
         held[key] = nil
-        logger.debug("question dropped", ["guardian": key.guardian, "question": key.question, "why": why])
+        logger.debug(
+            "question dropped",
+            metadata: ["guardian": "\(key.guardian)", "question": "\(key.question)", "why": "\(why)"]
+        )
         onEvent(.dropped(guardian: key.guardian, question: key.question, why: why))
     }
 

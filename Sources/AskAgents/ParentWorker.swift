@@ -117,8 +117,8 @@ public final class ParentWorker: Sendable {
         broker: String,
         heartbeat: Duration = .seconds(1),
         curve: (keys: CurveKeyPair, serverKey: String)? = nil,
-        logger: Logger,
-        context: Context,
+        logger: AskLogger,
+        context: ZMQContext,
         onRegistered: @escaping @Sendable () -> Void = {},
         onEvent: @escaping @Sendable (ParentWorkerEvent) -> Void = { _ in }
     ) throws {

@@ -111,9 +111,9 @@ extension WorkerHandler {
 /// Other threads talk to it only through ``WorkerConnectionHandle`` (`submit`, `stop`).
 public final class WorkerConnection {
     public let configuration: WorkerConfiguration
-    let logger: Logger
-    let context: Context
-    private var socket: Socket
+    let logger: AskLogger
+    let context: ZMQContext
+    private var socket: ZMQSocket
     /// The socket's monitor, read for why a connection gets no session (``HandshakeDiagnosis``).
     private var monitor: SocketMonitor
     private var diagnosis = HandshakeDiagnosis()
@@ -164,7 +164,7 @@ public final class WorkerConnection {
         var attempts: Int
     }
 
-    init(configuration: WorkerConfiguration, logger: Logger, context: Context, inbox: WorkerInbox) throws {
+    init(configuration: WorkerConfiguration, logger: AskLogger, context: ZMQContext, inbox: WorkerInbox) throws {
         self.configuration = configuration
         self.logger = logger
         self.context = context
@@ -172,7 +172,9 @@ public final class WorkerConnection {
         (socket, monitor) = try Self.makeSocket(configuration, context: context)
     }
 
-    static func makeSocket(_ configuration: WorkerConfiguration, context: Context) throws -> (Socket, SocketMonitor) {
+    static func makeSocket(_ configuration: WorkerConfiguration, context: ZMQContext) throws -> (
+        ZMQSocket, SocketMonitor
+    ) {
         let socket = try context.socket(.dealer)
         // Before connect, so the first attempt is reported too.
         let monitor = try socket.monitor(HandshakeDiagnosis.events)
@@ -190,14 +192,14 @@ public final class WorkerConnection {
     func run(handler: any WorkerHandler) throws {
         self.handler = handler
         sendHello()
-        var poller = Poller()
+        var poller = ZMQPoller()
         var socketIndex = poller.add(socket)
         var wakeIndex = poller.add(fileDescriptor: inbox.wake.readDescriptor)
         var monitorIndex = poller.add(monitor.socket)
         while !stopping {
             if socketReplaced {
                 socketReplaced = false
-                poller = Poller()
+                poller = ZMQPoller()
                 socketIndex = poller.add(socket)
                 wakeIndex = poller.add(fileDescriptor: inbox.wake.readDescriptor)
                 monitorIndex = poller.add(monitor.socket)
@@ -275,7 +277,7 @@ public final class WorkerConnection {
             let id = MessageID.random()
             logger.error(
                 "message not sent: its body cannot be encoded",
-                ["kind": M.kind, "to": to, "error": error.reason]
+                metadata: ["kind": "\(M.kind)", "to": "\(to)", "error": "\(error.reason)"]
             )
             unencodable.append((id, error))
             return id
@@ -291,7 +293,7 @@ public final class WorkerConnection {
     /// Ends the connection for good (logged once, as an error).
     private func giveUp(_ error: WorkerConnectionError) {
         guard failure == nil else { return }
-        logger.error("connection refused for good; not retrying", ["reason": error.message])
+        logger.error("connection refused for good; not retrying", metadata: ["reason": "\(error.message)"])
         failure = error
         stopping = true
     }
@@ -354,7 +356,10 @@ public final class WorkerConnection {
             parsed = try WireParser.parse(input, base: 0)
         } catch {
             counters.malformed += 1
-            logger.warning("malformed message from broker", ["code": error.code.rawValue, "reason": error.reason])
+            logger.warning(
+                "malformed message from broker",
+                metadata: ["code": "\(error.code.rawValue)", "reason": "\(error.reason)"]
+            )
             return
         }
         lastHeard = .now
@@ -376,7 +381,11 @@ public final class WorkerConnection {
             lastFailure = nil
             self.welcome = welcome
             counters.registrations += 1
-            logger.log(first ? .info : .notice, "registered", ["session": welcome.session, "broker": welcome.broker])
+            logger.log(
+                level: first ? .info : .notice,
+                "registered",
+                metadata: ["session": "\(welcome.session)", "broker": "\(welcome.broker)"]
+            )
             // Everything not yet acknowledged goes again, in order, with the same ids.
             for id in outstandingOrder {
                 guard var pending = outstanding[id] else { continue }
@@ -434,7 +443,10 @@ public final class WorkerConnection {
             } else if !isRegistered {
                 helloRefused(code: code, text: input.string(parsed.codeFrame), reason: reason)
             } else if parsed.id == nil {
-                logger.warning("broker refused", ["code": input.string(parsed.codeFrame), "reason": reason])
+                logger.warning(
+                    "broker refused",
+                    metadata: ["code": "\(input.string(parsed.codeFrame))", "reason": "\(reason)"]
+                )
             }
         case .bye:
             logger.notice("broker said bye; registering again")
@@ -479,12 +491,12 @@ public final class WorkerConnection {
             if since == now {
                 logger.notice(
                     "addresses served by another session; retrying while it may be ending",
-                    ["reason": reason, "patience": "\(configuration.addressTakenPatience)"]
+                    metadata: ["reason": "\(reason)", "patience": "\(configuration.addressTakenPatience)"]
                 )
             }
             return
         }
-        logger.warning("broker refused", ["code": text, "reason": reason])
+        logger.warning("broker refused", metadata: ["code": "\(text)", "reason": "\(reason)"])
     }
 
     /// The broker accepted these SENDs (an ACK, or the ids a DELIVER carries).
@@ -522,7 +534,7 @@ public final class WorkerConnection {
         do {
             if try socket.send(frames, .dontWait) { lastSent = .now }
         } catch {
-            logger.error("send to broker failed", ["error": "\(error)"])
+            logger.error("send to broker failed", metadata: ["error": "\(error)"])
         }
     }
 
@@ -568,14 +580,14 @@ public final class WorkerConnection {
                 // Said once per kind, with what to check; the reconnect lines below carry the kind.
                 logger.warning(
                     "no session with the broker",
-                    ["cause": failure.kind.rawValue, "check": explanation(failure)]
+                    metadata: ["cause": "\(failure.kind.rawValue)", "check": "\(explanation(failure))"]
                 )
             }
             if !isRegistered { silenceBackoff = min(silenceBackoff * 2, Self.maxSilenceBackoff) }
             logger.notice(
                 "broker silent; reconnecting",
-                [
-                    "endpoint": configuration.broker, "cause": lastFailure?.kind.rawValue ?? "none seen",
+                metadata: [
+                    "endpoint": "\(configuration.broker)", "cause": "\(lastFailure?.kind.rawValue ?? "none seen")",
                     "next_wait": "\(interval * configuration.liveness * silenceBackoff)",
                 ]
             )
@@ -671,8 +683,8 @@ public final class WorkerRuntime: Sendable {
     /// - Throws: an error creating the socket (a bad endpoint, for example).
     public init(
         configuration: WorkerConfiguration,
-        logger: Logger,
-        context: Context,
+        logger: AskLogger,
+        context: ZMQContext,
         makeHandler: @escaping @Sendable () -> any WorkerHandler
     ) throws {
         let inbox = try WorkerInbox()
@@ -704,8 +716,8 @@ public final class WorkerRuntime: Sendable {
     /// The connection thread's work, in a function of its own so that its locals end with it.
     private static func serve(
         configuration: WorkerConfiguration,
-        logger: Logger,
-        context: Context,
+        logger: AskLogger,
+        context: ZMQContext,
         inbox: WorkerInbox,
         started: OneShot<(any Error)?>,
         ended: FailureCell,
@@ -720,7 +732,7 @@ public final class WorkerRuntime: Sendable {
                 inbox: inbox
             )
         } catch {
-            logger.error("worker connection could not start", ["error": "\(error)"])
+            logger.error("worker connection could not start", metadata: ["error": "\(error)"])
             started.fulfill(error)
             return
         }
@@ -732,7 +744,7 @@ public final class WorkerRuntime: Sendable {
             failure = connection.failure
         } catch {
             // A connection that dies is a failure too: its process must not exit as if it had been stopped.
-            logger.error("worker connection ended", ["error": "\(error)"])
+            logger.error("worker connection ended", metadata: ["error": "\(error)"])
             failure = WorkerConnectionError(code: nil, "the connection to \(configuration.broker) failed: \(error)")
         }
         if let failure {

@@ -13,8 +13,8 @@ final class Authenticator {
     let keys: CurveKeyPair
     let principalsPath: String
     private(set) var principals: [String: PrincipalEntry]
-    private let socket: Socket
-    private let logger: Logger
+    private let socket: ZMQSocket
+    private let logger: AskLogger
     private var loadedModification: Date?
     private var lastCheck = ContinuousClock.now
     private(set) var handshakesAllowed = 0
@@ -23,7 +23,7 @@ final class Authenticator {
     var refusalLog = LogRateLimiter<String>()
 
     /// Loads the broker's key and the principals, and binds the ZAP handler. Call before the ROUTER binds.
-    init(secretKeyFile: String, principalsFile: String, context: Context, logger: Logger) throws {
+    init(secretKeyFile: String, principalsFile: String, context: ZMQContext, logger: AskLogger) throws {
         keys = try KeyFile.load(path: secretKeyFile).keyPair
         principalsPath = principalsFile
         principals = try PrincipalsFile.load(path: principalsFile).byKey
@@ -35,13 +35,13 @@ final class Authenticator {
     }
 
     /// Makes the ROUTER a CURVE server that authenticates through this handler.
-    func secure(_ router: Socket) throws {
+    func secure(_ router: ZMQSocket) throws {
         try router.makeCurveServer(keys)
         try router.set(.zapDomain, Self.domain)
     }
 
     @discardableResult
-    func add(to poller: inout Poller) -> Int { poller.add(socket) }
+    func add(to poller: inout ZMQPoller) -> Int { poller.add(socket) }
 
     /// Answers every waiting ZAP request: known, unrevoked keys are admitted with their key as the user id.
     func serve() {
@@ -60,10 +60,13 @@ final class Authenticator {
                 reply = ZAP.reply(to: request, status: 200, text: "OK", userID: key)
             } else {
                 handshakesRefused += 1
-                if logger.isEnabled(.notice), let suppressed = refusalLog.admit(request.address) {
+                if logger.logLevel <= .notice, let suppressed = refusalLog.admit(request.address) {
                     logger.notice(
                         "handshake refused: unknown or revoked key",
-                        ["address": request.address, "mechanism": request.mechanism, "suppressed": suppressed]
+                        metadata: [
+                            "address": "\(request.address)", "mechanism": "\(request.mechanism)",
+                            "suppressed": "\(suppressed)",
+                        ]
                     )
                 }
                 reply = ZAP.reply(to: request, status: 400, text: "unknown or revoked key")
@@ -93,10 +96,13 @@ final class Authenticator {
             loadedModification = modification
             let gone = Set(principals.keys.filter { fresh[$0] == nil || fresh[$0]!.revoked })
             principals = fresh
-            logger.notice("principals reloaded", ["principals": fresh.count, "revoked_or_removed": gone.count])
+            logger.notice(
+                "principals reloaded",
+                metadata: ["principals": "\(fresh.count)", "revoked_or_removed": "\(gone.count)"]
+            )
             return gone
         } catch {
-            logger.error("principals file not reloaded; keeping the previous one", ["error": "\(error)"])
+            logger.error("principals file not reloaded; keeping the previous one", metadata: ["error": "\(error)"])
             loadedModification = modification
             return []
         }

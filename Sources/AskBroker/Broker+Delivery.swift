@@ -204,7 +204,10 @@ extension Broker {
         do {
             rows = try journal.loadMessages(to: mailbox.address, fromSeq: mailbox.spillCursor, limit: room)
         } catch {
-            logger.error("cannot read spilled messages back", ["address": mailbox.address, "error": "\(error)"])
+            logger.error(
+                "cannot read spilled messages back",
+                metadata: ["address": "\(mailbox.address)", "error": "\(error)"]
+            )
             return nil
         }
         for stored in rows { mailbox.enqueue(Envelope(stored: stored)) }
@@ -214,7 +217,7 @@ extension Broker {
             // loop on it).
             logger.warning(
                 "spill count did not match the journal",
-                ["address": mailbox.address, "counted": mailbox.spilled, "found": rows.count]
+                metadata: ["address": "\(mailbox.address)", "counted": "\(mailbox.spilled)", "found": "\(rows.count)"]
             )
             left = 0
         }
@@ -257,7 +260,7 @@ extension Broker {
             endSession(session, reason: "peer disconnected")
             return false
         } catch {
-            logger.error("send failed", ["worker": session.worker, "error": "\(error)"])
+            logger.error("send failed", metadata: ["worker": "\(session.worker)", "error": "\(error)"])
             return false
         }
     }

@@ -103,7 +103,7 @@ extension Broker {
         let started = ContinuousClock.now
         do { try journal.deleteQuestions(closedBefore: horizon) } catch {
             // Left for the next pass (or the next start), which deletes by the same rule.
-            logger.warning("could not delete closed questions", ["error": "\(error)"])
+            logger.warning("could not delete closed questions", metadata: ["error": "\(error)"])
         }
         turn.forget += ContinuousClock.now - started
     }

@@ -41,12 +41,12 @@ extension Broker {
             // A worker refused a delivery it cannot process; it will never ack it, so stop retrying.
             guard let session, let id = parsed.id else { return }
             stats.refusedByWorkers += 1
-            if logger.isEnabled(.warning), let suppressed = refusalLog.admit(session.identity, now: turnNow) {
+            if logger.logLevel <= .warning, let suppressed = refusalLog.admit(session.identity, now: turnNow) {
                 logger.warning(
                     "worker refused a delivery",
-                    [
-                        "worker": session.worker, "id": id, "code": input.string(parsed.codeFrame),
-                        "reason": input.string(parsed.reasonFrame), "suppressed": suppressed,
+                    metadata: [
+                        "worker": "\(session.worker)", "id": "\(id)", "code": "\(input.string(parsed.codeFrame))",
+                        "reason": "\(input.string(parsed.reasonFrame))", "suppressed": "\(suppressed)",
                     ]
                 )
             }
@@ -65,12 +65,13 @@ extension Broker {
     /// Counts, logs and answers bad input; changes nothing else.
     func refuseInput(_ error: WireError, session: Session?, id: MessageID? = nil) {
         stats.countRefusal(error.code)
-        if logger.isEnabled(.info), let suppressed = refusalLog.admit(Array(input[0]), now: turnNow) {
+        if logger.logLevel <= .info, let suppressed = refusalLog.admit(Array(input[0]), now: turnNow) {
             logger.info(
                 "refused input",
-                [
-                    "code": error.code.rawValue, "peer": session?.worker ?? "unregistered", "reason": error.reason,
-                    "suppressed": suppressed,
+                metadata: [
+                    "code": "\(error.code.rawValue)", "peer": "\(session?.worker ?? "unregistered")",
+                    "reason": "\(error.reason)",
+                    "suppressed": "\(suppressed)",
                 ]
             )
         }
@@ -111,10 +112,12 @@ extension Broker {
             let key = socket.lastFrameProperty("User-Id")
             switch authenticator.authorize(hello, key: key) {
             case .failure(let refusal):
-                if logger.isEnabled(.notice), let suppressed = refusalLog.admit(Array(input[0]), now: turnNow) {
+                if logger.logLevel <= .notice, let suppressed = refusalLog.admit(Array(input[0]), now: turnNow) {
                     logger.notice(
                         "hello refused by principal",
-                        ["worker": hello.worker, "reason": refusal.reason, "suppressed": suppressed]
+                        metadata: [
+                            "worker": "\(hello.worker)", "reason": "\(refusal.reason)", "suppressed": "\(suppressed)",
+                        ]
                     )
                 }
                 refuseInput(refusal, session: existing)
@@ -150,7 +153,9 @@ extension Broker {
         stats.sessionsOpened += 1
         logger.info(
             "session registered",
-            ["worker": hello.worker, "role": hello.role.rawValue, "addresses": hello.endpoints.count]
+            metadata: [
+                "worker": "\(hello.worker)", "role": "\(hello.role.rawValue)", "addresses": "\(hello.endpoints.count)",
+            ]
         )
         let welcome = Welcome(
             session: "\(instanceID)-\(session.serial)",

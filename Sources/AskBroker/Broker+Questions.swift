@@ -439,7 +439,10 @@ extension Broker {
         for questionID in ledger.due(now: now) {
             turn.expired += 1
             do { try expire(questionID, now: now) } catch {
-                logger.error("could not expire question", ["question": questionID.uuid, "error": "\(error)"])
+                logger.error(
+                    "could not expire question",
+                    metadata: ["question": "\(questionID.uuid)", "error": "\(error)"]
+                )
             }
         }
     }

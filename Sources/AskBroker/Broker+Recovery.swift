@@ -35,9 +35,9 @@ extension Broker {
         if messages > 0 || openQuestions > 0 {
             logger.notice(
                 "recovered from journal",
-                [
-                    "messages": messages, "open_questions": openQuestions,
-                    "ms": (ContinuousClock.now - recoveryStarted).milliseconds,
+                metadata: [
+                    "messages": "\(messages)", "open_questions": "\(openQuestions)",
+                    "ms": "\((ContinuousClock.now - recoveryStarted).milliseconds)",
                 ]
             )
         }
@@ -72,11 +72,11 @@ extension Broker {
         if open > 0 || guardians > 0 || !closed.isEmpty {
             logger.notice(
                 "ledger recovered",
-                [
-                    "open_questions": open, "closed_questions": closed.count, "closed_deleted": deleted,
-                    "guardians": guardians,
-                    "rosters_ms": (rostersLoaded - started).milliseconds,
-                    "questions_ms": (clock.now - rostersLoaded).milliseconds,
+                metadata: [
+                    "open_questions": "\(open)", "closed_questions": "\(closed.count)", "closed_deleted": "\(deleted)",
+                    "guardians": "\(guardians)",
+                    "rosters_ms": "\((rostersLoaded - started).milliseconds)",
+                    "questions_ms": "\((clock.now - rostersLoaded).milliseconds)",
                 ]
             )
         }
@@ -84,7 +84,7 @@ extension Broker {
     }
 
     func shutdown() {
-        logger.notice("broker stopping", ["sessions": sessions.count, "queued": totalQueued])
+        logger.notice("broker stopping", metadata: ["sessions": "\(sessions.count)", "queued": "\(totalQueued)"])
         for session in Array(sessions.values) {
             output.removeAll()
             output.append(session.identity)
@@ -93,7 +93,7 @@ extension Broker {
         }
         if !pendingDeletes.isEmpty { try? journal.deleteMessages(seqs: pendingDeletes) }
         do { _ = try journal.commitIfNeeded() } catch {
-            logger.error("final journal commit failed", ["error": "\(error)"])
+            logger.error("final journal commit failed", metadata: ["error": "\(error)"])
         }
         logger.notice("broker stopped")
     }

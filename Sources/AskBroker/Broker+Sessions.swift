@@ -11,7 +11,7 @@ extension Broker {
         sessions.removeValue(forKey: session.peer)
         stats.sessionsClosed += 1
         turn.sessionsEnded += 1
-        logger.info("session ended", ["worker": session.worker, "reason": reason])
+        logger.info("session ended", metadata: ["worker": "\(session.worker)", "reason": "\(reason)"])
         for address in session.addresses.keys {
             guard let mailbox = mailboxes[address], mailbox.owner === session else { continue }
             mailbox.owner = nil
@@ -87,8 +87,8 @@ extension Broker {
     func forgiveStall(_ stall: Duration) {
         logger.warning(
             "broker loop stalled; peers' liveness and ACK timers paused for it",
-            [
-                "ms": stall.milliseconds, "sessions": sessions.count, "inflight": inflightIndex.count,
+            metadata: [
+                "ms": "\(stall.milliseconds)", "sessions": "\(sessions.count)", "inflight": "\(inflightIndex.count)",
             ]
         )
         for session in sessions.values { session.lastHeard += stall }

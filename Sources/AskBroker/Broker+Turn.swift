@@ -102,7 +102,7 @@ extension Broker {
         stats.storageFailures += 1
         logger.error(
             "journal commit failed; refusing this turn's messages",
-            ["error": "\(error)", "messages": turnAccepted.count]
+            metadata: ["error": "\(error)", "messages": "\(turnAccepted.count)"]
         )
         let failure = WireError(.storageFailed, "the broker could not write its journal: \(error)")
         for envelope in turnEnvelopes { envelope.withdrawn = true }

@@ -24,8 +24,8 @@ import ZeroMQ
 /// - `Broker+Recovery.swift`: rebuilding memory from the journal before the first turn, and the drain at the end.
 public final class Broker {
     public let configuration: BrokerConfiguration
-    let logger: Logger
-    let socket: Socket
+    let logger: AskLogger
+    let socket: ZMQSocket
     /// The endpoints actually bound (with OS-chosen ports resolved).
     public let boundEndpoints: [String]
     let journal: Journal
@@ -93,7 +93,7 @@ public final class Broker {
 
     /// Opens the journal, recovers its state and binds every endpoint. Call ``run()`` on the same thread next.
     /// - Throws: ``ZMQError`` for an endpoint that cannot be bound, or the journal's error.
-    public init(configuration: BrokerConfiguration, logger: Logger, context: Context, wake: WakeSignal) throws {
+    public init(configuration: BrokerConfiguration, logger: AskLogger, context: ZMQContext, wake: WakeSignal) throws {
         self.configuration = configuration
         self.logger = logger
         self.wake = wake
@@ -152,15 +152,16 @@ public final class Broker {
 
     /// Serves until ``WakeSignal/signal()`` is called, then drains: says BYE to every session, commits, returns.
     public func run() throws {
-        var poller = Poller()
+        var poller = ZMQPoller()
         let socketIndex = poller.add(socket)
         let wakeIndex = poller.add(fileDescriptor: wake.readDescriptor)
         let zapIndex = authenticator?.add(to: &poller)
         logger.notice(
             "broker ready",
-            [
-                "endpoints": boundEndpoints.joined(separator: ","), "durability": configuration.durability.rawValue,
-                "instance": instanceID, "curve": authenticator != nil,
+            metadata: [
+                "endpoints": "\(boundEndpoints.joined(separator: ","))",
+                "durability": "\(configuration.durability.rawValue)",
+                "instance": "\(instanceID)", "curve": "\(authenticator != nil)",
             ]
         )
         // The stall check measures from the previous turn: recovery before the first one is not a stall.
@@ -234,13 +235,15 @@ public final class Broker {
     func reportSlowTurn(_ took: Duration) {
         logger.warning(
             "slow loop turn",
-            [
-                "ms": took.milliseconds, "read": turn.read, "handling_ms": turn.handling.milliseconds,
-                "commit_ms": turn.commit.milliseconds, "finishing_ms": turn.finishing.milliseconds,
-                "timers_ms": turn.timers.milliseconds, "expired": turn.expired, "expiry_ms": turn.expiry.milliseconds,
-                "forgotten_ids": turn.forgotten, "forgotten_questions": turn.forgottenQuestions,
-                "forget_ms": turn.forget.milliseconds, "redelivered": turn.redelivered,
-                "sessions_ended": turn.sessionsEnded, "questions": ledger.entries.count, "queued": totalQueued,
+            metadata: [
+                "ms": "\(took.milliseconds)", "read": "\(turn.read)", "handling_ms": "\(turn.handling.milliseconds)",
+                "commit_ms": "\(turn.commit.milliseconds)", "finishing_ms": "\(turn.finishing.milliseconds)",
+                "timers_ms": "\(turn.timers.milliseconds)", "expired": "\(turn.expired)",
+                "expiry_ms": "\(turn.expiry.milliseconds)",
+                "forgotten_ids": "\(turn.forgotten)", "forgotten_questions": "\(turn.forgottenQuestions)",
+                "forget_ms": "\(turn.forget.milliseconds)", "redelivered": "\(turn.redelivered)",
+                "sessions_ended": "\(turn.sessionsEnded)", "questions": "\(ledger.entries.count)",
+                "queued": "\(totalQueued)",
             ]
         )
     }

@@ -14,10 +14,10 @@ public final class BrokerService: Sendable {
 
     /// Starts a broker.
     /// - Throws: whatever stops the broker from starting (an endpoint in use, an unreadable journal).
-    public init(configuration: BrokerConfiguration, logger: Logger, context: Context? = nil) throws {
+    public init(configuration: BrokerConfiguration, logger: AskLogger, context: ZMQContext? = nil) throws {
         let wake = try WakeSignal()
         self.wake = wake
-        let context = try context ?? Context()
+        let context = try context ?? ZMQContext()
         let started = DispatchSemaphore(value: 0)
         let finished = self.finished
         let outcome = self.outcome
@@ -37,7 +37,7 @@ public final class BrokerService: Sendable {
                 if failedToStart {
                     started.signal()
                 } else {
-                    logger.critical("broker loop failed", ["error": "\(error)"])
+                    logger.critical("broker loop failed", metadata: ["error": "\(error)"])
                     outcome.failure.withLock { $0 = error }
                 }
             }

@@ -146,10 +146,10 @@ extension Broker {
 
 /// Publishes snapshots on a PUB socket.
 final class StatsPublisher {
-    let socket: Socket
+    let socket: ZMQSocket
     var last = ContinuousClock.now
 
-    init(context: Context, endpoint: String) throws {
+    init(context: ZMQContext, endpoint: String) throws {
         socket = try context.socket(.pub)
         try socket.set(.linger, 0)
         try socket.set(.sendHighWaterMark, 16)

@@ -11,7 +11,7 @@ final class EchoWorker {
     let index: Int
     let target: RelayTarget
     /// Released (closed) as soon as the worker stops, so the closing BYE is flushed when the context ends.
-    var socket: Socket!
+    var socket: ZMQSocket!
     let options: RelayLoadOptions
     let shared: SharedRun
     let address: String
@@ -19,7 +19,7 @@ final class EchoWorker {
     /// The broker reads ACK ids carried by SEND (its WELCOME said so).
     var carriesAcks = false
 
-    init(index: Int, target: RelayTarget, context: Context, options: RelayLoadOptions, shared: SharedRun) throws {
+    init(index: Int, target: RelayTarget, context: ZMQContext, options: RelayLoadOptions, shared: SharedRun) throws {
         self.index = index
         self.target = target
         self.options = options

@@ -117,12 +117,12 @@ public enum FlowLoad {
     public static func run(
         broker: String,
         options: FlowLoadOptions,
-        context: Context? = nil,
+        context: ZMQContext? = nil,
         progress: ((RelayLoadProgress) -> Void)? = nil
     ) throws -> FlowLoadResult {
         if let problem = options.problems().first { throw RelayLoadError(problem) }
-        let context = try context ?? Context()
-        let logger = Logger(label: "load", level: .warning)
+        let context = try context ?? ZMQContext()
+        let logger = AskLogger(label: "load", level: .warning)
         let children = options.children
         var centerOptions = AskCenter.Options()
         centerOptions.workerName = "askrelay-load[\(getpid())]"

@@ -66,14 +66,14 @@ public enum PendingLoad {
     public static func run(
         broker: String,
         options: PendingLoadOptions,
-        context: Context? = nil,
+        context: ZMQContext? = nil,
         registered: () -> Void = {},
         progress: ((RelayLoadProgress) -> Void)? = nil
     ) throws -> PendingLoadResult {
-        let context = try context ?? Context()
+        let context = try context ?? ZMQContext()
         let deadline = monotonicNanoseconds() + 120_000_000_000
         var input = Multipart()
-        func hello(role: SessionRole, claims: [EndpointClaim], on socket: Socket) throws {
+        func hello(role: SessionRole, claims: [EndpointClaim], on socket: ZMQSocket) throws {
             var out = Multipart()
             let hello = Hello(
                 role: role,
@@ -84,7 +84,7 @@ public enum PendingLoad {
             WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &out)
             try socket.send(out)
         }
-        func open(role: SessionRole, claims: [EndpointClaim]) throws -> Socket {
+        func open(role: SessionRole, claims: [EndpointClaim]) throws -> ZMQSocket {
             let socket = try context.socket(.dealer)
             try socket.set(.linger, 2000)
             try socket.set(.sendHighWaterMark, 0)
@@ -117,7 +117,7 @@ public enum PendingLoad {
         }
         let limitsClaims = [EndpointClaim(address: "limits/raw-1")]
         let limits = try open(role: .limits, claims: limitsClaims)
-        var children: [Socket] = []
+        var children: [ZMQSocket] = []
         var childClaims: [[EndpointClaim]] = []
         var childAddresses: [[UInt8]] = []
         for start in stride(from: 0, to: options.endpoints, by: PendingLoadOptions.claimsPerSocket) {
@@ -132,7 +132,7 @@ public enum PendingLoad {
 
         let started = monotonicNanoseconds()
         let stopAt = started + UInt64(options.timeoutSeconds * 1e9)
-        var poller = Poller()
+        var poller = ZMQPoller()
         poller.add(limits)
         for child in children { poller.add(child) }
         var out = Multipart()
@@ -140,7 +140,7 @@ public enum PendingLoad {
         var errorSamples: [String] = []
         // Sockets (0: limits, 1...: children) waiting for the WELCOME of a HELLO sent again.
         var registering = [Bool](repeating: false, count: children.count + 1)
-        func refusal(_ socket: Socket, number: Int, parsed: ParsedFrames) throws {
+        func refusal(_ socket: ZMQSocket, number: Int, parsed: ParsedFrames) throws {
             // A refused SEND ends its ask; a refused heartbeat (no id) only says the session is gone.
             if parsed.id != nil { refused += 1 }
             let code = input.string(parsed.codeFrame)

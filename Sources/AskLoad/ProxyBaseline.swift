@@ -9,7 +9,7 @@ public enum ProxyBaseline {
     /// on the calling thread until SIGTERM or SIGINT.
     /// - Throws: if a socket cannot be made or bound, or the proxy fails for another reason than the shutdown.
     public static func run(frontend frontendURL: String, backend backendURL: String) throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let frontend = try context.socket(.router)
         let backend = try context.socket(.dealer)
         for socket in [frontend, backend] {

@@ -10,7 +10,7 @@ import ZeroMQ
 final class ClientConnection {
     let index: Int
     /// Released (closed) when the client stops, so the closing BYE is flushed when the context ends.
-    var socket: Socket!
+    var socket: ZMQSocket!
     let isBroker: Bool
     let address: String
     let fromBytes: [UInt8]
@@ -28,7 +28,7 @@ final class ClientConnection {
     /// The broker reads ACK ids carried by SEND (its WELCOME said so).
     var carriesAcks = false
 
-    init(index: Int, target: RelayTarget, context: Context, options: RelayLoadOptions) throws {
+    init(index: Int, target: RelayTarget, context: ZMQContext, options: RelayLoadOptions) throws {
         self.index = index
         address = "client/\(index)"
         fromBytes = Array(address.utf8)
@@ -101,7 +101,7 @@ struct ClientLoop {
         var measuredCompleted = 0
         var refused = 0
         var errors = 0
-        var poller = Poller()
+        var poller = ZMQPoller()
         for connection in connections { poller.add(connection.socket) }
         let openLoop = options.rate != nil
         if let rate = options.rate {

@@ -19,11 +19,11 @@ public enum RelayLoad {
     public static func run(
         target: RelayTarget,
         options: RelayLoadOptions,
-        context: Context? = nil,
+        context: ZMQContext? = nil,
         progress: ((RelayLoadProgress) -> Void)? = nil
     ) throws -> RelayLoadResult {
         if let problem = options.problems().first { throw RelayLoadError(problem) }
-        let context = try context ?? Context()
+        let context = try context ?? ZMQContext()
         let shared = SharedRun(options: options)
         var threads: [JoinableThread] = []
         var echoes: [EchoWorker] = []
@@ -190,7 +190,7 @@ func appendHeader(
 /// Sends a HELLO and waits for WELCOME (answering nothing else) until `deadline`.
 /// - Returns: whether the broker reads ACK ids carried by SEND (WELCOME `carriedAcks`).
 @discardableResult
-func register(socket: Socket, role: SessionRole, address: String, input: inout Multipart, deadline: UInt64) throws
+func register(socket: ZMQSocket, role: SessionRole, address: String, input: inout Multipart, deadline: UInt64) throws
     -> Bool
 {
     var out = Multipart()
@@ -227,14 +227,14 @@ func register(socket: Socket, role: SessionRole, address: String, input: inout M
 }
 
 /// Ends a broker session politely, so its address is free again at once.
-func sayBye(_ socket: Socket) {
+func sayBye(_ socket: ZMQSocket) {
     var out = Multipart()
     WireEncoder.bye(reason: "load run over", into: &out)
     _ = try? socket.send(out, .dontWait)
 }
 
 /// Sends ACKs for `ids` in frames of at most 4096 ids.
-func sendAcks(_ ids: inout [MessageID], socket: Socket, out: inout Multipart) throws {
+func sendAcks(_ ids: inout [MessageID], socket: ZMQSocket, out: inout Multipart) throws {
     var start = 0
     while start < ids.count {
         let end = min(start + Wire.Limits.standard.maxAckIDs, ids.count)

@@ -46,7 +46,7 @@ final class FaultRunner {
     let scenario: Scenario
     let readyTimeout: Duration
     let drainTimeout: Duration
-    let logger: Logger
+    let logger: AskLogger
     let undos: PendingUndos
     let commands = CommandRuns()
 
@@ -69,7 +69,7 @@ final class FaultRunner {
         children: [SupervisedProcess],
         start: ContinuousClock.Instant,
         options: SimulationOptions,
-        logger: Logger,
+        logger: AskLogger,
         undos: PendingUndos
     ) {
         self.supervisor = supervisor
@@ -139,7 +139,7 @@ final class FaultRunner {
                 notes.append(
                     "the broker crashed at --crash-at \(scenario.brokerCrashAt ?? "") (\(exit)) and was restarted on its journal"
                 )
-                logger.notice("broker crashed at its crash point; restarting", ["exit": "\(exit)"])
+                logger.notice("broker crashed at its crash point; restarting", metadata: ["exit": "\(exit)"])
                 if exit == .signaled(SIGKILL) { broker.expectExit(by: SIGKILL) }
                 restarts["broker"] = PendingRestart(after: .zero, signalledAt: now, exitedAt: now)
             }
@@ -208,7 +208,7 @@ final class FaultRunner {
             }
             guard let exitedAt = restart.exitedAt, now >= exitedAt + restart.after else { continue }
             restarts[name] = nil
-            logger.notice("fault: restart", ["process": name, "at": (now - start).text])
+            logger.notice("fault: restart", metadata: ["process": "\(name)", "at": "\((now - start).text)"])
             try process.restart()
             readyWaits[name] = now + readyTimeout
             if playingSince[name] != nil { playingSince[name] = now }
@@ -221,7 +221,7 @@ final class FaultRunner {
             switch process.readiness() {
             case .ready:
                 readyWaits[name] = nil
-                logger.notice("fault: ready again", ["process": name, "at": (now - start).text])
+                logger.notice("fault: ready again", metadata: ["process": "\(name)", "at": "\((now - start).text)"])
             case .exited(let status):
                 readyWaits[name] = nil
                 // Ended by another fault before it got ready: that fault's own restart (if any) takes over.
@@ -269,13 +269,19 @@ final class FaultRunner {
     private func play(_ step: Step, now: ContinuousClock.Instant) throws {
         switch step.action {
         case .run(let command, let undo, let undoAfter):
-            logger.notice("fault: run", ["command": command.joined(separator: " "), "at": step.at.text])
+            logger.notice(
+                "fault: run",
+                metadata: ["command": "\(command.joined(separator: " "))", "at": "\(step.at.text)"]
+            )
             let token = undo.map { undos.add($0) }
             commands.launch(command, step: step.at, undo: token.map { ($0, undoAfter) }, supervisor: supervisor)
             return
         case .undo(let token):
             guard let command = undos.take(token) else { return }
-            logger.notice("fault: undo", ["command": command.joined(separator: " "), "at": step.at.text])
+            logger.notice(
+                "fault: undo",
+                metadata: ["command": "\(command.joined(separator: " "))", "at": "\(step.at.text)"]
+            )
             commands.launch(command, step: step.at, undo: nil, supervisor: supervisor)
             return
         case .signal, .resume: break
@@ -291,15 +297,15 @@ final class FaultRunner {
             stoppedUntil[step.process] = nil
             logger.notice(
                 "fault: continue",
-                ["process": step.process, "at": step.at.text, "played": (now - start).text]
+                metadata: ["process": "\(step.process)", "at": "\(step.at.text)", "played": "\((now - start).text)"]
             )
             process.signal(SIGCONT)
         case .signal(let number, let follow):
             logger.notice(
                 "fault",
-                [
-                    "process": step.process, "signal": signalName(number), "at": step.at.text,
-                    "played": (now - start).text,
+                metadata: [
+                    "process": "\(step.process)", "signal": "\(signalName(number))", "at": "\(step.at.text)",
+                    "played": "\((now - start).text)",
                 ]
             )
             guard process.isRunning else {

@@ -44,9 +44,9 @@ public final class ProgressReporter: Sendable {
         let stoppedFlag = stopped
         thread = JoinableThread(name: "sim.progress") {
             let terminal = isatty(2) == 1
-            var subscriber: Socket?
-            var context: Context?
-            if let statsEndpoint, let ctx = try? Context() {
+            var subscriber: ZMQSocket?
+            var context: ZMQContext?
+            if let statsEndpoint, let ctx = try? ZMQContext() {
                 context = ctx
                 if let socket = try? ctx.socket(.sub) {
                     try? socket.set(.linger, 0)

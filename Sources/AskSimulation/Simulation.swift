@@ -78,9 +78,9 @@ public struct SimulationResult: Sendable {
 /// drain, the invariant check and the report. Blocking; call it from a dedicated thread.
 public final class Simulation: Sendable {
     public let options: SimulationOptions
-    let logger: Logger
+    let logger: AskLogger
 
-    public init(options: SimulationOptions, logger: Logger) {
+    public init(options: SimulationOptions, logger: AskLogger) {
         self.options = options
         self.logger = logger
     }
@@ -155,9 +155,10 @@ public final class Simulation: Sendable {
             let prefix = options.wrappers.prefix(for: name)
             logger.info(
                 "starting",
-                [
-                    "process": name, "args": arguments.joined(separator: " "), "prefix": prefix.joined(separator: " "),
-                    "curve": !curveArguments.isEmpty,
+                metadata: [
+                    "process": "\(name)", "args": "\(arguments.joined(separator: " "))",
+                    "prefix": "\(prefix.joined(separator: " "))",
+                    "curve": "\(!curveArguments.isEmpty)",
                 ]
             )
             let path = try executable(binary)
@@ -219,7 +220,7 @@ public final class Simulation: Sendable {
             )
         }
         for child in children { try child.waitForLine(timeout: options.readyTimeout) }
-        logger.info("every process is ready", ["processes": supervisor.all.count])
+        logger.info("every process is ready", metadata: ["processes": "\(supervisor.all.count)"])
         options.onStarted(supervisor.all.map { ($0.name, $0.pid ?? 0) })
 
         let progress = ProgressReporter(
@@ -239,8 +240,13 @@ public final class Simulation: Sendable {
         defer {
             // A partition must not outlive the run, whatever ended it.
             for command in undos.takeAll() {
-                logger.notice("fault: undo at the end of the run", ["command": command.joined(separator: " ")])
-                do { try Self.runCommand(command) } catch { logger.error("undo failed", ["error": "\(error)"]) }
+                logger.notice(
+                    "fault: undo at the end of the run",
+                    metadata: ["command": "\(command.joined(separator: " "))"]
+                )
+                do { try Self.runCommand(command) } catch {
+                    logger.error("undo failed", metadata: ["error": "\(error)"])
+                }
             }
         }
         let faults = FaultRunner(

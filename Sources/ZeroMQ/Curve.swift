@@ -68,7 +68,7 @@ public struct CurveKeyPair: Sendable, Hashable, Codable {
     }
 }
 
-extension Socket {
+extension ZMQSocket {
     /// Makes this socket a CURVE server with the given key pair.
     public func makeCurveServer(_ keys: CurveKeyPair) throws {
         try set(.curveServer, true)

@@ -56,9 +56,9 @@ public struct MonitorEvent: Sendable, Hashable, CustomStringConvertible {
 /// The reading end of a socket monitor: a PAIR socket over which libzmq reports events of the monitored socket.
 /// It belongs to the same thread as the monitored socket, or to any single other one.
 public final class SocketMonitor {
-    public let socket: Socket
+    public let socket: ZMQSocket
 
-    init(socket: Socket) { self.socket = socket }
+    init(socket: ZMQSocket) { self.socket = socket }
 
     /// Reads the next event, waiting up to `timeoutMilliseconds` (-1 forever).
     /// - Returns: `nil` when nothing arrived in time.
@@ -93,7 +93,7 @@ typealias MonotonicClock = ContinuousClock.Instant
 
 private let monitorCounter = Atomic<Int>(0)
 
-extension Socket {
+extension ZMQSocket {
     /// Starts monitoring this socket and returns the reader for its events.
     /// - Parameter events: which events to report.
     public func monitor(_ events: MonitorEvents = .all) throws -> SocketMonitor {

@@ -152,7 +152,7 @@ extension SocketOption where Value == Bool {
     public static var ipv6: Self { .init(ZMQ_IPV6, "ZMQ_IPV6") }
 }
 
-extension Socket {
+extension ZMQSocket {
     /// Sets a socket option.
     /// - Throws: ``ZMQError`` naming the option, for example `EINVAL` for a value libzmq refuses.
     public func set<V>(_ option: SocketOption<V>, _ value: V) throws {

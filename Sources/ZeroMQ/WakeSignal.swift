@@ -1,6 +1,6 @@
 import Foundation
 
-/// A self-pipe whose read end can sit in a ``Poller`` next to sockets: any thread, or a signal handler, wakes a
+/// A self-pipe whose read end can sit in a ``ZMQPoller`` next to sockets: any thread, or a signal handler, wakes a
 /// thread blocked in `zmq_poll` by calling ``signal()``.
 ///
 /// The pipe is a Unix socket pair created close-on-exec and non-blocking in one call (`pipe2` is not visible from

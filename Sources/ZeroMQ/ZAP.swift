@@ -1,6 +1,6 @@
 import CZeroMQ
 
-extension Socket {
+extension ZMQSocket {
     /// A metadata property of the last frame received (`zmq_msg_gets`): `"User-Id"` (set by the ZAP handler),
     /// `"Socket-Type"`, `"Routing-Id"`, `"Peer-Address"`, or a property the ZAP handler returned.
     /// - Returns: `nil` when nothing was received yet or the property is absent.

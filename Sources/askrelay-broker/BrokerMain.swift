@@ -131,7 +131,7 @@ struct BrokerMain: Command {
                 "LEVEL",
                 env: "ASKRELAY_LOG_LEVEL",
                 default: "info",
-                help: LogLevel.allCases.map(\.description).joined(separator: ", ")
+                help: AskLogger.Level.allCases.map(\.description).joined(separator: ", ")
             ),
             .flag("allow-insecure", env: "ASKRELAY_ALLOW_INSECURE", help: "serve non-loopback endpoints without CURVE"),
             .value(
@@ -163,7 +163,7 @@ struct BrokerMain: Command {
     #endif
 
     let configuration: BrokerConfiguration
-    let logLevel: LogLevel
+    let logLevel: AskLogger.Level
 
     init(arguments: Arguments) throws {
         // A flag without a value (none given, no environment variable, no default text) keeps the library's default.
@@ -200,8 +200,8 @@ struct BrokerMain: Command {
             }
         #endif
         self.configuration = configuration
-        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
-        logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
+        let level = try arguments.choice("log-level", AskLogger.Level.allCases.map(\.description), ignoringCase: true)
+        logLevel = level.flatMap(AskLogger.Level.init(name:)) ?? .info
     }
 
     func validate() throws {
@@ -209,11 +209,11 @@ struct BrokerMain: Command {
     }
 
     func run() async throws -> Int32 {
-        let logger = Logger(label: "askrelay-broker", level: logLevel)
+        let logger = AskLogger(label: "askrelay-broker", level: logLevel)
         if let point = configuration.crashAt.point {
             logger.warning(
                 "test-only crash hook armed (--crash-at)",
-                ["point": point.rawValue, "occurrence": configuration.crashAt.occurrence]
+                metadata: ["point": "\(point.rawValue)", "occurrence": "\(configuration.crashAt.occurrence)"]
             )
         }
         if configuration.allowInsecure {
@@ -223,13 +223,13 @@ struct BrokerMain: Command {
         do {
             service = try BrokerService(configuration: configuration, logger: logger)
         } catch {
-            logger.error("broker could not start", ["error": "\(error)"])
+            logger.error("broker could not start", metadata: ["error": "\(error)"])
             printError("askrelay-broker: \(error)")
             // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
             return (error as? OwnerLockError)?.code == .unusable ? ExitCode.usage : ExitCode.unavailable
         }
         let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
-            logger.notice("signal received, draining", ["signal": signal])
+            logger.notice("signal received, draining", metadata: ["signal": "\(signal)"])
             service.stop()
         }
         printLine("ready endpoints=\(service.endpoints.joined(separator: ","))")

@@ -150,13 +150,13 @@ struct ChildMain: Command {
             "LEVEL",
             env: "ASKRELAY_LOG_LEVEL",
             default: "info",
-            help: LogLevel.allCases.map(\.description).joined(separator: ", ")
+            help: AskLogger.Level.allCases.map(\.description).joined(separator: ", ")
         ),
         .flag("stay", env: "ASKRELAY_STAY", help: "keep running after the flows are done, until SIGTERM"),
     ]
 
     let configuration: ChildWorkerConfiguration
-    let logLevel: LogLevel
+    let logLevel: AskLogger.Level
     let stay: Bool
 
     init(arguments: Arguments) throws {
@@ -231,8 +231,8 @@ struct ChildMain: Command {
         }
         configuration.center.workerName = "askrelay-child[\(ProcessInfo.processInfo.processIdentifier)]"
         self.configuration = configuration
-        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
-        logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
+        let level = try arguments.choice("log-level", AskLogger.Level.allCases.map(\.description), ignoringCase: true)
+        logLevel = level.flatMap(AskLogger.Level.init(name:)) ?? .info
         stay = arguments.flag("stay")
     }
 
@@ -241,12 +241,12 @@ struct ChildMain: Command {
     }
 
     func run() async throws -> Int32 {
-        let logger = Logger(label: "askrelay-child", level: logLevel)
+        let logger = AskLogger(label: "askrelay-child", level: logLevel)
         let worker: ChildWorker
         do {
-            worker = try ChildWorker(configuration: configuration, logger: logger, context: try Context())
+            worker = try ChildWorker(configuration: configuration, logger: logger, context: try ZMQContext())
         } catch {
-            logger.error("child worker could not start", ["error": "\(error)"])
+            logger.error("child worker could not start", metadata: ["error": "\(error)"])
             printError("askrelay-child: \(error)")
             // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
             let badPath = (error as? OwnerLockError)?.code == .unusable || error is RecordsFileError
@@ -263,7 +263,7 @@ struct ChildMain: Command {
             return await worker.run()
         }
         let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
-            logger.notice("signal received, stopping", ["signal": signal])
+            logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
             stopping.fire()
             play.cancel()
             // Stopping the center ends calls waiting on the broker at once; unfinished flows are not recorded.
@@ -282,10 +282,10 @@ struct ChildMain: Command {
             let outcomes = summary.outcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(
                 separator: ","
             )
-            logger.info("flows done", ["outcomes": outcomes, "stray": summary.strayResponses])
+            logger.info("flows done", metadata: ["outcomes": "\(outcomes)", "stray": "\(summary.strayResponses)"])
             if stay { await stopping.wait() }
         } else {
-            logger.notice("stopped", ["flows": summary.flows])
+            logger.notice("stopped", metadata: ["flows": "\(summary.flows)"])
         }
         await worker.stop()
         _ = signals

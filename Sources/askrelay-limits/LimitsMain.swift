@@ -54,12 +54,12 @@ struct LimitsMain: Command {
             "LEVEL",
             env: "ASKRELAY_LOG_LEVEL",
             default: "info",
-            help: LogLevel.allCases.map(\.description).joined(separator: ", ")
+            help: AskLogger.Level.allCases.map(\.description).joined(separator: ", ")
         ),
     ]
 
     let configuration: LimitsWorkerConfiguration
-    let logLevel: LogLevel
+    let logLevel: AskLogger.Level
 
     init(arguments: Arguments) throws {
         var configuration = LimitsWorkerConfiguration()
@@ -97,30 +97,30 @@ struct LimitsMain: Command {
             }
         }
         self.configuration = configuration
-        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
-        logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
+        let level = try arguments.choice("log-level", AskLogger.Level.allCases.map(\.description), ignoringCase: true)
+        logLevel = level.flatMap(AskLogger.Level.init(name:)) ?? .info
     }
 
     func run() async throws -> Int32 {
-        let logger = Logger(label: "askrelay-limits", level: logLevel)
+        let logger = AskLogger(label: "askrelay-limits", level: logLevel)
         let configuration = self.configuration
         let ready = ReadyOnce()
         let worker: LimitsWorker
         do {
             // Opening the SQLite store blocks: keep it off the cooperative pool.
             worker = try await onDedicatedThread(name: "limits-open") {
-                try LimitsWorker(configuration: configuration, logger: logger, context: Context()) { children in
+                try LimitsWorker(configuration: configuration, logger: logger, context: ZMQContext()) { children in
                     ready.once { printLine("ready id=\(configuration.id) children=\(children)") }
                 }
             }
         } catch {
-            logger.error("limits worker could not start", ["error": "\(error)"])
+            logger.error("limits worker could not start", metadata: ["error": "\(error)"])
             printError("askrelay-limits: \(error)")
             // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
             return (error as? OwnerLockError)?.code == .unusable ? ExitCode.usage : ExitCode.unavailable
         }
         let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
-            logger.notice("signal received, stopping", ["signal": signal])
+            logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
             worker.stop()
         }
         try await onDedicatedThread(name: "limits-wait") { worker.wait() }

@@ -91,7 +91,7 @@ struct ParentMain: Command {
                 "LEVEL",
                 env: "ASKRELAY_LOG_LEVEL",
                 default: "info",
-                help: LogLevel.allCases.map(\.description).joined(separator: ", ")
+                help: AskLogger.Level.allCases.map(\.description).joined(separator: ", ")
             ),
         ] + testingOptions
 
@@ -112,7 +112,7 @@ struct ParentMain: Command {
     let broker: String
     let heartbeat: Duration
     let curve: (keys: CurveKeyPair, serverKey: String)?
-    let logLevel: LogLevel
+    let logLevel: AskLogger.Level
 
     init(arguments: Arguments) throws {
         broker = try arguments.requireEndpoint("broker", binding: false)
@@ -206,12 +206,12 @@ struct ParentMain: Command {
         } catch let error as AgentConfigurationError {
             throw UsageError(error.message)
         }
-        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
-        logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
+        let level = try arguments.choice("log-level", AskLogger.Level.allCases.map(\.description), ignoringCase: true)
+        logLevel = level.flatMap(AskLogger.Level.init(name:)) ?? .info
     }
 
     func run() async throws -> Int32 {
-        let logger = Logger(label: "askrelay-parent", level: logLevel)
+        let logger = AskLogger(label: "askrelay-parent", level: logLevel)
         if configuration.answerAfterExpiry {
             logger.warning("--answer-after-expiry: guardians answer AFTER expiry on purpose (checker tests only)")
         }
@@ -226,18 +226,18 @@ struct ParentMain: Command {
                 heartbeat: heartbeat,
                 curve: curve,
                 logger: logger,
-                context: Context()
+                context: ZMQContext()
             ) {
                 ready.once { printLine("ready guardians=\(count)") }
             }
         } catch {
-            logger.error("parent worker could not start", ["error": "\(error)"])
+            logger.error("parent worker could not start", metadata: ["error": "\(error)"])
             printError("askrelay-parent: \(error)")
             // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
             return error is RecordsFileError ? ExitCode.usage : ExitCode.unavailable
         }
         let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
-            logger.notice("signal received, stopping", ["signal": signal])
+            logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
             worker.stop()
         }
         try await onDedicatedThread(name: "parent-wait") { worker.wait() }

@@ -92,7 +92,7 @@ struct Simulate: Command {
     let reportDirectory: String
     let cleanReportDirectory: Bool
     let broker: String?
-    let logLevel: LogLevel
+    let logLevel: AskLogger.Level
     let quiet: Bool
     let insecure: Bool
     let endpoint: String?
@@ -121,8 +121,8 @@ struct Simulate: Command {
         }
         cleanReportDirectory = arguments.flag("clean")
         broker = try arguments.endpoint("broker", binding: false)
-        let level = try arguments.choice("log-level", LogLevel.allCases.map(\.description), ignoringCase: true)
-        logLevel = level.flatMap(LogLevel.init(name:)) ?? .info
+        let level = try arguments.choice("log-level", AskLogger.Level.allCases.map(\.description), ignoringCase: true)
+        logLevel = level.flatMap(AskLogger.Level.init(name:)) ?? .info
         quiet = arguments.flag("quiet")
         insecure = arguments.flag("insecure")
         endpoint = try arguments.endpoint("endpoint", binding: true)
@@ -154,7 +154,7 @@ struct Simulate: Command {
 
     func run() async throws -> Int32 {
         // Our own log lines stay quiet at info; the workers log at the chosen level into their files.
-        let logger = Logger(label: "askrelay-simulate", level: max(logLevel, .notice))
+        let logger = AskLogger(label: "askrelay-simulate", level: max(logLevel, .notice))
         if insecure {
             logger.notice("--insecure: the processes talk without CURVE; the broker serves with --allow-insecure")
         }

@@ -50,7 +50,7 @@ struct TopCommand: Command {
     func run() async throws -> Int32 {
         let (endpoint, count, timeout, json) = (self.endpoint, self.count, self.timeout, self.json)
         return try await onDedicatedThread(name: "top") {
-            let context = try Context()
+            let context = try ZMQContext()
             let socket = try context.socket(.sub)
             try socket.set(.linger, 0)
             try socket.set(.subscribe, Array("stats".utf8))

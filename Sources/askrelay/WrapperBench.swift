@@ -75,7 +75,7 @@ struct WrapperBench: Command {
 /// The echo workload through the wrapper.
 enum WrapperEcho {
     static func run(seconds: Double, size: Int, inflight: Int) throws -> Double {
-        let context = try Context()
+        let context = try ZMQContext()
         let router = try context.socket(.router)
         try router.set(.linger, 0)
         let endpoint = try router.bind("tcp://127.0.0.1:*")
@@ -83,8 +83,8 @@ enum WrapperEcho {
         let server = JoinableThread(name: "echo") {
             // Echo until the empty stop message arrives.
             let router = handoff.take()
-            var identity = Message()
-            var body = Message()
+            var identity = ZMQMessage()
+            var body = ZMQMessage()
             do {
                 while try router.receive(&identity), try router.receive(&body), body.count > 0 {
                     try router.send(&identity, more: true)

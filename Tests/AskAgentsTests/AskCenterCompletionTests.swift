@@ -57,7 +57,7 @@ struct AskCenterCompletionTests {
         let rig = try await AskRig()
         defer { rig.stop() }
         // The center's own context, so shutting it down fails only the center's socket.
-        let context = try Context()
+        let context = try ZMQContext()
         var options = AskCenter.Options()
         options.heartbeatInterval = .milliseconds(200)
         Self.patient(&options)

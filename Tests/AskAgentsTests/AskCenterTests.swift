@@ -11,7 +11,7 @@ import ZeroMQ
 /// ask centers for child `c1`.
 final class AskRig: @unchecked Sendable {  // @unchecked: built once, then only read; raw peers are driven serially.
     let broker: TestBroker
-    let context: Context
+    let context: ZMQContext
     let limits: RawPeer
     let guardian: RawPeer
     let state: TempDirectory
@@ -19,7 +19,7 @@ final class AskRig: @unchecked Sendable {  // @unchecked: built once, then only 
 
     init() async throws {
         broker = try TestBroker()
-        context = try Context()
+        context = try ZMQContext()
         state = TempDirectory()
         let endpoint = broker.endpoint
         let context = self.context
@@ -338,7 +338,7 @@ struct AskCenterPieceTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let path = directory.path + "/askcenter.sqlite"
-        let context = try Context()
+        let context = try ZMQContext()
         let connection = try WorkerConnection(
             configuration: WorkerConfiguration(
                 broker: "tcp://127.0.0.1:9",

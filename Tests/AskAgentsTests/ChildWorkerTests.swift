@@ -69,7 +69,7 @@ struct ChildWorkerTests {
             broker.directory.cleanup()
             records.cleanup()
         }
-        let context = try Context()
+        let context = try ZMQContext()
         let children = ContactGenerator.children(families: 2, childrenPerFamily: 2, idPrefix: "k")
         var configuration = ChildWorkerConfiguration(broker: broker.endpoint, children: children)
         configuration.seed = 9
@@ -139,7 +139,8 @@ final class Responder: Sendable {
 
     var questionsSeen: Set<UUID> { seen.withLock { $0 } }
 
-    static func start(endpoint: String, context: Context, known: Set<CommunicationHandle>) async throws -> Responder {
+    static func start(endpoint: String, context: ZMQContext, known: Set<CommunicationHandle>) async throws -> Responder
+    {
         let responder = Responder()
         let peers = try await blocking {
             let limits = try RawPeer(context: context, endpoint: endpoint)

@@ -45,8 +45,8 @@ struct ConnectionRefusalTests {
                 role: .guardian,
                 [EndpointClaim(address: "child/c1", family: "f1")]
             ),
-            logger: Logger(label: "test", level: .warning),
-            context: try Context()
+            logger: AskLogger(label: "test", level: .warning),
+            context: try ZMQContext()
         ) { watcher }
         let start = ContinuousClock.now
         try await offPool { runtime.wait() }
@@ -71,7 +71,7 @@ struct ConnectionRefusalTests {
     func addressTakenEnds() async throws {
         let broker = try TestBroker()
         defer { broker.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         let holder = try RawPeer(context: context, endpoint: broker.endpoint)
         try holder.register(role: .limits, ["limits/L1"])
         var configuration = configuration(broker.endpoint, role: .limits, [EndpointClaim(address: "limits/L1")])
@@ -80,7 +80,7 @@ struct ConnectionRefusalTests {
         let start = ContinuousClock.now
         let runtime = try WorkerRuntime(
             configuration: configuration,
-            logger: Logger(label: "test", level: .warning),
+            logger: AskLogger(label: "test", level: .warning),
             context: context
         ) { watcher }
         // The holder stays alive (it answers heartbeats) while the worker waits.
@@ -105,11 +105,11 @@ struct ConnectionRefusalTests {
     func deadConnectionIsAFailure() async throws {
         let broker = try TestBroker()
         defer { broker.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         let watcher = EndWatcher()
         let runtime = try WorkerRuntime(
             configuration: configuration(broker.endpoint, role: .limits, [EndpointClaim(address: "limits/L1")]),
-            logger: Logger(label: "test", level: .critical),
+            logger: AskLogger(label: "test", level: .critical),
             context: context
         ) { watcher }
         // Every call on the context's sockets fails with ETERM from now on.
@@ -140,8 +140,8 @@ struct ConnectionRefusalTests {
             broker: broker.endpoint,
             children: [ChildIdentity(id: "c1", family: "f1")],
             stateDirectory: nil,
-            logger: Logger(label: "test", level: .critical),
-            context: try Context(),
+            logger: AskLogger(label: "test", level: .critical),
+            context: try ZMQContext(),
             options: options
         )
         let start = ContinuousClock.now
@@ -174,17 +174,17 @@ final class Flag: Sendable {
 /// after it came) and that answers any message with WELCOME: a busy broker, as a connecting worker sees it.
 // @unchecked: its sockets are used only by its own thread after init.
 final class SlowHandshakeBroker: @unchecked Sendable {
-    let context: Context
+    let context: ZMQContext
     let keys: CurveKeyPair
     let endpoint: String
-    private let router: Socket
-    private let zap: Socket
+    private let router: ZMQSocket
+    private let zap: ZMQSocket
     private let stopping = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
     let welcomes = Atomic<Int>(0)
 
     init(handshakeDelay: Duration) throws {
-        context = try Context()
+        context = try ZMQContext()
         keys = try CurveKeyPair.generate()
         // A ROUTER, not a REP, on the ZAP endpoint: requests are answered independently, each after the delay.
         zap = try context.socket(.router)
@@ -200,7 +200,7 @@ final class SlowHandshakeBroker: @unchecked Sendable {
 
     private func serve(_ delay: Duration) {
         var due: [(at: ContinuousClock.Instant, reply: [[UInt8]])] = []
-        var poller = Poller()
+        var poller = ZMQPoller()
         let zapIndex = poller.add(zap)
         let routerIndex = poller.add(router)
         while !stopping.load(ordering: .relaxed) {
@@ -265,8 +265,8 @@ struct SlowHandshakeTests {
         let watcher = EndWatcher()
         let runtime = try WorkerRuntime(
             configuration: configuration,
-            logger: Logger(label: "test", level: .critical),
-            context: try Context()
+            logger: AskLogger(label: "test", level: .critical),
+            context: try ZMQContext()
         ) { watcher }
         let registered = Flag()
         let deadline = ContinuousClock.now + .seconds(10)

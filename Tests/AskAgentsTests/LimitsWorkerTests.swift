@@ -23,7 +23,7 @@ struct LimitsWorkerTests {
     /// A broker, a limits worker on `data` and a child peer serving `children` of family f1.
     final class Setup {
         let broker: TestBroker
-        let context: Context
+        let context: ZMQContext
         let data: TempDirectory
         var worker: LimitsWorker?
         let events = LPEvents<LimitsWorkerEvent>()
@@ -35,7 +35,7 @@ struct LimitsWorkerTests {
             data: TempDirectory = TempDirectory()
         ) throws {
             broker = try TestBroker()
-            context = try Context()
+            context = try ZMQContext()
             self.data = data
             child = try RawPeer(context: context, endpoint: broker.endpoint)
             try startWorker(seed: seed)

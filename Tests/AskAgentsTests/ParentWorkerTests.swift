@@ -12,7 +12,7 @@ import ZeroMQ
 struct ParentWorkerTests {
     final class Setup {
         let broker: TestBroker
-        let context: Context
+        let context: ZMQContext
         let data = TempDirectory()
         let limits: LimitsWorker
         var parent: ParentWorker?
@@ -24,7 +24,7 @@ struct ParentWorkerTests {
 
         init(guardians: [GuardianSetup], answerAfterExpiry: Bool = false) throws {
             broker = try TestBroker()
-            context = try Context()
+            context = try ZMQContext()
             var limitsConfiguration = LimitsWorkerConfiguration()
             limitsConfiguration.broker = broker.endpoint
             limitsConfiguration.dataDirectory = data.path + "/limits"

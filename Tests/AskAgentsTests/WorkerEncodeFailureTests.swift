@@ -21,8 +21,8 @@ struct WorkerEncodeFailureTests {
     @Test("is logged and refused to the handler (invalid-json), never sent as an empty body")
     func refusedNotSent() async throws {
         let sink = MemorySink()
-        let logger = Logger(label: "test", level: .info, sink: sink)
-        let context = try Context()
+        let logger = AskLogger(label: "test", level: .info, sink: sink)
+        let context = try ZMQContext()
         let refusals = Mutex<[(MessageID, WireError)]>([])
         let refusedOne = DispatchSemaphore(value: 0)
         // No broker listens there: nothing can be sent anyway, and nothing needs to be.

@@ -112,7 +112,7 @@ final class SecureWorld {
     let broker: TestBroker
     let keys: [Actor: CurveKeyPair]
     let serverKey: String
-    let context: Context
+    let context: ZMQContext
 
     init() throws {
         var keys: [Actor: CurveKeyPair] = [:]
@@ -134,7 +134,7 @@ final class SecureWorld {
             configuration.curveSecretFile = path + "/broker.key"
             configuration.principalsFile = path + "/principals.json"
         }
-        context = try Context()
+        context = try ZMQContext()
     }
 
     func peer(_ actor: Actor) throws -> RawPeer {

@@ -17,7 +17,7 @@ struct DurabilityTests {
         var ids: [MessageID] = []
         do {
             let broker = try TestBroker(durability: durability, directory: directory)
-            let client = try RawPeer(context: try Context(), endpoint: broker.endpoint)
+            let client = try RawPeer(context: try ZMQContext(), endpoint: broker.endpoint)
             try client.register(role: .client, ["client/1"])
             for index in 0..<5 {
                 let id = try client.sendMessage(
@@ -33,7 +33,7 @@ struct DurabilityTests {
         }
         let restarted = try TestBroker(durability: durability, directory: directory)
         defer { restarted.stop() }
-        let echo = try RawPeer(context: try Context(), endpoint: restarted.endpoint)
+        let echo = try RawPeer(context: try ZMQContext(), endpoint: restarted.endpoint)
         try echo.register(role: .echo, ["echo/offline"])
         var received: [MessageID] = []
         for _ in 0..<5 {
@@ -51,7 +51,7 @@ struct DurabilityTests {
         var unacked: MessageID?
         do {
             let broker = try TestBroker(durability: .batch, directory: directory)
-            let context = try Context()
+            let context = try ZMQContext()
             let client = try RawPeer(context: context, endpoint: broker.endpoint)
             let echo = try RawPeer(context: context, endpoint: broker.endpoint)
             try client.register(role: .client, ["client/1"])
@@ -71,7 +71,7 @@ struct DurabilityTests {
         }
         let restarted = try TestBroker(durability: .batch, directory: directory)
         defer { restarted.stop() }
-        let echo = try RawPeer(context: try Context(), endpoint: restarted.endpoint)
+        let echo = try RawPeer(context: try ZMQContext(), endpoint: restarted.endpoint)
         try echo.register(role: .echo, ["echo/1"])
         let delivery = try echo.expectDelivery()
         #expect(delivery.id == unacked)
@@ -86,7 +86,7 @@ struct DurabilityTests {
         let question = FlowHarness.question()
         do {
             let broker = try TestBroker(durability: .batch, directory: directory)
-            let context = try Context()
+            let context = try ZMQContext()
             let child = try RawPeer(context: context, endpoint: broker.endpoint)
             let limits = try RawPeer(context: context, endpoint: broker.endpoint)
             let guardian = try RawPeer(context: context, endpoint: broker.endpoint)
@@ -109,7 +109,7 @@ struct DurabilityTests {
         }
         let restarted = try TestBroker(durability: .batch, directory: directory)
         defer { restarted.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         let guardian = try RawPeer(context: context, endpoint: restarted.endpoint)
         try guardian.register(role: .guardian, ["guardian/g1"], family: "f1")
         let delivered = try guardian.expectDelivery(kind: "question")

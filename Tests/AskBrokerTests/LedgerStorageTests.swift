@@ -89,7 +89,7 @@ struct LedgerStorageTests {
         let approve = question.choices[0]
         var broker = try TestBroker(durability: durability, directory: directory)
         defer { broker.stop() }
-        var context = try Context()
+        var context = try ZMQContext()
         var child = try RawPeer(context: context, endpoint: broker.endpoint)
         var limits = try RawPeer(context: context, endpoint: broker.endpoint)
         var guardian = try RawPeer(context: context, endpoint: broker.endpoint)
@@ -106,7 +106,7 @@ struct LedgerStorageTests {
         if restart {
             broker.stop()
             broker = try TestBroker(durability: durability, directory: directory)
-            context = try Context()
+            context = try ZMQContext()
             guardian = try RawPeer(context: context, endpoint: broker.endpoint)
             child = try RawPeer(context: context, endpoint: broker.endpoint)
             limits = try RawPeer(context: context, endpoint: broker.endpoint)

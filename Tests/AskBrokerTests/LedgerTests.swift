@@ -8,7 +8,7 @@ import ZeroMQ
 /// A family of raw peers around one broker: a child, a limits worker, two guardians of family f1 and one of f2.
 final class FlowHarness {
     let broker: TestBroker
-    let context: Context
+    let context: ZMQContext
     let child: RawPeer
     let limits: RawPeer
     let guardian1: RawPeer
@@ -21,7 +21,7 @@ final class FlowHarness {
         configure: (inout BrokerConfiguration) -> Void = { _ in }
     ) throws {
         broker = try TestBroker(durability: durability, directory: directory, configure: configure)
-        context = try Context()
+        context = try ZMQContext()
         child = try RawPeer(context: context, endpoint: broker.endpoint)
         limits = try RawPeer(context: context, endpoint: broker.endpoint)
         guardian1 = try RawPeer(context: context, endpoint: broker.endpoint)

@@ -3,43 +3,44 @@ import Foundation
 import Synchronization
 import Testing
 
-@Suite("Logger: one bounded line per event")
+@Suite("AskLogger: one bounded line per event")
 struct LoggerTests {
     @Test("values: bare when plain, else quoted with every line break, control and backslash escaped")
     func quoting() {
-        #expect(Logger.quote("plain-value_1.2") == "plain-value_1.2")
-        #expect(Logger.quote("") == #""""#)
-        #expect(Logger.quote("a b") == #""a b""#)
-        #expect(Logger.quote("k=v") == #""k=v""#)
-        #expect(Logger.quote(#"say "hi""#) == #""say \"hi\"""#)
-        #expect(Logger.quote(#"back\slash"#) == #""back\\slash""#)
-        #expect(Logger.quote("two\nlines\r\tx") == #""two\nlines\r\tx""#)
-        #expect(Logger.quote("\u{1B}[31mred") == #""\u{1B}[31mred""#)
-        #expect(Logger.quote("nul\u{0}del\u{7F}c1\u{85}") == #""nul\u{0}del\u{7F}c1\u{85}""#)
+        #expect(AskLogger.quote("plain-value_1.2") == "plain-value_1.2")
+        #expect(AskLogger.quote("") == #""""#)
+        #expect(AskLogger.quote("a b") == #""a b""#)
+        #expect(AskLogger.quote("k=v") == #""k=v""#)
+        #expect(AskLogger.quote(#"say "hi""#) == #""say \"hi\"""#)
+        #expect(AskLogger.quote(#"back\slash"#) == #""back\\slash""#)
+        #expect(AskLogger.quote("two\nlines\r\tx") == #""two\nlines\r\tx""#)
+        #expect(AskLogger.quote("\u{1B}[31mred") == #""\u{1B}[31mred""#)
+        #expect(AskLogger.quote("nul\u{0}del\u{7F}c1\u{85}") == #""nul\u{0}del\u{7F}c1\u{85}""#)
         #expect(
-            Logger.quote("ls\u{2028}ps\u{2029}rlo\u{202E}zw\u{200B}") == #""ls\u{2028}ps\u{2029}rlo\u{202E}zw\u{200B}""#
+            AskLogger.quote("ls\u{2028}ps\u{2029}rlo\u{202E}zw\u{200B}")
+                == #""ls\u{2028}ps\u{2029}rlo\u{202E}zw\u{200B}""#
         )
-        #expect(Logger.quote("Zoë") == #""Zoë""#)
+        #expect(AskLogger.quote("Zoë") == #""Zoë""#)
     }
 
     @Test("a value longer than the bound is cut, saying how much was cut")
     func bounded() {
-        let quoted = Logger.quote(String(repeating: "n", count: 1_000_000))
-        let kept = String(repeating: "n", count: Logger.maxValueLength)
-        #expect(quoted == "\"" + kept + "…(+\(1_000_000 - Logger.maxValueLength))\"")
+        let quoted = AskLogger.quote(String(repeating: "n", count: 1_000_000))
+        let kept = String(repeating: "n", count: AskLogger.maxValueLength)
+        #expect(quoted == "\"" + kept + "…(+\(1_000_000 - AskLogger.maxValueLength))\"")
     }
 
-    @Test("every line is one line: message, label, keys and values escaped")
+    @Test("every line is one line: message, label, keys and values escaped; keys sorted")
     func oneLine() {
         let sink = MemorySink()
-        var logger = Logger(label: "lab\nel", level: .info, sink: sink)
+        var logger = AskLogger(label: "lab\nel", level: .info, sink: sink)
         logger.metadata["me\nta"] = "da\nta"
-        logger.info("message\nforged 2020-01-01T00:00:00.000Z error x: y", ["k\ney": "v\nalue", "n": 3])
+        logger.info("message\nforged 2020-01-01T00:00:00.000Z error x: y", metadata: ["k\ney": "v\nalue", "n": "\(3)"])
         #expect(sink.lines.count == 1)
         let line = sink.lines[0]
         #expect(!line.contains("\n"))
         let expected =
-            #" lab\nel: me\nta="da\nta" k\ney="v\nalue" n=3 message\nforged 2020-01-01T00:00:00.000Z error x: y"#
+            #" lab\nel: k\ney="v\nalue" me\nta="da\nta" n=3 message\nforged 2020-01-01T00:00:00.000Z error x: y"#
         #expect(line.hasSuffix(expected), "\(line)")
     }
 
@@ -52,13 +53,13 @@ struct LoggerTests {
             return "built"
         }
         let sink = MemorySink()
-        let logger = Logger(label: "t", level: .warning, sink: sink)
-        logger.info(expensive(), ["field": expensive()])
-        logger.debug("m", ["field": expensive()])
-        logger.log(.trace, "m", ["field": expensive()])
+        let logger = AskLogger(label: "t", level: .warning, sink: sink)
+        logger.info("\(expensive())", metadata: ["field": "\(expensive())"])
+        logger.debug("m", metadata: ["field": "\(expensive())"])
+        logger.log(level: .trace, "m", metadata: ["field": "\(expensive())"])
         #expect(calls.count.load(ordering: .relaxed) == 0)
         #expect(sink.lines.isEmpty)
-        logger.warning(expensive(), ["field": expensive()])
+        logger.warning("\(expensive())", metadata: ["field": "\(expensive())"])
         #expect(calls.count.load(ordering: .relaxed) == 2)
         #expect(sink.lines.count == 1)
     }

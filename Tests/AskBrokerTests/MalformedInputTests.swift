@@ -177,7 +177,7 @@ struct MalformedInputTests {
     func malformed(_ testCase: MalformedCase) throws {
         let broker = try TestBroker { $0.limits.maxBody = 1 << 16 }
         defer { broker.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         // The attacker registers first, so that frames after registration are judged on their own.
         let attacker = try RawPeer(context: context, endpoint: broker.endpoint)
         try attacker.register(role: .client, ["client/1"])

@@ -16,12 +16,17 @@ struct RosterWithdrawTests {
         configuration.endpoints = ["tcp://127.0.0.1:*"]
         configuration.dataDirectory = directory.path
         configuration.durability = .batch
-        let broker = try Broker(configuration: configuration, logger: .silent(), context: Context(), wake: WakeSignal())
+        let broker = try Broker(
+            configuration: configuration,
+            logger: .silent(),
+            context: ZMQContext(),
+            wake: WakeSignal()
+        )
         // A real guardian peer's HELLO, read and handled as the loop would (the loop itself does not run).
-        let context = try Context()
+        let context = try ZMQContext()
         let guardian = try RawPeer(context: context, endpoint: broker.boundEndpoints[0])
         try guardian.hello(role: .guardian, endpoints: [EndpointClaim(address: "guardian/g1", family: "f1")])
-        var poller = Poller()
+        var poller = ZMQPoller()
         let index = poller.add(broker.socket)
         _ = try poller.poll(timeoutMilliseconds: 10_000)
         try #require(poller.isReady(index), "no HELLO within 10 s")

@@ -11,7 +11,7 @@ struct RoutingTests {
     func relay() throws {
         let broker = try TestBroker()
         defer { broker.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
         let echo = try RawPeer(context: context, endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
@@ -30,7 +30,7 @@ struct RoutingTests {
     func unregistered() throws {
         let broker = try TestBroker()
         defer { broker.stop() }
-        let peer = try RawPeer(context: try Context(), endpoint: broker.endpoint)
+        let peer = try RawPeer(context: try ZMQContext(), endpoint: broker.endpoint)
         let id = try peer.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [])
         let nack = try peer.expectNack(id)
         #expect(nack.code == ErrorCode.notRegistered.rawValue)
@@ -40,7 +40,7 @@ struct RoutingTests {
     func registrationRefusals() throws {
         let broker = try TestBroker()
         defer { broker.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         let child = try RawPeer(context: context, endpoint: broker.endpoint)
         try child.hello(role: .child, endpoints: [EndpointClaim(address: "guardian/g1", family: "f1")])
         #expect(try child.expectNack().code == ErrorCode.forbidden.rawValue)
@@ -58,7 +58,7 @@ struct RoutingTests {
     func creditWindow() throws {
         let broker = try TestBroker()
         defer { broker.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
         let echo = try RawPeer(context: context, endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
@@ -85,7 +85,7 @@ struct RoutingTests {
         // A long delay, so the broker surely still holds the client's ACK when the reply comes.
         let broker = try TestBroker { $0.ackDelay = .milliseconds(100) }
         defer { broker.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"], carriedAcks: true)
         let echo = try RawPeer(context: context, endpoint: broker.endpoint)
@@ -122,7 +122,7 @@ struct RoutingTests {
     func carriedAcksOnARefusedSend() throws {
         let broker = try TestBroker { $0.ackDelay = .milliseconds(100) }
         defer { broker.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
         let echo = try RawPeer(context: context, endpoint: broker.endpoint)
@@ -153,7 +153,7 @@ struct RoutingTests {
     }
 
     /// `owner` leaves; whoever takes `address` over next must get no delivery (everything was acknowledged).
-    func expectNoRedelivery(of address: String, after owner: RawPeer, broker: TestBroker, context: Context) throws {
+    func expectNoRedelivery(of address: String, after owner: RawPeer, broker: TestBroker, context: ZMQContext) throws {
         try owner.bye()
         let next = try RawPeer(context: context, endpoint: broker.endpoint)
         try next.register(role: .echo, [address])
@@ -164,7 +164,7 @@ struct RoutingTests {
     func duplicateSend() throws {
         let broker = try TestBroker()
         defer { broker.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
         let echo = try RawPeer(context: context, endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
@@ -186,7 +186,7 @@ struct RoutingTests {
     func redeliveryAfterReconnect(_ durability: Durability) throws {
         let broker = try TestBroker(durability: durability)
         defer { broker.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
         let first = try RawPeer(context: context, endpoint: broker.endpoint)
@@ -205,7 +205,7 @@ struct RoutingTests {
     func liveness() throws {
         let broker = try TestBroker()
         defer { broker.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         let silent = try RawPeer(context: context, endpoint: broker.endpoint)
         try silent.register(role: .echo, ["echo/1"])
         let next = try RawPeer(context: context, endpoint: broker.endpoint)
@@ -225,7 +225,7 @@ struct RoutingTests {
     func storeAndForward(_ durability: Durability) throws {
         let broker = try TestBroker(durability: durability)
         defer { broker.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
         let ids = try client.sendAccepted(3, to: "echo/late")
@@ -246,7 +246,7 @@ struct RoutingTests {
             $0.statsInterval = .milliseconds(20)
         }
         defer { broker.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         let stats = try StatsReader(context: context, endpoint: statsEndpoint)
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
@@ -279,7 +279,7 @@ struct RoutingTests {
             $0.statsInterval = .milliseconds(20)
         }
         defer { broker.stop() }
-        let context = try Context()
+        let context = try ZMQContext()
         let stats = try StatsReader(context: context, endpoint: statsEndpoint)
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
@@ -318,7 +318,7 @@ struct RoutingTests {
             $0.maxQueuedTotal = total
         }
         defer { broker.stop() }
-        let client = try RawPeer(context: try Context(), endpoint: broker.endpoint)
+        let client = try RawPeer(context: try ZMQContext(), endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
         try client.sendAccepted(accepted, to: "echo/nobody")
         let id = try client.sendMessage(from: "client/1", to: next, kind: "echo", body: [9])
@@ -329,7 +329,7 @@ struct RoutingTests {
     func forbiddenSends() throws {
         let broker = try TestBroker()
         defer { broker.stop() }
-        let client = try RawPeer(context: try Context(), endpoint: broker.endpoint)
+        let client = try RawPeer(context: try ZMQContext(), endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
         let forged = try client.sendMessage(from: "client/1", to: "child/c1", kind: "response", body: Array("{}".utf8))
         #expect(try client.expectNack(forged).code == ErrorCode.forbidden.rawValue)

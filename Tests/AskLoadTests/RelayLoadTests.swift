@@ -24,7 +24,7 @@ final class InProcessBroker {
         configuration.durability = .off
         service = try BrokerService(
             configuration: configuration,
-            logger: Logger(label: "load-test-broker", level: .warning)
+            logger: AskLogger(label: "load-test-broker", level: .warning)
         )
     }
 
@@ -69,7 +69,7 @@ struct RelayLoadTests {
 
     @Test("the same workload through a zmq_proxy (in this process) reports sane figures")
     func proxyBaseline() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let frontend = try context.socket(.router)
         let backend = try context.socket(.dealer)
         let f = try frontend.bind("tcp://127.0.0.1:*")
@@ -90,7 +90,7 @@ struct RelayLoadTests {
         let result = try RelayLoad.run(
             target: .proxy(frontend: f, backend: b),
             options: options,
-            context: try Context()
+            context: try ZMQContext()
         )
         #expect(result.target == "zmq_proxy")
         #expect(result.throughput > 0 && result.errors == 0)

@@ -38,12 +38,12 @@ public struct Received: CustomStringConvertible, Sendable {
 
 /// A hand-driven DEALER speaking the wire protocol frame by frame: the test decides every byte.
 public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drives it, one blocking call at a time.
-    public let socket: Socket
+    public let socket: ZMQSocket
     public var buffer = Multipart()
     /// Messages read while waiting for something else, kept for later expectations.
     public var backlog: [Received] = []
 
-    public init(context: Context, endpoint: String, curve: (keys: CurveKeyPair, serverKey: String)? = nil) throws {
+    public init(context: ZMQContext, endpoint: String, curve: (keys: CurveKeyPair, serverKey: String)? = nil) throws {
         socket = try context.socket(.dealer)
         try socket.set(.linger, 0)
         if let curve { try socket.makeCurveClient(curve.keys, serverKey: curve.serverKey) }

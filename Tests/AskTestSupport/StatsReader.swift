@@ -4,9 +4,9 @@ import ZeroMQ
 
 /// Subscribes to a broker's stats endpoint and waits for a snapshot that satisfies a condition.
 public final class StatsReader: @unchecked Sendable {  // @unchecked: one test drives it, one blocking call at a time.
-    let socket: Socket
+    let socket: ZMQSocket
 
-    public init(context: Context, endpoint: String) throws {
+    public init(context: ZMQContext, endpoint: String) throws {
         socket = try context.socket(.sub)
         try socket.set(.linger, 0)
         try socket.set(.subscribe, Array("stats".utf8))

@@ -30,7 +30,7 @@ public final class TestBroker: @unchecked Sendable {  // @unchecked: immutable a
         self.directory = directory
         service = try BrokerService(
             configuration: configuration,
-            logger: Logger(label: "test-broker", level: .debug, sink: logs)
+            logger: AskLogger(label: "test-broker", level: .debug, sink: logs)
         )
     }
 

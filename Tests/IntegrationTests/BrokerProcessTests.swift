@@ -26,7 +26,7 @@ struct BrokerProcessTests {
         defer { directory.cleanup() }
         var (broker, endpoint) = try startBroker(directory)
         defer { broker.kill9() }
-        let context = try Context()
+        let context = try ZMQContext()
         let client = try RawPeer(context: context, endpoint: endpoint)
         try client.register(role: .client, ["client/1"])
         var acked: [MessageID] = []
@@ -49,7 +49,7 @@ struct BrokerProcessTests {
         broker.kill9()
         let port = endpoint
         (broker, endpoint) = try startBroker(directory, endpoint: port)
-        let echo = try RawPeer(context: try Context(), endpoint: endpoint)
+        let echo = try RawPeer(context: try ZMQContext(), endpoint: endpoint)
         try echo.register(role: .echo, ["echo/offline"])
         var delivered: [MessageID] = []
         let ackedSet = Set(acked)
@@ -71,7 +71,7 @@ struct BrokerProcessTests {
         defer { directory.cleanup() }
         let (broker, endpoint) = try startBroker(directory)
         defer { broker.kill9() }
-        let peer = try RawPeer(context: try Context(), endpoint: endpoint)
+        let peer = try RawPeer(context: try ZMQContext(), endpoint: endpoint)
         try peer.register(role: .echo, ["echo/1"])
         broker.signal(SIGTERM)
         _ = try peer.expect { $0.command == .bye }
@@ -84,7 +84,7 @@ struct BrokerProcessTests {
         defer { directory.cleanup() }
         let (broker, endpoint) = try startBroker(directory, durability: "off")
         defer { broker.kill9() }
-        let context = try Context()
+        let context = try ZMQContext()
         let owner = try RawPeer(context: context, endpoint: endpoint)
         try owner.register(role: .guardian, ["guardian/g1"], family: "f1")
         let thief = try RawPeer(context: context, endpoint: endpoint)
@@ -136,7 +136,7 @@ struct BrokerProcessTests {
         )
         defer { broker.kill9() }
         let endpoint = try broker.readyEndpoint()
-        let peer = try RawPeer(context: try Context(), endpoint: endpoint)
+        let peer = try RawPeer(context: try ZMQContext(), endpoint: endpoint)
         try peer.register(role: .echo, ["echo/1"])
         let top = try TestProcess(
             "askrelay",

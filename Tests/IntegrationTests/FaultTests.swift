@@ -246,7 +246,7 @@ struct SlowConsumerTests {
             parent.kill9()
         }
         _ = try parent.waitForLine(startingWith: "ready")
-        let client = try RawPeer(context: try Context(), endpoint: endpoint)
+        let client = try RawPeer(context: try ZMQContext(), endpoint: endpoint)
         try client.register(role: .client, ["client/1"])
         let body = Array(repeating: UInt8(ascii: "x"), count: 8192)
         /// Sends one message to the guardian and returns the broker's answer: ack, or the NACK code.
@@ -324,7 +324,7 @@ struct StalledBrokerTests {
             broker.kill9()
         }
         let endpoint = try broker.readyEndpoint()
-        let context = try Context()
+        let context = try ZMQContext()
         let client = try RawPeer(context: context, endpoint: endpoint)
         try client.register(role: .client, ["client/1"])
         let echo = try RawPeer(context: context, endpoint: endpoint)
@@ -389,7 +389,7 @@ struct DiskFullTests {
         }
         var (broker, endpoint) = try startBroker()
         defer { broker.kill9() }
-        let context = try Context()
+        let context = try ZMQContext()
         let client = try RawPeer(context: context, endpoint: endpoint)
         try client.register(role: .client, ["client/1"])
         let body = Array(repeating: UInt8(ascii: "d"), count: 4096)
@@ -551,7 +551,7 @@ struct LiveFuzzTests {
         let run = try FaultSupport.simulate(scenario, directory: directory, insecure: true) { pids in
             let brokerPid = try #require(pids["broker"])
             let endpoint = try #require(FaultSupport.endpoint(ofBroker: brokerPid))
-            let context = try Context()
+            let context = try ZMQContext()
             let registered = try RawPeer(context: context, endpoint: endpoint)
             try registered.register(role: .client, ["client/fz1"])
             let stranger = try RawPeer(context: context, endpoint: endpoint)

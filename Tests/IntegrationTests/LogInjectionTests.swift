@@ -36,7 +36,7 @@ struct LogInjectionTests {
         )
         defer { broker.kill9() }
         let endpoint = try broker.readyEndpoint()
-        let context = try Context()
+        let context = try ZMQContext()
 
         // A worker name and an address that try to end the line, start a forged one and drive the terminal.
         let injector = try RawPeer(context: context, endpoint: endpoint)

@@ -73,14 +73,14 @@ struct OwnershipTests {
         #expect(message.contains(path) && message.contains("process \(first.pid)"), "\(message)")
 
         // The first still serves its socket: a client registers through it.
-        let peer = try RawPeer(context: try Context(), endpoint: endpoint)
+        let peer = try RawPeer(context: try ZMQContext(), endpoint: endpoint)
         try peer.register(role: .echo, ["echo/1"])
 
         first.kill9()
         let third = try broker(directory, data: directory.path + "/c", endpoint: endpoint, durability: "off")
         defer { third.kill9() }
         #expect(try third.readyEndpoint() == endpoint)
-        let again = try RawPeer(context: try Context(), endpoint: endpoint)
+        let again = try RawPeer(context: try ZMQContext(), endpoint: endpoint)
         try again.register(role: .echo, ["echo/2"])
     }
 
@@ -163,8 +163,8 @@ struct OwnershipTests {
         defer { broker.stop() }
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let context = try Context()
-        let logger = Logger(label: "test", level: .warning)
+        let context = try ZMQContext()
+        let logger = AskLogger(label: "test", level: .warning)
         let children = [ChildIdentity(id: "c1", family: "f1")]
         let first = try AskCenter(
             broker: broker.endpoint,

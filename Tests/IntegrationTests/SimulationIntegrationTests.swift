@@ -300,7 +300,7 @@ struct SimulationEdgeTests {
         options.quiet = true
         options.readyTimeout = .seconds(3)
         options.executableDirectory = TestProcess.binDirectory
-        let simulation = Simulation(options: options, logger: Logger(label: "test", level: .error))
+        let simulation = Simulation(options: options, logger: AskLogger(label: "test", level: .error))
         #expect {
             try simulation.run()
         } throws: { error in

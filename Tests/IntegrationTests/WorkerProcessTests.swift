@@ -16,7 +16,7 @@ final class ProcessWorld: @unchecked Sendable {
     let stats: String
     var limits: TestProcess?
     var parents: [TestProcess] = []
-    let context: Context
+    let context: ZMQContext
 
     static let state = """
         {"children": {
@@ -36,7 +36,7 @@ final class ProcessWorld: @unchecked Sendable {
             logDirectory: directory.path
         )
         endpoint = try broker.readyEndpoint()
-        context = try Context()
+        context = try ZMQContext()
         if startLimits { try startLimitsWorker() }
     }
 

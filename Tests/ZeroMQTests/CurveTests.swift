@@ -59,7 +59,7 @@ struct CurveTests {
 
     @Test("CURVE keys set on a socket read back, as Z85 text and as 32 bytes")
     func keysReadBack() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let keys = try CurveKeyPair.generate()
         let server = try makeSocket(context, .router)
         try server.makeCurveServer(keys)
@@ -76,7 +76,7 @@ struct CurveTests {
 
     @Test("A client with the right server key completes the handshake and its message is delivered")
     func handshakeSucceeds() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let serverKeys = try CurveKeyPair.generate()
         let server = try makeSocket(context, .pull)
         try server.makeCurveServer(serverKeys)
@@ -98,7 +98,7 @@ struct CurveTests {
 
     @Test("A client with the wrong server key fails the handshake and nothing is delivered")
     func handshakeFailsWithWrongServerKey() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let serverKeys = try CurveKeyPair.generate()
         let server = try makeSocket(context, .pull)
         try server.makeCurveServer(serverKeys)

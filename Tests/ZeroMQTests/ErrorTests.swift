@@ -12,7 +12,7 @@ struct ErrorTests {
 
     @Test("Binding a tcp port that is already bound is EADDRINUSE with a readable description")
     func addressInUse() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let first = try makeSocket(context, .router)
         let endpoint = try first.bind("tcp://127.0.0.1:*")
         let second = try makeSocket(context, .router)
@@ -28,7 +28,7 @@ struct ErrorTests {
 
     @Test("Malformed endpoints are EINVAL, unknown transports EPROTONOSUPPORT")
     func badEndpoints() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let socket = try makeSocket(context, .dealer)
 
         let badBind = try #require(throws: ZMQError.self) { try socket.bind("tcp://nonsense") }
@@ -52,7 +52,7 @@ struct ErrorTests {
 
     @Test("inproc connect works before the bind")
     func inprocConnectBeforeBind() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let dealer = try makeSocket(context, .dealer)
         try dealer.connect("inproc://bound-later")
         #expect(try dealer.send("early"))
@@ -64,7 +64,7 @@ struct ErrorTests {
 
     @Test("Shutting the context down makes a blocking receive on another thread throw ETERM")
     func contextShutdownInterruptsReceive() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let ready = Signal()
         let outcome = ThreadResult<Result<String, ZMQError>>()
         let thread = Thread {

@@ -9,16 +9,16 @@ struct HandshakeFailureTests {
     /// A CURVE ROUTER with a ZAP handler (on its own thread) that admits only `allowed`.
     // @unchecked: the sockets are used by the ZAP thread only after init.
     final class CurveServer: @unchecked Sendable {
-        let context: Context
+        let context: ZMQContext
         let keys: CurveKeyPair
         let endpoint: String
-        let router: Socket
-        let zap: Socket
+        let router: ZMQSocket
+        let zap: ZMQSocket
         let stopping = Atomic<Bool>(false)
         let finished = DispatchSemaphore(value: 0)
 
         init(allowed: Set<String>) throws {
-            context = try Context()
+            context = try ZMQContext()
             keys = try CurveKeyPair.generate()
             zap = try makeSocket(context, .rep, receiveTimeout: 50)
             _ = try zap.bind(ZAP.endpoint)
@@ -45,7 +45,7 @@ struct HandshakeFailureTests {
 
     /// Connects a DEALER (CURVE when `keys` is given) and returns the failures the monitor explains, in order:
     /// the first three, or what came within a second of the first (and within 5 s).
-    func failures(endpoint: String, context: Context, keys: CurveKeyPair?, serverKey: String?) throws
+    func failures(endpoint: String, context: ZMQContext, keys: CurveKeyPair?, serverKey: String?) throws
         -> [HandshakeFailure.Kind]
     {
         let dealer = try makeSocket(context, .dealer)
@@ -115,7 +115,7 @@ struct HandshakeFailureTests {
 
     @Test("nothing listening is a refused connect")
     func nothingListening() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let probe = try makeSocket(context, .router)
         let endpoint = try probe.bind("tcp://127.0.0.1:*")
         try probe.unbind(endpoint)

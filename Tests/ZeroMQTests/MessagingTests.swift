@@ -6,7 +6,7 @@ import ZeroMQ
 struct MessagingTests {
     @Test("DEALER to ROUTER and back keeps every frame, empty and 1 MiB ones included", arguments: Transport.allCases)
     func multipartRoundTrip(transport: Transport) throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let directory = try TemporaryDirectory()
         let router = try makeSocket(context, .router)
         let endpoint = try router.bind(transport.bindEndpoint(in: directory))
@@ -33,7 +33,7 @@ struct MessagingTests {
 
     @Test("Multipart buffer: frames, withFrame, size, and reuse leaves no stale frames")
     func multipartBufferReuse() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let pull = try makeSocket(context, .pull)
         let endpoint = try pull.bind("inproc://multipart-reuse")
         let push = try makeSocket(context, .push)
@@ -68,7 +68,7 @@ struct MessagingTests {
 
     @Test("String and single-frame sends arrive as UTF-8 frames with the right 'more' flags")
     func stringSend() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let pull = try makeSocket(context, .pull)
         let endpoint = try pull.bind("inproc://string-send")
         let push = try makeSocket(context, .push)
@@ -92,7 +92,7 @@ struct MessagingTests {
 
     @Test("ROUTER sees a DEALER's routing ID and replies to it by identity")
     func routerAddressing() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let router = try makeSocket(context, .router)
         try router.set(.routerMandatory, true)
         let endpoint = try router.bind("tcp://127.0.0.1:*")
@@ -128,7 +128,7 @@ struct MessagingTests {
 
     @Test("Without routerMandatory a message to an unknown identity is dropped silently")
     func routerDropsUnknownIdentity() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let router = try makeSocket(context, .router)
         let endpoint = try router.bind("inproc://router-drop")
         let dealer = try makeSocket(context, .dealer)
@@ -146,7 +146,7 @@ struct MessagingTests {
 
     @Test("Non-blocking receive with nothing waiting returns nil, not an error")
     func nonBlockingReceive() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let pull = try makeSocket(context, .pull)
         _ = try pull.bind("inproc://nothing-waiting")
         #expect(try pull.receive(.dontWait) == nil)
@@ -156,7 +156,7 @@ struct MessagingTests {
 
     @Test("A receive timeout makes a blocking receive return nil after about the timeout")
     func receiveTimeout() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let pull = try makeSocket(context, .pull, receiveTimeout: 150)
         _ = try pull.bind("inproc://receive-timeout")
         var result: (bytes: [UInt8], more: Bool)?
@@ -168,7 +168,7 @@ struct MessagingTests {
 
     @Test("A PUSH without peers reports would-block as false")
     func pushWithoutPeer() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let push = try makeSocket(context, .push)
         try push.set(.sendHighWaterMark, 10)
         #expect(try push.send("nobody listens", .dontWait) == false)
@@ -177,7 +177,7 @@ struct MessagingTests {
 
     @Test("High-water mark over inproc: sends stop at the mark and every accepted message is queued")
     func highWaterMarkInproc() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let pull = try makeSocket(context, .pull)
         try pull.set(.receiveHighWaterMark, 10)
         _ = try pull.bind("inproc://hwm")
@@ -197,7 +197,7 @@ struct MessagingTests {
 
     @Test("High-water mark over tcp with a peer that never reads: sends eventually would-block")
     func highWaterMarkTCP() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let pull = try makeSocket(context, .pull)
         try pull.set(.receiveHighWaterMark, 4)
         let endpoint = try pull.bind("tcp://127.0.0.1:*")
@@ -217,7 +217,7 @@ struct MessagingTests {
 
     @Test("maxMessageSize: an oversized message is not delivered and its sender is disconnected")
     func maxMessageSize() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let pull = try makeSocket(context, .pull)
         try pull.set(.maxMessageSize, 100)
         let monitor = try pull.monitor([.accepted, .disconnected])

@@ -2,18 +2,18 @@ import Foundation
 import Testing
 import ZeroMQ
 
-@Suite("Socket monitor", .timeLimit(.minutes(1)))
+@Suite("ZMQSocket monitor", .timeLimit(.minutes(1)))
 struct MonitorTests {
     @Test("tcp connect reports listening, connected and accepted; closing the client reports disconnected")
     func connectAndClientClose() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let server = try makeSocket(context, .router)
         let serverEvents = try server.monitor()
         let endpoint = try server.bind("tcp://127.0.0.1:*")
         let listening = try serverEvents.waitFor(.listening, timeoutMilliseconds: 5_000)
         #expect(listening?.endpoint == endpoint)
 
-        var client: Socket? = try makeSocket(context, .dealer)
+        var client: ZMQSocket? = try makeSocket(context, .dealer)
         let clientEvents = try client!.monitor()
         try client!.connect(endpoint)
 
@@ -32,8 +32,8 @@ struct MonitorTests {
 
     @Test("Closing the server reports disconnected on the client")
     func serverClose() throws {
-        let context = try Context()
-        var server: Socket? = try makeSocket(context, .router)
+        let context = try ZMQContext()
+        var server: ZMQSocket? = try makeSocket(context, .router)
         let endpoint = try server!.bind("tcp://127.0.0.1:*")
         let client = try makeSocket(context, .dealer)
         let clientEvents = try client.monitor([.connected, .disconnected])
@@ -48,7 +48,7 @@ struct MonitorTests {
 
     @Test("A monitor filters events and times out with nil when nothing happens")
     func filtersAndTimesOut() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let socket = try makeSocket(context, .router)
         let events = try socket.monitor(.accepted)
         _ = try socket.bind("tcp://127.0.0.1:*")

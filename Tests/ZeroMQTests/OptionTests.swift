@@ -3,11 +3,11 @@ import Foundation
 import Testing
 import ZeroMQ
 
-@Suite("Socket options", .timeLimit(.minutes(1)))
+@Suite("ZMQSocket options", .timeLimit(.minutes(1)))
 struct OptionTests {
     @Test("Set/get round trips for integer, 64-bit, boolean and byte options")
     func roundTrips() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let socket = try context.socket(.dealer)
 
         try socket.set(.linger, 250)
@@ -53,7 +53,7 @@ struct OptionTests {
 
     @Test("Write-only ROUTER options can be set")
     func writeOnlyOptions() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let router = try context.socket(.router)
         try router.set(.routerMandatory, true)
         try router.set(.routerHandover, true)
@@ -64,7 +64,7 @@ struct OptionTests {
 
     @Test("lastEndpoint is empty before binding and reports the OS-chosen port after")
     func lastEndpoint() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let socket = try makeSocket(context, .router)
         #expect(try socket.lastEndpoint == "")
         let bound = try socket.bind("tcp://127.0.0.1:*")
@@ -78,7 +78,7 @@ struct OptionTests {
 
     @Test("An invalid value is a ZMQError naming zmq_setsockopt and the option", arguments: [0, 256])
     func invalidRoutingID(length: Int) throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let socket = try context.socket(.dealer)
         let error = try #require(throws: ZMQError.self) {
             try socket.set(.routingID, [UInt8](repeating: 1, count: length))
@@ -93,7 +93,7 @@ struct OptionTests {
 
     @Test("An option set on the wrong socket type is a ZMQError naming the option")
     func optionOnWrongSocketType() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let dealer = try context.socket(.dealer)
         let error = try #require(throws: ZMQError.self) { try dealer.set(.routerMandatory, true) }
         #expect(error.code == EINVAL)
@@ -104,7 +104,7 @@ struct OptionTests {
 
     @Test("Reading a write-only option is a ZMQError naming zmq_getsockopt")
     func readingWriteOnlyOption() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let sub = try context.socket(.sub)
         let error = try #require(throws: ZMQError.self) { _ = try sub.get(.subscribe) }
         #expect(error.code == EINVAL)

@@ -2,14 +2,14 @@ import Foundation
 import Testing
 import ZeroMQ
 
-@Suite("Poller", .timeLimit(.minutes(1)))
+@Suite("ZMQPoller", .timeLimit(.minutes(1)))
 struct PollerTests {
     @Test("A poll with nothing ready returns 0 after about the timeout")
     func pollTimeout() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let pull = try makeSocket(context, .pull)
         _ = try pull.bind("inproc://poll-timeout")
-        var poller = Poller()
+        var poller = ZMQPoller()
         let index = poller.add(pull)
         var ready = -1
         let elapsed = try ContinuousClock().measure { ready = try poller.poll(timeoutMilliseconds: 200) }
@@ -23,7 +23,7 @@ struct PollerTests {
 
     @Test("A socket becomes readable after its peer sends")
     func readableAfterSend() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let pull = try makeSocket(context, .pull)
         let endpoint = try pull.bind("tcp://127.0.0.1:*")
         let push = try makeSocket(context, .push)
@@ -36,10 +36,10 @@ struct PollerTests {
 
     @Test("A poller over several sockets reports the index of the one that is ready")
     func pollerReportsTheRightIndex() throws {
-        let context = try Context()
-        var pulls: [Socket] = []
-        var pushes: [Socket] = []
-        var poller = Poller()
+        let context = try ZMQContext()
+        var pulls: [ZMQSocket] = []
+        var pushes: [ZMQSocket] = []
+        var poller = ZMQPoller()
         var indices: [Int] = []
         for number in 0..<3 {
             let pull = try makeSocket(context, .pull)
@@ -63,7 +63,7 @@ struct PollerTests {
         #expect(indices.map { poller.isReady($0) } == [false, false, true])
 
         // Asking for writability instead: a PUSH with a connected peer can send.
-        var writePoller = Poller()
+        var writePoller = ZMQPoller()
         let pushIndex = writePoller.add(pushes[0], .writable)
         #expect(try writePoller.poll(timeoutMilliseconds: 5_000) == 1)
         #expect(writePoller.events(pushIndex).contains(.writable))
@@ -77,10 +77,10 @@ struct PollerTests {
             close(fds[0])
             close(fds[1])
         }
-        let context = try Context()
+        let context = try ZMQContext()
         let pull = try makeSocket(context, .pull)
         _ = try pull.bind("inproc://poll-pipe")
-        var poller = Poller()
+        var poller = ZMQPoller()
         let socketIndex = poller.add(pull)
         let pipeIndex = poller.add(fileDescriptor: fds[0])
         #expect(try poller.poll(timeoutMilliseconds: 0) == 0)

@@ -6,7 +6,7 @@ import ZeroMQ
 struct ProxyTests {
     @Test("A steerable ROUTER/DEALER proxy carries a request to a REP worker and the reply back, then terminates")
     func steerableProxy() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         // Should TERMINATE be lost, unblock the proxy thread so the context can be torn down.
         defer { context.shutdown() }
         let started = Signal()
@@ -51,7 +51,7 @@ struct ProxyTests {
 
     @Test("A plain proxy ends with ETERM when the context shuts down")
     func plainProxyEndsOnShutdown() throws {
-        let context = try Context()
+        let context = try ZMQContext()
         let started = Signal()
         let finished = ThreadResult<String>()
         let proxyThread = Thread {

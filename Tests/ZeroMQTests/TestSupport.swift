@@ -4,7 +4,7 @@ import Testing
 import ZeroMQ
 
 /// Makes a socket that never blocks teardown (linger 0) and never blocks a test forever (timeouts).
-func makeSocket(_ context: Context, _ type: SocketType, receiveTimeout: Int32 = 5_000) throws -> Socket {
+func makeSocket(_ context: ZMQContext, _ type: SocketType, receiveTimeout: Int32 = 5_000) throws -> ZMQSocket {
     let socket = try context.socket(type)
     try socket.set(.linger, 0)
     try socket.set(.receiveTimeout, receiveTimeout)

@@ -11,7 +11,7 @@ struct WakeSignalTests {
     @Test("signal wakes a poller; drain clears it")
     func wakes() throws {
         let wake = try WakeSignal()
-        var poller = Poller()
+        var poller = ZMQPoller()
         let index = poller.add(fileDescriptor: wake.readDescriptor)
         _ = try poller.poll(timeoutMilliseconds: 0)
         #expect(!poller.isReady(index))

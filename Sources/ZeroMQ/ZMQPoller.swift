@@ -11,16 +11,16 @@ public struct PollEvents: OptionSet, Sendable {
 /// Waits on many sockets (and plain file descriptors) at once, with a timeout (`zmq_poll`).
 ///
 /// Like the sockets it watches, a poller belongs to one thread.
-public struct Poller {
+public struct ZMQPoller {
     @usableFromInline var items: [zmq_pollitem_t] = []
     /// Kept so the sockets stay open while they are polled.
-    private var sockets: [Socket?] = []
+    private var sockets: [ZMQSocket?] = []
 
     public init() {}
 
     /// Adds a socket; returns its index for ``isReady(_:)``.
     @discardableResult
-    public mutating func add(_ socket: Socket, _ events: PollEvents = .readable) -> Int {
+    public mutating func add(_ socket: ZMQSocket, _ events: PollEvents = .readable) -> Int {
         items.append(zmq_pollitem_t(socket: socket.handle, fd: -1, events: events.rawValue, revents: 0))
         sockets.append(socket)
         return items.count - 1
@@ -59,11 +59,11 @@ public struct Poller {
     @inlinable public func isReady(_ index: Int) -> Bool { items[index].revents & items[index].events != 0 }
 }
 
-extension Socket {
+extension ZMQSocket {
     /// Waits up to `timeoutMilliseconds` for this socket to become readable (or `events`).
     /// - Returns: whether it is ready.
     public func wait(for events: PollEvents = .readable, timeoutMilliseconds: Int) throws -> Bool {
-        var poller = Poller()
+        var poller = ZMQPoller()
         poller.add(self, events)
         return try poller.poll(timeoutMilliseconds: timeoutMilliseconds) > 0
     }

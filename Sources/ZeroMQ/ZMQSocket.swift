@@ -33,19 +33,19 @@ public enum Blocking: Sendable {
 
 /// One libzmq socket. It owns its handle and closes it in `deinit`.
 ///
-/// A libzmq socket is not thread-safe: a `Socket` belongs to exactly one thread, task or actor at a time, which is
+/// A libzmq socket is not thread-safe: a `ZMQSocket` belongs to exactly one thread, task or actor at a time, which is
 /// why it is not `Sendable`. Hand a freshly made socket to the thread that will use it and don't touch it afterwards.
-public final class Socket {
+public final class ZMQSocket {
     @usableFromInline let handle: UnsafeMutableRawPointer
     /// Kept so that the context outlives its sockets.
-    public let context: Context
+    public let context: ZMQContext
     public let type: SocketType
     /// Reused for every frame received, so receiving allocates nothing in libzmq's message layer.
     /// Held through a pointer rather than a stored `var`, so the per-frame receive path has no dynamic
     /// exclusivity check (a `var` of a class costs a begin/end access pair for every `&scratch`).
     @usableFromInline let scratch: UnsafeMutablePointer<zmq_msg_t>
 
-    init(context: Context, type: SocketType) throws {
+    init(context: ZMQContext, type: SocketType) throws {
         guard let handle = zmq_socket(context.handle, type.rawValue) else {
             throw ZMQError(code: zmq_errno(), call: "zmq_socket")
         }
@@ -265,8 +265,8 @@ public struct Multipart: Sendable, Equatable {
 /// Moves a socket to the thread that will own it. A socket is used by one thread at a time; the creator wraps it,
 /// hands the wrapper over and never touches the socket again.
 public struct SocketHandoff: @unchecked Sendable {  // @unchecked: ownership transfer, enforced by the take-once rule.
-    private let socket: Socket
-    public init(_ socket: Socket) { self.socket = socket }
+    private let socket: ZMQSocket
+    public init(_ socket: ZMQSocket) { self.socket = socket }
     /// The socket, for the receiving thread.
-    public func take() -> Socket { socket }
+    public func take() -> ZMQSocket { socket }
 }

@@ -5,7 +5,7 @@ import CZeroMQ
 /// The context is safe to use from any thread (libzmq guarantees this for `zmq_ctx_*` and `zmq_socket`);
 /// the sockets it creates are not. Sockets keep their context alive, so it is terminated only once the
 /// last socket is gone.
-public final class Context: @unchecked Sendable {  // @unchecked: the only state is libzmq's thread-safe handle.
+public final class ZMQContext: @unchecked Sendable {  // @unchecked: the only state is libzmq's thread-safe handle.
     @usableFromInline let handle: UnsafeMutableRawPointer
 
     /// Creates a context.
@@ -32,8 +32,8 @@ public final class Context: @unchecked Sendable {  // @unchecked: the only state
     }
 
     /// Creates a socket of the given type. The socket belongs to the thread or task that uses it.
-    public func socket(_ type: SocketType) throws -> Socket {
-        try Socket(context: self, type: type)
+    public func socket(_ type: SocketType) throws -> ZMQSocket {
+        try ZMQSocket(context: self, type: type)
     }
 }
 
@@ -56,14 +56,18 @@ public enum ZMQ {
     /// Runs libzmq's built-in proxy between two sockets until the context is terminated, optionally copying every
     /// message to `capture`. It blocks the calling thread; run it on a thread of its own.
     /// - Throws: ``ZMQError``; `ETERM` (see ``ZMQError/isContextTerminated``) is the normal way it ends.
-    public static func proxy(frontend: Socket, backend: Socket, capture: Socket? = nil) throws {
+    public static func proxy(frontend: ZMQSocket, backend: ZMQSocket, capture: ZMQSocket? = nil) throws {
         try zmqCheck("zmq_proxy") { zmq_proxy(frontend.handle, backend.handle, capture?.handle) }
     }
 
     /// Like ``proxy(frontend:backend:capture:)``, controlled through `control`: send `PAUSE`, `RESUME` or
     /// `TERMINATE` to it from a peer socket. Returns normally after `TERMINATE`.
-    public static func proxySteerable(frontend: Socket, backend: Socket, capture: Socket? = nil, control: Socket) throws
-    {
+    public static func proxySteerable(
+        frontend: ZMQSocket,
+        backend: ZMQSocket,
+        capture: ZMQSocket? = nil,
+        control: ZMQSocket
+    ) throws {
         try zmqCheck("zmq_proxy_steerable") {
             zmq_proxy_steerable(frontend.handle, backend.handle, capture?.handle, control.handle)
         }

@@ -2,9 +2,9 @@ import CZeroMQ
 
 /// One libzmq message frame (`zmq_msg_t`), owned and closed by this value.
 ///
-/// Use it where bytes only pass through: a frame received into a `Message` can be sent on to another peer without
-/// being copied (libzmq hands over its buffer), and one `Message` can be reused for every frame of a loop.
-public struct Message: ~Copyable {
+/// Use it where bytes only pass through: a frame received into a `ZMQMessage` can be sent on to another peer without
+/// being copied (libzmq hands over its buffer), and one `ZMQMessage` can be reused for every frame of a loop.
+public struct ZMQMessage: ~Copyable {
     @usableFromInline var raw = zmq_msg_t()
 
     /// An empty frame.
@@ -45,16 +45,16 @@ public struct Message: ~Copyable {
     }
 
     /// Makes this message share `other`'s content (reference counted, no copy), so the same bytes can be sent twice.
-    public mutating func copy(from other: inout Message) throws {
+    public mutating func copy(from other: inout ZMQMessage) throws {
         try zmqCheck("zmq_msg_copy") { zmq_msg_copy(&raw, &other.raw) }
     }
 }
 
-extension Socket {
+extension ZMQSocket {
     /// Receives one frame into `message`, replacing its content.
     /// - Returns: `false` when `blocking` is `.dontWait` and nothing is waiting.
     @inlinable
-    public func receive(_ message: inout Message, _ blocking: Blocking = .wait) throws -> Bool {
+    public func receive(_ message: inout ZMQMessage, _ blocking: Blocking = .wait) throws -> Bool {
         let outcome = try zmqCall("zmq_msg_recv") { zmq_msg_recv(&message.raw, handle, blocking.flag) }
         if case .wouldBlock = outcome { return false }
         return true
@@ -63,7 +63,7 @@ extension Socket {
     /// Sends `message` without copying its bytes; on success `message` is left empty and can be reused.
     /// - Returns: `false` when `blocking` is `.dontWait` and the frame cannot be queued now (`message` is kept).
     @inlinable @discardableResult
-    public func send(_ message: inout Message, more: Bool = false, _ blocking: Blocking = .wait) throws -> Bool {
+    public func send(_ message: inout ZMQMessage, more: Bool = false, _ blocking: Blocking = .wait) throws -> Bool {
         let flags = (more ? ZMQ_SNDMORE : 0) | blocking.flag
         let outcome = try zmqCall("zmq_msg_send") { zmq_msg_send(&message.raw, handle, flags) }
         if case .wouldBlock = outcome { return false }

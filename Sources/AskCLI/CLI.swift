@@ -593,3 +593,33 @@ public final class SignalWatcher: @unchecked Sendable {  // @unchecked: the sour
         for source in sources { source.cancel() }
     }
 }
+
+extension OptionSpec {
+    /// The options every worker executable (askrelay-limits, -parent, -child) takes for its broker connection: the
+    /// heartbeat, the CURVE keys and the log level.
+    /// - Parameter logLevels: the level names, listed in the help.
+    public static func workerConnection(logLevels: [String]) -> [OptionSpec] {
+        [
+            .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
+            .value(
+                "curve-key",
+                "FILE",
+                env: "ASKRELAY_CURVE_KEY",
+                help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"
+            ),
+            .value(
+                "broker-key",
+                "KEY|FILE",
+                env: "ASKRELAY_BROKER_KEY",
+                help: "the broker's CURVE public key, or a file holding it (broker.public)"
+            ),
+            .value(
+                "log-level",
+                "LEVEL",
+                env: "ASKRELAY_LOG_LEVEL",
+                default: "info",
+                help: logLevels.joined(separator: ", ")
+            ),
+        ]
+    }
+}

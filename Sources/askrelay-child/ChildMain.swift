@@ -20,140 +20,121 @@ struct ChildMain: Command {
         the end, then exits 0 (unless --stay). SIGTERM or SIGINT: stop, keep the records written so far, exit 0.
         Durations take a unit: 250ms, 2s, 5m, 48h (at most 100d). See docs/workers.md.
         """
-    static let options: [OptionSpec] = [
-        .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
-        .value("child", "ID@FAMILY", env: "ASKRELAY_CHILDREN", repeatable: true, help: "a child to host"),
-        .value("families", "N", env: "ASKRELAY_FAMILIES", default: "0", help: "generated families"),
-        .value(
-            "children-per-family",
-            "C",
-            env: "ASKRELAY_CHILDREN_PER_FAMILY",
-            default: "1",
-            help: "generated children per family"
-        ),
-        .value("id-prefix", "P", env: "ASKRELAY_ID_PREFIX", default: "c", help: "prefix of generated child ids"),
-        .value("seed", "N", env: "ASKRELAY_SEED", default: "1", help: "seed of contacts, choices and think times"),
-        .value("records", "FILE", env: "ASKRELAY_RECORDS", help: "append one JSON line per finished flow"),
-        .value(
-            "state-dir",
-            "DIR",
-            env: "ASKRELAY_STATE_DIR",
-            help: "response record of the ask center (memory when absent)"
-        ),
-        .value(
-            "flows",
-            "N",
-            env: "ASKRELAY_FLOWS",
-            default: "10",
-            help: "asks per child (0: unlimited, needs --duration)"
-        ),
-        .value("duration", "DURATION", env: "ASKRELAY_DURATION", help: "stop starting flows after this long"),
-        .value(
-            "think",
-            "DURATION",
-            env: "ASKRELAY_THINK",
-            default: "100ms",
-            help: "mean pause between a child's flows"
-        ),
-        .value(
-            "cancel-probability",
-            "P",
-            env: "ASKRELAY_CANCEL_PROBABILITY",
-            default: "0.1",
-            help: "cancel the send sheet instead of sending"
-        ),
-        .value(
-            "abandon-probability",
-            "P",
-            env: "ASKRELAY_ABANDON_PROBABILITY",
-            default: "0",
-            help: "neither send nor cancel; wait out the pending window"
-        ),
-        .value("contacts", "N", env: "ASKRELAY_CONTACTS", default: "8", help: "generated contacts per child"),
-        .value(
-            "known-ratio",
-            "R",
-            env: "ASKRELAY_KNOWN_RATIO",
-            default: "0.2",
-            help: "share of contacts known beforehand"
-        ),
-        .value(
-            "invalid-ratio",
-            "R",
-            env: "ASKRELAY_INVALID_RATIO",
-            default: "0",
-            help: "share of deliberately invalid questions"
-        ),
-        .value(
-            "group-ratio",
-            "R",
-            env: "ASKRELAY_GROUP_RATIO",
-            default: "0.2",
-            help: "share of questions about several people"
-        ),
-        .value(
-            "app-update-ratio",
-            "R",
-            env: "ASKRELAY_APP_UPDATE_RATIO",
-            default: "0.1",
-            help: "share of significant-app-update questions"
-        ),
-        .value(
-            "pending-window",
-            "DURATION",
-            env: "ASKRELAY_PENDING_WINDOW",
-            default: "48h",
-            help: "how long a question may wait, before scaling"
-        ),
-        .value(
-            "time-scale",
-            "X",
-            env: "ASKRELAY_TIME_SCALE",
-            default: "1",
-            help: "divide --pending-window and --expire-after by X"
-        ),
-        .value(
-            "expire-after",
-            "DURATION",
-            env: "ASKRELAY_EXPIRE_AFTER",
-            help: "give questions expirationDate = now + this (scaled)"
-        ),
-        .value(
-            "grace",
-            "DURATION",
-            env: "ASKRELAY_GRACE",
-            default: "2s",
-            help: "wait this long past a sent question's expiry before 'expired'"
-        ),
-        .value(
-            "ask-timeout",
-            "DURATION",
-            env: "ASKRELAY_ASK_TIMEOUT",
-            default: "10s",
-            help: "wait for the limits service's ask.result"
-        ),
-        .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
-        .value(
-            "curve-key",
-            "FILE",
-            env: "ASKRELAY_CURVE_KEY",
-            help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"
-        ),
-        .value(
-            "broker-key",
-            "KEY|FILE",
-            env: "ASKRELAY_BROKER_KEY",
-            help: "the broker's CURVE public key, or a file holding it (broker.public)"
-        ),
-        .value(
-            "log-level",
-            "LEVEL",
-            env: "ASKRELAY_LOG_LEVEL",
-            default: "info",
-            help: AskLogger.Level.allCases.map(\.description).joined(separator: ", ")
-        ),
-        .flag("stay", env: "ASKRELAY_STAY", help: "keep running after the flows are done, until SIGTERM"),
-    ]
+    static let options: [OptionSpec] =
+        [
+            .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
+            .value("child", "ID@FAMILY", env: "ASKRELAY_CHILDREN", repeatable: true, help: "a child to host"),
+            .value("families", "N", env: "ASKRELAY_FAMILIES", default: "0", help: "generated families"),
+            .value(
+                "children-per-family",
+                "C",
+                env: "ASKRELAY_CHILDREN_PER_FAMILY",
+                default: "1",
+                help: "generated children per family"
+            ),
+            .value("id-prefix", "P", env: "ASKRELAY_ID_PREFIX", default: "c", help: "prefix of generated child ids"),
+            .value("seed", "N", env: "ASKRELAY_SEED", default: "1", help: "seed of contacts, choices and think times"),
+            .value("records", "FILE", env: "ASKRELAY_RECORDS", help: "append one JSON line per finished flow"),
+            .value(
+                "state-dir",
+                "DIR",
+                env: "ASKRELAY_STATE_DIR",
+                help: "response record of the ask center (memory when absent)"
+            ),
+            .value(
+                "flows",
+                "N",
+                env: "ASKRELAY_FLOWS",
+                default: "10",
+                help: "asks per child (0: unlimited, needs --duration)"
+            ),
+            .value("duration", "DURATION", env: "ASKRELAY_DURATION", help: "stop starting flows after this long"),
+            .value(
+                "think",
+                "DURATION",
+                env: "ASKRELAY_THINK",
+                default: "100ms",
+                help: "mean pause between a child's flows"
+            ),
+            .value(
+                "cancel-probability",
+                "P",
+                env: "ASKRELAY_CANCEL_PROBABILITY",
+                default: "0.1",
+                help: "cancel the send sheet instead of sending"
+            ),
+            .value(
+                "abandon-probability",
+                "P",
+                env: "ASKRELAY_ABANDON_PROBABILITY",
+                default: "0",
+                help: "neither send nor cancel; wait out the pending window"
+            ),
+            .value("contacts", "N", env: "ASKRELAY_CONTACTS", default: "8", help: "generated contacts per child"),
+            .value(
+                "known-ratio",
+                "R",
+                env: "ASKRELAY_KNOWN_RATIO",
+                default: "0.2",
+                help: "share of contacts known beforehand"
+            ),
+            .value(
+                "invalid-ratio",
+                "R",
+                env: "ASKRELAY_INVALID_RATIO",
+                default: "0",
+                help: "share of deliberately invalid questions"
+            ),
+            .value(
+                "group-ratio",
+                "R",
+                env: "ASKRELAY_GROUP_RATIO",
+                default: "0.2",
+                help: "share of questions about several people"
+            ),
+            .value(
+                "app-update-ratio",
+                "R",
+                env: "ASKRELAY_APP_UPDATE_RATIO",
+                default: "0.1",
+                help: "share of significant-app-update questions"
+            ),
+            .value(
+                "pending-window",
+                "DURATION",
+                env: "ASKRELAY_PENDING_WINDOW",
+                default: "48h",
+                help: "how long a question may wait, before scaling"
+            ),
+            .value(
+                "time-scale",
+                "X",
+                env: "ASKRELAY_TIME_SCALE",
+                default: "1",
+                help: "divide --pending-window and --expire-after by X"
+            ),
+            .value(
+                "expire-after",
+                "DURATION",
+                env: "ASKRELAY_EXPIRE_AFTER",
+                help: "give questions expirationDate = now + this (scaled)"
+            ),
+            .value(
+                "grace",
+                "DURATION",
+                env: "ASKRELAY_GRACE",
+                default: "2s",
+                help: "wait this long past a sent question's expiry before 'expired'"
+            ),
+            .value(
+                "ask-timeout",
+                "DURATION",
+                env: "ASKRELAY_ASK_TIMEOUT",
+                default: "10s",
+                help: "wait for the limits service's ask.result"
+            ),
+            .flag("stay", env: "ASKRELAY_STAY", help: "keep running after the flows are done, until SIGTERM"),
+        ] + OptionSpec.workerConnection(logLevels: AskLogger.Level.allCases.map(\.description))
 
     let configuration: ChildWorkerConfiguration
     let logLevel: AskLogger.Level

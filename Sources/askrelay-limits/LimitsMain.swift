@@ -19,44 +19,25 @@ struct LimitsMain: Command {
         does not accept), or a connection that dies, exits 69 with the reason. Durations take a unit: 250ms, 2s.
         See docs/workers.md.
         """
-    static let options: [OptionSpec] = [
-        .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
-        .value("id", "ID", env: "ASKRELAY_ID", default: "limits-1", help: "serve limits/<ID>"),
-        .value(
-            "state",
-            "FILE",
-            env: "ASKRELAY_STATE",
-            help: "JSON state file that seeds the store (defaults + per child)"
-        ),
-        .value(
-            "data-dir",
-            "DIR",
-            env: "ASKRELAY_DATA_DIR",
-            default: "./askrelay-limits-data",
-            help: "folder of the SQLite store"
-        ),
-        .flag("reset", env: "ASKRELAY_RESET", help: "forget the stored state and seed again from --state"),
-        .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
-        .value(
-            "curve-key",
-            "FILE",
-            env: "ASKRELAY_CURVE_KEY",
-            help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"
-        ),
-        .value(
-            "broker-key",
-            "KEY|FILE",
-            env: "ASKRELAY_BROKER_KEY",
-            help: "the broker's CURVE public key, or a file holding it (broker.public)"
-        ),
-        .value(
-            "log-level",
-            "LEVEL",
-            env: "ASKRELAY_LOG_LEVEL",
-            default: "info",
-            help: AskLogger.Level.allCases.map(\.description).joined(separator: ", ")
-        ),
-    ]
+    static let options: [OptionSpec] =
+        [
+            .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
+            .value("id", "ID", env: "ASKRELAY_ID", default: "limits-1", help: "serve limits/<ID>"),
+            .value(
+                "state",
+                "FILE",
+                env: "ASKRELAY_STATE",
+                help: "JSON state file that seeds the store (defaults + per child)"
+            ),
+            .value(
+                "data-dir",
+                "DIR",
+                env: "ASKRELAY_DATA_DIR",
+                default: "./askrelay-limits-data",
+                help: "folder of the SQLite store"
+            ),
+            .flag("reset", env: "ASKRELAY_RESET", help: "forget the stored state and seed again from --state"),
+        ] + OptionSpec.workerConnection(logLevels: AskLogger.Level.allCases.map(\.description))
 
     let configuration: LimitsWorkerConfiguration
     let logLevel: AskLogger.Level

@@ -73,27 +73,7 @@ struct ParentMain: Command {
             ),
             .value("seed", "N", env: "ASKRELAY_SEED", default: "1", help: "seed of every guardian's random streams"),
             .value("records", "FILE", env: "ASKRELAY_RECORDS", help: "append one JSON line per answer attempt"),
-            .value("heartbeat", "DURATION", env: "ASKRELAY_HEARTBEAT", default: "1s", help: "heartbeat interval"),
-            .value(
-                "curve-key",
-                "FILE",
-                env: "ASKRELAY_CURVE_KEY",
-                help: "this worker's CURVE key file (askrelay keys generate); with --broker-key"
-            ),
-            .value(
-                "broker-key",
-                "KEY|FILE",
-                env: "ASKRELAY_BROKER_KEY",
-                help: "the broker's CURVE public key, or a file holding it (broker.public)"
-            ),
-            .value(
-                "log-level",
-                "LEVEL",
-                env: "ASKRELAY_LOG_LEVEL",
-                default: "info",
-                help: AskLogger.Level.allCases.map(\.description).joined(separator: ", ")
-            ),
-        ] + testingOptions
+        ] + OptionSpec.workerConnection(logLevels: AskLogger.Level.allCases.map(\.description)) + testingOptions
 
     #if DEBUG
         /// Debug (testing) builds only: a release parent cannot be told to break the expiry rule.

@@ -544,7 +544,9 @@ enum DocExamples {
             for pid in members { kill(pid, signal) }
             let deadline = ContinuousClock.now + .seconds(signal == SIGTERM ? 15 : 5)
             while !sessionMembers(session).isEmpty && ContinuousClock.now < deadline {
-                Thread.sleep(forTimeInterval: 0.05)  // polling /proc for exits of processes that are not our children
+                // A poll with a deadline, not a readiness wait: these processes are not our children, so no wait()
+                // or termination handler tells us when they end, and /proc is all there is to read.
+                Thread.sleep(forTimeInterval: 0.05)  // allowed: see above
             }
         }
     }

@@ -594,7 +594,7 @@ public final class WorkerConnection {
             counters.reconnects += 1
             loseRegistration()
             (socket, monitor) = try Self.makeSocket(configuration, context: context)
-            diagnosis = HandshakeDiagnosis()
+            diagnosis.socketReplaced()
             socketReplaced = true
             lastHeard = now
             sendHello(force: true)

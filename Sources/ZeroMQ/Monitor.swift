@@ -162,6 +162,14 @@ public struct HandshakeDiagnosis: Sendable {
 
     public init() {}
 
+    /// Starts over on a fresh socket after a reconnect. A definite cause seen since the last success stays the
+    /// cause: the drops of the next socket are its consequence too (a plain client's next connection to a CURVE
+    /// server may be dropped before libzmq reports the mismatch again), so they are not a second, vaguer cause.
+    public mutating func socketReplaced() {
+        drops = 0
+        connected = false
+    }
+
     /// - Returns: the failure this event shows, or `nil` (no failure, or not certain yet).
     public mutating func read(_ event: MonitorEvent) -> HandshakeFailure? {
         func failure(_ kind: HandshakeFailure.Kind) -> HandshakeFailure {

@@ -200,6 +200,6 @@ struct ConnectionFailureTests {
         }
         let log = Self.stderr(parent)
         #expect(log.components(separatedBy: expected).count - 1 == 1, "said once:\n\(log.suffix(3000))")
-        #expect(log.components(separatedBy: "no session with the broker").count - 1 == 1)
+        #expect(log.components(separatedBy: "no session with the broker").count - 1 == 1, "\(log.suffix(3000))")
     }
 }

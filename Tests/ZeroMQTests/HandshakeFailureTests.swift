@@ -1,7 +1,8 @@
 import Foundation
 import Synchronization
 import Testing
-import ZeroMQ
+@testable import ZeroMQ
+import CZeroMQ
 
 /// What a CURVE client's monitor reports for each way its connection can fail, and how ``HandshakeFailure`` reads it.
 @Suite("handshake failures a client can tell apart", .serialized, .timeLimit(.minutes(1)))
@@ -135,5 +136,25 @@ struct HandshakeFailureTests {
         #expect(event?.event == .handshakeSucceeded)
         var reader = HandshakeDiagnosis()
         #expect(event.flatMap { reader.read($0) } == nil)
+    }
+
+    @Test("a definite cause stays the cause on the next socket: its drops are not a second cause")
+    func definiteCauseSurvivesReconnect() {
+        func event(_ kind: MonitorEvents, _ value: UInt32 = 0) -> MonitorEvent {
+            MonitorEvent(event: kind, value: value, endpoint: "tcp://127.0.0.1:1")
+        }
+        var reader = HandshakeDiagnosis()
+        let mismatch = UInt32(ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        #expect(reader.read(event(.handshakeFailedProtocol, mismatch))?.kind == .mechanismMismatch)
+        reader.socketReplaced()
+        // A fresh diagnosis would call two drops in a row `noHandshake`: a second "no session" line.
+        #expect(reader.read(event(.disconnected)) == nil)
+        #expect(reader.read(event(.disconnected)) == nil)
+        #expect(reader.read(event(.handshakeFailedProtocol, mismatch))?.kind == .mechanismMismatch)
+        // After a success, drops count again.
+        _ = reader.read(event(.handshakeSucceeded))
+        reader.socketReplaced()
+        _ = reader.read(event(.disconnected))
+        #expect(reader.read(event(.disconnected))?.kind == .noHandshake)
     }
 }

@@ -148,6 +148,21 @@ public struct LoadExperiment: Sendable {
         return report.table
     }
 
+    /// Runs one step of a rate sweep: its progress line and throughput samples go under `label`.
+    static func sweepStep<Run>(
+        _ label: String,
+        _ progress: ProgressPrinter,
+        _ recorder: ThroughputRecorder,
+        _ measure: (_ onProgress: @escaping (RelayLoadProgress) -> Void) throws -> Run
+    ) throws -> Run {
+        let run = try measure {
+            progress.show(label, $0)
+            recorder.record(label, $0)
+        }
+        progress.finish()
+        return run
+    }
+
     func runRelaySweep() throws -> [String] {
         let progress = ProgressPrinter()
         let recorder = ThroughputRecorder()
@@ -158,16 +173,9 @@ public struct LoadExperiment: Sendable {
                 step: { rate in
                     var options = base
                     options.rate = rate
-                    let label = String(format: "askrelay @%.0f/s", rate)
-                    let run = try RelayLoad.run(
-                        target: .broker(endpoint),
-                        options: options,
-                        progress: {
-                            progress.show(label, $0)
-                            recorder.record(label, $0)
-                        }
-                    )
-                    progress.finish()
+                    let run = try Self.sweepStep(String(format: "askrelay @%.0f/s", rate), progress, recorder) {
+                        try RelayLoad.run(target: .broker(endpoint), options: options, progress: $0)
+                    }
                     var step = SweepStep(
                         targetRate: rate,
                         achievedRate: run.throughput,
@@ -260,16 +268,9 @@ public struct LoadExperiment: Sendable {
                 step: { rate in
                     var options = base
                     options.rate = rate
-                    let label = String(format: "flows @%.0f/s", rate)
-                    let run = try FlowLoad.run(
-                        broker: services.broker,
-                        options: options,
-                        progress: {
-                            progress.show(label, $0)
-                            recorder.record(label, $0)
-                        }
-                    )
-                    progress.finish()
+                    let run = try Self.sweepStep(String(format: "flows @%.0f/s", rate), progress, recorder) {
+                        try FlowLoad.run(broker: services.broker, options: options, progress: $0)
+                    }
                     var step = SweepStep(
                         targetRate: rate,
                         achievedRate: run.throughput,

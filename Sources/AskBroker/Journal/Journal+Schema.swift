@@ -4,24 +4,20 @@ extension Journal {
     /// Bump when the schema changes, and add a step to `migrations`.
     static let schemaVersion: Int64 = 3
 
-    /// `migrations[n]` brings a version-`n` file to version `n + 1`. Version 0 is an empty file.
-    static let migrations: [String] = [
-        """
-        CREATE TABLE message (
-            seq        INTEGER PRIMARY KEY,
-            id         BLOB    NOT NULL,
-            recipient  TEXT    NOT NULL,
+    /// The message table's columns after its key, the same in versions 1 and 2 (only the indexes changed).
+    private static let messageColumns = """
+        recipient  TEXT    NOT NULL,
             sender     TEXT    NOT NULL,
             kind       TEXT    NOT NULL,
             subject    BLOB,
             body       BLOB    NOT NULL,
             created_ms INTEGER NOT NULL,
-            expires_ms INTEGER,
-            UNIQUE (id, recipient)
-        );
-        CREATE TABLE question (
-            id                  BLOB    PRIMARY KEY,
-            child               TEXT    NOT NULL,
+            expires_ms INTEGER
+        """
+
+    /// The question table's columns after its key, the same in versions 1 and 3 (only the key changed).
+    private static let questionColumns = """
+        child               TEXT    NOT NULL,
             family              TEXT    NOT NULL,
             state               TEXT    NOT NULL,
             closed              INTEGER NOT NULL,
@@ -33,6 +29,20 @@ extension Journal {
             answered_by         TEXT,
             answer_choice_id    TEXT,
             closed_ms           INTEGER
+        """
+
+    /// `migrations[n]` brings a version-`n` file to version `n + 1`. Version 0 is an empty file.
+    static let migrations: [String] = [
+        """
+        CREATE TABLE message (
+            seq        INTEGER PRIMARY KEY,
+            id         BLOB    NOT NULL,
+            \(messageColumns),
+            UNIQUE (id, recipient)
+        );
+        CREATE TABLE question (
+            id                  BLOB    PRIMARY KEY,
+            \(questionColumns)
         ) WITHOUT ROWID;
         CREATE INDEX question_open ON question (closed, created_ms);
         CREATE TABLE guardian (
@@ -56,13 +66,7 @@ extension Journal {
         CREATE TABLE message_v2 (
             seq        INTEGER PRIMARY KEY,
             id         BLOB    NOT NULL,
-            recipient  TEXT    NOT NULL,
-            sender     TEXT    NOT NULL,
-            kind       TEXT    NOT NULL,
-            subject    BLOB,
-            body       BLOB    NOT NULL,
-            created_ms INTEGER NOT NULL,
-            expires_ms INTEGER
+            \(messageColumns)
         );
         INSERT INTO message_v2 SELECT seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms FROM message;
         DROP TABLE message;
@@ -89,18 +93,7 @@ extension Journal {
         CREATE TABLE question_v3 (
             seq                 INTEGER PRIMARY KEY,
             id                  BLOB    NOT NULL UNIQUE,
-            child               TEXT    NOT NULL,
-            family              TEXT    NOT NULL,
-            state               TEXT    NOT NULL,
-            closed              INTEGER NOT NULL,
-            created_ms          INTEGER NOT NULL,
-            expires_ms          INTEGER NOT NULL,
-            question            BLOB    NOT NULL,
-            choice_ids          TEXT    NOT NULL,
-            approval_choice_ids TEXT    NOT NULL,
-            answered_by         TEXT,
-            answer_choice_id    TEXT,
-            closed_ms           INTEGER
+            \(questionColumns)
         );
         INSERT INTO question_v3 (id, child, family, state, closed, created_ms, expires_ms, question, choice_ids,
             approval_choice_ids, answered_by, answer_choice_id, closed_ms)

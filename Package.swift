@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
         // The model alone (Foundation only): a program that reads or writes questions links no libzmq.
         .library(name: "AskModel", targets: ["AskModel"]),
+        // The client: AskCenter, ContactApprovals, CommunicationLimits queries, GuardianCenter and their connection.
+        .library(name: "AskClient", targets: ["AskClient"]),
         .library(name: "AskProtocol", targets: ["AskProtocol"]),
         .library(name: "AskBroker", targets: ["AskBroker"]),
         .executable(name: "askrelay", targets: ["askrelay"]),
@@ -49,10 +51,17 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // Worker behaviours (child, parent, limits) and the AskCenter client library for Swift programs.
+        // The client library for Swift programs (AskCenter, ContactApprovals, GuardianCenter) and the connection
+        // runtime every worker shares (WorkerConnection, CurveOptions).
+        .target(
+            name: "AskClient",
+            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
+            swiftSettings: strict
+        ),
+        // Worker behaviours (child, parent, limits) over the client's connection runtime.
         .target(
             name: "AskAgents",
-            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
+            dependencies: ["AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
             swiftSettings: strict
         ),
         // Process supervision, scenarios, metrics, invariant checking, reports.
@@ -65,7 +74,7 @@ let package = Package(
         // Uses AskSimulation's server processes, latency histogram and report folders.
         .target(
             name: "AskLoad",
-            dependencies: ["AskSimulation", "AskProtocol", "AskAgents", "ZeroMQ", "AskLogging", "AskCLI"],
+            dependencies: ["AskSimulation", "AskProtocol", "AskAgents", "AskClient", "ZeroMQ", "AskLogging", "AskCLI"],
             swiftSettings: strict
         ),
 
@@ -85,17 +94,17 @@ let package = Package(
 
         .executableTarget(
             name: "askrelay-limits",
-            dependencies: ["AskAgents", "AskCLI", "AskLogging"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging"],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "askrelay-parent",
-            dependencies: ["AskAgents", "AskCLI", "AskLogging"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging"],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "askrelay-child",
-            dependencies: ["AskAgents", "AskCLI", "AskLogging"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging"],
             swiftSettings: strict
         ),
 
@@ -135,8 +144,15 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "AskClientTests",
+            dependencies: ["AskClient", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "AskAgentsTests",
-            dependencies: ["AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport"],
+            dependencies: [
+                "AskAgents", "AskClient", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport",
+            ],
             swiftSettings: strict
         ),
         .testTarget(
@@ -155,7 +171,8 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "AskProtocol", "AskAgents", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite", "AskTestSupport",
+                "AskProtocol", "AskAgents", "AskClient", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite",
+                "AskTestSupport",
             ],
             swiftSettings: strict
         ),

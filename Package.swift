@@ -10,13 +10,11 @@ let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 let package = Package(
     name: "AskRelay",
     products: [
-        .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
         // The model alone (Foundation only): a program that reads or writes questions links no libzmq.
         .library(name: "AskModel", targets: ["AskModel"]),
         // The client: AskCenter, ContactApprovals, CommunicationLimits queries, GuardianCenter and their connection.
+        // It re-exports AskProtocol (and so AskModel), ZeroMQ and AskLogging: one import builds a center.
         .library(name: "AskClient", targets: ["AskClient"]),
-        .library(name: "AskProtocol", targets: ["AskProtocol"]),
-        .library(name: "AskBroker", targets: ["AskBroker"]),
         .executable(name: "askrelay", targets: ["askrelay"]),
         .executable(name: "askrelay-broker", targets: ["askrelay-broker"]),
         .executable(name: "askrelay-limits", targets: ["askrelay-limits"]),

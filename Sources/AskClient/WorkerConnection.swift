@@ -6,13 +6,17 @@ import ZeroMQ
 
 /// How a worker connects: broker endpoint, who it is, what it serves, and its timing.
 public struct WorkerConfiguration: Sendable {
+    /// The broker endpoint, `tcp://HOST:PORT` or `ipc://PATH`.
     public var broker: String
+    /// The session's role (HELLO `role`); every endpoint must be of it.
     public var role: SessionRole
     /// A name for logs, for example `askrelay-parent[4242]`.
     public var worker: String
+    /// The addresses the session serves (HELLO `endpoints`), registered again at every reconnect.
     public var endpoints: [EndpointClaim]
     /// Deliveries in flight per address the worker accepts (the broker may lower it).
     public var window = 64
+    /// How often the connection sends a heartbeat when it has sent nothing else.
     public var heartbeatInterval: Duration = .seconds(1)
     /// Missed heartbeats before the worker gives up on the connection and reconnects.
     public var liveness = 3
@@ -26,6 +30,7 @@ public struct WorkerConfiguration: Sendable {
     /// addresses may be dying: the broker ends it after its liveness) before the connection gives up.
     public var addressTakenPatience: Duration = .seconds(10)
 
+    /// A configuration with the default timing above.
     public init(broker: String, role: SessionRole, worker: String, endpoints: [EndpointClaim]) {
         self.broker = broker
         self.role = role
@@ -36,11 +41,17 @@ public struct WorkerConfiguration: Sendable {
 
 /// One application message delivered to a worker.
 public struct Delivery: Sendable {
+    /// The message id (the broker's redeliveries keep it; the connection drops a repeated id).
     public let id: MessageID
+    /// The sender's logical address.
     public let from: String
+    /// The hosted address it is for.
     public let to: String
+    /// The application kind (`question`, `response`, ...).
     public let kind: String
+    /// The question id the message is about, when its kind has one.
     public let subject: MessageID?
+    /// The JSON body.
     public let body: [UInt8]
 }
 
@@ -64,6 +75,7 @@ public struct WorkerConnectionError: Error, Sendable, Hashable, CustomStringConv
     /// One sentence: what happened and what to check.
     public let message: String
 
+    /// An error with the broker's `code` (if it refused) and `message`.
     public init(code: ErrorCode?, _ message: String) {
         self.code = code
         self.message = message
@@ -96,6 +108,7 @@ public protocol WorkerHandler: AnyObject {
     func ended(_ connection: WorkerConnection, failure: WorkerConnectionError)
 }
 
+/// Handlers implement only what they need: the other calls do nothing.
 extension WorkerHandler {
     public func registered(_ connection: WorkerConnection, welcome: Welcome) {}
     public func unregistered(_ connection: WorkerConnection) {}
@@ -108,8 +121,11 @@ extension WorkerHandler {
 /// The worker side of the protocol over one DEALER socket, on one thread: registration, heartbeats, reconnects,
 /// SEND retries until acknowledged, deduplicated deliveries, batched ACKs.
 ///
-/// Other threads talk to it only through ``WorkerConnectionHandle`` (`submit`, `stop`).
+/// Not thread-safe: it lives on its thread, and other threads reach it only through ``WorkerRuntime`` (`submit`,
+/// `stop`). Deliveries reach the handler at most once per message id within ``WorkerConfiguration/dedupCapacity``
+/// ids (the broker redelivers what was not acknowledged); a SEND is retried with its id until the broker answers.
 public final class WorkerConnection {
+    /// What it was started with.
     public let configuration: WorkerConfiguration
     let logger: AskLogger
     let context: ZMQContext
@@ -131,6 +147,7 @@ public final class WorkerConnection {
     private var handler: (any WorkerHandler)?
     private let inbox: WorkerInbox
 
+    /// Whether the connection holds a session (after WELCOME, until it is lost).
     public private(set) var isRegistered = false
 
     /// Marks the session lost and tells the handler once.
@@ -139,6 +156,7 @@ public final class WorkerConnection {
         isRegistered = false
         handler?.unregistered(self)
     }
+    /// The broker's latest WELCOME.
     public private(set) var welcome: Welcome?
     /// When the broker was last heard from (any message, heartbeats included).
     public private(set) var lastHeard = ContinuousClock.now
@@ -156,6 +174,7 @@ public final class WorkerConnection {
     private var socketReplaced = false
     /// SENDs whose body could not be encoded, refused to the handler at the next turn.
     private var unencodable: [(MessageID, WireError)] = []
+    /// What the connection counted so far.
     public private(set) var counters = WorkerCounters()
 
     struct PendingSend {
@@ -288,6 +307,7 @@ public final class WorkerConnection {
     /// SENDs not yet acknowledged or refused.
     public var outstandingCount: Int { outstanding.count }
 
+    /// Ends the loop at its next turn (it says BYE first).
     public func stop() { stopping = true }
 
     /// Ends the connection for good (logged once, as an error).
@@ -631,14 +651,23 @@ public final class WorkerConnection {
 
 /// Counters a worker keeps about its connection.
 public struct WorkerCounters: Sendable, Codable {
+    /// Application SENDs started.
     public var sent = 0
+    /// SENDs the broker acknowledged.
     public var accepted = 0
+    /// SENDs the broker refused (or that could not be encoded).
     public var refused = 0
+    /// Retransmissions of unacknowledged SENDs.
     public var retries = 0
+    /// Deliveries handed to the handler.
     public var delivered = 0
+    /// Deliveries dropped as already seen.
     public var duplicates = 0
+    /// Messages from the broker that could not be parsed, or commands a worker never receives (HELLO, SEND).
     public var malformed = 0
+    /// WELCOMEs received.
     public var registrations = 0
+    /// Fresh sockets after the broker went silent for the liveness window.
     public var reconnects = 0
     /// Deliveries the handler chose not to acknowledge yet (``DeliveryDisposition/hold``).
     public var held = 0

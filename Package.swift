@@ -155,7 +155,8 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "AskProtocol", "AskAgents", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite", "AskTestSupport",
+                "AskProtocol", "AskAgents", "AskSimulation", "AskLoad", "ZeroMQ", "AskLogging", "SQLite",
+                "AskTestSupport",
             ],
             swiftSettings: strict
         ),

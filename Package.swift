@@ -169,7 +169,8 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "AskProtocol", "AskAgents", "AskClient", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite",
+                "AskProtocol", "AskAgents", "AskClient", "AskSimulation", "AskLoad", "ZeroMQ", "AskLogging",
+                "SQLite",
                 "AskTestSupport",
             ],
             swiftSettings: strict

@@ -150,7 +150,7 @@ public final class JSONLinesWriter {
     }
 
     public func write<T: Encodable>(_ value: T) {
-        guard let handle, var line = try? WireJSON.encode(value) else { return }
+        guard let handle, var line = try? RecordJSON.encode(value) else { return }
         line.append(0x0A)
         handle.write(Data(line))
     }
@@ -161,12 +161,80 @@ public final class JSONLinesWriter {
         var values: [T] = []
         var unreadable = 0
         for line in data.split(separator: 0x0A) where !line.isEmpty {
-            if let value = try? WireJSON.decode(T.self, from: Array(line)) {
+            if let value = try? RecordJSON.decode(T.self, from: line) {
                 values.append(value)
             } else {
                 unreadable += 1
             }
         }
         return (values, unreadable)
+    }
+}
+
+/// The JSON of records files: WireJSON's dialect (sorted keys, RFC 3339 UTC dates) with dates kept to the
+/// microsecond (`2026-11-29T13:15:06.123456Z`), so the latencies a report computes from two records are not
+/// rounded to whole milliseconds. Reads dates with 0 to 9 fractional digits.
+public enum RecordJSON {
+    private static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        e.dataEncodingStrategy = .base64
+        e.dateEncodingStrategy = .custom { date, encoder in
+            guard let text = format(date) else {
+                throw EncodingError.invalidValue(
+                    date,
+                    .init(codingPath: encoder.codingPath, debugDescription: "date outside years 0000...9999")
+                )
+            }
+            var c = encoder.singleValueContainer()
+            try c.encode(text)
+        }
+        return e
+    }()
+
+    private static let decoder: JSONDecoder = {
+        let d = JSONDecoder()
+        d.dataDecodingStrategy = .base64
+        d.dateDecodingStrategy = .custom { decoder in
+            let c = try decoder.singleValueContainer()
+            let text = try c.decode(String.self)
+            guard let date = parse(text) else {
+                throw DecodingError.dataCorruptedError(
+                    in: c,
+                    debugDescription: "expected an RFC 3339 timestamp like 2026-11-29T13:15:06.123456Z, got \(text)"
+                )
+            }
+            return date
+        }
+        return d
+    }()
+
+    public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] { Array(try encoder.encode(value)) }
+
+    public static func decode<T: Decodable>(_ type: T.Type = T.self, from bytes: some Collection<UInt8>) throws -> T {
+        try decoder.decode(T.self, from: (bytes as? Data) ?? Data(bytes))
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS.ssssssZ`, to the microsecond.
+    public static func format(_ date: Date) -> String? {
+        guard let millisecondText = WireDate.format(date), let milliseconds = date.wireMilliseconds else { return nil }
+        // The microseconds past the millisecond WireDate wrote (0...999; a canonical date has none).
+        let rest = date.timeIntervalSince(Date(wireMilliseconds: milliseconds))
+        // To the nearest microsecond: a Date near today holds only ~0.1 µs, so truncating could lose one.
+        let extra = min(999, max(0, Int((rest * 1_000_000).rounded())))
+        let digits = String(extra + 1_000).dropFirst()  // three digits, zero-padded
+        return String(millisecondText.dropLast()) + digits + "Z"
+    }
+
+    /// A date written by ``format(_:)`` (or any RFC 3339 timestamp ``WireDate/parse(_:)`` reads), keeping the
+    /// fraction's 4th to 6th digits that WireDate drops.
+    public static func parse(_ text: String) -> Date? {
+        guard let date = WireDate.parse(text) else { return nil }
+        guard let dot = text.firstIndex(of: ".") else { return date }
+        let fraction = text[text.index(after: dot)...].prefix { $0.isASCII && $0.isNumber }
+        guard fraction.count > 3 else { return date }
+        let micro = (fraction.dropFirst(3).prefix(3) + String(repeating: "0", count: max(0, 6 - fraction.count)))
+        guard let extra = Double(micro) else { return date }
+        return date.addingTimeInterval(extra / 1_000_000)
     }
 }

@@ -24,6 +24,9 @@ public struct FlowLoadOptions: Sendable, Codable, Equatable {
     public var inflight = 100
     /// Open loop: flows started per second; overrides `inflight` when set.
     public var rate: Double?
+    /// Open loop: flows in flight at most. A start due while this many are in flight is not made: it is counted
+    /// as dropped (the generator could not start it on schedule), so a slow system cannot hide behind a good p99.
+    public var maxInflight = 10_000
     public var durationSeconds: Double = 5
     public var warmupSeconds: Double = 1
     /// After the measured window, how long to wait for flows still in flight.
@@ -33,6 +36,7 @@ public struct FlowLoadOptions: Sendable, Codable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case endpoints, connections, families, guardiansPerFamily = "guardians_per_family", parents, inflight, rate
+        case maxInflight = "max_inflight"
         case durationSeconds = "duration_s", warmupSeconds = "warmup_s", drainSeconds = "drain_s"
     }
 
@@ -48,6 +52,7 @@ public struct FlowLoadOptions: Sendable, Codable, Equatable {
         if guardiansPerFamily < 1 { problems.append("--guardians-per-family must be at least 1") }
         if parents < 1 || parents > families { problems.append("--parents must be between 1 and --families") }
         if inflight < 1 { problems.append("--inflight must be at least 1") }
+        if maxInflight < 1 { problems.append("--max-inflight must be at least 1") }
         if let rate, !(rate > 0 && rate.isFinite) { problems.append("--rate must be a positive number") }
         if !(durationSeconds > 0) { problems.append("--duration must be positive") }
         if warmupSeconds < 0 { problems.append("--warmup must not be negative") }
@@ -90,6 +95,11 @@ public struct FlowLoadResult: Sendable, Codable, Equatable {
     /// Flows completed per second inside the measured window.
     public var throughput: Double
     /// ask() call → send sheet presented (limits admitted), flows started in the window.
+    /// Open loop: starts not made because ``FlowLoadOptions/maxInflight`` flows were in flight at their time.
+    public var dropped = 0
+    /// Open loop: starts made more than ``FlowLoad/lateStartBound`` after their intended time (the generator fell
+    /// behind; their latency still counts from the intended time).
+    public var lateStarts = 0
     public var askToPresented: LatencySummary
     /// send() call → response surfaced to the child.
     public var sendToResponse: LatencySummary
@@ -102,6 +112,7 @@ public struct FlowLoadResult: Sendable, Codable, Equatable {
             "measured_completed"
         case measuredSeconds = "measured_s", throughput = "throughput_flows_s", askToPresented = "ask_to_presented"
         case sendToResponse = "send_to_response", endToEnd = "end_to_end", errorSamples = "error_samples"
+        case dropped, lateStarts = "late_starts"
     }
 }
 
@@ -112,6 +123,8 @@ public struct FlowLoadResult: Sendable, Codable, Equatable {
 public enum FlowLoad {
     /// The person every flow asks about (the same one, so the limits worker's known handles stay small).
     static let handle = CommunicationHandle(value: "+1 415 555 0100", kind: .phoneNumber)
+    /// An open-loop start made later than this after its intended time counts as late.
+    public static let lateStartBound: UInt64 = 10_000_000
 
     /// Runs one measurement against `broker`. Blocking: call it on a dedicated thread.
     /// - Parameter progress: called about once a second from the calling thread.
@@ -194,6 +207,8 @@ public enum FlowLoad {
         }
         while monotonicNanoseconds() < start { _ = pacer.wait(timeout: .now() + .milliseconds(1)) }
 
+        var dropped = 0
+        var lateStarts = 0
         if let rate = options.rate {
             // Open loop: every flow starts at its intended time (late starts keep their intended stamp).
             let interval = 1e9 / rate
@@ -209,6 +224,14 @@ public enum FlowLoad {
                 }
                 let session = sessions[Int(number % UInt64(sessions.count))]
                 number += 1
+                let inFlight =
+                    stats.started.load(ordering: .relaxed) - stats.completed.load(ordering: .relaxed)
+                    - stats.errors.load(ordering: .relaxed)
+                if inFlight >= options.maxInflight {
+                    dropped += 1
+                    continue
+                }
+                if now - due > lateStartBound { lateStarts += 1 }
                 stats.started.add(1, ordering: .relaxed)
                 Task.detached { await runFlow(session, intended: due, tracker: tracker, window: window, stats: stats) }
             }
@@ -256,6 +279,8 @@ public enum FlowLoad {
             measuredCompleted: totals.measuredCompleted,
             measuredSeconds: options.durationSeconds,
             throughput: Double(totals.measuredCompleted) / options.durationSeconds,
+            dropped: dropped,
+            lateStarts: lateStarts,
             askToPresented: totals.ask.summary,
             sendToResponse: totals.send.summary,
             endToEnd: totals.endToEnd.summary,

@@ -36,6 +36,8 @@ public struct LoadExperiment: Sendable {
     public var executableDirectory: URL
     /// Recorded in the report.
     public var commandLine: String
+    /// `--threshold`: checked when the run ends; see ``LoadOutcome/breached``.
+    public var thresholds: [LoadThreshold] = []
 
     public init(executableDirectory: URL, commandLine: String) {
         self.executableDirectory = executableDirectory
@@ -59,14 +61,15 @@ public struct LoadExperiment: Sendable {
     }
 
     /// Runs the experiment on the calling thread (it blocks) with progress on stderr.
-    /// - Returns: the lines for stdout: where the report files went, then the table (its last line starts with
-    ///   `throughput=`).
-    public func run() throws -> [String] {
+    /// - Returns: the lines for stdout (where the report files went, the table — its last line starts with
+    ///   `throughput=` —, then one line per threshold) and whether a threshold was breached.
+    public func run() throws -> LoadOutcome {
         let table: [String]
+        let figures: [String: LoadFigure]
         switch mode {
-        case .pending: table = try runPending()
-        case .flows: table = try runFlows()
-        case .relay: table = sweep != nil ? try runRelaySweep() : try runRelay()
+        case .pending: (table, figures) = try runPending()
+        case .flows: (table, figures) = try runFlows()
+        case .relay: (table, figures) = sweep != nil ? try runRelaySweep() : try runRelay()
         }
         // Where the files went, before the table: its last line stays `throughput=...` for scripts.
         var lines: [String] = []
@@ -75,7 +78,8 @@ public struct LoadExperiment: Sendable {
                 .filter { FileManager.default.fileExists(atPath: $0) }
             for (index, path) in written.enumerated() { lines.append((index == 0 ? "report: " : "        ") + path) }
         }
-        return lines + table
+        let verdicts = LoadThreshold.verdicts(thresholds, figures: figures)
+        return LoadOutcome(lines: lines + table + verdicts.lines, breached: verdicts.breached)
     }
 
     /// Starts the broker (unless `--broker`), runs `body` against its endpoint, stops it.
@@ -97,7 +101,7 @@ public struct LoadExperiment: Sendable {
         return try body(endpoint)
     }
 
-    func runRelay() throws -> [String] {
+    func runRelay() throws -> (table: [String], figures: [String: LoadFigure]) {
         let progress = ProgressPrinter()
         let recorder = ThroughputRecorder()
         let options = self.options
@@ -145,7 +149,7 @@ public struct LoadExperiment: Sendable {
             try report.write(to: reportDirectory)
             try report.writeHTML(to: reportDirectory, samples: recorder.samples)
         }
-        return report.table
+        return (report.table, report.figures)
     }
 
     /// Runs one step of a rate sweep: its progress line and throughput samples go under `label`.
@@ -163,7 +167,7 @@ public struct LoadExperiment: Sendable {
         return run
     }
 
-    func runRelaySweep() throws -> [String] {
+    func runRelaySweep() throws -> (table: [String], figures: [String: LoadFigure]) {
         let progress = ProgressPrinter()
         let recorder = ThroughputRecorder()
         let base = options
@@ -201,11 +205,11 @@ public struct LoadExperiment: Sendable {
             throughputSamples: recorder.samples
         )
         if let reportDirectory { try report.write(to: reportDirectory) }
-        return report.table
+        return (report.table, report.figures)
     }
 
     /// `--mode pending`: broker RSS per pending question, then kill -9, restart and time to `ready`.
-    func runPending() throws -> [String] {
+    func runPending() throws -> (table: [String], figures: [String: LoadFigure]) {
         let progress = ProgressPrinter()
         let options = pendingOptions
         let dataDirectory = NSTemporaryDirectory() + "askrelay-load-" + UUID().uuidString
@@ -245,10 +249,10 @@ public struct LoadExperiment: Sendable {
         report.recoverySeconds = recovery.seconds
         report.brokerRssRecoveredKiB = PendingLoad.residentKiB(pid: second.pid)
         if let reportDirectory { try report.write(to: reportDirectory) }
-        return report.table
+        return (report.table, report.figures)
     }
 
-    func runFlows() throws -> [String] {
+    func runFlows() throws -> (table: [String], figures: [String: LoadFigure]) {
         let progress = ProgressPrinter()
         let recorder = ThroughputRecorder()
         let base = flowOptions
@@ -309,6 +313,12 @@ public struct LoadExperiment: Sendable {
         )
         report.cpuPerFlowUs = cpuPerFlow
         if let reportDirectory { try report.write(to: reportDirectory) }
-        return report.table
+        return (report.table, report.figures)
     }
+}
+
+/// What a load experiment prints, and whether it breached a threshold (`askrelay load` exits 99 then).
+public struct LoadOutcome: Sendable {
+    public var lines: [String]
+    public var breached: Bool
 }

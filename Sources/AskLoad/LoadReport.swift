@@ -140,9 +140,20 @@ public struct LoadReport: Sendable, Codable {
                     ])
                 )
             }
-            lines.append(
+            var counts =
                 "started=\(flows.started) completed=\(flows.completed) errors=\(flows.errors) in_flight_at_end=\(flows.inFlightAtEnd)"
-            )
+            if flows.loop == "open" { counts += " dropped=\(flows.dropped) late_starts=\(flows.lateStarts)" }
+            lines.append(counts)
+            if flows.dropped > 0 {
+                lines.append(
+                    "warning: \(flows.dropped) starts dropped: --max-inflight \(flowOptions?.maxInflight ?? 0) flows were in flight when they were due; the rate achieved is below the target and the latency figures do not cover them"
+                )
+            }
+            if flows.lateStarts > 0 {
+                lines.append(
+                    "warning: \(flows.lateStarts) starts were more than \(FlowLoad.lateStartBound / 1_000_000) ms late (the generator fell behind; their latency counts from the intended start)"
+                )
+            }
             for sample in flows.errorSamples.prefix(3) { lines.append("error: \(sample)") }
             if let cpu = cpuPerFlowUs, !cpu.isEmpty {
                 lines.append(

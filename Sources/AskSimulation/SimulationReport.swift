@@ -17,7 +17,7 @@ struct Percentiles {
     }
 }
 
-/// Latency percentiles of one stage, in milliseconds.
+/// Latency percentiles of one stage, in milliseconds (to the microsecond: records keep microseconds).
 public struct StageLatency: Codable, Sendable, Equatable {
     public var count: Int
     public var p50: Double
@@ -215,8 +215,13 @@ public struct SimulationReport: Codable, Sendable {
         return String(repeating: " ", count: max(0, width - text.count)) + text
     }
 
+    /// Three significant digits (`0.412`, `3.21`, `45.6`, `120`), whole numbers from 1000 up.
+    static func significant(_ value: Double) -> String {
+        value >= 1000 ? String(format: "%.0f", value) : String(format: "%.3g", value)
+    }
+
     private func fmt(_ value: Double) -> String {
-        let text = String(format: "%.1f", value)
+        let text = Self.significant(value)
         return String(repeating: " ", count: max(0, 8 - text.count)) + text
     }
 }

@@ -21,7 +21,8 @@ struct LoadCommand: Command {
         children, reports the broker's RSS per pending question, then kill -9s it and times the restart to 'ready'.
         --sweep: open-loop steps from --sweep-start, x --sweep-factor each, until p99 > --max-p99, errors, or
         less than 90% of the target rate is achieved; reports the knee (highest sustainable rate).
-        Stdout: a table; its last line starts with 'throughput='. Progress on stderr once a second.
+        Stdout: a table; its last line starts with 'throughput=', then a line per --threshold. Progress on stderr
+        once a second. Exit 0; 99 when a --threshold is breached; 64 for bad usage.
         See docs/performance.md. Build with -c release.
         """
     static let options: [OptionSpec] = [
@@ -51,6 +52,13 @@ struct LoadCommand: Command {
             "R",
             env: "ASKRELAY_LOAD_RATE",
             help: "open loop: round trips / flows started per second (overrides --inflight)"
+        ),
+        .value(
+            "max-inflight",
+            "N",
+            env: "ASKRELAY_LOAD_MAX_INFLIGHT",
+            default: "10000",
+            help: "flows, open loop: a start due while this many flows are in flight is dropped (counted)"
         ),
         .value(
             "duration",
@@ -166,6 +174,13 @@ struct LoadCommand: Command {
             env: "ASKRELAY_LOAD_REPORT_DIR",
             help: "write load.json (every figure) and load.html (charts) here; a new or empty folder"
         ),
+        .value(
+            "threshold",
+            "EXPR",
+            env: "ASKRELAY_LOAD_THRESHOLD",
+            repeatable: true,
+            help: "FIGURE OP VALUE checked at the end, e.g. 'p99<5ms', 'errors==0'; exit 99 when one is breached"
+        ),
         .flag(
             "clean",
             env: "ASKRELAY_LOAD_CLEAN",
@@ -175,6 +190,8 @@ struct LoadCommand: Command {
 
     let experiment: LoadExperiment
     let cleanReportDirectory: Bool
+    /// A `--threshold` was breached (k6's exit code for it).
+    static let thresholdBreached: Int32 = 99
 
     init(arguments: Arguments) throws {
         let executableURL = Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])
@@ -210,6 +227,7 @@ struct LoadCommand: Command {
         flows.guardiansPerFamily = try arguments.int("guardians-per-family", in: 1...100) ?? 1
         flows.parents = try arguments.int("parents", in: 1...100) ?? 1
         flows.inflight = options.inflight
+        flows.maxInflight = try arguments.int("max-inflight", in: 1...10_000_000) ?? 10_000
         flows.rate = options.rate
         flows.durationSeconds = options.durationSeconds
         flows.warmupSeconds = options.warmupSeconds
@@ -220,6 +238,11 @@ struct LoadCommand: Command {
         experiment.broker = try arguments.endpoint("broker", binding: false)
         experiment.reportDirectory = arguments.string("report-dir")
         cleanReportDirectory = arguments.flag("clean")
+        do {
+            experiment.thresholds = try arguments.strings("threshold").map { text throws(LoadThresholdError) in
+                try LoadThreshold(parsing: text)
+            }
+        } catch { throw UsageError(error.description) }
         if arguments.flag("sweep") {
             var sweep = SweepOptions()
             sweep.startRate = try arguments.double("sweep-start", in: 0.001...100_000_000) ?? 1000
@@ -237,6 +260,7 @@ struct LoadCommand: Command {
 
     func validate() throws {
         if let problem = experiment.problems().first { throw UsageError(problem) }
+        do { try experiment.checkThresholds() } catch { throw UsageError(error.description) }
         if cleanReportDirectory && experiment.reportDirectory == nil {
             throw UsageError("--clean empties the --report-dir; give one")
         }
@@ -259,8 +283,9 @@ struct LoadCommand: Command {
         }
         defer { _ = signals }
         return try await onDedicatedThread(name: "load") {
-            for line in try experiment.run() { printLine(line) }
-            return ExitCode.success
+            let outcome = try experiment.run()
+            for line in outcome.lines { printLine(line) }
+            return outcome.breached ? Self.thresholdBreached : ExitCode.success
         }
     }
 }

@@ -47,6 +47,25 @@ struct ReportTests {
         #expect(object["throughput_flows_per_s"] is Double)
     }
 
+    @Test("latencies to the microsecond; the table shows three significant digits")
+    func microsecondLatency() throws {
+        var run = SyntheticRun()
+        for name in run.ids.keys {
+            run.editChild(name) { record in
+                if let asked = record.askedAt, record.presentedAt != nil {
+                    record.presentedAt = asked.addingTimeInterval(0.000_412)
+                }
+            }
+        }
+        let built = report(run)
+        let stage = try #require(built.latencyMs["ask_to_presented"])
+        #expect(abs(stage.p50 - 0.412) < 0.000_5, "\(stage)")
+        let line = try #require(built.summaryTable.split(separator: "\n").first { $0.contains("ask → presented") })
+        #expect(line.contains(" 0.412 "), "\(line)")
+        #expect(SimulationReport.significant(45.678) == "45.7" && SimulationReport.significant(3.2109) == "3.21")
+        #expect(SimulationReport.significant(1234.5) == "1234" && SimulationReport.significant(0) == "0")
+    }
+
     @Test("a failed check shows in report.json with the invariant and the question id")
     func jsonViolation() throws {
         var run = SyntheticRun()

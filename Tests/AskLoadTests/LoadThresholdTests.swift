@@ -1,0 +1,72 @@
+import Foundation
+import Testing
+
+@testable import AskLoad
+
+@Suite("load thresholds")
+struct LoadThresholdTests {
+    @Test("FIGURE OP VALUE: durations in µs, numbers as written, two-character operators before one")
+    func parsing() throws {
+        let p99 = try LoadThreshold(parsing: "p99<5ms")
+        #expect(p99.figure == "p99" && p99.comparison == .less && p99.bound == 5_000 && p99.boundIsDuration)
+        let errors = try LoadThreshold(parsing: "errors==0")
+        #expect(
+            errors.figure == "errors" && errors.comparison == .equal && errors.bound == 0 && !errors.boundIsDuration
+        )
+        let spaced = try LoadThreshold(parsing: " throughput >= 10000 ")
+        #expect(spaced.figure == "throughput" && spaced.comparison == .greaterOrEqual && spaced.bound == 10_000)
+        #expect(try LoadThreshold(parsing: "p99.9<=250us").comparison == .lessOrEqual)
+        #expect(try LoadThreshold(parsing: "recovery<2s").bound == 2_000_000)
+        #expect(try LoadThreshold(parsing: "ratio!=0.5").comparison == .notEqual)
+    }
+
+    @Test("a threshold that cannot be read says what is wrong", arguments: ["p99", "p99<fast", "<5ms", "p99<"])
+    func unreadable(_ text: String) {
+        #expect(throws: LoadThresholdError.self) { try LoadThreshold(parsing: text) }
+    }
+
+    @Test("a figure the mode does not report, or a bound of the wrong kind, is refused before the run")
+    func checkedUpFront() throws {
+        var experiment = LoadExperiment(executableDirectory: URL(fileURLWithPath: "/"), commandLine: "")
+        experiment.mode = .relay
+        experiment.thresholds = [try LoadThreshold(parsing: "dropped==0")]
+        #expect {
+            try experiment.checkThresholds()
+        } throws: { error in
+            "\(error)".contains("no figure 'dropped'") && "\(error)".contains("p99")
+        }
+        experiment.thresholds = [try LoadThreshold(parsing: "p99<5")]
+        #expect {
+            try experiment.checkThresholds()
+        } throws: { error in
+            "\(error)".contains("p99 is a latency; give the bound a unit")
+        }
+        experiment.thresholds = [try LoadThreshold(parsing: "errors<5ms")]
+        #expect(throws: LoadThresholdError.self) { try experiment.checkThresholds() }
+        experiment.mode = .flows
+        experiment.thresholds = [try LoadThreshold(parsing: "dropped==0"), try LoadThreshold(parsing: "send.p99<5ms")]
+        try experiment.checkThresholds()
+        experiment.mode = .relay
+        experiment.thresholds = [try LoadThreshold(parsing: "ratio>0.5")]
+        #expect(throws: LoadThresholdError.self) { try experiment.checkThresholds() }
+        experiment.baseline = true
+        try experiment.checkThresholds()
+    }
+
+    @Test("one line per threshold with the measured value; a breach, or a figure not measured, is a breach")
+    func verdicts() throws {
+        let figures: [String: LoadFigure] = ["p99": .latency(3_210), "errors": .count(0), "throughput": .count(9_000)]
+        let thresholds = try ["p99<5ms", "errors==0", "throughput>10000"].map { try LoadThreshold(parsing: $0) }
+        let (lines, breached) = LoadThreshold.verdicts(thresholds, figures: figures)
+        #expect(
+            lines == [
+                "threshold p99<5ms: p99=3.21ms ok", "threshold errors==0: errors=0 ok",
+                "threshold throughput>10000: throughput=9000 BREACHED",
+            ]
+        )
+        #expect(breached)
+        let missing = LoadThreshold.verdicts([try LoadThreshold(parsing: "late_starts==0")], figures: figures)
+        #expect(missing.breached && missing.lines == ["threshold late_starts==0: late_starts=not measured BREACHED"])
+        #expect(!LoadThreshold.verdicts(Array(thresholds.prefix(2)), figures: figures).breached)
+    }
+}

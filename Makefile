@@ -19,7 +19,7 @@ help:
 	@echo "make release    build release executables into .build/release"
 	@echo "make bench      run the side-by-side benchmarks (wrapper vs C, codec, relay vs zmq_proxy)"
 	@echo "make fuzz       fuzz the frame parser and message decoders for FUZZ_SECONDS (default 600)"
-	@echo "make package-test  a fresh package in a temporary folder depends on products AskModel and AskClient"
+	@echo "make package-test  play docs/testing.md's tutorial: an outside package depends on this checkout's products"
 
 # Installs the Debian packages the build and tests need, only when one is missing.
 deps:
@@ -44,6 +44,7 @@ test: deps lint
 	$(SWIFT) build -c release
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --no-parallel
+	$(MAKE) package-test
 	$(MAKE) fuzz-smoke
 
 # The tree is formatted by .swift-format; a finding fails make test (swift format ships with the toolchain).
@@ -53,9 +54,10 @@ lint:
 format:
 	$(SWIFT) format -i -r Sources Tests Package.swift
 
-# A fresh package in a temporary folder depends on this checkout by path (products AskModel, AskClient) and runs
-# its own swift test; it writes nothing into the checkout (Tests/PackageCheck/package-test.sh).
+# docs/testing.md's tutorial in a temporary folder: an outside package depends on this checkout by path, runs its
+# own swift test and askrelay test; it writes nothing into the checkout (Tests/PackageCheck/package-test.sh).
 package-test: deps
+	$(SWIFT) build --build-tests
 	SWIFT=$(SWIFT) Tests/PackageCheck/package-test.sh
 
 test-only:

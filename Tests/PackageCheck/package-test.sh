@@ -1,86 +1,72 @@
 #!/usr/bin/env bash
-# The outside-package check: a fresh package in a temporary folder depends on this checkout by path, on the
-# products AskModel and AskClient, and runs its own `swift test`. It proves the products build and work as a
-# dependency (no test-only resources, no unsafe flags, no target that only builds inside the repository).
-# It writes nothing into the checkout: the scratch package, its build and its logs live in the temporary folder,
-# which is removed at the end (kept with KEEP=1). Usage: Tests/PackageCheck/package-test.sh [CHECKOUT]
+# The outside-package check: docs/testing.md's tutorial, played as a reader would, in a temporary folder outside
+# the checkout. The folder holds `AskRelay` (a link to this checkout) beside the tutorial's package, so the page's
+# `.package(path: "../AskRelay")` is this checkout. Every block the page marks `<!-- tutorial: file PATH -->` is
+# written to PATH (relative to that folder), every block marked `<!-- tutorial: run -->` is run, in the page's
+# order, in one shell that stops at the first failing command. It proves the products build and work as a
+# dependency (no test-only resources, no unsafe flags, no target that only builds inside the repository) and that
+# the tutorial is true.
+# It writes nothing into the checkout: the tutorial's `swift build --package-path AskRelay` line is skipped (make
+# test has built the executables; this check fails if any file in the checkout changes while it runs). The folder
+# is removed at the end (kept with KEEP=1, or when the check fails).
+# Usage: Tests/PackageCheck/package-test.sh [CHECKOUT]
 set -euo pipefail
 SWIFT=${SWIFT:-swift}
 checkout=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
+page="$checkout/docs/testing.md"
+for tool in askrelay askrelay-broker askrelay-limits; do
+    [ -x "$checkout/.build/debug/$tool" ] || {
+        echo "package-test: $checkout/.build/debug/$tool is missing; run 'swift build' in the checkout first"
+        exit 2
+    }
+done
 work=$(mktemp -d "${TMPDIR:-/tmp}/askrelay-package-test.XXXXXX")
-cleanup() { if [ "${KEEP:-0}" = 1 ]; then echo "kept $work"; else rm -rf "$work"; fi; }
+status=1
+cleanup() {
+    # Whatever the tutorial left running in its folder goes with it.
+    pkill -KILL -f "$work/" 2>/dev/null || true
+    if [ "${KEEP:-0}" = 1 ] || [ $status != 0 ]; then echo "package-test: folder kept: $work"; else rm -rf "$work"; fi
+}
 trap cleanup EXIT
 marker="$work/.started"
 touch "$marker"
 start=$(date +%s)
-
-mkdir -p "$work/Consumer/Tests/ConsumerTests"
-cat > "$work/Consumer/Package.swift" <<SWIFT
-// swift-tools-version:6.0
-import PackageDescription
-
-let package = Package(
-    name: "Consumer",
-    dependencies: [.package(path: "$checkout")],
-    targets: [
-        .testTarget(
-            name: "ConsumerTests",
-            dependencies: [
-                .product(name: "AskModel", package: "$(basename "$checkout")"),
-                .product(name: "AskClient", package: "$(basename "$checkout")"),
-            ]
-        )
-    ]
-)
-SWIFT
-
-cat > "$work/Consumer/Tests/ConsumerTests/ProductTests.swift" <<'SWIFT'
-import AskClient
-import AskModel
-import Foundation
-import Testing
-
-@Test func aQuestionFromTheModelAlone() throws {
-    let question = PermissionQuestion(handle: CommunicationHandle(value: "+15550100", kind: .phoneNumber))
-    try question.validate(now: Date())
-    #expect(question.choices.count == 2)
-    let decoded = try JSONDecoder().decode(
-        PermissionQuestion<CommunicationTopic>.self, from: try JSONEncoder().encode(question))
-    #expect(decoded.id == question.id)
-}
-
-@Test func anAskCenterWithNoBrokerFailsClearly() async throws {
-    let folder = FileManager.default.temporaryDirectory.appendingPathComponent(UUID().uuidString)
-    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: folder) }
-    var options = AskCenter.Options()
-    options.askTimeout = .milliseconds(500)
-    let center = try AskCenter(
-        broker: "ipc://\(folder.path)/nobody", children: [ChildIdentity(id: "c1", family: "f1")],
-        stateDirectory: nil, logger: AskLogger(label: "consumer", level: .critical), context: try ZMQContext(),
-        options: options)
-    #expect(await center.waitUntilRegistered(timeout: .milliseconds(500)) == false)
-    let question = PermissionQuestion(handle: CommunicationHandle(value: "+15550100", kind: .phoneNumber))
-    do {
-        try await center.child("c1").ask(question)
-        Issue.record("ask succeeded with no broker")
-    } catch {
-        guard case .systemError(let message) = error else {
-            Issue.record("expected systemError, got \(error)")
-            return
-        }
-        #expect(message.contains("timed out"))
-    }
-    await center.stop()
-}
-SWIFT
-
-echo "package-test: $work/Consumer depends on $checkout (products AskModel, AskClient)"
-status=0
-# SwiftPM's lock files and the tests' temporary folders go into the scratch folder too.
+ln -s "$checkout" "$work/AskRelay"
 mkdir -p "$work/tmp"
-(cd "$work/Consumer" && TMPDIR="$work/tmp" "$SWIFT" test 2>&1) | tee "$work/swift-test.log" | grep -E "error|warning: |passed|failed" || true
-grep -Eq "Test run with 2 tests( in [0-9]+ suites?)? passed" "$work/swift-test.log" || status=1
+
+python3 - "$page" "$work" > "$work/tutorial.sh" <<'PY'
+import re, sys
+page, root = sys.argv[1], sys.argv[2]
+text = open(page).read()
+out = ["set -euo pipefail"]
+pattern = re.compile(r"<!-- tutorial: (run|file (\S+)) -->\n```[a-z]*\n(.*?)```", re.S)
+count = 0
+for match in pattern.finditer(text):
+    count += 1
+    path, body = match.group(2), match.group(3)
+    line = text.count("\n", 0, match.start()) + 1
+    out.append(f"echo 'package-test: docs/testing.md:{line}'")
+    if path is None:
+        for command in body.splitlines():
+            # The checkout is built already (and must not be written to).
+            if command.strip() == "swift build --package-path AskRelay":
+                out.append("# skipped: " + command)
+            else:
+                out.append(command)
+    else:
+        out.append(f"mkdir -p \"$(dirname '{root}/{path}')\"")
+        out.append(f"cat > '{root}/{path}' <<'ASKRELAY_TUTORIAL_EOF'\n{body}ASKRELAY_TUTORIAL_EOF")
+if count == 0:
+    sys.exit("docs/testing.md has no <!-- tutorial: ... --> blocks")
+print("\n".join(out))
+PY
+
+echo "package-test: docs/testing.md's tutorial in $work, depending on $checkout"
+# SwiftPM's lock files and the tests' temporary folders go into the scratch folder too.
+if (cd "$work" && TMPDIR="$work/tmp" SWIFT="$SWIFT" bash "$work/tutorial.sh") > "$work/tutorial.log" 2>&1; then
+    status=0
+fi
+grep -E "^package-test:|error:|Test run|✘|passed|failed|^[0-9]+$" "$work/tutorial.log" || true
 
 # Nothing in the checkout may have changed (its own .build included).
 changed=$(find "$checkout" -newer "$marker" -not -path "$checkout/.git/*" -print -quit 2>/dev/null || true)
@@ -89,5 +75,5 @@ if [ -n "$changed" ]; then
     status=1
 fi
 echo "package-test: $([ $status = 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"
-[ $status = 0 ] || { echo "log: $work/swift-test.log"; KEEP=1; }
+[ $status = 0 ] || echo "package-test: log $work/tutorial.log"
 exit $status

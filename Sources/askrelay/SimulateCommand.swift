@@ -18,75 +18,92 @@ struct Simulate: Command {
         Flags override the scenario file. Durations take a unit: 250ms, 2s, 5m, 48h (at most 100d).
         See docs/simulation.md.
         """
-    static let options: [OptionSpec] = [
-        .value(
-            "scenario",
-            "FILE",
-            env: "ASKRELAY_SCENARIO",
-            help: "scenario JSON file (docs/scenarios/); built-in defaults without it"
-        ),
-        .value("seed", "N", env: "ASKRELAY_SEED", help: "root seed of every random decision (overrides the scenario)"),
-        .value("families", "N", env: "ASKRELAY_FAMILIES", help: "number of families (overrides the scenario)"),
-        .value(
-            "duration",
-            "DURATION",
-            env: "ASKRELAY_DURATION",
-            help: "longest the children may run (overrides the scenario)"
-        ),
-        .value(
-            "time-scale",
-            "X",
-            env: "ASKRELAY_TIME_SCALE",
-            help: "product durations pass X times faster (overrides the scenario)"
-        ),
-        .value(
-            "report-dir",
-            "DIR",
-            env: "ASKRELAY_REPORT_DIR",
-            help: "a new or empty folder for the report, logs and records (default: ./askrelay-report-<timestamp>)"
-        ),
-        .flag(
-            "clean",
-            env: "ASKRELAY_CLEAN",
-            help: "empty a non-empty --report-dir first (only a folder holding what askrelay writes)"
-        ),
-        .value(
-            "broker",
-            "ENDPOINT",
-            env: "ASKRELAY_BROKER",
-            help: "use this running broker instead of starting one (skips the ledger checks)"
-        ),
-        .value(
-            "log-level",
-            "LEVEL",
-            env: "ASKRELAY_LOG_LEVEL",
-            default: "info",
-            help:
-                "level of every worker's log file; askrelay's own lines on stderr: this level or notice, whichever is higher"
-        ),
-        .value(
-            "endpoint",
-            "ENDPOINT",
-            env: "ASKRELAY_ENDPOINT",
-            help: "endpoint the started broker binds, workers connect to (default: ipc in a fresh /tmp folder)"
-        ),
-        .flag(
-            "insecure",
-            env: "ASKRELAY_INSECURE",
-            help:
-                "run without CURVE (by default keys are generated into the run folder and every process authenticates); the broker gets --allow-insecure so a non-loopback --endpoint still works"
-        ),
-        .value(
-            "wrap-broker",
-            "COMMAND",
-            env: "ASKRELAY_WRAP_BROKER",
-            help: "command prefix the broker runs under, split on spaces (e.g. 'ip netns exec host-b')"
-        ),
-        .value("wrap-limits", "COMMAND", env: "ASKRELAY_WRAP_LIMITS", help: "command prefix of the limits worker"),
-        .value("wrap-parent", "COMMAND", env: "ASKRELAY_WRAP_PARENT", help: "command prefix of every parent worker"),
-        .value("wrap-child", "COMMAND", env: "ASKRELAY_WRAP_CHILD", help: "command prefix of every child worker"),
-        .flag("quiet", env: "ASKRELAY_QUIET", help: "no progress lines on stderr"),
-    ]
+    static let options: [OptionSpec] =
+        [
+            .value(
+                "scenario",
+                "FILE",
+                env: "ASKRELAY_SCENARIO",
+                help: "scenario JSON file (docs/scenarios/); built-in defaults without it"
+            ),
+            .value(
+                "seed",
+                "N",
+                env: "ASKRELAY_SEED",
+                help: "root seed of every random decision (overrides the scenario)"
+            ),
+            .value("families", "N", env: "ASKRELAY_FAMILIES", help: "number of families (overrides the scenario)"),
+            .value(
+                "duration",
+                "DURATION",
+                env: "ASKRELAY_DURATION",
+                help: "longest the children may run (overrides the scenario)"
+            ),
+            .value(
+                "time-scale",
+                "X",
+                env: "ASKRELAY_TIME_SCALE",
+                help: "product durations pass X times faster (overrides the scenario)"
+            ),
+            .value(
+                "report-dir",
+                "DIR",
+                env: "ASKRELAY_REPORT_DIR",
+                help: "a new or empty folder for the report, logs and records (default: ./askrelay-report-<timestamp>)"
+            ),
+            .flag(
+                "clean",
+                env: "ASKRELAY_CLEAN",
+                help: "empty a non-empty --report-dir first (only a folder holding what askrelay writes)"
+            ),
+            .value(
+                "broker",
+                "ENDPOINT",
+                env: "ASKRELAY_BROKER",
+                help: "use this running broker instead of starting one (skips the ledger checks)"
+            ),
+            .value(
+                "log-level",
+                "LEVEL",
+                env: "ASKRELAY_LOG_LEVEL",
+                default: "info",
+                help:
+                    "level of every worker's log file; askrelay's own lines on stderr: this level or notice, whichever is higher"
+            ),
+            .value(
+                "endpoint",
+                "ENDPOINT",
+                env: "ASKRELAY_ENDPOINT",
+                help: "endpoint the started broker binds, workers connect to (default: ipc in a fresh /tmp folder)"
+            ),
+            .flag(
+                "insecure",
+                env: "ASKRELAY_INSECURE",
+                help:
+                    "run without CURVE (by default keys are generated into the run folder and every process authenticates); the broker gets --allow-insecure so a non-loopback --endpoint still works"
+            ),
+            .value(
+                "wrap-broker",
+                "COMMAND",
+                env: "ASKRELAY_WRAP_BROKER",
+                help: "command prefix the broker runs under, split on spaces (e.g. 'ip netns exec host-b')"
+            ),
+            .value("wrap-limits", "COMMAND", env: "ASKRELAY_WRAP_LIMITS", help: "command prefix of the limits worker"),
+            .value(
+                "wrap-parent",
+                "COMMAND",
+                env: "ASKRELAY_WRAP_PARENT",
+                help: "command prefix of every parent worker"
+            ),
+            .value("wrap-child", "COMMAND", env: "ASKRELAY_WRAP_CHILD", help: "command prefix of every child worker"),
+            .flag("quiet", env: "ASKRELAY_QUIET", help: "no progress lines on stderr"),
+            .flag(
+                "shrink",
+                env: "ASKRELAY_SHRINK",
+                help:
+                    "when an invariant fails, shrink the scenario to the smallest that still breaks it (into REPORT_DIR/shrink)"
+            ),
+        ] + ShrinkFlags.options
 
     let scenario: Scenario
     let reportDirectory: String
@@ -97,6 +114,8 @@ struct Simulate: Command {
     let insecure: Bool
     let endpoint: String?
     let wrappers: CommandWrappers
+    let shrink: Bool
+    let shrinkFlags: ShrinkFlags
 
     init(arguments: Arguments) throws {
         var scenario = Scenario()
@@ -141,6 +160,11 @@ struct Simulate: Command {
         wrappers.parent = try words("wrap-parent")
         wrappers.child = try words("wrap-child")
         self.wrappers = wrappers
+        shrink = arguments.flag("shrink")
+        shrinkFlags = try ShrinkFlags(arguments: arguments)
+        for name in ["shrink-budget", "shrink-invariant"] where !shrink && arguments.sources[name] == .commandLine {
+            throw UsageError("--\(name) goes with --shrink")
+        }
     }
 
     /// The report folder last, once everything else is known good: a refused command changes nothing.
@@ -186,6 +210,25 @@ struct Simulate: Command {
         printLine("")
         printLine("report: \(result.reportJSON)")
         printLine("        \(result.reportHTML)")
+        guard shrink else { return result.exitCode }
+        if result.report.invariants.ok {
+            printLine("shrink: every invariant held; nothing to shrink")
+            return result.exitCode
+        }
+        let invariant: Invariant
+        do { invariant = try Shrinker.target(result.report.invariants, named: shrinkFlags.invariant) } catch {
+            printError("askrelay simulate: --shrink: \(error)")
+            return result.exitCode
+        }
+        printLine("")
+        _ = try await shrinkFlags.shrink(
+            scenario,
+            invariant: invariant,
+            like: options,
+            into: (reportDirectory as NSString).appendingPathComponent("shrink"),
+            originalReport: reportDirectory,
+            logger: AskLogger(label: "askrelay-shrink", level: max(logLevel, .warning))
+        )
         return result.exitCode
     }
 }

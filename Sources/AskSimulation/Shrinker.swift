@@ -216,6 +216,14 @@ public struct Shrinker: Sendable {
             step.error = "\(error)"
         }
         step.seconds = (ContinuousClock.now - started).seconds
+        if stopRequested() {
+            // Its processes were killed mid-run: its verdict says nothing.
+            step.failed = false
+            step.error = "interrupted"
+            state.replays.append(step)
+            progress(step.line(invariant))
+            throw StopShrinking(reason: .interrupted)
+        }
         state.replays.append(step)
         state.played[key] = step.failed
         progress(step.line(invariant))
@@ -223,7 +231,6 @@ public struct Shrinker: Sendable {
             state.best = candidate
             state.bestReport = folder
         }
-        if stopRequested() { throw StopShrinking(reason: .interrupted) }
         return step.failed
     }
 
@@ -282,7 +289,9 @@ public struct ShrinkSummary: Codable, Sendable {
 
         func line(_ invariant: Invariant) -> String {
             let verdict: String
-            if let error {
+            if error == "interrupted" {
+                verdict = "interrupted"
+            } else if let error {
                 verdict = "could not run (\(error))"
             } else if failed {
                 verdict = "fails [\(invariant.rawValue)]"

@@ -2,7 +2,6 @@ import AskCLI
 import AskLogging
 import AskSimulation
 import Foundation
-import Synchronization
 
 /// `askrelay shrink REPORT_DIR`: shrinks the scenario of a failed simulation (its report folder) to the smallest
 /// scenario whose replay still breaks the same invariant. `askrelay simulate --shrink` does the same after its own
@@ -133,7 +132,8 @@ struct ShrinkFlags: Sendable {
     }
 
     /// Shrinks `scenario` for `invariant`, replaying the way `base` plays, with progress lines on stdout.
-    /// SIGINT/SIGTERM end the replay running (its processes are killed) and the shrink, with the best so far.
+    /// SIGINT/SIGTERM end the replay running (its processes are killed) and the shrink, with the best so far:
+    /// through `base.interruption` when the caller watches the signals (``SignalInterruption``), else a watcher of its own.
     func shrink(
         _ scenario: Scenario,
         invariant: Invariant,
@@ -142,11 +142,12 @@ struct ShrinkFlags: Sendable {
         originalReport: String?,
         logger: AskLogger
     ) async throws -> ShrinkSummary {
+        let owned = base.interruption == nil ? SignalInterruption() : nil
+        defer { withExtendedLifetime(owned) {} }
+        let interruption = base.interruption ?? owned?.interruption ?? SimulationInterruption()
         var options = base
-        options.watchSignals = true
-        let interrupted = Interrupted()
-        let watcher = SignalWatcher(signals: [SIGINT, SIGTERM]) { _ in interrupted.set() }
-        defer { withExtendedLifetime(watcher) {} }
+        options.interruption = interruption
+        options.watchSignals = false
         let shrinker = Shrinker(
             original: scenario,
             invariant: invariant,
@@ -155,15 +156,20 @@ struct ShrinkFlags: Sendable {
             originalReport: originalReport,
             replay: Shrinker.replay(like: options, logger: logger),
             progress: { printLine($0) },
-            stopRequested: { interrupted.isSet }
+            stopRequested: { interruption.signal != nil }
         )
         return try await onDedicatedThread(name: "shrink") { try shrinker.run() }
     }
 }
 
-/// Set once SIGINT or SIGTERM arrived.
-final class Interrupted: Sendable {
-    private let flag = Mutex(false)
-    func set() { flag.withLock { $0 = true } }
-    var isSet: Bool { flag.withLock { $0 } }
+/// One signal watcher for a run and every replay after it: with a second watcher in the process (one per run), the
+/// signals went unseen (SIGINT during a replay was ignored). SIGINT/SIGTERM interrupt the simulation running.
+final class SignalInterruption: Sendable {
+    let interruption = SimulationInterruption()
+    private let watcher: SignalWatcher
+
+    init() {
+        let interruption = interruption
+        watcher = SignalWatcher(signals: [SIGINT, SIGTERM]) { interruption.interrupt($0) }
+    }
 }

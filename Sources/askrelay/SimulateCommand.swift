@@ -191,6 +191,13 @@ struct Simulate: Command {
         options.curve = !insecure
         options.workerLogLevel = logLevel.description
         options.watchSignals = true
+        // With --shrink one watcher serves the run and every replay (a watcher per run would miss the signals).
+        let signals = shrink ? SignalInterruption() : nil
+        defer { withExtendedLifetime(signals) {} }
+        if let signals {
+            options.watchSignals = false
+            options.interruption = signals.interruption
+        }
         options.onStarted = { processes in
             printLine("running: " + processes.map { "\($0.name)=\($0.pid)" }.joined(separator: " "))
         }

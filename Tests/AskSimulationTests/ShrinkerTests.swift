@@ -154,7 +154,7 @@ struct ShrinkerTests {
             .init(at: .seconds(2), process: "broker", action: .kill),
             .init(at: .seconds(4), process: "limits", action: .kill),
         ]
-        for (budget, stopAfter) in [(Duration.zero, Int.max), (.seconds(60), 3)] {
+        for (budget, stopAfter) in [(Duration.zero, Int.max), (.seconds(60), 4)] {
             let folder = NSTemporaryDirectory() + "askrelay-shrink-" + UUID().uuidString
             defer { try? FileManager.default.removeItem(atPath: folder) }
             let log = Recorder<Scenario>()
@@ -176,11 +176,15 @@ struct ShrinkerTests {
                 #expect(summary.minimal == original && summary.minimalReport == "/somewhere/original")
                 #expect(printed.contains("shrink: the budget is spent; stopped with the best scenario so far"))
             } else {
-                // faults → none (passes), → [broker] (passes), → [limits] (fails), then the stop.
+                // faults → none (passes), → [broker] (passes), → [limits] (fails), families → 1 (interrupted: its
+                // verdict does not count).
                 #expect(summary.stopped == .interrupted)
-                #expect(summary.replays.count == 3)
+                #expect(summary.replays.count == 4)
+                #expect(summary.replays.last?.error == "interrupted" && summary.replays.last?.failed == false)
                 #expect(summary.minimal.faults.map(\.process) == ["limits"])
+                #expect(summary.minimal.families == 240)
                 #expect(summary.minimalReport == folder + "/replay-03")
+                #expect(printed.contains { $0.hasPrefix("replay 4: families 240 → 1: interrupted, ") })
                 #expect(printed.contains("shrink: interrupted; stopped with the best scenario so far"))
             }
             #expect(try Scenario.load(path: folder + "/minimal-scenario.json") == summary.minimal)

@@ -87,16 +87,18 @@ struct ShrinkIntegrationTests {
         FaultSupport.Run(exit: .exited(1), report: try json(folder + "/report.json"), stdout: [], directory: folder)
     }
 
+    /// Broken too, and quick: a few seconds per replay.
+    static let small = """
+        {"seed": 3, "families": 4, "flowsPerChild": 1, "childThink": "100ms", "grace": "500ms",
+         "cancelProbability": 0, "abandonProbability": 0, "invalidRatio": 0, "answerAfterExpiry": true,
+         "guardians": {"neverAnswerRatio": 0}}
+        """
+
     @Test("askrelay shrink REPORT_DIR with a spent budget stops after one replay with the best so far")
     func subcommandBudget() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let scenario = """
-            {"seed": 3, "families": 4, "flowsPerChild": 1, "childThink": "100ms", "grace": "500ms",
-             "cancelProbability": 0, "abandonProbability": 0, "invalidRatio": 0, "answerAfterExpiry": true,
-             "guardians": {"neverAnswerRatio": 0}}
-            """
-        let run = try FaultSupport.simulate(scenario, directory: directory, timeout: .seconds(120))
+        let run = try FaultSupport.simulate(Self.small, directory: directory, timeout: .seconds(120))
         #expect(Self.broke(run, "guardians-honour-expiry"), "\(run.violations)")
         let output = directory.path + "/shrunk"
         let supervisor = ProcessSupervisor()
@@ -121,6 +123,59 @@ struct ShrinkIntegrationTests {
         #expect(try Scenario.load(path: output + "/minimal-scenario.json").seed == 3)
         // Nothing was written into the run's own folder.
         #expect(!FileManager.default.fileExists(atPath: run.directory + "/shrink"))
+    }
+
+    @Test("SIGINT during a replay kills its processes and ends the shrink with the best so far, exit 1")
+    func interrupted() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let run = try FaultSupport.simulate(Self.small, directory: directory, timeout: .seconds(120))
+        #expect(Self.broke(run, "guardians-honour-expiry"), "\(run.violations)")
+        try Self.interrupt(["shrink", run.directory, "--shrink-dir", directory.path + "/shrunk"], directory.path)
+        // simulate --shrink: its own run, then the shrink, under one signal watcher.
+        let scenarioPath = directory.path + "/small.json"
+        try Data(Self.small.utf8).write(to: URL(fileURLWithPath: scenarioPath))
+        let report = directory.path + "/again"
+        try Self.interrupt(
+            ["simulate", "--scenario", scenarioPath, "--report-dir", report, "--quiet", "--shrink"],
+            directory.path,
+            output: report + "/shrink"
+        )
+    }
+
+    /// Starts askrelay with `arguments`, sends SIGINT once replay 1 runs every process, checks the ending.
+    static func interrupt(_ arguments: [String], _ directory: String, output: String? = nil) throws {
+        let output = output ?? arguments[arguments.count - 1]
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let askrelay = try supervisor.start(
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: arguments,
+            logPath: directory + "/\(arguments[0])-interrupted.log"
+        )
+        try askrelay.waitForLine(prefix: "shrink: looking", timeout: .seconds(90))
+        // The children start last: once their log exists, every process of replay 1 runs.
+        let childLog = output + "/replay-01/logs/child-1.log"
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !FileManager.default.fileExists(atPath: childLog) && ContinuousClock.now < deadline && askrelay.isRunning
+        {
+            _ = try? askrelay.waitForExit(timeout: .milliseconds(50))
+        }
+        #expect(FileManager.default.fileExists(atPath: childLog), "replay 1 did not start its children")
+        askrelay.signal(SIGINT)
+        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(1), "\(arguments[0])")
+        let lines = askrelay.lines
+        #expect(lines.contains { $0.hasPrefix("replay 1: families 4 → 1: interrupted, ") }, "\(lines)")
+        #expect(lines.contains("shrink: interrupted; stopped with the best scenario so far"), "\(lines)")
+        #expect(!lines.contains { $0.hasPrefix("replay 2:") }, "\(lines)")
+        #expect(try json(output + "/shrink.json")["stopped"] as? String == "interrupted")
+        // No process of the replay outlived it.
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int32(entry) != nil {
+            guard let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { continue }
+            let line = String(decoding: data, as: UTF8.self)
+            #expect(!line.contains(output + "/replay-01"), "still running: \(entry)")
+        }
     }
 
     @Test("bad usage exits 64, names the problem and writes nothing")

@@ -191,6 +191,16 @@ struct ShrinkerTests {
         }
     }
 
+    @Test("--clean empties a report folder that holds a shrink folder (simulate --shrink wrote it)")
+    func cleanTakesTheShrinkFolder() throws {
+        let folder = NSTemporaryDirectory() + "askrelay-shrink-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try FileManager.default.createDirectory(atPath: folder + "/shrink/replay-01", withIntermediateDirectories: true)
+        try Data("{}".utf8).write(to: URL(fileURLWithPath: folder + "/report.json"))
+        try ReportFolder.prepare(folder, clean: true)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
+    }
+
     @Test("the target: the first broken invariant, or the one named if it broke; refused when none broke")
     func target() throws {
         let result = InvariantResult(

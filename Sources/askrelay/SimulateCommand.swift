@@ -18,92 +18,83 @@ struct Simulate: Command {
         Flags override the scenario file. Durations take a unit: 250ms, 2s, 5m, 48h (at most 100d).
         See docs/simulation.md.
         """
-    static let options: [OptionSpec] =
-        [
-            .value(
-                "scenario",
-                "FILE",
-                env: "ASKRELAY_SCENARIO",
-                help: "scenario JSON file (docs/scenarios/); built-in defaults without it"
-            ),
-            .value(
-                "seed",
-                "N",
-                env: "ASKRELAY_SEED",
-                help: "root seed of every random decision (overrides the scenario)"
-            ),
-            .value("families", "N", env: "ASKRELAY_FAMILIES", help: "number of families (overrides the scenario)"),
-            .value(
-                "duration",
-                "DURATION",
-                env: "ASKRELAY_DURATION",
-                help: "longest the children may run (overrides the scenario)"
-            ),
-            .value(
-                "time-scale",
-                "X",
-                env: "ASKRELAY_TIME_SCALE",
-                help: "product durations pass X times faster (overrides the scenario)"
-            ),
-            .value(
-                "report-dir",
-                "DIR",
-                env: "ASKRELAY_REPORT_DIR",
-                help: "a new or empty folder for the report, logs and records (default: ./askrelay-report-<timestamp>)"
-            ),
-            .flag(
-                "clean",
-                env: "ASKRELAY_CLEAN",
-                help: "empty a non-empty --report-dir first (only a folder holding what askrelay writes)"
-            ),
-            .value(
-                "broker",
-                "ENDPOINT",
-                env: "ASKRELAY_BROKER",
-                help: "use this running broker instead of starting one (skips the ledger checks)"
-            ),
-            .value(
-                "log-level",
-                "LEVEL",
-                env: "ASKRELAY_LOG_LEVEL",
-                default: "info",
-                help:
-                    "level of every worker's log file; askrelay's own lines on stderr: this level or notice, whichever is higher"
-            ),
-            .value(
-                "endpoint",
-                "ENDPOINT",
-                env: "ASKRELAY_ENDPOINT",
-                help: "endpoint the started broker binds, workers connect to (default: ipc in a fresh /tmp folder)"
-            ),
-            .flag(
-                "insecure",
-                env: "ASKRELAY_INSECURE",
-                help:
-                    "run without CURVE (by default keys are generated into the run folder and every process authenticates); the broker gets --allow-insecure so a non-loopback --endpoint still works"
-            ),
-            .value(
-                "wrap-broker",
-                "COMMAND",
-                env: "ASKRELAY_WRAP_BROKER",
-                help: "command prefix the broker runs under, split on spaces (e.g. 'ip netns exec host-b')"
-            ),
-            .value("wrap-limits", "COMMAND", env: "ASKRELAY_WRAP_LIMITS", help: "command prefix of the limits worker"),
-            .value(
-                "wrap-parent",
-                "COMMAND",
-                env: "ASKRELAY_WRAP_PARENT",
-                help: "command prefix of every parent worker"
-            ),
-            .value("wrap-child", "COMMAND", env: "ASKRELAY_WRAP_CHILD", help: "command prefix of every child worker"),
-            .flag("quiet", env: "ASKRELAY_QUIET", help: "no progress lines on stderr"),
-            .flag(
-                "shrink",
-                env: "ASKRELAY_SHRINK",
-                help:
-                    "when an invariant fails, shrink the scenario to the smallest that still breaks it (into REPORT_DIR/shrink)"
-            ),
-        ] + ShrinkFlags.options
+    /// Simulate's own options; `options` adds the shrink flags it shares with `askrelay shrink`.
+    static let simulateOptions: [OptionSpec] = [
+        .value(
+            "scenario",
+            "FILE",
+            env: "ASKRELAY_SCENARIO",
+            help: "scenario JSON file (docs/scenarios/); built-in defaults without it"
+        ),
+        .value("seed", "N", env: "ASKRELAY_SEED", help: "root seed of every random decision (overrides the scenario)"),
+        .value("families", "N", env: "ASKRELAY_FAMILIES", help: "number of families (overrides the scenario)"),
+        .value(
+            "duration",
+            "DURATION",
+            env: "ASKRELAY_DURATION",
+            help: "longest the children may run (overrides the scenario)"
+        ),
+        .value(
+            "time-scale",
+            "X",
+            env: "ASKRELAY_TIME_SCALE",
+            help: "product durations pass X times faster (overrides the scenario)"
+        ),
+        .value(
+            "report-dir",
+            "DIR",
+            env: "ASKRELAY_REPORT_DIR",
+            help: "a new or empty folder for the report, logs and records (default: ./askrelay-report-<timestamp>)"
+        ),
+        .flag(
+            "clean",
+            env: "ASKRELAY_CLEAN",
+            help: "empty a non-empty --report-dir first (only a folder holding what askrelay writes)"
+        ),
+        .value(
+            "broker",
+            "ENDPOINT",
+            env: "ASKRELAY_BROKER",
+            help: "use this running broker instead of starting one (skips the ledger checks)"
+        ),
+        .value(
+            "log-level",
+            "LEVEL",
+            env: "ASKRELAY_LOG_LEVEL",
+            default: "info",
+            help:
+                "level of every worker's log file; askrelay's own lines on stderr: this level or notice, whichever is higher"
+        ),
+        .value(
+            "endpoint",
+            "ENDPOINT",
+            env: "ASKRELAY_ENDPOINT",
+            help: "endpoint the started broker binds, workers connect to (default: ipc in a fresh /tmp folder)"
+        ),
+        .flag(
+            "insecure",
+            env: "ASKRELAY_INSECURE",
+            help:
+                "run without CURVE (by default keys are generated into the run folder and every process authenticates); the broker gets --allow-insecure so a non-loopback --endpoint still works"
+        ),
+        .value(
+            "wrap-broker",
+            "COMMAND",
+            env: "ASKRELAY_WRAP_BROKER",
+            help: "command prefix the broker runs under, split on spaces (e.g. 'ip netns exec host-b')"
+        ),
+        .value("wrap-limits", "COMMAND", env: "ASKRELAY_WRAP_LIMITS", help: "command prefix of the limits worker"),
+        .value("wrap-parent", "COMMAND", env: "ASKRELAY_WRAP_PARENT", help: "command prefix of every parent worker"),
+        .value("wrap-child", "COMMAND", env: "ASKRELAY_WRAP_CHILD", help: "command prefix of every child worker"),
+        .flag("quiet", env: "ASKRELAY_QUIET", help: "no progress lines on stderr"),
+        .flag(
+            "shrink",
+            env: "ASKRELAY_SHRINK",
+            help:
+                "when an invariant fails, shrink the scenario to the smallest that still breaks it (into REPORT_DIR/shrink)"
+        ),
+    ]
+    static let options = simulateOptions + ShrinkFlags.options
 
     let scenario: Scenario
     let reportDirectory: String

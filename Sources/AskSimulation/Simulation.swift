@@ -38,6 +38,9 @@ public struct SimulationOptions: Sendable {
     public var watchSignals = false
     /// Called once every process is ready, with each process's name and pid in start order.
     public var onStarted: @Sendable ([(name: String, pid: Int32)]) -> Void = { _ in }
+    /// For a caller that watches SIGINT/SIGTERM itself across several runs (the shrinker): interrupting it kills
+    /// this run's processes and `run()` throws, as with `watchSignals`.
+    public var interruption: SimulationInterruption?
 
     public init(scenario: Scenario, reportDirectory: String) {
         self.scenario = scenario
@@ -138,6 +141,8 @@ public final class Simulation: Sendable {
         let supervisor = ProcessSupervisor()
         if options.watchSignals { supervisor.watchSignals() }
         defer { supervisor.killAll() }
+        options.interruption?.attach(supervisor)
+        defer { options.interruption?.detach() }
 
         let startedAt = Date()
         let clockStart = ContinuousClock.now
@@ -397,6 +402,40 @@ public final class Simulation: Sendable {
                 }
             }
         )
+    }
+}
+
+/// Interrupts the simulation running with it (and any later one): its processes are killed and its `run()` throws.
+/// One signal watcher can so serve many runs in a row; a second watcher per run would take the first one's signals.
+public final class SimulationInterruption: Sendable {
+    private let state = Mutex<(signal: Int32?, supervisor: ProcessSupervisor?)>((nil, nil))
+
+    public init() {}
+
+    /// The signal that interrupted, if one did.
+    public var signal: Int32? { state.withLock { $0.signal } }
+
+    public func interrupt(_ signal: Int32) {
+        let running = state.withLock {
+            $0.signal = signal
+            return $0.supervisor
+        }
+        if let running { Self.stop(running, signal) }
+    }
+
+    func attach(_ supervisor: ProcessSupervisor) {
+        let signal = state.withLock {
+            $0.supervisor = supervisor
+            return $0.signal
+        }
+        if let signal { Self.stop(supervisor, signal) }
+    }
+
+    func detach() { state.withLock { $0.supervisor = nil } }
+
+    private static func stop(_ supervisor: ProcessSupervisor, _ signal: Int32) {
+        supervisor.core.interrupt(signal)
+        supervisor.killAll()
     }
 }
 

@@ -18,7 +18,8 @@ struct Simulate: Command {
         Flags override the scenario file. Durations take a unit: 250ms, 2s, 5m, 48h (at most 100d).
         See docs/simulation.md.
         """
-    static let options: [OptionSpec] = [
+    /// Simulate's own options; `options` adds the shrink flags it shares with `askrelay shrink`.
+    static let simulateOptions: [OptionSpec] = [
         .value(
             "scenario",
             "FILE",
@@ -86,7 +87,14 @@ struct Simulate: Command {
         .value("wrap-parent", "COMMAND", env: "ASKRELAY_WRAP_PARENT", help: "command prefix of every parent worker"),
         .value("wrap-child", "COMMAND", env: "ASKRELAY_WRAP_CHILD", help: "command prefix of every child worker"),
         .flag("quiet", env: "ASKRELAY_QUIET", help: "no progress lines on stderr"),
+        .flag(
+            "shrink",
+            env: "ASKRELAY_SHRINK",
+            help:
+                "when an invariant fails, shrink the scenario to the smallest that still breaks it (into REPORT_DIR/shrink)"
+        ),
     ]
+    static let options = simulateOptions + ShrinkFlags.options
 
     let scenario: Scenario
     let reportDirectory: String
@@ -97,6 +105,8 @@ struct Simulate: Command {
     let insecure: Bool
     let endpoint: String?
     let wrappers: CommandWrappers
+    let shrink: Bool
+    let shrinkFlags: ShrinkFlags
 
     init(arguments: Arguments) throws {
         var scenario = Scenario()
@@ -141,6 +151,11 @@ struct Simulate: Command {
         wrappers.parent = try words("wrap-parent")
         wrappers.child = try words("wrap-child")
         self.wrappers = wrappers
+        shrink = arguments.flag("shrink")
+        shrinkFlags = try ShrinkFlags(arguments: arguments)
+        for name in ["shrink-budget", "shrink-invariant"] where !shrink && arguments.sources[name] == .commandLine {
+            throw UsageError("--\(name) goes with --shrink")
+        }
     }
 
     /// The report folder last, once everything else is known good: a refused command changes nothing.
@@ -167,6 +182,13 @@ struct Simulate: Command {
         options.curve = !insecure
         options.workerLogLevel = logLevel.description
         options.watchSignals = true
+        // With --shrink one watcher serves the run and every replay (a watcher per run would miss the signals).
+        let signals = shrink ? SignalInterruption() : nil
+        defer { withExtendedLifetime(signals) {} }
+        if let signals {
+            options.watchSignals = false
+            options.interruption = signals.interruption
+        }
         options.onStarted = { processes in
             printLine("running: " + processes.map { "\($0.name)=\($0.pid)" }.joined(separator: " "))
         }
@@ -186,6 +208,25 @@ struct Simulate: Command {
         printLine("")
         printLine("report: \(result.reportJSON)")
         printLine("        \(result.reportHTML)")
+        guard shrink else { return result.exitCode }
+        if result.report.invariants.ok {
+            printLine("shrink: every invariant held; nothing to shrink")
+            return result.exitCode
+        }
+        let invariant: Invariant
+        do { invariant = try Shrinker.target(result.report.invariants, named: shrinkFlags.invariant) } catch {
+            printError("askrelay simulate: --shrink: \(error)")
+            return result.exitCode
+        }
+        printLine("")
+        _ = try await shrinkFlags.shrink(
+            scenario,
+            invariant: invariant,
+            like: options,
+            into: (reportDirectory as NSString).appendingPathComponent("shrink"),
+            originalReport: reportDirectory,
+            logger: AskLogger(label: "askrelay-shrink", level: max(logLevel, .warning))
+        )
         return result.exitCode
     }
 }

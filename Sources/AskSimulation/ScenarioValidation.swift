@@ -1,0 +1,198 @@
+import AskBroker
+import AskCLI
+import Foundation
+
+// Loading a scenario file and checking its ranges and cross-field rules.
+
+extension Scenario {
+    /// Reads and validates a scenario file. - Throws: ``ScenarioError`` naming the field.
+    public static func load(path: String) throws -> Scenario {
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
+            throw ScenarioError(field: "", "no such file; give --scenario the path of a scenario JSON file")
+        }
+        guard !isFolder.boolValue else {
+            throw ScenarioError(field: "", "is a folder; give --scenario the path of a scenario JSON file")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ScenarioError(field: "", "cannot be read (permission denied?); give --scenario a file you can read")
+        }
+        return try parse(data)
+    }
+
+    /// Decodes and validates scenario JSON. - Throws: ``ScenarioError`` naming the field.
+    public static func parse(_ data: Data) throws -> Scenario {
+        // JSONDecoder is lenient (it takes `{"families": 5,}`) and says no line: check the syntax strictly first.
+        do { try StrictJSONSyntax.check(data) } catch let failure as StrictJSONSyntax.Failure {
+            throw ScenarioError(
+                field: "",
+                "\(failure); fix the file (double-quoted names, no trailing commas, no comments)"
+            )
+        }
+        let scenario: Scenario
+        do {
+            scenario = try JSONDecoder().decode(Scenario.self, from: data)
+        } catch let error as ScenarioError {
+            throw error
+        } catch let DecodingError.typeMismatch(type, context) {
+            throw ScenarioError(
+                field: path(context.codingPath),
+                "expected \(describe(type)): \(context.debugDescription)"
+            )
+        } catch let DecodingError.valueNotFound(type, context) {
+            throw ScenarioError(field: path(context.codingPath), "expected \(describe(type)), found null")
+        } catch let DecodingError.keyNotFound(key, context) {
+            throw ScenarioError(field: path(context.codingPath + [key]), "is required")
+        } catch let DecodingError.dataCorrupted(context) {
+            throw ScenarioError(field: path(context.codingPath), context.debugDescription)
+        }
+        try scenario.validate()
+        return scenario
+    }
+
+    static func path(_ codingPath: [any CodingKey]) -> String {
+        var text = ""
+        for key in codingPath {
+            if let index = key.intValue {
+                text += "[\(index)]"
+            } else {
+                text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
+            }
+        }
+        return text
+    }
+
+    static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is Double.Type: "a number"
+        case is Int.Type, is UInt64.Type: "a whole number"
+        case is String.Type: "a string"
+        case is Bool.Type: "true or false"
+        default: "\(type)"
+        }
+    }
+
+    /// Checks ranges and cross-field rules. - Throws: ``ScenarioError`` naming the first bad field.
+    public func validate() throws {
+        func fraction(_ value: Double, _ field: String) throws {
+            guard value.isFinite, (0...1).contains(value) else {
+                throw ScenarioError(field: field, "must be a number in 0...1, got \(value)")
+            }
+        }
+        func atLeast(_ value: Int, _ minimum: Int, _ field: String) throws {
+            guard value >= minimum else {
+                throw ScenarioError(field: field, "must be at least \(minimum), got \(value)")
+            }
+        }
+        try atLeast(families, 1, "families")
+        try atLeast(childrenPerFamily, 1, "childrenPerFamily")
+        try atLeast(guardiansPerFamily, 1, "guardiansPerFamily")
+        try atLeast(childProcesses, 1, "childProcesses")
+        try atLeast(parentProcesses, 1, "parentProcesses")
+        try atLeast(flowsPerChild, 1, "flowsPerChild")
+        try fraction(ratios.limitsEnabled, "ratios.limitsEnabled")
+        try fraction(ratios.contactSyncSetUp, "ratios.contactSyncSetUp")
+        try fraction(ratios.eligible, "ratios.eligible")
+        try fraction(ratios.knownHandle, "ratios.knownHandle")
+        try fraction(groupQuestionRatio, "groupQuestionRatio")
+        try fraction(invalidRatio, "invalidRatio")
+        try fraction(cancelProbability, "cancelProbability")
+        try fraction(abandonProbability, "abandonProbability")
+        try atLeast(contactsPerChild, 1, "contactsPerChild")
+        try fraction(guardians.approveProbability, "guardians.approveProbability")
+        try fraction(guardians.neverAnswerRatio, "guardians.neverAnswerRatio")
+        guard ThinkTime(guardians.think) != nil else {
+            throw ScenarioError(
+                field: "guardians.think",
+                "must be fixed:D, uniform:D-D or exponential:D, got '\(guardians.think)'"
+            )
+        }
+        for (name, weight) in actions where !(weight.isFinite && weight >= 0) || !Self.knownActions.contains(name) {
+            throw ScenarioError(
+                field: "actions.\(name)",
+                "must be one of \(Self.knownActions.joined(separator: ", ")) with a weight ≥ 0"
+            )
+        }
+        for (name, weight) in topics where !(weight.isFinite && weight >= 0) || !Self.knownTopics.contains(name) {
+            throw ScenarioError(
+                field: "topics.\(name)",
+                "must be one of \(Self.knownTopics.joined(separator: ", ")) with a weight ≥ 0"
+            )
+        }
+        guard timeScale.isFinite, ValueBounds.timeScale.contains(timeScale) else {
+            let bounds = ValueBounds.timeScale
+            throw ScenarioError(
+                field: "timeScale",
+                "must be a number in \(bounds.lowerBound)...\(bounds.upperBound), got \(timeScale)"
+            )
+        }
+        guard pendingWindow > .zero else { throw ScenarioError(field: "pendingWindow", "must be longer than 0") }
+        if let expireAfter, expireAfter <= .zero { throw ScenarioError(field: "expireAfter", "must be longer than 0") }
+        guard duration > .zero else { throw ScenarioError(field: "duration", "must be longer than 0") }
+        guard ["strict", "batch", "off"].contains(durability) else {
+            throw ScenarioError(field: "durability", "must be strict, batch or off, got '\(durability)'")
+        }
+        if !CrashPoints.isAvailable, brokerCrashAt != nil || answerAfterExpiry {
+            throw ScenarioError(
+                field: brokerCrashAt != nil ? "brokerCrashAt" : "answerAfterExpiry",
+                "is a test hook that only debug (testing) builds have; run a debug build (swift build) to use it"
+            )
+        }
+        if let brokerCrashAt, CrashPoints(parsing: brokerCrashAt) == nil {
+            throw ScenarioError(
+                field: "brokerCrashAt",
+                "must be POINT or POINT:N with POINT one of \(CrashPoints.Point.allCases.map(\.rawValue).joined(separator: ", ")), got '\(brokerCrashAt)'"
+            )
+        }
+        for (index, fault) in faults.enumerated() {
+            if fault.action == .run {
+                guard fault.process.isEmpty else {
+                    throw ScenarioError(field: "faults[\(index)].process", "a 'run' fault names no process")
+                }
+                guard let command = fault.command, let program = command.first, !program.isEmpty else {
+                    throw ScenarioError(field: "faults[\(index)].command", "a 'run' fault needs a non-empty command")
+                }
+                if let undo = fault.undo, undo.first?.isEmpty ?? true {
+                    throw ScenarioError(field: "faults[\(index)].undo", "must be a non-empty command")
+                }
+                if fault.undoAfter != nil && fault.undo == nil {
+                    throw ScenarioError(field: "faults[\(index)].undoAfter", "only with 'undo'")
+                }
+                if fault.restartAfter != nil || fault.continueAfter != nil {
+                    throw ScenarioError(
+                        field: "faults[\(index)]",
+                        "a 'run' fault takes command, undo and undoAfter, not restartAfter/continueAfter"
+                    )
+                }
+                continue
+            }
+            if fault.command != nil || fault.undo != nil || fault.undoAfter != nil {
+                throw ScenarioError(field: "faults[\(index)].command", "only a 'run' fault takes command/undo")
+            }
+            let valid = processNames
+            guard valid.contains(fault.process) else {
+                throw ScenarioError(
+                    field: "faults[\(index)].process",
+                    "must be one of \(valid.joined(separator: ", ")), got '\(fault.process)'"
+                )
+            }
+            if fault.action == .stop && fault.restartAfter != nil {
+                throw ScenarioError(
+                    field: "faults[\(index)].restartAfter",
+                    "a stopped process continues (continueAfter); it is not restarted"
+                )
+            }
+            if fault.action != .stop && fault.continueAfter != nil {
+                throw ScenarioError(
+                    field: "faults[\(index)].continueAfter",
+                    "only a 'stop' fault continues; use restartAfter"
+                )
+            }
+        }
+    }
+
+    public static let knownActions = [
+        "message", "audioCall", "videoCall", "call", "chat", "follow", "beFollowed", "friend", "connect", "communicate",
+    ]
+    public static let knownTopics = ["communication", "significantAppUpdate"]
+}

@@ -32,7 +32,8 @@ let package = Package(
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: strict),
         // Structured, levelled log lines (swift-log's shape, no dependency).
         .target(name: "AskLogging", swiftSettings: strict),
-        // Hand-written command-line parsing, signals and threads shared by every executable. Re-exports the duration
+        // Hand-written command-line parsing, signals, threads and the process supervisor (start, watch, signal,
+        // restart child processes) shared by every executable and the cluster harness. Re-exports the duration
         // grammar and value bounds from AskModel.
         .target(name: "AskCLI", dependencies: ["AskModel"], swiftSettings: strict),
 
@@ -55,7 +56,7 @@ let package = Package(
             dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
             swiftSettings: strict
         ),
-        // Process supervision, scenarios, metrics, invariant checking, reports.
+        // Scenarios, metrics, invariant checking, reports (processes are supervised with AskCLI's supervisor).
         .target(
             name: "AskSimulation",
             dependencies: ["AskProtocol", "AskAgents", "AskBroker", "ZeroMQ", "AskLogging", "AskCLI", "SQLite"],
@@ -141,7 +142,9 @@ let package = Package(
         ),
         .testTarget(
             name: "AskSimulationTests",
-            dependencies: ["AskSimulation", "AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging"],
+            dependencies: [
+                "AskSimulation", "AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI",
+            ],
             swiftSettings: strict
         ),
         .testTarget(
@@ -156,6 +159,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "AskProtocol", "AskAgents", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite", "AskTestSupport",
+                "AskCLI",
             ],
             swiftSettings: strict
         ),

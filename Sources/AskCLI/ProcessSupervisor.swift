@@ -1,4 +1,3 @@
-import AskCLI
 import Foundation
 
 #if canImport(Glibc)
@@ -20,7 +19,7 @@ public enum ProcessExitStatus: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-func signalName(_ signal: Int32) -> String {
+public func signalName(_ signal: Int32) -> String {
     switch signal {
     case SIGKILL: "SIGKILL"
     case SIGTERM: "SIGTERM"
@@ -214,7 +213,8 @@ final class SupervisorCore: @unchecked Sendable {  // @unchecked: `interruptedBy
             if interruptible && interruptedBy != nil { return false }
             let remaining = ContinuousClock.now.duration(to: deadline)
             if remaining <= .zero { return false }
-            _ = condition.wait(until: Date().addingTimeInterval(min(remaining.seconds, 0.5)))
+            let seconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
+            _ = condition.wait(until: Date().addingTimeInterval(min(seconds, 0.5)))
         }
         return true
     }
@@ -356,7 +356,10 @@ public final class SupervisedProcess: @unchecked Sendable {
             throw SupervisorError(process: name, "interrupted by \(signalName(signal))")
         }
         _ = ok
-        throw SupervisorError(process: name, "did not print '\(prefix) ...' within \(timeout.text)\(log)\(tail())")
+        throw SupervisorError(
+            process: name,
+            "did not print '\(prefix) ...' within \(durationText(timeout))\(log)\(tail())"
+        )
     }
 
     /// The current run's state with respect to its line starting with `prefix`, without waiting, for predicates of
@@ -380,7 +383,7 @@ public final class SupervisedProcess: @unchecked Sendable {
     }
 
     /// The last log lines, for an error message.
-    func tail() -> String {
+    package func tail() -> String {
         guard let logPath, let data = FileManager.default.contents(atPath: logPath), !data.isEmpty else { return "" }
         let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").suffix(3)
         return "; last log lines:\n  " + lines.joined(separator: "\n  ")
@@ -422,7 +425,10 @@ public final class SupervisedProcess: @unchecked Sendable {
             return status != nil && openReaders == 0
         }
         guard let status, !isReading else {
-            throw SupervisorError(process: name, "did not finish within \(timeout.text) (running: \(isRunning))")
+            throw SupervisorError(
+                process: name,
+                "did not finish within \(durationText(timeout)) (running: \(isRunning))"
+            )
         }
         return status
     }

@@ -15,6 +15,10 @@ let package = Package(
         .library(name: "AskModel", targets: ["AskModel"]),
         .library(name: "AskProtocol", targets: ["AskProtocol"]),
         .library(name: "AskBroker", targets: ["AskBroker"]),
+        // The cluster harness: real askrelay processes for a test or a tool (no Swift Testing).
+        .library(name: "AskRelayCluster", targets: ["AskRelayCluster"]),
+        // Swift Testing support: the `.askRelayCluster()` trait; re-exports the harness, the client and the model.
+        .library(name: "AskRelayTesting", targets: ["AskRelayTesting", "AskRelayCluster"]),
         .executable(name: "askrelay", targets: ["askrelay"]),
         .executable(name: "askrelay-broker", targets: ["askrelay-broker"]),
         .executable(name: "askrelay-limits", targets: ["askrelay-limits"]),
@@ -67,6 +71,20 @@ let package = Package(
         .target(
             name: "AskLoad",
             dependencies: ["AskSimulation", "AskProtocol", "AskAgents", "ZeroMQ", "AskLogging", "AskCLI"],
+            swiftSettings: strict
+        ),
+
+        // The cluster harness: starts askrelay-broker, askrelay-limits (and parent/child workers) as real processes in
+        // a temporary folder, with limits administration, fault control and ledger reads. No `import Testing`.
+        .target(
+            name: "AskRelayCluster",
+            dependencies: ["AskAgents", "AskCLI", "AskLogging", "AskProtocol", "SQLite", "ZeroMQ"],
+            swiftSettings: strict
+        ),
+        // Swift Testing support over AskRelayCluster: the scoping trait and log attachments on failure.
+        .target(
+            name: "AskRelayTesting",
+            dependencies: ["AskRelayCluster", "AskAgents", "AskModel"],
             swiftSettings: strict
         ),
 
@@ -150,6 +168,19 @@ let package = Package(
         .testTarget(
             name: "AskLoadTests",
             dependencies: ["AskLoad", "AskSimulation", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI"],
+            swiftSettings: strict
+        ),
+        // Starts a cluster and waits to be killed: AskRelayClusterTests kill -9 it and check the cluster died too.
+        .executableTarget(
+            name: "askrelay-cluster-holder",
+            dependencies: ["AskRelayCluster", "AskCLI"],
+            path: "Tests/AskRelayClusterHolder",
+            swiftSettings: strict
+        ),
+        // The harness itself, with real processes.
+        .testTarget(
+            name: "AskRelayClusterTests",
+            dependencies: ["AskRelayCluster", "AskCLI", "AskModel"],
             swiftSettings: strict
         ),
         // docs/architecture.md's table of targets against `swift package dump-package`.

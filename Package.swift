@@ -10,11 +10,11 @@ let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 let package = Package(
     name: "AskRelay",
     products: [
-        .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
         // The model alone (Foundation only): a program that reads or writes questions links no libzmq.
         .library(name: "AskModel", targets: ["AskModel"]),
-        .library(name: "AskProtocol", targets: ["AskProtocol"]),
-        .library(name: "AskBroker", targets: ["AskBroker"]),
+        // The client: AskCenter, ContactApprovals, CommunicationLimits queries, GuardianCenter and their connection.
+        // It re-exports AskProtocol (and so AskModel), ZeroMQ and AskLogging: one import builds a center.
+        .library(name: "AskClient", targets: ["AskClient"]),
         // The cluster harness: real askrelay processes for a test or a tool (no Swift Testing).
         .library(name: "AskRelayCluster", targets: ["AskRelayCluster"]),
         // Swift Testing support: the `.askRelayCluster()` trait; re-exports the harness, the client and the model.
@@ -54,10 +54,17 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // Worker behaviours (child, parent, limits) and the AskCenter client library for Swift programs.
+        // The client library for Swift programs (AskCenter, ContactApprovals, GuardianCenter) and the connection
+        // runtime every worker shares (WorkerConnection, CurveOptions).
+        .target(
+            name: "AskClient",
+            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
+            swiftSettings: strict
+        ),
+        // Worker behaviours (child, parent, limits) over the client's connection runtime.
         .target(
             name: "AskAgents",
-            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
+            dependencies: ["AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
             swiftSettings: strict
         ),
         // Scenarios, metrics, invariant checking, reports (processes are supervised with AskCLI's supervisor).
@@ -70,7 +77,7 @@ let package = Package(
         // Uses AskSimulation's server processes, latency histogram and report folders.
         .target(
             name: "AskLoad",
-            dependencies: ["AskSimulation", "AskProtocol", "AskAgents", "ZeroMQ", "AskLogging", "AskCLI"],
+            dependencies: ["AskSimulation", "AskProtocol", "AskAgents", "AskClient", "ZeroMQ", "AskLogging", "AskCLI"],
             swiftSettings: strict
         ),
 
@@ -78,13 +85,13 @@ let package = Package(
         // a temporary folder, with limits administration, fault control and ledger reads. No `import Testing`.
         .target(
             name: "AskRelayCluster",
-            dependencies: ["AskAgents", "AskCLI", "AskLogging", "AskProtocol", "SQLite", "ZeroMQ"],
+            dependencies: ["AskClient", "AskCLI", "AskLogging", "AskProtocol", "SQLite", "ZeroMQ"],
             swiftSettings: strict
         ),
         // Swift Testing support over AskRelayCluster: the scoping trait and log attachments on failure.
         .target(
             name: "AskRelayTesting",
-            dependencies: ["AskRelayCluster", "AskAgents", "AskModel"],
+            dependencies: ["AskRelayCluster", "AskClient", "AskModel"],
             swiftSettings: strict
         ),
 
@@ -104,17 +111,17 @@ let package = Package(
 
         .executableTarget(
             name: "askrelay-limits",
-            dependencies: ["AskAgents", "AskCLI", "AskLogging"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging"],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "askrelay-parent",
-            dependencies: ["AskAgents", "AskCLI", "AskLogging"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging"],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "askrelay-child",
-            dependencies: ["AskAgents", "AskCLI", "AskLogging"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging"],
             swiftSettings: strict
         ),
 
@@ -154,8 +161,15 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "AskClientTests",
+            dependencies: ["AskClient", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "AskAgentsTests",
-            dependencies: ["AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport"],
+            dependencies: [
+                "AskAgents", "AskClient", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport",
+            ],
             swiftSettings: strict
         ),
         .testTarget(
@@ -189,8 +203,8 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "AskProtocol", "AskAgents", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite", "AskTestSupport",
-                "AskCLI",
+                "AskProtocol", "AskAgents", "AskClient", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite",
+                "AskTestSupport", "AskCLI",
             ],
             swiftSettings: strict
         ),

@@ -1,4 +1,4 @@
-import AskAgents
+import AskClient
 import AskCLI
 import AskLogging
 import AskProtocol

@@ -1,4 +1,4 @@
-import AskAgents
+import AskClient
 import AskLogging
 import AskProtocol
 import Foundation

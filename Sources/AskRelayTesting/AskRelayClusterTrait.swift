@@ -1,4 +1,4 @@
-@_exported import AskAgents
+@_exported import AskClient
 @_exported import AskModel
 @_exported import AskRelayCluster
 import Foundation

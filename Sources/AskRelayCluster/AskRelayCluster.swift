@@ -336,6 +336,25 @@ public final class AskRelayCluster: Sendable {
         )
     }
 
+    /// A `GuardianCenter` hosting `guardians` (default: every guardian of the roster), connected to the broker
+    /// with the cluster's heartbeat and CURVE key, logging to `clients.log`. Stop it (`await center.stop()`)
+    /// before the cluster.
+    public func makeGuardianCenter(
+        guardians: [GuardianIdentity]? = nil,
+        options: GuardianCenter.Options = GuardianCenter.Options()
+    ) throws -> GuardianCenter {
+        var options = options
+        options.heartbeatInterval = self.options.heartbeat
+        if options.curve == nil { options.curve = clientCurve(.guardian) }
+        return try GuardianCenter(
+            broker: endpoint,
+            guardians: guardians ?? self.guardians.map { GuardianIdentity(id: $0.id, family: $0.family) },
+            logger: clientLogger("guardiancenter"),
+            context: context,
+            options: options
+        )
+    }
+
     // MARK: Worker processes
 
     /// Starts an `askrelay-parent` process with `arguments` (its roster and policy, for example

@@ -160,3 +160,16 @@ func isAlive(_ pid: pid_t) -> Bool {
     guard kill(pid, 0) == 0 else { return false }
     return (try? procState(pid)) != "Z"
 }
+
+@Suite("AskRelayCluster statistics")
+struct ClusterStatsTests {
+    @Test("the stats endpoint shows the sessions, with durability off as well")
+    func statsWithoutJournal() async throws {
+        let cluster = try await AskRelayCluster.start(.init(durability: .off))
+        defer { cluster.stop() }
+        let stats = try await cluster.stats { $0.sessions["limits"] == 1 && $0.sessions["observer"] == 1 }
+        #expect(stats.queued == 0)
+        let error = #expect(throws: ClusterError.self) { try cluster.ledger(UUID()) }
+        #expect(error?.description.contains("--durability off keeps none") == true)
+    }
+}

@@ -194,7 +194,7 @@ let package = Package(
         // The harness itself, with real processes.
         .testTarget(
             name: "AskRelayClusterTests",
-            dependencies: ["AskRelayCluster", "AskCLI", "AskModel"],
+            dependencies: ["AskRelayCluster", "AskCLI", "AskClient", "AskModel"],
             swiftSettings: strict
         ),
         // Every rule of the ask flow against real processes, written as a team would: only the public products.

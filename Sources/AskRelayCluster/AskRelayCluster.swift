@@ -38,7 +38,11 @@ import ZeroMQ
 ///   ``stop(removingFolder:)`` (and `deinit`) SIGTERM what still runs, then release the guard.
 /// - **Truth for assertions.** ``ledger(_:)`` reads the question's row from the broker's journal (the state the
 ///   broker committed before it acknowledged anything; with ``Durability/off`` there is none and it throws);
+///   ``stats(timeout:where:)`` reads the broker's statistics snapshot (every second, also without a journal);
 ///   ``limitsState(of:)`` reads the limits worker's store.
+/// - **Blocking.** The synchronous calls (``init(_:)``, ``stop(removingFolder:)``, ``ClusterProcess``'s fault
+///   control, ``changeLimitsBlocking(_:timeout:)``) block their thread until their effect is visible; the `async`
+///   ones run them on a thread of their own, so a test's cooperative pool keeps running.
 public final class AskRelayCluster: Sendable {
     /// The cluster of the running test, set by the AskRelayTesting trait (`@Test(.askRelayCluster())`).
     @TaskLocal public static var current: AskRelayCluster?

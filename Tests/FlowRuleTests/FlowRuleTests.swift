@@ -84,7 +84,7 @@ struct FlowRuleTests {
 
     @Test(
         "a presented question that is never sent is abandoned when the pending window ends",
-        .askRelayCluster { $0.pendingWindow = .seconds(1) }
+        .askRelayCluster { $0.pendingWindow = .seconds(2) }
     )
     func pendingStateExpires() async throws {
         let cluster = try currentCluster()
@@ -105,7 +105,7 @@ struct FlowRuleTests {
             let responses = Collected(children.child("c1-1").responses(for: CommunicationTopic.self))
             let events = Collected(guardians.events())
             var question = PermissionQuestion(handle: friend)
-            question.expirationDate = Date().addingTimeInterval(1.5)
+            question.expirationDate = Date().addingTimeInterval(3)
             try await children.child("c1-1").ask(question)
             try await children.child("c1-1").send(question.id)
             let expired = await events.first(within: .seconds(10)) {
@@ -159,6 +159,8 @@ struct FlowRuleTests {
                 #expect(!reason.field.isEmpty)
             }
             // A child this center does not host, and a limits service that never answers, are system errors.
+            // (`AskError.unknown` is what a client reads for an error case it does not know, from a newer limits
+            // worker; the askrelay-limits of this package never sends one.)
             guard case .systemError = await askError(children.child("c9-9"), PermissionQuestion(handle: friend)) else {
                 Issue.record("an unhosted child should get systemError")
                 return

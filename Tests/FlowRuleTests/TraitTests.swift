@@ -55,4 +55,17 @@ struct TraitTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         #expect(FileManager.default.fileExists(atPath: folder + "/broker.log"))
     }
+
+    @Test("a cluster that cannot start fails the test with the reason, and the body does not run")
+    func clusterThatCannotStart() async throws {
+        let ran = Mutex(false)
+        let trait = AskRelayClusterTrait.askRelayCluster { $0.binDirectory = "/nonexistent-askrelay-bin" }
+        let error = await #expect(throws: ClusterError.self) {
+            try await trait.provideScope(for: try #require(Test.current), testCase: nil) {
+                ran.withLock { $0 = true }
+            }
+        }
+        #expect(error?.description.hasPrefix("askrelay-broker not found in /nonexistent-askrelay-bin;") == true)
+        #expect(!ran.withLock { $0 })
+    }
 }

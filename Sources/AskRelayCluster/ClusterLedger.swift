@@ -34,8 +34,10 @@ public struct LedgerEntry: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Reads the broker's journal and the limits worker's store while they run, without writing: both are SQLite in
-/// WAL mode, so a reader sees the last committed state and takes no lock a writer waits for.
+/// Reads the broker's journal and the limits worker's store while they run, with a connection of its own that
+/// runs only SELECTs: both are SQLite in WAL mode, so a reader sees the last committed state and takes no lock a
+/// writer waits for. (A file that does not exist is not created. When the owning process is dead, closing the
+/// last connection may checkpoint the WAL into the file, which changes no row.)
 enum StoreReader {
     /// The broker's ledger entry of `question`, or `nil` when the journal holds none (not asked yet, or
     /// forgotten after `--closed-retention`).

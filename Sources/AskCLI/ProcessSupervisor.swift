@@ -78,7 +78,7 @@ public enum Readiness: Sendable, Equatable {
 /// SIGINT or SIGTERM of the supervising process (see ``watchSignals()``).
 // @unchecked: all mutable state is guarded by `core.condition`.
 public final class ProcessSupervisor: @unchecked Sendable {
-    let core: SupervisorCore
+    package let core: SupervisorCore
     var condition: NSCondition { core.condition }
     private var processes: [SupervisedProcess] = []
     private var signalWatcher: SignalWatcher?
@@ -187,7 +187,7 @@ public final class ProcessSupervisor: @unchecked Sendable {
 
 /// The lock, condition and interruption state a supervisor shares with its processes (whose reader threads may
 /// outlive the supervisor object).
-final class SupervisorCore: @unchecked Sendable {  // @unchecked: `interruptedBy` is guarded by `condition`.
+package final class SupervisorCore: @unchecked Sendable {  // @unchecked: `interruptedBy` is guarded by `condition`.
     let condition = NSCondition()
     var interruptedBy: Int32?
     let onLine: @Sendable (String, String) -> Void
@@ -200,7 +200,7 @@ final class SupervisorCore: @unchecked Sendable {  // @unchecked: `interruptedBy
         return interruptedBy
     }
 
-    func interrupt(_ number: Int32) {
+    package func interrupt(_ number: Int32) {
         condition.lock()
         interruptedBy = number
         condition.broadcast()

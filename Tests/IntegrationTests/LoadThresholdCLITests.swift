@@ -1,3 +1,4 @@
+import AskCLI
 import AskLoad
 import AskSimulation
 import AskTestSupport

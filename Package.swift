@@ -61,6 +61,13 @@ let package = Package(
             dependencies: ["AskProtocol", "AskAgents", "AskBroker", "ZeroMQ", "AskLogging", "AskCLI", "SQLite"],
             swiftSettings: strict
         ),
+        // Story files (`askrelay test`): their format and checks, the runner that plays them against fresh broker and
+        // limits processes with in-process children and guardians, and the runner's text and JUnit output.
+        .target(
+            name: "AskStories",
+            dependencies: ["AskSimulation", "AskAgents", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI"],
+            swiftSettings: strict
+        ),
         // Load experiments: relay round trips, complete ask flows, pending questions, rate sweeps and their reports.
         // Uses AskSimulation's server processes, latency histogram and report folders.
         .target(
@@ -74,6 +81,7 @@ let package = Package(
             name: "askrelay",
             dependencies: [
                 "ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol", "AskSimulation", "AskLoad", "AskBroker", "AskLogging",
+                "AskStories",
             ],
             swiftSettings: strict
         ),
@@ -147,6 +155,12 @@ let package = Package(
         .testTarget(
             name: "AskLoadTests",
             dependencies: ["AskLoad", "AskSimulation", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AskStoriesTests",
+            dependencies: ["AskStories", "AskModel"],
+            resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),
         // docs/architecture.md's table of targets against `swift package dump-package`.

@@ -1,0 +1,88 @@
+import AskCLI
+import AskSimulation
+import AskStories
+import Foundation
+
+/// `askrelay test PATH...`: plays story files against fresh real processes and reports like a test runner.
+/// See docs/stories.md.
+struct TestCommand: Command {
+    static let name = "test"
+    static let abstract = "play story files against fresh broker and limits processes; JUnit XML for CI"
+    static let positionalHelp: String? = "PATH..."
+    static let discussion = """
+        Each PATH is a story file or a folder (every *.json in it, sorted). Every story is read and checked first;
+        a bad one stops the run before anything starts. Each story then gets a fresh askrelay-broker and
+        askrelay-limits (found next to askrelay), its children played in-process with AskCenter and its guardians
+        over a connection of their own. One line per story (PASS/FAIL), the failing step with what it expected and
+        what came, and a summary line.
+        Exit codes: 0 every story passed, 1 a story failed, 2 the processes could not be started, 64 bad usage or a
+        bad story (the file and the field are named). See docs/stories.md.
+        """
+    static let options: [OptionSpec] = [
+        .value(
+            "junit",
+            "FILE",
+            env: "ASKRELAY_TEST_JUNIT",
+            help: "write JUnit XML (one testcase per story) to FILE"
+        ),
+        .value(
+            "logs",
+            "DIR",
+            env: "ASKRELAY_TEST_LOGS",
+            help: "keep each story's process logs in a folder under DIR (default: a new temporary folder)"
+        ),
+    ]
+
+    let stories: [Story]
+    let junit: String?
+    let logs: String?
+
+    init(arguments: Arguments) throws {
+        guard !arguments.positionals.isEmpty else {
+            throw UsageError("give one or more story files or folders, e.g. askrelay test docs/stories")
+        }
+        do {
+            stories = try Story.files(arguments.positionals).map { try Story.load(path: $0) }
+        } catch let error as StoryError {
+            throw UsageError("\(error)")
+        }
+        junit = arguments.string("junit")
+        logs = arguments.string("logs")
+    }
+
+    func run() async throws -> Int32 {
+        let folder: String
+        if let logs {
+            folder = logs
+        } else {
+            folder = (NSTemporaryDirectory() as NSString).appendingPathComponent(
+                "askrelay-test-\(ProcessInfo.processInfo.processIdentifier)-\(Int(Date().timeIntervalSince1970))"
+            )
+        }
+        let binDirectory =
+            ProcessInfo.processInfo.environment["ASKRELAY_BIN_DIR"].map { URL(fileURLWithPath: $0) }
+            ?? ProcessSupervisor.executableDirectory
+        let runner = StoryRunner(binDirectory: binDirectory, logsDirectory: folder)
+        let start = ContinuousClock.now
+        var results: [StoryResult] = []
+        for (index, story) in stories.enumerated() {
+            let result = await runner.run(story, index: index)
+            for line in StoryReport.lines(for: result) { printLine(line) }
+            results.append(result)
+        }
+        let elapsed = (ContinuousClock.now - start)
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        printLine(StoryReport.summary(results, seconds: seconds))
+        if let junit {
+            do {
+                try Data(StoryReport.junit(results, seconds: seconds).utf8).write(to: URL(fileURLWithPath: junit))
+            } catch {
+                printError("askrelay test: cannot write the JUnit file '\(junit)': \(error)")
+                return ExitCode.failure
+            }
+        }
+        if results.allSatisfy(\.passed) { return ExitCode.success }
+        printLine("logs: \(folder)")
+        return results.contains { if case .error = $0.outcome { true } else { false } } ? 2 : ExitCode.failure
+    }
+}

@@ -159,8 +159,8 @@ let package = Package(
         ),
         .testTarget(
             name: "AskStoriesTests",
-            dependencies: ["AskStories", "AskModel"],
-            resources: [.copy("Fixtures")],
+            dependencies: ["AskStories", "AskModel", "AskSimulation"],
+            exclude: ["Fixtures"],
             swiftSettings: strict
         ),
         // docs/architecture.md's table of targets against `swift package dump-package`.

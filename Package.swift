@@ -10,11 +10,11 @@ let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 let package = Package(
     name: "AskRelay",
     products: [
-        .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
         // The model alone (Foundation only): a program that reads or writes questions links no libzmq.
         .library(name: "AskModel", targets: ["AskModel"]),
-        .library(name: "AskProtocol", targets: ["AskProtocol"]),
-        .library(name: "AskBroker", targets: ["AskBroker"]),
+        // The client: AskCenter, ContactApprovals, CommunicationLimits queries, GuardianCenter and their connection.
+        // It re-exports AskProtocol (and so AskModel), ZeroMQ and AskLogging: one import builds a center.
+        .library(name: "AskClient", targets: ["AskClient"]),
         .executable(name: "askrelay", targets: ["askrelay"]),
         .executable(name: "askrelay-broker", targets: ["askrelay-broker"]),
         .executable(name: "askrelay-limits", targets: ["askrelay-limits"]),
@@ -49,10 +49,17 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // Worker behaviours (child, parent, limits) and the AskCenter client library for Swift programs.
+        // The client library for Swift programs (AskCenter, ContactApprovals, GuardianCenter) and the connection
+        // runtime every worker shares (WorkerConnection, CurveOptions).
+        .target(
+            name: "AskClient",
+            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
+            swiftSettings: strict
+        ),
+        // Worker behaviours (child, parent, limits) over the client's connection runtime.
         .target(
             name: "AskAgents",
-            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
+            dependencies: ["AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
             swiftSettings: strict
         ),
         // Process supervision, scenarios, metrics, invariant checking, reports.
@@ -65,14 +72,14 @@ let package = Package(
         // limits processes with in-process children and guardians, and the runner's text and JUnit output.
         .target(
             name: "AskStories",
-            dependencies: ["AskSimulation", "AskAgents", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI"],
+            dependencies: ["AskSimulation", "AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI"],
             swiftSettings: strict
         ),
         // Load experiments: relay round trips, complete ask flows, pending questions, rate sweeps and their reports.
         // Uses AskSimulation's server processes, latency histogram and report folders.
         .target(
             name: "AskLoad",
-            dependencies: ["AskSimulation", "AskProtocol", "AskAgents", "ZeroMQ", "AskLogging", "AskCLI"],
+            dependencies: ["AskSimulation", "AskProtocol", "AskAgents", "AskClient", "ZeroMQ", "AskLogging", "AskCLI"],
             swiftSettings: strict
         ),
 
@@ -93,17 +100,17 @@ let package = Package(
 
         .executableTarget(
             name: "askrelay-limits",
-            dependencies: ["AskAgents", "AskCLI", "AskLogging"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging"],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "askrelay-parent",
-            dependencies: ["AskAgents", "AskCLI", "AskLogging"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging"],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "askrelay-child",
-            dependencies: ["AskAgents", "AskCLI", "AskLogging"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging"],
             swiftSettings: strict
         ),
 
@@ -143,8 +150,15 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "AskClientTests",
+            dependencies: ["AskClient", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "AskAgentsTests",
-            dependencies: ["AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport"],
+            dependencies: [
+                "AskAgents", "AskClient", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport",
+            ],
             swiftSettings: strict
         ),
         .testTarget(
@@ -169,7 +183,8 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "AskProtocol", "AskAgents", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite", "AskTestSupport",
+                "AskProtocol", "AskAgents", "AskClient", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite",
+                "AskTestSupport",
             ],
             swiftSettings: strict
         ),

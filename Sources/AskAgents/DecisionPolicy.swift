@@ -1,12 +1,6 @@
+import AskClient
 import AskProtocol
 import Foundation
-
-/// Why a policy, think time, offline period or roster text is not acceptable.
-public struct AgentConfigurationError: Error, CustomStringConvertible, Sendable, Hashable {
-    public let message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
-}
 
 // MARK: - Decisions
 

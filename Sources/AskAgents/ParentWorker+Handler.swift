@@ -1,3 +1,4 @@
+import AskClient
 import AskLogging
 import AskProtocol
 import Foundation

@@ -1,3 +1,4 @@
+import AskClient
 import AskProtocol
 import Foundation
 

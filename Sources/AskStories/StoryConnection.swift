@@ -1,4 +1,4 @@
-import AskAgents
+import AskClient
 import AskCLI
 import AskLogging
 import AskProtocol
@@ -6,22 +6,20 @@ import Foundation
 import Synchronization
 import ZeroMQ
 
-/// What a story's in-process guardians saw.
+/// What a story's guardians saw (from their `GuardianCenter`'s events).
 enum GuardianEvent: Sendable {
     case question(guardian: String, id: UUID)
     case closed(guardian: String, QuestionClosed)
 }
 
-/// A broker connection of the story runner's own: the guardians of every family (`guardian/<id>`), or the observer
-/// that changes the limits state (`observer/<id>`). Every SEND it makes is awaited until the broker accepts or
-/// refuses it; deliveries (questions, `closed`) go to `events`.
+/// The story runner's observer connection (`observer/<id>`), which changes the limits state with `limits.admin`.
+/// Every SEND it makes is awaited until the broker accepts or refuses it.
 final class StoryConnection: Sendable {
     let runtime: WorkerRuntime
-    let events = EventBoard<GuardianEvent>()
     private let pending: PendingSends
     let registrations: EventBoard<Int>
 
-    /// Answers that did not get the broker's verdict in this time end as `timed-out`.
+    /// SENDs that did not get the broker's verdict in this time end as `timed-out`.
     static let sendTimeout: Duration = .seconds(10)
 
     init(
@@ -37,12 +35,11 @@ final class StoryConnection: Sendable {
         configuration.heartbeatInterval = heartbeat
         configuration.retryInterval = .milliseconds(500)
         let pending = PendingSends()
-        let events = self.events
         let registrations = EventBoard<Int>()
         self.pending = pending
         self.registrations = registrations
         runtime = try WorkerRuntime(configuration: configuration, logger: logger, context: context) {
-            Handler(pending: pending, events: events, registrations: registrations)
+            Handler(pending: pending, registrations: registrations)
         }
     }
 
@@ -70,13 +67,11 @@ final class StoryConnection: Sendable {
 
     private final class Handler: WorkerHandler {
         let pending: PendingSends
-        let events: EventBoard<GuardianEvent>
         let registrations: EventBoard<Int>
         var count = 0
 
-        init(pending: PendingSends, events: EventBoard<GuardianEvent>, registrations: EventBoard<Int>) {
+        init(pending: PendingSends, registrations: EventBoard<Int>) {
             self.pending = pending
-            self.events = events
             self.registrations = registrations
         }
 
@@ -85,24 +80,8 @@ final class StoryConnection: Sendable {
             registrations.append(count)
         }
 
-        func deliver(_ delivery: Delivery, connection: WorkerConnection) -> DeliveryDisposition {
-            let guardian = String(delivery.to.dropFirst("guardian/".count))
-            switch delivery.kind {
-            case GuardianQuestion.kind:
-                guard let question = try? WireJSON.decode(GuardianQuestion.self, from: delivery.body) else {
-                    return .refuse(WireError(.invalidJSON, "unreadable question body"))
-                }
-                events.append(.question(guardian: guardian, id: question.question.id))
-            case QuestionClosed.kind:
-                guard let closed = try? WireJSON.decode(QuestionClosed.self, from: delivery.body) else {
-                    return .refuse(WireError(.invalidJSON, "unreadable closed body"))
-                }
-                events.append(.closed(guardian: guardian, closed))
-            default:
-                break  // limits.reply to the observer and the like: nothing a step waits for
-            }
-            return .ack
-        }
+        /// An observer is sent nothing a step waits for (a `limits.reply` at most): acknowledged and dropped.
+        func deliver(_ delivery: Delivery, connection: WorkerConnection) -> DeliveryDisposition { .ack }
 
         func accepted(_ id: MessageID, connection: WorkerConnection) { pending.finish(id, "accepted") }
 

@@ -1,4 +1,4 @@
-import AskAgents
+import AskClient
 import AskCLI
 import AskLogging
 import AskModel
@@ -66,7 +66,9 @@ final class StorySession: Sendable {
     let story: Story
     let processes: StoryProcesses
     let center: AskCenter
-    let guardians: StoryConnection?
+    let guardians: GuardianCenter?
+    /// What the guardians saw, from the center's event stream.
+    let guardianEvents = EventBoard<GuardianEvent>()
     let observer: StoryConnection
     /// Responses the children surfaced, in order: (question id, choice id).
     let responses = EventBoard<(UUID, String)>()
@@ -78,7 +80,7 @@ final class StorySession: Sendable {
         story: Story,
         processes: StoryProcesses,
         center: AskCenter,
-        guardians: StoryConnection?,
+        guardians: GuardianCenter?,
         observer: StoryConnection
     ) {
         self.story = story
@@ -109,18 +111,19 @@ final class StorySession: Sendable {
             context: context,
             options: options
         )
-        var guardians: StoryConnection?
+        var guardians: GuardianCenter?
         if !story.guardians.isEmpty {
-            guardians = try StoryConnection(
+            var guardianOptions = GuardianCenter.Options()
+            guardianOptions.heartbeatInterval = heartbeat
+            guardianOptions.workerName = "story-guardians"
+            guardians = try GuardianCenter(
                 broker: processes.endpoint,
-                role: .guardian,
-                name: "story-guardians",
-                claims: story.guardians.sorted { $0.key < $1.key }.map {
-                    EndpointClaim(address: "guardian/\($0.key)", family: $0.value)
+                guardians: story.guardians.sorted { $0.key < $1.key }.map {
+                    GuardianIdentity(id: $0.key, family: $0.value)
                 },
-                heartbeat: heartbeat,
                 logger: logger,
-                context: context
+                context: context,
+                options: guardianOptions
             )
         }
         let observer = try StoryConnection(
@@ -153,6 +156,29 @@ final class StorySession: Sendable {
     private func readResponses() {
         let center = self.center
         let board = responses
+        let guardianBoard = guardianEvents
+        if let guardians {
+            let events = Task {
+                for await event in guardians.events() {
+                    switch event {
+                    case .question(let question):
+                        guardianBoard.append(.question(guardian: question.guardian.id, id: question.id))
+                    case .closed(let closed):
+                        guardianBoard.append(
+                            .closed(
+                                guardian: closed.guardian.id,
+                                QuestionClosed(
+                                    questionID: closed.questionID,
+                                    reason: closed.reason,
+                                    answeredBy: closed.answeredBy
+                                )
+                            )
+                        )
+                    }
+                }
+            }
+            readers.withLock { $0.append(events) }
+        }
         let communication = Task {
             for await delivered in center.responses(for: CommunicationTopic.self) {
                 board.append((delivered.response.question.id, delivered.response.choice.id))
@@ -163,7 +189,7 @@ final class StorySession: Sendable {
                 board.append((delivered.response.question.id, delivered.response.choice.id))
             }
         }
-        readers.withLock { $0 = [communication, update] }
+        readers.withLock { $0 += [communication, update] }
     }
 
     func stop() async {
@@ -210,21 +236,26 @@ final class StorySession: Sendable {
             if got != expect.description { return fail(expect.description, got) }
         case .answer(let guardian, let name, let choice, let expect):
             guard let guardians else { return fail(expect.description, "no guardian connection") }
-            let got = await guardians.send(
-                GuardianAnswer(questionID: question(name).id, choiceID: choice),
-                from: "guardian/\(guardian)",
-                to: "broker"
-            )
+            var got = "accepted"
+            do {
+                try await guardians.answer(questionID: question(name).id, choiceID: choice, as: guardian)
+            } catch {
+                switch error {
+                case .refused(let code, _): got = code.rawValue
+                case .timedOut: got = "timed-out"
+                default: got = "\(error)"
+                }
+            }
             if got != expect.description { return fail(expect.description, got) }
         case .expectQuestion(let guardian, let name, let within):
             let id = question(name).id
-            let seen = await guardians?.events.wait(timeout: within) { events in
+            let seen = await guardianEvents.wait(timeout: within) { events in
                 events.contains { if case .question(guardian, id) = $0 { true } else { false } }
             }
             if seen != true { return fail("question \(name) at \(guardian) within \(within.text)", "none") }
         case .expectNoQuestion(let guardian, let name, let during):
             let id = question(name).id
-            let seen = await guardians?.events.wait(timeout: during) { events in
+            let seen = await guardianEvents.wait(timeout: during) { events in
                 events.contains { if case .question(guardian, id) = $0 { true } else { false } }
             }
             if seen == true { return fail("no question \(name) at \(guardian) for \(during.text)", "it arrived") }
@@ -249,12 +280,12 @@ final class StorySession: Sendable {
         case .expectClosed(let guardian, let name, let reason, let answeredBy, let within):
             let id = question(name).id
             var closing: QuestionClosed?
-            let arrived = await guardians?.events.wait(timeout: within) { events in
+            let arrived = await guardianEvents.wait(timeout: within) { events in
                 events.contains {
                     if case .closed(guardian, let closed) = $0 { closed.questionID == id } else { false }
                 }
             }
-            for case .closed(guardian, let closed) in guardians?.events.events ?? [] where closed.questionID == id {
+            for case .closed(guardian, let closed) in guardianEvents.events where closed.questionID == id {
                 closing = closed
             }
             let wanted = "closed \(reason)" + (answeredBy.map { " by \($0)" } ?? "") + " at \(guardian)"

@@ -1,5 +1,6 @@
 import AskAgents
 import AskCLI
+import AskClient
 import AskLogging
 import AskProtocol
 import Foundation

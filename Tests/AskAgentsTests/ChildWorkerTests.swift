@@ -1,4 +1,5 @@
 @testable import AskAgents
+import AskClient
 import AskTestSupport
 import AskBroker
 import AskLogging

@@ -1,5 +1,6 @@
 import AskAgents
 import AskBroker
+import AskClient
 import AskLogging
 import AskProtocol
 import AskTestSupport

@@ -1,4 +1,5 @@
 import AskAgents
+import AskClient
 import AskProtocol
 import AskTestSupport
 import Foundation

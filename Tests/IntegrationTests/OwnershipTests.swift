@@ -1,4 +1,5 @@
 import AskAgents
+import AskClient
 import AskLogging
 import AskProtocol
 import AskTestSupport

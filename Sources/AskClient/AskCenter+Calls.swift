@@ -3,7 +3,7 @@ import Dispatch
 import Synchronization
 import ZeroMQ
 
-/// Every ``AskCenter`` call that waits on the connection thread, each ended exactly once.
+/// Every ``AskCenter`` (and ``GuardianCenter``) call that waits on the connection thread, each ended exactly once.
 ///
 /// A call is registered here, with its deadline, before its job is posted to the connection thread, and whoever
 /// takes it out first ends it: the connection thread with the broker's result, the watchdog (a timer of its own,
@@ -16,12 +16,15 @@ final class PendingCalls: Sendable {
     typealias SheetContinuation = CheckedContinuation<Result<Void, SheetError>, Never>
     typealias QueryContinuation = CheckedContinuation<Result<[CommunicationHandle], LimitsQueryError>, Never>
     typealias CountersContinuation = CheckedContinuation<AskCenterCounters, Never>
+    typealias AnswerContinuation = CheckedContinuation<Result<Void, GuardianAnswerError>, Never>
 
     enum Waiter: Sendable {
         case ask(AskContinuation, timeout: Duration)
         case sheet(SheetContinuation)
         case query(QueryContinuation)
         case counters(CountersContinuation)
+        /// A ``GuardianCenter`` answer waiting for the broker's ACK or NACK.
+        case answer(AnswerContinuation)
     }
 
     /// Why every call ended at once.
@@ -142,6 +145,7 @@ extension PendingCalls.Waiter {
             continuation.resume(returning: .failure(.systemError(message)))
         case .sheet(let continuation): continuation.resume(returning: .failure(.timedOut))
         case .query(let continuation): continuation.resume(returning: .failure(.timedOut))
+        case .answer(let continuation): continuation.resume(returning: .failure(.timedOut))
         case .counters: preconditionFailure("a counters call has no deadline")
         }
     }
@@ -156,6 +160,7 @@ extension PendingCalls.Waiter {
             continuation.resume(returning: .failure(.systemError(message)))
         case .sheet(let continuation): continuation.resume(returning: .failure(.stopped))
         case .query(let continuation): continuation.resume(returning: .failure(.stopped))
+        case .answer(let continuation): continuation.resume(returning: .failure(.stopped))
         case .counters(let continuation): continuation.resume(returning: counters)
         }
     }

@@ -1,6 +1,14 @@
 import AskProtocol
 import ZeroMQ
 
+/// Why a worker's configuration (CURVE key files, policy, think time, offline period or roster text) is not
+/// acceptable.
+public struct AgentConfigurationError: Error, CustomStringConvertible, Sendable, Hashable {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
 /// The CURVE flags every worker takes, and how they become connection settings.
 public enum CurveOptions {
     /// The addresses a key file says its principal may serve (empty when it does not say), for workers that host

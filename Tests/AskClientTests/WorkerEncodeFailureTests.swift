@@ -1,4 +1,4 @@
-@testable import AskAgents
+@testable import AskClient
 import AskLogging
 import AskProtocol
 import AskTestSupport

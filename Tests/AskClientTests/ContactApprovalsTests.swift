@@ -1,4 +1,4 @@
-import AskAgents
+import AskClient
 import AskProtocol
 import AskTestSupport
 import Foundation

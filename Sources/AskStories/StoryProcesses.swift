@@ -60,10 +60,15 @@ final class StoryProcesses: @unchecked Sendable {  // @unchecked: used by one st
                 "\(executable) not found in \(binDirectory.path); build with `swift build` or set ASKRELAY_BIN_DIR"
             )
         }
+        // The caller's ASKRELAY_* variables are not the story's: one such as ASKRELAY_CURVE_KEY or
+        // ASKRELAY_DURABILITY would change what the processes do.
+        let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("ASKRELAY_") }
         let started = try supervisor.start(
             name: process.rawValue,
             executable: url.path,
             arguments: arguments,
+            environment: environment,
+            replacingEnvironment: true,
             logPath: path("\(process.rawValue).log")
         )
         processes[process] = started

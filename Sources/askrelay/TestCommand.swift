@@ -50,6 +50,24 @@ struct TestCommand: Command {
         logs = arguments.string("logs")
     }
 
+    /// A run never reads another run's journal or store: `--logs` must be a new or empty folder.
+    func validate() throws {
+        guard let logs else { return }
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: logs, isDirectory: &isFolder) else { return }
+        guard isFolder.boolValue else {
+            throw UsageError("--logs '\(logs)' is a file; give --logs a new or empty folder")
+        }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: logs)) ?? []
+        if !names.isEmpty {
+            throw UsageError(
+                "the logs folder '\(logs)' is not empty (it holds \(names.sorted().prefix(3).joined(separator: ", "))"
+                    + "\(names.count > 3 ? ", ..." : "")), and a story must never start on another run's journal or "
+                    + "store: give --logs a new or empty folder"
+            )
+        }
+    }
+
     func run() async throws -> Int32 {
         let folder: String
         if let logs {

@@ -81,7 +81,10 @@ struct AskRelayTestCommandTests {
         let junit = folder.appendingPathComponent("out.xml")
         let start = ContinuousClock.now
         let run = try askrelay(
-            [Self.root.appendingPathComponent("docs/stories").path, "--junit", junit.path, "--logs", folder.path],
+            [
+                Self.root.appendingPathComponent("docs/stories").path, "--junit", junit.path, "--logs",
+                folder.appendingPathComponent("logs").path,
+            ],
             in: folder
         )
         let elapsed = ContinuousClock.now - start
@@ -140,6 +143,37 @@ struct AskRelayTestCommandTests {
         )
         #expect(run.stdout.isEmpty, "\(run.stdout)")
         #expect(!FileManager.default.fileExists(atPath: logs.path), "a refused run started something")
+    }
+
+    @Test("a --logs folder that holds anything is refused with exit 64 before anything starts")
+    func logsFolderNotEmpty() throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let logs = folder.appendingPathComponent("logs")
+        try FileManager.default.createDirectory(
+            at: logs.appendingPathComponent("01-limits-not-enabled/broker-data"),
+            withIntermediateDirectories: true
+        )
+        let run = try askrelay(
+            [Self.root.appendingPathComponent("docs/stories/limits-not-enabled.json").path, "--logs", logs.path],
+            in: folder
+        )
+        #expect(run.status == .exited(64))
+        #expect(run.stderr.contains("the logs folder '\(logs.path)' is not empty (it holds 01-limits-not-enabled)"))
+        #expect(run.stdout.isEmpty, "\(run.stdout)")
+    }
+
+    @Test("the caller's ASKRELAY_* variables do not reach the story's processes")
+    func callerEnvironmentIsNotTheStorys() throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // Both would stop the broker at start (exit 64) if they reached it.
+        let run = try askrelay(
+            [Self.root.appendingPathComponent("docs/stories/limits-not-enabled.json").path],
+            environment: ["ASKRELAY_DURABILITY": "bogus", "ASKRELAY_MAX_QUEUE": "-1"],
+            in: folder
+        )
+        #expect(run.status == .exited(0), "\(run.stdout)\n\(run.stderr)")
     }
 
     @Test("processes that cannot start: exit 2, the story shown as ERROR with the reason")

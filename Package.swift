@@ -15,6 +15,10 @@ let package = Package(
         // The client: AskCenter, ContactApprovals, CommunicationLimits queries, GuardianCenter and their connection.
         // It re-exports AskProtocol (and so AskModel), ZeroMQ and AskLogging: one import builds a center.
         .library(name: "AskClient", targets: ["AskClient"]),
+        // The cluster harness: real askrelay processes for a test or a tool (no Swift Testing).
+        .library(name: "AskRelayCluster", targets: ["AskRelayCluster"]),
+        // Swift Testing support: the `.askRelayCluster()` trait; re-exports the harness, the client and the model.
+        .library(name: "AskRelayTesting", targets: ["AskRelayTesting", "AskRelayCluster"]),
         .executable(name: "askrelay", targets: ["askrelay"]),
         .executable(name: "askrelay-broker", targets: ["askrelay-broker"]),
         .executable(name: "askrelay-limits", targets: ["askrelay-limits"]),
@@ -32,7 +36,8 @@ let package = Package(
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: strict),
         // Structured, levelled log lines (swift-log's shape, no dependency).
         .target(name: "AskLogging", swiftSettings: strict),
-        // Hand-written command-line parsing, signals and threads shared by every executable. Re-exports the duration
+        // Hand-written command-line parsing, signals, threads and the process supervisor (start, watch, signal,
+        // restart child processes) shared by every executable and the cluster harness. Re-exports the duration
         // grammar and value bounds from AskModel.
         .target(name: "AskCLI", dependencies: ["AskModel"], swiftSettings: strict),
 
@@ -62,7 +67,7 @@ let package = Package(
             dependencies: ["AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
             swiftSettings: strict
         ),
-        // Process supervision, scenarios, metrics, invariant checking, reports.
+        // Scenarios, metrics, invariant checking, reports (processes are supervised with AskCLI's supervisor).
         .target(
             name: "AskSimulation",
             dependencies: ["AskProtocol", "AskAgents", "AskBroker", "ZeroMQ", "AskLogging", "AskCLI", "SQLite"],
@@ -72,7 +77,7 @@ let package = Package(
         // limits processes with in-process children and guardians, and the runner's text and JUnit output.
         .target(
             name: "AskStories",
-            dependencies: ["AskSimulation", "AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI"],
+            dependencies: ["AskRelayCluster", "AskClient", "AskSimulation", "AskProtocol", "AskCLI"],
             swiftSettings: strict
         ),
         // Load experiments: relay round trips, complete ask flows, pending questions, rate sweeps and their reports.
@@ -80,6 +85,20 @@ let package = Package(
         .target(
             name: "AskLoad",
             dependencies: ["AskSimulation", "AskProtocol", "AskAgents", "AskClient", "ZeroMQ", "AskLogging", "AskCLI"],
+            swiftSettings: strict
+        ),
+
+        // The cluster harness: starts askrelay-broker, askrelay-limits (and parent/child workers) as real processes in
+        // a temporary folder, with limits administration, fault control and ledger reads. No `import Testing`.
+        .target(
+            name: "AskRelayCluster",
+            dependencies: ["AskClient", "AskCLI", "AskLogging", "AskProtocol", "SQLite", "ZeroMQ"],
+            swiftSettings: strict
+        ),
+        // Swift Testing support over AskRelayCluster: the scoping trait and log attachments on failure.
+        .target(
+            name: "AskRelayTesting",
+            dependencies: ["AskRelayCluster", "AskClient", "AskModel"],
             swiftSettings: strict
         ),
 
@@ -163,7 +182,9 @@ let package = Package(
         ),
         .testTarget(
             name: "AskSimulationTests",
-            dependencies: ["AskSimulation", "AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging"],
+            dependencies: [
+                "AskSimulation", "AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI",
+            ],
             swiftSettings: strict
         ),
         .testTarget(
@@ -173,8 +194,21 @@ let package = Package(
         ),
         .testTarget(
             name: "AskStoriesTests",
-            dependencies: ["AskStories", "AskModel", "AskSimulation"],
+            dependencies: ["AskStories", "AskModel", "AskCLI"],
             exclude: ["Fixtures"],
+            swiftSettings: strict
+        ),
+        // Starts a cluster and waits to be killed: AskRelayClusterTests kill -9 it and check the cluster died too.
+        .executableTarget(
+            name: "askrelay-cluster-holder",
+            dependencies: ["AskRelayCluster", "AskCLI"],
+            path: "Tests/AskRelayClusterHolder",
+            swiftSettings: strict
+        ),
+        // The harness itself, with real processes.
+        .testTarget(
+            name: "AskRelayClusterTests",
+            dependencies: ["AskRelayCluster", "AskCLI", "AskModel"],
             swiftSettings: strict
         ),
         // docs/architecture.md's table of targets against `swift package dump-package`.
@@ -184,7 +218,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "AskProtocol", "AskAgents", "AskClient", "AskSimulation", "ZeroMQ", "AskLogging", "SQLite",
-                "AskTestSupport",
+                "AskTestSupport", "AskCLI",
             ],
             swiftSettings: strict
         ),

@@ -88,7 +88,9 @@ extension Broker {
     /// workers come and go).
     @inline(__always)
     func canSpill(to: String, in mailbox: Mailbox) -> Bool {
-        journal.durability != .off && to == mailbox.address
+        // `to == "limits"` only meets its mailbox's address when no limits worker is alive (the parked `limits`
+        // mailbox): kept in memory, so the re-routing that follows a limits worker's HELLO finds it.
+        journal.durability != .off && to == mailbox.address && to != "limits"
     }
 
     /// Journals (when durable) and queues an envelope. `body` saves a copy when the caller still has it.

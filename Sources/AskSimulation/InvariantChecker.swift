@@ -1,3 +1,4 @@
+import AskCLI
 import AskAgents
 import AskBroker
 import AskProtocol

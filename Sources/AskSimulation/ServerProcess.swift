@@ -1,3 +1,4 @@
+import AskCLI
 import Foundation
 import Synchronization
 

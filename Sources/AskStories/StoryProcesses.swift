@@ -1,137 +1,97 @@
-import AskModel
-import AskSimulation
+import AskClient
+import AskRelayCluster
 import Foundation
 
-/// The processes a story runs against: a real `askrelay-broker` and `askrelay-limits`, started fresh for the story
-/// in its own folders (journal, store, logs), the broker on an `ipc://` path that stays the same across a restart.
-final class StoryProcesses: @unchecked Sendable {  // @unchecked: used by one story's task at a time.
-    let supervisor = ProcessSupervisor()
-    let endpoint: String
-    let socketFolder: String
+/// The processes a story runs against: an ``AskRelayCluster`` of its own (a real `askrelay-broker` and
+/// `askrelay-limits`, fresh journal and store, the broker on an `ipc://` path that stays the same across a
+/// restart), seeded with the story's limits state through the limits worker's admin message.
+final class StoryProcesses: Sendable {
+    let cluster: AskRelayCluster
+    /// The story's own folder, where the processes' logs are copied when it ends.
     let logs: String
-    let binDirectory: URL
-    var processes: [StoryProcess: SupervisedProcess] = [:]
 
-    /// How long a started process has to print its ready line.
-    static let readyTimeout: Duration = .seconds(30)
-    /// Heartbeat of every process and connection of a story: a killed broker is noticed within a second.
-    static let heartbeat = "200ms"
-
-    init(logs: String, binDirectory: URL) throws {
+    private init(cluster: AskRelayCluster, logs: String) {
+        self.cluster = cluster
         self.logs = logs
-        self.binDirectory = binDirectory
-        // ipc paths are limited to 107 bytes: a short folder under /tmp, not the logs folder.
-        var template = Array("/tmp/askrelay-story-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw StoryRunError("cannot create a folder under /tmp") }
-        socketFolder = String(cString: made)
-        endpoint = "ipc://\(socketFolder)/broker.ipc"
     }
 
-    /// Starts the broker, then the limits worker seeded with the story's limits state, each waiting for `ready`.
-    /// - Throws: ``StoryRunError`` naming the process and its log.
-    func start(_ story: Story) throws {
+    /// Starts the cluster, then applies each child's starting limits state (`limits.admin`, waiting until the
+    /// limits store shows it).
+    /// - Throws: ``ClusterError`` naming the process and its log when something does not start.
+    static func start(_ story: Story, logs: String, binDirectory: String?) async throws -> StoryProcesses {
         try FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
-        let statePath = (logs as NSString).appendingPathComponent("limits-state.json")
-        try Self.limitsState(story).write(to: URL(fileURLWithPath: statePath))
-        try launch(
-            .broker,
-            "askrelay-broker",
-            [
-                "--endpoint", endpoint, "--data-dir", path("broker-data"), "--durability", story.broker.durability,
-                "--pending-window", story.broker.pendingWindow.text, "--heartbeat", Self.heartbeat,
-            ]
+        var options = AskRelayCluster.Options(
+            durability: AskRelayCluster.Durability(rawValue: story.broker.durability) ?? .batch,
+            transport: .ipc,
+            families: 1,
+            guardiansPerFamily: 0,
+            childrenPerFamily: 0
         )
-        try launch(
-            .limits,
-            "askrelay-limits",
-            [
-                "--broker", endpoint, "--id", "limits-1", "--state", statePath, "--data-dir", path("limits-data"),
-                "--heartbeat", Self.heartbeat,
-            ]
-        )
-    }
-
-    func path(_ name: String) -> String { (logs as NSString).appendingPathComponent(name) }
-
-    private func launch(_ process: StoryProcess, _ executable: String, _ arguments: [String]) throws {
-        let url = binDirectory.appendingPathComponent(executable)
-        guard FileManager.default.isExecutableFile(atPath: url.path) else {
-            throw StoryRunError(
-                "\(executable) not found in \(binDirectory.path); build with `swift build` or set ASKRELAY_BIN_DIR"
-            )
+        options.pendingWindow = story.broker.pendingWindow
+        options.binDirectory = binDirectory
+        options.folderPrefix = "askrelay-story"
+        let cluster = try await AskRelayCluster.start(options)
+        let processes = StoryProcesses(cluster: cluster, logs: logs)
+        do {
+            for (child, limits) in story.limits.sorted(by: { $0.key < $1.key }) {
+                try await cluster.changeLimits(
+                    LimitsAdminChange(
+                        child: child,
+                        limitsEnabled: limits.limitsEnabled,
+                        contactSyncSetUp: limits.contactSyncSetUp,
+                        eligible: limits.eligible,
+                        addKnown: limits.knownHandles.isEmpty ? nil : limits.knownHandles
+                    )
+                )
+            }
+        } catch {
+            await processes.stop()
+            throw error
         }
-        // The caller's ASKRELAY_* variables are not the story's: one such as ASKRELAY_CURVE_KEY or
-        // ASKRELAY_DURABILITY would change what the processes do.
-        let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("ASKRELAY_") }
-        let started = try supervisor.start(
-            name: process.rawValue,
-            executable: url.path,
-            arguments: arguments,
-            environment: environment,
-            replacingEnvironment: true,
-            logPath: path("\(process.rawValue).log")
-        )
-        processes[process] = started
-        do { try started.waitForLine(timeout: Self.readyTimeout) } catch { throw StoryRunError("\(error)") }
+        return processes
     }
+
+    var endpoint: String { cluster.endpoint }
 
     /// Plays a fault step. - Returns: `nil` when it was done, else what went wrong.
-    func fault(_ action: FaultAction, on name: StoryProcess) -> String? {
-        guard let process = processes[name] else { return "\(name.rawValue) was never started" }
-        switch action {
-        case .kill, .term:
-            guard process.isRunning else { return "\(name.rawValue) is not running" }
-            process.signal(action == .kill ? SIGKILL : SIGTERM, expected: true)
-            guard let status = try? process.waitForExit(timeout: .seconds(15)) else {
-                process.signal(SIGKILL, expected: true)
-                return "\(name.rawValue) did not exit within 15 s of SIGTERM"
+    func fault(_ action: FaultAction, on name: StoryProcess) async -> String? {
+        let process = name == .broker ? cluster.broker : cluster.limits
+        do {
+            return try await cluster.run { () throws -> String? in
+                switch action {
+                case .kill:
+                    guard process.isRunning else { return "\(name.rawValue) is not running" }
+                    try process.kill()
+                case .stop:
+                    guard process.isRunning else { return "\(name.rawValue) is not running" }
+                    process.suspend()
+                case .cont:
+                    guard process.isRunning else { return "\(name.rawValue) is not running" }
+                    process.resume()
+                case .term:
+                    guard process.isRunning else { return "\(name.rawValue) is not running" }
+                    let status = try process.terminate(timeout: .seconds(15))
+                    if !status.isSuccess { return "\(name.rawValue) exited \(status) after SIGTERM" }
+                case .restart:
+                    guard !process.isRunning else { return "\(name.rawValue) is still running; kill or term it first" }
+                    try process.restart()
+                }
+                return nil
             }
-            if action == .term && !status.isSuccess { return "\(name.rawValue) exited \(status) after SIGTERM" }
-        case .stop, .cont:
-            guard process.isRunning else { return "\(name.rawValue) is not running" }
-            process.signal(action == .stop ? SIGSTOP : SIGCONT, expected: true)
-        case .restart:
-            guard !process.isRunning else { return "\(name.rawValue) is still running; kill or term it first" }
-            do {
-                try process.restart()
-                try process.waitForLine(timeout: Self.readyTimeout)
-            } catch {
-                return "\(name.rawValue) did not start again: \(error)"
-            }
+        } catch {
+            return "\(error)"
         }
-        return nil
     }
 
-    /// SIGKILL to everything still running, and the ipc folder removed.
-    func stop() {
-        for process in processes.values where process.isRunning { process.signal(SIGCONT) }
-        for process in processes.values where process.isRunning {
-            process.signal(SIGTERM, expected: true)
-            if (try? process.waitForExit(timeout: .seconds(5))) == nil {
-                process.signal(SIGKILL, expected: true)
-                _ = try? process.waitForExit(timeout: .seconds(5))
-            }
+    /// Stops every process (SIGTERM, SIGKILL after 10 s), copies their logs into the story's folder and removes the
+    /// cluster's temporary folder.
+    func stop() async {
+        await cluster.shutdown(removingFolder: false)
+        for log in cluster.logs {
+            let target = (logs as NSString).appendingPathComponent("\(log.name).log")
+            try? FileManager.default.removeItem(atPath: target)
+            try? FileManager.default.copyItem(atPath: log.path, toPath: target)
         }
-        try? FileManager.default.removeItem(atPath: socketFolder)
+        try? FileManager.default.removeItem(atPath: cluster.folder)
     }
-
-    /// The limits worker's state file (docs/workers.md, *State file*) for the story's `limits`.
-    static func limitsState(_ story: Story) throws -> Data {
-        var children: [String: Any] = [:]
-        for (child, limits) in story.limits {
-            var entry: [String: Any] = [:]
-            if let value = limits.limitsEnabled { entry["limitsEnabled"] = value }
-            if let value = limits.contactSyncSetUp { entry["contactSyncSetUp"] = value }
-            if let value = limits.eligible { entry["eligible"] = value }
-            entry["knownHandles"] = limits.knownHandles.map { ["kind": $0.kind.rawValue, "value": $0.value] }
-            children[child] = entry
-        }
-        return try JSONSerialization.data(withJSONObject: ["children": children], options: [.sortedKeys])
-    }
-}
-
-/// The processes of a story could not be started.
-public struct StoryRunError: Error, Sendable, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }

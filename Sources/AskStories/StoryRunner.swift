@@ -1,5 +1,6 @@
-import AskClient
 import AskCLI
+import AskClient
+import AskRelayCluster
 import AskLogging
 import AskModel
 import AskProtocol
@@ -7,16 +8,17 @@ import Foundation
 import Synchronization
 import ZeroMQ
 
-/// Plays stories: each against fresh processes (``StoryProcesses``), its children in-process with one `AskCenter`,
-/// its guardians and the limits observer over connections of the runner's own. A story stops at its first failing
-/// step; whatever happens, every process it started is stopped before the next story starts.
+/// Plays stories: each against fresh processes (``StoryProcesses``, an `AskRelayCluster`), its children in-process
+/// with one `AskCenter`, its guardians with one `GuardianCenter`. A story stops at its first failing step; whatever
+/// happens, every process it started is stopped before the next story starts.
 public struct StoryRunner: Sendable {
-    /// Where the executables are (`askrelay-broker`, `askrelay-limits`).
-    public var binDirectory: URL
+    /// Where the executables are (`askrelay-broker`, `askrelay-limits`); `nil`: where `AskRelayCluster` looks
+    /// (`ASKRELAY_BIN_DIR`, else next to the running program).
+    public var binDirectory: String?
     /// Each story's logs go to a folder of its own under this one.
     public var logsDirectory: String
 
-    public init(binDirectory: URL, logsDirectory: String) {
+    public init(binDirectory: String?, logsDirectory: String) {
         self.binDirectory = binDirectory
         self.logsDirectory = logsDirectory
     }
@@ -41,22 +43,20 @@ public struct StoryRunner: Sendable {
     private func play(_ story: Story, logs: String) async -> StoryResult.Outcome {
         let processes: StoryProcesses
         do {
-            processes = try StoryProcesses(logs: logs, binDirectory: binDirectory)
+            processes = try await StoryProcesses.start(story, logs: logs, binDirectory: binDirectory)
         } catch {
-            return .error("\(error)")
-        }
-        defer { processes.stop() }
-        do { try await onDedicatedThread(name: "story-start") { try processes.start(story) } } catch {
             return .error("the processes could not be started: \(error)")
         }
         let session: StorySession
         do {
-            session = try await StorySession.start(story, processes: processes, logs: logs)
+            session = try await StorySession.start(story, processes: processes)
         } catch {
+            await processes.stop()
             return .error("\(error)")
         }
         let failure = await session.play(story.steps)
         await session.stop()
+        await processes.stop()
         return failure.map { .failed($0) } ?? .passed
     }
 }
@@ -69,7 +69,6 @@ final class StorySession: Sendable {
     let guardians: GuardianCenter?
     /// What the guardians saw, from the center's event stream.
     let guardianEvents = EventBoard<GuardianEvent>()
-    let observer: StoryConnection
     /// Responses the children surfaced, in order: (question id, choice id).
     let responses = EventBoard<(UUID, String)>()
     let readers: Mutex<[Task<Void, Never>]>
@@ -80,74 +79,47 @@ final class StorySession: Sendable {
         story: Story,
         processes: StoryProcesses,
         center: AskCenter,
-        guardians: GuardianCenter?,
-        observer: StoryConnection
+        guardians: GuardianCenter?
     ) {
         self.story = story
         self.processes = processes
         self.center = center
         self.guardians = guardians
-        self.observer = observer
         readers = Mutex([])
     }
 
-    static func start(_ story: Story, processes: StoryProcesses, logs: String) async throws -> StorySession {
-        let logger = AskLogger(
-            label: "askrelay-test",
-            level: .info,
-            sink: FileSink(path: processes.path("clients.log"))
-        )
-        let context = try ZMQContext()
-        let heartbeat = parseDuration(StoryProcesses.heartbeat)!
+    static func start(_ story: Story, processes: StoryProcesses) async throws -> StorySession {
+        let cluster = processes.cluster
         var options = AskCenter.Options()
         options.askTimeout = story.askTimeout
-        options.heartbeatInterval = heartbeat
         options.workerName = "story-children"
-        let center = try AskCenter(
-            broker: processes.endpoint,
+        let center = try cluster.makeAskCenter(
             children: story.children.sorted { $0.key < $1.key }.map { ChildIdentity(id: $0.key, family: $0.value) },
-            stateDirectory: processes.path("children-state"),
-            logger: logger,
-            context: context,
+            stateDirectory: cluster.folder + "/children-state",
             options: options
         )
         var guardians: GuardianCenter?
         if !story.guardians.isEmpty {
             var guardianOptions = GuardianCenter.Options()
-            guardianOptions.heartbeatInterval = heartbeat
+            guardianOptions.heartbeatInterval = cluster.options.heartbeat
             guardianOptions.workerName = "story-guardians"
+            guardianOptions.curve = cluster.clientCurve(.guardian)
             guardians = try GuardianCenter(
-                broker: processes.endpoint,
+                broker: cluster.endpoint,
                 guardians: story.guardians.sorted { $0.key < $1.key }.map {
                     GuardianIdentity(id: $0.key, family: $0.value)
                 },
-                logger: logger,
-                context: context,
+                logger: cluster.clientLogger("story-guardians"),
+                context: cluster.context,
                 options: guardianOptions
             )
         }
-        let observer = try StoryConnection(
-            broker: processes.endpoint,
-            role: .observer,
-            name: "story-observer",
-            claims: [EndpointClaim(address: "observer/askrelay-test")],
-            heartbeat: heartbeat,
-            logger: logger,
-            context: context
-        )
-        let session = StorySession(
-            story: story,
-            processes: processes,
-            center: center,
-            guardians: guardians,
-            observer: observer
-        )
+        let session = StorySession(story: story, processes: processes, center: center, guardians: guardians)
         let registered = await center.waitUntilRegistered(timeout: .seconds(15))
         let guardiansRegistered = await guardians?.waitUntilRegistered(timeout: .seconds(15)) ?? true
-        let observerRegistered = await observer.waitUntilRegistered(timeout: .seconds(15))
-        guard registered, guardiansRegistered, observerRegistered else {
+        guard registered, guardiansRegistered else {
             await session.stop()
-            throw StoryRunError("the story's children, guardians or observer did not register with the broker in 15 s")
+            throw StoryRunError("the story's children or guardians did not register with the broker within 15 s")
         }
         session.readResponses()
         return session
@@ -195,7 +167,6 @@ final class StorySession: Sendable {
     func stop() async {
         await center.stop()
         await guardians?.stop()
-        await observer.stop()
         for reader in readers.withLock({ $0 }) { reader.cancel() }
     }
 
@@ -309,12 +280,13 @@ final class StorySession: Sendable {
                 return fail("known handles", "\(error)")
             }
         case .limits(let change):
-            let got = await observer.send(change, from: "observer/askrelay-test", to: "limits")
-            if got != "accepted" { return fail("the limits change accepted", got) }
+            do { try await processes.cluster.changeLimits(change) } catch {
+                return fail("the limits change stored", "\(error)")
+            }
         case .fault(let process, let action):
-            let processes = self.processes
-            let problem = try? await onDedicatedThread(name: "story-fault") { processes.fault(action, on: process) }
-            if let problem { return fail("\(action.rawValue) of \(process.rawValue)", problem) }
+            if let problem = await processes.fault(action, on: process) {
+                return fail("\(action.rawValue) of \(process.rawValue)", problem)
+            }
         }
         return nil
     }
@@ -365,14 +337,14 @@ final class StorySession: Sendable {
     }
 }
 
-/// Appends log lines to a file (the story's `clients.log`).
-struct FileSink: LogSink {
-    let handle: FileHandle?
+/// What a story's guardians saw (from their `GuardianCenter`'s events).
+enum GuardianEvent: Sendable {
+    case question(guardian: String, id: UUID)
+    case closed(guardian: String, QuestionClosed)
+}
 
-    init(path: String) {
-        _ = FileManager.default.createFile(atPath: path, contents: nil)
-        handle = FileHandle(forWritingAtPath: path)
-    }
-
-    func write(_ line: String) { handle?.write(Data((line + "\n").utf8)) }
+/// A story that could not be set up.
+public struct StoryRunError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }

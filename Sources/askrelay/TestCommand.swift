@@ -50,7 +50,7 @@ struct TestCommand: Command {
         logs = arguments.string("logs")
     }
 
-    /// A run never reads another run's journal or store: `--logs` must be a new or empty folder.
+    /// A run never mixes its logs with another run's: `--logs` must be a new or empty folder.
     func validate() throws {
         guard let logs else { return }
         var isFolder: ObjCBool = false
@@ -62,8 +62,8 @@ struct TestCommand: Command {
         if !names.isEmpty {
             throw UsageError(
                 "the logs folder '\(logs)' is not empty (it holds \(names.sorted().prefix(3).joined(separator: ", "))"
-                    + "\(names.count > 3 ? ", ..." : "")), and a story must never start on another run's journal or "
-                    + "store: give --logs a new or empty folder"
+                    + "\(names.count > 3 ? ", ..." : "")), and a run must not mix its logs with "
+                    + "another run's: give --logs a new or empty folder"
             )
         }
     }
@@ -77,9 +77,12 @@ struct TestCommand: Command {
                 "askrelay-test-\(ProcessInfo.processInfo.processIdentifier)-\(Int(Date().timeIntervalSince1970))"
             )
         }
-        let binDirectory =
-            ProcessInfo.processInfo.environment["ASKRELAY_BIN_DIR"].map { URL(fileURLWithPath: $0) }
-            ?? ProcessSupervisor.executableDirectory
+        let environment = ProcessInfo.processInfo.environment
+        let binDirectory = environment["ASKRELAY_BIN_DIR"] ?? ProcessSupervisor.executableDirectory.path
+        // The story decides what its processes do, not the caller's ASKRELAY_* variables (ASKRELAY_MAX_QUEUE,
+        // ASKRELAY_CURVE_KEY, ...), which every process the cluster starts would otherwise inherit. Read above,
+        // removed before any process or thread of a story exists.
+        for name in environment.keys where name.hasPrefix("ASKRELAY_") { unsetenv(name) }
         let runner = StoryRunner(binDirectory: binDirectory, logsDirectory: folder)
         let start = ContinuousClock.now
         var results: [StoryResult] = []

@@ -2,7 +2,8 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import AskSimulation
+@testable import AskCLI
+import AskSimulation
 
 @Suite("ProcessSupervisor with real processes", .timeLimit(.minutes(1)))
 struct SupervisorTests {

@@ -1,4 +1,4 @@
-import AskSimulation
+import AskCLI
 import Foundation
 import Testing
 

@@ -1,3 +1,4 @@
+import AskCLI
 import AskBroker
 import AskProtocol
 import AskSimulation

@@ -1,3 +1,4 @@
+import AskCLI
 import AskSimulation
 import AskTestSupport
 import Foundation

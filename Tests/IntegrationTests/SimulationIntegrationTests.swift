@@ -1,3 +1,4 @@
+import AskCLI
 import AskLogging
 import AskSimulation
 import AskTestSupport

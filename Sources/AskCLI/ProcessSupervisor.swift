@@ -1,4 +1,3 @@
-import AskCLI
 import Foundation
 
 #if canImport(Glibc)
@@ -20,7 +19,7 @@ public enum ProcessExitStatus: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-func signalName(_ signal: Int32) -> String {
+public func signalName(_ signal: Int32) -> String {
     switch signal {
     case SIGKILL: "SIGKILL"
     case SIGTERM: "SIGTERM"
@@ -129,6 +128,7 @@ public final class ProcessSupervisor: @unchecked Sendable {
 
     /// Starts `executable` with `arguments` and extra `environment` (the whole environment with
     /// `replacingEnvironment`); stderr goes to `logPath` (appended; `/dev/stderr`: copied to our own stderr).
+    /// With `processGroup` (a ``ProcessGroupGuard``'s), every run of it joins that group.
     /// - Throws: ``SupervisorError`` if the process cannot be spawned.
     @discardableResult
     public func start(
@@ -137,7 +137,8 @@ public final class ProcessSupervisor: @unchecked Sendable {
         arguments: [String],
         environment: [String: String] = [:],
         replacingEnvironment: Bool = false,
-        logPath: String? = nil
+        logPath: String? = nil,
+        processGroup: pid_t? = nil
     ) throws -> SupervisedProcess {
         let process = SupervisedProcess(
             core: core,
@@ -146,7 +147,8 @@ public final class ProcessSupervisor: @unchecked Sendable {
             arguments: arguments,
             environment: environment,
             replacingEnvironment: replacingEnvironment,
-            logPath: logPath
+            logPath: logPath,
+            processGroup: processGroup
         )
         condition.lock()
         if let signal = core.interruptedBy {
@@ -214,7 +216,8 @@ final class SupervisorCore: @unchecked Sendable {  // @unchecked: `interruptedBy
             if interruptible && interruptedBy != nil { return false }
             let remaining = ContinuousClock.now.duration(to: deadline)
             if remaining <= .zero { return false }
-            _ = condition.wait(until: Date().addingTimeInterval(min(remaining.seconds, 0.5)))
+            let seconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
+            _ = condition.wait(until: Date().addingTimeInterval(min(seconds, 0.5)))
         }
         return true
     }
@@ -225,15 +228,23 @@ final class SupervisorCore: @unchecked Sendable {  // @unchecked: `interruptedBy
 public final class SupervisedProcess: @unchecked Sendable {
     public let name: String
     public let executable: String
-    public let arguments: [String]
+    /// The arguments of the current run (``restart(arguments:)`` may change them).
+    public var arguments: [String] {
+        condition.lock()
+        defer { condition.unlock() }
+        return argumentsStorage
+    }
     public let environment: [String: String]
     /// `environment` is the whole environment, not additions to ours.
     public let replacingEnvironment: Bool
     public let logPath: String?
+    /// The process group every run joins (`nil`: the supervisor's own group).
+    public let processGroup: pid_t?
     private let supervisor: SupervisorCore
     private var condition: NSCondition { supervisor.condition }
 
     // Guarded by `condition`.
+    private var argumentsStorage: [String]
     private var incarnationsStorage: [Incarnation] = []
     private var linesStorage: [String] = []
     private var lineCursorOfIncarnation: [Int] = []
@@ -246,12 +257,14 @@ public final class SupervisedProcess: @unchecked Sendable {
         arguments: [String],
         environment: [String: String],
         replacingEnvironment: Bool = false,
-        logPath: String?
+        logPath: String?,
+        processGroup: pid_t? = nil
     ) {
         self.supervisor = core
         self.name = name
         self.executable = executable
-        self.arguments = arguments
+        self.argumentsStorage = arguments
+        self.processGroup = processGroup
         self.environment = environment
         self.replacingEnvironment = replacingEnvironment
         self.logPath = logPath
@@ -288,9 +301,15 @@ public final class SupervisedProcess: @unchecked Sendable {
         return linesStorage
     }
 
-    /// Starts the process again with the same arguments. - Throws: if it is still running or cannot be spawned.
-    public func restart() throws {
+    /// Starts the process again with the same arguments, or with `arguments` from now on (a server that bound
+    /// `tcp://...:*` comes back on the port it got). - Throws: if it is still running or cannot be spawned.
+    public func restart(arguments: [String]? = nil) throws {
         guard !isRunning else { throw SupervisorError(process: name, "cannot restart: still running") }
+        if let arguments {
+            condition.lock()
+            argumentsStorage = arguments
+            condition.unlock()
+        }
         try spawn()
     }
 
@@ -356,7 +375,10 @@ public final class SupervisedProcess: @unchecked Sendable {
             throw SupervisorError(process: name, "interrupted by \(signalName(signal))")
         }
         _ = ok
-        throw SupervisorError(process: name, "did not print '\(prefix) ...' within \(timeout.text)\(log)\(tail())")
+        throw SupervisorError(
+            process: name,
+            "did not print '\(prefix) ...' within \(durationText(timeout))\(log)\(tail())"
+        )
     }
 
     /// The current run's state with respect to its line starting with `prefix`, without waiting, for predicates of
@@ -380,7 +402,7 @@ public final class SupervisedProcess: @unchecked Sendable {
     }
 
     /// The last log lines, for an error message.
-    func tail() -> String {
+    package func tail() -> String {
         guard let logPath, let data = FileManager.default.contents(atPath: logPath), !data.isEmpty else { return "" }
         let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").suffix(3)
         return "; last log lines:\n  " + lines.joined(separator: "\n  ")
@@ -422,7 +444,10 @@ public final class SupervisedProcess: @unchecked Sendable {
             return status != nil && openReaders == 0
         }
         guard let status, !isReading else {
-            throw SupervisorError(process: name, "did not finish within \(timeout.text) (running: \(isRunning))")
+            throw SupervisorError(
+                process: name,
+                "did not finish within \(durationText(timeout)) (running: \(isRunning))"
+            )
         }
         return status
     }
@@ -437,7 +462,7 @@ public final class SupervisedProcess: @unchecked Sendable {
 
     /// Held from making a run's pipes until they are close-on-exec and the run is spawned, by every supervisor:
     /// another spawn in between would inherit the write ends and keep our readers from seeing end-of-file.
-    private static let spawnLock = NSLock()
+    static let spawnLock = NSLock()
 
     func spawn() throws {
         // Pipes are made close-on-exec while holding the lock every spawn takes, so no other worker inherits them
@@ -461,7 +486,7 @@ public final class SupervisedProcess: @unchecked Sendable {
 
         var merged = replacingEnvironment ? [:] : ProcessInfo.processInfo.environment
         for (key, value) in environment { merged[key] = value }
-        let argv = [executable] + arguments
+        let argv = [executable] + argumentsStorage
         let cArgs = argv.map { strdup($0) } + [nil]
         let cEnv = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
@@ -479,7 +504,12 @@ public final class SupervisedProcess: @unchecked Sendable {
         var noMask = sigset_t()
         sigemptyset(&noMask)
         posix_spawnattr_setsigmask(&attributes, &noMask)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        var flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK
+        if let processGroup {
+            posix_spawnattr_setpgroup(&attributes, processGroup)
+            flags |= POSIX_SPAWN_SETPGROUP
+        }
+        posix_spawnattr_setflags(&attributes, Int16(flags))
         var pid: pid_t = 0
         let result = posix_spawn(&pid, executable, &actions, &attributes, cArgs, cEnv)
         close(outPipe[1])

@@ -1,0 +1,93 @@
+@_exported import AskClient
+@_exported import AskModel
+@_exported import AskRelayCluster
+import Foundation
+import Synchronization
+import Testing
+
+/// A Swift Testing trait that gives a test, or a whole suite, a cluster of real AskRelay processes
+/// (``AskRelayCluster``), reachable in the test as ``AskRelayCluster/current``:
+///
+/// ```swift
+/// @Test(.askRelayCluster(curve: true))
+/// func limitsOff() async throws {
+///     let cluster = try #require(AskRelayCluster.current)
+///     ...
+/// }
+/// ```
+///
+/// Contracts:
+/// - The cluster starts before the test (or the suite's first test) runs and stops after it (or the suite's
+///   last test) ended, however it ended; a cluster that cannot start fails the test with the reason.
+/// - When the test recorded an issue or threw, each process's log (stdout, then stderr) and the clients' log are
+///   attached to it with `Attachment.record`, named `<process>.log`, so a CI page shows them; the cluster's
+///   folder is then kept (its path is in the attachments) instead of removed.
+/// - On a suite it applies to the suite as a whole (one cluster shared by its tests, which run one at a time
+///   then only if the suite is `.serialized`); put it on each `@Test` for a cluster per test.
+public struct AskRelayClusterTrait: TestTrait, SuiteTrait, TestScoping {
+    public let options: AskRelayCluster.Options
+
+    public init(options: AskRelayCluster.Options) { self.options = options }
+
+    public var isRecursive: Bool { false }
+
+    public func provideScope(
+        for test: Test,
+        testCase: Test.Case?,
+        performing function: @Sendable () async throws -> Void
+    ) async throws {
+        let cluster = try await AskRelayCluster.start(options)
+        let failed = Mutex(false)
+        // Issues recorded by `#expect` do not throw: watch them with an issue handler around the body.
+        let watcher = IssueHandlingTrait.compactMapIssues { issue in
+            failed.withLock { $0 = true }
+            return issue
+        }
+        var thrown: (any Error)?
+        do {
+            try await AskRelayCluster.$current.withValue(cluster) {
+                try await watcher.provideScope(for: test, testCase: testCase, performing: function)
+            }
+        } catch {
+            thrown = error
+        }
+        let keep = thrown != nil || failed.withLock { $0 }
+        await cluster.shutdown(removingFolder: !keep)
+        if keep {
+            for log in cluster.logs {
+                Attachment.record(log.text, named: "\(log.name).log")
+            }
+        }
+        if let thrown { throw thrown }
+    }
+}
+
+extension Trait where Self == AskRelayClusterTrait {
+    /// A cluster of real AskRelay processes around the test or suite; see ``AskRelayClusterTrait``.
+    /// - Parameters:
+    ///   - curve: CURVE keys for every process and client.
+    ///   - durability: the broker's journal mode.
+    ///   - transport: tcp on a port the OS picks, or an ipc path in the cluster's folder.
+    ///   - families, guardiansPerFamily, childrenPerFamily: the roster (`f1`, `g1-1`, `c1-1`, ...).
+    ///   - configure: changes to the remaining ``AskRelayCluster/Options``.
+    public static func askRelayCluster(
+        curve: Bool = false,
+        durability: AskRelayCluster.Durability = .batch,
+        transport: AskRelayCluster.Transport = .tcp,
+        families: Int = 1,
+        guardiansPerFamily: Int = 2,
+        childrenPerFamily: Int = 1,
+        configure: (inout AskRelayCluster.Options) -> Void = { _ in }
+    ) -> Self {
+        var options = AskRelayCluster.Options(
+            curve: curve,
+            durability: durability,
+            transport: transport,
+            families: families,
+            guardiansPerFamily: guardiansPerFamily,
+            childrenPerFamily: childrenPerFamily
+        )
+        configure(&options)
+        return AskRelayClusterTrait(options: options)
+    }
+}

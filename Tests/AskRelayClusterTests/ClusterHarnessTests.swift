@@ -1,0 +1,162 @@
+import AskCLI
+import AskModel
+import AskRelayCluster
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The harness itself: start and stop, endpoints, CURVE, limits administration, fault control, cleanup.
+@Suite("AskRelayCluster harness")
+struct ClusterHarnessTests {
+    @Test("starts broker and limits on an OS-picked port, stops them and removes its folder")
+    func startAndStop() async throws {
+        let cluster = try await AskRelayCluster.start()
+        #expect(cluster.endpoint.hasPrefix("tcp://127.0.0.1:"))
+        #expect(!cluster.endpoint.hasSuffix(":*"))
+        #expect(cluster.broker.isRunning && cluster.limits.isRunning)
+        #expect(cluster.limits.readyLine?.hasPrefix("ready id=limits-1") == true)
+        #expect(cluster.families.map(\.id) == ["f1"])
+        #expect(cluster.children.map(\.id) == ["c1-1"])
+        #expect(cluster.guardians.map(\.id) == ["g1-1", "g1-2"])
+        let folder = cluster.folder
+        #expect(FileManager.default.fileExists(atPath: folder + "/broker.log"))
+        await cluster.shutdown()
+        #expect(!cluster.broker.isRunning && !cluster.limits.isRunning)
+        #expect(cluster.broker.exitStatus == .exited(0))
+        #expect(!FileManager.default.fileExists(atPath: folder))
+    }
+
+    @Test("a missing executable is one clear error naming the folder and the fix")
+    func missingExecutable() throws {
+        let empty = FileManager.default.temporaryDirectory.path + "/askrelay-empty-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: empty) }
+        var options = AskRelayCluster.Options()
+        options.binDirectory = empty
+        let error = #expect(throws: ClusterError.self) { try AskRelayCluster(options) }
+        #expect(
+            error?.description
+                == "askrelay-broker not found in \(empty); build with `swift build` or set ASKRELAY_BIN_DIR to the "
+                + "folder holding the askrelay executables"
+        )
+    }
+
+    @Test("limits administration with CURVE over ipc: the change is stored when the call returns")
+    func limitsAdminWithCurve() async throws {
+        let cluster = try await AskRelayCluster.start(.init(curve: true, transport: .ipc))
+        defer { cluster.stop() }
+        #expect(cluster.endpoint == "ipc://\(cluster.folder)/broker.ipc")
+        let handle = CommunicationHandle(value: "+15550100", kind: .phoneNumber)
+        #expect(try cluster.limitsState(of: "c1-1").limitsEnabled)
+        try await cluster.changeLimits(LimitsAdminChange(child: "c1-1", limitsEnabled: false, addKnown: [handle]))
+        let state = try cluster.limitsState(of: "c1-1")
+        #expect(!state.limitsEnabled)
+        #expect(state.isKnownHandle(handle))
+        try await cluster.changeLimits(LimitsAdminChange(child: "c1-1", limitsEnabled: true, removeKnown: [handle]))
+        #expect(try cluster.limitsState(of: "c1-1") == LimitsState())
+    }
+
+    @Test("an admin change for an id that is not valid is refused at once, naming the id")
+    func invalidAdminChange() async throws {
+        let cluster = try await AskRelayCluster.start()
+        defer { cluster.stop() }
+        let error = await #expect(throws: ClusterError.self) {
+            try await cluster.changeLimits(LimitsAdminChange(child: "not valid!", eligible: false))
+        }
+        #expect(
+            error?.description
+                == "limits.admin: 'not valid!' is not a valid child id (1-64 characters of A-Z a-z 0-9 . _ -)"
+        )
+    }
+
+    @Test("an admin change sent while no limits worker is registered is applied once one registers")
+    func adminChangeWhileLimitsIsDown() async throws {
+        let cluster = try await AskRelayCluster.start()
+        defer { cluster.stop() }
+        // SIGTERM: the worker says BYE, so the broker knows at once that no limits worker is alive and parks
+        // the change (with a journal it used to be left in the journal for good).
+        #expect(try await cluster.run { try cluster.limits.terminate() } == .exited(0))
+        async let changed: Void = cluster.changeLimits(LimitsAdminChange(child: "c1-1", contactSyncSetUp: false))
+        try await cluster.run { try cluster.limits.restart() }
+        try await changed
+        #expect(try !cluster.limitsState(of: "c1-1").contactSyncSetUp)
+    }
+
+    @Test("kill -9, restart on the same endpoint and journal, SIGTERM exits 0, SIGSTOP/SIGCONT")
+    func faultControl() async throws {
+        let cluster = try await AskRelayCluster.start()
+        defer { cluster.stop() }
+        let firstPID = cluster.broker.pid
+        let status = try await cluster.run { try cluster.broker.kill() }
+        #expect(status == .signaled(SIGKILL))
+        let line = try await cluster.run { try cluster.broker.restart() }
+        #expect(line == "ready endpoints=\(cluster.endpoint)")
+        #expect(cluster.broker.pid != firstPID)
+        #expect(cluster.broker.runs.count == 2)
+        // The limits worker registers again with the restarted broker: an admin change goes through.
+        try await cluster.changeLimits(LimitsAdminChange(child: "c1-1", eligible: false))
+        #expect(try !cluster.limitsState(of: "c1-1").eligible)
+
+        cluster.limits.suspend()
+        // The kernel stops it asynchronously: poll its state, with a deadline.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline, (try? procState(cluster.limits.pid ?? 0)) != "T" { usleep(1_000) }
+        #expect(try procState(cluster.limits.pid ?? 0) == "T")
+        cluster.limits.resume()
+        try await cluster.changeLimits(LimitsAdminChange(child: "c1-1", eligible: true))
+
+        let exit = try await cluster.run { try cluster.limits.terminate() }
+        #expect(exit == .exited(0))
+        try await cluster.run { try cluster.limits.restart() }
+        #expect(try cluster.limitsState(of: "c1-1").eligible)
+    }
+
+    @Test("the processes die with the process that started the cluster, even on kill -9")
+    func processesDieWithTheirStarter() throws {
+        let bin = try AskRelayCluster.binDirectory()
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let log = FileManager.default.temporaryDirectory.path + "/askrelay-holder-\(UUID().uuidString.prefix(8)).log"
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let holder = try supervisor.start(
+            name: "askrelay-cluster-holder",
+            executable: bin + "/askrelay-cluster-holder",
+            arguments: [bin],
+            logPath: log
+        )
+        let line = try holder.waitForLine(prefix: "ready", timeout: .seconds(60))
+        let fields = Dictionary(
+            uniqueKeysWithValues: line.split(separator: " ").dropFirst().compactMap { field -> (String, String)? in
+                let parts = field.split(separator: "=", maxSplits: 1)
+                return parts.count == 2 ? (String(parts[0]), String(parts[1])) : nil
+            }
+        )
+        let broker = try #require(fields["broker"].flatMap { pid_t($0) })
+        let limits = try #require(fields["limits"].flatMap { pid_t($0) })
+        defer { try? FileManager.default.removeItem(atPath: fields["folder"] ?? "/nonexistent") }
+        #expect(isAlive(broker) && isAlive(limits))
+        holder.signal(SIGKILL)
+        try holder.waitForExit(timeout: .seconds(10))
+        // Polled with a deadline: these are not our children, so there is no exit to wait for.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline && (isAlive(broker) || isAlive(limits)) { usleep(10_000) }
+        #expect(!isAlive(broker), "the broker outlived the process that started it")
+        #expect(!isAlive(limits), "the limits worker outlived the process that started it")
+    }
+}
+
+/// The state letter of `/proc/<pid>/stat` (`R`, `S`, `T` stopped, `Z` zombie).
+func procState(_ pid: pid_t) throws -> String {
+    let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+    guard let close = stat.lastIndex(of: ")") else { return "?" }
+    return String(stat[stat.index(close, offsetBy: 2)])
+}
+
+/// Running (a zombie waiting for its reaper counts as dead).
+func isAlive(_ pid: pid_t) -> Bool {
+    guard kill(pid, 0) == 0 else { return false }
+    return (try? procState(pid)) != "Z"
+}

@@ -77,7 +77,7 @@ let package = Package(
         // limits processes with in-process children and guardians, and the runner's text and JUnit output.
         .target(
             name: "AskStories",
-            dependencies: ["AskRelayCluster", "AskClient", "AskSimulation", "AskProtocol", "AskCLI"],
+            dependencies: ["AskRelayCluster", "AskClient", "AskSimulation", "AskProtocol"],
             swiftSettings: strict
         ),
         // Load experiments: relay round trips, complete ask flows, pending questions, rate sweeps and their reports.

@@ -1,12 +1,9 @@
-import AskCLI
 import AskClient
 import AskRelayCluster
-import AskLogging
 import AskModel
 import AskProtocol
 import Foundation
 import Synchronization
-import ZeroMQ
 
 /// Plays stories: each against fresh processes (``StoryProcesses``, an `AskRelayCluster`), its children in-process
 /// with one `AskCenter`, its guardians with one `GuardianCenter`. A story stops at its first failing step; whatever

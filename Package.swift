@@ -208,9 +208,11 @@ let package = Package(
         // The harness itself, with real processes.
         .testTarget(
             name: "AskRelayClusterTests",
-            dependencies: ["AskRelayCluster", "AskCLI", "AskModel"],
+            dependencies: ["AskRelayCluster", "AskCLI", "AskClient", "AskModel"],
             swiftSettings: strict
         ),
+        // Every rule of the ask flow against real processes, written as a team would: only the public products.
+        .testTarget(name: "FlowRuleTests", dependencies: ["AskRelayTesting"], swiftSettings: strict),
         // docs/architecture.md's table of targets against `swift package dump-package`.
         .testTarget(name: "PackageLayoutTests", swiftSettings: strict),
         // Real processes: broker, workers and askrelay executables started by the tests.

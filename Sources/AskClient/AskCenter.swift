@@ -7,9 +7,13 @@ import ZeroMQ
 
 /// One child an ``AskCenter`` speaks for: its id (the `<id>` of `child/<id>`) and its family.
 public struct ChildIdentity: Sendable, Hashable, Codable {
+    /// 1 to 64 characters of `A-Z a-z 0-9 . _ -` (``AskCenter/init(broker:children:stateDirectory:logger:context:options:)``
+    /// refuses anything else).
     public var id: String
+    /// The family whose guardians receive this child's questions; same grammar as `id`.
     public var family: String
 
+    /// A child identity; not validated until a center hosts it.
     public init(id: String, family: String) {
         self.id = id
         self.family = family
@@ -70,7 +74,9 @@ public enum LimitsQueryError: Error, Sendable, Hashable, CustomStringConvertible
 
 /// A response together with the child it was addressed to (the center-wide streams carry these).
 public struct ChildResponse<Topic: QuestionTopic>: Sendable, Hashable {
+    /// The hosted child's id.
     public var child: String
+    /// The winning guardian's choice and the question it answers.
     public var response: PermissionResponse<Topic>
 }
 
@@ -79,6 +85,14 @@ public struct ChildResponse<Topic: QuestionTopic>: Sendable, Hashable {
 ///
 /// The connection runs on a thread of its own (a ``WorkerRuntime``); every method here is safe from any task.
 /// It reconnects and registers the children again by itself.
+///
+/// Thread-safety: `AskCenter` is `Sendable`; its methods may be called from any task or thread at once. Every call
+/// that waits on the broker ends exactly once — with its result, its own timeout, or `stopped` — whatever happens to
+/// the connection (see ``stop()``). Calls are not cancelled by task cancellation.
+///
+/// Across a reconnect or a broker restart the connection registers the same children again by itself; a SEND not
+/// yet acknowledged is sent again with the same id (the broker acknowledges a retry of an accepted SEND again, so
+/// it takes effect once); calls keep waiting within their timeouts.
 ///
 /// Responses are surfaced **once per question**, across broker redeliveries, reconnects and restarts: each one is
 /// recorded (question id and body) in a SQLite database under `stateDirectory` before the delivery is acknowledged,
@@ -104,6 +118,7 @@ public final class AskCenter: Sendable {
         /// CURVE keys, when the broker runs CURVE.
         public var curve: (keys: CurveKeyPair, serverKey: String)?
 
+        /// The defaults above.
         public init() {}
     }
 
@@ -379,6 +394,7 @@ public final class AskCenter: Sendable {
 
 /// A setup problem of an ``AskCenter`` (bad child ids).
 public struct AskCenterSetupError: Error, Sendable, CustomStringConvertible {
+    /// What is wrong, naming the id.
     public let description: String
     init(_ description: String) { self.description = description }
 }
@@ -393,6 +409,7 @@ public struct AskCenterCounters: Sendable, Codable {
     public var lateAskResults = 0
     /// `limits.reply`s that matched no outstanding query or named handles not asked about.
     public var staleReplies = 0
+    /// The underlying connection's counters.
     public var connection = WorkerCounters()
 }
 
@@ -400,8 +417,14 @@ enum SheetAction: String, Sendable {
     case send, cancel
 }
 
-/// The API of one child hosted by an ``AskCenter``: a cheap value, make as many as you like.
+/// The API of one child hosted by an ``AskCenter``: a cheap value, make as many as you like, from any task; every
+/// call goes to the center (its thread-safety and exactly-once guarantees apply).
+///
+/// The flow of one question: ``ask(_:)-(PermissionQuestion<Topic>)`` (presented) → ``send(_:)`` or ``cancel(_:)``
+/// → at most one response on ``responses(for:)``, possibly long after, also in a later run of the program when the
+/// center keeps a state directory. After ``cancel(_:)`` no response ever comes.
 public struct ChildSession: Sendable {
+    /// The center that hosts the child.
     public let center: AskCenter
     /// The child's id (`child/<id>`).
     public let id: String
@@ -422,14 +445,20 @@ public struct ChildSession: Sendable {
         try await center.ask(question, child: id)
     }
 
-    /// Sends the presented question to the family's guardians; returns when the broker has it durably.
-    /// - Throws: ``SheetError`` (`expired`, `cancelled`, `not-presented`, `unknown-question`, timeout, ...).
+    /// Sends the presented question to the family's guardians; returns when the broker has it durably (it survives a
+    /// broker restart with its journal).
+    ///
+    /// The SEND is retried with the same id across reconnects until acknowledged, and takes effect once.
+    /// - Throws: ``SheetError``: `.refused` with the broker's code (`expired`, `cancelled`, `not-presented`,
+    ///   `unknown-question`, ...: the question is unchanged), `.timedOut` (still retried, may yet take effect),
+    ///   `.stopped`, `.unknownChild`.
     public func send(_ questionID: UUID) async throws(SheetError) {
         try await center.sheet(.send, questionID: questionID, child: id)
     }
 
-    /// Dismisses the send sheet: the question will never get a response. Returns when the broker has it.
-    /// - Throws: ``SheetError``.
+    /// Dismisses the send sheet: the question will never get a response. Returns when the broker has it durably; no
+    /// guardian ever sees the question.
+    /// - Throws: ``SheetError``, as for ``send(_:)`` (`already-sent` when it was sent).
     public func cancel(_ questionID: UUID) async throws(SheetError) {
         try await center.sheet(.cancel, questionID: questionID, child: id)
     }
@@ -449,13 +478,17 @@ public struct ChildSession: Sendable {
     public var limits: CommunicationLimits { CommunicationLimits(center: center, child: id) }
 }
 
-/// PermissionKit's `CommunicationLimits` for one child: which handles the system already knows.
+/// PermissionKit's `CommunicationLimits` for one child: which handles the system already knows. A value, safe from
+/// any task; queries go through the center (one in flight per child, see ``AskCenter/knownHandles(in:child:)``).
 public struct CommunicationLimits: CommunicationLimitsQuerying {
+    /// The center that hosts the child.
     public let center: AskCenter
+    /// The child's id.
     public let child: String
 
-    /// The known subset of `handles`.
-    /// - Throws: ``LimitsQueryError``.
+    /// The known subset of `handles` (matching is on normalized handles; the result uses the caller's spelling). It
+    /// says nothing about whether limits are on: that shows when asking.
+    /// - Throws: ``LimitsQueryError`` (`.timedOut` after ``AskCenter/Options/queryTimeout``, `.stopped`, ...).
     public func knownHandles(in handles: Set<CommunicationHandle>) async throws -> Set<CommunicationHandle> {
         try await center.knownHandles(in: handles, child: child)
     }

@@ -48,6 +48,10 @@ public enum ContactStatus: Sendable, Hashable, CustomStringConvertible {
 ///   by something that outranks it: a known handle or limits not enabled);
 /// - `communicationLimitsNotEnabled` grants (there are no limits); `contactSyncNotSetup` restricts;
 ///   `notAvailable` makes asking unavailable; other ask errors change nothing.
+///
+/// A plain value with no I/O: it knows only what it is told (feed it every outcome of the child's flows), is not
+/// persisted (keep it, or rebuild it from the responses the center surfaces again after a restart) and, like any
+/// value, is safe to send between tasks but not to mutate from two at once.
 public struct ContactApprovals: Sendable, Hashable {
     /// How long a question may wait for an answer (the product's 48 hours, usually scaled down).
     public var pendingWindow: Duration
@@ -68,6 +72,7 @@ public struct ContactApprovals: Sendable, Hashable {
     private var restricted = false
     private var unavailable = false
 
+    /// Empty: every handle is `notDetermined`.
     public init(pendingWindow: Duration = .seconds(48 * 3600)) {
         self.pendingWindow = pendingWindow
     }

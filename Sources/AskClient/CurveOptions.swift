@@ -4,7 +4,9 @@ import ZeroMQ
 /// Why a worker's configuration (CURVE key files, policy, think time, offline period or roster text) is not
 /// acceptable.
 public struct AgentConfigurationError: Error, CustomStringConvertible, Sendable, Hashable {
+    /// One sentence naming the input and what to do.
     public let message: String
+    /// An error with `message`.
     public init(_ message: String) { self.message = message }
     public var description: String { message }
 }

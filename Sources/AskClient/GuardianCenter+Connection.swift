@@ -96,6 +96,15 @@ final class GuardianCenterConnection: WorkerHandler {
 
     func unregistered(_ connection: WorkerConnection) { shared.unregistered() }
 
+    /// The connection gave up (a permanent refusal): the center stops, so no caller waits on a broker that will
+    /// never answer and the streams finish; ``GuardianCenter/connectionFailure`` says why.
+    func ended(_ connection: WorkerConnection, failure: WorkerConnectionError) {
+        _ = shared.markStopped()
+        calls.close(.connectionEnded)
+        events.finish()
+        shared.finishReconnections()
+    }
+
     func startAnswer(
         _ answer: GuardianAnswer,
         guardian: String,

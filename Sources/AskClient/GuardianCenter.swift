@@ -6,9 +6,12 @@ import ZeroMQ
 
 /// One guardian a ``GuardianCenter`` hosts: address `guardian/<id>`, in family `family`.
 public struct GuardianIdentity: Sendable, Hashable, Codable {
+    /// 1 to 64 characters of `A-Z a-z 0-9 . _ -`.
     public var id: String
+    /// The family whose children's questions this guardian receives; same grammar as `id`.
     public var family: String
 
+    /// A guardian identity; not validated until a center hosts it.
     public init(id: String, family: String) {
         self.id = id
         self.family = family
@@ -55,7 +58,9 @@ public enum GuardianAnswerError: Error, Sendable, Hashable, CustomStringConverti
 ///
 /// The connection runs on a thread of its own (the same ``WorkerRuntime`` as ``AskCenter`` and the parent worker);
 /// it registers every guardian, heartbeats, reconnects and registers again by itself, and retries an answer (same
-/// message id) until the broker acknowledges or refuses it. Every method is safe from any task.
+/// message id) until the broker acknowledges or refuses it, across reconnects, so an answer takes effect at most once.
+/// `GuardianCenter` is `Sendable`: every method is safe from any task or thread at once, and every answer call ends
+/// exactly once (result, its timeout, or `stopped`). Calls are not cancelled by task cancellation.
 ///
 /// Events: each `question` the broker delivers to a hosted guardian is surfaced once per (guardian, question) for
 /// the life of the center, also when the broker delivers it again after a reconnect; each `closed` likewise. The
@@ -77,6 +82,7 @@ public final class GuardianCenter: Sendable {
         /// CURVE keys, when the broker runs CURVE (a key file of role `guardian`).
         public var curve: (keys: CurveKeyPair, serverKey: String)?
 
+        /// The defaults above.
         public init() {}
     }
 
@@ -84,8 +90,9 @@ public final class GuardianCenter: Sendable {
     public struct Question: Sendable, Hashable, Identifiable {
         /// The guardian it was delivered to.
         public let guardian: GuardianIdentity
-        /// The asking child's id and family.
+        /// The asking child's id.
         public let child: String
+        /// The asking child's family (the guardian's).
         public let family: String
         /// The question with its topic (``AnyQuestionTopic``: `.communication` or `.significantAppUpdate`).
         public let question: AnyPermissionQuestion
@@ -108,11 +115,13 @@ public final class GuardianCenter: Sendable {
             try await center.answer(self, with: choiceID)
         }
 
+        /// Same guardian, question and delivery fields.
         public static func == (a: Question, b: Question) -> Bool {
             a.guardian == b.guardian && a.question == b.question && a.child == b.child && a.family == b.family
                 && a.sentAt == b.sentAt && a.expiresAt == b.expiresAt
         }
 
+        /// Hashes the guardian and the question id.
         public func hash(into hasher: inout Hasher) {
             hasher.combine(guardian)
             hasher.combine(question.id)
@@ -121,7 +130,9 @@ public final class GuardianCenter: Sendable {
 
     /// The broker's notice that a question a hosted guardian holds has ended.
     public struct Closed: Sendable, Hashable {
+        /// The hosted guardian the notice is for.
         public let guardian: GuardianIdentity
+        /// The question that ended.
         public let questionID: UUID
         /// `answered` (perhaps by this guardian: see ``answeredBy``) or `expired`. A child cancels only before it
         /// sends, so a guardian never holds a cancelled question and there is no cancelled notice.
@@ -132,7 +143,9 @@ public final class GuardianCenter: Sendable {
 
     /// What a hosted guardian hears from the broker.
     public enum Event: Sendable, Hashable {
+        /// A question for a hosted guardian to answer (until its `expiresAt`).
         case question(Question)
+        /// A question a hosted guardian holds ended; answering it now is refused.
         case closed(Closed)
     }
 
@@ -220,7 +233,8 @@ public final class GuardianCenter: Sendable {
     /// Whether the connection holds a session with the broker right now.
     public var isConnected: Bool { shared.isConnected }
 
-    /// Why the connection ended by itself and will not come back (see ``AskCenter/connectionFailure``).
+    /// Why the connection ended by itself and will not come back (see ``AskCenter/connectionFailure``). The center is
+    /// then stopped: waiting answers ended with `stopped`, the event streams finished.
     public var connectionFailure: WorkerConnectionError? { runtime.failure }
 
     // MARK: Events

@@ -4,112 +4,14 @@ import Foundation
 import Synchronization
 import ZeroMQ
 
-/// How a worker connects: broker endpoint, who it is, what it serves, and its timing.
-public struct WorkerConfiguration: Sendable {
-    public var broker: String
-    public var role: SessionRole
-    /// A name for logs, for example `askrelay-parent[4242]`.
-    public var worker: String
-    public var endpoints: [EndpointClaim]
-    /// Deliveries in flight per address the worker accepts (the broker may lower it).
-    public var window = 64
-    public var heartbeatInterval: Duration = .seconds(1)
-    /// Missed heartbeats before the worker gives up on the connection and reconnects.
-    public var liveness = 3
-    /// An unacknowledged SEND is sent again (same id) after this long.
-    public var retryInterval: Duration = .seconds(2)
-    /// How many delivered message ids are remembered for deduplication.
-    public var dedupCapacity = 200_000
-    /// CURVE: this worker's key pair and the broker's public key, when the broker runs CURVE.
-    public var curve: (keys: CurveKeyPair, serverKey: String)?
-    /// How long HELLO is retried while the broker answers `address-taken` (an earlier session of the same
-    /// addresses may be dying: the broker ends it after its liveness) before the connection gives up.
-    public var addressTakenPatience: Duration = .seconds(10)
-
-    public init(broker: String, role: SessionRole, worker: String, endpoints: [EndpointClaim]) {
-        self.broker = broker
-        self.role = role
-        self.worker = worker
-        self.endpoints = endpoints
-    }
-}
-
-/// One application message delivered to a worker.
-public struct Delivery: Sendable {
-    public let id: MessageID
-    public let from: String
-    public let to: String
-    public let kind: String
-    public let subject: MessageID?
-    public let body: [UInt8]
-}
-
-/// What the worker's logic tells the connection about a delivery.
-public enum DeliveryDisposition: Sendable {
-    /// Processed: acknowledge it.
-    case ack
-    /// Poison: it can never be processed; refuse it with a code so the broker stops redelivering.
-    case refuse(WireError)
-    /// Not processed now (for example the worker's own store failed): neither acknowledged nor remembered, so the
-    /// broker delivers it again after its ack timeout.
-    case hold
-}
-
-/// Why a ``WorkerConnection`` ended by itself: the broker refused it in a way that retrying cannot change
-/// (`forbidden`, `bad-hello`, `unsupported-version`, a CURVE key the broker does not accept, `address-taken`
-/// for longer than ``WorkerConfiguration/addressTakenPatience``), or its socket failed.
-public struct WorkerConnectionError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The broker's refusal code, when the broker refused (`nil` for a refused key or a failed socket).
-    public let code: ErrorCode?
-    /// One sentence: what happened and what to check.
-    public let message: String
-
-    public init(code: ErrorCode?, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
-    public var description: String { message }
-
-    /// HELLO refusals that the same HELLO can never get past: the connection ends instead of retrying.
-    public static let permanentHelloRefusals: Set<ErrorCode> = [
-        .forbidden, .badHello, .unsupportedVersion, .badSignature, .missingFrames, .extraFrames, .invalidJSON,
-        .invalidUTF8, .oversizeFrame,
-    ]
-}
-
-/// The worker logic driven by a ``WorkerConnection``. Every call happens on the connection's thread.
-public protocol WorkerHandler: AnyObject {
-    /// The session is registered (again, after a reconnect or a broker restart).
-    func registered(_ connection: WorkerConnection, welcome: Welcome)
-    /// A new (not duplicate) delivery.
-    func deliver(_ delivery: Delivery, connection: WorkerConnection) -> DeliveryDisposition
-    /// The session was lost (the broker went silent, said BYE, or forgot it); the connection registers again by itself.
-    func unregistered(_ connection: WorkerConnection)
-    /// The broker accepted a SEND (it is durable).
-    func accepted(_ id: MessageID, connection: WorkerConnection)
-    /// The broker refused a SEND; it will not be retried.
-    func refused(_ id: MessageID, error: WireError, connection: WorkerConnection)
-    /// Called every loop turn (at least every 50 ms), for timers.
-    func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant)
-    /// The connection ended by itself and will not reconnect (the last call the handler gets).
-    func ended(_ connection: WorkerConnection, failure: WorkerConnectionError)
-}
-
-extension WorkerHandler {
-    public func registered(_ connection: WorkerConnection, welcome: Welcome) {}
-    public func unregistered(_ connection: WorkerConnection) {}
-    public func accepted(_ id: MessageID, connection: WorkerConnection) {}
-    public func refused(_ id: MessageID, error: WireError, connection: WorkerConnection) {}
-    public func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant) {}
-    public func ended(_ connection: WorkerConnection, failure: WorkerConnectionError) {}
-}
-
 /// The worker side of the protocol over one DEALER socket, on one thread: registration, heartbeats, reconnects,
 /// SEND retries until acknowledged, deduplicated deliveries, batched ACKs.
 ///
-/// Other threads talk to it only through ``WorkerConnectionHandle`` (`submit`, `stop`).
+/// Not thread-safe: it lives on its thread, and other threads reach it only through ``WorkerRuntime`` (`submit`,
+/// `stop`). Deliveries reach the handler at most once per message id within ``WorkerConfiguration/dedupCapacity``
+/// ids (the broker redelivers what was not acknowledged); a SEND is retried with its id until the broker answers.
 public final class WorkerConnection {
+    /// What it was started with.
     public let configuration: WorkerConfiguration
     let logger: AskLogger
     let context: ZMQContext
@@ -131,6 +33,7 @@ public final class WorkerConnection {
     private var handler: (any WorkerHandler)?
     private let inbox: WorkerInbox
 
+    /// Whether the connection holds a session (after WELCOME, until it is lost).
     public private(set) var isRegistered = false
 
     /// Marks the session lost and tells the handler once.
@@ -139,6 +42,7 @@ public final class WorkerConnection {
         isRegistered = false
         handler?.unregistered(self)
     }
+    /// The broker's latest WELCOME.
     public private(set) var welcome: Welcome?
     /// When the broker was last heard from (any message, heartbeats included).
     public private(set) var lastHeard = ContinuousClock.now
@@ -156,6 +60,7 @@ public final class WorkerConnection {
     private var socketReplaced = false
     /// SENDs whose body could not be encoded, refused to the handler at the next turn.
     private var unencodable: [(MessageID, WireError)] = []
+    /// What the connection counted so far.
     public private(set) var counters = WorkerCounters()
 
     struct PendingSend {
@@ -288,6 +193,7 @@ public final class WorkerConnection {
     /// SENDs not yet acknowledged or refused.
     public var outstandingCount: Int { outstanding.count }
 
+    /// Ends the loop at its next turn (it says BYE first).
     public func stop() { stopping = true }
 
     /// Ends the connection for good (logged once, as an error).
@@ -627,143 +533,4 @@ public final class WorkerConnection {
         }
         handler?.tick(self, now: now)
     }
-}
-
-/// Counters a worker keeps about its connection.
-public struct WorkerCounters: Sendable, Codable {
-    public var sent = 0
-    public var accepted = 0
-    public var refused = 0
-    public var retries = 0
-    public var delivered = 0
-    public var duplicates = 0
-    public var malformed = 0
-    public var registrations = 0
-    public var reconnects = 0
-    /// Deliveries the handler chose not to acknowledge yet (``DeliveryDisposition/hold``).
-    public var held = 0
-}
-
-/// Jobs posted to the connection thread from other threads, plus the pipe that wakes it.
-final class WorkerInbox: Sendable {
-    let wake: WakeSignal
-    private let jobs = Mutex<[@Sendable (WorkerConnection, any WorkerHandler) -> Void]>([])
-
-    init() throws { wake = try WakeSignal() }
-
-    func post(_ job: @escaping @Sendable (WorkerConnection, any WorkerHandler) -> Void) {
-        jobs.withLock { $0.append(job) }
-        wake.signal()
-    }
-
-    func take() -> [@Sendable (WorkerConnection, any WorkerHandler) -> Void] {
-        jobs.withLock { jobs in
-            defer { jobs.removeAll() }
-            return jobs
-        }
-    }
-}
-
-/// Where the connection thread leaves its failure for other threads.
-final class FailureCell: Sendable {
-    let value = Mutex<WorkerConnectionError?>(nil)
-}
-
-/// Runs a ``WorkerConnection`` and its handler on a thread of their own; other threads talk to them through it.
-public final class WorkerRuntime: Sendable {
-    private let inbox: WorkerInbox
-    private let finished = OneShot<Void>()
-    private let ended = FailureCell()
-
-    /// Why the connection ended by itself (a permanent refusal, a failed socket), or `nil` while it runs and after
-    /// a ``stop()``. Read it after ``wait()``: a worker process exits non-zero with its message.
-    public var failure: WorkerConnectionError? { ended.value.withLock { $0 } }
-
-    /// Starts the connection thread. `makeHandler` runs on that thread, so the handler never crosses threads.
-    /// - Throws: an error creating the socket (a bad endpoint, for example).
-    public init(
-        configuration: WorkerConfiguration,
-        logger: AskLogger,
-        context: ZMQContext,
-        makeHandler: @escaping @Sendable () -> any WorkerHandler
-    ) throws {
-        let inbox = try WorkerInbox()
-        self.inbox = inbox
-        // Set once the connection is up (nil) or could not start (the error).
-        let started = OneShot<(any Error)?>()
-        let finished = self.finished
-        let ended = self.ended
-        let thread = Thread {
-            // Everything the connection and its handler hold (a store, a lock) is released before `finished`
-            // is signalled: whoever waits may open the same store at once.
-            Self.serve(
-                configuration: configuration,
-                logger: logger,
-                context: context,
-                inbox: inbox,
-                started: started,
-                ended: ended,
-                makeHandler: makeHandler
-            )
-            finished.fulfill()
-        }
-        thread.name = configuration.worker
-        thread.stackSize = 8 << 20
-        thread.start()
-        if let error = started.wait() ?? nil { throw error }
-    }
-
-    /// The connection thread's work, in a function of its own so that its locals end with it.
-    private static func serve(
-        configuration: WorkerConfiguration,
-        logger: AskLogger,
-        context: ZMQContext,
-        inbox: WorkerInbox,
-        started: OneShot<(any Error)?>,
-        ended: FailureCell,
-        makeHandler: @Sendable () -> any WorkerHandler
-    ) {
-        let connection: WorkerConnection
-        do {
-            connection = try WorkerConnection(
-                configuration: configuration,
-                logger: logger,
-                context: context,
-                inbox: inbox
-            )
-        } catch {
-            logger.error("worker connection could not start", metadata: ["error": "\(error)"])
-            started.fulfill(error)
-            return
-        }
-        started.fulfill(nil)
-        let handler = makeHandler()
-        var failure: WorkerConnectionError?
-        do {
-            try connection.run(handler: handler)
-            failure = connection.failure
-        } catch {
-            // A connection that dies is a failure too: its process must not exit as if it had been stopped.
-            logger.error("worker connection ended", metadata: ["error": "\(error)"])
-            failure = WorkerConnectionError(code: nil, "the connection to \(configuration.broker) failed: \(error)")
-        }
-        if let failure {
-            ended.value.withLock { $0 = failure }
-            handler.ended(connection, failure: failure)
-        }
-    }
-
-    /// Runs `job` on the connection thread with the connection and the handler.
-    public func submit(_ job: @escaping @Sendable (WorkerConnection, any WorkerHandler) -> Void) {
-        inbox.post(job)
-    }
-
-    /// Stops the connection (it says BYE) and waits for its thread to end.
-    public func stop() {
-        inbox.post { connection, _ in connection.stop() }
-        wait()
-    }
-
-    /// Waits until the connection thread has ended.
-    public func wait() { _ = finished.wait() }
 }

@@ -38,7 +38,11 @@ import ZeroMQ
 ///   ``stop(removingFolder:)`` (and `deinit`) SIGTERM what still runs, then release the guard.
 /// - **Truth for assertions.** ``ledger(_:)`` reads the question's row from the broker's journal (the state the
 ///   broker committed before it acknowledged anything; with ``Durability/off`` there is none and it throws);
+///   ``stats(timeout:where:)`` reads the broker's statistics snapshot (every second, also without a journal);
 ///   ``limitsState(of:)`` reads the limits worker's store.
+/// - **Blocking.** The synchronous calls (``init(_:)``, ``stop(removingFolder:)``, ``ClusterProcess``'s fault
+///   control, ``changeLimitsBlocking(_:timeout:)``) block their thread until their effect is visible; the `async`
+///   ones run them on a thread of their own, so a test's cooperative pool keeps running.
 public final class AskRelayCluster: Sendable {
     /// The cluster of the running test, set by the AskRelayTesting trait (`@Test(.askRelayCluster())`).
     @TaskLocal public static var current: AskRelayCluster?
@@ -331,6 +335,25 @@ public final class AskRelayCluster: Sendable {
             children: children ?? self.children,
             stateDirectory: stateDirectory,
             logger: clientLogger("askcenter"),
+            context: context,
+            options: options
+        )
+    }
+
+    /// A `GuardianCenter` hosting `guardians` (default: every guardian of the roster), connected to the broker
+    /// with the cluster's heartbeat and CURVE key, logging to `clients.log`. Stop it (`await center.stop()`)
+    /// before the cluster.
+    public func makeGuardianCenter(
+        guardians: [GuardianIdentity]? = nil,
+        options: GuardianCenter.Options = GuardianCenter.Options()
+    ) throws -> GuardianCenter {
+        var options = options
+        options.heartbeatInterval = self.options.heartbeat
+        if options.curve == nil { options.curve = clientCurve(.guardian) }
+        return try GuardianCenter(
+            broker: endpoint,
+            guardians: guardians ?? self.guardians.map { GuardianIdentity(id: $0.id, family: $0.family) },
+            logger: clientLogger("guardiancenter"),
             context: context,
             options: options
         )

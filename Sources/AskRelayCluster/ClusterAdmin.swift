@@ -107,13 +107,20 @@ func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
 }
 
-/// Appends each log line to a file (the clients the cluster builds log into its folder).
-struct FileSink: LogSink {
-    let handle: FileHandle?
+/// Appends each log line to a file with one `write(2)` on an `O_APPEND` descriptor, so the lines of several
+/// clients (each with its own sink on the same file) never overwrite each other.
+final class FileSink: LogSink {
+    private let descriptor: Int32
+
     init(path: String) {
-        _ = FileManager.default.createFile(atPath: path, contents: nil)
-        handle = FileHandle(forWritingAtPath: path)
-        _ = try? handle?.seekToEnd()
+        descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
     }
-    func write(_ line: String) { handle?.write(Data((line + "\n").utf8)) }
+
+    func write(_ line: String) {
+        guard descriptor >= 0 else { return }
+        var text = line + "\n"
+        text.withUTF8 { buffer in _ = Foundation.write(descriptor, buffer.baseAddress, buffer.count) }
+    }
+
+    deinit { if descriptor >= 0 { close(descriptor) } }
 }

@@ -1,4 +1,5 @@
 import AskCLI
+import AskClient
 import AskModel
 import AskRelayCluster
 import Foundation
@@ -159,4 +160,41 @@ func procState(_ pid: pid_t) throws -> String {
 func isAlive(_ pid: pid_t) -> Bool {
     guard kill(pid, 0) == 0 else { return false }
     return (try? procState(pid)) != "Z"
+}
+
+@Suite("AskRelayCluster statistics")
+struct ClusterStatsTests {
+    @Test("the stats endpoint shows the sessions, with durability off as well")
+    func statsWithoutJournal() async throws {
+        let cluster = try await AskRelayCluster.start(.init(durability: .off))
+        defer { cluster.stop() }
+        let stats = try await cluster.stats { $0.sessions["limits"] == 1 && $0.sessions["observer"] == 1 }
+        #expect(stats.queued == 0)
+        let error = #expect(throws: ClusterError.self) { try cluster.ledger(UUID()) }
+        #expect(error?.description.contains("--durability off keeps none") == true)
+    }
+}
+
+@Suite("AskRelayCluster worker processes", .timeLimit(.minutes(1)))
+struct ClusterWorkerTests {
+    @Test("an askrelay-parent process with a policy answers a question asked through the cluster's AskCenter")
+    func parentProcessAnswers() async throws {
+        let cluster = try await AskRelayCluster.start(.init(curve: true))
+        defer { cluster.stop() }
+        let parent = try await cluster.startParent(["--guardian", "g1-1@f1", "--policy", "deny", "--think", "fixed:0s"])
+        #expect(parent.name == "parent-1")
+        #expect(parent.readyLine == "ready guardians=1")
+        let center = try cluster.makeAskCenter()
+        let responses = center.child("c1-1").responses(for: CommunicationTopic.self)
+        let question = PermissionQuestion(handle: CommunicationHandle(value: "+15550100", kind: .phoneNumber))
+        try await center.child("c1-1").ask(question)
+        try await center.child("c1-1").send(question.id)
+        var iterator = responses.makeAsyncIterator()
+        let response = await iterator.next()
+        #expect(response?.choice == .decline)
+        let entry = try await cluster.waitForLedger(question.id) { $0.state == .answered }
+        #expect(entry.answeredBy == "g1-1")
+        await center.stop()
+        #expect(cluster.logs.map(\.name) == ["broker", "limits", "parent-1", "clients"])
+    }
 }

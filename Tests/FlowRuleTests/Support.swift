@@ -1,0 +1,122 @@
+import AskRelayTesting
+import Foundation
+import Synchronization
+import Testing
+
+/// The running test's cluster (the `.askRelayCluster()` trait starts it).
+func currentCluster() throws -> AskRelayCluster { try #require(AskRelayCluster.current) }
+
+/// A handle the tests ask about.
+let friend = CommunicationHandle(value: "+15550100", kind: .phoneNumber)
+
+/// Everything an `AsyncStream` yields, kept as it arrives, so a test can wait for the n-th element or check that
+/// nothing more came within a window.
+final class Collected<Element: Sendable>: Sendable {
+    private final class Storage: Sendable {
+        let items = Mutex<[Element]>([])
+    }
+    private let storage = Storage()
+    private let task: Task<Void, Never>
+
+    init(_ stream: AsyncStream<Element>) {
+        let storage = self.storage
+        task = Task { for await item in stream { storage.items.withLock { $0.append(item) } } }
+    }
+
+    /// The elements of `stream` that `transform` maps to a value.
+    init<Source: Sendable>(_ stream: AsyncStream<Source>, _ transform: @escaping @Sendable (Source) -> Element?) {
+        let storage = self.storage
+        task = Task {
+            for await source in stream {
+                if let item = transform(source) { storage.items.withLock { $0.append(item) } }
+            }
+        }
+    }
+
+    deinit { task.cancel() }
+
+    var all: [Element] { storage.items.withLock { $0 } }
+
+    /// Waits until at least `count` elements came (polled with a deadline). - Returns: them, or what came by then.
+    @discardableResult
+    func wait(for count: Int = 1, within timeout: Duration = .seconds(15)) async -> [Element] {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline && all.count < count {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return all
+    }
+
+    /// The first element that satisfies `predicate`, waiting up to `timeout` for it.
+    func first(within timeout: Duration = .seconds(15), where predicate: (Element) -> Bool) async -> Element? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let match = all.first(where: predicate) { return match }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return all.first(where: predicate)
+    }
+
+    /// Watches for `window` (the rule: nothing may come, so the test can only look for a while) and returns what
+    /// came.
+    func during(_ window: Duration) async -> [Element] {
+        try? await Task.sleep(for: window)
+        return all
+    }
+}
+
+/// Polls `condition` every 10 ms until it holds or `timeout` passes. - Returns: whether it held.
+func eventually(within timeout: Duration = .seconds(15), _ condition: () async throws -> Bool) async rethrows
+    -> Bool
+{
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return try await condition()
+}
+
+/// The ask a test expects to fail: its `AskError`, or `nil` when it was presented.
+func askError(_ session: ChildSession, _ question: PermissionQuestion<CommunicationTopic>) async -> AskError? {
+    do {
+        try await session.ask(question)
+        return nil
+    } catch { return error }
+}
+
+/// The guardian refusal code of an answer, or `nil` when the broker took it.
+func answerRefusal(_ guardians: GuardianCenter, _ id: UUID, _ choice: String, as guardian: String) async
+    -> ErrorCode?
+{
+    do {
+        try await guardians.answer(questionID: id, choiceID: choice, as: guardian)
+        return nil
+    } catch { return error.code }
+}
+
+/// The questions a guardian center receives.
+func questions(of guardians: GuardianCenter) -> Collected<GuardianCenter.Question> {
+    Collected(guardians.events()) { if case .question(let question) = $0 { question } else { nil } }
+}
+
+/// Runs `body` with an `AskCenter` hosting the cluster's children and a `GuardianCenter` hosting its guardians,
+/// and stops both however `body` ends.
+func withClients(
+    _ cluster: AskRelayCluster,
+    _ body: (AskCenter, GuardianCenter) async throws -> Void
+) async throws {
+    let children = try cluster.makeAskCenter()
+    let guardians: GuardianCenter
+    do { guardians = try cluster.makeGuardianCenter() } catch {
+        await children.stop()
+        throw error
+    }
+    do { try await body(children, guardians) } catch {
+        await children.stop()
+        await guardians.stop()
+        throw error
+    }
+    await children.stop()
+    await guardians.stop()
+}

@@ -9,7 +9,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 60
 
-.PHONY: deps build release test test-only lint format simulate bench fuzz fuzz-smoke fuzz-build clean help
+.PHONY: deps build release test test-only lint format simulate bench fuzz fuzz-smoke fuzz-build package-test clean help
 
 help:
 	@echo "make simulate   run the local simulation (builds what it needs)"
@@ -19,6 +19,7 @@ help:
 	@echo "make release    build release executables into .build/release"
 	@echo "make bench      run the side-by-side benchmarks (wrapper vs C, codec, relay vs zmq_proxy)"
 	@echo "make fuzz       fuzz the frame parser and message decoders for FUZZ_SECONDS (default 600)"
+	@echo "make package-test  a fresh package in a temporary folder depends on products AskModel and AskClient"
 
 # Installs the Debian packages the build and tests need, only when one is missing.
 deps:
@@ -51,6 +52,11 @@ lint:
 
 format:
 	$(SWIFT) format -i -r Sources Tests Package.swift
+
+# A fresh package in a temporary folder depends on this checkout by path (products AskModel, AskClient) and runs
+# its own swift test; it writes nothing into the checkout (Tests/PackageCheck/package-test.sh).
+package-test: deps
+	SWIFT=$(SWIFT) Tests/PackageCheck/package-test.sh
 
 test-only:
 	$(SWIFT) test --skip-build --no-parallel

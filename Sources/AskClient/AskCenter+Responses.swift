@@ -186,7 +186,8 @@ final class ResponseStore {
     }
 }
 
-/// State shared between the connection thread and callers: the response hub, registration and stop flags.
+/// State shared between the connection thread and callers: the response hub, the waiting calls, registration and
+/// stop flags. ``GuardianCenter`` uses the same (with an empty hub): one implementation for both centers.
 final class AskCenterShared: Sendable {
     let hub: ResponseHub
     let calls = PendingCalls()

@@ -230,6 +230,11 @@ public final class GuardianCenter: Sendable {
     /// How many times the connection registered (1 after the first WELCOME; more after reconnects).
     public var registrationCount: Int { shared.registrationCount }
 
+    /// Waits for the next registration after `count` (a reconnect, a broker restart). - Returns: `false` on timeout.
+    public func waitForRegistration(after count: Int, timeout: Duration) async -> Bool {
+        await shared.waitForRegistration(after: count, timeout: timeout)
+    }
+
     /// Whether the connection holds a session with the broker right now.
     public var isConnected: Bool { shared.isConnected }
 

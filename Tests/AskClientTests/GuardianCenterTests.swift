@@ -8,23 +8,23 @@ import Testing
 /// ``GuardianCenter`` hosting guardians `g1` and `g2`, all of family `f1`, over real sockets.
 // @unchecked: built once, then only read; the raw peer is driven serially.
 final class GuardianRig: @unchecked Sendable {
-    let broker: TestBroker
+    /// Replaced by ``restartBroker()``; read by the test's task only.
+    var broker: TestBroker
     let context: ZMQContext
-    let limits: RawPeer
+    var limits: RawPeer
+    /// The broker's `ipc://` endpoint in `sockets`, the same after a restart.
+    let sockets = TempDirectory()
+    var endpoint: String { "ipc://\(sockets.path)/broker.sock" }
     let child: AskCenter
     let guardians: GuardianCenter
     let events: Collector<GuardianCenter.Event>
 
     init() async throws {
-        broker = try TestBroker()
-        context = try ZMQContext()
-        let endpoint = broker.endpoint
-        let context = self.context
-        limits = try await blocking {
-            let peer = try RawPeer(context: context, endpoint: endpoint)
-            try peer.register(role: .limits, ["limits/L1"])
-            return peer
-        }
+        let endpoint = "ipc://\(sockets.path)/broker.sock"
+        broker = try TestBroker { $0.endpoints = [endpoint] }
+        let context = try ZMQContext()
+        self.context = context
+        limits = try await Self.limitsPeer(context: context, endpoint: endpoint)
         var childOptions = AskCenter.Options()
         childOptions.heartbeatInterval = .milliseconds(200)
         child = try AskCenter(
@@ -47,6 +47,23 @@ final class GuardianRig: @unchecked Sendable {
         events = Collector(guardians.events())
         #expect(await child.waitUntilRegistered(timeout: .seconds(5)))
         #expect(await guardians.waitUntilRegistered(timeout: .seconds(5)))
+    }
+
+    static func limitsPeer(context: ZMQContext, endpoint: String) async throws -> RawPeer {
+        try await blocking {
+            let peer = try RawPeer(context: context, endpoint: endpoint)
+            try peer.register(role: .limits, ["limits/L1"])
+            return peer
+        }
+    }
+
+    /// Stops the broker and starts a new one on the same endpoint (no journal: a fresh ledger), with a new limits
+    /// peer; the centers reconnect by themselves.
+    func restartBroker() async throws {
+        broker.stop()
+        let endpoint = self.endpoint
+        broker = try TestBroker { $0.endpoints = [endpoint] }
+        limits = try await Self.limitsPeer(context: context, endpoint: endpoint)
     }
 
     /// Child `c1` asks `question`; the limits peer presents it.
@@ -80,7 +97,7 @@ final class GuardianRig: @unchecked Sendable {
         await guardians.stop()
         await child.stop()
         broker.stop()
-        broker.directory.cleanup()
+        sockets.cleanup()
     }
 }
 
@@ -183,6 +200,30 @@ struct GuardianCenterTests {
             }
             // The broker delivers in order: had it sent g1 anything about the question, it would be here by now.
             #expect(rig.events.items.isEmpty)
+        }
+        await rig.stop()
+    }
+
+    @Test("after a broker restart the center registers its guardians again by itself and answers as before")
+    func reconnectsAfterBrokerRestart() async throws {
+        let rig = try await GuardianRig()
+        do {
+            let before = rig.guardians.registrationCount
+            let childBefore = rig.child.registrationCount
+            try await rig.restartBroker()
+            #expect(await rig.guardians.waitForRegistration(after: before, timeout: .seconds(20)))
+            #expect(await rig.child.waitForRegistration(after: childBefore, timeout: .seconds(20)))
+
+            let responses = Collector(rig.child.child("c1").responses(for: CommunicationTopic.self))
+            defer { responses.cancel() }
+            let question = communicationQuestion()
+            try await rig.present(question)
+            try await rig.child.child("c1").send(question.id)
+            #expect(await rig.events.wait(for: 2, timeout: .seconds(5)))
+            let held = try #require(rig.questions.first { $0.guardian.id == "g1" })
+            try await held.answer(question.choices[0].id)
+            #expect(await responses.wait(for: 1, timeout: .seconds(5)))
+            #expect(responses.items.first?.choice == question.choices[0])
         }
         await rig.stop()
     }

@@ -29,6 +29,23 @@ public struct StoryResult: Sendable, Equatable {
     public var passed: Bool { outcome == .passed }
 }
 
+/// A run of stories: each one's result and the whole run's time.
+public struct StoryRun: Sendable, Equatable {
+    public var results: [StoryResult]
+    public var seconds: Double
+
+    public init(results: [StoryResult], seconds: Double) {
+        self.results = results
+        self.seconds = seconds
+    }
+
+    /// 0 when every story passed, 2 when a story's processes could not be started, else 1.
+    public var exitCode: Int32 {
+        if results.allSatisfy(\.passed) { return 0 }
+        return results.contains { if case .error = $0.outcome { true } else { false } } ? 2 : 1
+    }
+}
+
 /// The step that failed, what it expected and what came.
 public struct StepFailure: Sendable, Equatable, CustomStringConvertible {
     public var step: String

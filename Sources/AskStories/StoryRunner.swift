@@ -20,6 +20,26 @@ public struct StoryRunner: Sendable {
         self.logsDirectory = logsDirectory
     }
 
+    /// Plays `stories` in order, giving `output` each story's lines as it ends (``StoryReport/lines(for:)``), then
+    /// the summary, and the run's folder when a story did not pass.
+    public func run(_ stories: [Story], output: (String) -> Void) async -> StoryRun {
+        let start = ContinuousClock.now
+        var results: [StoryResult] = []
+        for (index, story) in stories.enumerated() {
+            let result = await run(story, index: index)
+            for line in StoryReport.lines(for: result) { output(line) }
+            results.append(result)
+        }
+        let run = StoryRun(results: results, seconds: Self.seconds(ContinuousClock.now - start))
+        output(StoryReport.summary(results, seconds: run.seconds))
+        if run.exitCode != 0 { output("logs: \(logsDirectory)") }
+        return run
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
     /// Plays `story` (the `index`-th of the run, for its logs folder's name).
     public func run(_ story: Story, index: Int) async -> StoryResult {
         let start = ContinuousClock.now
@@ -32,7 +52,7 @@ public struct StoryRunner: Sendable {
             name: story.name,
             file: story.file,
             outcome: outcome,
-            seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+            seconds: Self.seconds(elapsed),
             logs: logs
         )
     }

@@ -50,8 +50,19 @@ struct TestCommand: Command {
         logs = arguments.string("logs")
     }
 
-    /// A run never mixes its logs with another run's: `--logs` must be a new or empty folder.
+    /// Before anything starts: the JUnit file's folder must be writable, and a run never mixes its logs with another
+    /// run's, so `--logs` must be a new or empty folder.
     func validate() throws {
+        if let junit {
+            let parent = (junit as NSString).deletingLastPathComponent
+            var isFolder: ObjCBool = false
+            let folder = parent.isEmpty ? "." : parent
+            guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue,
+                FileManager.default.isWritableFile(atPath: folder)
+            else {
+                throw UsageError("--junit '\(junit)': '\(folder)' is not a folder this run can write into")
+            }
+        }
         guard let logs else { return }
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: logs, isDirectory: &isFolder) else { return }
@@ -83,27 +94,17 @@ struct TestCommand: Command {
         // ASKRELAY_CURVE_KEY, ...), which every process the cluster starts would otherwise inherit. Read above,
         // removed before any process or thread of a story exists.
         for name in environment.keys where name.hasPrefix("ASKRELAY_") { unsetenv(name) }
-        let runner = StoryRunner(binDirectory: binDirectory, logsDirectory: folder)
-        let start = ContinuousClock.now
-        var results: [StoryResult] = []
-        for (index, story) in stories.enumerated() {
-            let result = await runner.run(story, index: index)
-            for line in StoryReport.lines(for: result) { printLine(line) }
-            results.append(result)
-        }
-        let elapsed = (ContinuousClock.now - start)
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        printLine(StoryReport.summary(results, seconds: seconds))
+        let run = await StoryRunner(binDirectory: binDirectory, logsDirectory: folder).run(stories) { printLine($0) }
         if let junit {
             do {
-                try Data(StoryReport.junit(results, seconds: seconds).utf8).write(to: URL(fileURLWithPath: junit))
+                try Data(StoryReport.junit(run.results, seconds: run.seconds).utf8).write(
+                    to: URL(fileURLWithPath: junit)
+                )
             } catch {
                 printError("askrelay test: cannot write the JUnit file '\(junit)': \(error)")
                 return ExitCode.failure
             }
         }
-        if results.allSatisfy(\.passed) { return ExitCode.success }
-        printLine("logs: \(folder)")
-        return results.contains { if case .error = $0.outcome { true } else { false } } ? 2 : ExitCode.failure
+        return run.exitCode
     }
 }

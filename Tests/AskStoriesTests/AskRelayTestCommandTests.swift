@@ -145,7 +145,9 @@ struct AskRelayTestCommandTests {
         #expect(!FileManager.default.fileExists(atPath: logs.path), "a refused run started something")
     }
 
-    @Test("a --logs folder that holds anything is refused with exit 64 before anything starts")
+    @Test(
+        "a --logs folder that holds anything, or a --junit file in no writable folder: exit 64 before anything starts"
+    )
     func logsFolderNotEmpty() throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -159,6 +161,18 @@ struct AskRelayTestCommandTests {
             in: folder
         )
         #expect(run.status == .exited(64))
+        let unwritable = try askrelay(
+            [
+                Self.root.appendingPathComponent("docs/stories/limits-not-enabled.json").path, "--junit",
+                "/nonexistent/out.xml",
+            ],
+            in: folder
+        )
+        #expect(unwritable.status == .exited(64))
+        #expect(
+            unwritable.stderr.contains("--junit '/nonexistent/out.xml': '/nonexistent' is not a folder"),
+            "\(unwritable.stderr)"
+        )
         #expect(run.stderr.contains("the logs folder '\(logs.path)' is not empty (it holds 01-limits-not-enabled)"))
         #expect(run.stdout.isEmpty, "\(run.stdout)")
     }

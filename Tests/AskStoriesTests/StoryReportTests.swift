@@ -48,6 +48,14 @@ struct StoryReportTests {
         #expect(StoryReport.summary(Array(Self.results.prefix(1)), seconds: 1) == "1 passed, 0 failed (1.0 s)")
     }
 
+    @Test("exit codes: 0 all passed, 1 a story failed, 2 a story could not start (even beside a failure)")
+    func exitCodes() {
+        #expect(StoryRun(results: [Self.results[0]], seconds: 1).exitCode == 0)
+        #expect(StoryRun(results: Array(Self.results.prefix(2)), seconds: 1).exitCode == 1)
+        #expect(StoryRun(results: Self.results, seconds: 1).exitCode == 2)
+        #expect(StoryRun(results: [], seconds: 0).exitCode == 0)
+    }
+
     /// What XMLParser read back: every element with its attributes and text.
     final class Collector: NSObject, XMLParserDelegate {
         var elements: [(name: String, attributes: [String: String])] = []

@@ -107,7 +107,10 @@ struct AskRelayTestCommandTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let junit = folder.appendingPathComponent("out.xml")
         let run = try askrelay(
-            [Self.fixtures.appendingPathComponent("failing-story.json").path, "--junit", junit.path],
+            [
+                Self.fixtures.appendingPathComponent("failing-story.json").path, "--junit", junit.path, "--logs",
+                folder.appendingPathComponent("logs").path,
+            ],
             in: folder
         )
         #expect(run.status == .exited(1), "\(run.stdout)\n\(run.stderr)")
@@ -183,7 +186,10 @@ struct AskRelayTestCommandTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         // Both would stop the broker at start (exit 64) if they reached it.
         let run = try askrelay(
-            [Self.root.appendingPathComponent("docs/stories/limits-not-enabled.json").path],
+            [
+                Self.root.appendingPathComponent("docs/stories/limits-not-enabled.json").path, "--logs",
+                folder.appendingPathComponent("logs").path,
+            ],
             environment: ["ASKRELAY_DURABILITY": "bogus", "ASKRELAY_MAX_QUEUE": "-1"],
             in: folder
         )
@@ -197,7 +203,10 @@ struct AskRelayTestCommandTests {
         let empty = folder.appendingPathComponent("no-executables")
         try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: true)
         let run = try askrelay(
-            [Self.root.appendingPathComponent("docs/stories/limits-not-enabled.json").path],
+            [
+                Self.root.appendingPathComponent("docs/stories/limits-not-enabled.json").path, "--logs",
+                folder.appendingPathComponent("logs").path,
+            ],
             environment: ["ASKRELAY_BIN_DIR": empty.path],
             in: folder
         )

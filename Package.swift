@@ -73,6 +73,13 @@ let package = Package(
             dependencies: ["AskProtocol", "AskAgents", "AskBroker", "ZeroMQ", "AskLogging", "AskCLI", "SQLite"],
             swiftSettings: strict
         ),
+        // Story files (`askrelay test`): their format and checks, the runner that plays them against fresh broker and
+        // limits processes with in-process children and guardians, and the runner's text and JUnit output.
+        .target(
+            name: "AskStories",
+            dependencies: ["AskRelayCluster", "AskClient", "AskSimulation", "AskProtocol"],
+            swiftSettings: strict
+        ),
         // Load experiments: relay round trips, complete ask flows, pending questions, rate sweeps and their reports.
         // Uses AskSimulation's server processes, latency histogram and report folders.
         .target(
@@ -100,6 +107,7 @@ let package = Package(
             name: "askrelay",
             dependencies: [
                 "ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol", "AskSimulation", "AskLoad", "AskBroker", "AskLogging",
+                "AskStories",
             ],
             swiftSettings: strict
         ),
@@ -182,6 +190,12 @@ let package = Package(
         .testTarget(
             name: "AskLoadTests",
             dependencies: ["AskLoad", "AskSimulation", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AskStoriesTests",
+            dependencies: ["AskStories", "AskModel", "AskCLI"],
+            exclude: ["Fixtures"],
             swiftSettings: strict
         ),
         // Starts a cluster and waits to be killed: AskRelayClusterTests kill -9 it and check the cluster died too.

@@ -355,6 +355,13 @@ enum DocExamples {
             treatment: .timeLimit(seconds: 180),
             reason: "three benchmarks of several seconds each"
         ),
+        DocException(
+            file: "docs/stories.md",
+            contains: "askrelay test docs/stories",
+            treatment: .timeLimit(seconds: 300),
+            reason:
+                "every story of docs/stories, each against fresh processes: about a minute on a shared 2-core machine"
+        ),
     ]
 
     /// The sh blocks of a document of the checkout (`README.md`, `docs/x.md`).

@@ -1,0 +1,63 @@
+import Foundation
+import Synchronization
+
+/// Events appended by connection threads and awaited by the story's steps: a wait ends as soon as an appended event
+/// (or one already there) satisfies it, or at its deadline, never by polling.
+final class EventBoard<Event: Sendable>: Sendable {
+    private struct Waiter {
+        let matches: @Sendable ([Event]) -> Bool
+        let continuation: CheckedContinuation<Bool, Never>
+    }
+
+    private struct State {
+        var events: [Event] = []
+        var waiters: [UInt64: Waiter] = [:]
+        var next: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    var events: [Event] { state.withLock { $0.events } }
+
+    func append(_ event: Event) {
+        let ready: [CheckedContinuation<Bool, Never>] = state.withLock { state in
+            state.events.append(event)
+            var ready: [CheckedContinuation<Bool, Never>] = []
+            for (token, waiter) in state.waiters where waiter.matches(state.events) {
+                ready.append(waiter.continuation)
+                state.waiters[token] = nil
+            }
+            return ready
+        }
+        for continuation in ready { continuation.resume(returning: true) }
+    }
+
+    /// Waits until `matches` holds for the events so far, for at most `timeout`.
+    /// - Returns: `false` if the deadline came first.
+    func wait(timeout: Duration, until matches: @escaping @Sendable ([Event]) -> Bool) async -> Bool {
+        let token: UInt64 = state.withLock { state in
+            state.next += 1
+            return state.next
+        }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let done = state.withLock { state -> Bool in
+                if matches(state.events) { return true }
+                state.waiters[token] = Waiter(matches: matches, continuation: continuation)
+                return false
+            }
+            if done {
+                continuation.resume(returning: true)
+                return
+            }
+            Task {
+                try? await Task.sleep(for: timeout)  // the deadline of this wait, not a readiness guess
+                self.expire(token)
+            }
+        }
+    }
+
+    private func expire(_ token: UInt64) {
+        let waiter = state.withLock { $0.waiters.removeValue(forKey: token) }
+        waiter?.continuation.resume(returning: false)
+    }
+}

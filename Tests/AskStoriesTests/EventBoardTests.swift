@@ -1,0 +1,36 @@
+import Foundation
+import Testing
+
+@testable import AskStories
+
+@Suite("event board: waits end on an event or at their deadline")
+struct EventBoardTests {
+    @Test("a wait ends as soon as a matching event is appended, long before its deadline")
+    func endsOnEvent() async {
+        let board = EventBoard<Int>()
+        // The matcher first runs when the wait registers: it says so, and only then are events appended.
+        let (checked, checking) = AsyncStream<Void>.makeStream()
+        let start = ContinuousClock.now
+        async let matched = board.wait(timeout: .seconds(30)) { events in
+            checking.yield()
+            return events.contains(2)
+        }
+        var iterator = checked.makeAsyncIterator()
+        _ = await iterator.next()
+        board.append(1)
+        board.append(2)
+        #expect(await matched)
+        #expect(ContinuousClock.now - start < .seconds(10))
+    }
+
+    @Test("an event already there satisfies a wait at once; none that matches ends it at the deadline")
+    func alreadyThereAndDeadline() async {
+        let board = EventBoard<String>()
+        board.append("question")
+        #expect(await board.wait(timeout: .seconds(30)) { $0 == ["question"] })
+        let start = ContinuousClock.now
+        #expect(await board.wait(timeout: .milliseconds(200)) { $0.contains("closed") } == false)
+        #expect(ContinuousClock.now - start >= .milliseconds(200))
+        #expect(board.events == ["question"])
+    }
+}

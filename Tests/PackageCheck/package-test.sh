@@ -69,7 +69,7 @@ fi
 grep -E "^package-test:|error:|Test run|✘|passed|failed|^[0-9]+$" "$work/tutorial.log" || true
 
 # Nothing in the checkout may have changed (its own .build included).
-changed=$(find "$checkout" -newer "$marker" -not -path "$checkout/.git/*" -print -quit 2>/dev/null || true)
+changed=$(find "$checkout" -path "$checkout/.git" -prune -o -newer "$marker" -print -quit 2>/dev/null || true)
 if [ -n "$changed" ]; then
     echo "package-test: the check wrote into the checkout: $changed"
     status=1

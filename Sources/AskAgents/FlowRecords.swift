@@ -175,39 +175,8 @@ public final class JSONLinesWriter {
 /// microsecond (`2026-11-29T13:15:06.123456Z`), so the latencies a report computes from two records are not
 /// rounded to whole milliseconds. Reads dates with 0 to 9 fractional digits.
 public enum RecordJSON {
-    private static let encoder: JSONEncoder = {
-        let e = JSONEncoder()
-        e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        e.dataEncodingStrategy = .base64
-        e.dateEncodingStrategy = .custom { date, encoder in
-            guard let text = format(date) else {
-                throw EncodingError.invalidValue(
-                    date,
-                    .init(codingPath: encoder.codingPath, debugDescription: "date outside years 0000...9999")
-                )
-            }
-            var c = encoder.singleValueContainer()
-            try c.encode(text)
-        }
-        return e
-    }()
-
-    private static let decoder: JSONDecoder = {
-        let d = JSONDecoder()
-        d.dataDecodingStrategy = .base64
-        d.dateDecodingStrategy = .custom { decoder in
-            let c = try decoder.singleValueContainer()
-            let text = try c.decode(String.self)
-            guard let date = parse(text) else {
-                throw DecodingError.dataCorruptedError(
-                    in: c,
-                    debugDescription: "expected an RFC 3339 timestamp like 2026-11-29T13:15:06.123456Z, got \(text)"
-                )
-            }
-            return date
-        }
-        return d
-    }()
+    private static let encoder = WireJSON.makeEncoder(dates: format)
+    private static let decoder = WireJSON.makeDecoder(dates: parse, example: "2026-11-29T13:15:06.123456Z")
 
     public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] { Array(try encoder.encode(value)) }
 

@@ -104,7 +104,9 @@ struct ClusterHarnessTests {
         cluster.limits.suspend()
         // The kernel stops it asynchronously: poll its state, with a deadline.
         let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline, (try? procState(cluster.limits.pid ?? 0)) != "T" { usleep(1_000) }
+        while ContinuousClock.now < deadline, (try? procState(cluster.limits.pid ?? 0)) != "T" {
+            usleep(1_000)  // allowed: a poll with a deadline
+        }
         #expect(try procState(cluster.limits.pid ?? 0) == "T")
         cluster.limits.resume()
         try await cluster.changeLimits(LimitsAdminChange(child: "c1-1", eligible: true))
@@ -143,7 +145,9 @@ struct ClusterHarnessTests {
         try holder.waitForExit(timeout: .seconds(10))
         // Polled with a deadline: these are not our children, so there is no exit to wait for.
         let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline && (isAlive(broker) || isAlive(limits)) { usleep(10_000) }
+        while ContinuousClock.now < deadline && (isAlive(broker) || isAlive(limits)) {
+            usleep(10_000)  // allowed: a poll with a deadline
+        }
         #expect(!isAlive(broker), "the broker outlived the process that started it")
         #expect(!isAlive(limits), "the limits worker outlived the process that started it")
     }

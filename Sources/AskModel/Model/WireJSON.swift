@@ -8,12 +8,17 @@ import Foundation
 public enum WireJSON {
     // JSONEncoder/JSONDecoder are Sendable in swift-foundation (their options are lock-protected and each
     // call builds its own state), so one configured instance of each is shared.
-    private static let encoder: JSONEncoder = {
+    private static let encoder = makeEncoder(dates: WireDate.format)
+    private static let decoder = makeDecoder(dates: WireDate.parse, example: "2026-11-29T13:15:06.123Z")
+
+    /// An encoder of this dialect (sorted keys, unescaped slashes, base64 data) whose dates `dates` writes
+    /// (`nil`: not representable). The wire's dates are ``WireDate/format(_:)``; records keep microseconds.
+    public static func makeEncoder(dates: @escaping @Sendable (Date) -> String?) -> JSONEncoder {
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         e.dataEncodingStrategy = .base64
         e.dateEncodingStrategy = .custom { date, encoder in
-            guard let text = WireDate.format(date) else {
+            guard let text = dates(date) else {
                 throw EncodingError.invalidValue(
                     date,
                     .init(codingPath: encoder.codingPath, debugDescription: "date outside years 0000...9999")
@@ -23,24 +28,25 @@ public enum WireJSON {
             try c.encode(text)
         }
         return e
-    }()
+    }
 
-    private static let decoder: JSONDecoder = {
+    /// A decoder of this dialect whose dates `dates` reads (`nil`: not a timestamp; the error shows `example`).
+    public static func makeDecoder(dates: @escaping @Sendable (String) -> Date?, example: String) -> JSONDecoder {
         let d = JSONDecoder()
         d.dataDecodingStrategy = .base64
         d.dateDecodingStrategy = .custom { decoder in
             let c = try decoder.singleValueContainer()
             let text = try c.decode(String.self)
-            guard let date = WireDate.parse(text) else {
+            guard let date = dates(text) else {
                 throw DecodingError.dataCorruptedError(
                     in: c,
-                    debugDescription: "expected an RFC 3339 timestamp like 2026-11-29T13:15:06.123Z, got \(text)"
+                    debugDescription: "expected an RFC 3339 timestamp like \(example), got \(text)"
                 )
             }
             return date
         }
         return d
-    }()
+    }
 
     /// Encodes a value to canonical JSON bytes.
     ///

@@ -105,6 +105,10 @@ public struct FlowLoadResult: Sendable, Codable, Equatable {
     /// Intended start (open loop) or start (closed loop) → response surfaced.
     public var endToEnd: LatencySummary
     public var errorSamples: [String]
+    /// The three stages' latencies against percentile (``LatencySpectrum``), for load.html.
+    public var askToPresentedSpectrum: [SpectrumPoint]?
+    public var sendToResponseSpectrum: [SpectrumPoint]?
+    public var endToEndSpectrum: [SpectrumPoint]?
 
     enum CodingKeys: String, CodingKey {
         case loop, started, completed, errors, inFlightAtEnd = "in_flight_at_end", measuredCompleted =
@@ -112,6 +116,8 @@ public struct FlowLoadResult: Sendable, Codable, Equatable {
         case measuredSeconds = "measured_s", throughput = "throughput_flows_s", askToPresented = "ask_to_presented"
         case sendToResponse = "send_to_response", endToEnd = "end_to_end", errorSamples = "error_samples"
         case dropped, lateStarts = "late_starts"
+        case askToPresentedSpectrum = "ask_to_presented_spectrum", sendToResponseSpectrum = "send_to_response_spectrum"
+        case endToEndSpectrum = "end_to_end_spectrum"
     }
 }
 
@@ -283,7 +289,10 @@ public enum FlowLoad {
             askToPresented: totals.ask.summary,
             sendToResponse: totals.send.summary,
             endToEnd: totals.endToEnd.summary,
-            errorSamples: totals.errorSamples
+            errorSamples: totals.errorSamples,
+            askToPresentedSpectrum: LatencySpectrum.points(totals.ask),
+            sendToResponseSpectrum: LatencySpectrum.points(totals.send),
+            endToEndSpectrum: LatencySpectrum.points(totals.endToEnd)
         )
     }
 

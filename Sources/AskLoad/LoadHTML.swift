@@ -1,63 +1,112 @@
 import AskSimulation
 import Foundation
 
-/// `load.html`: one self-contained page with inline SVG charts.
+/// A table of figures on load.html: a header and rows of cells.
+struct FigureTable: Sendable {
+    var header: [String]
+    var rows: [[String]]
+}
+
+/// One latency curve of a percentile spectrum chart.
+struct SpectrumSeries: Sendable {
+    var label: String
+    var points: [SpectrumPoint]
+    /// Values recorded (the maximum, 100%, is drawn where 1/(1−p) = count; 0 when unknown).
+    var count: UInt64
+}
+
+/// Everything load.html shows.
+struct LoadPage: Sendable {
+    var title: String
+    var meta: [String]
+    var tables: [FigureTable]
+    /// Lines under the tables: counts, ratios, warnings, the `throughput=` line.
+    var notes: [String]
+    /// What the spectrum's latency is (`round trip`, `flow stage`).
+    var spectrumTitle: String
+    var spectrum: [SpectrumSeries]
+    var sweep: SweepResult?
+    var samples: [ThroughputSample]
+    var unit: String
+    /// Each run's warm-up and measured window in seconds, to mark the phases on the throughput chart.
+    var warmupSeconds: Double
+    var durationSeconds: Double
+}
+
+/// `load.html`: one self-contained page with the figures as a table and inline SVG charts (no scripts).
 enum LoadHTML {
-    static let colors = ["#4292c6", "#d9822b", "#2e9d5b", "#7d4fb3", "#c23b3b", "#8a8f98"]
+    static let colors = ["#2171b5", "#e6550d", "#31a354", "#756bb1", "#c23b3b", "#8a8f98"]
 
     static func esc(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
-    static func render(
-        title: String,
-        meta: [String],
-        table: [String],
-        latencies: [(String, LatencySummary)],
-        sweep: SweepResult?,
-        samples: [ThroughputSample],
-        unit: String
-    ) -> String {
+    static func render(_ page: LoadPage) -> String {
         var html = """
             <!doctype html>
-            <html lang="en"><head><meta charset="utf-8"><title>\(esc(title))</title>
+            <html lang="en"><head><meta charset="utf-8"><title>\(esc(page.title))</title>
             <style>
             body { font: 15px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px 32px; color: #1d1f23; max-width: 1100px; }
             h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 26px; border-bottom: 1px solid #ddd; }
-            pre { background: #f6f6f6; padding: 8px; overflow-x: auto; } .meta { color: #555; }
+            .meta { color: #555; overflow-wrap: anywhere; } .note { margin: 4px 0; overflow-wrap: anywhere; }
+            table.figures { border-collapse: collapse; margin: 8px 0 12px; font-variant-numeric: tabular-nums; }
+            table.figures th, table.figures td { padding: 3px 12px; border-bottom: 1px solid #e3e3e3; text-align: right; }
+            table.figures th { background: #f3f4f6; font-weight: 600; }
+            table.figures .text { text-align: left; }
+            svg { display: block; margin: 6px 0 4px; }
             svg text { font: 12px -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; fill: #333; }
+            svg text.title { font-size: 13px; fill: #111; }
             </style></head><body>
-            <h1>\(esc(title))</h1>
+            <h1>\(esc(page.title))</h1>
 
             """
-        for line in meta { html += "<div class=meta><code>\(esc(line))</code></div>\n" }
-        html += "<h2>Figures</h2><pre>\(esc(table.joined(separator: "\n")))</pre>\n"
-        if !latencies.isEmpty {
-            html += "<h2>Latency percentiles (µs, log scale)</h2>\n" + percentileChart(latencies)
+        for line in page.meta { html += "<div class=meta><code>\(esc(line))</code></div>\n" }
+        html += "<h2>Figures</h2>\n"
+        for table in page.tables { html += tableHTML(table) }
+        for line in page.notes { html += "<p class=note><code>\(esc(line))</code></p>\n" }
+        if page.spectrum.contains(where: { !$0.points.isEmpty }) {
+            html += "<h2>Latency by percentile (\(esc(page.spectrumTitle)))</h2>\n"
+            html += spectrumChart(page.spectrum, yTitle: page.spectrumTitle + " latency")
         }
-        if let sweep, !sweep.steps.isEmpty {
-            html += "<h2>Latency against rate (µs, log scale; \(unit))</h2>\n" + sweepChart(sweep, unit: unit)
-            let stepLatencies = sweep.steps.map { step in
-                (
-                    String(format: "%.0f/s", step.targetRate),
-                    LatencySummary(
-                        count: 0,
-                        minUs: 0,
-                        meanUs: 0,
-                        p50Us: step.p50Us,
-                        p90Us: step.p90Us,
-                        p99Us: step.p99Us,
-                        p999Us: step.p999Us,
-                        maxUs: step.maxUs
-                    )
-                )
-            }
-            html += "<h2>Latency percentiles per step (µs, log scale)</h2>\n" + percentileChart(stepLatencies)
+        if let sweep = page.sweep, !sweep.steps.isEmpty {
+            html += "<h2>Latency against rate (\(page.unit))</h2>\n" + sweepChart(sweep, unit: page.unit)
+            html += "<h2>Latency by percentile per step (\(esc(page.spectrumTitle)))</h2>\n"
+            html += spectrumChart(stepSpectra(sweep), yTitle: page.spectrumTitle + " latency")
         }
-        html += "<h2>Throughput over time (\(unit), per-second samples)</h2>\n" + timeChart(samples, unit: unit)
+        html += "<h2>Throughput over time (\(page.unit))</h2>\n"
+        if page.samples.isEmpty {
+            html += "<p class=note>No throughput samples: every run was shorter than a progress tick (1 s).</p>\n"
+        } else {
+            html += timeChart(
+                page.samples,
+                unit: page.unit,
+                warmup: page.warmupSeconds,
+                duration: page.durationSeconds,
+                sequential: page.sweep != nil
+            )
+        }
         html += "</body></html>\n"
         return quoteAttributes(html)
+    }
+
+    /// The figures as an HTML table; a column whose cells are all numbers is right-aligned, others left.
+    static func tableHTML(_ table: FigureTable) -> String {
+        let numeric = table.header.indices.map { column in
+            column > 0 && table.rows.allSatisfy { column < $0.count && Double($0[column]) != nil }
+        }
+        func cell(_ tag: String, _ text: String, _ column: Int) -> String {
+            (numeric[column] ? "<\(tag)>" : "<\(tag) class=text>") + esc(text) + "</\(tag)>"
+        }
+        var html = "<table class=figures><thead><tr>"
+        for (column, name) in table.header.enumerated() { html += cell("th", name, column) }
+        html += "</tr></thead><tbody>\n"
+        for row in table.rows {
+            html += "<tr>"
+            for (column, text) in row.enumerated() where column < numeric.count { html += cell("td", text, column) }
+            html += "</tr>\n"
+        }
+        return html + "</tbody></table>\n"
     }
 
     /// Puts double quotes around unquoted attribute values inside tags (`x=1.0` → `x="1.0"`, `w=2/>` → `w="2"/>`),
@@ -95,30 +144,74 @@ enum LoadHTML {
         return out
     }
 
-    static let width = 760.0, height = 300.0, left = 70.0, right = 20.0, top = 20.0, bottom = 40.0
+    // MARK: Axes
 
-    static func logY(_ value: Double, low: Double, high: Double) -> Double {
-        let v = max(value, low)
-        return top + (height - top - bottom) * (1 - (log10(v) - log10(low)) / max(1e-9, log10(high) - log10(low)))
-    }
-
-    static func logBounds(_ values: [Double]) -> (Double, Double) {
-        let positive = values.filter { $0 > 0 }
-        let low = pow(10, floor(log10(positive.min() ?? 1)))
-        let high = pow(10, ceil(log10(max(positive.max() ?? 10, low * 10))))
-        return (low, high)
-    }
-
-    static func logGrid(low: Double, high: Double) -> String {
-        var svg = ""
-        var tick = low
-        while tick <= high * 1.0001 {
-            let y = logY(tick, low: low, high: high)
-            svg +=
-                "<line x1=\(left) y1=\(y) x2=\(width - right) y2=\(y) stroke=\"#eee\"/><text x=\(left - 6) y=\(y + 4) text-anchor=end>\(format(tick))</text>"
-            tick *= 10
+    /// Round ticks for a linear axis: 1, 2 or 5 times a power of ten apart, from the last one at or below `low`
+    /// to the first at or above `high`, about `count` intervals (never more than `count` + 3 ticks).
+    static func linearTicks(low: Double, high: Double, count: Int = 5) -> [Double] {
+        let high = high > low ? high : low + max(1, abs(low))
+        let raw = (high - low) / Double(max(1, count))
+        let exponent = floor(log10(raw))
+        let mantissa = [1.0, 2, 5, 10].first { $0 * pow(10, exponent) >= raw * (1 - 1e-9) } ?? 10
+        // k × mantissa × 10^exponent, computed so that 0.1-steps print as 0.3, not 0.30000000000000004.
+        func tick(_ k: Double) -> Double {
+            exponent < 0 ? k * mantissa / pow(10, -exponent) : k * mantissa * pow(10, exponent)
         }
-        return svg
+        let step = tick(1)
+        var k = floor(low / step + 1e-9)
+        var ticks = [tick(k)]
+        while ticks.last! < high - step * 1e-9 {
+            k += 1
+            ticks.append(tick(k))
+        }
+        return ticks
+    }
+
+    /// Round ticks for a log axis from the last at or below `low` to the first at or above `high` (both > 0):
+    /// 1-2-5 in every decade when the range spans at most three decades, powers of ten otherwise.
+    static func logTicks(low: Double, high: Double) -> [Double] {
+        let low = max(low, 1e-9), high = max(high, low * 1.0001)
+        let first = floor(log10(low)), last = ceil(log10(high))
+        let mantissas: [Double] = last - first <= 3 ? [1, 2, 5] : [1]
+        var candidates: [Double] = []
+        var exponent = first
+        while exponent <= last {
+            for mantissa in mantissas {
+                candidates.append(exponent < 0 ? mantissa / pow(10, -exponent) : mantissa * pow(10, exponent))
+            }
+            exponent += 1
+        }
+        let start = candidates.lastIndex { $0 <= low * (1 + 1e-9) } ?? 0
+        let end = candidates.firstIndex { $0 >= high * (1 - 1e-9) } ?? candidates.count - 1
+        return Array(candidates[start...end])
+    }
+
+    /// Where `percentile` sits on the spectrum's x axis: log10(1/(1−p)), so 0% → 0, 90% → 1, 99% → 2, 99.9% → 3.
+    /// A histogram of `count` values has nothing beyond rank `count`: positions are capped at log10(count), where
+    /// the maximum (100%) is drawn; with `count` unknown (0) the maximum goes where 99.9% would be.
+    static func percentilePosition(_ percentile: Double, count: UInt64) -> Double {
+        let cap = count > 1 ? log10(Double(count)) : count == 1 ? 0 : 3
+        guard percentile < 100 else { return cap }
+        return min(log10(1 / (1 - percentile / 100)), cap)
+    }
+
+    /// The spectrum axis' labelled ticks up to `decades` (0%, 50%, 90%, 99%, 99.9%, …).
+    static func percentileTicks(decades: Int) -> [(position: Double, label: String)] {
+        var ticks: [(Double, String)] = [(0, "0%"), (log10(2), "50%"), (1, "90%")]
+        for decade in stride(from: 2, through: decades, by: 1) {
+            // 1 − 10^−decade: 99%, 99.9%, 99.99%, …
+            ticks.append(
+                (Double(decade), "99" + (decade > 2 ? "." + String(repeating: "9", count: decade - 2) : "") + "%")
+            )
+        }
+        return ticks
+    }
+
+    /// A latency tick label with its unit: `200 µs`, `1.5 ms`, `2 s`.
+    static func latencyLabel(_ us: Double) -> String {
+        us >= 1_000_000
+            ? String(format: "%g s", us / 1_000_000)
+            : us >= 1000 ? String(format: "%g ms", us / 1000) : String(format: "%g µs", us)
     }
 
     static func format(_ value: Double) -> String {
@@ -127,110 +220,224 @@ enum LoadHTML {
             : value >= 1000 ? String(format: "%gk", value / 1000) : String(format: "%g", value)
     }
 
-    /// Grouped bars: p50, p90, p99, p99.9, max for each series.
-    static func percentileChart(_ series: [(String, LatencySummary)]) -> String {
-        let names = ["p50", "p90", "p99", "p99.9", "max"]
-        let values = series.flatMap { [$0.1.p50Us, $0.1.p90Us, $0.1.p99Us, $0.1.p999Us, $0.1.maxUs] }
-        let (low, high) = logBounds(values)
-        var svg =
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\(width) height=\(height) viewBox=\"0 0 \(width) \(height)\">"
-        svg += logGrid(low: low, high: high)
-        let groupWidth = (width - left - right) / Double(names.count)
-        let barWidth = groupWidth * 0.8 / Double(max(1, series.count))
-        for (p, name) in names.enumerated() {
-            let x0 = left + Double(p) * groupWidth + groupWidth * 0.1
-            for (s, entry) in series.enumerated() {
-                let value = [entry.1.p50Us, entry.1.p90Us, entry.1.p99Us, entry.1.p999Us, entry.1.maxUs][p]
-                let y = logY(value, low: low, high: high)
-                svg +=
-                    "<rect x=\(x0 + Double(s) * barWidth) y=\(y) width=\(barWidth * 0.9) height=\(height - bottom - y) fill=\"\(colors[s % colors.count])\"><title>\(esc(entry.0)) \(name): \(String(format: "%.0f", value)) µs</title></rect>"
-            }
-            svg += "<text x=\(x0 + groupWidth * 0.4) y=\(height - bottom + 16) text-anchor=middle>\(name)</text>"
-        }
-        svg += legend(series.map(\.0))
-        return svg + "</svg>\n"
+    static func n(_ value: Double) -> String { String(format: "%.1f", value) }
+
+    // MARK: Charts
+
+    static let width = 960.0, height = 380.0, left = 84.0, right = 24.0, top = 40.0, bottom = 58.0
+    static var plotWidth: Double { width - left - right }
+    static var plotHeight: Double { height - top - bottom }
+
+    static func svgOpen() -> String {
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\(n(width)) height=\(n(height)) viewBox=\"0 0 \(n(width)) \(n(height))\">"
+            + "<rect x=\(n(left)) y=\(n(top)) width=\(n(plotWidth)) height=\(n(plotHeight)) fill=none stroke=\"#bbb\"/>"
     }
 
-    static func legend(_ labels: [String]) -> String {
+    /// Axis titles: `x` under the tick labels, `y` turned along the left edge.
+    static func axisTitles(x: String, y: String) -> String {
+        "<text class=title x=\(n(left + plotWidth / 2)) y=\(n(height - 10)) text-anchor=middle>\(esc(x))</text>"
+            + "<text class=title transform=\"rotate(-90)\" x=\(n(-(top + plotHeight / 2))) y=16 text-anchor=middle>\(esc(y))</text>"
+    }
+
+    /// A horizontal grid line with its label at `y` (SVG coordinate).
+    static func yGrid(_ y: Double, _ label: String) -> String {
+        "<line x1=\(n(left)) y1=\(n(y)) x2=\(n(width - right)) y2=\(n(y)) stroke=\"#e6e6e6\"/>"
+            + "<text x=\(n(left - 6)) y=\(n(y + 4)) text-anchor=end>\(esc(label))</text>"
+    }
+
+    /// A vertical grid line with its label under the plot at `x` (SVG coordinate).
+    static func xGrid(_ x: Double, _ label: String) -> String {
+        "<line x1=\(n(x)) y1=\(n(top)) x2=\(n(x)) y2=\(n(height - bottom)) stroke=\"#e6e6e6\"/>"
+            + "<text x=\(n(x)) y=\(n(height - bottom + 16)) text-anchor=middle>\(esc(label))</text>"
+    }
+
+    /// A row of colour keys above the plot; `dashed` entries are drawn as dashed lines.
+    static func legend(_ labels: [String], colors: [String]? = nil, dashed: Set<Int> = []) -> String {
         var svg = ""
+        var x = left
         for (index, label) in labels.enumerated() {
-            let x = left + 10 + Double(index % 6) * 115
-            let y = height - 8 - Double(index / 6) * 0
+            let color = (colors ?? Self.colors)[index % (colors ?? Self.colors).count]
+            let dash = dashed.contains(index) ? " stroke-dasharray=\"5 3\"" : ""
             svg +=
-                "<rect x=\(x) y=\(y - 9) width=10 height=10 fill=\"\(colors[index % colors.count])\"/><text x=\(x + 14) y=\(y)>\(esc(label))</text>"
+                "<line x1=\(n(x)) y1=18 x2=\(n(x + 22)) y2=18 stroke=\"\(color)\" stroke-width=2.5\(dash)/>"
+                + "<text x=\(n(x + 28)) y=22>\(esc(label))</text>"
+            x += 28 + Double(label.count) * 7 + 24
         }
         return svg
     }
 
-    /// p50 / p99 / max against the target rate, one point per step; failed steps drawn hollow.
-    static func sweepChart(_ sweep: SweepResult, unit: String) -> String {
-        let steps = sweep.steps
-        let (low, high) = logBounds(steps.flatMap { [$0.p50Us, $0.p99Us, $0.maxUs, sweep.options.maxP99Us] })
-        let rates = steps.map(\.targetRate)
-        let xLow = log10(rates.min()!), xHigh = max(log10(rates.max()!), xLow + 0.1)
-        func x(_ rate: Double) -> Double { left + (width - left - right) * (log10(rate) - xLow) / (xHigh - xLow) }
-        var svg =
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\(width) height=\(height) viewBox=\"0 0 \(width) \(height)\">"
-        svg += logGrid(low: low, high: high)
-        let limitY = logY(sweep.options.maxP99Us, low: low, high: high)
-        svg +=
-            "<line x1=\(left) y1=\(limitY) x2=\(width - right) y2=\(limitY) stroke=\"#c23b3b\" stroke-dasharray=\"4 3\"/><text x=\(width - right) y=\(limitY - 4) text-anchor=end>p99 limit</text>"
-        for (index, keyPath) in [\SweepStep.p50Us, \SweepStep.p99Us, \SweepStep.maxUs].enumerated() {
-            let points = steps.map { "\(x($0.targetRate)),\(logY($0[keyPath: keyPath], low: low, high: high))" }.joined(
-                separator: " "
-            )
-            svg += "<polyline points=\"\(points)\" fill=none stroke=\"\(colors[index])\" stroke-width=2/>"
-            for step in steps {
-                let fill = step.ok ? colors[index] : "white"
-                svg +=
-                    "<circle cx=\(x(step.targetRate)) cy=\(logY(step[keyPath: keyPath], low: low, high: high)) r=4 fill=\"\(fill)\" stroke=\"\(colors[index])\"><title>\(String(format: "%.0f", step.targetRate)) \(unit): \(String(format: "%.0f", step[keyPath: keyPath])) µs</title></circle>"
+    /// Maps a latency onto a log y axis spanning `ticks`.
+    static func logY(_ value: Double, _ ticks: [Double]) -> Double {
+        let low = log10(ticks.first!), high = log10(ticks.last!)
+        let v = log10(max(value, ticks.first!))
+        return top + plotHeight * (1 - (v - low) / max(1e-9, high - low))
+    }
+
+    /// HdrHistogram-style: latency (log) against percentile on a log10(1/(1−p)) axis, one curve per series.
+    static func spectrumChart(_ series: [SpectrumSeries], yTitle: String) -> String {
+        let values = series.flatMap { $0.points.map(\.latencyUs) }.filter { $0 > 0 }
+        let yTicks = logTicks(low: values.min() ?? 1, high: values.max() ?? 10)
+        let deepest =
+            series.flatMap { entry in entry.points.map { percentilePosition($0.percentile, count: entry.count) } }
+            .max() ?? 2
+        let decades = max(2, Int(ceil(deepest - 1e-9)))
+        func x(_ position: Double) -> Double { left + plotWidth * position / Double(decades) }
+        var svg = svgOpen()
+        for tick in yTicks { svg += yGrid(logY(tick, yTicks), latencyLabel(tick)) }
+        for tick in percentileTicks(decades: decades) { svg += xGrid(x(tick.position), tick.label) }
+        for (index, entry) in series.enumerated() where !entry.points.isEmpty {
+            let points = entry.points.map {
+                "\(n(x(percentilePosition($0.percentile, count: entry.count)))),\(n(logY($0.latencyUs, yTicks)))"
             }
-        }
-        for step in steps {
             svg +=
-                "<text x=\(x(step.targetRate)) y=\(height - bottom + 16) text-anchor=middle>\(format(step.targetRate.rounded()))</text>"
+                "<polyline points=\"\(points.joined(separator: " "))\" fill=none stroke=\"\(colors[index % colors.count])\" stroke-width=2.5 stroke-linejoin=round><title>\(esc(entry.label))</title></polyline>"
         }
-        if let knee = sweep.kneeRate {
-            svg +=
-                "<line x1=\(x(knee)) y1=\(top) x2=\(x(knee)) y2=\(height - bottom) stroke=\"#2e9d5b\" stroke-dasharray=\"2 2\"/><text x=\(x(knee) - 4) y=\(top + 12) text-anchor=end>knee</text>"
-        }
-        svg += legend(["p50", "p99", "max"])
+        svg += legend(series.map(\.label))
+        svg += axisTitles(x: "percentile (log scale of 1/(1−p))", y: yTitle)
         return svg + "</svg>\n"
     }
 
-    /// Completions per second against time, one line per run.
-    static func timeChart(_ samples: [ThroughputSample], unit: String) -> String {
+    /// Each sweep step's spectrum (its full result's, or the step's summary figures).
+    static func stepSpectra(_ sweep: SweepResult) -> [SpectrumSeries] {
+        sweep.steps.map { step in
+            let summary = LatencySummary(
+                count: step.relay?.latency.count ?? step.flows?.endToEnd.count ?? 0,
+                minUs: step.relay?.latency.minUs ?? step.flows?.endToEnd.minUs ?? 0,
+                meanUs: 0,
+                p50Us: step.p50Us,
+                p90Us: step.p90Us,
+                p99Us: step.p99Us,
+                p999Us: step.p999Us,
+                maxUs: step.maxUs
+            )
+            return SpectrumSeries(
+                label: String(format: "%@/s", format(step.targetRate.rounded())),
+                points: step.relay?.latencySpectrum ?? step.flows?.endToEndSpectrum ?? LatencySpectrum.points(summary),
+                count: summary.count
+            )
+        }
+    }
+
+    /// p50 / p99 / max against the target rate (log scales), one point per step; failed steps drawn hollow.
+    static func sweepChart(_ sweep: SweepResult, unit: String) -> String {
+        let steps = sweep.steps
+        let yTicks = logTicks(
+            low: steps.map(\.p50Us).filter { $0 > 0 }.min() ?? 1,
+            high: (steps.map(\.maxUs) + [sweep.options.maxP99Us]).max() ?? 10
+        )
+        let rates = steps.map(\.targetRate)
+        let xTicks = logTicks(low: rates.min()!, high: rates.max()!)
+        let xLow = log10(xTicks.first!), xHigh = max(log10(xTicks.last!), xLow + 0.1)
+        func x(_ rate: Double) -> Double { left + plotWidth * (log10(rate) - xLow) / (xHigh - xLow) }
+        var svg = svgOpen()
+        for tick in yTicks { svg += yGrid(logY(tick, yTicks), latencyLabel(tick)) }
+        for tick in xTicks { svg += xGrid(x(tick), format(tick)) }
+        let limitY = logY(sweep.options.maxP99Us, yTicks)
+        svg +=
+            "<line x1=\(n(left)) y1=\(n(limitY)) x2=\(n(width - right)) y2=\(n(limitY)) stroke=\"#c23b3b\" stroke-dasharray=\"4 3\"/><text x=\(n(width - right - 4)) y=\(n(limitY - 4)) text-anchor=end>p99 limit \(latencyLabel(sweep.options.maxP99Us))</text>"
+        for (index, keyPath) in [\SweepStep.p50Us, \SweepStep.p99Us, \SweepStep.maxUs].enumerated() {
+            let points = steps.map { "\(n(x($0.targetRate))),\(n(logY($0[keyPath: keyPath], yTicks)))" }
+            svg +=
+                "<polyline points=\"\(points.joined(separator: " "))\" fill=none stroke=\"\(colors[index])\" stroke-width=2/>"
+            for step in steps {
+                let fill = step.ok ? colors[index] : "white"
+                svg +=
+                    "<circle cx=\(n(x(step.targetRate))) cy=\(n(logY(step[keyPath: keyPath], yTicks))) r=4 fill=\"\(fill)\" stroke=\"\(colors[index])\"><title>\(String(format: "%.0f", step.targetRate)) \(unit): \(latencyLabel(step[keyPath: keyPath].rounded()))</title></circle>"
+            }
+        }
+        if let knee = sweep.kneeRate {
+            svg +=
+                "<line x1=\(n(x(knee))) y1=\(n(top)) x2=\(n(x(knee))) y2=\(n(height - bottom)) stroke=\"#31a354\" stroke-dasharray=\"2 2\"/><text x=\(n(x(knee) - 4)) y=\(n(top + 14)) text-anchor=end>knee \(format(knee.rounded()))/s</text>"
+        }
+        svg += legend(["p50", "p99", "max (hollow: step not sustainable)"])
+        svg += axisTitles(x: "target rate (\(unit), log scale)", y: "latency")
+        return svg + "</svg>\n"
+    }
+
+    /// The target rate in a sweep step's run label (`flows @400/s` → 400).
+    static func targetRate(ofRun run: String) -> Double? {
+        guard let at = run.lastIndex(of: "@"), run.hasSuffix("/s") else { return nil }
+        return Double(run[run.index(after: at)..<run.index(run.endIndex, offsetBy: -2)])
+    }
+
+    /// Completions per second against seconds since each run's start, one step line per run (each sample covers
+    /// the second before it); warm-up and drain shaded. `sequential` (a sweep): the runs one after another, each
+    /// with its target rate dashed.
+    static func timeChart(
+        _ samples: [ThroughputSample],
+        unit: String,
+        warmup: Double,
+        duration: Double,
+        sequential: Bool
+    ) -> String {
         var runs: [String] = []
         for sample in samples where !runs.contains(sample.run) { runs.append(sample.run) }
-        // Runs one after another on a common time axis.
         var offset = 0.0
-        var series: [(String, [(Double, Double)])] = []
+        var series: [(run: String, offset: Double, end: Double, points: [(Double, Double)])] = []
         for run in runs {
-            let mine = samples.filter { $0.run == run }
-            series.append((run, mine.map { (offset + $0.elapsedS, $0.perSecond) }))
-            offset += (mine.last?.elapsedS ?? 0)
+            var previous = 0.0
+            var points: [(Double, Double)] = []
+            for sample in samples where sample.run == run {
+                points.append((offset + previous, sample.perSecond))
+                points.append((offset + sample.elapsedS, sample.perSecond))
+                previous = sample.elapsedS
+            }
+            series.append((run, offset, offset + previous, points))
+            if sequential { offset += previous }
         }
-        let maxT = max(1, offset), maxV = max(1, samples.map(\.perSecond).max() ?? 1) * 1.1
-        func x(_ t: Double) -> Double { left + (width - left - right) * t / maxT }
-        func y(_ v: Double) -> Double { top + (height - top - bottom) * (1 - v / maxV) }
-        var svg =
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\(width) height=\(height) viewBox=\"0 0 \(width) \(height)\">"
-        for tick in 0...4 {
-            let v = maxV * Double(tick) / 4
+        let maxT = series.map(\.end).max() ?? 1
+        let targets = sequential ? runs.compactMap(targetRate(ofRun:)) : []
+        let xTicks = linearTicks(low: 0, high: maxT, count: 8)
+        let yTicks = linearTicks(low: 0, high: (samples.map(\.perSecond) + targets).max() ?? 1)
+        func x(_ t: Double) -> Double { left + plotWidth * t / xTicks.last! }
+        func y(_ v: Double) -> Double { top + plotHeight * (1 - v / yTicks.last!) }
+        var svg = svgOpen()
+        // Phases: shaded warm-up and drain, labelled once (or per sweep step: its rate over the measured window).
+        let bands =
+            sequential
+            ? series.map { ($0.offset, $0.end, $0.run) } : [(0.0, maxT, "")]
+        for (start, end, run) in bands {
+            let measureStart = min(start + warmup, end), measureEnd = min(start + warmup + duration, end)
             svg +=
-                "<line x1=\(left) y1=\(y(v)) x2=\(width - right) y2=\(y(v)) stroke=\"#eee\"/><text x=\(left - 6) y=\(y(v) + 4) text-anchor=end>\(maxV < 10 ? String(format: "%.1f", v) : format(v.rounded()))</text>"
+                "<rect x=\(n(x(start))) y=\(n(top)) width=\(n(x(measureStart) - x(start))) height=\(n(plotHeight)) fill=\"#eef0f3\"/>"
+                + "<rect x=\(n(x(measureEnd))) y=\(n(top)) width=\(n(x(end) - x(measureEnd))) height=\(n(plotHeight)) fill=\"#f6efe6\"/>"
+            let labels: [(Double, Double, String)] =
+                sequential
+                ? [(measureStart, measureEnd, targetRate(ofRun: run).map { "\(format($0))/s" } ?? run)]
+                : [
+                    (start, measureStart, "warm-up"), (measureStart, measureEnd, "measured"),
+                    (measureEnd, end, "drain"),
+                ]
+            for (from, to, label) in labels where x(to) - x(from) >= Double(label.count) * 6.5 {
+                svg += "<text x=\(n((x(from) + x(to)) / 2)) y=\(n(top + 14)) text-anchor=middle>\(esc(label))</text>"
+            }
+            if sequential && start > 0 {
+                svg +=
+                    "<line x1=\(n(x(start))) y1=\(n(top)) x2=\(n(x(start))) y2=\(n(height - bottom)) stroke=\"#999\"/>"
+            }
         }
-        if samples.isEmpty {
-            svg += "<text x=\(left + 10) y=\(top + 20)>no samples (runs shorter than a second)</text>"
+        for tick in yTicks { svg += yGrid(y(tick), format(tick)) }
+        for tick in xTicks { svg += xGrid(x(tick), String(format: "%g", tick)) }
+        for (index, entry) in series.enumerated() where !entry.points.isEmpty {
+            let color = sequential ? colors[0] : colors[index % colors.count]
+            if sequential, let target = targetRate(ofRun: entry.run) {
+                svg +=
+                    "<line x1=\(n(x(entry.offset))) y1=\(n(y(target))) x2=\(n(x(entry.end))) y2=\(n(y(target))) stroke=\"#555\" stroke-dasharray=\"5 3\"/>"
+            }
+            let points = entry.points.map { "\(n(x($0.0))),\(n(y($0.1)))" }.joined(separator: " ")
+            svg +=
+                "<polyline points=\"\(points)\" fill=none stroke=\"\(color)\" stroke-width=2.5 stroke-linejoin=round><title>\(esc(entry.run))</title></polyline>"
         }
         svg +=
-            "<text x=\(width - right) y=\(height - bottom + 16) text-anchor=end>\(String(format: "%.0f", maxT)) s</text><text x=\(left) y=\(height - bottom + 16)>0 s</text>"
-        for (index, entry) in series.enumerated() where !entry.1.isEmpty {
-            let points = entry.1.map { "\(x($0.0)),\(y($0.1))" }.joined(separator: " ")
-            svg +=
-                "<polyline points=\"\(points)\" fill=none stroke=\"\(colors[index % colors.count])\" stroke-width=2><title>\(esc(entry.0))</title></polyline>"
-        }
-        if series.count <= 6 { svg += legend(series.map(\.0)) }
+            sequential
+            ? legend(["achieved", "target rate"], colors: [colors[0], "#555"], dashed: [1])
+            : legend(series.map(\.run))
+        svg += axisTitles(
+            x: sequential
+                ? "seconds since the sweep's start (warm-up and drain shaded)"
+                : "seconds since each run's start (warm-up and drain shaded)",
+            y: "\(unit) (per-second samples)"
+        )
         return svg + "</svg>\n"
     }
 }

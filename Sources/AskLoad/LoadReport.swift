@@ -118,6 +118,21 @@ public struct LoadReport: Sendable, Codable {
             "workload: relay echo, \(options.size) B, \(options.connections) connections, open-loop sweep, \(options.echoWorkers) echo workers, \(String(format: "%g", options.durationSeconds)) s (+\(String(format: "%g", options.warmupSeconds)) s warm-up) per step, durability \(durability), \(cores) cores"
     }
 
+    static let stageHeader = ["stage", "count", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"]
+
+    /// A row of cells per stage of a flows run.
+    static func stageRows(_ flows: FlowLoadResult) -> [[String]] {
+        [
+            ("ask→pres.", flows.askToPresented), ("send→resp.", flows.sendToResponse), ("end-to-end", flows.endToEnd),
+        ].map { name, latency in
+            [
+                name, "\(latency.count)", RelayLoadReport.us(latency.p50Us), RelayLoadReport.us(latency.p90Us),
+                RelayLoadReport.us(latency.p99Us), RelayLoadReport.us(latency.p999Us),
+                RelayLoadReport.us(latency.maxUs),
+            ]
+        }
+    }
+
     /// The stdout table; the last line starts with `throughput=` (a sweep: the rate achieved at the knee).
     public var table: [String] {
         var lines = [workload]
@@ -127,19 +142,8 @@ public struct LoadReport: Sendable, Codable {
             return lines
         }
         if let flows {
-            lines.append(RelayLoadReport.row(["stage", "count", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"]))
-            for (name, latency) in [
-                ("ask→pres.", flows.askToPresented), ("send→resp.", flows.sendToResponse),
-                ("end-to-end", flows.endToEnd),
-            ] {
-                lines.append(
-                    RelayLoadReport.row([
-                        name, "\(latency.count)", RelayLoadReport.us(latency.p50Us), RelayLoadReport.us(latency.p90Us),
-                        RelayLoadReport.us(latency.p99Us), RelayLoadReport.us(latency.p999Us),
-                        RelayLoadReport.us(latency.maxUs),
-                    ])
-                )
-            }
+            lines.append(RelayLoadReport.row(Self.stageHeader))
+            lines += Self.stageRows(flows).map(RelayLoadReport.row)
             var counts =
                 "started=\(flows.started) completed=\(flows.completed) errors=\(flows.errors) in_flight_at_end=\(flows.inFlightAtEnd)"
             if flows.loop == "open" { counts += " dropped=\(flows.dropped) late_starts=\(flows.lateStarts)" }
@@ -175,41 +179,38 @@ public struct LoadReport: Sendable, Codable {
         let encoder = ReportJSON.encoder()
         let url = URL(fileURLWithPath: directory)
         try encoder.encode(self).write(to: url.appendingPathComponent("load.json"))
-        var latencies: [(String, LatencySummary)] = []
-        if let flows {
-            latencies = [
-                ("ask → presented", flows.askToPresented), ("send → response", flows.sendToResponse),
-                ("end to end", flows.endToEnd),
-            ]
+        try Data(LoadHTML.render(page).utf8).write(to: url.appendingPathComponent("load.html"))
+    }
+
+    /// What load.html shows: the table's rows as HTML tables, its other lines as notes, the charts' data.
+    var page: LoadPage {
+        var tables: [FigureTable] = []
+        var spectrum: [SpectrumSeries] = []
+        if let sweep {
+            tables = [FigureTable(header: LoadSweep.header, rows: LoadSweep.rows(sweep))]
+        } else if let flows {
+            tables = [FigureTable(header: Self.stageHeader, rows: Self.stageRows(flows))]
+            spectrum = [
+                ("ask → presented", flows.askToPresented, flows.askToPresentedSpectrum),
+                ("send → response", flows.sendToResponse, flows.sendToResponseSpectrum),
+                ("end to end", flows.endToEnd, flows.endToEndSpectrum),
+            ].map { SpectrumSeries(label: $0, points: $2 ?? LatencySpectrum.points($1), count: $1.count) }
         }
-        let html = LoadHTML.render(
+        // The text table: the workload line, a header and the rows, then the notes.
+        let notes = Array(table.dropFirst(2 + (tables.first?.rows.count ?? 0)))
+        return LoadPage(
             title: "askrelay load --mode \(mode)\(sweep == nil ? "" : " --sweep")",
             meta: [commandLine, workload],
-            table: table,
-            latencies: latencies,
+            tables: tables,
+            notes: sweep == nil && flows == nil ? Array(table.dropFirst()) : notes,
+            spectrumTitle: flows != nil || flowOptions != nil ? "flow" : "round trip",
+            spectrum: spectrum,
             sweep: sweep,
             samples: throughputSamples,
-            unit: unit
+            unit: unit,
+            warmupSeconds: flowOptions?.warmupSeconds ?? relayOptions?.warmupSeconds ?? 0,
+            durationSeconds: flowOptions?.durationSeconds ?? relayOptions?.durationSeconds ?? 0
         )
-        try Data(html.utf8).write(to: url.appendingPathComponent("load.html"))
-    }
-}
-
-extension RelayLoadReport {
-    /// Writes `load.html` (latency percentiles of ours and the baseline, throughput over time) into `directory`.
-    public func writeHTML(to directory: String, samples: [ThroughputSample]) throws {
-        var latencies = [(ours.target, ours.latency)]
-        if let baseline { latencies.append((baseline.target, baseline.latency)) }
-        let html = LoadHTML.render(
-            title: "askrelay load --mode relay",
-            meta: [commandLine],
-            table: table,
-            latencies: latencies,
-            sweep: nil,
-            samples: samples,
-            unit: "rt/s"
-        )
-        try Data(html.utf8).write(to: URL(fileURLWithPath: directory).appendingPathComponent("load.html"))
     }
 }
 

@@ -106,7 +106,8 @@ public enum RelayLoad {
             measuredCompleted: totals.measuredCompleted,
             measuredSeconds: measuredSeconds,
             throughput: Double(totals.measuredCompleted) / measuredSeconds,
-            latency: totals.histogram.summary
+            latency: totals.histogram.summary,
+            latencySpectrum: LatencySpectrum.points(totals.histogram)
         )
     }
 }

@@ -196,8 +196,9 @@ public enum FlowLoad {
         let stats = FlowStats()
         let pacer = DispatchSemaphore(value: 0)
         var lastProgress = start
-        func report(_ now: UInt64) {
-            guard now &- lastProgress >= 1_000_000_000 else { return }
+        /// Once a second (and, `last`, at the end, so the throughput samples cover the drain).
+        func report(_ now: UInt64, last: Bool = false) {
+            guard now &- lastProgress >= 1_000_000_000 || last else { return }
             lastProgress = now
             let phase = now < measureStart ? "warm-up" : now < measureEnd ? "measuring" : "draining"
             progress?(
@@ -271,6 +272,7 @@ public enum FlowLoad {
             if open <= 0 || now >= drainEnd { break }
             _ = pacer.wait(timeout: .now() + .milliseconds(10))
         }
+        report(monotonicNanoseconds(), last: true)
         let totals = stats.snapshot()
         let started = stats.started.load(ordering: .relaxed)
         let completed = stats.completed.load(ordering: .relaxed)

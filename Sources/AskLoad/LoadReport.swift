@@ -18,7 +18,8 @@ public struct ThroughputSample: Sendable, Codable, Equatable {
     }
 }
 
-/// Turns the once-a-second progress callbacks into per-second throughput samples.
+/// Turns the once-a-second progress callbacks into per-second throughput samples; an update less than 50 ms after
+/// the previous sample is folded into the next one.
 public final class ThroughputRecorder: Sendable {
     private let state = Mutex<(samples: [ThroughputSample], last: (run: String, elapsed: Double, completed: Int)?)>(
         ([], nil)
@@ -42,8 +43,8 @@ public final class ThroughputRecorder: Sendable {
                         phase: progress.phase
                     )
                 )
-            }
-            state.last = (run, progress.elapsedSeconds, progress.completed)
+                state.last = (run, progress.elapsedSeconds, progress.completed)
+            }  // else: folded into the next sample
         }
     }
 

@@ -102,6 +102,19 @@ struct LoadSweepTests {
         )
         #expect(recorder.samples.map(\.perSecond) == [100, 200, 100])
     }
+
+    @Test("an update within 50 ms of the previous sample is folded into the next one, not lost")
+    func closeUpdates() {
+        let recorder = ThroughputRecorder()
+        for (elapsed, completed) in [(1.0, 100), (1.02, 110), (2.0, 300)] {
+            recorder.record(
+                "x",
+                RelayLoadProgress(elapsedSeconds: elapsed, completed: completed, sent: 0, errors: 0, phase: "measuring")
+            )
+        }
+        #expect(recorder.samples.map(\.perSecond) == [100, 200])
+        #expect(recorder.samples.map(\.elapsedS) == [1, 2])
+    }
 }
 
 @Suite("load.html markup")

@@ -18,33 +18,60 @@ public struct ThroughputSample: Sendable, Codable, Equatable {
     }
 }
 
-/// Turns the once-a-second progress callbacks into per-second throughput samples; an update less than 50 ms after
-/// the previous sample is folded into the next one.
+/// Turns the once-a-second progress callbacks into per-second throughput samples. An update less than 50 ms after
+/// the previous sample extends that sample to it (the end-of-run update usually comes that soon after a tick).
 public final class ThroughputRecorder: Sendable {
-    private let state = Mutex<(samples: [ThroughputSample], last: (run: String, elapsed: Double, completed: Int)?)>(
-        ([], nil)
-    )
+    /// Where a run's last sample ends (elapsed, completed) and where it began.
+    struct Mark: Sendable {
+        var run: String
+        var elapsed: Double
+        var completed: Int
+        var sampleStart: Double
+        var sampleStartCompleted: Int
+    }
+
+    private let state = Mutex<(samples: [ThroughputSample], last: Mark?)>(([], nil))
 
     public init() {}
 
     public func record(_ run: String, _ progress: RelayLoadProgress) {
         state.withLock { state in
-            let previous =
-                state.last.flatMap { $0.run == run && $0.elapsed < progress.elapsedSeconds ? $0 : nil } ?? (
-                    run: run, elapsed: 0, completed: 0
-                )
-            let span = progress.elapsedSeconds - previous.elapsed
-            if span > 0.05 {
+            let now = progress.elapsedSeconds
+            let previous = state.last.flatMap { $0.run == run && $0.elapsed < now ? $0 : nil }
+            let from = previous ?? Mark(run: run, elapsed: 0, completed: 0, sampleStart: 0, sampleStartCompleted: 0)
+            if now - from.elapsed > 0.05 {
                 state.samples.append(
                     ThroughputSample(
                         run: run,
-                        elapsedS: progress.elapsedSeconds,
-                        perSecond: Double(progress.completed - previous.completed) / span,
+                        elapsedS: now,
+                        perSecond: Double(progress.completed - from.completed) / (now - from.elapsed),
                         phase: progress.phase
                     )
                 )
-                state.last = (run, progress.elapsedSeconds, progress.completed)
-            }  // else: folded into the next sample
+                state.last = Mark(
+                    run: run,
+                    elapsed: now,
+                    completed: progress.completed,
+                    sampleStart: from.elapsed,
+                    sampleStartCompleted: from.completed
+                )
+            } else if let previous, state.samples.last?.run == run {
+                // Too close to the last sample for a rate of its own: that sample now ends here.
+                state.samples[state.samples.count - 1] = ThroughputSample(
+                    run: run,
+                    elapsedS: now,
+                    perSecond: Double(progress.completed - previous.sampleStartCompleted)
+                        / (now - previous.sampleStart),
+                    phase: progress.phase
+                )
+                state.last = Mark(
+                    run: run,
+                    elapsed: now,
+                    completed: progress.completed,
+                    sampleStart: previous.sampleStart,
+                    sampleStartCompleted: previous.sampleStartCompleted
+                )
+            }  // else: a run's first update within 50 ms of its start; its first sample counts from 0
         }
     }
 

@@ -224,7 +224,7 @@ enum LoadHTML {
 
     // MARK: Charts
 
-    static let width = 960.0, height = 380.0, left = 84.0, right = 24.0, top = 40.0, bottom = 58.0
+    static let width = 960.0, height = 380.0, left = 84.0, right = 40.0, top = 40.0, bottom = 58.0
     static var plotWidth: Double { width - left - right }
     static var plotHeight: Double { height - top - bottom }
 
@@ -292,7 +292,7 @@ enum LoadHTML {
             svg +=
                 "<polyline points=\"\(points.joined(separator: " "))\" fill=none stroke=\"\(colors[index % colors.count])\" stroke-width=2.5 stroke-linejoin=round><title>\(esc(entry.label))</title></polyline>"
         }
-        svg += legend(series.map(\.label))
+        svg += legend(series.map { $0.count > 0 ? "\($0.label) (n = \($0.count))" : $0.label })
         svg += axisTitles(x: "percentile (log scale of 1/(1−p))", y: yTitle)
         return svg + "</svg>\n"
     }
@@ -323,11 +323,16 @@ enum LoadHTML {
         let steps = sweep.steps
         let yTicks = logTicks(
             low: steps.map(\.p50Us).filter { $0 > 0 }.min() ?? 1,
-            high: (steps.map(\.maxUs) + [sweep.options.maxP99Us]).max() ?? 10
+            // Headroom, so the p99 limit's line and label sit inside the plot.
+            high: 1.3 * ((steps.map(\.maxUs) + [sweep.options.maxP99Us]).max() ?? 10)
         )
         let rates = steps.map(\.targetRate)
-        let xTicks = logTicks(low: rates.min()!, high: rates.max()!)
-        let xLow = log10(xTicks.first!), xHigh = max(log10(xTicks.last!), xLow + 0.1)
+        // The steps' range with a margin; round ticks inside it (1-2-5 per decade, or linear within one decade).
+        let xLow = log10(rates.min()!) - 0.04, xHigh = max(log10(rates.max()!) + 0.04, xLow + 0.2)
+        let lowRate = pow(10, xLow), highRate = pow(10, xHigh)
+        let xTicks =
+            (xHigh - xLow < 1 ? linearTicks(low: lowRate, high: highRate) : logTicks(low: lowRate, high: highRate))
+            .filter { $0 >= lowRate && $0 <= highRate && $0 > 0 }
         func x(_ rate: Double) -> Double { left + plotWidth * (log10(rate) - xLow) / (xHigh - xLow) }
         var svg = svgOpen()
         for tick in yTicks { svg += yGrid(logY(tick, yTicks), latencyLabel(tick)) }
@@ -346,8 +351,11 @@ enum LoadHTML {
             }
         }
         if let knee = sweep.kneeRate {
+            // Labelled on the side with room.
+            let atLeft = x(knee) - left < 100
             svg +=
-                "<line x1=\(n(x(knee))) y1=\(n(top)) x2=\(n(x(knee))) y2=\(n(height - bottom)) stroke=\"#31a354\" stroke-dasharray=\"2 2\"/><text x=\(n(x(knee) - 4)) y=\(n(top + 14)) text-anchor=end>knee \(format(knee.rounded()))/s</text>"
+                "<line x1=\(n(x(knee))) y1=\(n(top)) x2=\(n(x(knee))) y2=\(n(height - bottom)) stroke=\"#31a354\" stroke-dasharray=\"2 2\"/>"
+                + "<text x=\(n(x(knee) + (atLeft ? 4 : -4))) y=\(n(top + 14)) text-anchor=\(atLeft ? "start" : "end")>knee \(format(knee.rounded()))/s</text>"
         }
         svg += legend(["p50", "p99", "max (hollow: step not sustainable)"])
         svg += axisTitles(x: "target rate (\(unit), log scale)", y: "latency")
@@ -388,7 +396,8 @@ enum LoadHTML {
         let maxT = series.map(\.end).max() ?? 1
         let targets = sequential ? runs.compactMap(targetRate(ofRun:)) : []
         let xTicks = linearTicks(low: 0, high: maxT, count: 8)
-        let yTicks = linearTicks(low: 0, high: (samples.map(\.perSecond) + targets).max() ?? 1)
+        // Headroom above the highest line for the phase labels.
+        let yTicks = linearTicks(low: 0, high: 1.12 * ((samples.map(\.perSecond) + targets).max() ?? 1))
         func x(_ t: Double) -> Double { left + plotWidth * t / xTicks.last! }
         func y(_ v: Double) -> Double { top + plotHeight * (1 - v / yTicks.last!) }
         var svg = svgOpen()
@@ -410,6 +419,17 @@ enum LoadHTML {
                 ]
             for (from, to, label) in labels where x(to) - x(from) >= Double(label.count) * 6.5 {
                 svg += "<text x=\(n((x(from) + x(to)) / 2)) y=\(n(top + 14)) text-anchor=middle>\(esc(label))</text>"
+            }
+            if !sequential {
+                // The phase boundaries; a drain too short to label in its band is named at its start.
+                for boundary in [measureStart, measureEnd] where boundary > start && boundary < end {
+                    svg +=
+                        "<line x1=\(n(x(boundary))) y1=\(n(top)) x2=\(n(x(boundary))) y2=\(n(height - bottom)) stroke=\"#888\" stroke-dasharray=\"3 3\"/>"
+                }
+                if end > measureEnd && x(end) - x(measureEnd) < 5 * 6.5 {
+                    svg +=
+                        "<text x=\(n(x(measureEnd) - 4)) y=\(n(top + 30)) text-anchor=end>drain (\(String(format: "%.0f", (end - measureEnd) * 1000)) ms) →</text>"
+                }
             }
             if sequential && start > 0 {
                 svg +=

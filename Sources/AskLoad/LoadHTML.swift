@@ -339,7 +339,7 @@ enum LoadHTML {
         for tick in xTicks { svg += xGrid(x(tick), format(tick)) }
         let limitY = logY(sweep.options.maxP99Us, yTicks)
         svg +=
-            "<line x1=\(n(left)) y1=\(n(limitY)) x2=\(n(width - right)) y2=\(n(limitY)) stroke=\"#c23b3b\" stroke-dasharray=\"4 3\"/><text x=\(n(width - right - 4)) y=\(n(limitY - 4)) text-anchor=end>p99 limit \(latencyLabel(sweep.options.maxP99Us))</text>"
+            "<line x1=\(n(left)) y1=\(n(limitY)) x2=\(n(width - right)) y2=\(n(limitY)) stroke=\"#c23b3b\" stroke-dasharray=\"4 3\"/><text x=\(n(left + 6)) y=\(n(limitY - 4))>p99 limit \(latencyLabel(sweep.options.maxP99Us))</text>"
         for (index, keyPath) in [\SweepStep.p50Us, \SweepStep.p99Us, \SweepStep.maxUs].enumerated() {
             let points = steps.map { "\(n(x($0.targetRate))),\(n(logY($0[keyPath: keyPath], yTicks)))" }
             svg +=

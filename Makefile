@@ -9,7 +9,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 60
 
-.PHONY: deps build release test test-only lint format simulate bench fuzz fuzz-smoke fuzz-build package-test clean help
+.PHONY: deps build release test test-only lint format simulate bench fuzz fuzz-smoke fuzz-build package-test clean help \
+	report-screenshots
 
 help:
 	@echo "make simulate   run the local simulation (builds what it needs)"
@@ -20,6 +21,7 @@ help:
 	@echo "make bench      run the side-by-side benchmarks (wrapper vs C, codec, relay vs zmq_proxy)"
 	@echo "make fuzz       fuzz the frame parser and message decoders for FUZZ_SECONDS (default 600)"
 	@echo "make package-test  play docs/testing.md's tutorial: an outside package depends on this checkout's products"
+	@echo "make report-screenshots  short load runs, their load.html rendered by headless Chromium to PNG"
 
 # Installs the Debian packages the build and tests need, only when one is missing.
 deps:
@@ -83,6 +85,22 @@ bench: release
 	.build/release/askrelay bench wrapper
 	.build/release/askrelay bench codec
 	.build/release/askrelay load --mode relay --baseline proxy
+
+# load.html of three short runs (relay with its baseline, flows, a relay sweep) rendered by headless Chromium,
+# installed when missing, into $(SCREENSHOTS)/<run>.png to look at; not part of make test.
+SCREENSHOTS := .build/report-screenshots
+report-screenshots: release
+	@command -v chromium >/dev/null || { echo "installing: chromium"; $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
+	rm -rf $(SCREENSHOTS) && mkdir -p $(SCREENSHOTS)
+	.build/release/askrelay load --mode relay --baseline proxy --duration 2s --report-dir $(SCREENSHOTS)/relay
+	.build/release/askrelay load --mode flows --duration 2s --report-dir $(SCREENSHOTS)/flows
+	.build/release/askrelay load --sweep --sweep-steps 3 --duration 1s --report-dir $(SCREENSHOTS)/sweep
+	for run in relay flows sweep; do \
+	  chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,1800 \
+	    --screenshot=$(abspath $(SCREENSHOTS))/$$run.png file://$(abspath $(SCREENSHOTS))/$$run/load.html \
+	    2>/dev/null && echo "$(SCREENSHOTS)/$$run.png"; \
+	done
 
 clean:
 	rm -rf .build

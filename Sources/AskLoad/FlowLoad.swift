@@ -106,6 +106,10 @@ public struct FlowLoadResult: Sendable, Codable, Equatable {
     /// Intended start (open loop) or start (closed loop) → response surfaced.
     public var endToEnd: LatencySummary
     public var errorSamples: [String]
+    /// The three stages' latencies against percentile (``LatencySpectrum``), for load.html.
+    public var askToPresentedSpectrum: [SpectrumPoint]?
+    public var sendToResponseSpectrum: [SpectrumPoint]?
+    public var endToEndSpectrum: [SpectrumPoint]?
 
     enum CodingKeys: String, CodingKey {
         case loop, started, completed, errors, inFlightAtEnd = "in_flight_at_end", measuredCompleted =
@@ -113,6 +117,8 @@ public struct FlowLoadResult: Sendable, Codable, Equatable {
         case measuredSeconds = "measured_s", throughput = "throughput_flows_s", askToPresented = "ask_to_presented"
         case sendToResponse = "send_to_response", endToEnd = "end_to_end", errorSamples = "error_samples"
         case dropped, lateStarts = "late_starts"
+        case askToPresentedSpectrum = "ask_to_presented_spectrum", sendToResponseSpectrum = "send_to_response_spectrum"
+        case endToEndSpectrum = "end_to_end_spectrum"
     }
 }
 
@@ -191,8 +197,9 @@ public enum FlowLoad {
         let stats = FlowStats()
         let pacer = DispatchSemaphore(value: 0)
         var lastProgress = start
-        func report(_ now: UInt64) {
-            guard now &- lastProgress >= 1_000_000_000 else { return }
+        /// Once a second (and, `last`, at the end, so the throughput samples cover the drain).
+        func report(_ now: UInt64, last: Bool = false) {
+            guard now &- lastProgress >= 1_000_000_000 || last else { return }
             lastProgress = now
             let phase = now < measureStart ? "warm-up" : now < measureEnd ? "measuring" : "draining"
             progress?(
@@ -266,6 +273,7 @@ public enum FlowLoad {
             if open <= 0 || now >= drainEnd { break }
             _ = pacer.wait(timeout: .now() + .milliseconds(10))
         }
+        report(monotonicNanoseconds(), last: true)
         let totals = stats.snapshot()
         let started = stats.started.load(ordering: .relaxed)
         let completed = stats.completed.load(ordering: .relaxed)
@@ -284,7 +292,10 @@ public enum FlowLoad {
             askToPresented: totals.ask.summary,
             sendToResponse: totals.send.summary,
             endToEnd: totals.endToEnd.summary,
-            errorSamples: totals.errorSamples
+            errorSamples: totals.errorSamples,
+            askToPresentedSpectrum: LatencySpectrum.points(totals.ask),
+            sendToResponseSpectrum: LatencySpectrum.points(totals.send),
+            endToEndSpectrum: LatencySpectrum.points(totals.endToEnd)
         )
     }
 

@@ -129,23 +129,27 @@ public enum LoadSweep {
         return result
     }
 
+    static let header = [
+        "target/s", "achieved", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "errors", "in flight", "verdict",
+    ]
+
+    /// A row of cells per step (the last: `ok` or why not).
+    static func rows(_ sweep: SweepResult) -> [[String]] {
+        sweep.steps.map { step in
+            [
+                String(format: "%.0f", step.targetRate), String(format: "%.0f", step.achievedRate),
+                RelayLoadReport.us(step.p50Us), RelayLoadReport.us(step.p90Us), RelayLoadReport.us(step.p99Us),
+                RelayLoadReport.us(step.p999Us), RelayLoadReport.us(step.maxUs), "\(step.errors)",
+                "\(step.inFlightAtEnd)",
+                step.ok ? "ok" : step.reason,
+            ]
+        }
+    }
+
     /// The table printed for a sweep (unit: `rt/s` or `flows/s`).
     public static func table(_ sweep: SweepResult, unit: String) -> [String] {
-        var lines = [
-            RelayLoadReport.row([
-                "target/s", "achieved", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "errors", "in flight",
-            ]) + "  verdict"
-        ]
-        for step in sweep.steps {
-            lines.append(
-                RelayLoadReport.row([
-                    String(format: "%.0f", step.targetRate), String(format: "%.0f", step.achievedRate),
-                    RelayLoadReport.us(step.p50Us),
-                    RelayLoadReport.us(step.p90Us), RelayLoadReport.us(step.p99Us), RelayLoadReport.us(step.p999Us),
-                    RelayLoadReport.us(step.maxUs), "\(step.errors)", "\(step.inFlightAtEnd)",
-                ]) + "  " + (step.ok ? "ok" : step.reason)
-            )
-        }
+        var lines = [RelayLoadReport.row(Array(header.dropLast())) + "  " + header.last!]
+        for cells in rows(sweep) { lines.append(RelayLoadReport.row(Array(cells.dropLast())) + "  " + cells.last!) }
         if let knee = sweep.kneeRate {
             lines.append(
                 String(

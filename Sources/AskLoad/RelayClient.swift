@@ -154,7 +154,7 @@ struct ClientLoop {
                 for _ in 0..<connection.window { try send(connection, stamp: monotonicNanoseconds()) }
             }
         }
-        var reported = (sent: 0, completed: 0)
+        var reported = (sent: 0, completed: 0, at: monotonicNanoseconds())
         while true {
             let now = monotonicNanoseconds()
             let sending = now < measureEnd
@@ -228,10 +228,13 @@ struct ClientLoop {
                 try connection.socket.send(out)
                 connection.lastSent = after
             }
-            if sent - reported.sent >= 256 || completed - reported.completed >= 256 || errors > 0 {
+            // Every 256 or 50 ms, so the once-a-second progress (and throughput samples) is current at low rates.
+            if sent - reported.sent >= 256 || completed - reported.completed >= 256 || errors > 0
+                || after &- reported.at >= 50_000_000
+            {
                 shared.sent.add(sent - reported.sent, ordering: .relaxed)
                 shared.completed.add(completed - reported.completed, ordering: .relaxed)
-                reported = (sent, completed)
+                reported = (sent, completed, after)
                 if errors > 0 {
                     shared.errors.add(errors, ordering: .relaxed)
                     shared.totals.withLock { $0.errors += errors }

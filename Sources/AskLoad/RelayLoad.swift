@@ -70,13 +70,9 @@ public enum RelayLoad {
         shared.start(at: start)
         let measureStart = start + UInt64(options.warmupSeconds * 1e9)
         let measureEnd = measureStart + UInt64(options.durationSeconds * 1e9)
-        // Progress once a second until every client thread is done (each stops by itself after the drain).
-        var clientsLeft = groups.count
-        while clientsLeft > 0 {
-            if shared.clientsDone.wait(timeout: .now() + .seconds(1)) == .success {
-                clientsLeft -= 1
-                continue
-            }
+        // Progress once a second until every client thread is done (each stops by itself after the drain), and once
+        // at the end, so the throughput samples cover the drain.
+        func report() {
             let now = DispatchTime.now().uptimeNanoseconds
             let phase = now < measureStart ? "warm-up" : now < measureEnd ? "measuring" : "draining"
             progress?(
@@ -89,6 +85,15 @@ public enum RelayLoad {
                 )
             )
         }
+        var clientsLeft = groups.count
+        while clientsLeft > 0 {
+            if shared.clientsDone.wait(timeout: .now() + .seconds(1)) == .success {
+                clientsLeft -= 1
+                continue
+            }
+            report()
+        }
+        report()
         shared.abort()
         for thread in threads { thread.join() }
         if let failure = shared.failure.withLock({ $0 }) { throw RelayLoadError(failure) }
@@ -106,7 +111,8 @@ public enum RelayLoad {
             measuredCompleted: totals.measuredCompleted,
             measuredSeconds: measuredSeconds,
             throughput: Double(totals.measuredCompleted) / measuredSeconds,
-            latency: totals.histogram.summary
+            latency: totals.histogram.summary,
+            latencySpectrum: LatencySpectrum.points(totals.histogram)
         )
     }
 }

@@ -86,11 +86,14 @@ public struct RelayLoadResult: Sendable, Codable, Equatable {
     public var throughput: Double
     /// Round-trip latency of requests started in the measured window (open loop: from the intended send time).
     public var latency: LatencySummary
+    /// The same latencies against percentile (``LatencySpectrum``), for load.html.
+    public var latencySpectrum: [SpectrumPoint]?
 
     enum CodingKeys: String, CodingKey {
         case target, loop, sent, completed, inFlightAtEnd = "in_flight_at_end", errors, timeouts
         case measuredCompleted = "measured_completed", measuredSeconds = "measured_s", throughput = "throughput_rt_s",
             latency
+        case latencySpectrum = "latency_spectrum"
     }
 }
 

@@ -56,24 +56,28 @@ public struct RelayLoadReport: Sendable, Codable {
         lines.append(
             "workload: relay echo, \(options.size) B, \(options.connections) connections, \(loop), \(options.echoWorkers) echo workers, \(String(format: "%g", options.durationSeconds)) s (+\(String(format: "%g", options.warmupSeconds)) s warm-up), durability \(durability), \(cores) cores"
         )
-        lines.append(
-            Self.row(["target", "rt/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "errors", "timeouts"])
-        )
-        for result in [ours] + (baseline.map { [$0] } ?? []) {
-            let l = result.latency
-            lines.append(
-                Self.row([
-                    result.target, String(format: "%.0f", result.throughput), Self.us(l.p50Us), Self.us(l.p90Us),
-                    Self.us(l.p99Us),
-                    Self.us(l.p999Us), Self.us(l.maxUs), "\(result.errors)", "\(result.timeouts)",
-                ])
-            )
-        }
+        lines.append(Self.row(Self.figureHeader))
+        lines += figureRows.map(Self.row)
         if let p50Ratio { lines.append(String(format: "p50 ours/proxy: %.3f", p50Ratio)) }
         var last = String(format: "throughput=%.0f", ours.throughput)
         if let baseline, let ratio { last += String(format: " baseline=%.0f ratio=%.3f", baseline.throughput, ratio) }
         lines.append(last)
         return lines
+    }
+
+    static let figureHeader = [
+        "target", "rt/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "errors", "timeouts",
+    ]
+
+    /// The cells of the table's rows: ours, then the baseline.
+    var figureRows: [[String]] {
+        ([ours] + (baseline.map { [$0] } ?? [])).map { result in
+            let l = result.latency
+            return [
+                result.target, String(format: "%.0f", result.throughput), Self.us(l.p50Us), Self.us(l.p90Us),
+                Self.us(l.p99Us), Self.us(l.p999Us), Self.us(l.maxUs), "\(result.errors)", "\(result.timeouts)",
+            ]
+        }
     }
 
     static func us(_ value: Double) -> String { String(format: "%.0f", value) }
@@ -90,5 +94,37 @@ public struct RelayLoadReport: Sendable, Codable {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let encoder = ReportJSON.encoder()
         try encoder.encode(self).write(to: URL(fileURLWithPath: directory).appendingPathComponent("load.json"))
+    }
+
+    /// Writes `load.html` (the figures, the latency spectrum of ours and the baseline, throughput over time of
+    /// both) into `directory`.
+    public func writeHTML(to directory: String, samples: [ThroughputSample]) throws {
+        let html = LoadHTML.render(page(samples: samples))
+        try Data(html.utf8).write(to: URL(fileURLWithPath: directory).appendingPathComponent("load.html"))
+    }
+
+    /// What load.html shows: the table's rows as an HTML table, its other lines as notes, the charts' data.
+    func page(samples: [ThroughputSample]) -> LoadPage {
+        let rows = figureRows
+        return LoadPage(
+            title: "askrelay load --mode relay",
+            meta: [commandLine, table[0]],
+            tables: [FigureTable(header: Self.figureHeader, rows: rows)],
+            // The text table: the workload line, a header and the rows, then the notes.
+            notes: Array(table.dropFirst(2 + rows.count)),
+            spectrumTitle: "round trip",
+            spectrum: ([ours] + (baseline.map { [$0] } ?? [])).map {
+                SpectrumSeries(
+                    label: $0.target,
+                    points: $0.latencySpectrum ?? LatencySpectrum.points($0.latency),
+                    count: $0.latency.count
+                )
+            },
+            sweep: nil,
+            samples: samples,
+            unit: "rt/s",
+            warmupSeconds: options.warmupSeconds,
+            durationSeconds: options.durationSeconds
+        )
     }
 }

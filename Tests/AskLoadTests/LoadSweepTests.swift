@@ -102,6 +102,24 @@ struct LoadSweepTests {
         )
         #expect(recorder.samples.map(\.perSecond) == [100, 200, 100])
     }
+
+    @Test("an update within 50 ms of the previous sample extends that sample: no completions are lost")
+    func closeUpdates() {
+        let recorder = ThroughputRecorder()
+        for (elapsed, completed) in [(0.01, 1), (1.0, 100), (1.02, 112), (2.0, 300), (2.03, 303)] {
+            recorder.record(
+                "x",
+                RelayLoadProgress(elapsedSeconds: elapsed, completed: completed, sent: 0, errors: 0, phase: "measuring")
+            )
+        }
+        let samples = recorder.samples
+        #expect(samples.map(\.elapsedS) == [1.02, 2.03])
+        #expect(abs(samples[0].perSecond - 112 / 1.02) < 1e-9)
+        #expect(abs(samples[1].perSecond - 191 / 1.01) < 1e-9)
+        // Each sample covers the span since the previous one: together, every completion.
+        let total = samples[0].perSecond * 1.02 + samples[1].perSecond * (2.03 - 1.02)
+        #expect(abs(total - 303) < 1e-6)
+    }
 }
 
 @Suite("load.html markup")

@@ -4,6 +4,7 @@ import AskLogging
 import AskProtocol
 import AskSimulation
 import Foundation
+import Synchronization
 import Testing
 import ZeroMQ
 
@@ -118,5 +119,31 @@ struct RelayLoadTests {
         #expect(result.latency.p50Us > 20 * 2000, "p50 \(result.latency.p50Us) µs")
         #expect(result.throughput < 600)
         #expect(result.completed == result.sent - result.inFlightAtEnd)
+    }
+
+    @Test("progress is current at low rates and has a last update at the end (throughput samples cover the run)")
+    func progressAtLowRate() throws {
+        let broker = try InProcessBroker()
+        defer { broker.stop() }
+        var options = RelayLoadOptions()
+        options.durationSeconds = 1.5
+        options.warmupSeconds = 0
+        options.connections = 1
+        options.echoWorkers = 1
+        options.rate = 200
+        options.drainSeconds = 0.5
+        let updates = Mutex<[RelayLoadProgress]>([])
+        let result = try RelayLoad.run(
+            target: .broker(broker.endpoint),
+            options: options,
+            progress: { update in updates.withLock { $0.append(update) } }
+        )
+        let seen = updates.withLock { $0 }
+        #expect(result.errors == 0)
+        let first = try #require(seen.first)
+        // About 200 by the first tick (~1 s); counts kept back until 256 had completed would show none.
+        #expect(Double(first.completed) >= 0.5 * 200 * first.elapsedSeconds, "first update \(first)")
+        #expect(seen.last?.completed == result.completed, "updates \(seen)")
+        #expect(seen.last?.phase == "draining")
     }
 }

@@ -75,46 +75,6 @@ struct TurnProfile {
     var sessionsEnded = 0
 }
 
-/// A point-in-time view of the broker, published as JSON on the stats endpoint.
-public struct BrokerSnapshot: Sendable, Codable {
-    public var broker: String
-    public var time: Date
-    public var sessions: [String: Int]
-    public var routedByKind: [String: Int]
-    public var refusalsByCode: [String: Int]
-    public var delivered: Int
-    public var redelivered: Int
-    public var duplicates: Int
-    public var busy: Int
-    /// Messages held in memory (waiting or in flight).
-    public var queued: Int
-    /// Messages in the journal only, waiting for their owner or for room in memory.
-    public var spilled: Int
-    public var inflight: Int
-    public var deepestQueues: [String: Int]
-    /// Questions followed, by state (closed ones only within `--closed-retention`).
-    public var ledger: [String: Int]
-    /// Closed questions forgotten since the broker started, their retention past.
-    public var forgottenQuestions: Int
-    public var commits: Int
-    public var commitMicros: [String: Int]
-}
-
-extension BrokerSnapshot {
-    /// The snapshot's JSON as the stats endpoint publishes it (sorted keys, ISO 8601 time).
-    public func encoded() throws -> [UInt8] {
-        let encoder = ReportJSON.encoder(pretty: false, escapingSlashes: true, isoDates: true)
-        return Array(try encoder.encode(self))
-    }
-
-    /// Reads a snapshot published on the stats endpoint (its second frame).
-    public static func decode(_ bytes: [UInt8]) throws -> BrokerSnapshot {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        return try decoder.decode(BrokerSnapshot.self, from: Data(bytes))
-    }
-}
-
 extension Broker {
     public func snapshot() -> BrokerSnapshot {
         var roles: [String: Int] = [:]

@@ -19,9 +19,9 @@ public final class WorkerConnection {
     /// The socket's monitor, read for why a connection gets no session (``HandshakeDiagnosis``).
     private var monitor: SocketMonitor
     private var diagnosis = HandshakeDiagnosis()
-    /// The latest handshake failure of the current socket, and the kinds already explained in the log.
+    /// The latest handshake failure of the current socket, and which causes the log has explained.
     private var lastFailure: HandshakeFailure?
-    private var explained: Set<HandshakeFailure.Kind> = []
+    private var explainer = HandshakeExplainer()
     /// Multiplies the silence that makes the connection start over on a fresh socket: doubled at each fresh
     /// socket that got no session, back to 1 at WELCOME.
     private var silenceBackoff = 1
@@ -482,8 +482,8 @@ public final class WorkerConnection {
             // While no session comes, each fresh socket gets twice as long as the last (up to 8 windows): a
             // handshake that takes longer than one window (a busy broker, a starved machine) must not be cut
             // off and begun again forever. HELLO still goes every 500 ms on the current socket.
-            if let failure = lastFailure, !isRegistered, explained.insert(failure.kind).inserted {
-                // Said once per kind, with what to check; the reconnect lines below carry the kind.
+            if !isRegistered, explainer.shouldExplain(lastFailure), let failure = lastFailure {
+                // Said once per cause, with what to check; the reconnect lines below carry the kind.
                 logger.warning(
                     "no session with the broker",
                     metadata: ["cause": "\(failure.kind.rawValue)", "check": "\(explanation(failure))"]

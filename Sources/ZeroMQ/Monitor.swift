@@ -122,6 +122,10 @@ public struct HandshakeFailure: Sendable, Hashable, CustomStringConvertible {
         /// The connection is accepted and then dropped before any handshake completes: with CURVE, the server
         /// could not decrypt the client's HELLO, which is what a wrong server public key does.
         case noHandshake
+
+        /// A cause the handshake itself reported (a refused key, a mechanism mismatch, a protocol error), not one
+        /// inferred from refused connects or drops.
+        public var isDefinite: Bool { self != .unreachable && self != .noHandshake }
     }
 
     public let kind: Kind
@@ -173,7 +177,7 @@ public struct HandshakeDiagnosis: Sendable {
     /// - Returns: the failure this event shows, or `nil` (no failure, or not certain yet).
     public mutating func read(_ event: MonitorEvent) -> HandshakeFailure? {
         func failure(_ kind: HandshakeFailure.Kind) -> HandshakeFailure {
-            if kind != .unreachable && kind != .noHandshake { definite = true }
+            if kind.isDefinite { definite = true }
             return HandshakeFailure(kind: kind, endpoint: event.endpoint, detail: event.value)
         }
         switch event.event {
@@ -200,5 +204,33 @@ public struct HandshakeDiagnosis: Sendable {
         default:
             return nil
         }
+    }
+}
+
+/// When a client that gets no session should say why: once per cause, at the end of a silent window (a socket
+/// given up on). A definite cause is said at once. A vague one (``HandshakeFailure/Kind/unreachable``,
+/// ``HandshakeFailure/Kind/noHandshake``) only when two windows in a row end with it, and never after a definite
+/// cause was said: a plain client's first connection to a CURVE server can be dropped before libzmq reports the
+/// mismatch, which alone would read as "drops the connection", a second and wrong explanation.
+public struct HandshakeExplainer: Sendable {
+    private var explained: Set<HandshakeFailure.Kind> = []
+    private var previousVague: HandshakeFailure.Kind?
+
+    public init() {}
+
+    /// Call once per silent window with the failure the window ended with (`nil`: none seen).
+    /// - Returns: whether to explain `failure` now.
+    public mutating func shouldExplain(_ failure: HandshakeFailure?) -> Bool {
+        guard let kind = failure?.kind else {
+            previousVague = nil
+            return false
+        }
+        if kind.isDefinite {
+            previousVague = nil
+            return explained.insert(kind).inserted
+        }
+        defer { previousVague = kind }
+        guard previousVague == kind, !explained.contains(where: \.isDefinite) else { return false }
+        return explained.insert(kind).inserted
     }
 }

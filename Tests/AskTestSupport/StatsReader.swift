@@ -1,4 +1,5 @@
 import AskBroker
+import AskProtocol
 import Foundation
 import ZeroMQ
 

@@ -157,4 +157,32 @@ struct HandshakeFailureTests {
         _ = reader.read(event(.disconnected))
         #expect(reader.read(event(.disconnected))?.kind == .noHandshake)
     }
+
+    @Test("a cause is explained once; a vague one only after two windows in a row, never after a definite one")
+    func explainedOnce() {
+        func said(_ explainer: inout HandshakeExplainer, _ failure: HandshakeFailure?) -> Bool {
+            explainer.shouldExplain(failure)
+        }
+        func failure(_ kind: HandshakeFailure.Kind) -> HandshakeFailure {
+            HandshakeFailure(kind: kind, endpoint: "tcp://127.0.0.1:1", detail: 0)
+        }
+        // A plain client against CURVE: the first window ends with drops, the next with the mismatch.
+        var plain = HandshakeExplainer()
+        #expect(!said(&plain, failure(.noHandshake)))
+        #expect(said(&plain, failure(.mechanismMismatch)))
+        #expect(!said(&plain, failure(.mechanismMismatch)))
+        #expect(!said(&plain, failure(.noHandshake)))
+        #expect(!said(&plain, failure(.noHandshake)))
+        // A wrong server key only ever shows drops: said at the second window, once.
+        var wrongKey = HandshakeExplainer()
+        #expect(!said(&wrongKey, failure(.noHandshake)))
+        #expect(said(&wrongKey, failure(.noHandshake)))
+        #expect(!said(&wrongKey, failure(.noHandshake)))
+        // Nothing listening; a window without a failure breaks the streak.
+        var nobody = HandshakeExplainer()
+        #expect(!said(&nobody, failure(.unreachable)))
+        #expect(!said(&nobody, nil))
+        #expect(!said(&nobody, failure(.unreachable)))
+        #expect(said(&nobody, failure(.unreachable)))
+    }
 }

@@ -1,6 +1,7 @@
 import AskModel
 import AskSimulation
 import Foundation
+import ZeroMQ
 
 /// A figure of a load report, as thresholds compare it: a count or rate, or a latency in microseconds.
 public struct LoadFigure: Sendable, Equatable {
@@ -77,7 +78,7 @@ public struct LoadThreshold: Sendable, Equatable, CustomStringConvertible {
             bound = number
             boundIsDuration = false
         } else if let duration = parseDuration(value) {
-            bound = Double(duration.components.seconds) * 1e6 + Double(duration.components.attoseconds) / 1e12
+            bound = duration.seconds * 1e6
             boundIsDuration = true
         } else {
             throw LoadThresholdError(

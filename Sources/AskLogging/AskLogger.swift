@@ -9,9 +9,30 @@ public protocol LogSink: Sendable {
 /// Writes each line to standard error with one `write(2)`, so lines from threads never interleave.
 public struct StandardErrorSink: LogSink {
     public init() {}
+    public func write(_ line: String) { FileSink.write(line, to: 2) }
+}
+
+/// Appends each line to a file with one `write(2)` on an `O_APPEND` descriptor, so the lines of several loggers
+/// (each with its own sink on the same file, even in several processes) never overwrite or split each other. A
+/// file that cannot be opened drops the lines.
+public final class FileSink: LogSink {
+    private let descriptor: Int32
+
+    public init(path: String) {
+        descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+    }
+
     public func write(_ line: String) {
+        guard descriptor >= 0 else { return }
+        Self.write(line, to: descriptor)
+    }
+
+    deinit { if descriptor >= 0 { close(descriptor) } }
+
+    /// `line` and a newline in one `write(2)`.
+    static func write(_ line: String, to descriptor: Int32) {
         var text = line + "\n"
-        text.withUTF8 { buffer in _ = Foundation.write(2, buffer.baseAddress, buffer.count) }
+        text.withUTF8 { buffer in _ = Foundation.write(descriptor, buffer.baseAddress, buffer.count) }
     }
 }
 

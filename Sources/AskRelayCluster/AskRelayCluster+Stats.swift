@@ -28,7 +28,7 @@ extension AskRelayCluster {
         var last: BrokerSnapshot?
         while ContinuousClock.now < deadline {
             let left = ContinuousClock.now.duration(to: deadline)
-            let milliseconds = max(1, Int(seconds(left) * 1000))
+            let milliseconds = max(1, Int(left.seconds * 1000))
             guard try socket.wait(timeoutMilliseconds: milliseconds),
                 let frames = try socket.receiveMultipart(.dontWait), frames.count == 2
             else { continue }

@@ -93,7 +93,7 @@ final class OneShotAnswer: Sendable {
 
     /// - Returns: `nil` on timeout, else the answer.
     func wait(timeout: Duration) -> String?? {
-        let deadline = Date().addingTimeInterval(seconds(timeout))
+        let deadline = Date().addingTimeInterval(timeout.seconds)
         condition.lock()
         defer { condition.unlock() }
         while true {
@@ -101,26 +101,4 @@ final class OneShotAnswer: Sendable {
             if !condition.wait(until: deadline) { return value.withLock { $0 } }
         }
     }
-}
-
-func seconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-}
-
-/// Appends each log line to a file with one `write(2)` on an `O_APPEND` descriptor, so the lines of several
-/// clients (each with its own sink on the same file) never overwrite each other.
-final class FileSink: LogSink {
-    private let descriptor: Int32
-
-    init(path: String) {
-        descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-    }
-
-    func write(_ line: String) {
-        guard descriptor >= 0 else { return }
-        var text = line + "\n"
-        text.withUTF8 { buffer in _ = Foundation.write(descriptor, buffer.baseAddress, buffer.count) }
-    }
-
-    deinit { if descriptor >= 0 { close(descriptor) } }
 }

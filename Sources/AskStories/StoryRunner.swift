@@ -30,14 +30,10 @@ public struct StoryRunner: Sendable {
             for line in StoryReport.lines(for: result) { output(line) }
             results.append(result)
         }
-        let run = StoryRun(results: results, seconds: Self.seconds(ContinuousClock.now - start))
+        let run = StoryRun(results: results, seconds: (ContinuousClock.now - start).seconds)
         output(StoryReport.summary(results, seconds: run.seconds))
         if run.exitCode != 0 { output("logs: \(logsDirectory)") }
         return run
-    }
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// Plays `story` (the `index`-th of the run, for its logs folder's name).
@@ -52,7 +48,7 @@ public struct StoryRunner: Sendable {
             name: story.name,
             file: story.file,
             outcome: outcome,
-            seconds: Self.seconds(elapsed),
+            seconds: elapsed.seconds,
             logs: logs
         )
     }

@@ -50,7 +50,7 @@ extension Broker {
         var best: (score: UInt64, address: String)?
         for session in sessions.values where session.role == .limits && session.isAlive {
             for address in session.addresses.keys {
-                let score = Self.mix(Self.hash(child) ^ Self.hash(address))
+                let score = Rendezvous.mix64(Rendezvous.fnv1a64(child) ^ Rendezvous.fnv1a64(address))
                 if best == nil || score > best!.score { best = (score, address) }
             }
         }
@@ -66,19 +66,6 @@ extension Broker {
             target.enqueue(envelope)
             markDirty(target)
         }
-    }
-
-    static func hash(_ text: String) -> UInt64 {
-        var value: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in text.utf8 { value = (value ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        return value
-    }
-
-    static func mix(_ x: UInt64) -> UInt64 {
-        var z = x &+ 0x9e37_79b9_7f4a_7c15
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
     }
 
     /// The loop read nothing for `stall`: peers' silence and deliveries' ACK clocks resume where they stopped, so

@@ -113,7 +113,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "askrelay-broker",
-            dependencies: ["AskBroker", "AskCLI", "AskLogging"],
+            dependencies: ["AskBroker", "AskProtocol", "AskCLI", "AskLogging"],
             swiftSettings: strict
         ),
 

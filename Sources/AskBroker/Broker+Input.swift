@@ -183,6 +183,7 @@ extension Broker {
             return WireError(.badHello, "HELLO lists more than 200000 endpoints")
         }
         var seen: Set<String> = []
+        var familiesOfThisShard: Set<String> = []
         for claim in hello.endpoints {
             guard seen.insert(claim.address).inserted else {
                 return WireError(.badHello, "HELLO lists '\(claim.address)' twice")
@@ -197,11 +198,33 @@ extension Broker {
                 guard let family = claim.family, Address.isValidID(family) else {
                     return WireError(.forbidden, "'\(claim.address)' needs a family (A-Z a-z 0-9 . _ -, 1-64 bytes)")
                 }
+                if let problem = shardProblem(family: family, claim: claim.address, known: &familiesOfThisShard) {
+                    return problem
+                }
             }
             if let owner = mailboxes[claim.address]?.owner, owner.isAlive, owner.peer != peer {
                 return WireError(.addressTaken, "'\(claim.address)' is served by a live session (\(owner.worker))")
             }
         }
+        return nil
+    }
+
+    /// With a broker list (`--shard-name`, `--brokers`): `wrong-shard`, naming the right broker, when `family` is
+    /// another broker's shard. A session can only ask or answer for the families its HELLO claimed, so this check
+    /// also keeps every SEND of a session on its family's shard.
+    func shardProblem(family: String, claim: String, known: inout Set<String>) -> WireError? {
+        guard let name = configuration.shardName, let brokers = configuration.brokers, !known.contains(family) else {
+            return nil
+        }
+        let shard = brokers.shard(family: family)
+        guard shard.name == name else {
+            return WireError(
+                .wrongShard,
+                "family '\(family)' of '\(claim)' is served by broker \(shard.name) (\(shard.endpoint)), not by \(name): "
+                    + "give the worker the same --brokers list as the brokers"
+            )
+        }
+        known.insert(family)
         return nil
     }
 

@@ -52,6 +52,13 @@ public struct BrokerConfiguration: Sendable {
     /// CURVE: `principals.json`, the keys the broker accepts and what each may claim. Reloaded when it changes.
     public var principalsFile: String?
 
+    /// Sharding (docs/scaling.md): this broker's name in `brokers`. With both set, the broker serves only the
+    /// families whose shard it is and refuses the others' HELLO claims with `wrong-shard`; with neither, it serves
+    /// every family.
+    public var shardName: String?
+    /// Sharding: the deployment's broker list, the same every worker is given.
+    public var brokers: BrokerList?
+
     /// Whether CURVE authentication is on.
     public var isSecure: Bool { curveSecretFile != nil && principalsFile != nil }
     /// Test-only: crash with SIGKILL at an exact point (`--crash-at`, fault tests only). Unarmed by default.
@@ -80,6 +87,17 @@ public struct BrokerConfiguration: Sendable {
         if maxQueuedPerAddress < 1 || maxQueuedTotal < 1 { problems.append("queue limits must be at least 1") }
         if (curveSecretFile == nil) != (principalsFile == nil) {
             problems.append("CURVE needs both --curve-secret-file and --principals")
+        }
+        switch (shardName, brokers) {
+        case (nil, nil): break
+        case (let name?, let brokers?):
+            if brokers.entry(named: name) == nil {
+                problems.append(
+                    "--shard-name \(name) is not in --brokers (\(brokers.entries.map(\.name).joined(separator: ", ")))"
+                )
+            }
+        case (nil, _?): problems.append("--brokers needs --shard-name: which broker of the list is this one")
+        case (_?, nil): problems.append("--shard-name needs --brokers: the list the name belongs to")
         }
         let schemes = ["tcp://", "ipc://", "inproc://"]
         let unusable = endpoints.filter { endpoint in !schemes.contains { endpoint.hasPrefix($0) } }

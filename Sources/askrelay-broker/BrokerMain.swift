@@ -1,4 +1,5 @@
 import AskBroker
+import AskProtocol
 import AskCLI
 import AskLogging
 import Foundation
@@ -146,6 +147,18 @@ struct BrokerMain: Command {
                 env: "ASKRELAY_PRINCIPALS",
                 help: "principals.json: the keys the broker accepts and what each may serve; reloaded when it changes"
             ),
+            .value(
+                "shard-name",
+                "NAME",
+                env: "ASKRELAY_SHARD_NAME",
+                help: "this broker's name in --brokers: it serves only the families of its shard"
+            ),
+            .value(
+                "brokers",
+                "LIST",
+                env: "ASKRELAY_BROKERS",
+                help: "the deployment's broker list, NAME=URL[,NAME=URL...], the same every worker is given"
+            ),
         ] + testingOptions
 
     #if DEBUG
@@ -189,6 +202,10 @@ struct BrokerMain: Command {
         configuration.allowInsecure = arguments.flag("allow-insecure")
         configuration.curveSecretFile = arguments.string("curve-secret-file")
         configuration.principalsFile = arguments.string("principals")
+        configuration.shardName = arguments.string("shard-name")
+        configuration.brokers = try arguments.parsed("brokers") { text in
+            try BrokerList(parsing: text) { EndpointSyntax.problem($0, binding: false) }
+        }
         #if DEBUG
             if let crashAt = arguments.string("crash-at") {
                 guard let points = CrashPoints(parsing: crashAt) else {

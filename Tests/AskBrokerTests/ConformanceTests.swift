@@ -535,6 +535,18 @@ let provocations: [Provocation] = [
             return Refusal(nack: try peer.expectNack(), sent: nil)
         }
     },
+    .init("wrong-shard", "a sharded broker and a guardian claim of another broker's family") {
+        // Of b0 and b1, f0's shard is b0 (the vectors of ShardTests); this broker is b1.
+        let sharded: (inout BrokerConfiguration) -> Void = { configuration in
+            configuration.shardName = "b1"
+            configuration.brokers = try? BrokerList(parsing: "b0=tcp://127.0.0.1:1,b1=tcp://127.0.0.1:2")
+        }
+        return try inWorld(configure: sharded) { w in
+            let peer = try w.newPeer()
+            try peer.hello(role: .guardian, endpoints: [EndpointClaim(address: "guardian/g9", family: "f0")])
+            return Refusal(nack: try peer.expectNack(), sent: nil)
+        }
+    },
     .init("forbidden.hello-family", "a child claim without a family") {
         try inWorld { w in
             let peer = try w.newPeer()

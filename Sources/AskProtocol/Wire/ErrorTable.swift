@@ -195,6 +195,14 @@ public enum ErrorTable {
             .empty,
             "a claimed address is served by a live session of another peer"
         ),
+        .init(
+            "wrong-shard",
+            .wrongShard,
+            "HELLO",
+            .empty,
+            "with `--shard-name` and `--brokers`: a `child/` or `guardian/` claim's family is another broker's shard "
+                + "(docs/scaling.md); the reason names that broker"
+        ),
         .init("forbidden.welcome", .forbidden, "WELCOME", .empty, "sent to the broker (only the broker sends it)"),
         .init("forbidden.deliver", .forbidden, "DELIVER", .message, "sent to the broker (only the broker sends it)"),
         .init("forbidden.hello-role", .forbidden, "HELLO", .empty, "a claimed address is not of the HELLO's `role`"),

@@ -23,6 +23,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case notRegistered = "not-registered"
     case badHello = "bad-hello"
     case addressTaken = "address-taken"
+    case wrongShard = "wrong-shard"
     case forbidden = "forbidden"
     case noRoute = "no-route"
     case busy = "busy"

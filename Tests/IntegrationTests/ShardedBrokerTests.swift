@@ -1,0 +1,105 @@
+import AskProtocol
+import AskTestSupport
+import Foundation
+import Testing
+import ZeroMQ
+
+/// Brokers of one list, as real processes on ipc:// endpoints in a fresh folder (the list names its endpoints
+/// before the brokers start, so they cannot be OS-picked ports).
+struct ShardedBrokers {
+    let directory: TempDirectory
+    let list: String
+    var processes: [TestProcess] = []
+
+    init(count: Int, extra: [String] = []) throws {
+        let directory = TempDirectory()
+        self.directory = directory
+        list = (0..<count).map { "b\($0)=ipc://\(directory.path)/b\($0).sock" }.joined(separator: ",")
+        do {
+            for index in 0..<count {
+                let broker = try TestProcess(
+                    "askrelay-broker",
+                    [
+                        "--endpoint", "ipc://\(directory.path)/b\(index).sock", "--data-dir",
+                        directory.path + "/data-b\(index)", "--heartbeat", "200ms", "--shard-name", "b\(index)",
+                        "--brokers", list,
+                    ] + extra,
+                    logDirectory: directory.path
+                )
+                processes.append(broker)
+                _ = try broker.readyEndpoint()
+            }
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    func endpoint(_ index: Int) -> String { "ipc://\(directory.path)/b\(index).sock" }
+
+    func stop() {
+        for process in processes { process.kill9() }
+        directory.cleanup()
+    }
+}
+
+@Suite("Sharded brokers as real processes (docs/scaling.md, protocol.md §8.6)", .timeLimit(.minutes(2)), .serialized)
+struct ShardedBrokerTests {
+    @Test("a broker refuses a claim of another shard's family with wrong-shard, naming that shard; its own it serves")
+    func wrongShard() throws {
+        let brokers = try ShardedBrokers(count: 2)
+        defer { brokers.stop() }
+        let context = try ZMQContext()
+        // Of b0 and b1, f0's shard is b0 and f1's is b1 (the vectors of ShardTests).
+        let misplaced = try RawPeer(context: context, endpoint: brokers.endpoint(1))
+        try misplaced.hello(role: .guardian, endpoints: [EndpointClaim(address: "guardian/g0", family: "f0")])
+        let refusal = try misplaced.expectNack()
+        #expect(refusal.code == ErrorCode.wrongShard.rawValue, "\(refusal)")
+        #expect(refusal.reason.contains("served by broker b0 (\(brokers.endpoint(0)))"), "\(refusal.reason)")
+
+        let child = try RawPeer(context: context, endpoint: brokers.endpoint(1))
+        try child.hello(
+            role: .child,
+            endpoints: [
+                EndpointClaim(address: "child/c1", family: "f1"), EndpointClaim(address: "child/c0", family: "f0"),
+            ]
+        )
+        #expect(try child.expectNack().code == ErrorCode.wrongShard.rawValue, "one claim of another shard is enough")
+
+        let placed = try RawPeer(context: context, endpoint: brokers.endpoint(0))
+        try placed.register(role: .guardian, ["guardian/g0"], family: "f0")
+        let own = try RawPeer(context: context, endpoint: brokers.endpoint(1))
+        try own.register(role: .child, ["child/c1"], family: "f1")
+        // Roles without a family register anywhere.
+        let limits = try RawPeer(context: context, endpoint: brokers.endpoint(1))
+        try limits.register(role: .limits, ["limits/l1"])
+    }
+
+    @Test("--shard-name and --brokers: each without the other, a name not in the list, a bad list exit 64")
+    func usage() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let cases: [([String], String)] = [
+            (["--shard-name", "b0"], "--shard-name needs --brokers"),
+            (["--brokers", "b0=tcp://127.0.0.1:5555"], "--brokers needs --shard-name"),
+            (
+                ["--shard-name", "b2", "--brokers", "b0=tcp://127.0.0.1:5555,b1=tcp://127.0.0.1:5556"],
+                "is not in --brokers"
+            ),
+            (["--shard-name", "b0", "--brokers", "b0=tcp://127.0.0.1:5555,b0=tcp://127.0.0.1:5556"], "listed twice"),
+            (["--shard-name", "b0", "--brokers", "b0=127.0.0.1:5555"], "no scheme"),
+            (["--shard-name", "b0", "--brokers", "tcp://127.0.0.1:5555"], "has no '='"),
+        ]
+        for (arguments, expected) in cases {
+            let process = try TestProcess(
+                "askrelay-broker",
+                arguments + ["--data-dir", directory.path + "/d", "--endpoint", "ipc://\(directory.path)/b.sock"],
+                logDirectory: directory.path
+            )
+            #expect(try process.waitForEnd() == 64, "\(arguments)")
+            let log = try String(contentsOfFile: process.stderrPath, encoding: .utf8)
+            #expect(log.contains(expected), "\(arguments): \(log)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory.path + "/d"), "bad usage changes nothing")
+    }
+}

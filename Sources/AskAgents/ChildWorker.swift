@@ -9,6 +9,9 @@ import ZeroMQ
 /// documented ones (docs/workers.md, "askrelay-child").
 public struct ChildWorkerConfiguration: Sendable {
     public var broker: String
+    /// Sharded brokers: when set, replaces `broker`, and each shard of the children's families gets its own
+    /// ``AskCenter`` (its own connection).
+    public var brokers: BrokerList?
     public var children: [ChildIdentity]
     public var seed: UInt64 = 1
     /// JSON Lines file of ``ChildFlowRecord``s; none when `nil`.
@@ -89,25 +92,27 @@ public struct ChildWorkerSummary: Sendable, Codable, Hashable {
     public init() {}
 }
 
-/// The child worker: hosts many children over one ``AskCenter`` and plays ask flows for each (see
-/// ``ChildWorkerConfiguration``), writing a ``ChildFlowRecord`` per finished flow.
+/// The child worker: hosts many children over one ``AskCenter`` per broker shard of their families (one with a
+/// single broker) and plays ask flows for each (see ``ChildWorkerConfiguration``), writing a ``ChildFlowRecord``
+/// per finished flow.
 public final class ChildWorker: Sendable {
     public let configuration: ChildWorkerConfiguration
-    public let center: AskCenter
+    /// One ask center per shard of the children's families.
+    public let centers: ShardedConnections<AskCenter>
     let logger: AskLogger
     let records: FlowRecordSink
     let router = ResponseRouter()
     /// Bumped on every reconnect; each child re-checks its known handles when it sees a new value.
     let reconnectGeneration = Mutex(0)
 
-    /// Opens the records file and the ask center (which starts connecting).
-    /// - Throws: an error opening the records file, the state database or the socket.
+    /// Opens the records file and the ask centers (which start connecting).
+    /// - Throws: an error opening the records file, a state database or a socket.
     public init(configuration: ChildWorkerConfiguration, logger: AskLogger, context: ZMQContext) throws {
         self.configuration = configuration
         self.logger = logger
         records = FlowRecordSink(try JSONLinesWriter(path: configuration.recordsPath))
-        center = try AskCenter(
-            broker: configuration.broker,
+        centers = try AskCenter.sharded(
+            brokers: configuration.brokers ?? BrokerList(single: configuration.broker),
             children: configuration.children,
             stateDirectory: configuration.stateDirectory,
             logger: logger,
@@ -116,20 +121,40 @@ public final class ChildWorker: Sendable {
         )
     }
 
+    /// The center of `child`'s shard.
+    func center(of child: ChildIdentity) -> AskCenter {
+        // Every child's shard was opened by `init`.
+        (try? centers.member(forFamily: child.family)) ?? centers.opened[0].member
+    }
+
+    /// Waits until every center is registered (at least once). - Returns: `false` if `timeout` passed first, or at
+    /// once when a connection ended for good (``connectionFailure``).
+    public func waitUntilRegistered(timeout: Duration) async -> Bool {
+        for (_, center) in centers.opened where !(await center.waitUntilRegistered(timeout: timeout)) { return false }
+        return true
+    }
+
+    /// Why a center's connection ended by itself (the first, in list order), or `nil`.
+    public var connectionFailure: WorkerConnectionError? {
+        centers.opened.lazy.compactMap { $0.member.connectionFailure }.first
+    }
+
     /// Plays every child's flows; returns when all are done, or early (without recording unfinished flows) when the
     /// calling task is cancelled.
     public func run() async -> ChildWorkerSummary {
         let deadline = configuration.duration.map { ContinuousClock.now + $0 }
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.routeResponses(CommunicationTopic.self) }
-            group.addTask { await self.routeResponses(SignificantAppUpdateTopic.self) }
-            group.addTask {
-                for await count in self.center.reconnections() {
-                    self.logger.notice(
-                        "registered again; children re-check known handles",
-                        metadata: ["registrations": "\(count)"]
-                    )
-                    self.reconnectGeneration.withLock { $0 += 1 }
+            for (shard, center) in centers.opened {
+                group.addTask { await self.routeResponses(CommunicationTopic.self, center: center) }
+                group.addTask { await self.routeResponses(SignificantAppUpdateTopic.self, center: center) }
+                group.addTask {
+                    for await count in center.reconnections() {
+                        self.logger.notice(
+                            "registered again; children re-check known handles",
+                            metadata: ["registrations": "\(count)", "shard": "\(shard.name)"]
+                        )
+                        self.reconnectGeneration.withLock { $0 += 1 }
+                    }
                 }
             }
             await withTaskGroup(of: Void.self) { children in
@@ -144,12 +169,12 @@ public final class ChildWorker: Sendable {
         return summary
     }
 
-    /// Stops the ask center and closes the records.
+    /// Stops the ask centers and closes the records.
     public func stop() async {
-        await center.stop()
+        for (_, center) in centers.opened { await center.stop() }
     }
 
-    private func routeResponses<Topic: QuestionTopic>(_ topic: Topic.Type) async {
+    private func routeResponses<Topic: QuestionTopic>(_ topic: Topic.Type, center: AskCenter) async {
         for await item in center.responses(for: Topic.self) {
             if Task.isCancelled { break }
             if let anomaly = router.deliver(child: item.child, response: AnyPermissionResponse(item.response)) {
@@ -173,7 +198,7 @@ public final class ChildWorker: Sendable {
             knownRatio: configuration.knownRatio
         )
         var approvals = ContactApprovals(pendingWindow: configuration.scaledPendingWindow)
-        let session = center.child(child.id)
+        let session = center(of: child).child(child.id)
         var seenGeneration = reconnectGeneration.withLock { $0 }
         var flow = 0
         while !Task.isCancelled {
@@ -351,6 +376,7 @@ public final class ChildWorker: Sendable {
         // right after WELCOME); until then wait for the session to come back, within one more pending window.
         let giveUp = Date().addingTimeInterval(configuration.scaledPendingWindow.seconds)
         let settle = configuration.center.heartbeatInterval.seconds / 2
+        let center = session.center
         func brokerHadItsSay() -> Bool {
             center.isConnected
                 && center.lastHeardFromBroker > max(until, center.lastRegistration.addingTimeInterval(settle))

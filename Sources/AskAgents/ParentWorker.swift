@@ -2,6 +2,7 @@ import AskClient
 import AskLogging
 import AskProtocol
 import Foundation
+import Synchronization
 import ZeroMQ
 
 /// One guardian, ready to run: who it is and how it decides.
@@ -104,16 +105,19 @@ public enum ParentWorkerEvent: Sendable {
     case dropped(guardian: String, question: UUID, why: String)
 }
 
-/// A parent worker: hosts guardians over one connection and answers their questions per policy.
+/// A parent worker: hosts guardians over one connection per broker shard they need (one connection with a single
+/// broker) and answers their questions per policy.
 public final class ParentWorker: Sendable {
-    public let runtime: WorkerRuntime
+    /// One connection per shard of the guardians' families (``ShardedConnections``).
+    public let connections: ShardedConnections<WorkerRuntime>
 
-    /// Connects and starts serving.
-    /// - Parameters:
-    ///   - onRegistered: called on the connection thread each time the session is registered.
-    ///   - onEvent: called on the connection thread for each ``ParentWorkerEvent``.
+    /// Why a connection ended by itself (a permanent refusal, a dead socket), or `nil` while all run or after
+    /// ``stop()``.
+    public var failure: WorkerConnectionError? { connections.failure }
+
+    /// Connects to one broker and starts serving.
     /// - Throws: an error creating the socket or opening the records file.
-    public init(
+    public convenience init(
         configuration: ParentWorkerConfiguration,
         broker: String,
         heartbeat: Duration = .seconds(1),
@@ -123,28 +127,91 @@ public final class ParentWorker: Sendable {
         onRegistered: @escaping @Sendable () -> Void = {},
         onEvent: @escaping @Sendable (ParentWorkerEvent) -> Void = { _ in }
     ) throws {
-        if let path = configuration.recordsPath { _ = try JSONLinesWriter(path: path) }
-        var connection = WorkerConfiguration(
-            broker: broker,
-            role: .guardian,
-            worker: "askrelay-parent[\(ProcessInfo.processInfo.processIdentifier)]",
-            endpoints: configuration.guardians.map { EndpointClaim(address: "guardian/\($0.id)", family: $0.family) }
+        try self.init(
+            configuration: configuration,
+            brokers: BrokerList(single: broker),
+            heartbeat: heartbeat,
+            curve: curve,
+            logger: logger,
+            context: context,
+            onRegistered: onRegistered,
+            onEvent: onEvent
         )
-        connection.heartbeatInterval = heartbeat
-        connection.curve = curve
-        runtime = try WorkerRuntime(configuration: connection, logger: logger, context: context) {
-            ParentWorkerHandler(
-                configuration: configuration,
-                logger: logger,
-                onRegistered: onRegistered,
-                onEvent: onEvent
+    }
+
+    /// Connects to the shard of every guardian's family and starts serving.
+    /// - Parameters:
+    ///   - onRegistered: called on a connection thread once every shard's session is registered, and after that at
+    ///     each registration again (a reconnect).
+    ///   - onEvent: called on the connection threads for each ``ParentWorkerEvent``.
+    /// - Throws: an error creating a socket or opening the records file.
+    public init(
+        configuration: ParentWorkerConfiguration,
+        brokers: BrokerList,
+        heartbeat: Duration = .seconds(1),
+        curve: (keys: CurveKeyPair, serverKey: String)? = nil,
+        logger: AskLogger,
+        context: ZMQContext,
+        onRegistered: @escaping @Sendable () -> Void = {},
+        onEvent: @escaping @Sendable (ParentWorkerEvent) -> Void = { _ in }
+    ) throws {
+        if let path = configuration.recordsPath { _ = try JSONLinesWriter(path: path) }
+        let groups = ShardedConnections<WorkerRuntime>.group(configuration.guardians, over: brokers) { $0.family }
+        let registered = RegisteredShards(count: groups.count, onAll: onRegistered)
+        connections = ShardedConnections(brokers: brokers) { shard in
+            var shardConfiguration = configuration
+            shardConfiguration.guardians = groups.first { $0.shard == shard }?.items ?? []
+            var connection = WorkerConfiguration(
+                broker: shard.endpoint,
+                role: .guardian,
+                worker: "askrelay-parent[\(ProcessInfo.processInfo.processIdentifier)]",
+                endpoints: shardConfiguration.guardians.map {
+                    EndpointClaim(address: "guardian/\($0.id)", family: $0.family)
+                }
             )
+            connection.heartbeatInterval = heartbeat
+            connection.curve = curve
+            let handlerConfiguration = shardConfiguration
+            return try WorkerRuntime(configuration: connection, logger: logger, context: context) {
+                ParentWorkerHandler(
+                    configuration: handlerConfiguration,
+                    logger: logger,
+                    onRegistered: { registered.registered(shard.name) },
+                    onEvent: onEvent
+                )
+            }
+        }
+        do {
+            for group in groups { _ = try connections.member(forFamily: group.items[0].family) }
+        } catch {
+            connections.stop()
+            throw error
         }
     }
 
-    /// Says BYE and waits for the connection thread to end.
-    public func stop() { runtime.stop() }
+    /// Says BYE on every connection and waits for their threads to end.
+    public func stop() { connections.stop() }
 
-    /// Waits until the connection thread has ended.
-    public func wait() { runtime.wait() }
+    /// Waits until every connection has ended (one ending by itself stops the others).
+    public func wait() { connections.wait() }
+}
+
+/// Calls `onAll` once every one of `count` shards has registered, and at every registration after that.
+final class RegisteredShards: Sendable {
+    private let state = Mutex<Set<String>>([])
+    private let count: Int
+    private let onAll: @Sendable () -> Void
+
+    init(count: Int, onAll: @escaping @Sendable () -> Void) {
+        self.count = count
+        self.onAll = onAll
+    }
+
+    func registered(_ shard: String) {
+        let all = state.withLock { shards in
+            shards.insert(shard)
+            return shards.count >= count
+        }
+        if all { onAll() }
+    }
 }

@@ -24,6 +24,13 @@ struct ChildMain: Command {
     static let options: [OptionSpec] =
         [
             .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
+            .value(
+                "brokers",
+                "LIST",
+                env: "ASKRELAY_BROKERS",
+                help:
+                    "sharded brokers NAME=URL[,NAME=URL...]: one connection per shard of the hosted families; replaces --broker"
+            ),
             .value("child", "ID@FAMILY", env: "ASKRELAY_CHILDREN", repeatable: true, help: "a child to host"),
             .value("families", "N", env: "ASKRELAY_FAMILIES", default: "0", help: "generated families"),
             .value(
@@ -182,6 +189,9 @@ struct ChildMain: Command {
             broker: try arguments.requireEndpoint("broker", binding: false),
             children: children
         )
+        configuration.brokers = try arguments.parsed("brokers") { text in
+            try BrokerList(parsing: text) { EndpointSyntax.problem($0, binding: false) }
+        }
         configuration.seed = try arguments.uint64("seed") ?? configuration.seed
         configuration.recordsPath = arguments.string("records")
         configuration.stateDirectory = arguments.string("state-dir")
@@ -238,8 +248,8 @@ struct ChildMain: Command {
         let children = configuration.children.count
         let play = Task {
             // Waits for the broker as long as it takes; SIGTERM cancels, and so does a refusal for good.
-            while !(await worker.center.waitUntilRegistered(timeout: .seconds(5))) {
-                if Task.isCancelled || worker.center.connectionFailure != nil { return ChildWorkerSummary() }
+            while !(await worker.waitUntilRegistered(timeout: .seconds(5))) {
+                if Task.isCancelled || worker.connectionFailure != nil { return ChildWorkerSummary() }
             }
             printLine("ready children=\(children)")
             return await worker.run()
@@ -252,7 +262,7 @@ struct ChildMain: Command {
             Task { await worker.stop() }
         }
         let summary = await play.value
-        if let failure = worker.center.connectionFailure {
+        if let failure = worker.connectionFailure {
             // Refused for good (or the connection died): no 'done' line, the flows did not run.
             await worker.stop()
             _ = signals

@@ -23,6 +23,19 @@ struct LimitsMain: Command {
     static let options: [OptionSpec] =
         [
             .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
+            .value(
+                "brokers",
+                "LIST",
+                env: "ASKRELAY_BROKERS",
+                help:
+                    "sharded brokers NAME=URL[,NAME=URL...], with --shard-name: serve that broker's shard; replaces --broker"
+            ),
+            .value(
+                "shard-name",
+                "NAME",
+                env: "ASKRELAY_SHARD_NAME",
+                help: "with --brokers: the broker of the list to serve (one limits process per shard)"
+            ),
             .value("id", "ID", env: "ASKRELAY_ID", default: "limits-1", help: "serve limits/<ID>"),
             .value(
                 "state",
@@ -46,6 +59,25 @@ struct LimitsMain: Command {
     init(arguments: Arguments) throws {
         var configuration = LimitsWorkerConfiguration()
         configuration.broker = try arguments.requireEndpoint("broker", binding: false)
+        let brokers = try arguments.parsed("brokers") { text in
+            try BrokerList(parsing: text) { EndpointSyntax.problem($0, binding: false) }
+        }
+        switch (brokers, arguments.string("shard-name")) {
+        case (nil, nil): break
+        case (let brokers?, let name?):
+            guard let entry = brokers.entry(named: name) else {
+                throw UsageError(
+                    "\(arguments.origin("shard-name")): '\(name)' is not in --brokers "
+                        + "(\(brokers.entries.map(\.name).joined(separator: ", ")))"
+                )
+            }
+            configuration.broker = entry.endpoint
+        case (_?, nil):
+            throw UsageError(
+                "--brokers needs --shard-name: a limits worker serves one shard (run one per broker, docs/scaling.md)"
+            )
+        case (nil, _?): throw UsageError("--shard-name needs --brokers: the list the name belongs to")
+        }
         configuration.id = try arguments.require("id")
         guard Address.isValidID(configuration.id) else {
             throw UsageError(

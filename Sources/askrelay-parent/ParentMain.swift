@@ -24,6 +24,13 @@ struct ParentMain: Command {
         [
             .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
             .value(
+                "brokers",
+                "LIST",
+                env: "ASKRELAY_BROKERS",
+                help:
+                    "sharded brokers NAME=URL[,NAME=URL...]: one connection per shard of the hosted families; replaces --broker"
+            ),
+            .value(
                 "guardian",
                 "ID@FAMILY",
                 env: "ASKRELAY_GUARDIANS",
@@ -90,13 +97,16 @@ struct ParentMain: Command {
     #endif
 
     let configuration: ParentWorkerConfiguration
-    let broker: String
+    let brokers: BrokerList
     let heartbeat: Duration
     let curve: (keys: CurveKeyPair, serverKey: String)?
     let logLevel: AskLogger.Level
 
     init(arguments: Arguments) throws {
-        broker = try arguments.requireEndpoint("broker", binding: false)
+        brokers =
+            try arguments.parsed("brokers") { text in
+                try BrokerList(parsing: text) { EndpointSyntax.problem($0, binding: false) }
+            } ?? BrokerList(single: try arguments.requireEndpoint("broker", binding: false))
         heartbeat =
             try arguments.duration("heartbeat", in: .milliseconds(10)...ValueBounds.maximumDuration) ?? .seconds(1)
         do {
@@ -203,7 +213,7 @@ struct ParentMain: Command {
         do {
             worker = try ParentWorker(
                 configuration: configuration,
-                broker: broker,
+                brokers: brokers,
                 heartbeat: heartbeat,
                 curve: curve,
                 logger: logger,
@@ -224,7 +234,7 @@ struct ParentMain: Command {
         try await onDedicatedThread(name: "parent-wait") { worker.wait() }
         _ = signals
         // A connection that ended by itself (refused for good, or dead) is a failure, not a stop.
-        if let failure = worker.runtime.failure {
+        if let failure = worker.failure {
             printError("askrelay-parent: \(failure.message)")
             return ExitCode.unavailable
         }

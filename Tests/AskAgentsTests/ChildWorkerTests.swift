@@ -98,7 +98,7 @@ struct ChildWorkerTests {
         defer { responder.stop() }
 
         let worker = try ChildWorker(configuration: configuration, logger: .silent(), context: context)
-        #expect(await worker.center.waitUntilRegistered(timeout: .seconds(5)))
+        #expect(await worker.waitUntilRegistered(timeout: .seconds(5)))
         let summary = await worker.run()
         await worker.stop()
         let (written, unreadable) = JSONLinesWriter.read(ChildFlowRecord.self, path: configuration.recordsPath!)

@@ -1,3 +1,4 @@
+import AskAgents
 import AskProtocol
 import AskTestSupport
 import Foundation
@@ -101,5 +102,74 @@ struct ShardedBrokerTests {
             #expect(log.contains(expected), "\(arguments): \(log)")
         }
         #expect(!FileManager.default.fileExists(atPath: directory.path + "/d"), "bad usage changes nothing")
+    }
+
+    @Test("workers with --brokers: one limits worker per shard, a parent and a child on both shards complete flows")
+    func workersAcrossShards() throws {
+        let brokers = try ShardedBrokers(count: 2)
+        defer { brokers.stop() }
+        let path = brokers.directory.path
+        var workers: [TestProcess] = []
+        defer { for worker in workers { worker.kill9() } }
+        for shard in ["b0", "b1"] {
+            let limits = try TestProcess(
+                "askrelay-limits",
+                [
+                    "--brokers", brokers.list, "--shard-name", shard, "--id", "limits-\(shard)", "--data-dir",
+                    path + "/limits-\(shard)", "--heartbeat", "200ms",
+                ],
+                logDirectory: path
+            )
+            workers.append(limits)
+            _ = try limits.waitForLine(startingWith: "ready")
+        }
+        // f1, f2 and f4 are b1's, f3 is b0's: the parent and the child each hold two connections.
+        let parent = try TestProcess(
+            "askrelay-parent",
+            [
+                "--brokers", brokers.list, "--families", "4", "--guardians-per-family", "1", "--policy", "approve",
+                "--think", "fixed:10ms", "--heartbeat", "200ms",
+            ],
+            logDirectory: path
+        )
+        workers.append(parent)
+        #expect(try parent.waitForLine(startingWith: "ready") == "ready guardians=4")
+        let records = path + "/flows.jsonl"
+        let child = try TestProcess(
+            "askrelay-child",
+            [
+                "--brokers", brokers.list, "--families", "4", "--flows", "3", "--think", "10ms",
+                "--cancel-probability", "0", "--records", records, "--heartbeat", "200ms",
+            ],
+            logDirectory: path
+        )
+        workers.append(child)
+        #expect(try child.waitForLine(startingWith: "done", timeout: .seconds(60)) == "done flows=12")
+        let flows = JSONLinesWriter.read(ChildFlowRecord.self, path: records).values
+        #expect(flows.count == 12)
+        for flow in flows {
+            #expect([.approved, .knownHandle].contains(flow.outcome), "\(flow.family): \(flow.outcome)")
+        }
+        #expect(Set(flows.filter { $0.outcome == .approved }.map(\.family)).contains("f3"), "b0's family asked")
+        for index in 0..<2 {
+            let log = try String(contentsOfFile: brokers.processes[index].stderrPath, encoding: .utf8)
+            #expect(log.contains("askrelay-child["), "broker b\(index) served the child worker")
+            #expect(!log.contains("wrong-shard"), "no claim reached the wrong shard")
+        }
+    }
+
+    @Test("a worker given one broker that is not its families' shard stops with wrong-shard, naming the right one")
+    func misconfiguredWorker() throws {
+        let brokers = try ShardedBrokers(count: 2)
+        defer { brokers.stop() }
+        let parent = try TestProcess(
+            "askrelay-parent",
+            ["--broker", brokers.endpoint(1), "--guardian", "g0@f0", "--heartbeat", "200ms"],
+            logDirectory: brokers.directory.path
+        )
+        defer { parent.kill9() }
+        #expect(try parent.waitForEnd() == 69)
+        let log = try String(contentsOfFile: parent.stderrPath, encoding: .utf8)
+        #expect(log.contains("served by broker b0 (\(brokers.endpoint(0)))"), "\(log.suffix(1000))")
     }
 }

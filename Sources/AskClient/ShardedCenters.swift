@@ -8,7 +8,7 @@ extension AskCenter {
     /// opened for each shard a child needs and for no other; `centers.member(forFamily:)` is the one of a family.
     /// - Parameters:
     ///   - stateDirectory: with a list of more than one broker, each center keeps its response record in the
-    ///     subfolder named after its shard (created in an existing folder); with one broker, in the folder itself.
+    ///     subfolder named after its shard; with one broker, in the folder itself.
     /// - Throws: what ``init(broker:children:stateDirectory:logger:context:options:)`` throws; centers opened by then
     ///   are stopped.
     public static func sharded(
@@ -23,11 +23,7 @@ extension AskCenter {
         let centers = ShardedConnections<AskCenter>(brokers: brokers) { shard in
             var folder = stateDirectory
             if let parent = stateDirectory, brokers.entries.count > 1 {
-                let own = (parent as NSString).appendingPathComponent(shard.name)
-                if FileManager.default.fileExists(atPath: parent) {
-                    try FileManager.default.createDirectory(atPath: own, withIntermediateDirectories: true)
-                }
-                folder = own
+                folder = (parent as NSString).appendingPathComponent(shard.name)
             }
             return try AskCenter(
                 broker: shard.endpoint,

@@ -57,6 +57,9 @@ public struct Scenario: Codable, Sendable, Equatable {
     /// Fault tests only: the broker's first run gets `--crash-at POINT[:N]` (docs/broker.md); when it crashes there
     /// it is restarted on the same journal, and that SIGKILL counts as expected.
     public var brokerCrashAt: String?
+    /// Brokers, each the shard of some families (docs/scaling.md): with more than one, they are named `b0 ...`,
+    /// their processes `broker-b0 ...`, each has a limits worker `limits-b0 ...`, and every worker gets the list.
+    public var brokers = 1
 
     public init() {}
 
@@ -99,8 +102,13 @@ public struct ScenarioError: Error, CustomStringConvertible, Sendable, Equatable
 extension Scenario {
     /// Names of every process the scenario starts, in start order.
     public var processNames: [String] {
-        ["broker", "limits"] + (1...parentProcesses).map { "parent-\($0)" } + (1...childProcesses).map { "child-\($0)" }
+        shardNames.map { brokers == 1 ? "broker" : "broker-\($0)" }
+            + shardNames.map { brokers == 1 ? "limits" : "limits-\($0)" } + (1...parentProcesses).map { "parent-\($0)" }
+            + (1...childProcesses).map { "child-\($0)" }
     }
+
+    /// The brokers' names in the list: `b0 ... b<brokers-1>`.
+    public var shardNames: [String] { (0..<max(1, brokers)).map { "b\($0)" } }
 
     /// Families whose guardians answer: `f1 ... f<answeringFamilies>`; the rest never answer.
     public var answeringFamilies: Int {

@@ -10,7 +10,7 @@ extension Scenario {
             topics
         case groupQuestionRatio, invalidRatio, cancelProbability, abandonProbability, contactsPerChild, guardians,
             childThink, pendingWindow, expireAfter
-        case timeScale, duration, flowsPerChild, grace, durability, faults, answerAfterExpiry, brokerCrashAt
+        case timeScale, duration, flowsPerChild, grace, durability, faults, answerAfterExpiry, brokerCrashAt, brokers
     }
 
     public init(from decoder: any Decoder) throws {
@@ -54,6 +54,7 @@ extension Scenario {
         faults = try c.decodeIfPresent([Fault].self, forKey: .faults) ?? d.faults
         answerAfterExpiry = try c.decodeIfPresent(Bool.self, forKey: .answerAfterExpiry) ?? d.answerAfterExpiry
         brokerCrashAt = try c.decodeIfPresent(String.self, forKey: .brokerCrashAt)
+        brokers = try c.decodeIfPresent(Int.self, forKey: .brokers) ?? d.brokers
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -88,6 +89,7 @@ extension Scenario {
         try c.encode(faults, forKey: .faults)
         try c.encode(answerAfterExpiry, forKey: .answerAfterExpiry)
         try c.encodeIfPresent(brokerCrashAt, forKey: .brokerCrashAt)
+        if brokers != 1 { try c.encode(brokers, forKey: .brokers) }
     }
 }
 

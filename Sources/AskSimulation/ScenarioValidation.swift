@@ -6,7 +6,9 @@ import Foundation
 
 extension Scenario {
     /// Reads and validates a scenario file. - Throws: ``ScenarioError`` naming the field.
-    public static func load(path: String) throws -> Scenario {
+    /// - Parameter brokers: replaces the file's `brokers` before validation (`--brokers`; the faults' process names
+    ///   depend on it).
+    public static func load(path: String, brokers: Int? = nil) throws -> Scenario {
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
             throw ScenarioError(field: "", "no such file; give --scenario the path of a scenario JSON file")
@@ -17,11 +19,11 @@ extension Scenario {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ScenarioError(field: "", "cannot be read (permission denied?); give --scenario a file you can read")
         }
-        return try parse(data)
+        return try parse(data, brokers: brokers)
     }
 
     /// Decodes and validates scenario JSON. - Throws: ``ScenarioError`` naming the field.
-    public static func parse(_ data: Data) throws -> Scenario {
+    public static func parse(_ data: Data, brokers: Int? = nil) throws -> Scenario {
         // JSONDecoder is lenient (it takes `{"families": 5,}`) and says no line: check the syntax strictly first.
         do { try StrictJSONSyntax.check(data) } catch let failure as StrictJSONSyntax.Failure {
             throw ScenarioError(
@@ -29,7 +31,7 @@ extension Scenario {
                 "\(failure); fix the file (double-quoted names, no trailing commas, no comments)"
             )
         }
-        let scenario: Scenario
+        var scenario: Scenario
         do {
             scenario = try JSONDecoder().decode(Scenario.self, from: data)
         } catch let error as ScenarioError {
@@ -46,6 +48,7 @@ extension Scenario {
         } catch let DecodingError.dataCorrupted(context) {
             throw ScenarioError(field: path(context.codingPath), context.debugDescription)
         }
+        if let brokers { scenario.brokers = brokers }
         try scenario.validate()
         return scenario
     }
@@ -131,6 +134,12 @@ extension Scenario {
         guard duration > .zero else { throw ScenarioError(field: "duration", "must be longer than 0") }
         guard ["strict", "batch", "off"].contains(durability) else {
             throw ScenarioError(field: "durability", "must be strict, batch or off, got '\(durability)'")
+        }
+        guard (1...16).contains(brokers) else {
+            throw ScenarioError(field: "brokers", "must be 1...16, got \(brokers)")
+        }
+        if brokers > 1 && brokerCrashAt != nil {
+            throw ScenarioError(field: "brokerCrashAt", "needs one broker (brokers is \(brokers))")
         }
         if !CrashPoints.isAvailable, brokerCrashAt != nil || answerAfterExpiry {
             throw ScenarioError(

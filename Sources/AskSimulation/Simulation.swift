@@ -60,8 +60,8 @@ public struct CommandWrappers: Sendable, Equatable {
 
     /// The prefix for a process named `broker`, `limits`, `parent-<n>` or `child-<n>`.
     public func prefix(for process: String) -> [String] {
-        if process == "broker" { return broker }
-        if process == "limits" { return limits }
+        if process == "broker" || process.hasPrefix("broker-") { return broker }
+        if process == "limits" || process.hasPrefix("limits-") { return limits }
         if process.hasPrefix("parent-") { return parent }
         if process.hasPrefix("child-") { return child }
         return []
@@ -120,7 +120,11 @@ public final class Simulation: Sendable {
         defer { try? fileManager.removeItem(atPath: socketDirectory) }
 
         let bindEndpoint = options.externalBroker ?? options.brokerEndpoint ?? "ipc://\(socketDirectory)/broker.ipc"
-        let statsEndpoint = options.externalBroker == nil ? "ipc://\(socketDirectory)/stats.ipc" : nil
+        let statsEndpoint =
+            options.externalBroker != nil
+            ? nil
+            : scenario.brokers > 1
+                ? Self.statsEndpoint(socketDirectory, shard: "b0") : "ipc://\(socketDirectory)/stats.ipc"
         if bindEndpoint.hasSuffix(":*")
             && scenario.faults.contains(where: { $0.process == "broker" && $0.restartAfter != nil })
         {
@@ -129,7 +133,18 @@ public final class Simulation: Sendable {
                 "a restarted broker would bind another port than \(bindEndpoint): give a fixed port"
             )
         }
-        var plan = WorkerPlan(scenario: scenario, brokerEndpoint: bindEndpoint, runDirectory: runDirectory)
+        if scenario.brokers > 1 && (options.externalBroker != nil || options.brokerEndpoint != nil) {
+            throw SupervisorError(
+                process: "broker",
+                "a sharded run (\(scenario.brokers) brokers) starts its own brokers on ipc: no --broker or --endpoint"
+            )
+        }
+        var plan = WorkerPlan(
+            scenario: scenario,
+            brokerEndpoint: bindEndpoint,
+            runDirectory: runDirectory,
+            socketDirectory: socketDirectory
+        )
         try plan.limitsState(knownHandles: knownHandles).write(to: plan.limitsStatePath)
         for index in 1...scenario.parentProcesses {
             try RosterEntry.write(plan.roster(index), to: plan.rosterPath(index))
@@ -156,8 +171,18 @@ public final class Simulation: Sendable {
         let curveArguments =
             options.curve && options.externalBroker == nil
             ? try SimulationKeys.write(plan: plan, scenario: scenario, directory: plan.path("keys")) : [:]
+        // Every broker of a sharded run shares the broker's keys; every limits worker the limits worker's.
+        func keyName(_ name: String) -> String {
+            name.hasPrefix("broker-") ? "broker" : name.hasPrefix("limits-") ? "limits" : name
+        }
+        // The workers' flags say where the brokers are: none of the brokers/shard variables of this process's
+        // environment (`ASKRELAY_BROKERS` is also simulate's own --brokers) may reach them.
+        var environment = ProcessInfo.processInfo.environment
+        environment["ASKRELAY_BROKERS"] = nil
+        environment["ASKRELAY_SHARD_NAME"] = nil
         func start(_ name: String, _ binary: String, _ arguments: [String]) throws -> SupervisedProcess {
             let prefix = options.wrappers.prefix(for: name)
+            let curve = curveArguments[keyName(name)] ?? []
             logger.info(
                 "starting",
                 metadata: [
@@ -171,21 +196,36 @@ public final class Simulation: Sendable {
                 return try supervisor.start(
                     name: name,
                     executable: path,
-                    arguments: arguments + (curveArguments[name] ?? []),
+                    arguments: arguments + curve,
+                    environment: environment,
+                    replacingEnvironment: true,
                     logPath: plan.logPath(name)
                 )
             }
             return try supervisor.start(
                 name: name,
                 executable: try Self.resolveProgram(wrapper),
-                arguments: Array(prefix.dropFirst()) + [path] + arguments + (curveArguments[name] ?? []),
+                arguments: Array(prefix.dropFirst()) + [path] + arguments + curve,
+                environment: environment,
+                replacingEnvironment: true,
                 logPath: plan.logPath(name)
             )
         }
 
         // 1. broker, limits, parents, children: each group waits for its ready lines before the next starts.
         var services: [SupervisedProcess] = []
-        if options.externalBroker == nil {
+        if options.externalBroker == nil, plan.brokers != nil {
+            for shard in scenario.shardNames {
+                var arguments = plan.brokerArguments(
+                    shard: shard,
+                    statsEndpoint: Self.statsEndpoint(socketDirectory, shard: shard),
+                    logLevel: options.workerLogLevel
+                )
+                if options.allowInsecure { arguments.append("--allow-insecure") }
+                services.append(try start(plan.brokerProcess(shard), "askrelay-broker", arguments))
+            }
+            for broker in services { try broker.waitForLine(timeout: options.readyTimeout) }
+        } else if options.externalBroker == nil {
             var arguments = plan.brokerArguments(statsEndpoint: statsEndpoint!, logLevel: options.workerLogLevel)
             if options.allowInsecure { arguments.append("--allow-insecure") }
             let broker = try start("broker", "askrelay-broker", arguments)
@@ -200,9 +240,18 @@ public final class Simulation: Sendable {
                 plan = WorkerPlan(scenario: scenario, brokerEndpoint: String(bound), runDirectory: runDirectory)
             }
         }
-        let limits = try start("limits", "askrelay-limits", plan.limitsArguments(logLevel: options.workerLogLevel))
-        try limits.waitForLine(timeout: options.readyTimeout)
-        services.append(limits)
+        var limitsWorkers: [SupervisedProcess] = []
+        for shard in plan.brokers == nil ? ["b0"] : scenario.shardNames {
+            limitsWorkers.append(
+                try start(
+                    plan.limitsProcess(shard),
+                    "askrelay-limits",
+                    plan.limitsArguments(shard: shard, logLevel: options.workerLogLevel)
+                )
+            )
+        }
+        for limits in limitsWorkers { try limits.waitForLine(timeout: options.readyTimeout) }
+        services += limitsWorkers
         var parents: [SupervisedProcess] = []
         for index in 1...scenario.parentProcesses {
             parents.append(
@@ -240,6 +289,7 @@ public final class Simulation: Sendable {
 
         // 2. The children play while the fault schedule runs on time.
         let playStart = ContinuousClock.now
+        let playStartDate = Date()
         var notes: [String] = []
         let undos = PendingUndos()
         defer {
@@ -268,8 +318,11 @@ public final class Simulation: Sendable {
         // 3. Drain: parents, limits, then the broker, each by SIGTERM.
         progress.stop()
         var brokerStoppedAt: Date?
-        for group in [parents, [limits], services.filter { $0.name == "broker" }] {
-            if group.contains(where: { $0.name == "broker" }) { brokerStoppedAt = Date() }
+        let brokerProcesses = services.filter { $0.name == "broker" || $0.name.hasPrefix("broker-") }
+        for group in [parents, limitsWorkers, brokerProcesses] {
+            if group.contains(where: { process in brokerProcesses.contains { $0 === process } }) {
+                brokerStoppedAt = Date()
+            }
             for process in group where process.isRunning { process.signal(SIGTERM) }
             let deadline = ContinuousClock.now + options.drainTimeout
             for process in group {
@@ -301,12 +354,17 @@ public final class Simulation: Sendable {
             if scenario.durability == "off" {
                 notes.append("ledger checks skipped: durability 'off' keeps no journal")
             } else {
+                // Every shard's journal: a question lives in exactly one of them (its family's shard).
                 do {
-                    ledger = try Journal(
-                        directory: plan.brokerDataDirectory,
-                        durability: Durability(rawValue: scenario.durability) ?? .batch
-                    )
-                    .loadQuestions(openOnly: false)
+                    var questions: [QuestionRecord] = []
+                    for shard in plan.brokers == nil ? ["b0"] : scenario.shardNames {
+                        questions += try Journal(
+                            directory: plan.brokerDataDirectory(shard),
+                            durability: Durability(rawValue: scenario.durability) ?? .batch
+                        )
+                        .loadQuestions(openOnly: false)
+                    }
+                    ledger = questions
                 } catch {
                     notes.append("could not read the broker's journal: \(error)")
                 }
@@ -338,10 +396,21 @@ public final class Simulation: Sendable {
             guardianRecords: guardianRecords,
             invariants: result,
             processes: exits,
-            notes: notes
+            notes: notes,
+            shardFaults: ShardFaultFigures.measure(
+                scenario: scenario,
+                brokers: plan.brokers,
+                playStart: playStartDate,
+                records: childRecords
+            )
         )
         let paths = try report.write(to: runDirectory)
         return SimulationResult(report: report, reportJSON: paths.json, reportHTML: paths.html)
+    }
+
+    /// The stats endpoint of shard `shard`'s broker in a sharded run.
+    static func statsEndpoint(_ socketDirectory: String, shard: String) -> String {
+        "ipc://\(socketDirectory)/stats-\(shard).ipc"
     }
 
     /// `program` itself when it contains a `/`, else its first match on `PATH`.

@@ -56,6 +56,8 @@ public struct SimulationReport: Codable, Sendable {
     public var invariants: InvariantResult
     public var processes: [ProcessExitReport]
     public var notes: [String]
+    /// With several brokers: what each broker fault did to the flows of its shard and of the others.
+    public var shardFaults: [ShardFaultFigures]?
 
     enum CodingKeys: String, CodingKey {
         case seed, scenario, broker, startedAt, wallSeconds, flows, questions, outcomes, askErrors, timeline,
@@ -63,6 +65,7 @@ public struct SimulationReport: Codable, Sendable {
         case invariants, processes, notes
         case throughputFlowsPerSecond = "throughput_flows_per_s"
         case latencyMs = "latency_ms"
+        case shardFaults = "shard_faults"
     }
 
     /// Latency stages in report order, with what each measures.
@@ -83,7 +86,8 @@ public struct SimulationReport: Codable, Sendable {
         guardianRecords: [GuardianAnswerRecord],
         invariants: InvariantResult,
         processes: [ProcessExitReport],
-        notes: [String] = []
+        notes: [String] = [],
+        shardFaults: [ShardFaultFigures] = []
     ) -> SimulationReport {
         var outcomes: [String: Int] = [:]
         for outcome in FlowOutcome.allCases { outcomes[outcome.rawValue] = 0 }
@@ -152,7 +156,8 @@ public struct SimulationReport: Codable, Sendable {
             guardianAnswers: guardianAnswers,
             invariants: invariants,
             processes: processes,
-            notes: notes
+            notes: notes,
+            shardFaults: shardFaults.isEmpty ? nil : shardFaults
         )
     }
 
@@ -204,6 +209,11 @@ public struct SimulationReport: Codable, Sendable {
         }
         lines.append("")
         lines.append("throughput       \(String(format: "%.1f", throughputFlowsPerSecond)) flows/s")
+        for figures in shardFaults ?? [] {
+            lines.append("")
+            lines += figures.summaryLines
+        }
+        if shardFaults != nil { lines.append("") }
         lines.append("invariants       \(verdict)")
         for violation in invariants.violations.prefix(20) { lines.append("  ✗ \(violation)") }
         for note in invariants.notes + notes { lines.append("  note: \(note)") }

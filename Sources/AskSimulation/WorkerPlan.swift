@@ -35,12 +35,32 @@ public struct WorkerPlan: Sendable {
     public let scenario: Scenario
     public let brokerEndpoint: String
     public let runDirectory: String
+    /// With ``Scenario/brokers`` > 1: the brokers `b0 ...`, each on `<socketDirectory>/broker-<name>.ipc`.
+    public let brokers: BrokerList?
 
-    public init(scenario: Scenario, brokerEndpoint: String, runDirectory: String) {
+    public init(scenario: Scenario, brokerEndpoint: String, runDirectory: String, socketDirectory: String? = nil) {
         self.scenario = scenario
         self.brokerEndpoint = brokerEndpoint
         self.runDirectory = runDirectory
+        if scenario.brokers > 1, let socketDirectory {
+            brokers = try? BrokerList(
+                scenario.shardNames.map { BrokerEntry(name: $0, endpoint: "ipc://\(socketDirectory)/broker-\($0).ipc") }
+            )
+        } else {
+            brokers = nil
+        }
     }
+
+    /// The broker process of shard `name` (`broker` with one broker).
+    public func brokerProcess(_ name: String) -> String { brokers == nil ? "broker" : "broker-\(name)" }
+    /// The limits process of shard `name` (`limits` with one broker).
+    public func limitsProcess(_ name: String) -> String { brokers == nil ? "limits" : "limits-\(name)" }
+    /// The journal folder of shard `name`'s broker.
+    public func brokerDataDirectory(_ name: String) -> String {
+        brokers == nil ? brokerDataDirectory : path("broker-data-\(name)")
+    }
+    /// How workers are told where the brokers are: `--broker URL`, or `--brokers LIST` when sharded.
+    var brokerFlag: [String] { brokers.map { ["--brokers", $0.description] } ?? ["--broker", brokerEndpoint] }
 
     func path(_ parts: String...) -> String {
         parts.reduce(runDirectory) { ($0 as NSString).appendingPathComponent($1) }
@@ -121,22 +141,26 @@ public struct WorkerPlan: Sendable {
 
     /// Arguments of the broker (only when the simulation runs its own). Closed questions are kept for the whole
     /// run and an hour more, so the invariant checker finds every question in the journal afterwards.
-    public func brokerArguments(statsEndpoint: String, logLevel: String) -> [String] {
-        [
-            "--endpoint", brokerEndpoint, "--data-dir", brokerDataDirectory, "--durability", scenario.durability,
+    public func brokerArguments(shard: String = "b0", statsEndpoint: String, logLevel: String) -> [String] {
+        let sharding = brokers.map { ["--shard-name", shard, "--brokers", $0.description] } ?? []
+        return [
+            "--endpoint", brokers?.entry(named: shard)?.endpoint ?? brokerEndpoint, "--data-dir",
+            brokerDataDirectory(shard), "--durability", scenario.durability,
             "--time-scale", format(scenario.timeScale), "--pending-window", scenario.pendingWindow.text,
             "--closed-retention", (scenario.duration + .seconds(3600)).text,
             "--heartbeat", Self.heartbeat, "--stats-endpoint", statsEndpoint, "--log-level", logLevel,
-        ] + (scenario.brokerCrashAt.map { ["--crash-at", $0] } ?? [])
+        ] + sharding + (scenario.brokerCrashAt.map { ["--crash-at", $0] } ?? [])
     }
 
     /// Heartbeat of every process: short, so a restarted broker is noticed within about 1.5 s.
     static let heartbeat = "500ms"
 
-    public func limitsArguments(logLevel: String) -> [String] {
-        [
-            "--broker", brokerEndpoint, "--id", "limits-1", "--state", limitsStatePath, "--data-dir",
-            path("limits-data"),
+    public func limitsArguments(shard: String = "b0", logLevel: String) -> [String] {
+        let broker =
+            brokers.map { ["--brokers", $0.description, "--shard-name", shard] } ?? ["--broker", brokerEndpoint]
+        return broker + [
+            "--id", "limits-1", "--state", limitsStatePath, "--data-dir",
+            brokers == nil ? path("limits-data") : path("limits-data-\(shard)"),
             "--heartbeat", Self.heartbeat, "--log-level", logLevel,
         ]
     }
@@ -144,12 +168,13 @@ public struct WorkerPlan: Sendable {
     public func parentArguments(_ index: Int, logLevel: String) -> [String] {
         let probability = scenario.guardians.approveProbability
         let policy = probability >= 1 ? "approve" : probability <= 0 ? "deny" : "probability:\(format(probability))"
-        var arguments = [
-            "--broker", brokerEndpoint, "--seed", String(SeedDerivation.seed(scenario.seed, "parent-\(index)")),
-            "--records", parentRecordsPath(index), "--roster", rosterPath(index),
-            "--policy", policy, "--think", scenario.guardians.think, "--heartbeat", Self.heartbeat, "--log-level",
-            logLevel,
-        ]
+        var arguments =
+            brokerFlag + [
+                "--seed", String(SeedDerivation.seed(scenario.seed, "parent-\(index)")),
+                "--records", parentRecordsPath(index), "--roster", rosterPath(index),
+                "--policy", policy, "--think", scenario.guardians.think, "--heartbeat", Self.heartbeat, "--log-level",
+                logLevel,
+            ]
         if scenario.answerAfterExpiry { arguments.append("--answer-after-expiry") }
         return arguments
     }
@@ -157,20 +182,21 @@ public struct WorkerPlan: Sendable {
     public func childArguments(_ index: Int, logLevel: String) -> [String] {
         let topicTotal = scenario.topics.values.reduce(0, +)
         let appUpdates = topicTotal > 0 ? (scenario.topics["significantAppUpdate"] ?? 0) / topicTotal : 0
-        var arguments = [
-            "--broker", brokerEndpoint, "--seed", String(childSeed(index)),
-            "--records", childRecordsPath(index), "--state-dir", path("child-\(index)-state"),
-            "--families", String(scenario.families), "--children-per-family", String(scenario.childrenPerFamily),
-            "--id-prefix", Self.childPrefix(index), "--flows", String(scenario.flowsPerChild),
-            "--duration", scenario.duration.text, "--think", scenario.childThink.text,
-            "--cancel-probability", format(scenario.cancelProbability),
-            "--abandon-probability", format(scenario.abandonProbability), "--contacts",
-            String(scenario.contactsPerChild),
-            "--known-ratio", format(scenario.ratios.knownHandle), "--invalid-ratio", format(scenario.invalidRatio),
-            "--group-ratio", format(scenario.groupQuestionRatio), "--app-update-ratio", format(appUpdates),
-            "--pending-window", scenario.pendingWindow.text, "--time-scale", format(scenario.timeScale),
-            "--grace", scenario.grace.text, "--heartbeat", Self.heartbeat, "--log-level", logLevel,
-        ]
+        var arguments =
+            brokerFlag + [
+                "--seed", String(childSeed(index)),
+                "--records", childRecordsPath(index), "--state-dir", path("child-\(index)-state"),
+                "--families", String(scenario.families), "--children-per-family", String(scenario.childrenPerFamily),
+                "--id-prefix", Self.childPrefix(index), "--flows", String(scenario.flowsPerChild),
+                "--duration", scenario.duration.text, "--think", scenario.childThink.text,
+                "--cancel-probability", format(scenario.cancelProbability),
+                "--abandon-probability", format(scenario.abandonProbability), "--contacts",
+                String(scenario.contactsPerChild),
+                "--known-ratio", format(scenario.ratios.knownHandle), "--invalid-ratio", format(scenario.invalidRatio),
+                "--group-ratio", format(scenario.groupQuestionRatio), "--app-update-ratio", format(appUpdates),
+                "--pending-window", scenario.pendingWindow.text, "--time-scale", format(scenario.timeScale),
+                "--grace", scenario.grace.text, "--heartbeat", Self.heartbeat, "--log-level", logLevel,
+            ]
         if let expireAfter = scenario.expireAfter { arguments += ["--expire-after", expireAfter.text] }
         return arguments
     }

@@ -29,6 +29,12 @@ struct Simulate: Command {
         .value("seed", "N", env: "ASKRELAY_SEED", help: "root seed of every random decision (overrides the scenario)"),
         .value("families", "N", env: "ASKRELAY_FAMILIES", help: "number of families (overrides the scenario)"),
         .value(
+            "brokers",
+            "N",
+            env: "ASKRELAY_BROKERS",
+            help: "run N sharded brokers b0...b<N-1>, a limits worker each; workers get the list (default 1)"
+        ),
+        .value(
             "duration",
             "DURATION",
             env: "ASKRELAY_DURATION",
@@ -110,8 +116,9 @@ struct Simulate: Command {
 
     init(arguments: Arguments) throws {
         var scenario = Scenario()
+        let brokers = try arguments.int("brokers", in: 1...16)
         if let path = arguments.string("scenario") {
-            do { scenario = try Scenario.load(path: path) } catch let error as ScenarioError {
+            do { scenario = try Scenario.load(path: path, brokers: brokers) } catch let error as ScenarioError {
                 throw UsageError("\(path): \(error)")
             }
         }
@@ -119,6 +126,7 @@ struct Simulate: Command {
         if let families = try arguments.int("families", in: 1...1_000_000) { scenario.families = families }
         if let duration = try arguments.duration("duration") { scenario.duration = duration }
         if let scale = try arguments.timeScale() { scenario.timeScale = scale }
+        if let brokers { scenario.brokers = brokers }
         do { try scenario.validate() } catch let error as ScenarioError { throw UsageError("\(error)") }
         self.scenario = scenario
         if let directory = arguments.string("report-dir") {
@@ -138,6 +146,12 @@ struct Simulate: Command {
         endpoint = try arguments.endpoint("endpoint", binding: true)
         if endpoint != nil && broker != nil {
             throw UsageError("--endpoint is for the broker simulate starts; it cannot go with --broker")
+        }
+        if scenario.brokers > 1 && (endpoint != nil || broker != nil) {
+            throw UsageError(
+                "\(scenario.brokers) brokers (--brokers or the scenario) start on ipc in a fresh folder: "
+                    + "they cannot go with --\(broker != nil ? "broker" : "endpoint")"
+            )
         }
         func words(_ name: String) throws -> [String] {
             guard let text = arguments.string(name) else { return [] }

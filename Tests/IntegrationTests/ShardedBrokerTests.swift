@@ -12,8 +12,13 @@ struct ShardedBrokers {
     let list: String
     var processes: [TestProcess] = []
 
-    init(count: Int, extra: [String] = []) throws {
-        let directory = TempDirectory()
+    /// - Parameter heartbeat: long for tests whose raw peers send no heartbeats.
+    init(
+        count: Int,
+        directory: TempDirectory = TempDirectory(),
+        heartbeat: String = "200ms",
+        extra: (Int) -> [String] = { _ in [] }
+    ) throws {
         self.directory = directory
         list = (0..<count).map { "b\($0)=ipc://\(directory.path)/b\($0).sock" }.joined(separator: ",")
         do {
@@ -22,9 +27,9 @@ struct ShardedBrokers {
                     "askrelay-broker",
                     [
                         "--endpoint", "ipc://\(directory.path)/b\(index).sock", "--data-dir",
-                        directory.path + "/data-b\(index)", "--heartbeat", "200ms", "--shard-name", "b\(index)",
+                        directory.path + "/data-b\(index)", "--heartbeat", heartbeat, "--shard-name", "b\(index)",
                         "--brokers", list,
-                    ] + extra,
+                    ] + extra(index),
                     logDirectory: directory.path
                 )
                 processes.append(broker)
@@ -171,5 +176,49 @@ struct ShardedBrokerTests {
         #expect(try parent.waitForEnd() == 69)
         let log = try String(contentsOfFile: parent.stderrPath, encoding: .utf8)
         #expect(log.contains("served by broker b0 (\(brokers.endpoint(0)))"), "\(log.suffix(1000))")
+    }
+
+    @Test("askrelay top with every broker's --stats-endpoint shows a row per broker and the totals")
+    func topOverShards() throws {
+        let directory = TempDirectory()
+        let stats = (0..<2).map { "ipc://\(directory.path)/stats-b\($0).sock" }
+        // Raw peers send no heartbeats: a long interval keeps their sessions for the test.
+        let brokers = try ShardedBrokers(count: 2, directory: directory, heartbeat: "10s") {
+            ["--stats-endpoint", stats[$0]]
+        }
+        defer { brokers.stop() }
+        let context = try ZMQContext()
+        let one = try RawPeer(context: context, endpoint: brokers.endpoint(0))
+        try one.register(role: .guardian, ["guardian/g3"], family: "f3")
+        let two = try RawPeer(context: context, endpoint: brokers.endpoint(1))
+        try two.register(role: .guardian, ["guardian/g1"], family: "f1")
+        let three = try RawPeer(context: context, endpoint: brokers.endpoint(1))
+        try three.register(role: .limits, ["limits/l1"])
+        let top = try TestProcess(
+            "askrelay",
+            ["top", "--stats-endpoint", stats[0], "--stats-endpoint", stats[1], "--count", "2"],
+            logDirectory: directory.path
+        )
+        defer { top.kill9() }
+        #expect(try top.waitForEnd() == 0)
+        let rows = top.output.filter { $0.hasPrefix("stats=") }
+        let totals = top.output.filter { $0.hasPrefix("total ") }
+        #expect(rows.count == 4 && totals.count == 2, "\(top.output)")
+        #expect(rows.contains { $0.hasPrefix("stats=\(stats[0]) ") && $0.contains("sessions=[guardian=1]") })
+        #expect(rows.contains { $0.hasPrefix("stats=\(stats[1]) ") && $0.contains("sessions=[guardian=1,limits=1]") })
+        #expect(totals.last?.contains("total brokers=2 sessions=[guardian=2,limits=1]") == true, "\(totals)")
+
+        let silent = try TestProcess(
+            "askrelay",
+            [
+                "top", "--stats-endpoint", stats[0], "--stats-endpoint", "ipc://\(directory.path)/none.sock",
+                "--timeout",
+                "1s",
+            ],
+            logDirectory: directory.path
+        )
+        #expect(try silent.waitForEnd() == 69)
+        let log = try String(contentsOfFile: silent.stderrPath, encoding: .utf8)
+        #expect(log.contains("no statistics from ipc://\(directory.path)/none.sock"), "\(log)")
     }
 }

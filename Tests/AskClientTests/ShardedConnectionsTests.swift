@@ -1,4 +1,7 @@
+import AskBroker
 import AskClient
+import AskTestSupport
+import Foundation
 import Synchronization
 import Testing
 
@@ -51,5 +54,53 @@ struct ShardedConnectionsTests {
         #expect(throws: Refused.self) { try connections.member(forFamily: "x") }
         #expect(connections.opened.isEmpty)
         #expect(try connections.member(forFamily: "x") == "ok")
+    }
+
+    @Test("AskCenter.sharded and GuardianCenter.sharded: one center per shard, each registered with its own broker")
+    func centersOverTwoBrokers() async throws {
+        let sockets = TempDirectory()
+        defer { sockets.cleanup() }
+        let endpoints = ["ipc://\(sockets.path)/b0.sock", "ipc://\(sockets.path)/b1.sock"]
+        let list = try BrokerList(parsing: "b0=\(endpoints[0]),b1=\(endpoints[1])")
+        let brokers = try (0..<2).map { index in
+            try TestBroker {
+                $0.endpoints = [endpoints[index]]
+                $0.shardName = "b\(index)"
+                $0.brokers = list
+            }
+        }
+        defer { for broker in brokers { broker.stop() } }
+        let context = try ZMQContext()
+        // Of b0 and b1, f1 is b1's and f3 is b0's: a HELLO listing both would be refused with wrong-shard.
+        var guardianOptions = GuardianCenter.Options()
+        guardianOptions.heartbeatInterval = .milliseconds(200)
+        let guardians = try GuardianCenter.sharded(
+            brokers: list,
+            guardians: [GuardianIdentity(id: "g1", family: "f1"), GuardianIdentity(id: "g3", family: "f3")],
+            logger: .silent(),
+            context: context,
+            options: guardianOptions
+        )
+        var childOptions = AskCenter.Options()
+        childOptions.heartbeatInterval = .milliseconds(200)
+        let children = try AskCenter.sharded(
+            brokers: list,
+            children: [ChildIdentity(id: "c1", family: "f1"), ChildIdentity(id: "c3", family: "f3")],
+            stateDirectory: sockets.path + "/state",
+            logger: .silent(),
+            context: context,
+            options: childOptions
+        )
+        #expect(guardians.opened.map(\.shard.name) == ["b0", "b1"])
+        #expect(children.opened.map(\.shard.name) == ["b0", "b1"])
+        for (_, center) in guardians.opened { #expect(await center.waitUntilRegistered(timeout: .seconds(10))) }
+        for (_, center) in children.opened { #expect(await center.waitUntilRegistered(timeout: .seconds(10))) }
+        #expect(try children.member(forFamily: "f3").children.keys.sorted() == ["c3"])
+        for shard in ["b0", "b1"] {
+            let record = sockets.path + "/state/\(shard)/askcenter.sqlite"
+            #expect(FileManager.default.fileExists(atPath: record), "a response record per shard: \(record)")
+        }
+        for (_, center) in guardians.opened { await center.stop() }
+        for (_, center) in children.opened { await center.stop() }
     }
 }

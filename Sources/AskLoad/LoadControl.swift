@@ -269,7 +269,7 @@ final class LoadCoordinator {
             }
             if now >= lastProgress + 1_000_000_000 {
                 lastProgress = now
-                onProgress(summedProgress(elapsed: now > start ? Double(now - start) / 1e9 : 0))
+                onProgress(summedProgress(elapsed: now > start ? Double(now - start) / 1e9 : 0, workload: workload))
             }
             guard let (identity, message) = try receive(within: 50) else { continue }
             try handle(identity, message) { agent in
@@ -282,12 +282,18 @@ final class LoadCoordinator {
                         errors: message.errors ?? 0,
                         phase: message.phase ?? ""
                     )
-                case "result": agent.result = message
+                case "result":
+                    agent.result = message
+                    if let flows = message.result {
+                        agent.progress.completed = flows.completed
+                        agent.progress.sent = flows.started
+                        agent.progress.errors = flows.errors
+                    }
                 default: break
                 }
             }
         }
-        onProgress(summedProgress(elapsed: Double(monotonicNanoseconds() - start) / 1e9))
+        onProgress(summedProgress(elapsed: Double(monotonicNanoseconds() - start) / 1e9, workload: workload))
         var hosts: [LoadHostResult] = []
         for agent in agents {
             send(ControlMessage("done"), to: agent.identity)
@@ -313,13 +319,15 @@ final class LoadCoordinator {
     /// Each agent's own throughput samples, in host order, after ``run``.
     private(set) var hostSamples: [[ThroughputSample]] = []
 
-    private func summedProgress(elapsed: Double) -> RelayLoadProgress {
+    /// The agents' counters added up; the phase from this clock (warm-up, measuring, draining).
+    private func summedProgress(elapsed: Double, workload: FlowLoadOptions) -> RelayLoadProgress {
         RelayLoadProgress(
             elapsedSeconds: elapsed,
             completed: agents.map(\.progress.completed).reduce(0, +),
             sent: agents.map(\.progress.sent).reduce(0, +),
             errors: agents.map(\.progress.errors).reduce(0, +),
-            phase: agents.first?.progress.phase ?? ""
+            phase: elapsed < workload.warmupSeconds
+                ? "warm-up" : elapsed < workload.warmupSeconds + workload.durationSeconds ? "measuring" : "draining"
         )
     }
 

@@ -81,14 +81,10 @@ extension LoadExperiment {
         defer { services.stop() }
         let cpu = ProcessCPU(services.pids)
         let progress = ProgressPrinter()
-        let recorder = ThroughputRecorder()
         let run = try control.run(
             broker: services.broker,
             workload: flowOptions,
-            onProgress: {
-                progress.show("flows", $0)
-                recorder.record("flows", $0)
-            }
+            onProgress: { progress.show("flows", $0) }
         )
         progress.finish()
         let merged = try FlowLoadResult.merged(run.hosts.map(\.flows))
@@ -105,7 +101,9 @@ extension LoadExperiment {
             flowOptions: flowOptions,
             flows: merged,
             sweep: nil,
-            throughputSamples: recorder.samples + control.hostSamples.flatMap { $0 }
+            // The merged run from the hosts' own samples (the beats arrive late and in steps).
+            throughputSamples: ThroughputSample.merged(control.hostSamples, run: "flows")
+                + control.hostSamples.flatMap { $0 }
         )
         report.cpuPerFlowUs = cpuPerFlow
         report.hosts = run.hosts

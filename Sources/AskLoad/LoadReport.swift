@@ -18,6 +18,46 @@ public struct ThroughputSample: Sendable, Codable, Equatable {
     }
 }
 
+extension ThroughputSample {
+    /// The throughput of several load hosts that ran from one start, as one run named `run`: at each sample time
+    /// of the first host, the hosts' completions so far (each host's counted up from its own samples, linearly
+    /// between them, its last count after its end) are added up; a sample's rate is that sum's growth over it.
+    public static func merged(_ hosts: [[ThroughputSample]], run: String) -> [ThroughputSample] {
+        /// (elapsed, completions so far) at the end of each sample, from (0, 0).
+        let cumulative: [[(at: Double, total: Double)]] = hosts.map { samples in
+            var points = [(at: 0.0, total: 0.0)]
+            for sample in samples {
+                let last = points[points.count - 1]
+                points.append((sample.elapsedS, last.total + sample.perSecond * (sample.elapsedS - last.at)))
+            }
+            return points
+        }
+        func total(at time: Double) -> Double {
+            cumulative.map { points in
+                guard let after = points.firstIndex(where: { $0.at >= time }) else { return points.last?.total ?? 0 }
+                guard after > 0 else { return points[0].total }
+                let (a, b) = (points[after - 1], points[after])
+                return a.total + (b.total - a.total) * (time - a.at) / (b.at - a.at)
+            }.reduce(0, +)
+        }
+        var merged: [ThroughputSample] = []
+        var previous = (at: 0.0, total: 0.0)
+        for sample in hosts.first ?? [] where sample.elapsedS > previous.at {
+            let now = (at: sample.elapsedS, total: total(at: sample.elapsedS))
+            merged.append(
+                ThroughputSample(
+                    run: run,
+                    elapsedS: now.at,
+                    perSecond: (now.total - previous.total) / (now.at - previous.at),
+                    phase: sample.phase
+                )
+            )
+            previous = now
+        }
+        return merged
+    }
+}
+
 /// Turns the once-a-second progress callbacks into per-second throughput samples. An update less than 50 ms after
 /// the previous sample extends that sample to it (the end-of-run update usually comes that soon after a tick).
 public final class ThroughputRecorder: Sendable {

@@ -166,3 +166,29 @@ struct HistogramMergeTests {
         #expect(options.share(0, of: hosts).rate == 700 / Double(hosts))
     }
 }
+
+@Suite("merged throughput of several load hosts", .timeLimit(.minutes(1)))
+struct MergedThroughputTests {
+    func samples(_ run: String, rate: Double, at times: [Double]) -> [ThroughputSample] {
+        times.map { ThroughputSample(run: run, elapsedS: $0, perSecond: rate, phase: "measuring") }
+    }
+
+    @Test("hosts at steady rates sampled at different times add up to the sum of their rates")
+    func steadyRates() {
+        let first = samples("flows host-1", rate: 100, at: [1.0, 2.0, 3.0, 3.2])
+        let second = samples("flows host-2", rate: 250, at: [0.9, 2.1, 2.9, 3.4])
+        let merged = ThroughputSample.merged([first, second], run: "flows")
+        #expect(merged.map(\.elapsedS) == [1.0, 2.0, 3.0, 3.2])
+        #expect(merged.allSatisfy { $0.run == "flows" })
+        for sample in merged { #expect(abs(sample.perSecond - 350) < 1e-9, "\(sample)") }
+    }
+
+    @Test("a host that ended early adds nothing after its end; no host, no samples")
+    func endedHost() {
+        let first = samples("flows host-1", rate: 100, at: [1.0, 2.0, 3.0])
+        let second = samples("flows host-2", rate: 50, at: [1.0])
+        let merged = ThroughputSample.merged([first, second], run: "flows")
+        #expect(merged.map(\.perSecond) == [150, 100, 100])
+        #expect(ThroughputSample.merged([], run: "flows").isEmpty)
+    }
+}

@@ -204,7 +204,10 @@ final class LoadCoordinator {
             send(plan, to: agent.identity)
         }
         let readyDeadline = monotonicNanoseconds() + timeout
+        let silence = UInt64(LoadControl.silenceLimit.seconds * 1e9)
+        for index in agents.indices { agents[index].lastHeard = monotonicNanoseconds() }
         while agents.contains(where: { !$0.ready }) {
+            try checkSilence(silence, during: "while registering its children")
             guard monotonicNanoseconds() < readyDeadline else {
                 let late = agents.filter { !$0.ready }.map(describe).joined(separator: ", ")
                 throw RelayLoadError("not ready within \(String(format: "%g", options.timeoutSeconds)) s: \(late)")
@@ -251,7 +254,6 @@ final class LoadCoordinator {
         let runEnd =
             start + UInt64((workload.warmupSeconds + workload.durationSeconds + workload.drainSeconds) * 1e9)
         let resultDeadline = runEnd + timeout
-        let silence = UInt64(LoadControl.silenceLimit.seconds * 1e9)
         var lastProgress = monotonicNanoseconds()
         for index in agents.indices { agents[index].lastHeard = monotonicNanoseconds() }
         while agents.contains(where: { $0.result == nil }) {
@@ -262,11 +264,7 @@ final class LoadCoordinator {
                     "no result within \(String(format: "%g", options.timeoutSeconds)) s after the run: \(late)"
                 )
             }
-            if let gone = agents.first(where: { $0.result == nil && now > $0.lastHeard + silence }) {
-                throw RelayLoadError(
-                    "\(describe(gone)) sent nothing for \(String(format: "%g", LoadControl.silenceLimit.seconds)) s during the run: it stopped or its network is down; the run is void"
-                )
-            }
+            try checkSilence(silence, during: "during the run")
             if now >= lastProgress + 1_000_000_000 {
                 lastProgress = now
                 onProgress(summedProgress(elapsed: now > start ? Double(now - start) / 1e9 : 0, workload: workload))
@@ -314,6 +312,15 @@ final class LoadCoordinator {
         self.hostSamples = agents.map { $0.result?.samples ?? [] }
         let skew = Double(agents.map(\.rttNs).max() ?? 0) / 2000
         return (hosts, skew)
+    }
+
+    /// Fails the run when an agent still owing its result has not been heard from for `silence` ns.
+    private func checkSilence(_ silence: UInt64, during phase: String) throws {
+        let now = monotonicNanoseconds()
+        guard let gone = agents.first(where: { $0.result == nil && now > $0.lastHeard + silence }) else { return }
+        throw RelayLoadError(
+            "\(describe(gone)) sent nothing for \(String(format: "%g", LoadControl.silenceLimit.seconds)) s \(phase): it stopped or its network is down; the run is void"
+        )
     }
 
     /// Each agent's own throughput samples, in host order, after ``run``.
@@ -524,7 +531,8 @@ public enum LoadAgent {
                 saidReady = true
             }
             let now = monotonicNanoseconds()
-            if startAt.current != nil && now >= lastBeat + LoadControl.beatInterval {
+            // Beats from the plan on, so the coordinator also sees an agent vanish while its children register.
+            if now >= lastBeat + LoadControl.beatInterval {
                 lastBeat = now
                 let progress = latest.withLock { $0 }
                 var beat = ControlMessage("beat")

@@ -285,6 +285,33 @@ struct LoadHostsTests {
         #expect(Self.text(directory.path + "/coordinator-2.log").contains("was started with --mode relay"))
     }
 
+    @Test("an agent that goes silent after its plan fails the run within the silence bound, not the control timeout")
+    func silentBeforeStart() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let (coordinator, endpoint) = try coordinator(
+            supervisor,
+            directory,
+            Self.workload + ["--load-hosts", "1", "--control-timeout", "60s"]
+        )
+        // A hand-made agent (a real DEALER): hello, takes its plan, then says nothing more.
+        let context = try ZMQContext()
+        let dealer = try context.socket(.dealer)
+        try dealer.set(.linger, 0)
+        try dealer.connect(endpoint)
+        _ = try dealer.send(#"{"type":"hello","version":1,"host":"mute","pid":77}"#)
+        #expect(try dealer.wait(timeoutMilliseconds: 30_000))
+        let plan = String(decoding: try #require(try dealer.receive(.dontWait)).bytes, as: UTF8.self)
+        #expect(plan.contains(#""type":"plan""#) && plan.contains(#""hosted_count":20"#), "\(plan)")
+        let planned = ContinuousClock.now
+        #expect(try coordinator.waitForEnd(timeout: .seconds(30)) == .exited(1))
+        #expect(ContinuousClock.now - planned < .seconds(15), "waited for the control timeout instead")
+        let log = Self.text(directory.path + "/coordinator.log")
+        #expect(log.contains("(mute, pid 77) sent nothing for 3 s while registering its children"), "\(log)")
+    }
+
     @Test("an agent with no coordinator gives up after --control-timeout, naming the endpoint")
     func agentWithoutCoordinator() throws {
         let directory = TempDirectory()

@@ -31,6 +31,10 @@ public struct FlowLoadOptions: Sendable, Codable, Equatable {
     public var warmupSeconds: Double = 1
     /// After the measured window, how long to wait for flows still in flight.
     public var drainSeconds: Double = 2
+    /// The children this process hosts, as indices into the ``endpoints`` (nil: all): a load host's share of a
+    /// coordinated run (``LoadCoordinator``), so the hosts' children never share an address.
+    public var hostedFirst: Int?
+    public var hostedCount: Int?
 
     public init() {}
 
@@ -38,6 +42,32 @@ public struct FlowLoadOptions: Sendable, Codable, Equatable {
         case endpoints, connections, families, guardiansPerFamily = "guardians_per_family", parents, inflight, rate
         case maxInflight = "max_inflight"
         case durationSeconds = "duration_s", warmupSeconds = "warmup_s", drainSeconds = "drain_s"
+        case hostedFirst = "hosted_first", hostedCount = "hosted_count"
+    }
+
+    /// Indices of the hosted children.
+    public var hosted: Range<Int> {
+        let first = hostedFirst ?? 0
+        return first..<(first + (hostedCount ?? endpoints - first))
+    }
+
+    /// Load host `index`'s share (0-based, of `hosts`) of this workload: a slice of the children (as even as
+    /// possible), the in-flight count and the maximum split the same way, the rate divided by `hosts`; every other
+    /// option (families, connections per host, phases) unchanged.
+    public func share(_ index: Int, of hosts: Int) -> FlowLoadOptions {
+        func part(_ total: Int) -> (first: Int, count: Int) {
+            let base = total / hosts
+            let extra = total % hosts
+            return (index * base + Swift.min(index, extra), base + (index < extra ? 1 : 0))
+        }
+        var share = self
+        let children = part(endpoints)
+        share.hostedFirst = children.first
+        share.hostedCount = children.count
+        share.inflight = part(inflight).count
+        share.maxInflight = part(maxInflight).count
+        share.rate = rate.map { $0 / Double(hosts) }
+        return share
     }
 
     public var isOpenLoop: Bool { rate != nil }
@@ -47,6 +77,9 @@ public struct FlowLoadOptions: Sendable, Codable, Equatable {
         if endpoints < 1 { problems.append("--endpoints must be at least 1") }
         if connections < 1 || connections > endpoints {
             problems.append("--connections must be between 1 and --endpoints")
+        }
+        if hosted.lowerBound < 0 || hosted.upperBound > endpoints || connections > hosted.count {
+            problems.append("a load host's \(hosted.count) children cannot fill \(connections) connections")
         }
         if families < 1 || families > endpoints { problems.append("--families must be between 1 and --endpoints") }
         if guardiansPerFamily < 1 { problems.append("--guardians-per-family must be at least 1") }
@@ -61,7 +94,7 @@ public struct FlowLoadOptions: Sendable, Codable, Equatable {
 
     /// The hosted children, in order.
     public var children: [ChildIdentity] {
-        (0..<endpoints).map { index in
+        hosted.map { index in
             let family = index % families + 1
             return ChildIdentity(id: "c\(family)-\(index / families + 1)", family: "f\(family)")
         }
@@ -110,6 +143,8 @@ public struct FlowLoadResult: Sendable, Codable, Equatable {
     public var askToPresentedSpectrum: [SpectrumPoint]?
     public var sendToResponseSpectrum: [SpectrumPoint]?
     public var endToEndSpectrum: [SpectrumPoint]?
+    /// The three stages' histograms, every recorded value (lossless), so runs of several load hosts merge exactly.
+    public var histograms: FlowHistograms?
 
     enum CodingKeys: String, CodingKey {
         case loop, started, completed, errors, inFlightAtEnd = "in_flight_at_end", measuredCompleted =
@@ -118,7 +153,75 @@ public struct FlowLoadResult: Sendable, Codable, Equatable {
         case sendToResponse = "send_to_response", endToEnd = "end_to_end", errorSamples = "error_samples"
         case dropped, lateStarts = "late_starts"
         case askToPresentedSpectrum = "ask_to_presented_spectrum", sendToResponseSpectrum = "send_to_response_spectrum"
-        case endToEndSpectrum = "end_to_end_spectrum"
+        case endToEndSpectrum = "end_to_end_spectrum", histograms
+    }
+}
+
+/// A flows run's latency histograms (JSON `ask_to_presented`, `send_to_response`, `end_to_end`).
+public struct FlowHistograms: Sendable, Codable, Equatable {
+    public var askToPresented = LatencyHistogram()
+    public var sendToResponse = LatencyHistogram()
+    public var endToEnd = LatencyHistogram()
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case askToPresented = "ask_to_presented", sendToResponse = "send_to_response", endToEnd = "end_to_end"
+    }
+
+    public mutating func merge(_ other: FlowHistograms) {
+        askToPresented.merge(other.askToPresented)
+        sendToResponse.merge(other.sendToResponse)
+        endToEnd.merge(other.endToEnd)
+    }
+}
+
+extension FlowLoadResult {
+    /// Builds a result's latency figures from its histograms.
+    init(counts result: FlowLoadResult, histograms: FlowHistograms) {
+        self = result
+        self.histograms = histograms
+        askToPresented = histograms.askToPresented.summary
+        sendToResponse = histograms.sendToResponse.summary
+        endToEnd = histograms.endToEnd.summary
+        askToPresentedSpectrum = LatencySpectrum.points(histograms.askToPresented)
+        sendToResponseSpectrum = LatencySpectrum.points(histograms.sendToResponse)
+        endToEndSpectrum = LatencySpectrum.points(histograms.endToEnd)
+    }
+
+    /// One result of several load hosts' runs of one coordinated workload: the counts added, the histograms merged
+    /// bucket by bucket (so the percentiles are those of one histogram fed every host's flows), the throughput the
+    /// sum of the hosts' measured completions over the (common) window.
+    /// - Throws: ``RelayLoadError`` when a result carries no histograms.
+    public static func merged(_ results: [FlowLoadResult]) throws -> FlowLoadResult {
+        guard let first = results.first else { throw RelayLoadError("no load host reported a result") }
+        var histograms = FlowHistograms()
+        var total = first
+        total.started = 0
+        total.completed = 0
+        total.errors = 0
+        total.inFlightAtEnd = 0
+        total.measuredCompleted = 0
+        total.dropped = 0
+        total.lateStarts = 0
+        total.errorSamples = []
+        for (index, result) in results.enumerated() {
+            guard let theirs = result.histograms else {
+                throw RelayLoadError("load host \(index + 1)'s result has no histograms to merge")
+            }
+            histograms.merge(theirs)
+            total.started += result.started
+            total.completed += result.completed
+            total.errors += result.errors
+            total.inFlightAtEnd += result.inFlightAtEnd
+            total.measuredCompleted += result.measuredCompleted
+            total.dropped += result.dropped
+            total.lateStarts += result.lateStarts
+            total.errorSamples += result.errorSamples.map { "host \(index + 1): \($0)" }
+        }
+        total.errorSamples = Array(total.errorSamples.prefix(10))
+        total.throughput = Double(total.measuredCompleted) / first.measuredSeconds
+        return FlowLoadResult(counts: total, histograms: histograms)
     }
 }
 
@@ -138,6 +241,7 @@ public enum FlowLoad {
         broker: String,
         options: FlowLoadOptions,
         context: ZMQContext? = nil,
+        startAt: (() throws -> UInt64)? = nil,
         progress: ((RelayLoadProgress) -> Void)? = nil
     ) throws -> FlowLoadResult {
         if let problem = options.problems().first { throw RelayLoadError(problem) }
@@ -189,7 +293,8 @@ public enum FlowLoad {
             }
         }
 
-        let start = monotonicNanoseconds() + 10_000_000
+        // A coordinated run's start comes from the coordinator, once every load host has registered.
+        let start = try startAt?() ?? monotonicNanoseconds() + 10_000_000
         let measureStart = start + UInt64(options.warmupSeconds * 1e9)
         let measureEnd = measureStart + UInt64(options.durationSeconds * 1e9)
         let drainEnd = measureEnd + UInt64(options.drainSeconds * 1e9)
@@ -295,7 +400,14 @@ public enum FlowLoad {
             errorSamples: totals.errorSamples,
             askToPresentedSpectrum: LatencySpectrum.points(totals.ask),
             sendToResponseSpectrum: LatencySpectrum.points(totals.send),
-            endToEndSpectrum: LatencySpectrum.points(totals.endToEnd)
+            endToEndSpectrum: LatencySpectrum.points(totals.endToEnd),
+            histograms: {
+                var histograms = FlowHistograms()
+                histograms.askToPresented = totals.ask
+                histograms.sendToResponse = totals.send
+                histograms.endToEnd = totals.endToEnd
+                return histograms
+            }()
         )
     }
 

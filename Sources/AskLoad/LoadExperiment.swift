@@ -38,6 +38,14 @@ public struct LoadExperiment: Sendable {
     public var commandLine: String
     /// `--threshold`: checked when the run ends; see ``LoadOutcome/breached``.
     public var thresholds: [LoadThreshold] = []
+    /// `--coordinator`: run the flows on `--load-hosts` agents, merge their results.
+    public var coordinator: CoordinatorOptions?
+    /// `--agent`: be one load host of the coordinator at this endpoint.
+    public var agent: String?
+    /// `--agent`: the `--mode` given to the agent (the coordinator checks it is its own), if any.
+    public var agentMode: String?
+    /// `--agent`: how long to wait for the coordinator (`--control-timeout`).
+    public var agentTimeoutSeconds: Double = 60
 
     public init(executableDirectory: URL, commandLine: String) {
         self.executableDirectory = executableDirectory
@@ -57,6 +65,7 @@ public struct LoadExperiment: Sendable {
         if mode == .pending && pendingOptions.families > pendingOptions.endpoints {
             problems.append("--families must be at most --endpoints")
         }
+        problems += coordinationProblems()
         return problems
     }
 
@@ -66,9 +75,10 @@ public struct LoadExperiment: Sendable {
     public func run() throws -> LoadOutcome {
         let table: [String]
         let figures: [String: LoadFigure]
+        if let agent { return LoadOutcome(lines: try runAgent(agent), breached: false) }
         switch mode {
         case .pending: (table, figures) = try runPending()
-        case .flows: (table, figures) = try runFlows()
+        case .flows: (table, figures) = coordinator != nil ? try runCoordinated() : try runFlows()
         case .relay: (table, figures) = sweep != nil ? try runRelaySweep() : try runRelay()
         }
         // Where the files went, before the table: its last line stays `throughput=...` for scripts.

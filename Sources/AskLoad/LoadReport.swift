@@ -18,6 +18,46 @@ public struct ThroughputSample: Sendable, Codable, Equatable {
     }
 }
 
+extension ThroughputSample {
+    /// The throughput of several load hosts that ran from one start, as one run named `run`: at each sample time
+    /// of the first host, the hosts' completions so far (each host's counted up from its own samples, linearly
+    /// between them, its last count after its end) are added up; a sample's rate is that sum's growth over it.
+    public static func merged(_ hosts: [[ThroughputSample]], run: String) -> [ThroughputSample] {
+        /// (elapsed, completions so far) at the end of each sample, from (0, 0).
+        let cumulative: [[(at: Double, total: Double)]] = hosts.map { samples in
+            var points = [(at: 0.0, total: 0.0)]
+            for sample in samples {
+                let last = points[points.count - 1]
+                points.append((sample.elapsedS, last.total + sample.perSecond * (sample.elapsedS - last.at)))
+            }
+            return points
+        }
+        func total(at time: Double) -> Double {
+            cumulative.map { points in
+                guard let after = points.firstIndex(where: { $0.at >= time }) else { return points.last?.total ?? 0 }
+                guard after > 0 else { return points[0].total }
+                let (a, b) = (points[after - 1], points[after])
+                return a.total + (b.total - a.total) * (time - a.at) / (b.at - a.at)
+            }.reduce(0, +)
+        }
+        var merged: [ThroughputSample] = []
+        var previous = (at: 0.0, total: 0.0)
+        for sample in hosts.first ?? [] where sample.elapsedS > previous.at {
+            let now = (at: sample.elapsedS, total: total(at: sample.elapsedS))
+            merged.append(
+                ThroughputSample(
+                    run: run,
+                    elapsedS: now.at,
+                    perSecond: (now.total - previous.total) / (now.at - previous.at),
+                    phase: sample.phase
+                )
+            )
+            previous = now
+        }
+        return merged
+    }
+}
+
 /// Turns the once-a-second progress callbacks into per-second throughput samples. An update less than 50 ms after
 /// the previous sample extends that sample to it (the end-of-run update usually comes that soon after a tick).
 public final class ThroughputRecorder: Sendable {
@@ -96,6 +136,10 @@ public struct LoadReport: Sendable, Codable {
     public var throughputSamples: [ThroughputSample]
     /// Flows mode, single run: CPU µs (user + system) per completed flow of each process (`load` is this one).
     public var cpuPerFlowUs: [String: Double]?
+    /// A coordinated run (`--coordinator`): each load host's own result; ``flows`` is their merge.
+    public var hosts: [LoadHostResult]?
+    /// A coordinated run: half the largest ping round trip, the most the hosts' starts can differ by.
+    public var startSkewBoundUs: Double?
 
     public init(
         mode: String,
@@ -126,7 +170,7 @@ public struct LoadReport: Sendable, Codable {
             "external_broker"
         case relayOptions = "relay_options", flowOptions = "flow_options", flows, sweep, throughputSamples =
             "throughput_samples"
-        case cpuPerFlowUs = "cpu_per_flow_us"
+        case cpuPerFlowUs = "cpu_per_flow_us", hosts, startSkewBoundUs = "start_skew_bound_us"
     }
 
     var unit: String { mode == "flows" ? "flows/s" : "rt/s" }
@@ -139,7 +183,7 @@ public struct LoadReport: Sendable, Codable {
                 : options.rate.map { String(format: "open loop %.0f flows/s", $0) }
                     ?? "closed loop \(options.inflight) in flight"
             return
-                "workload: flows, \(options.endpoints) children in \(options.families) families over \(options.connections) connection(s), \(options.guardiansPerFamily) guardian(s)/family in \(options.parents) parent process(es), \(loop), \(String(format: "%g", options.durationSeconds)) s (+\(String(format: "%g", options.warmupSeconds)) s warm-up), durability \(durability), \(cores) cores"
+                "workload: flows, \(options.hostedCount.map { "\($0) of " } ?? "")\(options.endpoints) children in \(options.families) families over \(options.connections) connection(s), \(options.guardiansPerFamily) guardian(s)/family in \(options.parents) parent process(es), \(loop), \(String(format: "%g", options.durationSeconds)) s (+\(String(format: "%g", options.warmupSeconds)) s warm-up), durability \(durability), \(cores) cores"
         }
         let options = relayOptions ?? RelayLoadOptions()
         return
@@ -187,6 +231,7 @@ public struct LoadReport: Sendable, Codable {
                 )
             }
             for sample in flows.errorSamples.prefix(3) { lines.append("error: \(sample)") }
+            lines += hostLines
             if let cpu = cpuPerFlowUs, !cpu.isEmpty {
                 lines.append(
                     "cpu µs/flow: "
@@ -198,6 +243,50 @@ public struct LoadReport: Sendable, Codable {
             }
             lines.append(String(format: "throughput=%.0f", flows.throughput))
         }
+        return lines
+    }
+
+    static let hostHeader = ["host", "started", "completed", "errors", "p50 µs", "p99 µs", "max µs", "flows/s"]
+
+    /// A row per load host of a coordinated run.
+    var hostRows: [[String]] {
+        (hosts ?? []).map { host in
+            let flows = host.flows
+            return [
+                host.name, "\(flows.started)", "\(flows.completed)", "\(flows.errors)",
+                RelayLoadReport.us(flows.endToEnd.p50Us), RelayLoadReport.us(flows.endToEnd.p99Us),
+                RelayLoadReport.us(flows.endToEnd.maxUs), String(format: "%.0f", flows.throughput),
+            ]
+        }
+    }
+
+    /// A coordinated run: a line per load host, then the start skew bound.
+    var hostLines: [String] {
+        guard let hosts, !hosts.isEmpty else { return [] }
+        var lines = hosts.map { host in
+            let flows = host.flows
+            return String(
+                format:
+                    "%@ (%@, pid %d): started=%d completed=%d errors=%d p50=%@µs p99=%@µs throughput=%.0f rtt=%.0fµs",
+                host.name,
+                host.host,
+                host.pid,
+                flows.started,
+                flows.completed,
+                flows.errors,
+                RelayLoadReport.us(flows.endToEnd.p50Us),
+                RelayLoadReport.us(flows.endToEnd.p99Us),
+                flows.throughput,
+                host.rttUs
+            )
+        }
+        lines.append(
+            String(
+                format: "%d load hosts merged; starts within ±%.0f µs (half the largest ping round trip)",
+                hosts.count,
+                startSkewBoundUs ?? 0
+            )
+        )
         return lines
     }
 
@@ -218,6 +307,7 @@ public struct LoadReport: Sendable, Codable {
             tables = [FigureTable(header: LoadSweep.header, rows: LoadSweep.rows(sweep))]
         } else if let flows {
             tables = [FigureTable(header: Self.stageHeader, rows: Self.stageRows(flows))]
+            if hosts?.isEmpty == false { tables.append(FigureTable(header: Self.hostHeader, rows: hostRows)) }
             spectrum = [
                 ("ask → presented", flows.askToPresented, flows.askToPresentedSpectrum),
                 ("send → response", flows.sendToResponse, flows.sendToResponseSpectrum),
@@ -226,6 +316,7 @@ public struct LoadReport: Sendable, Codable {
         }
         // The text table: the workload line, a header and the rows, then the notes.
         let notes = Array(table.dropFirst(2 + (tables.first?.rows.count ?? 0)))
+            .filter { line in !(hosts ?? []).contains { line.hasPrefix($0.name + " (") } }
         return LoadPage(
             title: "askrelay load --mode \(mode)\(sweep == nil ? "" : " --sweep")",
             meta: [commandLine, workload],

@@ -140,3 +140,90 @@ public struct LatencySummary: Sendable, Codable, Equatable {
         case p999Us = "p99_9_us", maxUs = "max_us"
     }
 }
+
+// MARK: - Lossless serialisation (to merge histograms recorded by other processes)
+
+extension LatencyHistogram: Codable {
+    /// The bucket layout a serialised histogram was recorded with; a histogram only merges with its own layout.
+    public struct Layout: Sendable, Codable, Equatable, CustomStringConvertible {
+        /// log2 of the sub-buckets in each half bucket (10: 1024 sub-buckets per power of two).
+        public var subBucketBits: Int
+        /// The largest value in nanoseconds the buckets hold.
+        public var highestTrackableNs: UInt64
+
+        public var description: String {
+            "\(1 << subBucketBits) sub-buckets per power of two up to \(highestTrackableNs) ns"
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case subBucketBits = "sub_bucket_bits", highestTrackableNs = "highest_trackable_ns"
+        }
+    }
+
+    /// This build's layout.
+    public static let layout = Layout(
+        subBucketBits: subBucketHalfCountMagnitude,
+        highestTrackableNs: highestTrackable
+    )
+
+    /// A serialised histogram that cannot be read back exactly.
+    public struct DecodingProblem: Error, Sendable, CustomStringConvertible {
+        public let description: String
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case layout, count, minNs = "min_ns", maxNs = "max_ns", sumNs = "sum_ns", buckets
+    }
+
+    /// JSON: `layout` (`sub_bucket_bits`, `highest_trackable_ns`), `count`, `min_ns`, `max_ns`, `sum_ns` and
+    /// `buckets`, the non-empty counts slots as `[slot, count]` pairs in slot order — every recorded value is kept,
+    /// so a decoded histogram equals the encoded one and merges exactly.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(Self.layout, forKey: .layout)
+        try container.encode(count, forKey: .count)
+        try container.encode(minimum, forKey: .minNs)
+        try container.encode(max, forKey: .maxNs)
+        try container.encode(sum, forKey: .sumNs)
+        var buckets: [[UInt64]] = []
+        for index in counts.indices where counts[index] != 0 { buckets.append([UInt64(index), counts[index]]) }
+        try container.encode(buckets, forKey: .buckets)
+    }
+
+    /// - Throws: ``DecodingProblem`` when the layout is not this build's (the buckets would mean other ranges) or
+    ///   the buckets do not add up to `count`.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let layout = try container.decode(Layout.self, forKey: .layout)
+        guard layout == Self.layout else {
+            throw DecodingProblem(
+                description:
+                    "the histogram was recorded with \(layout), this askrelay uses \(Self.layout): run the same askrelay build on every load host"
+            )
+        }
+        self.init()
+        var total: UInt64 = 0
+        for pair in try container.decode([[UInt64]].self, forKey: .buckets) {
+            guard pair.count == 2, pair[0] < UInt64(Self.countsLength), pair[1] > 0 else {
+                throw DecodingProblem(
+                    description: "histogram bucket \(pair) is not [slot < \(Self.countsLength), count > 0]"
+                )
+            }
+            counts[Int(pair[0])] &+= pair[1]
+            total &+= pair[1]
+        }
+        let count = try container.decode(UInt64.self, forKey: .count)
+        guard total == count else {
+            throw DecodingProblem(description: "histogram buckets hold \(total) values but its count is \(count)")
+        }
+        self.count = count
+        if count > 0 {
+            min = try container.decode(UInt64.self, forKey: .minNs)
+            max = try container.decode(UInt64.self, forKey: .maxNs)
+            guard min <= max, max <= Self.highestTrackable else {
+                throw DecodingProblem(description: "histogram min \(min) and max \(max) are out of order or range")
+            }
+        }
+        sum = try container.decode(Double.self, forKey: .sumNs)
+    }
+}

@@ -21,6 +21,11 @@ struct LoadCommand: Command {
         children, reports the broker's RSS per pending question, then kill -9s it and times the restart to 'ready'.
         --sweep: open-loop steps from --sweep-start, x --sweep-factor each, until p99 > --max-p99, errors, or
         less than 90% of the target rate is achieved; reports the knee (highest sustainable rate).
+        --coordinator ENDPOINT --load-hosts N (flows): starts limits and parents (and the broker unless --broker),
+        waits for N 'askrelay load --agent ENDPOINT' processes, gives each 1/N of the children, --inflight and
+        --rate and one start time (a delay each agent adds to its own clock, less half the measured ping round
+        trip), and merges their histograms and counts into one report; --threshold is checked on the merged
+        figures. A silent agent (3 s) or an agent error fails the run (exit 1).
         Stdout: a table; its last line starts with 'throughput=', then a line per --threshold. Progress on stderr
         once a second. Exit 0; 99 when a --threshold is breached; 64 for bad usage.
         See docs/performance.md. Build with -c release.
@@ -186,6 +191,32 @@ struct LoadCommand: Command {
             env: "ASKRELAY_LOAD_CLEAN",
             help: "empty a non-empty --report-dir first (only a folder holding what askrelay writes)"
         ),
+        .value(
+            "coordinator",
+            "ENDPOINT",
+            env: "ASKRELAY_LOAD_COORDINATOR",
+            help: "flows: bind here, run the workload on --load-hosts agents from one start time, merge their results"
+        ),
+        .value(
+            "load-hosts",
+            "N",
+            env: "ASKRELAY_LOAD_LOAD_HOSTS",
+            help: "with --coordinator: agents to wait for; each runs 1/N of the children, --inflight and --rate"
+        ),
+        .value(
+            "agent",
+            "ENDPOINT",
+            env: "ASKRELAY_LOAD_AGENT",
+            help:
+                "be one load host of the coordinator at ENDPOINT (it sends the workload; --broker overrides its broker)"
+        ),
+        .value(
+            "control-timeout",
+            "DURATION",
+            env: "ASKRELAY_LOAD_CONTROL_TIMEOUT",
+            default: "60s",
+            help: "coordinator: wait this long for the agents and their results; agent: for the coordinator"
+        ),
     ]
 
     let experiment: LoadExperiment
@@ -243,6 +274,28 @@ struct LoadCommand: Command {
                 try LoadThreshold(parsing: text)
             }
         } catch { throw UsageError(error.description) }
+        let controlTimeout =
+            try Self.seconds(arguments.duration("control-timeout", in: .seconds(1)...(.seconds(3600)))) ?? 60
+        if let endpoint = try arguments.endpoint("coordinator", binding: true) {
+            var coordinator = CoordinatorOptions(
+                endpoint: endpoint,
+                hosts: try arguments.int("load-hosts", in: 1...1000) ?? 0
+            )
+            guard coordinator.hosts > 0 else {
+                throw UsageError(
+                    "--coordinator needs --load-hosts N (or ASKRELAY_LOAD_LOAD_HOSTS): the agents to wait for"
+                )
+            }
+            coordinator.timeoutSeconds = controlTimeout
+            experiment.coordinator = coordinator
+        } else if arguments.string("load-hosts") != nil {
+            throw UsageError("--load-hosts is for --coordinator")
+        }
+        if let agent = try arguments.endpoint("agent", binding: false) {
+            experiment.agent = agent
+            experiment.agentTimeoutSeconds = controlTimeout
+            if let source = arguments.sources["mode"], source != .defaultValue { experiment.agentMode = mode.rawValue }
+        }
         if arguments.flag("sweep") {
             var sweep = SweepOptions()
             sweep.startRate = try arguments.double("sweep-start", in: 0.001...100_000_000) ?? 1000

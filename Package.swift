@@ -180,7 +180,8 @@ let package = Package(
         .testTarget(
             name: "AskAgentsTests",
             dependencies: [
-                "AskAgents", "AskClient", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport",
+                "AskAgents", "AskClient", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskMetrics",
+                "AskTestSupport",
             ],
             swiftSettings: strict
         ),

@@ -143,7 +143,7 @@ import Testing
     }
 }
 
-@Suite struct MetricsEndpointTests {
+@Suite struct MetricsEndpointParsingTests {
     @Test func parses() {
         #expect(MetricsEndpoint(parsing: "127.0.0.1:9464") == MetricsEndpoint(host: "127.0.0.1", port: 9464))
         #expect(MetricsEndpoint(parsing: "localhost:0") == MetricsEndpoint(host: "127.0.0.1", port: 0))

@@ -136,18 +136,18 @@ func body(_ response: String) -> String {
 
     @Test func slowClientDoesNotBlockAScrapeAndIsCutAtTheTimeout() throws {
         var limits = MetricsServerLimits()
-        limits.timeout = .milliseconds(800)
+        limits.timeout = .seconds(2)
         let server = try server(limits)
         let slow = try TestClient(port: server.endpoint.port)
-        slow.send("GET /metrics HTTP/1.1\r\nHost: ")
         let started = ContinuousClock.now
+        slow.send("GET /metrics HTTP/1.1\r\nHost: ")
         let scrape = try TestClient.request(server.endpoint.port, "GET /metrics HTTP/1.1\r\n\r\n")
         #expect(statusLine(scrape) == "HTTP/1.1 200 OK")
-        #expect(ContinuousClock.now - started < .milliseconds(800), "the scrape waited for the slow client")
+        #expect(ContinuousClock.now - started < .seconds(2), "the scrape waited for the slow client")
         // The slow client never finishes: it gets 408 and is closed once its time is up (readAll returns at EOF).
         let cut = slow.readAll()
         #expect(statusLine(cut) == "HTTP/1.1 408 Request Timeout")
-        #expect(ContinuousClock.now - started >= .milliseconds(700))
+        #expect(ContinuousClock.now - started >= .seconds(2))
     }
 
     @Test func connectionsPastTheLimitGet503AndFreedSlotsServeAgain() throws {

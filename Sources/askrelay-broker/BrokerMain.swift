@@ -233,7 +233,12 @@ struct BrokerMain: Command {
             service.stop()
         }
         printLine("ready endpoints=\(service.endpoints.joined(separator: ","))")
-        try await service.waitAsync()
+        do {
+            try await service.waitAsync()
+        } catch let error as JournalError where error.code == .ioFailure {
+            // The loop already logged it ("broker loop failed"); a supervisor restarts the broker on its journal.
+            return JournalError.ioFailureExitCode
+        }
         _ = signals
         return ExitCode.success
     }

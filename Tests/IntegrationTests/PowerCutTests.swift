@@ -295,3 +295,84 @@ struct SplitMix {
         return z ^ (z >> 31)
     }
 }
+
+/// The app side: the AskCenter response record of a real `askrelay-child` under power cuts, with a real broker,
+/// limits worker and parent. A response the broker deleted (the child ACKed it) lives only in the child's record;
+/// with `--power-loss-safe` no cut may lose one, by default the loss is measured.
+@Suite("power cuts under the AskCenter response record", .timeLimit(.minutes(30)), .serialized)
+struct RecordPowerCutTests {
+    @Test("a response the child acknowledged survives power cuts with --power-loss-safe", arguments: [true, false])
+    func responseRecord(powerLossSafe: Bool) throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let endpoint = "ipc://\(directory.path)/broker.sock"
+        let broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
+        defer { broker.kill9() }
+        _ = try broker.readyEndpoint()
+        let limits = try TestProcess(
+            "askrelay-limits",
+            ["--broker", endpoint, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"],
+            logDirectory: directory.path
+        )
+        defer { limits.kill9() }
+        _ = try limits.waitForLine(startingWith: "ready")
+        let parent = try TestProcess(
+            "askrelay-parent",
+            [
+                "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
+                "--heartbeat", "200ms",
+            ],
+            logDirectory: directory.path
+        )
+        defer { parent.kill9() }
+        _ = try parent.waitForLine(startingWith: "ready")
+        var random = SplitMix(seed: UInt64.random(in: 1...UInt64(UInt32.max)))
+        let seed = random.state
+        let cuts = max(2, PowerCutTests.cutsPerMode / 2)
+        for cut in 0..<cuts {
+            var environment = ProcessInfo.processInfo.environment
+            let mode = cut % 2 == 0 ? "drop" : "torn"
+            environment["ASKRELAY_FAULT_VFS"] =
+                "mode=\(mode),seed=\(1 + random.next() % 1000),cut-at-write=\(100 + random.next() % 1500)"
+            var arguments = [
+                "--broker", endpoint, "--child", "kid@fa", "--child", "kid2@fa", "--state-dir",
+                directory.path + "/child", "--flows", "0", "--duration", "120s", "--think", "1ms",
+                "--cancel-probability", "0", "--heartbeat", "200ms", "--seed", "\(cut + 1)",
+            ]
+            if powerLossSafe { arguments.append("--power-loss-safe") }
+            let child = try TestProcess(
+                "askrelay-child",
+                arguments,
+                logDirectory: directory.path,
+                environment: environment
+            )
+            defer { child.kill9() }
+            let status = try child.waitForEnd(timeout: .seconds(60))
+            #expect(status == SIGKILL, "the child ended with \(status), not its cut: \(PowerCutTests.log(child))")
+        }
+        parent.terminate()
+        limits.terminate()
+        #expect(broker.terminate() == 0)
+        // Every answered question's response is still in the broker's journal or in the child's record.
+        let journal = try Database(path: directory.path + "/data/journal.sqlite3")
+        let answered = try journal.query("SELECT id FROM question WHERE state = 'answered'") {
+            $0.withBlob(at: 0) { MessageID(bytes: $0) }
+        }.compactMap { $0 }
+        let waiting = Set(
+            try journal.query("SELECT subject FROM message WHERE kind = 'response'") {
+                $0.withBlob(at: 0) { MessageID(bytes: $0) }
+            }.compactMap { $0 }
+        )
+        let record = try Database(path: directory.path + "/child/askcenter.sqlite")
+        let check = try record.query("PRAGMA integrity_check") { $0.text(at: 0) }
+        #expect(check == ["ok"])
+        let recorded = Set(try record.query("SELECT question FROM responses") { $0.text(at: 0) })
+        let lost = answered.filter { !waiting.contains($0) && !recorded.contains($0.uuid.uuidString) }
+        print(
+            "power cuts: AskCenter record \(powerLossSafe ? "power-loss-safe" : "default"): \(cuts) cuts, "
+                + "\(answered.count) answered, \(lost.count) acknowledged responses lost, seed \(seed)"
+        )
+        #expect(answered.count > 0)
+        if powerLossSafe { #expect(lost.count == 0, "responses lost: \(lost.count) of \(answered.count)") }
+    }
+}

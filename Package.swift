@@ -32,8 +32,15 @@ let package = Package(
 
         // A small, complete Swift wrapper over libzmq. Nothing project-specific.
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: strict),
+        // The power-cut and I/O-error VFS under SQLite (docs/reliability.md). Its code is inside
+        // `#ifdef ASKRELAY_FAULT_VFS`, defined for debug builds only: a release binary holds none of it.
+        .target(
+            name: "CFaultVFS",
+            dependencies: ["CSQLite"],
+            cSettings: [.define("ASKRELAY_FAULT_VFS", .when(configuration: .debug))]
+        ),
         // A small Swift wrapper over SQLite. Nothing project-specific.
-        .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: strict),
+        .target(name: "SQLite", dependencies: ["CSQLite", "CFaultVFS"], swiftSettings: strict),
         // Structured, levelled log lines (swift-log's shape, no dependency).
         .target(name: "AskLogging", swiftSettings: strict),
         // Prometheus metrics: counters, gauges and fixed-bucket histograms, the text exposition format and a small

@@ -101,7 +101,7 @@ final class LimitsStore {
     /// Opens (creating) `directory/limits.sqlite`. A new store, or `reset`, is seeded from `seed`; otherwise `seed`
     /// is ignored and the stored state wins. - Returns: the store and whether it was seeded now.
     /// - Throws: ``OwnerLockError`` when the folder is unusable or another live process owns the store.
-    static func open(directory: String, seed: LimitsStateFile?, reset: Bool) throws -> (
+    static func open(directory: String, seed: LimitsStateFile?, reset: Bool, powerLossSafe: Bool = false) throws -> (
         store: LimitsStore, seeded: Bool
     ) {
         let ownership = try OwnerLock.claim(
@@ -111,7 +111,7 @@ final class LimitsStore {
         )
         let database = try Database(path: directory + "/limits.sqlite")
         try database.pragma("journal_mode", "wal")
-        try database.pragma("synchronous", "normal")
+        try database.pragma("synchronous", powerLossSafe ? "full" : "normal")
         try database.execute(
             """
             CREATE TABLE IF NOT EXISTS limits_meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);

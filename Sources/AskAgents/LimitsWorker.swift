@@ -15,6 +15,9 @@ public struct LimitsWorkerConfiguration: Sendable {
     public var dataDirectory = "./askrelay-limits-data"
     /// Re-seed from `seed`, forgetting everything learnt.
     public var reset = false
+    /// fsync every commit of the store (`synchronous=FULL`) so that a power cut loses nothing it acknowledged;
+    /// otherwise (`NORMAL`) it survives a process kill, and a power cut may lose the commits since the last checkpoint.
+    public var powerLossSafe = false
     public var heartbeat: Duration = .seconds(1)
     /// CURVE: this worker's key pair and the broker's public key.
     public var curve: (keys: CurveKeyPair, serverKey: String)?
@@ -59,7 +62,8 @@ public final class LimitsWorker: Sendable {
         let (store, seeded) = try LimitsStore.open(
             directory: configuration.dataDirectory,
             seed: configuration.seed,
-            reset: configuration.reset
+            reset: configuration.reset,
+            powerLossSafe: configuration.powerLossSafe
         )
         if !seeded && configuration.seed != nil {
             logger.notice(

@@ -1,5 +1,6 @@
 import AskProtocol
 import Foundation
+import SQLite
 import ZeroMQ
 
 // The end of a loop turn: commit the journal once, then deliver and acknowledge; or, when the commit fails,
@@ -38,6 +39,16 @@ extension Broker {
                     turn.commit += took
                 }
                 crashPoints.committed(acks: !turnAccepted.isEmpty)
+            } catch let error as SQLiteError where error.isIOError {
+                // After a failed fsync the kernel may have dropped the dirty pages, so a retried fsync that
+                // succeeds proves nothing: acknowledge, deliver and refuse nothing of this turn, and stop. The
+                // senders retry against the restarted broker, which reads what the disk really holds.
+                journalIOFailure = JournalError(
+                    .ioFailure,
+                    "\(error); nothing of this turn (\(turnAccepted.count) messages) was acknowledged; the broker "
+                        + "stops: restart it on its journal"
+                )
+                return
             } catch {
                 withdrawTurn(error)
             }

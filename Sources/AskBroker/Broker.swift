@@ -91,6 +91,8 @@ public final class Broker {
     var pendingDeletes: [Int64] = []
     /// `journal.writeFailures` when this turn began.
     var turnWriteFailures = 0
+    /// Set when a journal write or commit failed with an I/O error: the loop ends with it after the turn.
+    var journalIOFailure: JournalError?
     /// What this loop turn did and how long each part took, logged when the turn is slow.
     var turn = TurnProfile()
 
@@ -208,6 +210,7 @@ public final class Broker {
             let handled = ContinuousClock.now
             turn.handling = handled - turnNow
             finishTurn()
+            if let journalIOFailure { throw journalIOFailure }
             let finished = ContinuousClock.now
             turn.finishing = finished - handled
             try timers()

@@ -55,7 +55,7 @@ final class AskCenterConnection: WorkerHandler {
         self.shared = shared
         self.logger = logger
         do {
-            store = try ResponseStore(path: storePath)
+            store = try ResponseStore(path: storePath, durability: options.recordDurability)
         } catch {
             // The init opened the same file a moment ago; if it fails now, deduplicate in memory and say so.
             logger.error("response store unavailable; deduplicating in memory only", metadata: ["error": "\(error)"])

@@ -104,21 +104,22 @@ extension ResponseHub.Subscriber {
 
 /// The record of responses already surfaced: question id → body, plus whether a stream took it yet.
 ///
-/// SQLite in WAL mode with `synchronous=NORMAL`: a committed row survives the process being killed; a power loss
-/// may lose the last commits after their ACK went out (accepted for a simulation client). Without a path it is a
-/// dictionary in memory. Belongs to the connection thread.
+/// SQLite in WAL mode. With ``RecordDurability/processCrashSafe`` (`synchronous=NORMAL`) a committed row survives
+/// the process being killed, but a power loss may lose the commits since the last checkpoint after their ACK went
+/// out; ``RecordDurability/powerLossSafe`` (`synchronous=FULL`) fsyncs every commit before it returns, so before
+/// the ACK. Without a path it is a dictionary in memory. Belongs to the connection thread.
 final class ResponseStore {
     private let database: Database?
     private var memory: [UUID: Bool] = [:]
 
-    init(path: String?) throws {
+    init(path: String?, durability: RecordDurability = .processCrashSafe) throws {
         guard let path else {
             database = nil
             return
         }
         let database = try Database(path: path)
         _ = try database.pragma("journal_mode", "WAL")
-        _ = try database.pragma("synchronous", "NORMAL")
+        _ = try database.pragma("synchronous", durability == .powerLossSafe ? "FULL" : "NORMAL")
         _ = try database.pragma("busy_timeout", 5000)
         try database.execute(
             """
@@ -138,9 +139,11 @@ final class ResponseStore {
     }
 
     /// Responses recorded but not yet taken by any stream, oldest first (read at start-up).
-    static func unsurfaced(path: String?) throws -> [DeliveredResponse] {
+    static func unsurfaced(path: String?, durability: RecordDurability = .processCrashSafe) throws
+        -> [DeliveredResponse]
+    {
         guard path != nil else { return [] }
-        let store = try ResponseStore(path: path)
+        let store = try ResponseStore(path: path, durability: durability)
         guard let database = store.database else { return [] }
         let rows = try database.query(
             "SELECT child, body FROM responses WHERE surfaced = 0 ORDER BY received_at, rowid"

@@ -73,6 +73,17 @@ public enum LimitsQueryError: Error, Sendable, Hashable, CustomStringConvertible
 }
 
 /// A response together with the child it was addressed to (the center-wide streams carry these).
+/// How durable the ask center's response record is. The center ACKs a response to the broker, which then deletes
+/// its copy, right after the record's commit; the record is all that is left of the response after that.
+public enum RecordDurability: String, Sendable, CaseIterable {
+    /// `synchronous=NORMAL` (the default): a commit survives the process being killed, but not a power loss until
+    /// the WAL's next checkpoint, so a power cut can lose responses that were already acknowledged.
+    case processCrashSafe = "process-crash-safe"
+    /// `synchronous=FULL`: each commit is fsynced before the ACK goes out, so no acknowledged response is lost by a
+    /// power cut or a torn write; costs one fsync per recorded response.
+    case powerLossSafe = "power-loss-safe"
+}
+
 public struct ChildResponse<Topic: QuestionTopic>: Sendable, Hashable {
     /// The hosted child's id.
     public var child: String
@@ -117,6 +128,8 @@ public final class AskCenter: Sendable {
         public var workerName = "askcenter[\(ProcessInfo.processInfo.processIdentifier)]"
         /// CURVE keys, when the broker runs CURVE.
         public var curve: (keys: CurveKeyPair, serverKey: String)?
+        /// How the response record (`askcenter.sqlite` in the state directory) survives a power loss.
+        public var recordDurability: RecordDurability = .processCrashSafe
 
         /// The defaults above.
         public init() {}
@@ -178,7 +191,7 @@ public final class AskCenter: Sendable {
             ownership = Mutex(nil)
         }
         // Open the store once here so a bad path fails the init, and read the responses still waiting for a stream.
-        let pending = try ResponseStore.unsurfaced(path: path)
+        let pending = try ResponseStore.unsurfaced(path: path, durability: options.recordDurability)
         let shared = AskCenterShared(pendingAtStart: pending)
         self.shared = shared
         var configuration = WorkerConfiguration(

@@ -1,4 +1,9 @@
+import CFaultVFS
 import CSQLite
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Owns the `sqlite3*` handle. Statements keep a reference so the handle outlives every statement prepared on it.
 final class Connection {
@@ -43,9 +48,15 @@ public final class Database {
 
     /// Opens (creating if needed) the database at `path`; `":memory:"` opens a private in-memory database.
     /// - Throws: `SQLiteError` if the file cannot be opened.
+    ///
+    /// A file this call creates has its directory fsynced at once, so a power loss cannot take the new file's
+    /// directory entry (and every later commit in it) away.
     public init(path: String) throws {
+        _ = Self.faultVFSInstalled
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let isFile = path != ":memory:" && !path.isEmpty && !path.hasPrefix("file:")
+        let creates = isFile && access(path, F_OK) != 0
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
         guard rc == SQLITE_OK, let handle else {
             let error = SQLiteError(code: rc, db: handle, operation: "sqlite3_open_v2(\(path))")
@@ -56,6 +67,42 @@ public final class Database {
         sqlite3_extended_result_codes(handle, 1)
         self.connection = Connection(handle: handle)
         self.path = path
+        if creates { try Self.syncDirectory(of: path) }
+    }
+
+    /// Debug builds: the fault VFS (CFaultVFS) becomes the default VFS of the process when `ASKRELAY_FAULT_VFS` is
+    /// set, before the first database opens. Release builds have no fault VFS and ignore the variable.
+    private static let faultVFSInstalled: Bool = {
+        #if DEBUG
+            return askrelay_fault_vfs_install_from_environment() == 1
+        #else
+            return false
+        #endif
+    }()
+
+    /// fsyncs the directory holding `path`, so a file just created there survives a power loss.
+    static func syncDirectory(of path: String) throws {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let fd = open(directory, O_RDONLY | O_DIRECTORY)
+        guard fd >= 0 else {
+            throw SQLiteError(
+                code: SQLITE_IOERR,
+                message: "cannot open \(directory) to fsync it: \(String(cString: strerror(errno)))",
+                operation: "open(directory)"
+            )
+        }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else {
+            throw SQLiteError(
+                code: SQLITE_IOERR | (5 << 8),  // SQLITE_IOERR_DIR_FSYNC (a macro Swift does not import)
+                message: "fsync of \(directory) failed: \(String(cString: strerror(errno)))",
+                operation: "fsync(directory)"
+            )
+        }
+        #if DEBUG
+            askrelay_fault_vfs_directory_synced(directory)
+        #endif
     }
 
     /// Opens a private in-memory database.

@@ -262,7 +262,12 @@ struct BrokerMain: Command {
         }
         let metrics = service.metricsEndpoint.map { " metrics=\($0)" } ?? ""
         printLine("ready endpoints=\(service.endpoints.joined(separator: ","))\(metrics)")
-        try await service.waitAsync()
+        do {
+            try await service.waitAsync()
+        } catch let error as JournalError where error.code == .ioFailure {
+            // The loop already logged it ("broker loop failed"); a supervisor restarts the broker on its journal.
+            return JournalError.ioFailureExitCode
+        }
         _ = signals
         return ExitCode.success
     }

@@ -143,6 +143,11 @@ struct ChildMain: Command {
                 help: "wait for the limits service's ask.result"
             ),
             .flag("stay", env: "ASKRELAY_STAY", help: "keep running after the flows are done, until SIGTERM"),
+            .flag(
+                "power-loss-safe",
+                env: "ASKRELAY_POWER_LOSS_SAFE",
+                help: "fsync the response record before each ACK: a power cut loses no response"
+            ),
         ] + OptionSpec.workerConnection(logLevels: AskLogger.Level.allCases.map(\.description))
 
     let configuration: ChildWorkerConfiguration
@@ -197,6 +202,7 @@ struct ChildMain: Command {
         configuration.seed = try arguments.uint64("seed") ?? configuration.seed
         configuration.recordsPath = arguments.string("records")
         configuration.stateDirectory = arguments.string("state-dir")
+        if arguments.flag("power-loss-safe") { configuration.center.recordDurability = .powerLossSafe }
         let flows = try arguments.int("flows", in: 0...100_000_000) ?? 10
         configuration.flows = flows == 0 ? nil : flows
         configuration.duration = try arguments.duration("duration")

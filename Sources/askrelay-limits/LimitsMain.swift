@@ -52,6 +52,11 @@ struct LimitsMain: Command {
                 help: "folder of the SQLite store"
             ),
             .flag("reset", env: "ASKRELAY_RESET", help: "forget the stored state and seed again from --state"),
+            .flag(
+                "power-loss-safe",
+                env: "ASKRELAY_POWER_LOSS_SAFE",
+                help: "fsync every store commit (synchronous=FULL): a power cut loses nothing acknowledged"
+            ),
         ] + OptionSpec.workerConnection(logLevels: AskLogger.Level.allCases.map(\.description))
 
     let configuration: LimitsWorkerConfiguration
@@ -88,6 +93,7 @@ struct LimitsMain: Command {
         }
         configuration.dataDirectory = try arguments.require("data-dir")
         configuration.reset = arguments.flag("reset")
+        configuration.powerLossSafe = arguments.flag("power-loss-safe")
         configuration.heartbeat =
             try arguments.duration("heartbeat", in: .milliseconds(10)...ValueBounds.maximumDuration) ?? .seconds(1)
         do {

@@ -235,6 +235,11 @@ enum DocExamples {
             replacement: ": make fuzz$1",
             reason: "10 minutes; make test runs the same target for 60 s (fuzz-smoke)"
         ),
+        DocSubstitution(
+            pattern: #"make power-test( POWER_CUTS=[0-9]+)?"# + comment,
+            replacement: ": make power-test$1$2",
+            reason: "minutes of power cuts; make test runs the same suites with 6 cuts per mode"
+        ),
     ]
 
     static let exceptions: [DocException] = [

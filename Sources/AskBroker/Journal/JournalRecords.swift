@@ -150,7 +150,13 @@ public struct JournalError: Error, Sendable, Hashable, CustomStringConvertible {
         case walUnavailable
         /// A stored row does not decode (wrong id length, unknown state, bad choice list).
         case badRow
+        /// The operating system failed a read, write or fsync of the journal (`SQLITE_IOERR_*`): what is on the
+        /// disk is unknown, so the broker acknowledges nothing more and exits ``ioFailureExitCode``.
+        case ioFailure = "io-failure"
     }
+
+    /// The broker's exit code after ``Code/ioFailure`` (`EX_IOERR`): restart it on the journal.
+    public static let ioFailureExitCode: Int32 = 74
 
     public let code: Code
     public let message: String

@@ -1,0 +1,378 @@
+import AskProtocol
+import AskTestSupport
+import Foundation
+import SQLite
+import Testing
+import ZeroMQ
+
+/// Power cuts and I/O errors below SQLite, with the real `askrelay-broker` process under load: the fault VFS
+/// (Sources/CFaultVFS, `ASKRELAY_FAULT_VFS`, docs/reliability.md) keeps the writes since each fsync aside, and at a
+/// random sync or write drops them (or keeps a torn part) and SIGKILLs the broker. After every cut the journal's
+/// files (what the disk holds) are copied and checked: `PRAGMA integrity_check` says ok, and every SEND the broker
+/// acknowledged is delivered already or stored in the journal.
+///
+/// `ASKRELAY_POWER_CUTS` sets the cuts per mode (default 6; `make power-test` runs 100 per mode, 200 with strict
+/// durability); `ASKRELAY_POWER_SEED` replays a run (each run prints its seed).
+@Suite("power cuts and I/O errors below SQLite", .timeLimit(.minutes(30)), .serialized)
+struct PowerCutTests {
+    static let cutsPerMode = ProcessInfo.processInfo.environment["ASKRELAY_POWER_CUTS"].flatMap(Int.init) ?? 6
+
+    @Test("strict durability loses nothing acknowledged across power cuts", arguments: ["drop", "torn"])
+    func strictLosesNothing(mode: String) throws {
+        let run = try PowerCutRun(durability: "strict", mode: mode)
+        defer { run.cleanup() }
+        try run.cut(Self.cutsPerMode)
+        print("power cuts: strict \(mode): \(run.summary)")
+        #expect(run.lost.count == 0, "strict \(mode) lost acknowledged messages: \(run.summary)")
+        #expect(run.corrupt.isEmpty, "integrity_check after cuts \(run.corrupt)")
+    }
+
+    @Test("batch durability: the loss window of a power cut, measured", arguments: ["drop", "torn"])
+    func batchLossWindow(mode: String) throws {
+        let run = try PowerCutRun(durability: "batch", mode: mode)
+        defer { run.cleanup() }
+        try run.cut(max(2, Self.cutsPerMode / 2))
+        print("power cuts: batch \(mode): \(run.summary)")
+        // Batch may lose the last commits; the journal itself stays sound and recovers.
+        #expect(run.corrupt.isEmpty, "integrity_check after cuts \(run.corrupt)")
+    }
+
+    @Test("EIO on the journal's fsync: nothing of the turn is acknowledged, the broker exits 74, none is lost")
+    func fsyncEIOStopsTheBroker() throws {
+        try ioFailureStopsTheBroker(fault: "fsync-eio=5,only=-wal", logged: "/1034 ")
+    }
+
+    @Test("EIO on a journal write: the broker exits 74 without acknowledging the turn")
+    func writeEIOStopsTheBroker() throws {
+        try ioFailureStopsTheBroker(fault: "write-eio=80,only=-wal", logged: "/778 ")
+    }
+
+    /// Sends one message at a time to a broker whose journal fails as `fault` says; the broker must exit 74 with one
+    /// line naming the failure, never acknowledge the message of the failed turn, and keep every earlier one.
+    func ioFailureStopsTheBroker(fault: String, logged: String) throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let endpoint = "ipc://\(directory.path)/broker.sock"
+        var broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: fault)
+        defer { broker.kill9() }
+        _ = try broker.readyEndpoint()
+        let sender = try RawPeer(context: try ZMQContext(), endpoint: endpoint)
+        try sender.register(role: .client, ["client/1"])
+        var acked: [MessageID] = []
+        var unanswered: MessageID?
+        while unanswered == nil, acked.count < 200 {
+            let id = try sender.sendMessage(from: "client/1", to: "echo/io", kind: "echo", body: Array("m".utf8))
+            let deadline = ContinuousClock.now + .seconds(10)
+            while true {
+                if let reply = try sender.next(timeout: .milliseconds(20)) {
+                    if reply.command == .ack && reply.ackIDs.contains(id) {
+                        acked.append(id)
+                        break
+                    }
+                    if reply.command == .nack && reply.id == id { throw TestFailure("NACKed: \(reply)") }
+                } else if !broker.isRunning || ContinuousClock.now > deadline {
+                    unanswered = id
+                    break
+                }
+            }
+        }
+        let status = try broker.waitForEnd(timeout: .seconds(20))
+        let log = (try? String(contentsOfFile: broker.stderrPath, encoding: .utf8)) ?? ""
+        #expect(status == 74, "exit status \(status); stderr:\n\(log.suffix(1500))")
+        #expect(unanswered != nil, "the SEND of the failed turn got an ACK or NACK")
+        let failures = log.split(separator: "\n").filter { $0.contains("io-failure") }
+        #expect(failures.count == 1, "one line says why: \(failures)")
+        #expect(failures.first?.contains(logged) == true, "the line names the failure: \(failures)")
+        // A supervisor restarts it on the journal: every acknowledged message is there.
+        broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
+        _ = try broker.readyEndpoint()
+        let echo = try RawPeer(context: try ZMQContext(), endpoint: endpoint)
+        try echo.register(role: .echo, ["echo/io"])
+        var delivered: Set<MessageID> = []
+        while !Set(acked).isSubset(of: delivered) {
+            let delivery = try echo.expectDelivery(timeout: .seconds(10))
+            delivered.insert(delivery.id!)
+            try echo.ack([delivery.id!])
+        }
+        let stopped = broker.terminate()
+        #expect(stopped == 0, "SIGTERM: \(stopped); stderr:\n\(Self.log(broker))")
+    }
+
+    static func log(_ process: TestProcess) -> String {
+        String(((try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? "").suffix(2000))
+    }
+
+    @Test("ENOSPC on a journal write: that SEND gets storage-failed, the broker goes on and accepts the next")
+    func enospcRefusesAndGoesOn() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let endpoint = "ipc://\(directory.path)/broker.sock"
+        let broker = try PowerCutRun.startBroker(
+            directory,
+            endpoint: endpoint,
+            durability: "strict",
+            fault: "write-enospc=80,only=-wal"
+        )
+        defer { broker.kill9() }
+        _ = try broker.readyEndpoint()
+        let sender = try RawPeer(context: try ZMQContext(), endpoint: endpoint)
+        try sender.register(role: .client, ["client/1"])
+        var refused = 0
+        var acked = 0
+        while refused == 0 && acked < 200 {
+            let id = try sender.sendMessage(from: "client/1", to: "echo/full", kind: "echo", body: Array("m".utf8))
+            let reply = try sender.expect(timeout: .seconds(5)) {
+                ($0.command == .ack && $0.ackIDs.contains(id)) || ($0.command == .nack && $0.id == id)
+            }
+            if reply.command == .nack {
+                #expect(reply.code == "storage-failed")
+                refused += 1
+            } else {
+                acked += 1
+            }
+        }
+        #expect(refused == 1)
+        let next = try sender.sendMessage(from: "client/1", to: "echo/full", kind: "echo", body: Array("n".utf8))
+        try sender.expectAck(next)
+        #expect(broker.terminate() == 0)
+    }
+}
+
+/// One broker data folder cut again and again: start the broker with a cut armed at a random sync or write, load
+/// it until it dies, check the files, repeat.
+final class PowerCutRun {
+    let directory = TempDirectory()
+    let durability: String
+    let mode: String
+    let seed: UInt64
+    var random: SplitMix
+    var acked: Set<MessageID> = []
+    var ackedTotal = 0
+    var received: Set<MessageID> = []
+    var lost: Set<MessageID> = []
+    var lostPerCut: [Int] = []
+    var corrupt: [String] = []
+    var cuts = 0
+    var startupCuts = 0
+    var endpoint: String { "ipc://\(directory.path)/broker.sock" }
+
+    init(durability: String, mode: String) throws {
+        self.durability = durability
+        self.mode = mode
+        seed =
+            ProcessInfo.processInfo.environment["ASKRELAY_POWER_SEED"].flatMap { UInt64($0) }
+            ?? UInt64.random(in: 1...UInt64(UInt32.max))
+        random = SplitMix(seed: seed)
+    }
+
+    func cleanup() { directory.cleanup() }
+
+    var summary: String {
+        let most = lostPerCut.max() ?? 0
+        return
+            "\(cuts) cuts (\(startupCuts) during start-up), \(ackedTotal) acknowledged, \(lost.count) lost "
+            + "(at most \(most) in one cut), seed \(seed)"
+    }
+
+    static func startBroker(_ directory: TempDirectory, endpoint: String, durability: String, fault: String?)
+        throws -> TestProcess
+    {
+        var environment = ProcessInfo.processInfo.environment
+        environment["ASKRELAY_FAULT_VFS"] = fault
+        return try TestProcess(
+            "askrelay-broker",
+            [
+                "--endpoint", endpoint, "--data-dir", directory.path + "/data", "--durability", durability,
+                "--heartbeat", "200ms",
+            ],
+            logDirectory: directory.path,
+            environment: environment
+        )
+    }
+
+    func cut(_ count: Int) throws {
+        while cuts < count { try cutOnce() }
+    }
+
+    /// One broker life ending in a power cut, then the check of what the disk holds.
+    func cutOnce() throws {
+        // Batch syncs only when the checkpointer runs (about 10 times a second), strict at every commit.
+        let syncs: UInt64 = durability == "batch" ? 20 : 300
+        let trigger =
+            random.next() % 4 == 0
+            ? "cut-at-write=\(1 + random.next() % 2000)" : "cut-at-sync=\(2 + random.next() % syncs)"
+        let fault = "mode=\(mode),seed=\(1 + random.next() % 1_000_000),\(trigger)"
+        let broker = try Self.startBroker(directory, endpoint: endpoint, durability: durability, fault: fault)
+        defer { broker.kill9() }
+        do { _ = try broker.readyEndpoint() } catch {
+            // A cut while the broker recovers its journal is a cut too.
+            guard try broker.waitForEnd() == SIGKILL else { throw error }
+            startupCuts += 1
+            try afterCut(broker)
+            return
+        }
+        let context = try ZMQContext()
+        let sender = try RawPeer(context: context, endpoint: endpoint)
+        try sender.register(role: .client, ["client/1"])
+        let receiver = try RawPeer(context: context, endpoint: endpoint)
+        try receiver.register(role: .echo, ["echo/power"])
+        var inFlight: Set<MessageID> = []
+        let deadline = ContinuousClock.now + .seconds(30)
+        while broker.isRunning {
+            guard ContinuousClock.now < deadline else {
+                throw TestFailure("the broker outlived its cut (\(fault)) by 30 s")
+            }
+            while inFlight.count < 16 {
+                inFlight.insert(
+                    try sender.sendMessage(from: "client/1", to: "echo/power", kind: "echo", body: Array("p".utf8))
+                )
+            }
+            if let reply = try sender.next(timeout: .milliseconds(5)), reply.command == .ack {
+                for id in reply.ackIDs where inFlight.remove(id) != nil {
+                    acked.insert(id)
+                    ackedTotal += 1
+                }
+            }
+            // The receiver takes every other turn: some acknowledged messages wait in the journal at the cut.
+            if random.next() % 2 == 0, let delivery = try receiver.next(timeout: .milliseconds(5)),
+                delivery.command == .deliver, let id = delivery.id
+            {
+                received.insert(id)
+                try receiver.ack([id])
+            }
+        }
+        let status = try broker.waitForEnd()
+        guard status == SIGKILL else {
+            let log = (try? String(contentsOfFile: broker.stderrPath, encoding: .utf8)) ?? ""
+            throw TestFailure("the broker ended with \(status), not its cut (\(fault)):\n\(log.suffix(1500))")
+        }
+        try afterCut(broker)
+    }
+
+    /// Copies the journal's files as the cut left them, checks the copy's integrity and finds every acknowledged
+    /// message not yet received in it.
+    func afterCut(_ broker: TestProcess) throws {
+        cuts += 1
+        let data = directory.path + "/data/"
+        let copy = directory.path + "/copy-\(cuts)/"
+        try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        for file in ["journal.sqlite3", "journal.sqlite3-wal"] where FileManager.default.fileExists(atPath: data + file)
+        {
+            try FileManager.default.copyItem(atPath: data + file, toPath: copy + file)
+        }
+        var stored: Set<MessageID> = []
+        if FileManager.default.fileExists(atPath: copy + "journal.sqlite3") {
+            let db = try Database(path: copy + "journal.sqlite3")
+            let check = try db.query("PRAGMA integrity_check") { $0.text(at: 0) }
+            if check != ["ok"] { corrupt.append("cut \(cuts): \(check.prefix(3))") }
+            let hasTable = try db.query("SELECT count(*) FROM sqlite_master WHERE name = 'message'") {
+                $0.int64(at: 0)
+            }
+            if hasTable == [1] {
+                for id in try db.query("SELECT id FROM message", [], { $0.withBlob(at: 0) { MessageID(bytes: $0) } }) {
+                    if let id { stored.insert(id) }
+                }
+            }
+        }
+        let missing = acked.subtracting(received).subtracting(stored)
+        lostPerCut.append(missing.count)
+        lost.formUnion(missing)
+        // What is lost is lost: later cuts count only their own.
+        acked.subtract(missing)
+    }
+}
+
+/// A seeded generator, so a run replays with `ASKRELAY_POWER_SEED`.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// The app side: the AskCenter response record of a real `askrelay-child` under power cuts, with a real broker,
+/// limits worker and parent. A response the broker deleted (the child ACKed it) lives only in the child's record;
+/// with `--power-loss-safe` no cut may lose one, by default the loss is measured.
+@Suite("power cuts under the AskCenter response record", .timeLimit(.minutes(30)), .serialized)
+struct RecordPowerCutTests {
+    @Test("a response the child acknowledged survives power cuts with --power-loss-safe", arguments: [true, false])
+    func responseRecord(powerLossSafe: Bool) throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let endpoint = "ipc://\(directory.path)/broker.sock"
+        let broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
+        defer { broker.kill9() }
+        _ = try broker.readyEndpoint()
+        let limits = try TestProcess(
+            "askrelay-limits",
+            ["--broker", endpoint, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"],
+            logDirectory: directory.path
+        )
+        defer { limits.kill9() }
+        _ = try limits.waitForLine(startingWith: "ready")
+        let parent = try TestProcess(
+            "askrelay-parent",
+            [
+                "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
+                "--heartbeat", "200ms",
+            ],
+            logDirectory: directory.path
+        )
+        defer { parent.kill9() }
+        _ = try parent.waitForLine(startingWith: "ready")
+        var random = SplitMix(seed: UInt64.random(in: 1...UInt64(UInt32.max)))
+        let seed = random.state
+        let cuts = max(2, PowerCutTests.cutsPerMode / 2)
+        for cut in 0..<cuts {
+            var environment = ProcessInfo.processInfo.environment
+            let mode = cut % 2 == 0 ? "drop" : "torn"
+            environment["ASKRELAY_FAULT_VFS"] =
+                "mode=\(mode),seed=\(1 + random.next() % 1000),cut-at-write=\(100 + random.next() % 1500)"
+            var arguments = [
+                "--broker", endpoint, "--child", "kid@fa", "--child", "kid2@fa", "--state-dir",
+                directory.path + "/child", "--flows", "0", "--duration", "120s", "--think", "1ms",
+                "--cancel-probability", "0", "--heartbeat", "200ms", "--seed", "\(cut + 1)",
+            ]
+            if powerLossSafe { arguments.append("--power-loss-safe") }
+            let child = try TestProcess(
+                "askrelay-child",
+                arguments,
+                logDirectory: directory.path,
+                environment: environment
+            )
+            defer { child.kill9() }
+            let status = try child.waitForEnd(timeout: .seconds(60))
+            #expect(status == SIGKILL, "the child ended with \(status), not its cut: \(PowerCutTests.log(child))")
+        }
+        parent.terminate()
+        limits.terminate()
+        #expect(broker.terminate() == 0)
+        // Every answered question's response is still in the broker's journal or in the child's record.
+        let journal = try Database(path: directory.path + "/data/journal.sqlite3")
+        let answered = try journal.query("SELECT id FROM question WHERE state = 'answered'") {
+            $0.withBlob(at: 0) { MessageID(bytes: $0) }
+        }.compactMap { $0 }
+        let waiting = Set(
+            try journal.query("SELECT subject FROM message WHERE kind = 'response'") {
+                $0.withBlob(at: 0) { MessageID(bytes: $0) }
+            }.compactMap { $0 }
+        )
+        let record = try Database(path: directory.path + "/child/askcenter.sqlite")
+        let check = try record.query("PRAGMA integrity_check") { $0.text(at: 0) }
+        #expect(check == ["ok"])
+        let recorded = Set(try record.query("SELECT question FROM responses") { $0.text(at: 0) })
+        let lost = answered.filter { !waiting.contains($0) && !recorded.contains($0.uuid.uuidString) }
+        print(
+            "power cuts: AskCenter record \(powerLossSafe ? "power-loss-safe" : "default"): \(cuts) cuts, "
+                + "\(answered.count) answered, \(lost.count) acknowledged responses lost, seed \(seed)"
+        )
+        #expect(answered.count > 0)
+        if powerLossSafe { #expect(lost.count == 0, "responses lost: \(lost.count) of \(answered.count)") }
+    }
+}

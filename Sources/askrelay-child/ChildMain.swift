@@ -261,7 +261,7 @@ struct ChildMain: Command {
             let badPath = (error as? OwnerLockError)?.code == .unusable || error is RecordsFileError
             return badPath ? ExitCode.usage : ExitCode.unavailable
         }
-        metrics?.attach(worker.center.readConnectionCounters, registries: [worker.flowMetrics.registry])
+        metrics?.attach(worker.centers.readConnectionCounters, registries: [worker.flowMetrics.registry])
         let stopping = StopSignal()
         let children = configuration.children.count
         let play = Task {

@@ -81,7 +81,7 @@ struct ShardedLoadTests {
         #expect(report.shards == ["b0", "b1"])
         #expect(report.externalBroker)
         let flows = try #require(report.flows)
-        #expect(flows.completed > 0 && flows.errors == 0, "\(flows.errorSamples)")
+        #expect(flows.completed > 0 && flows.errors == 0 && flows.inFlightAtEnd == 0, "\(flows.errorSamples)")
         try Self.expectAnswersOnEveryShard(readers)
     }
 
@@ -120,7 +120,7 @@ struct ShardedLoadTests {
         let report = try Self.report(path + "/report")
         #expect(report.shards == ["b0", "b1"])
         let flows = try #require(report.flows)
-        #expect(flows.completed > 0 && flows.errors == 0, "\(flows.errorSamples)")
+        #expect(flows.completed > 0 && flows.errors == 0 && flows.inFlightAtEnd == 0, "\(flows.errorSamples)")
         try Self.expectAnswersOnEveryShard(readers)
     }
 

@@ -1,6 +1,6 @@
 import AskCLI
-import AskProtocol
 import AskModel
+import AskProtocol
 import AskSimulation
 import Foundation
 import Synchronization
@@ -464,9 +464,12 @@ public enum LoadAgent {
             }
             if let message = try receive(within: 100), message.type == "plan" { plan = message }
         }
+        let listed: BrokerList?
+        do { listed = try plan?.brokers.map { try BrokerList(parsing: $0) } } catch {
+            throw RelayLoadError("the coordinator's plan has an unusable broker list: \(error)")
+        }
         guard let plan, let options = plan.flowOptions, let index = plan.index, let hosts = plan.hosts,
-            let planBrokers = try brokers ?? plan.brokers.map({ try BrokerList(parsing: $0) })
-                ?? plan.broker.map({ BrokerList(single: $0) })
+            let planBrokers = brokers ?? listed ?? plan.broker.map({ BrokerList(single: $0) })
         else { throw RelayLoadError("the coordinator's plan is incomplete") }
         let target =
             planBrokers.entries.count == 1 ? "broker \(planBrokers.entries[0].endpoint)" : "brokers \(planBrokers)"

@@ -67,7 +67,8 @@ public struct LoadExperiment: Sendable {
             problems.append("--mode pending kills and restarts the broker it starts; --broker is not supported")
         }
         if brokers != nil && broker != nil { problems.append("--broker and --brokers exclude each other") }
-        if brokers != nil && mode != .flows { problems.append("--brokers is for --mode flows") }
+        // An agent's mode is the coordinator's (flows); its own --mode is optional.
+        if brokers != nil && mode != .flows && agent == nil { problems.append("--brokers is for --mode flows") }
         if mode == .pending && sweep != nil { problems.append("--sweep is for --mode relay or flows") }
         if mode == .pending && pendingOptions.families > pendingOptions.endpoints {
             problems.append("--families must be at most --endpoints")

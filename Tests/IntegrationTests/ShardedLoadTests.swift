@@ -85,7 +85,9 @@ struct ShardedLoadTests {
         try Self.expectAnswersOnEveryShard(readers)
     }
 
-    @Test("a coordinator with --brokers hands the list to its agent: the agent's flows complete on both shards")
+    @Test(
+        "a coordinator with --brokers hands the list to an agent given none; an agent's own --brokers is used too"
+    )
     func coordinatorHandsTheList() throws {
         let context = try ZMQContext()
         let (brokers, readers) = try Self.brokers(context)
@@ -97,28 +99,35 @@ struct ShardedLoadTests {
             name: "coordinator",
             executable: Self.askrelay,
             arguments: [
-                "load", "--coordinator", "tcp://127.0.0.1:*", "--load-hosts", "1", "--brokers", brokers.list,
+                "load", "--coordinator", "tcp://127.0.0.1:*", "--load-hosts", "2", "--brokers", brokers.list,
                 "--report-dir", path + "/report", "--control-timeout", "30s",
             ] + Self.workload,
             logPath: path + "/coordinator.log"
         )
         let line = try coordinator.waitForLine(prefix: "coordinator listening=", timeout: .seconds(30))
         let endpoint = String(line.dropFirst("coordinator listening=".count).split(separator: " ")[0])
-        let agentLog = path + "/agent.log"
-        let agent = try supervisor.start(
-            name: "agent",
-            executable: Self.askrelay,
-            arguments: ["load", "--agent", endpoint, "--control-timeout", "20s"],
-            logPath: agentLog
-        )
+        // agent-1 takes the coordinator's list; agent-2 gives its own (no --mode: an agent's is the coordinator's).
+        let agents = try [[], ["--brokers", brokers.list]].enumerated().map { index, flags in
+            try supervisor.start(
+                name: "agent-\(index + 1)",
+                executable: Self.askrelay,
+                arguments: ["load", "--agent", endpoint, "--control-timeout", "20s"] + flags,
+                logPath: path + "/agent-\(index + 1).log"
+            )
+        }
         let exit = try coordinator.waitForEnd(timeout: .seconds(90))
         #expect(exit == .exited(0), "\(Self.text(path + "/coordinator.log").suffix(3000))")
-        #expect(try agent.waitForEnd(timeout: .seconds(30)) == .exited(0), "\(Self.text(agentLog).suffix(3000))")
-        #expect(Self.text(agentLog).contains("brokers \(brokers.list)"), "\(Self.text(agentLog).suffix(2000))")
-        #expect(agent.lines.contains("shards: 2 brokers (b0, b1)"), "\(agent.lines)")
+        for (index, agent) in agents.enumerated() {
+            let end = try agent.waitForEnd(timeout: .seconds(30))
+            let log = Self.text(path + "/agent-\(index + 1).log")
+            #expect(end == .exited(0), "\(log.suffix(3000))")
+            #expect(log.contains("brokers \(brokers.list)"), "\(log.suffix(2000))")
+            #expect(agent.lines.contains("shards: 2 brokers (b0, b1)"), "\(agent.lines)")
+        }
         #expect(coordinator.lines.contains("shards: 2 brokers (b0, b1)"), "\(coordinator.lines)")
         let report = try Self.report(path + "/report")
         #expect(report.shards == ["b0", "b1"])
+        #expect(report.hosts?.map { $0.flows.completed > 0 } == [true, true], "every agent completed flows")
         let flows = try #require(report.flows)
         #expect(flows.completed > 0 && flows.errors == 0 && flows.inFlightAtEnd == 0, "\(flows.errorSamples)")
         try Self.expectAnswersOnEveryShard(readers)

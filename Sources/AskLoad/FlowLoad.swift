@@ -235,10 +235,11 @@ public enum FlowLoad {
     /// An open-loop start made later than this after its intended time counts as late.
     public static let lateStartBound: UInt64 = 10_000_000
 
-    /// Runs one measurement against `broker`. Blocking: call it on a dedicated thread.
+    /// Runs one measurement against `brokers` (one broker, or sharded ones: each connection opens one center per
+    /// shard of its children's families). Blocking: call it on a dedicated thread.
     /// - Parameter progress: called about once a second from the calling thread.
     public static func run(
-        broker: String,
+        brokers: BrokerList,
         options: FlowLoadOptions,
         context: ZMQContext? = nil,
         startAt: (() throws -> UInt64)? = nil,
@@ -252,21 +253,32 @@ public enum FlowLoad {
         centerOptions.workerName = "askrelay-load[\(getpid())]"
         centerOptions.askTimeout = .seconds(30)
         centerOptions.sheetTimeout = .seconds(30)
-        var centers: [AskCenter] = []
-        for connection in 0..<options.connections {
-            let mine = children.enumerated().filter { $0.offset % options.connections == connection }.map(\.element)
-            centers.append(
-                try AskCenter(
-                    broker: broker,
-                    children: mine,
-                    stateDirectory: nil,
-                    logger: logger,
-                    context: context,
-                    options: centerOptions
+        var connections: [ShardedConnections<AskCenter>] = []
+        do {
+            for connection in 0..<options.connections {
+                let mine = children.enumerated().filter { $0.offset % options.connections == connection }
+                    .map(\.element)
+                connections.append(
+                    try AskCenter.sharded(
+                        brokers: brokers,
+                        children: mine,
+                        stateDirectory: nil,
+                        logger: logger,
+                        context: context,
+                        options: centerOptions
+                    )
                 )
-            )
+            }
+        } catch {
+            let opened = connections.flatMap { $0.opened.map(\.member) }
+            blocking { for center in opened { await center.stop() } }
+            throw error
         }
-        let sessions = children.enumerated().map { centers[$0.offset % options.connections].child($0.element.id) }
+        // Every child's shard is open already (``AskCenter/sharded``), so `member` only looks it up.
+        let centers = connections.flatMap { $0.opened.map(\.member) }
+        let sessions = try children.enumerated().map {
+            try connections[$0.offset % options.connections].member(forFamily: $0.element.family).child($0.element.id)
+        }
         let tracker = FlowTracker()
         defer {
             tracker.cancelAll()
@@ -579,7 +591,8 @@ func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
 /// `askrelay-parent`s (policy approve, think fixed:0ms), each started and waited for (its `ready` line) in that
 /// order, and all stopped by ``stop()`` (SIGTERM, then SIGKILL after 5 s), which the deinit also calls.
 public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by the one thread that runs the benchmark.
-    public let broker: String
+    /// The brokers the run uses: the started one, or the external list (`--broker` is a list of one).
+    public let brokers: BrokerList
     public let brokerProcess: ServerProcess?
     public private(set) var processes: [ServerProcess] = []
     /// Name → pid of every process started (`broker`, `limits`, `parent-<n>`).
@@ -588,12 +601,13 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
 
     /// - Parameters:
     ///   - executables: the folder of askrelay-broker, askrelay-limits and askrelay-parent.
-    ///   - externalBroker: use this broker instead of starting one.
+    ///   - externalBrokers: use these brokers instead of starting one; with several (sharded), one limits worker
+    ///     per shard (`--brokers LIST --shard-name bK`) and the parents with `--brokers LIST`.
     public init(
         executables: URL,
         options: FlowLoadOptions,
         durability: String,
-        externalBroker: String?,
+        externalBrokers: BrokerList?,
         logLevel: String = "warning"
     ) throws {
         let directory = NSTemporaryDirectory() + "askrelay-load-" + UUID().uuidString
@@ -601,10 +615,10 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var started: [ServerProcess] = []
         var brokerProcess: ServerProcess?
-        let broker: String
+        let brokers: BrokerList
         do {
-            if let externalBroker {
-                broker = externalBroker
+            if let externalBrokers {
+                brokers = externalBrokers
             } else {
                 let server = try ServerProcess(
                     executable: executables.appendingPathComponent("askrelay-broker"),
@@ -619,17 +633,22 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
                 else {
                     throw RelayLoadError("the broker's ready line names no endpoint: \(server.readyLine)")
                 }
-                broker = endpoint
+                brokers = BrokerList(single: endpoint)
             }
-            started.append(
-                try ServerProcess(
-                    executable: executables.appendingPathComponent("askrelay-limits"),
-                    arguments: [
-                        "--broker", broker, "--id", "load-1", "--data-dir", directory + "/limits", "--reset",
-                        "--log-level", logLevel,
-                    ]
+            let sharded = brokers.entries.count > 1
+            // One list: `--broker URL`, as without sharding; several: the list, and each limits worker its shard.
+            let target = sharded ? ["--brokers", brokers.description] : ["--broker", brokers.entries[0].endpoint]
+            for (index, shard) in brokers.entries.enumerated() {
+                let folder = directory + (sharded ? "/limits-\(shard.name)" : "/limits")
+                started.append(
+                    try ServerProcess(
+                        executable: executables.appendingPathComponent("askrelay-limits"),
+                        arguments: target + (sharded ? ["--shard-name", shard.name] : []) + [
+                            "--id", "load-\(index + 1)", "--data-dir", folder, "--reset", "--log-level", logLevel,
+                        ]
+                    )
                 )
-            )
+            }
             for process in 1...options.parents {
                 let roster = options.roster(process: process).map { ["id": $0.id, "family": $0.family] }
                 let path = directory + "/roster-\(process).json"
@@ -637,9 +656,8 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
                 started.append(
                     try ServerProcess(
                         executable: executables.appendingPathComponent("askrelay-parent"),
-                        arguments: [
-                            "--broker", broker, "--roster", path, "--policy", "approve", "--think", "fixed:0ms",
-                            "--log-level", logLevel,
+                        arguments: target + [
+                            "--roster", path, "--policy", "approve", "--think", "fixed:0ms", "--log-level", logLevel,
                         ]
                     )
                 )
@@ -649,13 +667,13 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
             try? FileManager.default.removeItem(atPath: directory)
             throw error
         }
-        self.broker = broker
+        self.brokers = brokers
         self.brokerProcess = brokerProcess
         processes = started
-        for (index, process) in started.enumerated() {
-            let offset = brokerProcess == nil ? index + 1 : index
-            pids[offset == 0 ? "broker" : offset == 1 ? "limits" : "parent-\(offset - 1)"] = process.pid
-        }
+        let limits = brokers.entries.count == 1 ? ["limits"] : brokers.entries.map { "limits-\($0.name)" }
+        let names =
+            (brokerProcess == nil ? [] : ["broker"]) + limits + (1...options.parents).map { "parent-\($0)" }
+        for (name, process) in zip(names, started) { pids[name] = process.pid }
     }
 
     /// Stops every process (last started first) and removes the temporary folder. Safe to call more than once.

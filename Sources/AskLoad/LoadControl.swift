@@ -1,5 +1,6 @@
 import AskCLI
 import AskModel
+import AskProtocol
 import AskSimulation
 import Foundation
 import Synchronization
@@ -19,6 +20,8 @@ struct ControlMessage: Codable, Sendable {
     var index: Int?
     var hosts: Int?
     var broker: String?
+    /// `plan` against sharded brokers: the list (`b0=URL,b1=URL`); `broker` is then its first endpoint.
+    var brokers: String?
     var flowOptions: FlowLoadOptions?
     var sequence: Int?
     /// `start`: how long after receiving it the run starts, in nanoseconds of the agent's own clock.
@@ -35,7 +38,8 @@ struct ControlMessage: Codable, Sendable {
     init(_ type: String) { self.type = type }
 
     enum CodingKeys: String, CodingKey {
-        case type, version, mode, host, pid, reason, index, hosts, broker, flowOptions = "flow_options", sequence
+        case type, version, mode, host, pid, reason, index, hosts, broker, brokers, flowOptions = "flow_options"
+        case sequence
         case startInNs = "start_in_ns", elapsedS = "elapsed_s", sent, completed, errors, phase, result, samples
         case cpuSeconds = "cpu_s"
     }
@@ -161,13 +165,13 @@ final class LoadCoordinator {
     ///   - onStart: called once with the start time (monotonic ns of this process), just before `start` goes out.
     ///   - onProgress: the agents' summed progress, about once a second.
     func run(
-        broker: String,
+        brokers: BrokerList,
         workload: FlowLoadOptions,
         onStart: (UInt64) -> Void = { _ in },
         onProgress: (RelayLoadProgress) -> Void
     ) throws -> (hosts: [LoadHostResult], startSkewBoundUs: Double) {
         do {
-            return try runAgents(broker: broker, workload: workload, onStart: onStart, onProgress: onProgress)
+            return try runAgents(brokers: brokers, workload: workload, onStart: onStart, onProgress: onProgress)
         } catch {
             abortAll("\(error)")
             throw error
@@ -175,7 +179,7 @@ final class LoadCoordinator {
     }
 
     private func runAgents(
-        broker: String,
+        brokers: BrokerList,
         workload: FlowLoadOptions,
         onStart: (UInt64) -> Void,
         onProgress: (RelayLoadProgress) -> Void
@@ -199,7 +203,8 @@ final class LoadCoordinator {
             plan.version = LoadControl.version
             plan.index = index
             plan.hosts = options.hosts
-            plan.broker = broker
+            plan.broker = brokers.entries[0].endpoint
+            if brokers.entries.count > 1 { plan.brokers = brokers.description }
             plan.flowOptions = workload.share(index, of: options.hosts)
             send(plan, to: agent.identity)
         }
@@ -408,18 +413,20 @@ public enum LoadAgent {
         public var options: FlowLoadOptions
         public var result: FlowLoadResult
         public var samples: [ThroughputSample]
+        /// The brokers the host's children used.
+        public var brokers: BrokerList
     }
 
     /// Runs on the calling thread (it blocks); the flows run on a thread of their own.
     /// - Parameters:
     ///   - mode: the agent's own `--mode`, when given (it must be the coordinator's).
-    ///   - broker: the agent's own `--broker`, used instead of the coordinator's (the same broker by another
-    ///     address).
+    ///   - brokers: the agent's own `--broker` or `--brokers`, used instead of the coordinator's (the same
+    ///     brokers by other addresses).
     ///   - timeoutSeconds: how long to wait for the plan, for the start, and for the coordinator's `done`.
     public static func run(
         coordinator: String,
         mode: String?,
-        broker: String?,
+        brokers: BrokerList?,
         timeoutSeconds: Double,
         version: Int = LoadControl.version,
         onProgress: @escaping @Sendable (RelayLoadProgress) -> Void
@@ -457,10 +464,16 @@ public enum LoadAgent {
             }
             if let message = try receive(within: 100), message.type == "plan" { plan = message }
         }
+        let listed: BrokerList?
+        do { listed = try plan?.brokers.map { try BrokerList(parsing: $0) } } catch {
+            throw RelayLoadError("the coordinator's plan has an unusable broker list: \(error)")
+        }
         guard let plan, let options = plan.flowOptions, let index = plan.index, let hosts = plan.hosts,
-            let planBroker = broker ?? plan.broker
+            let planBrokers = brokers ?? listed ?? plan.broker.map({ BrokerList(single: $0) })
         else { throw RelayLoadError("the coordinator's plan is incomplete") }
-        printError("load host \(index + 1) of \(hosts): children \(options.hosted), broker \(planBroker)")
+        let target =
+            planBrokers.entries.count == 1 ? "broker \(planBrokers.entries[0].endpoint)" : "brokers \(planBrokers)"
+        printError("load host \(index + 1) of \(hosts): children \(options.hosted), \(target)")
         // The flows, on their own thread; they wait at `startAt` for the coordinator's start.
         let registered = OneShot<Void>()
         let startAt = OneShot<UInt64>()
@@ -472,7 +485,7 @@ public enum LoadAgent {
         let worker = JoinableThread(name: "load-agent") {
             do {
                 let result = try FlowLoad.run(
-                    broker: planBroker,
+                    brokers: planBrokers,
                     options: options,
                     startAt: {
                         registered.fulfill()
@@ -517,7 +530,8 @@ public enum LoadAgent {
                                 hosts: hosts,
                                 options: options,
                                 result: result,
-                                samples: recorder.samples
+                                samples: recorder.samples,
+                                brokers: planBrokers
                             )
                         }
                     }

@@ -1,4 +1,5 @@
 import AskCLI
+import AskProtocol
 import AskSimulation
 import Foundation
 import ZeroMQ
@@ -45,12 +46,12 @@ extension LoadExperiment {
         let outcome = try LoadAgent.run(
             coordinator: coordinator,
             mode: agentMode,
-            broker: broker,
+            brokers: externalBrokers,
             timeoutSeconds: agentTimeoutSeconds,
             onProgress: { progress.show("flows", $0) }
         )
         progress.finish()
-        let report = LoadReport(
+        var report = LoadReport(
             mode: "flows",
             commandLine: commandLine,
             durability: "external",
@@ -61,6 +62,7 @@ extension LoadExperiment {
             sweep: nil,
             throughputSamples: outcome.samples
         )
+        report.shards = outcome.brokers.shardNames
         return report.table
     }
 
@@ -76,13 +78,13 @@ extension LoadExperiment {
             executables: executableDirectory,
             options: flowOptions,
             durability: durability,
-            externalBroker: broker
+            externalBrokers: externalBrokers
         )
         defer { services.stop() }
         let cpu = ProcessCPU(services.pids)
         let progress = ProgressPrinter()
         let run = try control.run(
-            broker: services.broker,
+            brokers: services.brokers,
             workload: flowOptions,
             onProgress: { progress.show("flows", $0) }
         )
@@ -95,8 +97,8 @@ extension LoadExperiment {
         var report = LoadReport(
             mode: "flows",
             commandLine: commandLine,
-            durability: broker == nil ? durability : "external",
-            externalBroker: broker != nil,
+            durability: externalBrokers == nil ? durability : "external",
+            externalBroker: externalBrokers != nil,
             relayOptions: nil,
             flowOptions: flowOptions,
             flows: merged,
@@ -108,6 +110,7 @@ extension LoadExperiment {
         report.cpuPerFlowUs = cpuPerFlow
         report.hosts = run.hosts
         report.startSkewBoundUs = run.startSkewBoundUs
+        report.shards = services.brokers.shardNames
         if let reportDirectory { try report.write(to: reportDirectory) }
         return (report.table, report.figures)
     }

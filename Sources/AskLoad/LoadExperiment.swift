@@ -1,4 +1,5 @@
 import AskCLI
+import AskProtocol
 import AskSimulation
 import Foundation
 
@@ -30,6 +31,10 @@ public struct LoadExperiment: Sendable {
     public var baseline = false
     /// A running broker's endpoint to use instead of starting one.
     public var broker: String?
+    /// `--brokers`: running sharded brokers to use instead of starting one (`--mode flows`).
+    public var brokers: BrokerList?
+    /// The external brokers of a flows run: `--brokers`, or `--broker` as a list of one.
+    var externalBrokers: BrokerList? { brokers ?? broker.map { BrokerList(single: $0) } }
     /// Where load.json and load.html go (already prepared by the caller: a new or empty folder).
     public var reportDirectory: String?
     /// The folder holding askrelay, askrelay-broker, askrelay-limits and askrelay-parent.
@@ -61,6 +66,9 @@ public struct LoadExperiment: Sendable {
         if mode == .pending && broker != nil {
             problems.append("--mode pending kills and restarts the broker it starts; --broker is not supported")
         }
+        if brokers != nil && broker != nil { problems.append("--broker and --brokers exclude each other") }
+        // An agent's mode is the coordinator's (flows); its own --mode is optional.
+        if brokers != nil && mode != .flows && agent == nil { problems.append("--brokers is for --mode flows") }
         if mode == .pending && sweep != nil { problems.append("--sweep is for --mode relay or flows") }
         if mode == .pending && pendingOptions.families > pendingOptions.endpoints {
             problems.append("--families must be at most --endpoints")
@@ -270,7 +278,7 @@ public struct LoadExperiment: Sendable {
             executables: executableDirectory,
             options: base,
             durability: durability,
-            externalBroker: broker
+            externalBrokers: externalBrokers
         )
         defer { services.stop() }
         var single: FlowLoadResult?
@@ -283,7 +291,7 @@ public struct LoadExperiment: Sendable {
                     var options = base
                     options.rate = rate
                     let run = try Self.sweepStep(String(format: "flows @%.0f/s", rate), progress, recorder) {
-                        try FlowLoad.run(broker: services.broker, options: options, progress: $0)
+                        try FlowLoad.run(brokers: services.brokers, options: options, progress: $0)
                     }
                     var step = SweepStep(
                         targetRate: rate,
@@ -300,7 +308,7 @@ public struct LoadExperiment: Sendable {
         } else {
             let cpu = ProcessCPU(services.pids.merging(["load": getpid()]) { a, _ in a })
             single = try FlowLoad.run(
-                broker: services.broker,
+                brokers: services.brokers,
                 options: base,
                 progress: {
                     progress.show("flows", $0)
@@ -313,8 +321,8 @@ public struct LoadExperiment: Sendable {
         var report = LoadReport(
             mode: "flows",
             commandLine: commandLine,
-            durability: broker == nil ? durability : "external",
-            externalBroker: broker != nil,
+            durability: externalBrokers == nil ? durability : "external",
+            externalBroker: externalBrokers != nil,
             relayOptions: nil,
             flowOptions: base,
             flows: single,
@@ -322,9 +330,15 @@ public struct LoadExperiment: Sendable {
             throughputSamples: recorder.samples
         )
         report.cpuPerFlowUs = cpuPerFlow
+        report.shards = services.brokers.shardNames
         if let reportDirectory { try report.write(to: reportDirectory) }
         return (report.table, report.figures)
     }
+}
+
+extension BrokerList {
+    /// The shard names of a list of several brokers (a report's `shards`); `nil` for one broker.
+    var shardNames: [String]? { entries.count > 1 ? entries.map(\.name) : nil }
 }
 
 /// What a load experiment prints, and whether it breached a threshold (`askrelay load` exits 99 then).

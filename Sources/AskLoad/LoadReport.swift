@@ -140,6 +140,8 @@ public struct LoadReport: Sendable, Codable {
     public var hosts: [LoadHostResult]?
     /// A coordinated run: half the largest ping round trip, the most the hosts' starts can differ by.
     public var startSkewBoundUs: Double?
+    /// A flows run against sharded brokers (`--brokers`): the shard names, in list order; `nil` for one broker.
+    public var shards: [String]?
 
     public init(
         mode: String,
@@ -170,7 +172,7 @@ public struct LoadReport: Sendable, Codable {
             "external_broker"
         case relayOptions = "relay_options", flowOptions = "flow_options", flows, sweep, throughputSamples =
             "throughput_samples"
-        case cpuPerFlowUs = "cpu_per_flow_us", hosts, startSkewBoundUs = "start_skew_bound_us"
+        case cpuPerFlowUs = "cpu_per_flow_us", hosts, startSkewBoundUs = "start_skew_bound_us", shards
     }
 
     var unit: String { mode == "flows" ? "flows/s" : "rt/s" }
@@ -208,6 +210,7 @@ public struct LoadReport: Sendable, Codable {
     /// The stdout table; the last line starts with `throughput=` (a sweep: the rate achieved at the knee).
     public var table: [String] {
         var lines = [workload]
+        if let shards { lines.append("shards: \(shards.count) brokers (\(shards.joined(separator: ", ")))") }
         if let sweep {
             lines += LoadSweep.table(sweep, unit: unit)
             lines.append(String(format: "throughput=%.0f knee=%.0f", sweep.kneeThroughput ?? 0, sweep.kneeRate ?? 0))

@@ -1,5 +1,6 @@
 import AskCLI
 import AskLoad
+import AskProtocol
 import AskSimulation
 import Foundation
 
@@ -16,7 +17,9 @@ struct LoadCommand: Command {
         --broker is given. --baseline proxy then runs the identical workload through 'askrelay proxy' (zmq_proxy).
         --mode flows: --endpoints children hosted here (AskCenter over --connections sockets) run complete flows
         (ask -> askrelay-limits presents -> send -> askrelay-parent guardians approve -> response) against processes
-        it starts (broker, limits, --parents parents) and stops at the end.
+        it starts (broker, limits, --parents parents) and stops at the end. --brokers LIST (running sharded
+        brokers): each connection opens one socket per shard of its children's families, one limits worker per
+        shard and the parents get the list.
         --mode pending: a lean raw generator fills the broker with --questions pending questions from --endpoints
         children, reports the broker's RSS per pending question, then kill -9s it and times the restart to 'ready'.
         --sweep: open-loop steps from --sweep-start, x --sweep-factor each, until p99 > --max-p99, errors, or
@@ -138,6 +141,13 @@ struct LoadCommand: Command {
             "ENDPOINT",
             env: "ASKRELAY_LOAD_BROKER",
             help: "use this running broker instead of starting one"
+        ),
+        .value(
+            "brokers",
+            "LIST",
+            env: "ASKRELAY_LOAD_BROKERS",
+            help:
+                "flows: use these running sharded brokers NAME=URL[,NAME=URL...] (one limits worker per shard); replaces --broker"
         ),
         .value(
             "client-threads",
@@ -267,6 +277,9 @@ struct LoadCommand: Command {
             try arguments.choice("durability", ["off", "batch", "strict"]) ?? (mode == .relay ? "off" : "batch")
         experiment.baseline = try arguments.choice("baseline", ["proxy"]) != nil
         experiment.broker = try arguments.endpoint("broker", binding: false)
+        experiment.brokers = try arguments.parsed("brokers") { text in
+            try BrokerList(parsing: text) { EndpointSyntax.problem($0, binding: false) }
+        }
         experiment.reportDirectory = arguments.string("report-dir")
         cleanReportDirectory = arguments.flag("clean")
         do {

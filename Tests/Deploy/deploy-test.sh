@@ -75,7 +75,7 @@ cleanup() {
     [ -n "$HOST_CHILD_PID" ] && kill "$HOST_CHILD_PID" 2>/dev/null && wait "$HOST_CHILD_PID" 2>/dev/null
     if [ $status -ne 0 ] && [ -f "$RUN/host-child.err" ]; then
         say "--- host child stdout, stderr (last 20 lines)"
-        tail -20 "$RUN/host-child.out" "$RUN/host-child.err"
+        tail -n 20 "$RUN/host-child.out" "$RUN/host-child.err"
     fi
     if [ $status -ne 0 ] && [ -S "$SOCKET" ]; then
         for c in $($DOCKER ps -aq 2>/dev/null); do
@@ -226,13 +226,16 @@ phase "host flows through 127.0.0.1:$ASKRELAY_BROKER_PORT with CURVE; kill -9 th
 mkdir -p "$RUN/keys"
 $DOCKER cp "$broker:/etc/askrelay/keys/child-3.key" "$RUN/keys/" >/dev/null
 $DOCKER cp "$broker:/etc/askrelay/keys/broker.public" "$RUN/keys/" >/dev/null
-snapshot() { "$BIN/askrelay" top --stats-endpoint "$STATS" --json --count 1 --timeout 5s; }
+# Host-side commands run without the ASKRELAY_* variables exported for compose (a worker reads its flags from them:
+# ASKRELAY_FAMILIES would make the host child claim children its key does not list).
+host() { env $(compgen -e | grep '^ASKRELAY_' | sed 's/^/-u /') "$@"; }
+snapshot() { host "$BIN/askrelay" top --stats-endpoint "$STATS" --json --count 1 --timeout 5s; }
 snapshot >/dev/null || fail "no stats snapshot from the host through $STATS (published port)"
 say "stats from the host through $STATS: ok"
 # A question the broker acknowledged and then lost would end as `expired` after 60 s (--expire-after): the check
 # below allows none.
-"$BIN/askrelay-child" --broker "tcp://127.0.0.1:$ASKRELAY_BROKER_PORT" --curve-key "$RUN/keys/child-3.key" \
-    --broker-key "$RUN/keys/broker.public" --flows 30 --think 200ms --expire-after 60s --seed 7 \
+host "$BIN/askrelay-child" --broker "tcp://127.0.0.1:$ASKRELAY_BROKER_PORT" --curve-key "$RUN/keys/child-3.key" \
+    --broker-key "$RUN/keys/broker.public" --flows 30 --think 200ms --contacts 40 --known-ratio 0 --expire-after 60s --seed 7 \
     --records "$RUN/host-child.jsonl" --log-level notice >"$RUN/host-child.out" 2>"$RUN/host-child.err" &
 HOST_CHILD_PID=$!
 wait_for "the host child's ready line" 30 grep -q "ready children=" "$RUN/host-child.out"

@@ -11,7 +11,8 @@
 # keyed by its inputs) and the engines' image stores, so a re-run skips debootstrap and apt.
 #
 # Environment: ASKRELAY_DEPLOY_TIMEOUT (seconds, default 900) bounds the whole run; ASKRELAY_DEPLOY_KEEP_LOGS=DIR
-# copies every container's log there.
+# copies every container's log there; ASKRELAY_DEPLOY_SKIP_COMPOSE=1 / ASKRELAY_DEPLOY_SKIP_KUBE=1 leave out the
+# compose or the podman phases (to work on one of them).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -24,6 +25,10 @@ IMAGE=askrelay-deploy:test
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 
+# One run at a time per cache (the engines' stores are shared between runs).
+mkdir -p "$CACHE"
+exec 9>"$CACHE/lock"
+flock -n 9 || { echo "another deploy test is running on $CACHE (flock $CACHE/lock)" >&2; exit 75; }
 RUN="$(mktemp -d /tmp/askrelay-deploy.XXXXXX)"
 SOCKET="$RUN/docker.sock"
 export DOCKER_HOST="unix://$SOCKET"
@@ -34,9 +39,11 @@ DOCKERD_PID=""
 HOST_CHILD_PID=""
 PODMAN_READY=""
 # podman with its own storage and configuration (the machine's defaults fail on rlimits and cgroups here).
+# Its run root and temp folder keep one path per cache (podman's database records them), removed at the end.
+PODMAN_RUN="/tmp/askrelay-deploy-podman-$(printf %s "$CACHE" | sha256sum | cut -c1-8)"
 pm() {
-    CONTAINERS_CONF="$RUN/containers.conf" podman --root "$CACHE/podman" --runroot "$RUN/podman-run" \
-        --tmpdir "$RUN/podman-tmp" "$@"
+    CONTAINERS_CONF="$RUN/containers.conf" podman --root "$CACHE/podman" --runroot "$PODMAN_RUN/run" \
+        --tmpdir "$PODMAN_RUN/tmp" "$@"
 }
 START=$(date +%s.%N)
 PHASE=""
@@ -64,6 +71,10 @@ wait_for() {
         sleep 0.5
     done
 }
+
+# Host-side commands run without the ASKRELAY_* variables exported for compose (a worker reads its flags from them:
+# ASKRELAY_FAMILIES would make the host child claim children its key does not list).
+host() { env $(compgen -e | grep '^ASKRELAY_' | sed 's/^/-u /') "$@"; }
 
 # ---- cleanup: always, in reverse order of creation -----------------------------------------------------------------
 cleanup() {
@@ -102,9 +113,17 @@ cleanup() {
         kill -KILL "$DOCKERD_PID" 2>/dev/null
     fi
     if [ -n "${PODMAN_READY:-}" ]; then
-        timeout 60 pm pod rm -af -t 5 >/dev/null 2>&1
-        timeout 30 pm volume rm -af >/dev/null 2>&1
-        timeout 30 pm network rm -f askrelay-kube >/dev/null 2>&1
+        if [ $status -ne 0 ]; then
+            for c in $(pm ps -a --format '{{.Names}}' | grep -v -- '-infra$'); do
+                say "--- podman log of $c (last 20 lines)"
+                pm logs --tail 20 "$c" 2>&1
+            done
+        fi
+        pm pod rm -af -t 5 >/dev/null 2>&1
+        pm volume rm -af >/dev/null 2>&1
+        pm secret rm askrelay-keys >/dev/null 2>&1
+        pm network rm -f askrelay-kube >/dev/null 2>&1
+        rm -rf "$PODMAN_RUN"
     fi
     # Mounts an engine may have left under the run folder (none when it stopped cleanly).
     grep -o " $RUN[^ ]*" /proc/mounts 2>/dev/null | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
@@ -195,6 +214,7 @@ notfound=$($DOCKER run --rm --network none --entrypoint sh "$IMAGE" -c \
 [ -z "$notfound" ] || fail "libraries missing in the image: $notfound"
 say "ldd: every executable's libraries are in the image"
 
+if [ "${ASKRELAY_DEPLOY_SKIP_COMPOSE:-0}" != 1 ]; then
 # ---- compose up ----------------------------------------------------------------------------------------------------
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 export ASKRELAY_IMAGE="$IMAGE"
@@ -226,9 +246,6 @@ phase "host flows through 127.0.0.1:$ASKRELAY_BROKER_PORT with CURVE; kill -9 th
 mkdir -p "$RUN/keys"
 $DOCKER cp "$broker:/etc/askrelay/keys/child-3.key" "$RUN/keys/" >/dev/null
 $DOCKER cp "$broker:/etc/askrelay/keys/broker.public" "$RUN/keys/" >/dev/null
-# Host-side commands run without the ASKRELAY_* variables exported for compose (a worker reads its flags from them:
-# ASKRELAY_FAMILIES would make the host child claim children its key does not list).
-host() { env $(compgen -e | grep '^ASKRELAY_' | sed 's/^/-u /') "$@"; }
 snapshot() { host "$BIN/askrelay" top --stats-endpoint "$STATS" --json --count 1 --timeout 5s; }
 snapshot >/dev/null || fail "no stats snapshot from the host through $STATS (published port)"
 say "stats from the host through $STATS: ok"
@@ -334,6 +351,7 @@ for c in $("${COMPOSE[@]}" ps -q); do
 done
 [ $failed = 0 ] || fail "a process did not drain (exit code or log above)"
 grep -q "signal received, draining" <<<"$($DOCKER logs "$broker" 2>&1)" || fail "the broker did not log its drain"
+fi
 
 # ---- podman kube play ----------------------------------------------------------------------------------------------
 if [ "${ASKRELAY_DEPLOY_SKIP_KUBE:-0}" != 1 ]; then

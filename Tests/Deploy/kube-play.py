@@ -10,18 +10,23 @@ What podman 4.3 cannot take is rewritten, and only that:
   fieldRef metadata.name).
 - Service: not supported; the pods resolve each other by pod name on the podman network (aardvark-dns), so the
   broker list names tcp://askrelay-broker-<i>:5555 instead of the headless Service's askrelay-broker-<i>.askrelay-broker.
-- Secret askrelay-keys: made here from KEYS_DIR (what `kubectl create secret generic --from-file` makes); secret
-  volumes get `optional: false` (podman 4.3 dereferences a missing `optional`).
+- Secret askrelay-keys: podman 4.3 writes a Secret's `data` into the volume still base64-encoded, creates no file
+  for `stringData`, and ignores `items` and fsGroup. So each secret volume becomes a hostPath folder next to OUT
+  holding exactly the volume's items, copied from KEYS_DIR (the files `kubectl create secret generic
+  --from-file=KEYS_DIR` puts in the Secret), readable by the pod's user (0444: fsGroup does that on a cluster).
+- ConfigMap volumes: host folders as well (podman 4.3 leaves a subPath file of one unreadable to the pod's user).
+- emptyDir volumes: renamed after their pod (podman 4.3 makes one named volume per volume name, shared by pods).
+- ports: dropped (podman publishes every containerPort on the host; on a cluster they only name the ports).
 - image: IMAGE, already in podman's store.
 --single-broker-env also sets ASKRELAY_BROKER to the first broker, for executables without --brokers (before the
 sharded broker list is merged).
 """
 
 import argparse
-import base64
 import copy
 import glob
 import os
+import shutil
 
 import yaml
 
@@ -41,27 +46,60 @@ def main():
         with open(path) as stream:
             objects += [d for d in yaml.safe_load_all(stream) if d]
 
-    out = [
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "askrelay-keys"},
-            "data": {
-                name: base64.b64encode(open(os.path.join(options.keys, name), "rb").read()).decode()
-                for name in sorted(os.listdir(options.keys))
-            },
-        }
-    ]
+    out = []
     names = [f"askrelay-broker-{i}" for i in range(options.brokers)]
 
-    def pod_spec(template):
+    config_data = {o["metadata"]["name"]: o.get("data", {}) for o in objects if o["kind"] == "ConfigMap"}
+
+    def pod_spec(template, pod):
         spec = copy.deepcopy(template["spec"])
+        # ConfigMap volumes: files in a host folder too (podman 4.3 leaves a subPath file of one unreadable to the
+        # pod's user); a subPath mount becomes a mount of that one file.
+        for volume in spec.get("volumes", []):
+            source = volume.pop("configMap", None)
+            if source is None:
+                continue
+            folder = os.path.join(os.path.dirname(os.path.abspath(options.out)), f"config-{pod}-{volume['name']}")
+            os.makedirs(folder, exist_ok=True)
+            for key, text in config_data[source["name"]].items():
+                with open(os.path.join(folder, key), "w") as stream:
+                    stream.write(text)
+                os.chmod(os.path.join(folder, key), 0o444)
+            volume["hostPath"] = {"path": folder, "type": "Directory"}
+            for container in spec["containers"]:
+                for mount in container.get("volumeMounts", []):
+                    if mount["name"] == volume["name"] and "subPath" in mount:
+                        name = f"{volume['name']}-{len(spec['volumes'])}"
+                        spec["volumes"].append(
+                            {"name": name, "hostPath": {"path": os.path.join(folder, mount.pop("subPath")), "type": "File"}}
+                        )
+                        mount["name"] = name
         for container in spec["containers"]:
             container["image"] = options.image
             container["imagePullPolicy"] = "Never"
+            # podman publishes every containerPort on the host; on a cluster they only name the pod's ports.
+            container.pop("ports", None)
+        # emptyDir: podman 4.3 makes a named volume after the volume's name, shared by every pod using that name;
+        # the pod's name in front keeps it the pod's own, as on a cluster.
         for volume in spec.get("volumes", []):
-            if "secret" in volume:
-                volume["secret"]["optional"] = False
+            if "emptyDir" in volume:
+                for container in spec["containers"]:
+                    for mount in container.get("volumeMounts", []):
+                        if mount["name"] == volume["name"]:
+                            mount["name"] = f"{pod}-{volume['name']}"
+                volume["name"] = f"{pod}-{volume['name']}"
+        for volume in spec.get("volumes", []):
+            secret = volume.pop("secret", None)
+            if secret is None:
+                continue
+            folder = os.path.join(os.path.dirname(os.path.abspath(options.out)), f"secret-{pod}-{volume['name']}")
+            os.makedirs(folder, exist_ok=True)
+            items = secret.get("items") or [{"key": n, "path": n} for n in sorted(os.listdir(options.keys))]
+            for item in items:
+                target = os.path.join(folder, item["path"])
+                shutil.copyfile(os.path.join(options.keys, item["key"]), target)
+                os.chmod(target, 0o444)
+            volume["hostPath"] = {"path": folder, "type": "Directory"}
         return spec
 
     for obj in objects:
@@ -77,7 +115,7 @@ def main():
         elif kind == "StatefulSet":
             template = obj["spec"]["template"]
             for name in names:
-                spec = pod_spec(template)
+                spec = pod_spec(template, name)
                 for claim in obj["spec"]["volumeClaimTemplates"]:
                     claim_name = f"{claim['metadata']['name']}-{name}"
                     out.append(
@@ -107,7 +145,7 @@ def main():
                 )
         elif kind == "Deployment":
             obj = copy.deepcopy(obj)
-            obj["spec"]["template"]["spec"] = pod_spec(obj["spec"]["template"])
+            obj["spec"]["template"]["spec"] = pod_spec(obj["spec"]["template"], obj["metadata"]["name"])
             out.append(obj)
         else:
             out.append(obj)

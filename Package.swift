@@ -36,6 +36,9 @@ let package = Package(
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: strict),
         // Structured, levelled log lines (swift-log's shape, no dependency).
         .target(name: "AskLogging", swiftSettings: strict),
+        // Prometheus metrics: counters, gauges and fixed-bucket histograms, the text exposition format and a small
+        // HTTP server for `GET /metrics` on a thread of its own.
+        .target(name: "AskMetrics", dependencies: ["AskLogging"], swiftSettings: strict),
         // Hand-written command-line parsing, signals, threads and the process supervisor (start, watch, signal,
         // restart child processes) shared by every executable and the cluster harness. Re-exports the duration
         // grammar and value bounds from AskModel.
@@ -50,7 +53,7 @@ let package = Package(
         // The broker as a library (testable in-process), with its SQLite journal.
         .target(
             name: "AskBroker",
-            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
+            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "AskMetrics", "SQLite"],
             swiftSettings: strict
         ),
 
@@ -64,7 +67,7 @@ let package = Package(
         // Worker behaviours (child, parent, limits) over the client's connection runtime.
         .target(
             name: "AskAgents",
-            dependencies: ["AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
+            dependencies: ["AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "AskMetrics", "SQLite"],
             swiftSettings: strict
         ),
         // Scenarios, metrics, invariant checking, reports (processes are supervised with AskCLI's supervisor).
@@ -113,23 +116,23 @@ let package = Package(
         ),
         .executableTarget(
             name: "askrelay-broker",
-            dependencies: ["AskBroker", "AskCLI", "AskLogging"],
+            dependencies: ["AskBroker", "AskCLI", "AskLogging", "AskMetrics"],
             swiftSettings: strict
         ),
 
         .executableTarget(
             name: "askrelay-limits",
-            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging", "AskMetrics"],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "askrelay-parent",
-            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging", "AskMetrics"],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "askrelay-child",
-            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging", "AskMetrics"],
             swiftSettings: strict
         ),
 
@@ -147,6 +150,7 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ"], swiftSettings: strict),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: strict),
         .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),
+        .testTarget(name: "AskMetricsTests", dependencies: ["AskMetrics", "AskLogging"], swiftSettings: strict),
         // A program that depends on AskModel alone; AskModelTests runs `ldd` on it to show the model needs no libzmq.
         .executableTarget(
             name: "askmodel-linkcheck",
@@ -176,7 +180,8 @@ let package = Package(
         .testTarget(
             name: "AskAgentsTests",
             dependencies: [
-                "AskAgents", "AskClient", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport",
+                "AskAgents", "AskClient", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskMetrics",
+                "AskTestSupport",
             ],
             swiftSettings: strict
         ),

@@ -97,6 +97,8 @@ public final class ChildWorker: Sendable {
     let logger: AskLogger
     let records: FlowRecordSink
     let router = ResponseRouter()
+    /// Every finished flow's stages and outcome, for `--metrics-endpoint`.
+    public let flowMetrics = ChildFlowMetrics()
     /// Bumped on every reconnect; each child re-checks its known handles when it sees a new value.
     let reconnectGeneration = Mutex(0)
 
@@ -209,6 +211,7 @@ public final class ChildWorker: Sendable {
                 deadline: deadline
             ) {
                 records.write(record)
+                flowMetrics.record(record)
             }
             flow += 1
         }

@@ -246,6 +246,7 @@ extension Broker {
         envelope.appendDeliver(acks: owner.pendingAcks[..<carried], to: &output)
         guard sendToPeer(owner) else { return false }
         if carried > 0 { owner.pendingAcks.removeFirst(carried) }
+        if let metrics, envelope.deliveredAt == nil { metrics.routed(createdAt: envelope.createdAt) }
         envelope.deliveredAt = turnNow
         if crashPoints.isArmed { crashPoints.delivered(kind: envelope.kind, subject: envelope.subject) }
         return true

@@ -52,6 +52,7 @@ extension Broker {
         if let publisher = statsPublisher, publisher.isDue(now: now, interval: configuration.statsInterval) {
             publisher.publish(snapshot())
         }
+        publishMetrics(now: now)
         finishTurn()
     }
 

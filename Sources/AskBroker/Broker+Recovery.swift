@@ -95,6 +95,7 @@ extension Broker {
         do { _ = try journal.commitIfNeeded() } catch {
             logger.error("final journal commit failed", metadata: ["error": "\(error)"])
         }
+        metrics?.server.stop()
         logger.notice("broker stopped")
     }
 }

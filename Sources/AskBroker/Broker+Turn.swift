@@ -34,6 +34,7 @@ extension Broker {
                 }
                 if let took = try journal.commitIfNeeded() {
                     stats.recordCommit(took)
+                    metrics?.commit.observe(took)
                     turn.commit += took
                 }
                 crashPoints.committed(acks: !turnAccepted.isEmpty)

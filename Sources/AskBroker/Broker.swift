@@ -1,4 +1,5 @@
 import AskLogging
+import AskMetrics
 import AskProtocol
 import Foundation
 import SQLite
@@ -66,6 +67,8 @@ public final class Broker {
     var lastHousekeeping = ContinuousClock.now
     var lastAckScan = ContinuousClock.now
     var statsPublisher: StatsPublisher?
+    /// The histograms and the HTTP endpoint of `--metrics-endpoint`, when configured.
+    var metrics: BrokerMetrics?
     /// CURVE authentication, when configured.
     let authenticator: Authenticator?
     /// Test-only crash hooks (`--crash-at`); unarmed unless configured.
@@ -128,7 +131,12 @@ public final class Broker {
         if let statsEndpoint = configuration.statsEndpoint {
             statsPublisher = try StatsPublisher(context: context, endpoint: statsEndpoint)
         }
+        if let metricsEndpoint = configuration.metricsEndpoint {
+            metrics = try BrokerMetrics(endpoint: metricsEndpoint, logger: logger)
+        }
         try recover()
+        // A scrape right after the ready line sees the recovered state, not an empty page.
+        publishMetrics(now: .now)
     }
 
     /// One broker per journal and per ipc path: a second broker on either is refused before it touches anything,

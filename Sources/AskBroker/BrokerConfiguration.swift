@@ -1,3 +1,4 @@
+import AskMetrics
 import AskProtocol
 import Foundation
 
@@ -41,6 +42,8 @@ public struct BrokerConfiguration: Sendable {
     /// PUB endpoint for a JSON statistics snapshot every `statsInterval`; none when `nil`.
     public var statsEndpoint: String?
     public var statsInterval: Duration = .seconds(1)
+    /// Where to serve Prometheus metrics over HTTP (`GET /metrics`); none when `nil`.
+    public var metricsEndpoint: MetricsEndpoint?
     /// Frame size limits.
     public var limits = Wire.Limits()
     /// Most messages read from the socket per loop turn (one journal commit covers them all).

@@ -1,4 +1,5 @@
 import AskLogging
+import AskMetrics
 import Foundation
 import Synchronization
 import ZeroMQ
@@ -8,6 +9,8 @@ import ZeroMQ
 /// `start` returns once every endpoint is bound (or throws the bind error), so a caller can connect at once.
 public final class BrokerService: Sendable {
     public let endpoints: [String]
+    /// The bound `--metrics-endpoint`, when configured.
+    public let metricsEndpoint: MetricsEndpoint?
     let wake: WakeSignal
     private let finished = DispatchSemaphore(value: 0)
     private let outcome = Outcome()
@@ -25,7 +28,8 @@ public final class BrokerService: Sendable {
             do {
                 let broker = try Broker(configuration: configuration, logger: logger, context: context, wake: wake)
                 let endpoints = broker.boundEndpoints
-                outcome.start.withLock { $0 = .success(endpoints) }
+                let metricsEndpoint = broker.metricsEndpoint
+                outcome.start.withLock { $0 = .success((endpoints, metricsEndpoint)) }
                 started.signal()
                 try broker.run()
             } catch {
@@ -47,7 +51,7 @@ public final class BrokerService: Sendable {
         thread.stackSize = 8 << 20
         thread.start()
         started.wait()
-        endpoints = try outcome.start.withLock { $0 }!.get()
+        (endpoints, metricsEndpoint) = try outcome.start.withLock { $0 }!.get()
     }
 
     /// Asks the broker to drain and stop. Safe from any thread and from a signal handler.
@@ -73,6 +77,6 @@ public final class BrokerService: Sendable {
 /// What the broker's thread hands back: the bound endpoints or the error that stopped the start, then the error that
 /// ended its loop, if any.
 private final class Outcome: Sendable {
-    let start = Mutex<Result<[String], any Error>?>(nil)
+    let start = Mutex<Result<(endpoints: [String], metrics: MetricsEndpoint?), any Error>?>(nil)
     let failure = Mutex<(any Error)?>(nil)
 }

@@ -263,6 +263,13 @@ public struct Arguments: Sendable {
         return text
     }
 
+    /// The (last) value of an option, checked by `problem` (what is wrong with a text, or `nil` when it is good).
+    public func checked(_ name: String, _ problem: (String) -> String?) throws -> String? {
+        guard let text = string(name) else { return nil }
+        if let problem = problem(text) { throw UsageError("\(origin(name)): \(problem)") }
+        return text
+    }
+
     /// A required endpoint option (usually one with a default), checked like ``endpoint(_:binding:)``.
     public func requireEndpoint(_ name: String, binding: Bool) throws -> String {
         _ = try require(name)
@@ -512,7 +519,7 @@ public enum CommandRunner {
 /// Writes a line to standard output at once (unbuffered), so a parent process reading a pipe sees it now.
 extension OptionSpec {
     /// The options every worker executable (askrelay-limits, -parent, -child) takes for its broker connection: the
-    /// heartbeat, the CURVE keys and the log level.
+    /// heartbeat, the CURVE keys, the log level, and its metrics endpoint.
     /// - Parameter logLevels: the level names, listed in the help.
     public static func workerConnection(logLevels: [String]) -> [OptionSpec] {
         [
@@ -535,6 +542,12 @@ extension OptionSpec {
                 env: "ASKRELAY_LOG_LEVEL",
                 default: "info",
                 help: logLevels.joined(separator: ", ")
+            ),
+            .value(
+                "metrics-endpoint",
+                "HOST:PORT",
+                env: "ASKRELAY_METRICS_ENDPOINT",
+                help: "serve Prometheus metrics on http://HOST:PORT/metrics (port 0: the OS picks one)"
             ),
         ]
     }

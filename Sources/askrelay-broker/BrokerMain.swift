@@ -1,6 +1,7 @@
 import AskBroker
 import AskCLI
 import AskLogging
+import AskMetrics
 import Foundation
 import SQLite
 
@@ -10,8 +11,9 @@ struct BrokerMain: Command {
     static let name = "askrelay-broker"
     static let abstract = "route AskRelay questions and answers between workers, durably"
     static let discussion = """
-        Prints one line 'ready endpoints=<bound endpoints>' on stdout once it serves; logs go to stderr, one line
-        per event. SIGTERM or SIGINT drains: stop reading, commit the journal, say BYE to every session, exit 0.
+        Prints one line 'ready endpoints=<bound endpoints>' (then ' metrics=HOST:PORT' with --metrics-endpoint) on
+        stdout once it serves; logs go to stderr, one line per event. SIGTERM or SIGINT drains: stop reading, commit
+        the journal, say BYE to every session, exit 0.
         Durations take a unit: 250ms, 2s, 5m, 48h, 2d (at most 100d). Endpoints are tcp://HOST:PORT (port * picks a
         free one) or ipc://PATH. See docs/broker.md.
         """
@@ -127,6 +129,12 @@ struct BrokerMain: Command {
                 help: "PUB endpoint for a JSON snapshot every second"
             ),
             .value(
+                "metrics-endpoint",
+                "HOST:PORT",
+                env: "ASKRELAY_METRICS_ENDPOINT",
+                help: "serve Prometheus metrics on http://HOST:PORT/metrics (port 0: the OS picks one)"
+            ),
+            .value(
                 "log-level",
                 "LEVEL",
                 env: "ASKRELAY_LOG_LEVEL",
@@ -186,6 +194,9 @@ struct BrokerMain: Command {
         configuration.maxQueuedTotal =
             try arguments.int("max-queued-total", in: 1...1_000_000_000) ?? configuration.maxQueuedTotal
         configuration.statsEndpoint = try arguments.endpoint("stats-endpoint", binding: true)
+        configuration.metricsEndpoint = try arguments.checked("metrics-endpoint", MetricsEndpoint.problem).flatMap(
+            MetricsEndpoint.init(parsing:)
+        )
         configuration.allowInsecure = arguments.flag("allow-insecure")
         configuration.curveSecretFile = arguments.string("curve-secret-file")
         configuration.principalsFile = arguments.string("principals")
@@ -232,7 +243,8 @@ struct BrokerMain: Command {
             logger.notice("signal received, draining", metadata: ["signal": "\(signal)"])
             service.stop()
         }
-        printLine("ready endpoints=\(service.endpoints.joined(separator: ","))")
+        let metrics = service.metricsEndpoint.map { " metrics=\($0)" } ?? ""
+        printLine("ready endpoints=\(service.endpoints.joined(separator: ","))\(metrics)")
         try await service.waitAsync()
         _ = signals
         return ExitCode.success

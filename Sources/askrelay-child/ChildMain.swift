@@ -2,6 +2,7 @@ import AskAgents
 import AskCLI
 import AskClient
 import AskLogging
+import AskMetrics
 import AskProtocol
 import Foundation
 import SQLite
@@ -139,6 +140,7 @@ struct ChildMain: Command {
 
     let configuration: ChildWorkerConfiguration
     let logLevel: AskLogger.Level
+    let metricsEndpoint: MetricsEndpoint?
     let stay: Bool
 
     init(arguments: Arguments) throws {
@@ -216,6 +218,9 @@ struct ChildMain: Command {
         let level = try arguments.choice("log-level", AskLogger.Level.allCases.map(\.description), ignoringCase: true)
         logLevel = level.flatMap(AskLogger.Level.init(name:)) ?? .info
         stay = arguments.flag("stay")
+        metricsEndpoint = try arguments.checked("metrics-endpoint", MetricsEndpoint.problem).flatMap(
+            MetricsEndpoint.init(parsing:)
+        )
     }
 
     func validate() throws {
@@ -224,6 +229,12 @@ struct ChildMain: Command {
 
     func run() async throws -> Int32 {
         let logger = AskLogger(label: "askrelay-child", level: logLevel)
+        let metrics: WorkerMetrics?
+        do { metrics = try metricsEndpoint.map { try WorkerMetrics(endpoint: $0, logger: logger) } } catch {
+            printError("askrelay-child: \(error)")
+            return ExitCode.unavailable
+        }
+        let shown = metrics.map { " metrics=\($0.endpoint)" } ?? ""
         let worker: ChildWorker
         do {
             worker = try ChildWorker(configuration: configuration, logger: logger, context: try ZMQContext())
@@ -234,6 +245,7 @@ struct ChildMain: Command {
             let badPath = (error as? OwnerLockError)?.code == .unusable || error is RecordsFileError
             return badPath ? ExitCode.usage : ExitCode.unavailable
         }
+        metrics?.attach(worker.center.readConnectionCounters, registries: [worker.flowMetrics.registry])
         let stopping = StopSignal()
         let children = configuration.children.count
         let play = Task {
@@ -241,7 +253,7 @@ struct ChildMain: Command {
             while !(await worker.center.waitUntilRegistered(timeout: .seconds(5))) {
                 if Task.isCancelled || worker.center.connectionFailure != nil { return ChildWorkerSummary() }
             }
-            printLine("ready children=\(children)")
+            printLine("ready children=\(children)\(shown)")
             return await worker.run()
         }
         let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
@@ -271,6 +283,7 @@ struct ChildMain: Command {
         }
         await worker.stop()
         _ = signals
+        metrics?.stop()
         return ExitCode.success
     }
 

@@ -2,6 +2,7 @@ import AskAgents
 import AskCLI
 import AskClient
 import AskLogging
+import AskMetrics
 import AskProtocol
 import Foundation
 import SQLite
@@ -42,6 +43,7 @@ struct LimitsMain: Command {
 
     let configuration: LimitsWorkerConfiguration
     let logLevel: AskLogger.Level
+    let metricsEndpoint: MetricsEndpoint?
 
     init(arguments: Arguments) throws {
         var configuration = LimitsWorkerConfiguration()
@@ -79,6 +81,9 @@ struct LimitsMain: Command {
             }
         }
         self.configuration = configuration
+        metricsEndpoint = try arguments.checked("metrics-endpoint", MetricsEndpoint.problem).flatMap(
+            MetricsEndpoint.init(parsing:)
+        )
         let level = try arguments.choice("log-level", AskLogger.Level.allCases.map(\.description), ignoringCase: true)
         logLevel = level.flatMap(AskLogger.Level.init(name:)) ?? .info
     }
@@ -87,12 +92,18 @@ struct LimitsMain: Command {
         let logger = AskLogger(label: "askrelay-limits", level: logLevel)
         let configuration = self.configuration
         let ready = ReadyOnce()
+        let metrics: WorkerMetrics?
+        do { metrics = try metricsEndpoint.map { try WorkerMetrics(endpoint: $0, logger: logger) } } catch {
+            printError("askrelay-limits: \(error)")
+            return ExitCode.unavailable
+        }
+        let shown = metrics.map { " metrics=\($0.endpoint)" } ?? ""
         let worker: LimitsWorker
         do {
             // Opening the SQLite store blocks: keep it off the cooperative pool.
             worker = try await onDedicatedThread(name: "limits-open") {
                 try LimitsWorker(configuration: configuration, logger: logger, context: ZMQContext()) { children in
-                    ready.once { printLine("ready id=\(configuration.id) children=\(children)") }
+                    ready.once { printLine("ready id=\(configuration.id) children=\(children)\(shown)") }
                 }
             }
         } catch {
@@ -101,12 +112,14 @@ struct LimitsMain: Command {
             // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
             return (error as? OwnerLockError)?.code == .unusable ? ExitCode.usage : ExitCode.unavailable
         }
+        metrics?.attach(worker.runtime.readConnectionCounters)
         let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
             logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
             worker.stop()
         }
         try await onDedicatedThread(name: "limits-wait") { worker.wait() }
         _ = signals
+        metrics?.stop()
         // A connection that ended by itself (refused for good, or dead) is a failure, not a stop.
         if let failure = worker.runtime.failure {
             printError("askrelay-limits: \(failure.message)")

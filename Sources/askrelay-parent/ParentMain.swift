@@ -2,6 +2,7 @@ import AskAgents
 import AskCLI
 import AskClient
 import AskLogging
+import AskMetrics
 import AskProtocol
 import Foundation
 import Synchronization
@@ -94,6 +95,7 @@ struct ParentMain: Command {
     let heartbeat: Duration
     let curve: (keys: CurveKeyPair, serverKey: String)?
     let logLevel: AskLogger.Level
+    let metricsEndpoint: MetricsEndpoint?
 
     init(arguments: Arguments) throws {
         broker = try arguments.requireEndpoint("broker", binding: false)
@@ -187,6 +189,9 @@ struct ParentMain: Command {
         } catch let error as AgentConfigurationError {
             throw UsageError(error.message)
         }
+        metricsEndpoint = try arguments.checked("metrics-endpoint", MetricsEndpoint.problem).flatMap(
+            MetricsEndpoint.init(parsing:)
+        )
         let level = try arguments.choice("log-level", AskLogger.Level.allCases.map(\.description), ignoringCase: true)
         logLevel = level.flatMap(AskLogger.Level.init(name:)) ?? .info
     }
@@ -199,6 +204,12 @@ struct ParentMain: Command {
         let configuration = self.configuration
         let ready = ReadyOnce()
         let count = configuration.guardians.count
+        let metrics: WorkerMetrics?
+        do { metrics = try metricsEndpoint.map { try WorkerMetrics(endpoint: $0, logger: logger) } } catch {
+            printError("askrelay-parent: \(error)")
+            return ExitCode.unavailable
+        }
+        let shown = metrics.map { " metrics=\($0.endpoint)" } ?? ""
         let worker: ParentWorker
         do {
             worker = try ParentWorker(
@@ -209,7 +220,7 @@ struct ParentMain: Command {
                 logger: logger,
                 context: ZMQContext()
             ) {
-                ready.once { printLine("ready guardians=\(count)") }
+                ready.once { printLine("ready guardians=\(count)\(shown)") }
             }
         } catch {
             logger.error("parent worker could not start", metadata: ["error": "\(error)"])
@@ -217,12 +228,14 @@ struct ParentMain: Command {
             // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
             return error is RecordsFileError ? ExitCode.usage : ExitCode.unavailable
         }
+        metrics?.attach(worker.runtime.readConnectionCounters)
         let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
             logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
             worker.stop()
         }
         try await onDedicatedThread(name: "parent-wait") { worker.wait() }
         _ = signals
+        metrics?.stop()
         // A connection that ended by itself (refused for good, or dead) is a failure, not a stop.
         if let failure = worker.runtime.failure {
             printError("askrelay-parent: \(failure.message)")

@@ -1,0 +1,260 @@
+import AskProtocol
+import AskTestSupport
+import Foundation
+import Testing
+import ZeroMQ
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One HTTP request over a fresh blocking socket with a 10 s receive timeout; the whole response.
+func httpRequest(port: UInt16, _ request: String) throws -> String {
+    let fd = try openHTTPConnection(port: port)
+    defer { close(fd) }
+    let bytes = Array(request.utf8)
+    _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = recv(fd, &buffer, buffer.count, 0)
+        if count <= 0 { break }
+        received += buffer[0..<count]
+    }
+    return String(decoding: received, as: UTF8.self)
+}
+
+func openHTTPConnection(port: UInt16) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+    let connected = withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+        }
+    }
+    guard connected else {
+        close(fd)
+        throw TestFailure("cannot connect to 127.0.0.1:\(port)")
+    }
+    return fd
+}
+
+/// The page of `GET /metrics`, or a failure naming the status.
+func scrape(_ port: UInt16) throws -> String {
+    let response = try httpRequest(port: port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    guard response.hasPrefix("HTTP/1.1 200 OK\r\n"), let end = response.range(of: "\r\n\r\n") else {
+        throw TestFailure("scrape failed: \(response.prefix(200))")
+    }
+    return String(response[end.upperBound...])
+}
+
+/// The value of one sample line (`name{labels} value`), exactly as named, or `nil`.
+func sample(_ page: String, _ series: String) -> Double? {
+    for line in page.split(separator: "\n") where line.hasPrefix(series + " ") {
+        return Double(line.dropFirst(series.count + 1))
+    }
+    return nil
+}
+
+/// Scrapes until `done` holds for the page (the broker publishes every 250 ms), or fails after `timeout`.
+func scrape(_ port: UInt16, until done: (String) -> Bool, timeout: Duration = .seconds(15)) throws -> String {
+    let deadline = ContinuousClock.now + timeout
+    var page = ""
+    repeat {
+        page = try scrape(port)
+        if done(page) { return page }
+    } while ContinuousClock.now < deadline
+    throw TestFailure("the page never showed what was expected; last page:\n\(page)")
+}
+
+/// The port of `metrics=HOST:PORT` in a ready line.
+func metricsPort(_ line: String) throws -> UInt16 {
+    guard let field = line.split(separator: " ").first(where: { $0.hasPrefix("metrics=") }),
+        let port = field.split(separator: ":").last.flatMap({ UInt16($0) })
+    else { throw TestFailure("no metrics=HOST:PORT in '\(line)'") }
+    return port
+}
+
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct MetricsEndpointTests {
+    @Test("broker, limits, parent and child serve /metrics; askrelay top still reads the stats endpoint")
+    func everyProcessServesMetrics() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let stats = "ipc://\(directory.path)/stats.sock"
+        let broker = try TestProcess(
+            "askrelay-broker",
+            [
+                "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/broker", "--heartbeat", "200ms",
+                "--stats-endpoint", stats, "--metrics-endpoint", "127.0.0.1:0",
+            ],
+            logDirectory: directory.path
+        )
+        defer { broker.terminate() }
+        let ready = try broker.waitForLine(startingWith: "ready")
+        let brokerPort = try metricsPort(ready)
+        let endpoint = try broker.readyEndpoint()
+        let common = ["--broker", endpoint, "--heartbeat", "200ms", "--metrics-endpoint", "127.0.0.1:0"]
+        let limits = try TestProcess(
+            "askrelay-limits",
+            common + ["--data-dir", directory.path + "/limits"],
+            logDirectory: directory.path
+        )
+        defer { limits.terminate() }
+        let limitsPort = try metricsPort(try limits.waitForLine(startingWith: "ready"))
+        let parent = try TestProcess(
+            "askrelay-parent",
+            common + ["--guardian", "g1@f1", "--policy", "approve", "--think", "fixed:10ms"],
+            logDirectory: directory.path
+        )
+        defer { parent.terminate() }
+        let parentPort = try metricsPort(try parent.waitForLine(startingWith: "ready"))
+        let child = try TestProcess(
+            "askrelay-child",
+            common + [
+                "--families", "1", "--flows", "4", "--think", "10ms", "--cancel-probability", "0", "--known-ratio", "0",
+                "--stay",
+            ],
+            logDirectory: directory.path
+        )
+        defer { child.terminate() }
+        let childPort = try metricsPort(try child.waitForLine(startingWith: "ready children=1"))
+        _ = try child.waitForLine(startingWith: "done flows=4", timeout: .seconds(60))
+
+        let childPage = try scrape(childPort)
+        #expect(sample(childPage, #"askrelay_child_flows_total{outcome="approved"}"#) == 4, "\(childPage)")
+        #expect(sample(childPage, #"askrelay_child_flow_seconds_bucket{le="+Inf"}"#) == 4)
+        #expect(sample(childPage, "askrelay_child_flow_seconds_count") == 4)
+        #expect(sample(childPage, "askrelay_child_ask_admitted_seconds_count") == 4)
+        #expect(sample(childPage, "askrelay_child_send_response_seconds_count") == 4)
+        #expect((sample(childPage, "askrelay_worker_sends_acknowledged_total") ?? 0) >= 8)
+        #expect(sample(childPage, "askrelay_worker_registrations_total") == 1)
+        #expect(sample(childPage, "askrelay_worker_reconnects_total") == 0)
+
+        let parentPage = try scrape(parentPort)
+        #expect((sample(parentPage, "askrelay_worker_sends_acknowledged_total") ?? 0) >= 4, "\(parentPage)")
+        #expect((sample(parentPage, "askrelay_worker_deliveries_total") ?? 0) >= 4)
+        let limitsPage = try scrape(limitsPort)
+        #expect((sample(limitsPage, "askrelay_worker_deliveries_total") ?? 0) >= 4, "\(limitsPage)")
+
+        let brokerPage = try scrape(brokerPort) { page in
+            (sample(page, #"askrelay_broker_ledger_entries{state="answered"}"#) ?? 0) >= 4
+        }
+        #expect((sample(brokerPage, #"askrelay_broker_messages_routed_total{kind="ask"}"#) ?? 0) >= 4, "\(brokerPage)")
+        #expect(sample(brokerPage, #"askrelay_broker_sessions{role="child"}"#) == 1)
+        #expect(sample(brokerPage, #"askrelay_broker_sessions{role="guardian"}"#) == 1)
+        #expect((sample(brokerPage, "askrelay_broker_sessions_opened_total") ?? 0) >= 3)
+        #expect((sample(brokerPage, "askrelay_broker_routing_latency_seconds_count") ?? 0) >= 8)
+        #expect((sample(brokerPage, "askrelay_broker_journal_commit_seconds_count") ?? 0) >= 4)
+        #expect(
+            sample(brokerPage, #"askrelay_broker_routing_latency_seconds_bucket{le="+Inf"}"#)
+                == sample(brokerPage, "askrelay_broker_routing_latency_seconds_count")
+        )
+
+        let top = try TestProcess(
+            "askrelay",
+            ["top", "--stats-endpoint", stats, "--count", "1"],
+            logDirectory: directory.path
+        )
+        defer { top.kill9() }
+        #expect(try top.waitForEnd() == 0)
+        #expect(top.output.contains { $0.contains("sessions") }, "\(top.output)")
+    }
+
+    @Test("slow and idle HTTP clients hold up neither a scrape nor the broker's routing")
+    func slowClientsStallNothing() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let broker = try TestProcess(
+            "askrelay-broker",
+            [
+                "--endpoint", "tcp://127.0.0.1:*", "--durability", "off", "--data-dir", directory.path + "/broker",
+                "--metrics-endpoint", "127.0.0.1:0",
+            ],
+            logDirectory: directory.path
+        )
+        defer { broker.terminate() }
+        let port = try metricsPort(try broker.waitForLine(startingWith: "ready"))
+        let endpoint = try broker.readyEndpoint()
+        // 16 clients that stop in the middle of their request line and 15 that connect and send nothing: one slot
+        // of 32 is left, and a scrape takes it at once.
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for index in 0..<31 {
+            let fd = try openHTTPConnection(port: port)
+            if index < 16 { _ = send(fd, "GET /metr", 9, Int32(MSG_NOSIGNAL)) }
+            held.append(fd)
+        }
+        let started = ContinuousClock.now
+        #expect(try scrape(port).contains("askrelay_broker_sessions"))
+        // With every slot held, a scrape is refused at once rather than left waiting.
+        held.append(try openHTTPConnection(port: port))
+        let refused = try httpRequest(port: port, "GET /metrics HTTP/1.1\r\n\r\n")
+        #expect(refused.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"), "\(refused.prefix(100))")
+        let context = try ZMQContext()
+        let owner = try RawPeer(context: context, endpoint: endpoint)
+        try owner.register(role: .guardian, ["guardian/g1"], family: "f1")
+        let client = try RawPeer(context: context, endpoint: endpoint)
+        try client.register(role: .client, ["client/1"])
+        let id = try client.sendMessage(from: "client/1", to: "guardian/g1", kind: "echo", body: [1])
+        try client.expectAck(id)
+        let delivery = try owner.expectDelivery(kind: "echo")
+        #expect(delivery.id == id)
+        // The broker routed while every slot was held; the held clients are cut after 5 s, all of this took less.
+        #expect(ContinuousClock.now - started < .seconds(4))
+        close(held.removeLast())
+        let page = try scrape(port) { page in
+            (sample(page, #"askrelay_broker_messages_routed_total{kind="echo"}"#) ?? 0) >= 1
+        }
+        #expect(sample(page, "askrelay_broker_routing_latency_seconds_count") == 1, "\(page)")
+    }
+
+    @Test("a bad --metrics-endpoint is bad usage; one in use stops the process before it serves")
+    func badEndpoints() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        for (executable, extra) in [
+            ("askrelay-broker", ["--data-dir", directory.path + "/b", "--endpoint", "tcp://127.0.0.1:*"]),
+            ("askrelay-limits", ["--data-dir", directory.path + "/l"]), ("askrelay-parent", ["--guardian", "g1@f1"]),
+            ("askrelay-child", ["--child", "c1@f1"]),
+        ] {
+            let bad = try TestProcess(
+                executable,
+                extra + ["--metrics-endpoint", "http://127.0.0.1:9464"],
+                logDirectory: directory.path
+            )
+            defer { bad.kill9() }
+            #expect(try bad.waitForEnd() == 64, "\(executable)")
+            let log = try String(contentsOfFile: bad.stderrPath, encoding: .utf8)
+            #expect(log.contains("option '--metrics-endpoint': 'http://127.0.0.1:9464' is a URL"), "\(log)")
+        }
+        // A port in use: the first broker holds it.
+        let first = try TestProcess(
+            "askrelay-broker",
+            ["--endpoint", "tcp://127.0.0.1:*", "--durability", "off", "--metrics-endpoint", "127.0.0.1:0"],
+            logDirectory: directory.path
+        )
+        defer { first.terminate() }
+        let port = try metricsPort(try first.waitForLine(startingWith: "ready"))
+        for (executable, extra) in [
+            ("askrelay-broker", ["--endpoint", "tcp://127.0.0.1:*", "--durability", "off"]),
+            ("askrelay-parent", ["--guardian", "g1@f1"]),
+        ] {
+            let second = try TestProcess(
+                executable,
+                extra + ["--metrics-endpoint", "127.0.0.1:\(port)"],
+                logDirectory: directory.path
+            )
+            defer { second.kill9() }
+            #expect(try second.waitForEnd() == 69, "\(executable)")
+            let log = try String(contentsOfFile: second.stderrPath, encoding: .utf8)
+            #expect(log.contains("metrics endpoint 127.0.0.1:\(port): bind failed: Address already in use"), "\(log)")
+            #expect(!second.output.contains { $0.hasPrefix("ready") })
+        }
+    }
+}

@@ -43,7 +43,7 @@ PODMAN_READY=""
 PODMAN_RUN="/tmp/askrelay-deploy-podman-$(printf %s "$CACHE" | sha256sum | cut -c1-8)"
 pm() {
     CONTAINERS_CONF="$RUN/containers.conf" podman --root "$CACHE/podman" --runroot "$PODMAN_RUN/run" \
-        --tmpdir "$PODMAN_RUN/tmp" "$@"
+        --tmpdir "$PODMAN_RUN/tmp" "$@" 9>&-
 }
 START=$(date +%s.%N)
 PHASE=""
@@ -135,7 +135,13 @@ WATCHDOG=""
 trap 'cleanup $?' EXIT
 trap 'fail "interrupted"' INT TERM
 # The whole run is bounded: a watchdog sends TERM to this script (cleanup still runs) at the deadline.
-(sleep "$TIMEOUT" && say "FAIL: the deploy test passed its ${TIMEOUT}s bound" >&2 && kill -TERM $$) 2>/dev/null &
+# Background processes get the lock's fd 9 closed, so none of them can hold the lock after the run.
+(
+    trap 'kill $sleeper 2>/dev/null; exit 0' TERM
+    sleep "$TIMEOUT" 9>&- &
+    sleeper=$!
+    wait $sleeper && say "FAIL: the deploy test passed its ${TIMEOUT}s bound" >&2 && kill -TERM $$
+) 9>&- 2>/dev/null &
 WATCHDOG=$!
 
 # ---- packages ------------------------------------------------------------------------------------------------------
@@ -163,7 +169,7 @@ for p in "${PRODUCTS[@]}"; do [ -x "$BIN/$p" ] || fail "$BIN/$p was not built"; 
 phase "engine (dockerd of our own: data root $CACHE/docker, socket $SOCKET)"
 mkdir -p "$CACHE/docker"
 dockerd --data-root "$CACHE/docker" --exec-root "$RUN/exec" -H "$DOCKER_HOST" --pidfile "$RUN/docker.pid" \
-    --default-ulimit nofile=20000:20000 --bridge=none >"$RUN/dockerd.log" 2>&1 &
+    --default-ulimit nofile=20000:20000 --bridge=none >"$RUN/dockerd.log" 2>&1 9>&- &
 DOCKERD_PID=$!
 wait_for "dockerd answers on $SOCKET" 60 $DOCKER info
 # Leftovers of a run that was killed before its cleanup (the image store is kept; nothing else is).
@@ -218,7 +224,7 @@ if [ "${ASKRELAY_DEPLOY_SKIP_COMPOSE:-0}" != 1 ]; then
 # ---- compose up ----------------------------------------------------------------------------------------------------
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 export ASKRELAY_IMAGE="$IMAGE"
-export ASKRELAY_BROKER_PORT="$(free_port)" ASKRELAY_STATS_PORT="$(free_port)"
+export ASKRELAY_BROKER_PORT="$(free_port)" ASKRELAY_STATS_PORT="$(free_port)" ASKRELAY_METRICS_PORT="$(free_port)"
 # Keys for 2 parent replicas and 3 child "hosts": two child containers and the host-side child (child-3.key).
 export ASKRELAY_PARENT_REPLICAS=2 ASKRELAY_CHILD_REPLICAS=3
 export ASKRELAY_FAMILIES=6 ASKRELAY_GUARDIANS_PER_FAMILY=2 ASKRELAY_CHILDREN_PER_FAMILY=1
@@ -226,6 +232,26 @@ export ASKRELAY_POLICY=approve ASKRELAY_PARENT_THINK=fixed:20ms
 export ASKRELAY_FLOWS=40 ASKRELAY_CHILD_THINK=1s ASKRELAY_CANCEL_PROBABILITY=0.1
 export ASKRELAY_LOG_LEVEL=info ASKRELAY_HEARTBEAT=1s
 STATS="tcp://127.0.0.1:$ASKRELAY_STATS_PORT"
+METRICS="http://127.0.0.1:$ASKRELAY_METRICS_PORT/metrics"
+HOST_METRICS_PORT="$(free_port)"
+# metric URL NAME[{LABELS}]: the sum of the samples of NAME (with exactly those labels, when given) on a /metrics page.
+metric() {
+    python3 - "$1" "$2" <<'PY'
+import sys, urllib.request
+url, wanted = sys.argv[1], sys.argv[2]
+text = urllib.request.urlopen(url, timeout=5).read().decode()
+total, found = 0.0, False
+for line in text.splitlines():
+    if line.startswith("#") or not line.strip():
+        continue
+    series, value = line.rsplit(" ", 1)
+    if series == wanted or ("{" not in wanted and series.split("{")[0] == wanted):
+        total, found = total + float(value), True
+if not found:
+    sys.exit(f"{url} has no {wanted}")
+print(int(total) if total == int(total) else total)
+PY
+}
 phase "compose up (broker with CURVE, limits, --scale parent=2 --scale child=2; ports $ASKRELAY_BROKER_PORT, \
 $ASKRELAY_STATS_PORT on 127.0.0.1)"
 timeout 120 "${COMPOSE[@]}" up -d --no-build --scale parent=2 --scale child=2 >"$RUN/compose-up.log" 2>&1 ||
@@ -253,11 +279,21 @@ say "stats from the host through $STATS: ok"
 # below allows none.
 host "$BIN/askrelay-child" --broker "tcp://127.0.0.1:$ASKRELAY_BROKER_PORT" --curve-key "$RUN/keys/child-3.key" \
     --broker-key "$RUN/keys/broker.public" --flows 30 --think 200ms --contacts 40 --known-ratio 0 --expire-after 60s --seed 7 \
-    --records "$RUN/host-child.jsonl" --log-level notice >"$RUN/host-child.out" 2>"$RUN/host-child.err" &
+    --records "$RUN/host-child.jsonl" --metrics-endpoint "127.0.0.1:$HOST_METRICS_PORT" --log-level notice >"$RUN/host-child.out" 2>"$RUN/host-child.err" 9>&- &
 HOST_CHILD_PID=$!
 wait_for "the host child's ready line" 30 grep -q "ready children=" "$RUN/host-child.out"
 say "host child: $(grep "ready children=" "$RUN/host-child.out")"
+routed_a=$(metric "$METRICS" 'askrelay_broker_messages_routed_total{kind="ask"}') || fail "scrape $METRICS"
+delivered_a=$(metric "$METRICS" askrelay_broker_deliveries_total) || fail "scrape $METRICS"
 wait_for "5 finished host flows before the kill" 60 sh -c "[ \$(wc -l <'$RUN/host-child.jsonl') -ge 5 ]"
+# Issue 17 section 4: the broker's /metrics, scraped from the host through the published port, moves with the flows.
+routed_b=$(metric "$METRICS" 'askrelay_broker_messages_routed_total{kind="ask"}') || fail "scrape $METRICS"
+delivered_b=$(metric "$METRICS" askrelay_broker_deliveries_total) || fail "scrape $METRICS"
+sessions=$(metric "$METRICS" askrelay_broker_sessions) || fail "scrape $METRICS"
+say "metrics from the host ($METRICS): asks routed $routed_a -> $routed_b, deliveries $delivered_a -> $delivered_b, \
+sessions $sessions"
+{ [ "$routed_b" -gt "$routed_a" ] && [ "$delivered_b" -gt "$delivered_a" ]; } || fail "the broker's counters did not move"
+[ "$sessions" -ge 6 ] || fail "askrelay_broker_sessions is $sessions, expected 6 (limits, 2 parents, 3 children)"
 before=$(snapshot) || fail "no stats snapshot from the host"
 restarts=$($DOCKER inspect -f '{{.RestartCount}}' "$broker")
 pid=$($DOCKER inspect -f '{{.State.Pid}}' "$broker")
@@ -272,6 +308,10 @@ wait_for "the restarted broker is healthy" 90 sh -c "[ \"\$($DOCKER inspect -f '
 = healthy ]"
 say "broker restarted by Docker (exit 137 -> RestartCount $($DOCKER inspect -f '{{.RestartCount}}' "$broker")) and \
 healthy $(elapsed "$killed_at") s after the kill"
+HOST_METRICS="http://127.0.0.1:$HOST_METRICS_PORT/metrics"
+registrations=$(metric "$HOST_METRICS" askrelay_worker_registrations_total) || registrations="(child already done)"
+retries=$(metric "$HOST_METRICS" askrelay_worker_send_retries_total) || retries="?"
+say "host child's /metrics: registrations $registrations (2: before and after the kill), SEND retries $retries"
 deadline=$(($(date +%s) + 150))
 while kill -0 "$HOST_CHILD_PID" 2>/dev/null; do
     [ "$(date +%s)" -lt "$deadline" ] || fail "the host child did not finish its 30 flows within 150 s"
@@ -323,15 +363,6 @@ print(f"  broker after restart: delivered={s['delivered']} redelivered={s['redel
 if s["delivered"] <= 0:
     sys.exit("the restarted broker delivered nothing")
 EOF
-
-# ---- metrics -------------------------------------------------------------------------------------------------------
-phase "metrics (/metrics scrape)"
-# HOOK (issue 17 §4): active once the broker has --metrics-endpoint (branch `metrics`).
-if "$BIN/askrelay-broker" --help | grep -q -- "--metrics-endpoint"; then
-    say "TODO: scrape the broker's /metrics (the flag exists; wire it into compose first)"
-else
-    say "skipped: askrelay-broker has no --metrics-endpoint yet (branch metrics not merged)"
-fi
 
 # ---- SIGTERM drain -------------------------------------------------------------------------------------------------
 phase "SIGTERM: docker-compose stop; every process drains and exits 0"

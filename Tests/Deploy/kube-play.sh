@@ -2,8 +2,8 @@
 # compose phases. Uses that script's helpers (phase, fail, wait_for, host, pm) and variables (RUN, BIN, IMAGE, REPO).
 # What podman 4.3 cannot play (StatefulSet, Service) is rewritten by Tests/Deploy/kube-play.py; see there.
 
-phase "podman kube play (deploy/kubernetes: the broker StatefulSet as its pod askrelay-broker-0, limits, parents, \
-children as Deployments)"
+phase "podman kube play (deploy/kubernetes: the broker StatefulSet as pods askrelay-broker-0 and -1, limits, \
+parents, children as Deployments)"
 cat >"$RUN/containers.conf" <<'EOF'
 [containers]
 default_ulimits = []
@@ -27,10 +27,10 @@ pm tag "$IMAGE" "$KUBE_IMAGE" 2>/dev/null || pm tag "docker.io/library/$IMAGE" "
 # The keys the manifests name (limits-1, parent-1, parent-2, child-1, child-2), as the documented command makes them.
 host "$BIN/askrelay" keys generate --out "$RUN/kube-keys" --families 4 --guardians 2 --children 1 --limits 1 \
     --parent-hosts 2 --child-hosts 2 >/dev/null || fail "askrelay keys generate"
-single=""
-"$BIN/askrelay-parent" --help | grep -q -- "--brokers" || single="--single-broker-env"
+single="" brokers=2
+"$BIN/askrelay-parent" --help | grep -q -- "--brokers" || { single="--single-broker-env"; brokers=1; }
 python3 "$REPO/Tests/Deploy/kube-play.py" "$REPO/deploy/kubernetes" "$RUN/kube-keys" "$KUBE_IMAGE" \
-    "$RUN/kube-play.yaml" --brokers 1 $single | sed 's/^/  /' || fail "kube-play.py"
+    "$RUN/kube-play.yaml" --brokers $brokers $single | sed 's/^/  /' || fail "kube-play.py"
 [ -z "$single" ] || say "  the workers have no --brokers yet (branch shard not merged): one broker, ASKRELAY_BROKER set"
 pm network create askrelay-kube >/dev/null || fail "podman network create"
 pm kube play --network askrelay-kube "$RUN/kube-play.yaml" >"$RUN/kube-play.out" 2>&1 ||
@@ -39,17 +39,19 @@ containers() { pm ps -a --format '{{.Names}}' | grep -v -- '-infra$'; }
 say "  containers: $(containers | tr '\n' ' ')"
 pm_logs_have() { pm logs "$1" 2>&1 | grep -q -- "$2"; }
 kube_ready() {
-    pm_logs_have askrelay-broker-0-broker "ready endpoints=" &&
+    for i in $(seq 0 $((brokers - 1))); do pm_logs_have "askrelay-broker-$i-broker" "ready endpoints=" || return 1; done &&
         pm_logs_have "$(containers | grep '^askrelay-limits-pod')" "ready id=" &&
         for c in $(containers | grep -E '^askrelay-(parent|child)-'); do
             pm_logs_have "$c" "registered" || return 1
         done
 }
-wait_for "the played broker, limits, 2 parents and 2 children register" 90 kube_ready
+wait_for "the played brokers ($brokers), limits, 2 parents and 2 children register" 120 kube_ready
 # podman 4.3 turns the probes into health checks but runs them only from systemd timers: run the broker's once.
-wait_for "podman healthcheck run askrelay-broker-0-broker (the readiness probe's command)" 30 \
-    pm healthcheck run askrelay-broker-0-broker
-say "  every played container registered with the broker; the broker's health check passes"
+for i in $(seq 0 $((brokers - 1))); do
+    wait_for "podman healthcheck run askrelay-broker-$i-broker (the readiness probe's command)" 30 \
+        pm healthcheck run "askrelay-broker-$i-broker"
+done
+say "  every played container registered; the brokers' health checks pass"
 
 phase "podman: SIGTERM (pod stop within terminationGracePeriodSeconds); every process drains and exits 0"
 pods=$(pm pod ps --format '{{.Name}}')

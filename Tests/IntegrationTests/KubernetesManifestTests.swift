@@ -95,6 +95,17 @@ struct KubernetesManifestTests {
         #expect(run.stderr.contains("askrelay-parent --help does not list --thinking"), "\(run.stderr)")
     }
 
+    @Test("a variable the executable does not read fails")
+    func unknownVariableFails() throws {
+        let folder = try Self.brokenCopy("broker.yaml") {
+            $0.replacingOccurrences(of: "name: ASKRELAY_METRICS_ENDPOINT", with: "name: ASKRELAY_METRICS")
+        }
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let run = try Self.validate(folder)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("askrelay-broker reads no ASKRELAY_METRICS "), "\(run.stderr)")
+    }
+
     @Test("a container without a readiness probe fails")
     func probesRequired() throws {
         let folder = try Self.brokenCopy("limits.yaml") {

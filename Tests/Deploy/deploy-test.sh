@@ -74,7 +74,8 @@ wait_for() {
 
 # Host-side commands run without the ASKRELAY_* variables exported for compose (a worker reads its flags from them:
 # ASKRELAY_FAMILIES would make the host child claim children its key does not list).
-host() { env $(compgen -e | grep '^ASKRELAY_' | sed 's/^/-u /') "$@"; }
+unset_askrelay() { compgen -e | grep '^ASKRELAY_' | sed 's/^/-u /'; }
+host() { env $(unset_askrelay) "$@"; }
 
 # ---- cleanup: always, in reverse order of creation -----------------------------------------------------------------
 cleanup() {
@@ -277,9 +278,12 @@ snapshot >/dev/null || fail "no stats snapshot from the host through $STATS (pub
 say "stats from the host through $STATS: ok"
 # A question the broker acknowledged and then lost would end as `expired` after 60 s (--expire-after): the check
 # below allows none.
-host "$BIN/askrelay-child" --broker "tcp://127.0.0.1:$ASKRELAY_BROKER_PORT" --curve-key "$RUN/keys/child-3.key" \
-    --broker-key "$RUN/keys/broker.public" --flows 30 --think 200ms --contacts 40 --known-ratio 0 --expire-after 60s --seed 7 \
-    --records "$RUN/host-child.jsonl" --metrics-endpoint "127.0.0.1:$HOST_METRICS_PORT" --log-level notice >"$RUN/host-child.out" 2>"$RUN/host-child.err" 9>&- &
+# A simple command, not the function: $! must be the child itself (env execs it), so SIGTERM reaches it.
+env $(unset_askrelay) "$BIN/askrelay-child" --broker "tcp://127.0.0.1:$ASKRELAY_BROKER_PORT" \
+    --curve-key "$RUN/keys/child-3.key" --broker-key "$RUN/keys/broker.public" --flows 30 --think 200ms \
+    --contacts 40 --known-ratio 0 --expire-after 60s --seed 7 --records "$RUN/host-child.jsonl" \
+    --metrics-endpoint "127.0.0.1:$HOST_METRICS_PORT" --stay --log-level notice \
+    >"$RUN/host-child.out" 2>"$RUN/host-child.err" 9>&- &
 HOST_CHILD_PID=$!
 wait_for "the host child's ready line" 30 grep -q "ready children=" "$RUN/host-child.out"
 say "host child: $(grep "ready children=" "$RUN/host-child.out")"
@@ -292,7 +296,8 @@ delivered_b=$(metric "$METRICS" askrelay_broker_deliveries_total) || fail "scrap
 sessions=$(metric "$METRICS" askrelay_broker_sessions) || fail "scrape $METRICS"
 say "metrics from the host ($METRICS): asks routed $routed_a -> $routed_b, deliveries $delivered_a -> $delivered_b, \
 sessions $sessions"
-{ [ "$routed_b" -gt "$routed_a" ] && [ "$delivered_b" -gt "$delivered_a" ]; } || fail "the broker's counters did not move"
+{ [ "$routed_b" -gt "$routed_a" ] && [ "$delivered_b" -gt "$delivered_a" ]; } ||
+    fail "the broker's counters did not move"
 [ "$sessions" -ge 6 ] || fail "askrelay_broker_sessions is $sessions, expected 6 (limits, 2 parents, 3 children)"
 before=$(snapshot) || fail "no stats snapshot from the host"
 restarts=$($DOCKER inspect -f '{{.RestartCount}}' "$broker")
@@ -309,18 +314,20 @@ wait_for "the restarted broker is healthy" 90 sh -c "[ \"\$($DOCKER inspect -f '
 say "broker restarted by Docker (exit 137 -> RestartCount $($DOCKER inspect -f '{{.RestartCount}}' "$broker")) and \
 healthy $(elapsed "$killed_at") s after the kill"
 HOST_METRICS="http://127.0.0.1:$HOST_METRICS_PORT/metrics"
-registrations=$(metric "$HOST_METRICS" askrelay_worker_registrations_total) || registrations="(child already done)"
-retries=$(metric "$HOST_METRICS" askrelay_worker_send_retries_total) || retries="?"
-say "host child's /metrics: registrations $registrations (2: before and after the kill), SEND retries $retries"
-deadline=$(($(date +%s) + 150))
-while kill -0 "$HOST_CHILD_PID" 2>/dev/null; do
-    [ "$(date +%s)" -lt "$deadline" ] || fail "the host child did not finish its 30 flows within 150 s"
-    sleep 0.5
-done
-wait "$HOST_CHILD_PID" || fail "the host child exited $?: $(tail -5 "$RUN/host-child.err")"
-HOST_CHILD_PID=""
+# --stay: the host child keeps running after its flows, so its own /metrics can be read, then drains on SIGTERM.
+wait_for "the host child finishes its 2 x 30 flows" 150 grep -q "done flows=" "$RUN/host-child.out"
 grep -q "done flows=60" "$RUN/host-child.out" || fail "host child (2 children x 30 flows): $(cat "$RUN/host-child.out")"
 say "host child: $(grep "done flows=" "$RUN/host-child.out")"
+registrations=$(metric "$HOST_METRICS" askrelay_worker_registrations_total) || fail "scrape $HOST_METRICS"
+retries=$(metric "$HOST_METRICS" askrelay_worker_send_retries_total) || fail "scrape $HOST_METRICS"
+acknowledged=$(metric "$HOST_METRICS" askrelay_worker_sends_acknowledged_total) || fail "scrape $HOST_METRICS"
+say "host child's /metrics: registrations $registrations, SENDs acknowledged $acknowledged, SEND retries $retries"
+[ "$registrations" -ge 2 ] || fail "the host child registered $registrations time(s); the kill should add one"
+kill -TERM "$HOST_CHILD_PID"
+wait "$HOST_CHILD_PID" || fail "the host child exited $? on SIGTERM: $(tail -5 "$RUN/host-child.err")"
+HOST_CHILD_PID=""
+grep -q "signal received, stopping" "$RUN/host-child.err" || fail "the host child did not log its drain"
+say "host child: SIGTERM -> exit 0"
 children_done() { [ "$(logs_have child 'done flows=')" -ge 2 ]; }
 wait_for "both child containers finish their flows" 150 children_done
 

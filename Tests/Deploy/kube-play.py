@@ -9,7 +9,8 @@ What podman 4.3 cannot take is rewritten, and only that:
   (what the volume claim template makes on a cluster) and ASKRELAY_SHARD_NAME set to the pod's name (the template's
   fieldRef metadata.name).
 - Service: not supported; the pods resolve each other by pod name on the podman network (aardvark-dns), so the
-  broker list names tcp://askrelay-broker-<i>:5555 instead of the headless Service's askrelay-broker-<i>.askrelay-broker.
+  broker list names tcp://askrelay-broker-<i>:5555 instead of the headless Service's
+  askrelay-broker-<i>.askrelay-broker.
 - Secret askrelay-keys: podman 4.3 writes a Secret's `data` into the volume still base64-encoded, creates no file
   for `stringData`, and ignores `items` and fsGroup. So each secret volume becomes a hostPath folder next to OUT
   holding exactly the volume's items, copied from KEYS_DIR (the files `kubectl create secret generic
@@ -71,7 +72,10 @@ def main():
                     if mount["name"] == volume["name"] and "subPath" in mount:
                         name = f"{volume['name']}-{len(spec['volumes'])}"
                         spec["volumes"].append(
-                            {"name": name, "hostPath": {"path": os.path.join(folder, mount.pop("subPath")), "type": "File"}}
+                            {
+                                "name": name,
+                                "hostPath": {"path": os.path.join(folder, mount.pop("subPath")), "type": "File"},
+                            }
                         )
                         mount["name"] = name
         for container in spec["containers"]:

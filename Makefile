@@ -2,15 +2,18 @@
 #   make simulate   run the local multi-process simulation (the main job)
 #   make test       install what is missing, build, run every test suite
 SHELL := /bin/bash
+, := ,
 SWIFT ?= swift
-APT_PACKAGES := libzmq3-dev libsqlite3-dev docker-compose pkg-config
+APT_PACKAGES := libzmq3-dev libsqlite3-dev docker-compose pkg-config python3-yaml
+# The Kubernetes API models that Tests/Deploy/validate-manifests.py checks deploy/kubernetes against (make test).
+PIP_PACKAGES := kubernetes==37.0.2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 60
 
 .PHONY: deps build release test test-only lint format simulate bench fuzz fuzz-smoke fuzz-build package-test clean help \
-	report-screenshots power-test
+	report-screenshots power-test deploy-test deploy-clean
 
 help:
 	@echo "make simulate   run the local simulation (builds what it needs)"
@@ -23,6 +26,9 @@ help:
 	@echo "make power-test  200 power cuts under the strict broker (and 100 batch), lost messages per mode"
 	@echo "make package-test  play docs/testing.md's tutorial: an outside package depends on this checkout's products"
 	@echo "make report-screenshots  short load runs, their load.html rendered by headless Chromium to PNG"
+	@echo "make deploy-test  the compose deployment under a real Docker engine (kill -9, restart, SIGTERM drain) and"
+	@echo "                  deploy/kubernetes under podman kube play; installs docker.io, debootstrap, podman (root)"
+	@echo "make deploy-clean remove deploy-test's cache (.build/deploy-test: base image, engine image stores)"
 
 # Installs the Debian packages the build and tests need, only when one is missing.
 deps:
@@ -33,6 +39,8 @@ deps:
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+	@python3 -c "import kubernetes.client" 2>/dev/null || { echo "installing: $(PIP_PACKAGES)"; \
+	  python3 -m pip install -q $(PIP_PACKAGES); }
 
 build: deps
 	$(SWIFT) build --build-tests
@@ -113,6 +121,15 @@ report-screenshots: release
 	    --screenshot=$(abspath $(SCREENSHOTS))/$$run.png file://$(abspath $(SCREENSHOTS))/$$run/load.html \
 	    2>/dev/null && echo "$(SCREENSHOTS)/$$run.png"; \
 	done
+
+# The compose deployment and the Kubernetes manifests under real engines, from the host (Tests/Deploy/deploy-test.sh):
+# its own dockerd and podman storage, everything it creates removed at the end; bounded by ASKRELAY_DEPLOY_TIMEOUT.
+deploy-test: deps
+	SWIFT=$(SWIFT) $(if $(SUDO),sudo --preserve-env=SWIFT$(,)ASKRELAY_DEPLOY_TIMEOUT$(,)ASKRELAY_DEPLOY_KEEP_LOGS) \
+	  Tests/Deploy/deploy-test.sh
+
+deploy-clean:
+	$(SUDO) rm -rf .build/deploy-test
 
 clean:
 	rm -rf .build

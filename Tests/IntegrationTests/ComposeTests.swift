@@ -255,6 +255,23 @@ struct ComposeTests {
         #expect(exposed.isSuperset(of: ["5555", "5556"]), "EXPOSE \(exposed)")
         #expect(instructions.contains { $0.keyword == "VOLUME" && $0.arguments.contains("/var/lib/askrelay") })
     }
+
+    @Test("compose/Dockerfile.prebuilt (what make deploy-test builds) has the runtime stage of compose/Dockerfile")
+    func prebuiltMatchesRuntimeStage() throws {
+        let full = try Dockerfile.instructions(path: Self.dockerfile)
+        let prebuilt = try Dockerfile.instructions(
+            path: Repository.root.appendingPathComponent("compose/Dockerfile.prebuilt").path
+        )
+        let runtime = Array(full.drop { !($0.keyword == "FROM" && $0.arguments.hasSuffix(" AS runtime")) }.dropFirst())
+        try #require(!runtime.isEmpty, "compose/Dockerfile has a stage named runtime")
+        // The same instructions, but for the executables' source (a folder of the context instead of the build stage)
+        // and the PATH that an imported base image lacks.
+        func comparable(_ list: [Instruction]) -> [String] {
+            list.filter { !["COPY", "ENV", "FROM", "ARG"].contains($0.keyword) }.map { "\($0.keyword) \($0.arguments)" }
+        }
+        #expect(comparable(prebuilt) == comparable(runtime))
+        #expect(prebuilt.contains { $0.keyword == "COPY" && $0.arguments == "bin/ /usr/local/bin/" })
+    }
 }
 
 // MARK: - Helpers

@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+
+/// deploy/kubernetes validates offline: every object against the Kubernetes API schema (the models of PyPI's
+/// `kubernetes` client, unknown fields and wrong types fail), the rules the deployment relies on (headless Service,
+/// journal claim per broker, the broker list naming the StatefulSet's pods, probes, requests, grace period), and
+/// every flag and ASKRELAY_* variable against the executables' `--help` (Tests/Deploy/validate-manifests.py).
+/// `make deps` installs the client package; `make deploy-test` plays the manifests under podman.
+@Suite("Kubernetes manifests: API schema, deployment rules, flags against --help", .timeLimit(.minutes(2)))
+struct KubernetesManifestTests {
+    static let validator = Repository.root.appendingPathComponent("Tests/Deploy/validate-manifests.py").path
+    static let manifests = Repository.root.appendingPathComponent("deploy/kubernetes")
+
+    static func validate(_ folder: URL) throws -> ToolRun {
+        let python = try #require(Tool.find("python3"), "python3 is not installed")
+        let run = Tool.run(
+            python,
+            [validator, "--bin", TestProcess.binDirectory.path, folder.path],
+            environment: Tool.cleanEnvironment
+        )
+        try #require(
+            !run.stderr.contains("No module named") && !run.stderr.contains("install with `make deps`"),
+            "the validator needs PyPI's kubernetes package and PyYAML: \(run.stderr)"
+        )
+        return run
+    }
+
+    /// A copy of deploy/kubernetes with one file changed by `edit`, in a fresh temporary folder.
+    static func brokenCopy(_ file: String, _ edit: (String) -> String) throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("askrelay-k8s-" + UUID().uuidString)
+        try FileManager.default.copyItem(at: manifests, to: folder)
+        let path = folder.appendingPathComponent(file)
+        let text = try String(contentsOf: path, encoding: .utf8)
+        let changed = edit(text)
+        #expect(changed != text, "the edit of \(file) changed nothing")
+        try changed.write(to: path, atomically: true, encoding: .utf8)
+        return folder
+    }
+
+    @Test("every manifest validates against the API schema and the deployment rules; flags are real")
+    func manifestsValidate() throws {
+        let run = try Self.validate(Self.manifests)
+        #expect(run.status == 0, "validate-manifests exited \(run.status):\n\(run.stdout)\n\(run.stderr)")
+        for object in [
+            "StatefulSet/askrelay-broker", "Service/askrelay-broker", "ConfigMap/askrelay-brokers",
+            "Deployment/askrelay-limits", "Deployment/askrelay-parent-1", "Deployment/askrelay-child-1",
+        ] {
+            #expect(run.stdout.contains("ok   ") && run.stdout.contains(object), "\(object) is validated")
+        }
+    }
+
+    @Test("a field the API does not know fails, with the file and the path")
+    func unknownFieldFails() throws {
+        let folder = try Self.brokenCopy("broker.yaml") {
+            $0.replacingOccurrences(of: "terminationGracePeriodSeconds: 30", with: "terminationGracePeriod: 30")
+        }
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let run = try Self.validate(folder)
+        #expect(run.status == 1)
+        #expect(
+            run.stderr.contains("broker.yaml[1] StatefulSet/askrelay-broker")
+                && run.stderr.contains("spec.template.spec.terminationGracePeriod"),
+            "\(run.stderr)"
+        )
+    }
+
+    @Test("a number where the API wants a string fails (an unquoted flag value in args)")
+    func wrongTypeFails() throws {
+        let folder = try Self.brokenCopy("child.yaml") { $0.replacingOccurrences(of: "- \"10\"", with: "- 10") }
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let run = try Self.validate(folder)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("args.6: Input should be a valid string"), "\(run.stderr)")
+    }
+
+    @Test("a broker list that does not name the StatefulSet's pods fails")
+    func brokerListMatchesPods() throws {
+        let folder = try Self.brokenCopy("broker.yaml") {
+            $0.replacingOccurrences(of: "replicas: 3", with: "replicas: 4")
+        }
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let run = try Self.validate(folder)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("ASKRELAY_BROKERS is"), "\(run.stderr)")
+    }
+
+    @Test("a flag the executable does not have fails")
+    func unknownFlagFails() throws {
+        let folder = try Self.brokenCopy("parent.yaml") {
+            $0.replacingOccurrences(of: "- --think", with: "- --thinking")
+        }
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let run = try Self.validate(folder)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("askrelay-parent --help does not list --thinking"), "\(run.stderr)")
+    }
+
+    @Test("a variable the executable does not read fails")
+    func unknownVariableFails() throws {
+        let folder = try Self.brokenCopy("broker.yaml") {
+            $0.replacingOccurrences(of: "name: ASKRELAY_METRICS_ENDPOINT", with: "name: ASKRELAY_METRICS")
+        }
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let run = try Self.validate(folder)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("askrelay-broker reads no ASKRELAY_METRICS "), "\(run.stderr)")
+    }
+
+    @Test("a container without a readiness probe fails")
+    func probesRequired() throws {
+        let folder = try Self.brokenCopy("limits.yaml") {
+            $0.replacingOccurrences(of: "readinessProbe:", with: "startupProbe:")
+        }
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let run = try Self.validate(folder)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("Deployment askrelay-limits container limits: no readinessProbe"), "\(run.stderr)")
+    }
+}

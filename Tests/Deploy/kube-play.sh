@@ -42,13 +42,13 @@ pm_logs_have() { pm logs "$1" 2>&1 | grep -q -- "$2"; }
 kube_ready() {
     for i in $(seq 0 $((brokers - 1))); do
         pm_logs_have "askrelay-broker-$i-broker" "ready endpoints=" || return 1
+        pm_logs_have "askrelay-broker-$i-limits" "ready id=" || return 1
     done &&
-        pm_logs_have "$(containers | grep '^askrelay-limits-pod')" "ready id=" &&
         for c in $(containers | grep -E '^askrelay-(parent|child)-'); do
             pm_logs_have "$c" "registered" || return 1
         done
 }
-wait_for "the played brokers ($brokers), limits, 2 parents and 2 children register" 120 kube_ready
+wait_for "the played brokers ($brokers) with their limits workers, 2 parents and 2 children register" 120 kube_ready
 # podman 4.3 turns the probes into health checks but runs them only from systemd timers: run the broker's once.
 for i in $(seq 0 $((brokers - 1))); do
     wait_for "podman healthcheck run askrelay-broker-$i-broker (the readiness probe's command)" 30 \
@@ -64,7 +64,7 @@ failed=0
 for c in $(containers); do
     code=$(pm inspect -f '{{.State.ExitCode}}' "$c")
     case "$c" in
-        askrelay-broker-*) drained=$(pm logs "$c" 2>&1 | grep -o "broker stopped" | tail -1) ;;
+        askrelay-broker-*-broker) drained=$(pm logs "$c" 2>&1 | grep -o "broker stopped" | tail -1) ;;
         *) drained=$(pm logs "$c" 2>&1 | grep -o "signal received, stopping" | tail -1) ;;
     esac
     say "  $c: exit $code; ${drained:-NO DRAIN LINE}"

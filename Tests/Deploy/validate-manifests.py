@@ -135,11 +135,6 @@ def rule_problems(objects):
     return problems
 
 
-# The sharded broker list (issue 17 section 1, branch `shard`): the manifests use its variables already; until the
-# executables read them, --help does not list them, and they are reported as notes, not problems. Remove this set
-# once branch shard is merged (then a variable no --help lists is a problem again).
-AWAITING_SHARD = {"ASKRELAY_BROKERS", "ASKRELAY_SHARD_NAME"}
-
 
 def flag_problems(objects, bin_dir, notes):
     problems = []
@@ -171,10 +166,7 @@ def flag_problems(objects, bin_dir, notes):
             for name in names:
                 if name in variables:
                     continue
-                if name in AWAITING_SHARD:
-                    notes.add(f"{name} ({executable}): not in --help yet (branch shard, the sharded broker list)")
-                else:
-                    problems.append(f"{where}: {executable} reads no {name} (its --help lists no such variable)")
+                problems.append(f"{where}: {executable} reads no {name} (its --help lists no such variable)")
             for probe in ("readinessProbe", "livenessProbe"):
                 command = container.get(probe, {}).get("exec", {}).get("command")
                 if command:

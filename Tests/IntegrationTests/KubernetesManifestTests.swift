@@ -43,7 +43,7 @@ struct KubernetesManifestTests {
         #expect(run.status == 0, "validate-manifests exited \(run.status):\n\(run.stdout)\n\(run.stderr)")
         for object in [
             "StatefulSet/askrelay-broker", "Service/askrelay-broker", "ConfigMap/askrelay-brokers",
-            "Deployment/askrelay-limits", "Deployment/askrelay-parent-1", "Deployment/askrelay-child-1",
+            "Deployment/askrelay-parent-1", "Deployment/askrelay-child-1",
         ] {
             #expect(run.stdout.contains("ok   ") && run.stdout.contains(object), "\(object) is validated")
         }
@@ -108,12 +108,12 @@ struct KubernetesManifestTests {
 
     @Test("a container without a readiness probe fails")
     func probesRequired() throws {
-        let folder = try Self.brokenCopy("limits.yaml") {
-            $0.replacingOccurrences(of: "readinessProbe:", with: "startupProbe:")
+        let folder = try Self.brokenCopy("broker.yaml") {
+            $0.replacingOccurrences(of: "readinessProbe:\n            httpGet:", with: "startupProbe:\n            httpGet:")
         }
         defer { try? FileManager.default.removeItem(at: folder) }
         let run = try Self.validate(folder)
         #expect(run.status == 1)
-        #expect(run.stderr.contains("Deployment askrelay-limits container limits: no readinessProbe"), "\(run.stderr)")
+        #expect(run.stderr.contains("StatefulSet askrelay-broker container limits: no readinessProbe"), "\(run.stderr)")
     }
 }

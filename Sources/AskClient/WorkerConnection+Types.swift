@@ -136,4 +136,7 @@ public struct WorkerCounters: Sendable, Codable {
     public var reconnects = 0
     /// Deliveries the handler chose not to acknowledge yet (``DeliveryDisposition/hold``).
     public var held = 0
+
+    /// All zeros.
+    public init() {}
 }

@@ -56,6 +56,43 @@ struct ShardedConnectionsTests {
         #expect(try connections.member(forFamily: "x") == "ok")
     }
 
+    /// A member whose connection counters are fixed, answered on another thread as a connection's are.
+    struct FixedCounters: ConnectionCounterSource {
+        let counters: WorkerCounters
+        func readConnectionCounters(_ body: @escaping @Sendable (WorkerCounters) -> Void) {
+            let counters = self.counters
+            Thread { body(counters) }.start()
+        }
+    }
+
+    @Test("a process's connection counters are the sum over its opened shards, handed over once all answered")
+    func countersAddUp() throws {
+        let brokers = try BrokerList(parsing: "b0=tcp://a:1,b1=tcp://b:1,b2=tcp://c:1")
+        let connections = ShardedConnections<FixedCounters>(brokers: brokers) { shard in
+            var counters = WorkerCounters()
+            counters.sent = shard.name == "b0" ? 3 : 5
+            counters.registrations = 1
+            counters.reconnects = shard.name == "b1" ? 2 : 0
+            return FixedCounters(counters: counters)
+        }
+        func read() -> [WorkerCounters] {
+            let answers = Mutex<[WorkerCounters]>([])
+            let done = DispatchSemaphore(value: 0)
+            connections.readConnectionCounters { counters in
+                answers.withLock { $0.append(counters) }
+                done.signal()
+            }
+            #expect(done.wait(timeout: .now() + 10) == .success)
+            return answers.withLock { $0 }
+        }
+        #expect(read().map(\.sent) == [0], "no shard opened yet: zeros")
+        _ = try connections.member(forFamily: "f1")  // b1
+        _ = try connections.member(forFamily: "f3")  // b0
+        let sums = read()
+        #expect(sums.count == 1, "one answer, not one per shard")
+        #expect(sums.first.map { [$0.sent, $0.registrations, $0.reconnects] } == [8, 2, 2])
+    }
+
     @Test("AskCenter.sharded and GuardianCenter.sharded: one center per shard, each registered with its own broker")
     func centersOverTwoBrokers() async throws {
         let sockets = TempDirectory()

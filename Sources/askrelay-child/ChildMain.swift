@@ -261,7 +261,11 @@ struct ChildMain: Command {
             let badPath = (error as? OwnerLockError)?.code == .unusable || error is RecordsFileError
             return badPath ? ExitCode.usage : ExitCode.unavailable
         }
-        metrics?.attach(worker.center.readConnectionCounters, registries: [worker.flowMetrics.registry])
+        // The first shard's connection (the counters of one connection).
+        metrics?.attach(
+            { body in worker.centers.opened.first?.member.readConnectionCounters(body) },
+            registries: [worker.flowMetrics.registry]
+        )
         let stopping = StopSignal()
         let children = configuration.children.count
         let play = Task {

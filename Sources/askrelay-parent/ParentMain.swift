@@ -238,7 +238,8 @@ struct ParentMain: Command {
             // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
             return error is RecordsFileError ? ExitCode.usage : ExitCode.unavailable
         }
-        metrics?.attach(worker.runtime.readConnectionCounters)
+        // The first shard's connection (the counters of one connection).
+        metrics?.attach { body in worker.connections.opened.first?.member.readConnectionCounters(body) }
         let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
             logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
             worker.stop()

@@ -329,6 +329,7 @@ struct RecordPowerCutTests {
         var random = SplitMix(seed: UInt64.random(in: 1...UInt64(UInt32.max)))
         let seed = random.state
         let cuts = max(2, PowerCutTests.cutsPerMode / 2)
+        var surfaced = SurfacedCount()
         for cut in 0..<cuts {
             var environment = ProcessInfo.processInfo.environment
             let mode = cut % 2 == 0 ? "drop" : "torn"
@@ -339,6 +340,7 @@ struct RecordPowerCutTests {
                 directory.path + "/child", "--flows", "0", "--duration", "120s", "--think", "1ms",
                 "--cancel-probability", "0", "--heartbeat", "200ms", "--seed", "\(cut + 1)",
             ]
+            arguments += ["--records", directory.path + "/records.jsonl"]
             if powerLossSafe { arguments.append("--power-loss-safe") }
             let child = try TestProcess(
                 "askrelay-child",
@@ -349,6 +351,10 @@ struct RecordPowerCutTests {
             defer { child.kill9() }
             let status = try child.waitForEnd(timeout: .seconds(60))
             #expect(status == SIGKILL, "the child ended with \(status), not its cut: \(PowerCutTests.log(child))")
+            // What the cut left: the record's responses not marked surfaced go to the app's stream at the next
+            // start; one the app already took (a finished flow's record names it) would reach the app twice.
+            surfaced.count(records: directory.path + "/records.jsonl")
+            surfaced.replayed(try Self.unsurfaced(directory.path + "/child/askcenter.sqlite"))
         }
         parent.terminate()
         limits.terminate()
@@ -370,9 +376,50 @@ struct RecordPowerCutTests {
         let lost = answered.filter { !waiting.contains($0) && !recorded.contains($0.uuid.uuidString) }
         print(
             "power cuts: AskCenter record \(powerLossSafe ? "power-loss-safe" : "default"): \(cuts) cuts, "
-                + "\(answered.count) answered, \(lost.count) acknowledged responses lost, seed \(seed)"
+                + "\(answered.count) answered, \(lost.count) acknowledged responses lost, "
+                + "\(surfaced.twice.count) surfaced twice (of \(surfaced.taken.count)), seed \(seed)"
         )
         #expect(answered.count > 0)
+        #expect(surfaced.taken.count > 0, "no finished flow in the records")
         if powerLossSafe { #expect(lost.count == 0, "responses lost: \(lost.count) of \(answered.count)") }
+        #expect(
+            surfaced.twice.isEmpty,
+            "responses surfaced twice: \(surfaced.twice.count), e.g. \(surfaced.twice.first)"
+        )
+    }
+
+    static func unsurfaced(_ path: String) throws -> [String] {
+        guard FileManager.default.fileExists(atPath: path) else { return [] }
+        let record = try Database(path: path)
+        return try record.query("SELECT question FROM responses WHERE surfaced = 0") { $0.text(at: 0) }
+    }
+}
+
+/// Every response the app took across the child's lives: a flow record that counts a surfaced response (the
+/// records file is written with plain writes, which a SIGKILL keeps), plus each response the next start replays.
+struct SurfacedCount {
+    var taken: [String: Int] = [:]
+    var linesRead = 0
+    var twice: Set<String> { Set(taken.filter { $0.value > 1 }.keys) }
+
+    mutating func count(records path: String) {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        let lines = text.split(separator: "\n")
+        for line in lines.dropFirst(linesRead) {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                let question = object["question"] as? String, let times = object["responsesSurfaced"] as? Int,
+                times > 0
+            else { continue }
+            // A stray record repeats its flow with the count so far: keep the highest.
+            taken[question.uppercased()] = max(taken[question.uppercased()] ?? 0, times)
+        }
+        linesRead = lines.count
+    }
+
+    /// `questions` are surfaced at the next start (to the first stream), on top of what the app took.
+    mutating func replayed(_ questions: [String]) {
+        for question in questions where taken[question.uppercased()] != nil {
+            taken[question.uppercased(), default: 0] += 1
+        }
     }
 }

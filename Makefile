@@ -67,8 +67,9 @@ format:
 
 # Power cuts below SQLite (docs/reliability.md, "Power loss"): POWER_CUTS per mode against the real broker under
 # load, strict (drop and torn: 2 x POWER_CUTS) and batch (half as many per mode); each mode prints the cuts run
-# and the acknowledged messages lost (about 15 minutes on a shared 2-core machine). make test runs the same tests
-# with 6 cuts per mode.
+# and the acknowledged messages lost (about 15 minutes on a shared 2-core machine); the filter also runs the
+# AskCenter record's and the limits store's cuts (RecordPowerCutTests, LimitsPowerCutTests). make test runs the same
+# tests with 6 cuts per mode.
 POWER_CUTS ?= 100
 power-test: deps
 	$(SWIFT) build --build-tests

@@ -279,7 +279,13 @@ final class AskCenterConnection: WorkerHandler {
             return .ack
         }
         counters.responsesSurfaced += 1
-        if shared.hub.publish(delivered) { markSurfaced([response.question.id]) }
+        // Marked surfaced (committed) before a stream sees it, not after.
+        _ = shared.hub.publish(delivered) {
+            do { try store.markSurfaced([response.question.id]) } catch {
+                logger.warning("could not mark a response surfaced; it waits", metadata: ["error": "\(error)"])
+                throw error
+            }
+        }
         return .ack
     }
 

@@ -37,16 +37,19 @@ final class ResponseHub: Sendable {
     // Streams are given responses under the lock (an `AsyncStream` yield only buffers), so a response published
     // while a new stream takes the waiting ones can never overtake them.
 
-    /// Gives `response` to the matching streams. - Returns: whether any stream took it.
-    func publish(_ response: DeliveredResponse) -> Bool {
+    /// Gives `response` to the matching streams, after `beforeYield` (called only when a stream matches, under the
+    /// lock) returns: the caller commits the response as surfaced there, so a crash can never leave a response the
+    /// app took unmarked (it would be surfaced again at the next start). If `beforeYield` throws, no stream gets it
+    /// and it waits. - Returns: whether any stream took it.
+    func publish(_ response: DeliveredResponse, beforeYield: () throws -> Void = {}) -> Bool {
         state.withLock { state in
-            var taken = false
-            for subscriber in state.subscribers.values where subscriber.matches(response) {
-                subscriber.yield(response)
-                taken = true
+            let takers = state.subscribers.values.filter { $0.matches(response) }
+            guard !takers.isEmpty, (try? beforeYield()) != nil else {
+                state.waiting.append(response)
+                return false
             }
-            if !taken { state.waiting.append(response) }
-            return taken
+            for subscriber in takers { subscriber.yield(response) }
+            return true
         }
     }
 

@@ -329,6 +329,7 @@ struct RecordPowerCutTests {
         var random = SplitMix(seed: UInt64.random(in: 1...UInt64(UInt32.max)))
         let seed = random.state
         let cuts = max(2, PowerCutTests.cutsPerMode / 2)
+        var surfaced = SurfacedCount()
         for cut in 0..<cuts {
             var environment = ProcessInfo.processInfo.environment
             let mode = cut % 2 == 0 ? "drop" : "torn"
@@ -339,6 +340,7 @@ struct RecordPowerCutTests {
                 directory.path + "/child", "--flows", "0", "--duration", "120s", "--think", "1ms",
                 "--cancel-probability", "0", "--heartbeat", "200ms", "--seed", "\(cut + 1)",
             ]
+            arguments += ["--records", directory.path + "/records.jsonl"]
             if powerLossSafe { arguments.append("--power-loss-safe") }
             let child = try TestProcess(
                 "askrelay-child",
@@ -349,6 +351,10 @@ struct RecordPowerCutTests {
             defer { child.kill9() }
             let status = try child.waitForEnd(timeout: .seconds(60))
             #expect(status == SIGKILL, "the child ended with \(status), not its cut: \(PowerCutTests.log(child))")
+            // What the cut left: the record's responses not marked surfaced go to the app's stream at the next
+            // start; one the app already took (a finished flow's record names it) would reach the app twice.
+            surfaced.count(records: directory.path + "/records.jsonl")
+            surfaced.replayed(try Self.unsurfaced(directory.path + "/child/askcenter.sqlite"))
         }
         parent.terminate()
         limits.terminate()
@@ -370,9 +376,183 @@ struct RecordPowerCutTests {
         let lost = answered.filter { !waiting.contains($0) && !recorded.contains($0.uuid.uuidString) }
         print(
             "power cuts: AskCenter record \(powerLossSafe ? "power-loss-safe" : "default"): \(cuts) cuts, "
-                + "\(answered.count) answered, \(lost.count) acknowledged responses lost, seed \(seed)"
+                + "\(answered.count) answered, \(lost.count) acknowledged responses lost, "
+                + "\(surfaced.twice.count) surfaced twice (of \(surfaced.taken.count)), seed \(seed)"
         )
         #expect(answered.count > 0)
+        #expect(surfaced.taken.count > 0, "no finished flow in the records")
         if powerLossSafe { #expect(lost.count == 0, "responses lost: \(lost.count) of \(answered.count)") }
+        #expect(
+            surfaced.twice.isEmpty,
+            "responses surfaced twice: \(surfaced.twice.count), e.g. \(surfaced.twice.first)"
+        )
+    }
+
+    static func unsurfaced(_ path: String) throws -> [String] {
+        guard FileManager.default.fileExists(atPath: path) else { return [] }
+        let record = try Database(path: path)
+        return try record.query("SELECT question FROM responses WHERE surfaced = 0") { $0.text(at: 0) }
+    }
+}
+
+/// Every response the app took across the child's lives: a flow record that counts a surfaced response (the
+/// records file is written with plain writes, which a SIGKILL keeps), plus each response the next start replays.
+struct SurfacedCount {
+    var taken: [String: Int] = [:]
+    var linesRead = 0
+    var twice: Set<String> { Set(taken.filter { $0.value > 1 }.keys) }
+
+    mutating func count(records path: String) {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        let lines = text.split(separator: "\n")
+        for line in lines.dropFirst(linesRead) {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                let question = object["question"] as? String, let times = object["responsesSurfaced"] as? Int,
+                times > 0
+            else { continue }
+            // A stray record repeats its flow with the count so far: keep the highest.
+            taken[question.uppercased()] = max(taken[question.uppercased()] ?? 0, times)
+        }
+        linesRead = lines.count
+    }
+
+    /// `questions` are surfaced at the next start (to the first stream), on top of what the app took.
+    mutating func replayed(_ questions: [String]) {
+        for question in questions where taken[question.uppercased()] != nil {
+            taken[question.uppercased(), default: 0] += 1
+        }
+    }
+}
+
+/// The limits store under power cuts: a real `askrelay-limits` learns the handles of approved questions (the
+/// broker's approval notices) while a real child asks and a parent approves, and is cut at a random write. After
+/// each cut the store's files pass `integrity_check`, and with `--power-loss-safe` every approval the worker
+/// acknowledged (its notice is gone from the broker's journal) is learnt in the store; by default the loss is
+/// measured.
+@Suite("power cuts under the limits store", .timeLimit(.minutes(30)), .serialized)
+struct LimitsPowerCutTests {
+    @Test("an approval the limits worker acknowledged stays learnt across power cuts", arguments: [true, false])
+    func limitsStore(powerLossSafe: Bool) throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let endpoint = "ipc://\(directory.path)/broker.sock"
+        let broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
+        defer { broker.kill9() }
+        _ = try broker.readyEndpoint()
+        let parent = try TestProcess(
+            "askrelay-parent",
+            [
+                "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
+                "--heartbeat", "200ms",
+            ],
+            logDirectory: directory.path
+        )
+        defer { parent.kill9() }
+        _ = try parent.waitForLine(startingWith: "ready")
+        let child = try TestProcess(
+            "askrelay-child",
+            [
+                "--broker", endpoint, "--child", "kid@fa", "--child", "kid2@fa", "--flows", "0", "--duration",
+                "300s", "--think", "1ms", "--cancel-probability", "0", "--heartbeat", "200ms",
+            ],
+            logDirectory: directory.path
+        )
+        defer { child.kill9() }
+        var random = SplitMix(seed: UInt64.random(in: 1...UInt64(UInt32.max)))
+        let seed = random.state
+        let cuts = max(2, PowerCutTests.cutsPerMode / 2)
+        var approved = 0
+        var lost: Set<UUID> = []
+        var corrupt: [String] = []
+        for cut in 0..<cuts {
+            var environment = ProcessInfo.processInfo.environment
+            let mode = cut % 2 == 0 ? "drop" : "torn"
+            environment["ASKRELAY_FAULT_VFS"] =
+                "mode=\(mode),seed=\(1 + random.next() % 1000),cut-at-write=\(20 + random.next() % 400)"
+            var arguments = ["--broker", endpoint, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"]
+            if powerLossSafe { arguments.append("--power-loss-safe") }
+            let limits = try TestProcess(
+                "askrelay-limits",
+                arguments,
+                logDirectory: directory.path,
+                environment: environment
+            )
+            defer { limits.kill9() }
+            let status = try limits.waitForEnd(timeout: .seconds(60))
+            #expect(status == SIGKILL, "limits ended with \(status), not its cut: \(PowerCutTests.log(limits))")
+            let store = directory.path + "/limits/limits.sqlite"
+            guard FileManager.default.fileExists(atPath: store) else { continue }
+            let (check, learnt) = try Self.read(store: store)
+            if check != ["ok"] { corrupt.append("cut \(cut + 1): \(check.prefix(3))") }
+            let acknowledged = try Self.acknowledgedApprovals(directory.path + "/data/journal.sqlite3")
+            approved = acknowledged.count
+            for (question, child, handles) in acknowledged
+            where !Set(handles.map(\.normalized)).isSubset(of: learnt[child] ?? []) {
+                lost.insert(question)
+            }
+        }
+        child.kill9()
+        parent.terminate()
+        #expect(broker.terminate() == 0)
+        print(
+            "power cuts: limits store \(powerLossSafe ? "power-loss-safe" : "default"): \(cuts) cuts, "
+                + "\(approved) approvals acknowledged, \(lost.count) not learnt after a cut, seed \(seed)"
+        )
+        #expect(approved > 0, "no approval reached the limits worker")
+        #expect(corrupt.isEmpty, "integrity_check after cuts: \(corrupt)")
+        if powerLossSafe { #expect(lost.isEmpty, "acknowledged approvals lost: \(lost.count) of \(approved)") }
+    }
+
+    /// The store's integrity and each child's known handles, read from a copy (the worker is dead).
+    static func read(store: String) throws -> ([String], [String: Set<CommunicationHandle>]) {
+        let copy = store + "-copy"
+        defer {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+        }
+        for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: store + suffix) {
+            try? FileManager.default.removeItem(atPath: copy + suffix)
+            try FileManager.default.copyItem(atPath: store + suffix, toPath: copy + suffix)
+        }
+        let database = try Database(path: copy)
+        let check = try database.query("PRAGMA integrity_check") { $0.text(at: 0) }
+        var learnt: [String: Set<CommunicationHandle>] = [:]
+        // A cut may leave an empty file (the schema not yet synced): then nothing is learnt.
+        let hasTable = try database.query("SELECT count(*) FROM sqlite_master WHERE name = 'limits_children'") {
+            $0.int64(at: 0)
+        }
+        if check == ["ok"], hasTable == [1] {
+            for (child, blob) in try database.query(
+                "SELECT child, state FROM limits_children",
+                [],
+                {
+                    ($0.text(at: 0), $0.blob(at: 1))
+                }
+            ) {
+                learnt[child] = try WireJSON.decode(LimitsState.self, from: blob).knownHandles
+            }
+        }
+        return (check, learnt)
+    }
+
+    /// The answered questions whose approval notice left the broker's journal (the limits worker acknowledged it),
+    /// read in one snapshot of the running broker's journal.
+    static func acknowledgedApprovals(_ path: String) throws -> [(UUID, String, [CommunicationHandle])] {
+        let journal = try Database(path: path)
+        try journal.execute("BEGIN")
+        defer { try? journal.execute("COMMIT") }
+        let waiting = Set(
+            try journal.query("SELECT subject FROM message WHERE kind = 'approval'") {
+                $0.withBlob(at: 0) { MessageID(bytes: $0) }
+            }.compactMap { $0 }
+        )
+        let answered = try journal.query("SELECT id, child, question FROM question WHERE state = 'answered'") {
+            ($0.withBlob(at: 0) { MessageID(bytes: $0) }, $0.text(at: 1), $0.blob(at: 2))
+        }
+        return answered.compactMap { id, child, body in
+            guard let id, !waiting.contains(id),
+                let question = try? WireJSON.decode(AnyPermissionQuestion.self, from: body)
+            else { return nil }
+            return (id.uuid, child, question.topic.handles)
+        }
     }
 }

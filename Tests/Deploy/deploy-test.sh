@@ -10,14 +10,14 @@
 # Kept between runs, under $ASKRELAY_DEPLOY_CACHE (default .build/deploy-test): the debootstrap base image (a tar,
 # keyed by its inputs) and the engines' image stores, so a re-run skips debootstrap and apt.
 #
-# Environment: ASKRELAY_DEPLOY_TIMEOUT (seconds, default 900) bounds the whole run; ASKRELAY_DEPLOY_KEEP_LOGS=DIR
+# Environment: ASKRELAY_DEPLOY_TIMEOUT (seconds, default 1500) bounds the whole run; ASKRELAY_DEPLOY_KEEP_LOGS=DIR
 # copies every container's log there; ASKRELAY_DEPLOY_SKIP_COMPOSE=1 / ASKRELAY_DEPLOY_SKIP_KUBE=1 leave out the
 # compose or the podman phases (to work on one of them).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 CACHE="${ASKRELAY_DEPLOY_CACHE:-$REPO/.build/deploy-test}"
-TIMEOUT="${ASKRELAY_DEPLOY_TIMEOUT:-900}"
+TIMEOUT="${ASKRELAY_DEPLOY_TIMEOUT:-1500}"
 PRODUCTS=(askrelay askrelay-broker askrelay-limits askrelay-parent askrelay-child)
 BIN="$REPO/.build/deploy/release"
 PROJECT=askrelaydeploy

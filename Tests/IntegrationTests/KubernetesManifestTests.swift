@@ -109,7 +109,10 @@ struct KubernetesManifestTests {
     @Test("a container without a readiness probe fails")
     func probesRequired() throws {
         let folder = try Self.brokenCopy("broker.yaml") {
-            $0.replacingOccurrences(of: "readinessProbe:\n            httpGet:", with: "startupProbe:\n            httpGet:")
+            $0.replacingOccurrences(
+                of: "readinessProbe:\n            httpGet:",
+                with: "startupProbe:\n            httpGet:"
+            )
         }
         defer { try? FileManager.default.removeItem(at: folder) }
         let run = try Self.validate(folder)

@@ -181,12 +181,7 @@ public final class ParentWorker: Sendable {
                 )
             }
         }
-        do {
-            for group in groups { _ = try connections.member(forFamily: group.items[0].family) }
-        } catch {
-            connections.stop()
-            throw error
-        }
+        try connections.openAll(groups) { _ in connections.stop() }
     }
 
     /// Says BYE on every connection and waits for their threads to end.

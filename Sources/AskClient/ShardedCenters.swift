@@ -34,13 +34,7 @@ extension AskCenter {
                 options: options
             )
         }
-        do {
-            for group in groups { _ = try centers.member(forFamily: group.items[0].family) }
-        } catch {
-            let opened = centers.opened.map(\.member)
-            Task { for center in opened { await center.stop() } }
-            throw error
-        }
+        try centers.openAll(groups) { opened in Task { for center in opened { await center.stop() } } }
         return centers
     }
 }
@@ -66,13 +60,7 @@ extension GuardianCenter {
                 options: options
             )
         }
-        do {
-            for group in groups { _ = try centers.member(forFamily: group.items[0].family) }
-        } catch {
-            let opened = centers.opened.map(\.member)
-            Task { for center in opened { await center.stop() } }
-            throw error
-        }
+        try centers.openAll(groups) { opened in Task { for center in opened { await center.stop() } } }
         return centers
     }
 }

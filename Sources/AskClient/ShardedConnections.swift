@@ -28,18 +28,32 @@ public final class ShardedConnections<Member: Sendable>: Sendable {
     /// - Throws: what `open` throws (the shard stays unopened; a later call tries again).
     public func member(forFamily family: String) throws -> Member {
         let shard = brokers.shard(family: family)
-        return try members.withLock { members in
-            if let member = members[shard.name] { return member }
-            let member = try open(shard)
-            members[shard.name] = member
-            return member
-        }
+        return try members.withLock { try open(shard, in: &$0) }
+    }
+
+    /// The member of `shard`, opened now if it is not yet (the caller holds the lock).
+    private func open(_ shard: BrokerEntry, in members: inout [String: Member]) throws -> Member {
+        if let member = members[shard.name] { return member }
+        let member = try open(shard)
+        members[shard.name] = member
+        return member
     }
 
     /// The opened members, in the order of the broker list.
     public var opened: [(shard: BrokerEntry, member: Member)] {
         let members = self.members.withLock { $0 }
         return brokers.entries.compactMap { entry in members[entry.name].map { (entry, $0) } }
+    }
+
+    /// Opens the member of each group's shard now; when one cannot be opened, hands the members opened so far to
+    /// `undo` (to stop them) and rethrows, so a process never runs on part of its shards.
+    public func openAll<Item>(_ groups: [(shard: BrokerEntry, items: [Item])], undo: ([Member]) -> Void) throws {
+        do {
+            for group in groups { _ = try members.withLock { try open(group.shard, in: &$0) } }
+        } catch {
+            undo(opened.map(\.member))
+            throw error
+        }
     }
 
     /// `items` grouped by their family's shard, in the order of the broker list; shards without items are left out.

@@ -56,6 +56,24 @@ struct ShardedConnectionsTests {
         #expect(try connections.member(forFamily: "x") == "ok")
     }
 
+    @Test("openAll opens every group's shard; when one fails, the ones opened are handed back to undo")
+    func openAllUndoes() throws {
+        struct Refused: Error {}
+        let brokers = try BrokerList(parsing: "b0=tcp://a:1,b1=tcp://b:1,b2=tcp://c:1")
+        let connections = ShardedConnections<String>(brokers: brokers) { shard in
+            if shard.name == "b1" { throw Refused() }
+            return "member-\(shard.name)"
+        }
+        // f3 is b0's, f1 b1's (the vectors of ShardTests): b0 opens, then b1 fails.
+        let groups = ShardedConnections<String>.group(["f3", "f1"], over: brokers) { $0 }
+        var undone: [String] = []
+        #expect(throws: Refused.self) { try connections.openAll(groups) { undone = $0 } }
+        #expect(undone == ["member-b0"])
+        let good = ShardedConnections<String>(brokers: brokers) { "member-\($0.name)" }
+        try good.openAll(groups) { _ in Issue.record("nothing failed, nothing to undo") }
+        #expect(good.opened.map(\.member) == ["member-b0", "member-b1"])
+    }
+
     /// A member whose connection counters are fixed, answered on another thread as a connection's are.
     struct FixedCounters: ConnectionCounterSource {
         let counters: WorkerCounters

@@ -503,6 +503,90 @@ struct LimitsPowerCutTests {
         if powerLossSafe { #expect(lost.isEmpty, "acknowledged approvals lost: \(lost.count) of \(approved)") }
     }
 
+    /// An I/O error under the store (EIO on a write or an fsync, ENOSPC) while approvals arrive: the worker logs
+    /// why and holds the approval (no ACK, no NACK: a NACK ends the notice at the broker), so after a restart
+    /// without the fault every approval is learnt, the held ones from their redelivery.
+    @Test(
+        "an I/O error in the limits store holds the approval; after a restart every approval is learnt",
+        arguments: ["write-eio=40+", "write-enospc=40+", "fsync-eio=12+"]
+    )
+    func ioFaultHoldsTheApproval(fault: String) throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let endpoint = "ipc://\(directory.path)/broker.sock"
+        let broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
+        defer { broker.kill9() }
+        _ = try broker.readyEndpoint()
+        let arguments = [
+            "--broker", endpoint, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms",
+            "--power-loss-safe",
+        ]
+        var environment = ProcessInfo.processInfo.environment
+        environment["ASKRELAY_FAULT_VFS"] = "\(fault),only=limits.sqlite-wal"
+        var limits = try TestProcess(
+            "askrelay-limits",
+            arguments,
+            logDirectory: directory.path,
+            environment: environment
+        )
+        defer { limits.kill9() }
+        _ = try limits.waitForLine(startingWith: "ready")
+        let parent = try TestProcess(
+            "askrelay-parent",
+            [
+                "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
+                "--heartbeat", "200ms",
+            ],
+            logDirectory: directory.path
+        )
+        defer { parent.kill9() }
+        _ = try parent.waitForLine(startingWith: "ready")
+        let child = try TestProcess(
+            "askrelay-child",
+            [
+                "--broker", endpoint, "--child", "kid@fa", "--flows", "0", "--duration", "300s", "--think", "1ms",
+                "--cancel-probability", "0", "--heartbeat", "200ms",
+            ],
+            logDirectory: directory.path
+        )
+        defer { child.kill9() }
+        let log = try ConnectionFailureTests.waitForLog(limits, "could not store limits state", timeout: .seconds(30))
+        #expect(limits.isRunning, "the worker goes on serving: \(log.suffix(1500))")
+        child.kill9()
+        parent.kill9()
+        limits.kill9()
+        let failed = Self.acknowledgedApprovals
+        let (check, learnt) = try Self.read(store: directory.path + "/limits/limits.sqlite")
+        #expect(check == ["ok"])
+        let acknowledged = try failed(directory.path + "/data/journal.sqlite3")
+        let lost = acknowledged.filter { !Set($0.2.map(\.normalized)).isSubset(of: learnt[$0.1] ?? []) }
+        #expect(lost.isEmpty, "acknowledged but not stored: \(lost.count) of \(acknowledged.count)")
+        // Restarted without the fault, the worker learns the held approvals from their redelivery.
+        limits = try TestProcess("askrelay-limits", arguments, logDirectory: directory.path)
+        _ = try limits.waitForLine(startingWith: "ready")
+        let journal = try Database(path: directory.path + "/data/journal.sqlite3")
+        let deadline = ContinuousClock.now + .seconds(30)
+        let tick = DispatchSemaphore(value: 0)
+        let waiting = { try journal.query("SELECT count(*) FROM message WHERE kind = 'approval'") { $0.int64(at: 0) } }
+        while try waiting() != [0] {
+            #expect(ContinuousClock.now < deadline, "approval notices still waiting after 30 s")
+            if ContinuousClock.now > deadline { break }
+            _ = tick.wait(timeout: .now() + .milliseconds(50))
+        }
+        #expect(limits.terminate() == 0)
+        let (after, relearnt) = try Self.read(store: directory.path + "/limits/limits.sqlite")
+        let answered = try failed(directory.path + "/data/journal.sqlite3")
+        let missing = answered.filter { !Set($0.2.map(\.normalized)).isSubset(of: relearnt[$0.1] ?? []) }
+        print(
+            "io faults: limits store \(fault): \(acknowledged.count) approvals acknowledged before the fault, "
+                + "\(answered.count) after the restart, \(lost.count + missing.count) not learnt"
+        )
+        #expect(after == ["ok"])
+        #expect(answered.count > acknowledged.count, "no approval was held and redelivered")
+        #expect(missing.isEmpty, "approvals not learnt after the restart: \(missing.count) of \(answered.count)")
+        #expect(broker.terminate() == 0)
+    }
+
     /// The store's integrity and each child's known handles, read from a copy (the worker is dead).
     static func read(store: String) throws -> ([String], [String: Set<CommunicationHandle>]) {
         let copy = store + "-copy"

@@ -388,6 +388,103 @@ struct RecordPowerCutTests {
         )
     }
 
+    /// An I/O error under the record (EIO on a write or an fsync, ENOSPC) while responses arrive: the child logs
+    /// why and holds the response (no ACK), so none it acknowledged is missing from the record, and restarted
+    /// without the fault it records every answered question's response, the held ones from their redelivery.
+    @Test(
+        "an I/O error in the AskCenter record holds the response; after a restart every response is recorded",
+        arguments: ["write-eio=40+", "write-enospc=40+", "fsync-eio=12+"]
+    )
+    func ioFaultHoldsTheResponse(fault: String) throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let endpoint = "ipc://\(directory.path)/broker.sock"
+        let broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
+        defer { broker.kill9() }
+        _ = try broker.readyEndpoint()
+        let limits = try TestProcess(
+            "askrelay-limits",
+            ["--broker", endpoint, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"],
+            logDirectory: directory.path
+        )
+        defer { limits.kill9() }
+        _ = try limits.waitForLine(startingWith: "ready")
+        let parent = try TestProcess(
+            "askrelay-parent",
+            [
+                "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
+                "--heartbeat", "200ms",
+            ],
+            logDirectory: directory.path
+        )
+        defer { parent.kill9() }
+        _ = try parent.waitForLine(startingWith: "ready")
+        let arguments = [
+            // Four children: a failed surfaced mark stalls its child's flow, the others' responses still come.
+            "--broker", endpoint, "--child", "kid@fa", "--child", "kid2@fa", "--child", "kid3@fa", "--child",
+            "kid4@fa", "--state-dir", directory.path + "/child", "--flows", "0",
+            "--duration", "300s", "--think", "1ms", "--cancel-probability", "0", "--heartbeat", "200ms",
+            "--power-loss-safe",
+        ]
+        var environment = ProcessInfo.processInfo.environment
+        environment["ASKRELAY_FAULT_VFS"] = "\(fault),only=askcenter.sqlite-wal"
+        var child = try TestProcess("askrelay-child", arguments, logDirectory: directory.path, environment: environment)
+        defer { child.kill9() }
+        let log = try ConnectionFailureTests.waitForLog(child, "could not record a response", timeout: .seconds(30))
+        #expect(child.isRunning, "the child goes on: \(log.suffix(1500))")
+        parent.kill9()
+        child.kill9()
+        let record = directory.path + "/child/askcenter.sqlite"
+        let lost = try Self.acknowledgedNotRecorded(directory, record: record)
+        #expect(lost.missing.isEmpty, "acknowledged but not recorded: \(lost.missing.count) of \(lost.answered)")
+        // Restarted without the fault (the parent is gone, so only the held responses come), it records them all.
+        child = try TestProcess("askrelay-child", arguments, logDirectory: directory.path)
+        _ = try child.waitForLine(startingWith: "ready")
+        let journal = try Database(path: directory.path + "/data/journal.sqlite3")
+        let deadline = ContinuousClock.now + .seconds(30)
+        let tick = DispatchSemaphore(value: 0)
+        let waiting = { try journal.query("SELECT count(*) FROM message WHERE kind = 'response'") { $0.int64(at: 0) } }
+        while try waiting() != [0] {
+            #expect(ContinuousClock.now < deadline, "responses still waiting after 30 s")
+            if ContinuousClock.now > deadline { break }
+            _ = tick.wait(timeout: .now() + .milliseconds(50))
+        }
+        #expect(child.terminate() == 0)
+        let after = try Self.acknowledgedNotRecorded(directory, record: record)
+        print(
+            "io faults: AskCenter record \(fault): \(lost.answered - lost.waiting) responses acknowledged before "
+                + "the fault, \(lost.waiting) held, \(lost.missing.count + after.missing.count) not recorded"
+        )
+        #expect(lost.waiting > 0, "no response was held")
+        #expect(after.missing.isEmpty, "not recorded after the restart: \(after.missing.count) of \(after.answered)")
+        #expect(limits.terminate() == 0)
+        #expect(broker.terminate() == 0)
+    }
+
+    /// The answered questions whose response left the broker's journal (the child acknowledged it) but is not in
+    /// the record, with how many were answered and how many responses still wait in the journal.
+    static func acknowledgedNotRecorded(_ directory: TempDirectory, record: String) throws -> (
+        missing: [MessageID], answered: Int, waiting: Int
+    ) {
+        let journal = try Database(path: directory.path + "/data/journal.sqlite3")
+        try journal.execute("BEGIN")
+        defer { try? journal.execute("COMMIT") }
+        let answered = try journal.query("SELECT id FROM question WHERE state = 'answered'") {
+            $0.withBlob(at: 0) { MessageID(bytes: $0) }
+        }.compactMap { $0 }
+        let waiting = Set(
+            try journal.query("SELECT subject FROM message WHERE kind = 'response'") {
+                $0.withBlob(at: 0) { MessageID(bytes: $0) }
+            }.compactMap { $0 }
+        )
+        let database = try Database(path: record)
+        let check = try database.query("PRAGMA integrity_check") { $0.text(at: 0) }
+        #expect(check == ["ok"])
+        let recorded = Set(try database.query("SELECT question FROM responses") { $0.text(at: 0) })
+        let missing = answered.filter { !waiting.contains($0) && !recorded.contains($0.uuid.uuidString) }
+        return (missing, answered.count, waiting.count)
+    }
+
     static func unsurfaced(_ path: String) throws -> [String] {
         guard FileManager.default.fileExists(atPath: path) else { return [] }
         let record = try Database(path: path)

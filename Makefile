@@ -74,7 +74,7 @@ POWER_CUTS ?= 100
 power-test: deps
 	$(SWIFT) build --build-tests
 	ASKRELAY_POWER_CUTS=$(POWER_CUTS) $(SWIFT) test --skip-build --no-parallel --filter PowerCutTests 2>&1 | \
-	  tee .build/power-test.log | grep -E "power cuts:|✘|✔ Test run"; \
+	  tee .build/power-test.log | grep -E "power cuts:|io faults:|✘|✔ Test run"; \
 	  ! grep -q "✘" .build/power-test.log
 
 # docs/testing.md's tutorial in a temporary folder: an outside package depends on this checkout by path, runs its

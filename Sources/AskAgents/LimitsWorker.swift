@@ -167,9 +167,13 @@ final class LimitsWorkerHandler: WorkerHandler {
             )
             return .refuse(error)
         } catch {
-            // The store failed: do not ack, so the broker delivers it again (perhaps to another limits worker).
-            logger.error("could not store limits state", metadata: ["kind": "\(delivery.kind)", "error": "\(error)"])
-            return .refuse(WireError(.storageFailed, "the limits store failed: \(error)"))
+            // The store failed: hold it (no ACK, and no NACK, which would end it at the broker), so the broker
+            // delivers it again after its ack timeout (perhaps to another limits worker).
+            logger.error(
+                "could not store limits state; holding it",
+                metadata: ["kind": "\(delivery.kind)", "error": "\(error)"]
+            )
+            return .hold
         }
         return .ack
     }

@@ -27,6 +27,117 @@ struct PowerCutTests {
         #expect(run.corrupt.isEmpty, "integrity_check after cuts \(run.corrupt)")
     }
 
+    /// The broker cut under real flows as well as the raw SENDs: a limits worker, a parent and a child (with a
+    /// record) ride through every cut on the same endpoint. After the cuts a clean broker life must finish more
+    /// flows; then every flow the child saw sent is a question in the journal, every answered flow's question is
+    /// answered there, and no response reached the app twice.
+    @Test("strict durability under real flows: cuts lose no acknowledged SEND and no question, none answered twice")
+    func strictUnderFlows() throws {
+        let run = try PowerCutRun(durability: "strict", mode: "torn")
+        defer { run.cleanup() }
+        let directory = run.directory
+        let endpoint = run.endpoint
+        // A clean first life: the parent registers (the family's roster goes into the journal) before the child
+        // asks, since a question sent while the roster is empty goes to nobody (protocol.md, empty roster).
+        let first = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
+        defer { first.kill9() }
+        _ = try first.readyEndpoint()
+        let limits = try TestProcess(
+            "askrelay-limits",
+            ["--broker", endpoint, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"],
+            logDirectory: directory.path
+        )
+        defer { limits.kill9() }
+        let parent = try TestProcess(
+            "askrelay-parent",
+            [
+                "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
+                "--heartbeat", "200ms",
+            ],
+            logDirectory: directory.path
+        )
+        defer { parent.kill9() }
+        _ = try limits.waitForLine(startingWith: "ready")
+        _ = try parent.waitForLine(startingWith: "ready")
+        let records = directory.path + "/records.jsonl"
+        let child = try TestProcess(
+            "askrelay-child",
+            [
+                "--broker", endpoint, "--child", "kid@fa", "--child", "kid2@fa", "--state-dir",
+                directory.path + "/child", "--flows", "0", "--duration", "300s", "--think", "1ms",
+                "--cancel-probability", "0", "--heartbeat", "200ms", "--records", records,
+            ],
+            logDirectory: directory.path
+        )
+        defer { child.kill9() }
+        _ = try child.waitForLine(startingWith: "ready")
+        #expect(first.terminate() == 0)
+        let cuts = max(2, Self.cutsPerMode * 2 / 3)
+        try run.cut(cuts)
+        let flowsAtCuts = Self.flows(records).count
+        // A clean life: the flows go on and finish the questions asked before the cuts.
+        let broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
+        defer { broker.kill9() }
+        _ = try broker.readyEndpoint()
+        let deadline = ContinuousClock.now + .seconds(30)
+        let tick = DispatchSemaphore(value: 0)
+        while Self.flows(records).count < flowsAtCuts + 10, ContinuousClock.now < deadline {
+            _ = tick.wait(timeout: .now() + .milliseconds(50))
+        }
+        let alive = [child.isRunning, parent.isRunning, limits.isRunning]
+        child.kill9()
+        parent.kill9()
+        limits.kill9()
+        #expect(broker.terminate() == 0)
+        let flows = Self.flows(records)
+        let journal = try Database(path: directory.path + "/data/journal.sqlite3")
+        #expect(try journal.query("PRAGMA integrity_check") { $0.text(at: 0) } == ["ok"])
+        var state: [String: String] = [:]
+        for (id, value) in try journal.query(
+            "SELECT id, state FROM question",
+            [],
+            {
+                ($0.withBlob(at: 0) { MessageID(bytes: $0) }, $0.text(at: 1))
+            }
+        ) {
+            if let id { state[id.uuid.uuidString] = value }
+        }
+        let sent = flows.filter { $0.sent }
+        let missing = sent.filter { state[$0.question] == nil }
+        let answeredFlows = flows.filter { $0.answered }
+        let unanswered = answeredFlows.filter { state[$0.question] != "answered" }
+        var surfaced = SurfacedCount()
+        surfaced.count(records: records)
+        surfaced.replayed(try RecordPowerCutTests.unsurfaced(directory.path + "/child/askcenter.sqlite"))
+        let expired = flows.filter { $0.outcome == "expired" }.count
+        print(
+            "power cuts: strict torn under flows: \(run.summary); \(flows.count) flows (\(flowsAtCuts) during the "
+                + "cuts), \(sent.count) questions sent, \(missing.count) lost, \(answeredFlows.count) answered, "
+                + "\(surfaced.twice.count) surfaced twice, \(expired) expired"
+        )
+        #expect(run.lost.isEmpty, "acknowledged SENDs lost: \(run.summary)")
+        #expect(run.corrupt.isEmpty, "integrity_check after cuts \(run.corrupt)")
+        #expect(
+            flows.count >= flowsAtCuts + 10,
+            "the flows did not go on after the cuts: \(flows.count); child: \(Self.log(child)); parent: \(Self.log(parent)); limits: \(Self.log(limits)); running \(alive); broker: \(Self.log(broker))"
+        )
+        #expect(missing.isEmpty, "questions sent but not in the journal: \(missing.prefix(3))")
+        #expect(unanswered.isEmpty, "answered flows whose question is not answered: \(unanswered.prefix(3))")
+        #expect(surfaced.twice.isEmpty, "responses surfaced twice: \(surfaced.twice)")
+    }
+
+    /// The finished flows of a records file that asked a question: its id, whether it was sent and answered.
+    static func flows(_ path: String) -> [(question: String, sent: Bool, answered: Bool, outcome: String)] {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { line in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                let question = object["question"] as? String, let outcome = object["outcome"] as? String
+            else { return nil }
+            let answered = outcome == "approved" || outcome == "denied"
+            return (question.uppercased(), object["sentAt"] != nil, answered, outcome)
+        }
+    }
+
     @Test("batch durability: the loss window of a power cut, measured", arguments: ["drop", "torn"])
     func batchLossWindow(mode: String) throws {
         let run = try PowerCutRun(durability: "batch", mode: mode)
@@ -388,6 +499,103 @@ struct RecordPowerCutTests {
         )
     }
 
+    /// An I/O error under the record (EIO on a write or an fsync, ENOSPC) while responses arrive: the child logs
+    /// why and holds the response (no ACK), so none it acknowledged is missing from the record, and restarted
+    /// without the fault it records every answered question's response, the held ones from their redelivery.
+    @Test(
+        "an I/O error in the AskCenter record holds the response; after a restart every response is recorded",
+        arguments: ["write-eio=40+", "write-enospc=40+", "fsync-eio=12+"]
+    )
+    func ioFaultHoldsTheResponse(fault: String) throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let endpoint = "ipc://\(directory.path)/broker.sock"
+        let broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
+        defer { broker.kill9() }
+        _ = try broker.readyEndpoint()
+        let limits = try TestProcess(
+            "askrelay-limits",
+            ["--broker", endpoint, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"],
+            logDirectory: directory.path
+        )
+        defer { limits.kill9() }
+        _ = try limits.waitForLine(startingWith: "ready")
+        let parent = try TestProcess(
+            "askrelay-parent",
+            [
+                "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
+                "--heartbeat", "200ms",
+            ],
+            logDirectory: directory.path
+        )
+        defer { parent.kill9() }
+        _ = try parent.waitForLine(startingWith: "ready")
+        let arguments = [
+            // Four children: a failed surfaced mark stalls its child's flow, the others' responses still come.
+            "--broker", endpoint, "--child", "kid@fa", "--child", "kid2@fa", "--child", "kid3@fa", "--child",
+            "kid4@fa", "--state-dir", directory.path + "/child", "--flows", "0",
+            "--duration", "300s", "--think", "1ms", "--cancel-probability", "0", "--heartbeat", "200ms",
+            "--power-loss-safe",
+        ]
+        var environment = ProcessInfo.processInfo.environment
+        environment["ASKRELAY_FAULT_VFS"] = "\(fault),only=askcenter.sqlite-wal"
+        var child = try TestProcess("askrelay-child", arguments, logDirectory: directory.path, environment: environment)
+        defer { child.kill9() }
+        let log = try ConnectionFailureTests.waitForLog(child, "could not record a response", timeout: .seconds(30))
+        #expect(child.isRunning, "the child goes on: \(log.suffix(1500))")
+        parent.kill9()
+        child.kill9()
+        let record = directory.path + "/child/askcenter.sqlite"
+        let lost = try Self.acknowledgedNotRecorded(directory, record: record)
+        #expect(lost.missing.isEmpty, "acknowledged but not recorded: \(lost.missing.count) of \(lost.answered)")
+        // Restarted without the fault (the parent is gone, so only the held responses come), it records them all.
+        child = try TestProcess("askrelay-child", arguments, logDirectory: directory.path)
+        _ = try child.waitForLine(startingWith: "ready")
+        let journal = try Database(path: directory.path + "/data/journal.sqlite3")
+        let deadline = ContinuousClock.now + .seconds(30)
+        let tick = DispatchSemaphore(value: 0)
+        let waiting = { try journal.query("SELECT count(*) FROM message WHERE kind = 'response'") { $0.int64(at: 0) } }
+        while try waiting() != [0] {
+            #expect(ContinuousClock.now < deadline, "responses still waiting after 30 s")
+            if ContinuousClock.now > deadline { break }
+            _ = tick.wait(timeout: .now() + .milliseconds(50))
+        }
+        #expect(child.terminate() == 0)
+        let after = try Self.acknowledgedNotRecorded(directory, record: record)
+        print(
+            "io faults: AskCenter record \(fault): \(lost.answered - lost.waiting) responses acknowledged before "
+                + "the fault, \(lost.waiting) held, \(lost.missing.count + after.missing.count) not recorded"
+        )
+        #expect(lost.waiting > 0, "no response was held")
+        #expect(after.missing.isEmpty, "not recorded after the restart: \(after.missing.count) of \(after.answered)")
+        #expect(limits.terminate() == 0)
+        #expect(broker.terminate() == 0)
+    }
+
+    /// The answered questions whose response left the broker's journal (the child acknowledged it) but is not in
+    /// the record, with how many were answered and how many responses still wait in the journal.
+    static func acknowledgedNotRecorded(_ directory: TempDirectory, record: String) throws -> (
+        missing: [MessageID], answered: Int, waiting: Int
+    ) {
+        let journal = try Database(path: directory.path + "/data/journal.sqlite3")
+        try journal.execute("BEGIN")
+        defer { try? journal.execute("COMMIT") }
+        let answered = try journal.query("SELECT id FROM question WHERE state = 'answered'") {
+            $0.withBlob(at: 0) { MessageID(bytes: $0) }
+        }.compactMap { $0 }
+        let waiting = Set(
+            try journal.query("SELECT subject FROM message WHERE kind = 'response'") {
+                $0.withBlob(at: 0) { MessageID(bytes: $0) }
+            }.compactMap { $0 }
+        )
+        let database = try Database(path: record)
+        let check = try database.query("PRAGMA integrity_check") { $0.text(at: 0) }
+        #expect(check == ["ok"])
+        let recorded = Set(try database.query("SELECT question FROM responses") { $0.text(at: 0) })
+        let missing = answered.filter { !waiting.contains($0) && !recorded.contains($0.uuid.uuidString) }
+        return (missing, answered.count, waiting.count)
+    }
+
     static func unsurfaced(_ path: String) throws -> [String] {
         guard FileManager.default.fileExists(atPath: path) else { return [] }
         let record = try Database(path: path)
@@ -501,6 +709,90 @@ struct LimitsPowerCutTests {
         #expect(approved > 0, "no approval reached the limits worker")
         #expect(corrupt.isEmpty, "integrity_check after cuts: \(corrupt)")
         if powerLossSafe { #expect(lost.isEmpty, "acknowledged approvals lost: \(lost.count) of \(approved)") }
+    }
+
+    /// An I/O error under the store (EIO on a write or an fsync, ENOSPC) while approvals arrive: the worker logs
+    /// why and holds the approval (no ACK, no NACK: a NACK ends the notice at the broker), so after a restart
+    /// without the fault every approval is learnt, the held ones from their redelivery.
+    @Test(
+        "an I/O error in the limits store holds the approval; after a restart every approval is learnt",
+        arguments: ["write-eio=40+", "write-enospc=40+", "fsync-eio=12+"]
+    )
+    func ioFaultHoldsTheApproval(fault: String) throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let endpoint = "ipc://\(directory.path)/broker.sock"
+        let broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
+        defer { broker.kill9() }
+        _ = try broker.readyEndpoint()
+        let arguments = [
+            "--broker", endpoint, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms",
+            "--power-loss-safe",
+        ]
+        var environment = ProcessInfo.processInfo.environment
+        environment["ASKRELAY_FAULT_VFS"] = "\(fault),only=limits.sqlite-wal"
+        var limits = try TestProcess(
+            "askrelay-limits",
+            arguments,
+            logDirectory: directory.path,
+            environment: environment
+        )
+        defer { limits.kill9() }
+        _ = try limits.waitForLine(startingWith: "ready")
+        let parent = try TestProcess(
+            "askrelay-parent",
+            [
+                "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
+                "--heartbeat", "200ms",
+            ],
+            logDirectory: directory.path
+        )
+        defer { parent.kill9() }
+        _ = try parent.waitForLine(startingWith: "ready")
+        let child = try TestProcess(
+            "askrelay-child",
+            [
+                "--broker", endpoint, "--child", "kid@fa", "--flows", "0", "--duration", "300s", "--think", "1ms",
+                "--cancel-probability", "0", "--heartbeat", "200ms",
+            ],
+            logDirectory: directory.path
+        )
+        defer { child.kill9() }
+        let log = try ConnectionFailureTests.waitForLog(limits, "could not store limits state", timeout: .seconds(30))
+        #expect(limits.isRunning, "the worker goes on serving: \(log.suffix(1500))")
+        child.kill9()
+        parent.kill9()
+        limits.kill9()
+        let failed = Self.acknowledgedApprovals
+        let (check, learnt) = try Self.read(store: directory.path + "/limits/limits.sqlite")
+        #expect(check == ["ok"])
+        let acknowledged = try failed(directory.path + "/data/journal.sqlite3")
+        let lost = acknowledged.filter { !Set($0.2.map(\.normalized)).isSubset(of: learnt[$0.1] ?? []) }
+        #expect(lost.isEmpty, "acknowledged but not stored: \(lost.count) of \(acknowledged.count)")
+        // Restarted without the fault, the worker learns the held approvals from their redelivery.
+        limits = try TestProcess("askrelay-limits", arguments, logDirectory: directory.path)
+        _ = try limits.waitForLine(startingWith: "ready")
+        let journal = try Database(path: directory.path + "/data/journal.sqlite3")
+        let deadline = ContinuousClock.now + .seconds(30)
+        let tick = DispatchSemaphore(value: 0)
+        let waiting = { try journal.query("SELECT count(*) FROM message WHERE kind = 'approval'") { $0.int64(at: 0) } }
+        while try waiting() != [0] {
+            #expect(ContinuousClock.now < deadline, "approval notices still waiting after 30 s")
+            if ContinuousClock.now > deadline { break }
+            _ = tick.wait(timeout: .now() + .milliseconds(50))
+        }
+        #expect(limits.terminate() == 0)
+        let (after, relearnt) = try Self.read(store: directory.path + "/limits/limits.sqlite")
+        let answered = try failed(directory.path + "/data/journal.sqlite3")
+        let missing = answered.filter { !Set($0.2.map(\.normalized)).isSubset(of: relearnt[$0.1] ?? []) }
+        print(
+            "io faults: limits store \(fault): \(acknowledged.count) approvals acknowledged before the fault, "
+                + "\(answered.count) after the restart, \(lost.count + missing.count) not learnt"
+        )
+        #expect(after == ["ok"])
+        #expect(answered.count > acknowledged.count, "no approval was held and redelivered")
+        #expect(missing.isEmpty, "approvals not learnt after the restart: \(missing.count) of \(answered.count)")
+        #expect(broker.terminate() == 0)
     }
 
     /// The store's integrity and each child's known handles, read from a copy (the worker is dead).

@@ -84,11 +84,14 @@ struct MetricsEndpointTests {
         #expect(sample(childPage, "askrelay_worker_registrations_total") == 1)
         #expect(sample(childPage, "askrelay_worker_reconnects_total") == 0)
 
-        let parentPage = try scrape(parentPort)
-        #expect((sample(parentPage, "askrelay_worker_sends_acknowledged_total") ?? 0) >= 4, "\(parentPage)")
-        #expect((sample(parentPage, "askrelay_worker_deliveries_total") ?? 0) >= 4)
-        let limitsPage = try scrape(limitsPort)
-        #expect((sample(limitsPage, "askrelay_worker_deliveries_total") ?? 0) >= 4, "\(limitsPage)")
+        // The child is done once its 4th response arrived; the parent may read the broker's ACK of that answer, and
+        // the limits worker the approval notice, a moment later: wait for the pages to show them.
+        let parentPage = try scrape(parentPort) { page in
+            (sample(page, "askrelay_worker_sends_acknowledged_total") ?? 0) >= 4
+        }
+        #expect((sample(parentPage, "askrelay_worker_deliveries_total") ?? 0) >= 4, "\(parentPage)")
+        let limitsPage = try scrape(limitsPort) { page in (sample(page, "askrelay_worker_deliveries_total") ?? 0) >= 4 }
+        #expect(sample(limitsPage, "askrelay_worker_registrations_total") == 1, "\(limitsPage)")
 
         let brokerPage = try scrape(brokerPort) { page in
             (sample(page, #"askrelay_broker_ledger_entries{state="answered"}"#) ?? 0) >= 4

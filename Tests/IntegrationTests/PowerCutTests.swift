@@ -412,31 +412,46 @@ struct SplitMix {
 /// with `--power-loss-safe` no cut may lose one, by default the loss is measured.
 @Suite("power cuts under the AskCenter response record", .timeLimit(.minutes(30)), .serialized)
 struct RecordPowerCutTests {
+    /// The record tests' other processes, each ready: a strict broker, a limits worker and a parent whose guardian
+    /// `mum@fa` approves every question.
+    static func startServices(_ directory: TempDirectory, endpoint: String) throws -> (
+        broker: TestProcess, limits: TestProcess, parent: TestProcess
+    ) {
+        let broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
+        var started = [broker]
+        do {
+            _ = try broker.readyEndpoint()
+            let limits = try TestProcess(
+                "askrelay-limits",
+                ["--broker", endpoint, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"],
+                logDirectory: directory.path
+            )
+            started.append(limits)
+            _ = try limits.waitForLine(startingWith: "ready")
+            let parent = try TestProcess(
+                "askrelay-parent",
+                [
+                    "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
+                    "--heartbeat", "200ms",
+                ],
+                logDirectory: directory.path
+            )
+            started.append(parent)
+            _ = try parent.waitForLine(startingWith: "ready")
+            return (broker, limits, parent)
+        } catch {
+            for process in started { process.kill9() }
+            throw error
+        }
+    }
+
     @Test("a response the child acknowledged survives power cuts with --power-loss-safe", arguments: [true, false])
     func responseRecord(powerLossSafe: Bool) throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let endpoint = "ipc://\(directory.path)/broker.sock"
-        let broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
-        defer { broker.kill9() }
-        _ = try broker.readyEndpoint()
-        let limits = try TestProcess(
-            "askrelay-limits",
-            ["--broker", endpoint, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"],
-            logDirectory: directory.path
-        )
-        defer { limits.kill9() }
-        _ = try limits.waitForLine(startingWith: "ready")
-        let parent = try TestProcess(
-            "askrelay-parent",
-            [
-                "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
-                "--heartbeat", "200ms",
-            ],
-            logDirectory: directory.path
-        )
-        defer { parent.kill9() }
-        _ = try parent.waitForLine(startingWith: "ready")
+        let (broker, limits, parent) = try Self.startServices(directory, endpoint: endpoint)
+        defer { for process in [parent, limits, broker] { process.kill9() } }
         var random = SplitMix(seed: UInt64.random(in: 1...UInt64(UInt32.max)))
         let seed = random.state
         let cuts = max(2, PowerCutTests.cutsPerMode / 2)
@@ -510,26 +525,8 @@ struct RecordPowerCutTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let endpoint = "ipc://\(directory.path)/broker.sock"
-        let broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
-        defer { broker.kill9() }
-        _ = try broker.readyEndpoint()
-        let limits = try TestProcess(
-            "askrelay-limits",
-            ["--broker", endpoint, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"],
-            logDirectory: directory.path
-        )
-        defer { limits.kill9() }
-        _ = try limits.waitForLine(startingWith: "ready")
-        let parent = try TestProcess(
-            "askrelay-parent",
-            [
-                "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
-                "--heartbeat", "200ms",
-            ],
-            logDirectory: directory.path
-        )
-        defer { parent.kill9() }
-        _ = try parent.waitForLine(startingWith: "ready")
+        let (broker, limits, parent) = try Self.startServices(directory, endpoint: endpoint)
+        defer { for process in [parent, limits, broker] { process.kill9() } }
         let arguments = [
             // Four children: a failed surfaced mark stalls its child's flow, the others' responses still come.
             "--broker", endpoint, "--child", "kid@fa", "--child", "kid2@fa", "--child", "kid3@fa", "--child",

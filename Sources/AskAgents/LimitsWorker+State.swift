@@ -110,6 +110,8 @@ final class LimitsStore {
             what: "the limits store (--data-dir)"
         )
         let database = try Database(path: directory + "/limits.sqlite")
+        // First, so the set-up waits out a reader's lock (a tool or test reading the store) instead of failing.
+        try database.pragma("busy_timeout", 5000)
         try database.pragma("journal_mode", "wal")
         try database.pragma("synchronous", powerLossSafe ? "full" : "normal")
         try database.execute(

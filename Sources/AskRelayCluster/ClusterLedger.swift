@@ -46,6 +46,8 @@ enum StoreReader {
             throw ClusterError("no journal at \(path) (a broker with --durability off keeps none)")
         }
         let database = try Database(path: path)
+        // The worker or broker writing it holds a lock now and then: wait it out rather than fail the read.
+        try database.pragma("busy_timeout", 5000)
         let rows = try database.query(
             "SELECT child, family, state, answered_by, answer_choice_id FROM question WHERE id = ?",
             [.blob(MessageID(uuid: question).bytes)]
@@ -75,6 +77,8 @@ enum StoreReader {
             throw ClusterError("no limits store at \(path) yet")
         }
         let database = try Database(path: path)
+        // The worker or broker writing it holds a lock now and then: wait it out rather than fail the read.
+        try database.pragma("busy_timeout", 5000)
         let own = try database.query("SELECT state FROM limits_children WHERE child = ?", [.text(child)]) {
             $0.blob(at: 0)
         }

@@ -70,8 +70,9 @@ final class GuardianCenterConnection: WorkerHandler {
     let reference: GuardianCenter.Reference
     /// Answers on the wire: SEND id → the call's token.
     private var answers: [MessageID: PendingCalls.Token] = [:]
-    /// (guardian, question, kind) already surfaced, so a redelivery after a reconnect is not surfaced again.
-    private var seen: Set<Seen> = []
+    /// (guardian, question, kind) already surfaced, so a redelivery after a reconnect is not surfaced again: the
+    /// last ``GuardianCenter/Options/surfacedCapacity`` of them.
+    private var seen: RecentSet<Seen>
 
     var calls: PendingCalls { shared.calls }
 
@@ -79,8 +80,10 @@ final class GuardianCenterConnection: WorkerHandler {
         guardians: [String: GuardianIdentity],
         shared: AskCenterShared,
         events: GuardianEvents,
-        reference: GuardianCenter.Reference
+        reference: GuardianCenter.Reference,
+        surfacedCapacity: Int
     ) {
+        seen = RecentSet(capacity: max(1, surfacedCapacity))
         self.guardians = guardians
         self.shared = shared
         self.events = events
@@ -150,7 +153,7 @@ final class GuardianCenterConnection: WorkerHandler {
                 return .refuse(WireError(.invalidJSON, "unreadable question body"))
             }
             let key = Seen(guardian: guardian.id, question: body.question.id, kind: delivery.kind)
-            guard seen.insert(key).inserted else { return .ack }
+            guard seen.insert(key) else { return .ack }
             let question = GuardianCenter.Question(
                 guardian: guardian,
                 child: body.child,
@@ -166,7 +169,7 @@ final class GuardianCenterConnection: WorkerHandler {
                 return .refuse(WireError(.invalidJSON, "unreadable closed body"))
             }
             let key = Seen(guardian: guardian.id, question: body.questionID, kind: delivery.kind)
-            guard seen.insert(key).inserted else { return .ack }
+            guard seen.insert(key) else { return .ack }
             let closed = GuardianCenter.Closed(
                 guardian: guardian,
                 questionID: body.questionID,

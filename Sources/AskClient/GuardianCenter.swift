@@ -62,8 +62,9 @@ public enum GuardianAnswerError: Error, Sendable, Hashable, CustomStringConverti
 /// `GuardianCenter` is `Sendable`: every method is safe from any task or thread at once, and every answer call ends
 /// exactly once (result, its timeout, or `stopped`). Calls are not cancelled by task cancellation.
 ///
-/// Events: each `question` the broker delivers to a hosted guardian is surfaced once per (guardian, question) for
-/// the life of the center, also when the broker delivers it again after a reconnect; each `closed` likewise. The
+/// Events: each `question` the broker delivers to a hosted guardian is surfaced once per (guardian, question), also
+/// when the broker delivers it again after a reconnect; each `closed` likewise. The center remembers the last
+/// ``Options/surfacedCapacity`` events it surfaced (200 000 by default), so its memory stays bounded. The
 /// broker delivers a guardian's messages in order, so a question's ``Event/question(_:)`` comes before its
 /// ``Event/closed(_:)``. Events that arrive while no stream is open are kept for the first stream opened.
 /// Nothing is kept across a restart of the program: the broker delivers again what this center did not acknowledge.
@@ -81,6 +82,9 @@ public final class GuardianCenter: Sendable {
         public var workerName = "guardiancenter[\(ProcessInfo.processInfo.processIdentifier)]"
         /// CURVE keys, when the broker runs CURVE (a key file of role `guardian`).
         public var curve: (keys: CurveKeyPair, serverKey: String)?
+        /// How many surfaced events (a question or a closed, per guardian) are remembered so that a redelivery is
+        /// not surfaced again; the oldest is forgotten beyond it, so memory stays bounded in a long-running center.
+        public var surfacedCapacity = 200_000
 
         /// The defaults above.
         public init() {}
@@ -213,7 +217,13 @@ public final class GuardianCenter: Sendable {
         let reference = self.reference
         let hosted = byID
         runtime = try WorkerRuntime(configuration: configuration, logger: logger, context: context) {
-            GuardianCenterConnection(guardians: hosted, shared: shared, events: events, reference: reference)
+            GuardianCenterConnection(
+                guardians: hosted,
+                shared: shared,
+                events: events,
+                reference: reference,
+                surfacedCapacity: options.surfacedCapacity
+            )
         }
         reference.set(self)
     }

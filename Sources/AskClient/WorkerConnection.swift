@@ -51,9 +51,7 @@ public final class WorkerConnection {
     private var outstanding: [MessageID: PendingSend] = [:]
     private var outstandingOrder: [MessageID] = []
     private var pendingAcks: [MessageID] = []
-    private var seen: Set<MessageID> = []
-    private var seenOrder: [MessageID] = []
-    private var seenHead = 0
+    private var seen: RecentSet<MessageID>
     private var input = Multipart()
     private var output = Multipart()
     private var stopping = false
@@ -74,6 +72,7 @@ public final class WorkerConnection {
         self.logger = logger
         self.context = context
         self.inbox = inbox
+        seen = RecentSet(capacity: max(1, configuration.dedupCapacity))
         (socket, monitor) = try Self.makeSocket(configuration, context: context)
     }
 
@@ -415,18 +414,7 @@ public final class WorkerConnection {
         compactOutstanding()
     }
 
-    private func remember(_ id: MessageID) {
-        seen.insert(id)
-        seenOrder.append(id)
-        if seenOrder.count - seenHead > configuration.dedupCapacity {
-            seen.remove(seenOrder[seenHead])
-            seenHead += 1
-            if seenHead > 65536 {
-                seenOrder.removeFirst(seenHead)
-                seenHead = 0
-            }
-        }
-    }
+    private func remember(_ id: MessageID) { seen.insert(id) }
 
     private func compactOutstanding() {
         if outstandingOrder.count > 1024 && outstandingOrder.count > outstanding.count * 2 {

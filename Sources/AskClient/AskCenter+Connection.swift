@@ -47,6 +47,29 @@ final class AskCenterConnection: WorkerHandler {
     private var purposes: [MessageID: SendPurpose] = [:]
     private var counters = AskCenterCounters()
     private var lastSweep = ContinuousClock.now
+    /// Set while surfaced marks fail: when to retry the waiting responses, and whether the log said it persists.
+    private var markFailure: MarkFailure?
+
+    struct MarkFailure {
+        var since: ContinuousClock.Instant
+        var tries: Int
+        var delay: Duration
+        var nextTry: ContinuousClock.Instant
+        var reported = false
+
+        init(since: ContinuousClock.Instant, tries: Int, delay: Duration) {
+            self.since = since
+            self.tries = tries
+            self.delay = delay
+            nextTry = since + delay
+        }
+    }
+
+    /// Retries of a failed surfaced mark start this soon and back off to `longestRetryDelay`.
+    static let firstRetryDelay = Duration.milliseconds(100)
+    static let longestRetryDelay = Duration.seconds(2)
+    /// Failing this long is logged as an error, once per run of failures.
+    static let keepsFailingAfter = Duration.seconds(10)
 
     var calls: PendingCalls { shared.calls }
 
@@ -64,9 +87,11 @@ final class AskCenterConnection: WorkerHandler {
     }
 
     /// The connection loop ended (stopped, or its socket failed) and released its handler: no job will run on this
-    /// thread again, so every call still waiting ends now, and every later call at once.
+    /// thread again, so every call still waiting ends now, and every later call at once; every response stream
+    /// finishes (one still opening would otherwise wait for a job that never runs).
     deinit {
         calls.close(.connectionEnded)
+        shared.hub.finishAll()
     }
 
     // MARK: Ending calls (each through `calls`, so exactly once)
@@ -174,10 +199,61 @@ final class AskCenterConnection: WorkerHandler {
         transmitHeadQuery(child: child, connection: connection)
     }
 
-    func markSurfaced(_ questions: [UUID]) {
-        do { try store.markSurfaced(questions) } catch {
-            logger.warning("could not mark responses surfaced", metadata: ["error": "\(error)"])
+    /// Opens a stream subscribed on the hub: it takes the waiting responses it matches, each committed as surfaced
+    /// first.
+    func openStream(_ token: Int) {
+        shared.hub.open(token) { try commitSurfaced($0) }
+    }
+
+    /// Commits `questions` as surfaced (called by the hub, under its lock, just before the streams get them).
+    /// A failure is logged once per run of failures; the hub keeps the responses waiting and `tick` retries them.
+    func commitSurfaced(_ questions: [UUID]) throws {
+        do {
+            try store.markSurfaced(questions)
+        } catch {
+            markFailed(error, count: questions.count)
+            throw error
         }
+        if let failure = markFailure {
+            markFailure = nil
+            logger.notice(
+                "the record marks responses surfaced again; the waiting ones go to their streams",
+                metadata: [
+                    "record": "\(store.path ?? "memory")", "responses": "\(questions.count)",
+                    "failed_tries": "\(failure.tries)",
+                ]
+            )
+        }
+    }
+
+    private func markFailed(_ error: any Error, count: Int) {
+        let now = ContinuousClock.now
+        guard var failure = markFailure else {
+            logger.warning(
+                "could not mark responses surfaced; they wait and are retried",
+                metadata: ["record": "\(store.path ?? "memory")", "responses": "\(count)", "error": "\(error)"]
+            )
+            markFailure = MarkFailure(since: now, tries: 1, delay: Self.firstRetryDelay)
+            return
+        }
+        failure.tries += 1
+        failure.delay = min(failure.delay * 2, Self.longestRetryDelay)
+        failure.nextTry = now + failure.delay
+        if !failure.reported, now - failure.since >= Self.keepsFailingAfter {
+            failure.reported = true
+            let message =
+                "the response record keeps failing to mark responses surfaced: their streams get nothing until it "
+                + "works again (then at once, each response once) or the next start; check the disk under the "
+                + "record (free space, I/O errors in the kernel log)"
+            logger.error(
+                "\(message)",
+                metadata: [
+                    "record": "\(store.path ?? "memory")", "responses": "\(count)",
+                    "failing_for": "\(now - failure.since)", "tries": "\(failure.tries)", "error": "\(error)",
+                ]
+            )
+        }
+        markFailure = failure
     }
 
     func counters(_ connection: WorkerConnection) -> AskCenterCounters {
@@ -280,12 +356,7 @@ final class AskCenterConnection: WorkerHandler {
         }
         counters.responsesSurfaced += 1
         // Marked surfaced (committed) before a stream sees it, not after.
-        _ = shared.hub.publish(delivered) {
-            do { try store.markSurfaced([response.question.id]) } catch {
-                logger.warning("could not mark a response surfaced; it waits", metadata: ["error": "\(error)"])
-                throw error
-            }
-        }
+        shared.hub.publish(delivered) { try commitSurfaced($0) }
         return .ack
     }
 
@@ -325,6 +396,10 @@ final class AskCenterConnection: WorkerHandler {
     func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant) {
         guard now - lastSweep >= .milliseconds(50) else { return }
         lastSweep = now
+        if let failure = markFailure, now >= failure.nextTry {
+            // Nothing waits for a stream any more (its stream closed): nothing to retry.
+            if shared.hub.retry(commit: { try commitSurfaced($0) }) == .nothing { markFailure = nil }
+        }
         if connection.isRegistered {
             let silence = now - connection.lastHeard
             shared.heardFromBroker(at: Date().addingTimeInterval(-silence.seconds))

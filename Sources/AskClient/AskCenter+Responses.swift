@@ -13,6 +13,11 @@ struct DeliveredResponse: Sendable {
 ///
 /// A response goes to every stream of its topic for its child and to every center-wide stream of its topic. With no
 /// such stream it waits in arrival order until one opens.
+///
+/// Every hand-over runs on the connection thread (the owner of the record), under the lock, after `commit` — the
+/// caller's surfaced mark — returned: a stream never holds a response the record could hand out again at the next
+/// start. A stream is opened in two steps: ``subscribe(child:topicID:yield:finish:)`` on the caller's thread (the
+/// stream exists, gets nothing yet) and ``open(_:commit:)`` on the connection thread (it takes the waiting ones).
 final class ResponseHub: Sendable {
     struct Subscriber {
         var child: String?
@@ -23,9 +28,26 @@ final class ResponseHub: Sendable {
 
     struct State {
         var nextToken = 0
+        /// Open streams: each waiting response is given to them.
         var subscribers: [Int: Subscriber] = [:]
+        /// Streams subscribed whose ``ResponseHub/open(_:commit:)`` has not run yet: they get nothing, so a
+        /// response published meanwhile waits behind the older ones.
+        var opening: [Int: Subscriber] = [:]
         var waiting: [DeliveredResponse] = []
+        /// Some waiting response has an open stream: its commit failed, and ``ResponseHub/retry(commit:)`` gives
+        /// it once a commit succeeds. While clear, no waiting response matches an open stream.
+        var stalled = false
         var finished = false
+    }
+
+    /// What a hand-over did.
+    enum Outcome: Equatable {
+        /// No waiting response has an open stream.
+        case nothing
+        /// This many responses went to their streams.
+        case delivered(Int)
+        /// The commit threw: the responses wait (``ResponseHub/isStalled``).
+        case failed
     }
 
     private let state: Mutex<State>
@@ -37,61 +59,116 @@ final class ResponseHub: Sendable {
     // Streams are given responses under the lock (an `AsyncStream` yield only buffers), so a response published
     // while a new stream takes the waiting ones can never overtake them.
 
-    /// Gives `response` to the matching streams, after `beforeYield` (called only when a stream matches, under the
-    /// lock) returns: the caller commits the response as surfaced there, so a crash can never leave a response the
-    /// app took unmarked (it would be surfaced again at the next start). If `beforeYield` throws, no stream gets it
-    /// and it waits. - Returns: whether any stream took it.
-    func publish(_ response: DeliveredResponse, beforeYield: () throws -> Void = {}) -> Bool {
+    /// Gives `response` to the matching streams, after `commit` (called only when a stream matches, under the
+    /// lock, with the ids about to be given) returns: the caller commits them as surfaced there, so a crash can
+    /// never leave a response the app took unmarked (it would be surfaced again at the next start). If `commit`
+    /// throws, no stream gets it and it waits, behind any earlier one that waits for the same reason.
+    @discardableResult
+    func publish(_ response: DeliveredResponse, commit: ([UUID]) throws -> Void = { _ in }) -> Outcome {
         state.withLock { state in
-            let takers = state.subscribers.values.filter { $0.matches(response) }
-            guard !takers.isEmpty, (try? beforeYield()) != nil else {
+            guard !state.stalled else {
                 state.waiting.append(response)
-                return false
+                return Self.handOver(&state, commit: commit)
+            }
+            let takers = state.subscribers.values.filter { $0.matches(response) }
+            guard !takers.isEmpty else {
+                state.waiting.append(response)
+                return .nothing
+            }
+            guard (try? commit([response.response.question.id])) != nil else {
+                state.waiting.append(response)
+                state.stalled = true
+                return .failed
             }
             for subscriber in takers { subscriber.yield(response) }
-            return true
+            return .delivered(1)
         }
     }
 
-    /// Opens a stream. - Returns: its token and the ids of waiting responses it was given.
+    /// Adds a stream that gets nothing until ``open(_:commit:)`` runs. On a finished hub it calls `finish` at once.
+    /// - Returns: the stream's token, or `nil` when the hub was finished.
     func subscribe(
         child: String?,
         topicID: String,
         yield: @escaping @Sendable (DeliveredResponse) -> Void,
         finish: @escaping @Sendable () -> Void
-    ) -> (Int, [UUID]) {
+    ) -> Int? {
         let subscriber = Subscriber(child: child, topicID: topicID, yield: yield, finish: finish)
-        let (token, flushed) = state.withLock { state -> (Int, [UUID]?) in
-            let token = state.nextToken
-            state.nextToken += 1
-            guard !state.finished else { return (token, nil) }
+        let token = state.withLock { state -> Int? in
+            guard !state.finished else { return nil }
+            defer { state.nextToken += 1 }
+            state.opening[state.nextToken] = subscriber
+            return state.nextToken
+        }
+        if token == nil { finish() }
+        return token
+    }
+
+    /// Opens a subscribed stream and gives it the waiting responses it matches, oldest first, after `commit` (see
+    /// ``publish(_:commit:)``). A token unsubscribed or finished meanwhile does nothing.
+    @discardableResult
+    func open(_ token: Int, commit: ([UUID]) throws -> Void) -> Outcome {
+        state.withLock { state in
+            guard let subscriber = state.opening.removeValue(forKey: token) else { return .nothing }
             state.subscribers[token] = subscriber
-            var flushed: [UUID] = []
-            state.waiting.removeAll { response in
-                guard subscriber.matches(response) else { return false }
-                yield(response)
-                flushed.append(response.response.question.id)
-                return true
-            }
-            return (token, flushed)
+            return Self.handOver(&state, commit: commit)
         }
-        guard let flushed else {
-            finish()
-            return (token, [])
+    }
+
+    /// Gives the waiting responses that have an open stream to it, after `commit`; a no-op unless ``isStalled``.
+    @discardableResult
+    func retry(commit: ([UUID]) throws -> Void) -> Outcome {
+        state.withLock { state in
+            guard state.stalled else { return .nothing }
+            return Self.handOver(&state, commit: commit)
         }
-        return (token, flushed)
+    }
+
+    /// Whether a waiting response has an open stream (its commit failed): ``retry(commit:)`` has work.
+    var isStalled: Bool { state.withLock { $0.stalled } }
+
+    /// Commits and gives every waiting response that has an open stream, in arrival order, all or none.
+    private static func handOver(_ state: inout State, commit: ([UUID]) throws -> Void) -> Outcome {
+        let subscribers = Array(state.subscribers.values)
+        var given: [(index: Int, takers: [Subscriber])] = []
+        for (index, response) in state.waiting.enumerated() {
+            let takers = subscribers.filter { $0.matches(response) }
+            if !takers.isEmpty { given.append((index, takers)) }
+        }
+        guard !given.isEmpty else {
+            state.stalled = false
+            return .nothing
+        }
+        guard (try? commit(given.map { state.waiting[$0.index].response.question.id })) != nil else {
+            state.stalled = true
+            return .failed
+        }
+        for (index, takers) in given {
+            for subscriber in takers { subscriber.yield(state.waiting[index]) }
+        }
+        let taken = Set(given.map(\.index))
+        state.waiting = state.waiting.enumerated().filter { !taken.contains($0.offset) }.map(\.element)
+        state.stalled = false
+        return .delivered(given.count)
     }
 
     func unsubscribe(_ token: Int) {
-        _ = state.withLock { $0.subscribers.removeValue(forKey: token) }
+        state.withLock { state in
+            state.subscribers.removeValue(forKey: token)
+            state.opening.removeValue(forKey: token)
+        }
     }
 
-    /// Stops every stream (the center stopped).
+    /// Stops every stream, opened or still opening (the center stopped, or its connection thread ended: an
+    /// ``open(_:commit:)`` still in its inbox never runs). Streams subscribed later finish at once.
     func finishAll() {
         let subscribers = state.withLock { state in
             state.finished = true
-            defer { state.subscribers.removeAll() }
-            return Array(state.subscribers.values)
+            defer {
+                state.subscribers.removeAll()
+                state.opening.removeAll()
+            }
+            return Array(state.subscribers.values) + Array(state.opening.values)
         }
         for subscriber in subscribers { subscriber.finish() }
     }
@@ -112,10 +189,13 @@ extension ResponseHub.Subscriber {
 /// out; ``RecordDurability/powerLossSafe`` (`synchronous=FULL`) fsyncs every commit before it returns, so before
 /// the ACK. Without a path it is a dictionary in memory. Belongs to the connection thread.
 final class ResponseStore {
+    /// The database file, `nil` in memory.
+    let path: String?
     private let database: Database?
     private var memory: [UUID: Bool] = [:]
 
     init(path: String?, durability: RecordDurability = .processCrashSafe) throws {
+        self.path = path
         guard let path else {
             database = nil
             return

@@ -269,16 +269,22 @@ public final class AskCenter: Sendable {
         continuation: AsyncStream<Element>.Continuation,
         yield: @escaping @Sendable (DeliveredResponse) -> Void
     ) {
-        let (token, flushed) = shared.hub.subscribe(child: child, topicID: topicID, yield: yield) {
-            continuation.finish()
-        }
+        // The stream exists at once but gets its waiting responses on the connection thread, each committed as
+        // surfaced before it is given (the record belongs to that thread). If that job never runs (the loop
+        // ended), the stream is finished with the others (`ResponseHub.finishAll`).
+        guard
+            let token = shared.hub.subscribe(
+                child: child,
+                topicID: topicID,
+                yield: yield,
+                finish: {
+                    continuation.finish()
+                }
+            )
+        else { return }
         let hub = shared.hub
         continuation.onTermination = { _ in hub.unsubscribe(token) }
-        if !flushed.isEmpty { markSurfaced(flushed) }
-    }
-
-    func markSurfaced(_ questions: [UUID]) {
-        runtime.submit { _, handler in (handler as? AskCenterConnection)?.markSurfaced(questions) }
+        runtime.submit { _, handler in (handler as? AskCenterConnection)?.openStream(token) }
     }
 
     // MARK: Operations (used by ChildSession)

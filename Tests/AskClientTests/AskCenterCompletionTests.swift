@@ -201,7 +201,7 @@ struct ResponseHubOrderingTests {
             }
             publisher.start()
             go.signal()
-            _ = hub.subscribe(
+            let subscribed = hub.subscribe(
                 child: "c1",
                 topicID: topic,
                 yield: { delivered in
@@ -209,6 +209,12 @@ struct ResponseHubOrderingTests {
                 },
                 finish: {}
             )
+            guard let token = subscribed else {
+                Issue.record("a live hub refused a stream")
+                return
+            }
+            // What was published before the stream opened waits behind the older ones and comes with them.
+            hub.open(token) { _ in }
             // The publisher is done once every response has arrived somewhere: at the stream, or waiting.
             let deadline = ContinuousClock.now + .seconds(20)
             while received.withLock({ $0.count }) + hub.waitingCount < waiting.count + published.count {

@@ -382,7 +382,7 @@ struct AskCenterPieceTests {
         #expect(restarted.deliver(delivery(), connection: connection).isAck)
         #expect(restarted.counters(connection).responsesSurfaced == 0)
         #expect(restarted.counters(connection).responsesDuplicate == 1)
-        restarted.markSurfaced([question.id])
+        try restarted.commitSurfaced([question.id])
         #expect(try ResponseStore.unsurfaced(path: path).isEmpty)
     }
 

@@ -21,9 +21,14 @@ extension Broker {
         }
         if journal.writeFailures == turnWriteFailures {
             if !turnAccepted.isEmpty { try? journal.rememberAccepted(turnAccepted.lazy.map(\.id), at: turnDate) }
-            if !pendingDeletes.isEmpty { try? journal.deleteMessages(seqs: pendingDeletes) }
+            if deletesAreDue { try? journal.deleteMessages(seqs: pendingDeletes) }
         }
-        pendingDeletes.removeAll(keepingCapacity: true)
+        if deletesAreDue || journal.writeFailures != turnWriteFailures {
+            pendingDeletes.removeAll(keepingCapacity: true)
+            pendingDeletesSince = nil
+        } else if !pendingDeletes.isEmpty, pendingDeletesSince == nil {
+            pendingDeletesSince = turnNow
+        }
         let writeFailed = journal.writeFailures != turnWriteFailures
         if journal.hasPendingWrites || writeFailed {
             do {
@@ -60,6 +65,20 @@ extension Broker {
         pumpDirty()
         flushAcks()
     }
+
+    /// Whether this turn deletes the acknowledged copies: when it commits anyway (the delete rides on that commit),
+    /// or when they have waited ``BrokerConfiguration/ackedDeleteDelay`` or number ``deleteBatch``. Until then an
+    /// acknowledged copy stays in the journal, which after a crash only means one more redelivery, as a crash
+    /// between the ACK and its turn's commit would.
+    var deletesAreDue: Bool {
+        guard !pendingDeletes.isEmpty else { return false }
+        if journal.hasPendingWrites || pendingDeletes.count >= Self.deleteBatch { return true }
+        guard let since = pendingDeletesSince else { return configuration.ackedDeleteDelay <= .zero }
+        return turnNow - since >= configuration.ackedDeleteDelay
+    }
+
+    /// How many acknowledged copies may wait.
+    static let deleteBatch = 1024
 
     /// Sends the pending ACKs no DELIVER carried: at once, or for a peer that reads carried ACK ids, once they
     /// have waited `ackDelay` (a DELIVER to it may come first and carry them).

@@ -87,8 +87,12 @@ public final class Broker {
     /// Guardians whose roster entry was withdrawn with a failed turn while their session lives on: added again
     /// (memory and journal) in the next turn.
     var rosterRetry: [(family: String, guardian: String)] = []
-    /// Journaled copies acknowledged (or dropped) since the last commit: deleted in one go before it.
+    /// Journaled copies acknowledged (or dropped) and not yet deleted from the journal. They ride on the next commit
+    /// a turn makes anyway, and get a commit of their own only after a delay or at ``deleteBatch`` copies,
+    /// so a turn that only read ACKs writes nothing (``BrokerConfiguration/ackedDeleteDelay``).
     var pendingDeletes: [Int64] = []
+    /// When the oldest of `pendingDeletes` was collected.
+    var pendingDeletesSince: ContinuousClock.Instant?
     /// `journal.writeFailures` when this turn began.
     var turnWriteFailures = 0
     /// Set when a journal write or commit failed with an I/O error: the loop ends with it after the turn.
@@ -225,6 +229,9 @@ public final class Broker {
         if !dirty.isEmpty { return 0 }
         // Held ACKs are due within `ackDelay`; the poll has millisecond resolution.
         var milliseconds = sessionsWithAcks.isEmpty ? 50 : max(1, configuration.ackDelay.milliseconds)
+        if let since = pendingDeletesSince {
+            milliseconds = min(milliseconds, max(0, (since + configuration.ackedDeleteDelay - .now).milliseconds + 1))
+        }
         if let deadline = ledger.nextDeadline {
             let left = Date().distance(to: deadline)
             milliseconds = min(milliseconds, max(0, Int(left * 1000) + 1))

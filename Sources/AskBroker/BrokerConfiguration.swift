@@ -24,6 +24,11 @@ public struct BrokerConfiguration: Sendable {
     /// next message of a busy peer is often microseconds away, and waking a sleeping thread takes longer. Costs CPU
     /// only after turns that had work (never when idle); zero turns it off.
     public var spin: Duration = .microseconds(50)
+    /// How long the journal copies of acknowledged messages may stay in the journal waiting for a commit that a
+    /// later turn makes anyway (the deletes ride on it), before they get a commit of their own: a turn that only
+    /// read ACKs then writes nothing. After a crash a copy still in the journal is delivered again, and the
+    /// receiver's deduplication drops it. Zero deletes in the turn of the ACK.
+    public var ackedDeleteDelay: Duration = .milliseconds(20)
     /// Divides every product duration (pending window, default expiry), so 48 hours can pass in seconds.
     public var timeScale: Double = 1
     /// How long a question may stay pending (presented but unsent, or sent but unanswered) before it expires,

@@ -44,6 +44,42 @@ struct DurabilityTests {
         #expect(received == ids)
     }
 
+    @Test("a turn that only reads ACKs writes nothing: the copies leave the journal with the next commit, or at stop")
+    func ackOnlyTurnsDoNotCommit() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let broker = try TestBroker(durability: .batch, directory: directory) { $0.ackedDeleteDelay = .seconds(3600) }
+        var stopped = false
+        defer { if !stopped { broker.stop() } }
+        let context = try ZMQContext()
+        let client = try RawPeer(context: context, endpoint: broker.endpoint)
+        let echo = try RawPeer(context: context, endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"])
+        try echo.register(role: .echo, ["echo/1"])
+        let journal = try Journal(directory: directory.path, durability: .batch)
+        try client.expectAck(try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [1]))
+        // Refused input writes nothing, and frames from one connection are handled in order: once the second
+        // refusal arrives, the turn that read the ACK has ended.
+        func settle() throws {
+            for _ in 0..<2 {
+                _ = try echo.expectNack(try echo.sendMessage(from: "echo/1", to: "broker", kind: "echo", body: [0]))
+            }
+        }
+        try echo.ack([try echo.expectDelivery().id!])
+        try settle()
+        #expect(try journal.messageCount() == 1, "the ACK-only turn committed a delete of its own")
+        // The next turn that writes anyway takes the delete along.
+        try client.expectAck(try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [2]))
+        #expect(try journal.messageCount() == 1)
+        try echo.ack([try echo.expectDelivery().id!])
+        try settle()
+        #expect(try journal.messageCount() == 1)
+        broker.stop()
+        stopped = true
+        // Stopping deletes what waited.
+        #expect(try journal.messageCount() == 0)
+    }
+
     @Test("acked deliveries are gone after a restart; unacked ones come back")
     func ackedAreDeleted() throws {
         let directory = TempDirectory()

@@ -83,6 +83,9 @@ extension Broker {
         return open
     }
 
+    /// How long closing the socket may wait for the BYEs of a stop to leave (milliseconds).
+    static let byeLinger: Int32 = 250
+
     func shutdown() {
         logger.notice("broker stopping", metadata: ["sessions": "\(sessions.count)", "queued": "\(totalQueued)"])
         for session in Array(sessions.values) {
@@ -91,6 +94,9 @@ extension Broker {
             WireEncoder.bye(reason: "broker shutting down", into: &output)
             _ = try? socket.send(output, .dontWait)
         }
+        // The BYEs are queued, not yet sent: closing with linger 0 could drop them when the I/O thread has not run
+        // yet (a busy machine). Wait for them a moment at close, for peers that are still connected.
+        try? socket.set(.linger, Self.byeLinger)
         if !pendingDeletes.isEmpty { try? journal.deleteMessages(seqs: pendingDeletes) }
         do { _ = try journal.commitIfNeeded() } catch {
             logger.error("final journal commit failed", metadata: ["error": "\(error)"])

@@ -20,13 +20,21 @@ public final class BrokerService: Sendable {
     public init(configuration: BrokerConfiguration, logger: AskLogger, context: ZMQContext? = nil) throws {
         let wake = try WakeSignal()
         self.wake = wake
-        let context = try context ?? ZMQContext()
+        // A context of our own is let go on the broker's thread before `wait()` returns: its termination waits (up
+        // to the socket's linger) for the BYEs of a stop to leave, where a process exiting at once could drop them.
+        // The sockets hold the context too, so it terminates only once they are all closed, and never blocks on one.
+        let ownContext = Mutex<ZMQContext?>(context == nil ? try ZMQContext() : nil)
         let started = DispatchSemaphore(value: 0)
         let finished = self.finished
         let outcome = self.outcome
         let thread = Thread {
             do {
-                let broker = try Broker(configuration: configuration, logger: logger, context: context, wake: wake)
+                let broker = try Broker(
+                    configuration: configuration,
+                    logger: logger,
+                    context: context ?? ownContext.withLock { $0! },
+                    wake: wake
+                )
                 let endpoints = broker.boundEndpoints
                 let metricsEndpoint = broker.metricsEndpoint
                 outcome.start.withLock { $0 = .success((endpoints, metricsEndpoint)) }
@@ -45,6 +53,7 @@ public final class BrokerService: Sendable {
                     outcome.failure.withLock { $0 = error }
                 }
             }
+            ownContext.withLock { $0 = nil }
             finished.signal()
         }
         thread.name = "askrelay-broker"

@@ -72,18 +72,62 @@ public final class JoinableThread: Sendable {
 public final class SignalWatcher: @unchecked Sendable {  // @unchecked: the sources are only touched in init and deinit.
     private let sources: [any DispatchSourceSignal]
 
+    /// Returns once every signal is watched: libdispatch arms a signal source asynchronously after `resume()`, and
+    /// a signal in between would be lost (its default action is already turned off). A process that prints
+    /// `ready` after this init can be stopped by a SIGTERM sent the moment it reads that line.
     public init(signals: [Int32], _ handler: @escaping @Sendable (Int32) -> Void) {
         let queue = DispatchQueue(label: "askrelay.signals")
+        let armed = DispatchSemaphore(value: 0)
         sources = signals.map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
             source.setEventHandler { handler(number) }
+            source.setRegistrationHandler { armed.signal() }
             source.resume()
             return source
         }
+        for _ in sources { armed.wait() }
     }
 
     deinit {
         for source in sources { source.cancel() }
     }
+}
+
+/// A stop that a signal asks for before there is anything to stop.
+///
+/// A worker's `ready` line can come from its connection thread the moment it starts, and a supervisor may send
+/// SIGTERM right after it: install the ``SignalWatcher`` first, calling ``request()``, then ``arm(_:)`` with the
+/// stop once the worker exists. A stop requested before `arm` runs as soon as it is armed, so a SIGTERM is never
+/// the default action (death by signal) nor lost.
+public final class PendingStop: Sendable {
+    private struct State {
+        var requested = false
+        var action: (@Sendable () -> Void)?
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// Asks for the stop: runs the armed action, or remembers it for ``arm(_:)``.
+    public func request() {
+        let action = state.withLock { state -> (@Sendable () -> Void)? in
+            state.requested = true
+            return state.action
+        }
+        action?()
+    }
+
+    /// Sets the stop; runs it at once when one was requested already.
+    public func arm(_ action: @escaping @Sendable () -> Void) {
+        let requested = state.withLock { state -> Bool in
+            state.action = action
+            return state.requested
+        }
+        if requested { action() }
+    }
+
+    /// Whether a stop was requested.
+    public var isRequested: Bool { state.withLock { $0.requested } }
 }

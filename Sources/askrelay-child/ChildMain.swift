@@ -251,6 +251,12 @@ struct ChildMain: Command {
             return ExitCode.unavailable
         }
         let shown = metrics.map { " metrics=\($0.endpoint)" } ?? ""
+        // Before the worker starts, so a SIGTERM right after the ready line stops it (exit 0) instead of killing it.
+        let stop = PendingStop()
+        let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
+            logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
+            stop.request()
+        }
         let worker: ChildWorker
         do {
             worker = try ChildWorker(configuration: configuration, logger: logger, context: try ZMQContext())
@@ -272,8 +278,7 @@ struct ChildMain: Command {
             printLine("ready children=\(children)\(shown)")
             return await worker.run()
         }
-        let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
-            logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
+        stop.arm {
             stopping.fire()
             play.cancel()
             // Stopping the center ends calls waiting on the broker at once; unfinished flows are not recorded.

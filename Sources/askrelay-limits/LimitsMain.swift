@@ -136,6 +136,13 @@ struct LimitsMain: Command {
             return ExitCode.unavailable
         }
         let shown = metrics.map { " metrics=\($0.endpoint)" } ?? ""
+        // Before the worker starts: its ready line comes from the connection thread, and a SIGTERM right after it
+        // must stop it (exit 0), not kill it.
+        let stop = PendingStop()
+        let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
+            logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
+            stop.request()
+        }
         let worker: LimitsWorker
         do {
             // Opening the SQLite store blocks: keep it off the cooperative pool.
@@ -151,10 +158,7 @@ struct LimitsMain: Command {
             return (error as? OwnerLockError)?.code == .unusable ? ExitCode.usage : ExitCode.unavailable
         }
         metrics?.attach(worker.runtime.readConnectionCounters)
-        let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
-            logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
-            worker.stop()
-        }
+        stop.arm { worker.stop() }
         try await onDedicatedThread(name: "limits-wait") { worker.wait() }
         _ = signals
         metrics?.stop()

@@ -220,6 +220,13 @@ struct ParentMain: Command {
             return ExitCode.unavailable
         }
         let shown = metrics.map { " metrics=\($0.endpoint)" } ?? ""
+        // Before the worker starts: its ready line comes from a connection thread, and a SIGTERM right after it
+        // must stop it (exit 0), not kill it.
+        let stop = PendingStop()
+        let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
+            logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
+            stop.request()
+        }
         let worker: ParentWorker
         do {
             worker = try ParentWorker(
@@ -239,10 +246,7 @@ struct ParentMain: Command {
             return error is RecordsFileError ? ExitCode.usage : ExitCode.unavailable
         }
         metrics?.attach(worker.connections.readConnectionCounters)
-        let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
-            logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
-            worker.stop()
-        }
+        stop.arm { worker.stop() }
         try await onDedicatedThread(name: "parent-wait") { worker.wait() }
         _ = signals
         metrics?.stop()

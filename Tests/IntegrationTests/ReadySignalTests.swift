@@ -1,0 +1,65 @@
+import AskProtocol
+import AskTestSupport
+import Foundation
+import Testing
+import ZeroMQ
+
+/// A supervisor may send SIGTERM the moment a worker prints `ready`. Each worker must then stop as it documents
+/// (exit 0), not die of the signal: its handler is installed before anything can print `ready`. The ready line of
+/// the limits worker and the parent comes from their connection thread, so this is a race each round can lose.
+@Suite("SIGTERM right after the ready line", .serialized)
+struct ReadySignalTests {
+    static let rounds = 8
+
+    func broker(_ directory: TempDirectory) throws -> (TestProcess, String) {
+        let broker = try TestProcess(
+            "askrelay-broker",
+            ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/broker", "--durability", "off"],
+            logDirectory: directory.path
+        )
+        return (broker, try broker.readyEndpoint())
+    }
+
+    @Test("askrelay-limits, askrelay-parent and askrelay-child exit 0 when SIGTERM follows ready at once")
+    func workersStopCleanly() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let (broker, endpoint) = try broker(directory)
+        defer { broker.kill9() }
+        let workers: [(String, [String])] = [
+            ("askrelay-limits", ["--data-dir", directory.path + "/limits"]),
+            ("askrelay-parent", ["--guardian", "g1@f1"]),
+            ("askrelay-child", ["--child", "c1@f1", "--flows", "0", "--duration", "1h"]),
+        ]
+        for (name, extra) in workers {
+            var statuses: [Int32] = []
+            for _ in 0..<Self.rounds {
+                let worker = try TestProcess(
+                    name,
+                    ["--broker", endpoint, "--heartbeat", "200ms"] + extra,
+                    logDirectory: directory.path
+                )
+                defer { worker.kill9() }
+                _ = try worker.waitForLine(startingWith: "ready")
+                statuses.append(worker.terminate())
+            }
+            #expect(statuses.allSatisfy { $0 == 0 }, "\(name): exit statuses \(statuses) (15: killed by SIGTERM)")
+        }
+        #expect(broker.terminate() == 0)
+    }
+
+    @Test("askrelay-broker says BYE to a session and exits 0 when SIGTERM comes right after it registered")
+    func brokerSaysByeOnStop() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        for _ in 0..<Self.rounds {
+            let (broker, endpoint) = try broker(directory)
+            defer { broker.kill9() }
+            let peer = try RawPeer(context: try ZMQContext(), endpoint: endpoint)
+            try peer.register(role: .echo, ["echo/1"])
+            broker.signal(SIGTERM)
+            _ = try peer.expect { $0.command == .bye }
+            #expect(broker.terminate() == 0)
+        }
+    }
+}

@@ -28,9 +28,9 @@ extension Broker {
         nextSeq = max(nextSeq, try journal.maxMessageSeq() + 1)
         let openQuestions = try recoverLedger()
         let horizon = Date().addingTimeInterval(-Double((configuration.ackTimeout * 10).components.seconds))
-        for id in try journal.loadAccepted(since: horizon) {
-            accepted.insert(id)
-            acceptedOrder.append((.now, id))
+        let recovered = ContinuousClock.now
+        for id in try journal.loadAccepted(since: horizon) where accepted.insert(id) {
+            accepted.record(id, at: recovered)
         }
         if messages > 0 || openQuestions > 0 {
             logger.notice(

@@ -76,20 +76,12 @@ extension Broker {
     /// the commit: the ids are random keys, so each deleted row dirties its own page of the table.
     func pruneAccepted(now: ContinuousClock.Instant) {
         let horizon = configuration.ackTimeout * 10
-        let before = acceptedHead
-        while acceptedHead < acceptedOrder.count, now - acceptedOrder[acceptedHead].at > horizon {
-            accepted.remove(acceptedOrder[acceptedHead].id)
-            acceptedHead += 1
-        }
-        if acceptedHead > before && journal.durability != .off {
+        let forgotten = accepted.forget(olderThan: horizon, now: now)
+        if forgotten > 0 && journal.durability != .off {
             let started = ContinuousClock.now
-            turn.forgotten += acceptedHead - before
+            turn.forgotten += forgotten
             try? journal.forgetAccepted(before: Date().addingTimeInterval(-horizon.seconds))
             turn.forget += ContinuousClock.now - started
-        }
-        if acceptedHead > 4096 && acceptedHead * 2 > acceptedOrder.count {
-            acceptedOrder.removeFirst(acceptedHead)
-            acceptedHead = 0
         }
     }
 

@@ -248,7 +248,7 @@ extension Broker {
         }
         // One probe of the (large, so cache-missing) set of accepted ids: inserted now, taken out again if the SEND
         // is refused.
-        guard accepted.insert(id).inserted else {
+        guard accepted.insert(id) else {
             // A retry after a lost ACK: acknowledge again, store nothing.
             stats.duplicates += 1
             queueAck(id, for: session)
@@ -301,7 +301,7 @@ extension Broker {
 
     /// Marks a SEND accepted (already in `accepted`): remembered for deduplication, acknowledged after the commit.
     func accept(_ id: MessageID, from session: Session) {
-        acceptedOrder.append((turnNow, id))
+        accepted.record(id, at: turnNow)
         // Journaled for deduplication across restarts in one row per turn, written by `finishTurn`.
         if journal.durability != .off { turnAccepted.append((id, session)) }
         queueAck(id, for: session)

@@ -42,9 +42,7 @@ public final class Broker {
     /// The spare buffer `dirty` is swapped with while pumping, so neither is reallocated per turn.
     var pumping: [Mailbox] = []
     var sessionsWithAcks: [Session] = []
-    var accepted: Set<MessageID> = []
-    var acceptedOrder: [(at: ContinuousClock.Instant, id: MessageID)] = []
-    var acceptedHead = 0
+    var accepted = AcceptedIDs()
     var limitsAffinity: [String: String] = [:]
     var nextSerial = 0
     var nextSeq: Int64 = 1

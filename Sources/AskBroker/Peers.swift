@@ -190,7 +190,10 @@ final class Mailbox {
     var owner: Session?
     /// Queued in the broker's `dirty` list for this turn (replaces a set of object identifiers: no hashing).
     var isDirty = false
-    private var waiting: [Envelope] = []
+    /// Waiting messages from `head` on. A slot before `head` is emptied as its message leaves, so the queue never
+    /// keeps a delivered message alive (a mailbox that got ten messages would otherwise hold all ten until it got
+    /// a thousand more).
+    private var waiting: [Envelope?] = []
     private var head = 0
     var inflight: [MessageID: Envelope] = [:]
     /// Messages for this address that are in the journal only ("spilled": the owner is away, or the in-memory
@@ -220,7 +223,7 @@ final class Mailbox {
         let dropped = waitingCount
         guard dropped > 0 else { return 0 }
         // Withdrawn envelopes (their turn failed to commit) are not in the journal: they are simply dropped.
-        let journaled = waiting[head...].filter { !$0.withdrawn }
+        let journaled = waiting[head...].compactMap { $0 }.filter { !$0.withdrawn }
         if let first = journaled.first {
             // Memory holds only seqs below the cursor, so the lowest dropped seq becomes the new cursor.
             spillCursor = first.seq
@@ -236,8 +239,13 @@ final class Mailbox {
     func dequeue() -> Envelope? {
         guard head < waiting.count else { return nil }
         let envelope = waiting[head]
+        waiting[head] = nil
         head += 1
-        if head > 1024 && head * 2 > waiting.count {
+        if head == waiting.count {
+            // Empty: start over, keeping the storage for the next message.
+            waiting.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 1024 && head * 2 > waiting.count {
             waiting.removeFirst(head)
             head = 0
         }
@@ -260,13 +268,13 @@ final class Mailbox {
         let back = inflight.values.sorted { $0.seq < $1.seq }
         inflight.removeAll()
         for envelope in back { envelope.deliveredAt = nil }
-        waiting = back + waiting[head...]
+        waiting = back as [Envelope?] + waiting[head...]
         head = 0
     }
 
     /// Every message not yet acked, oldest first (for re-routing when a service worker goes away).
     func drainAll() -> [Envelope] {
-        let all = inflight.values.sorted { $0.seq < $1.seq } + waiting[head...]
+        let all = inflight.values.sorted { $0.seq < $1.seq } + waiting[head...].compactMap { $0 }
         inflight.removeAll()
         waiting.removeAll()
         head = 0

@@ -74,6 +74,9 @@ struct QuestionLedger {
 
     init(configuration: BrokerConfiguration) { self.configuration = configuration }
 
+    /// Makes room for `count` entries (a restart knows how many questions it will read).
+    mutating func reserveCapacity(_ count: Int) { entries.reserveCapacity(count) }
+
     /// Adds a guardian to a family's roster. - Returns: whether it is new.
     mutating func addGuardian(family: String, guardian: String) -> Bool {
         rosters[family, default: []].insert(guardian).inserted

@@ -242,7 +242,11 @@ public final class Journal {
     /// the bodies).
     public func messageSummary() throws -> [(recipient: String, count: Int, firstSeq: Int64)] {
         guard let db = database else { return [] }
-        return try db.prepare("SELECT recipient, count(*), min(seq) FROM message GROUP BY recipient").rows {
+        return try Self.messageSummary(db)
+    }
+
+    static func messageSummary(_ db: Database) throws -> [(recipient: String, count: Int, firstSeq: Int64)] {
+        try db.prepare("SELECT recipient, count(*), min(seq) FROM message GROUP BY recipient").rows {
             ($0.text(at: 0), Int($0.int64(at: 1)), $0.int64(at: 2))
         }
     }
@@ -250,7 +254,11 @@ public final class Journal {
     /// The highest `seq` stored, or 0.
     public func maxMessageSeq() throws -> Int64 {
         guard let db = database else { return 0 }
-        return try db.prepare("SELECT coalesce(max(seq), 0) FROM message").rows { $0.int64(at: 0) }.first ?? 0
+        return try Self.maxMessageSeq(db)
+    }
+
+    static func maxMessageSeq(_ db: Database) throws -> Int64 {
+        try db.prepare("SELECT coalesce(max(seq), 0) FROM message").rows { $0.int64(at: 0) }.first ?? 0
     }
 
     public func messageCount() throws -> Int {
@@ -447,22 +455,72 @@ public final class Journal {
     /// Ids accepted at or after `since`.
     public func loadAccepted(since: Date) throws -> Set<MessageID> {
         guard let db = database else { return [] }
-        let s = try db.prepare("SELECT ids FROM accepted WHERE accepted_ms >= ?1")
-        try s.bind(Self.milliseconds(since), at: 1)
         var ids: Set<MessageID> = []
-        for blob in try s.rows({ $0.blob(at: 0) }) {
-            guard blob.count % 16 == 0 else {
-                throw JournalError(.badRow, "accepted ids blob of \(blob.count) bytes is not a multiple of 16")
-            }
-            blob.withUnsafeBytes { bytes in
+        try Self.forEachAccepted(db, since: since) { ids.insert($0) }
+        return ids
+    }
+
+    /// Calls `body` with every id accepted at or after `since`, in the order the rows were written (an id
+    /// remembered twice comes twice).
+    static func forEachAccepted(_ db: Database, since: Date, _ body: (MessageID) -> Void) throws {
+        let s = try db.prepare("SELECT ids FROM accepted WHERE accepted_ms >= ?1")
+        defer { s.reset() }
+        try s.bind(Self.milliseconds(since), at: 1)
+        while try s.step() {
+            try s.withBlob(at: 0) { bytes in
+                guard bytes.count % 16 == 0 else {
+                    throw JournalError(.badRow, "accepted ids blob of \(bytes.count) bytes is not a multiple of 16")
+                }
                 for offset in stride(from: 0, to: bytes.count, by: 16) {
                     if let id = MessageID(bytes: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + 16])) {
-                        ids.insert(id)
+                        body(id)
                     }
                 }
             }
         }
-        return ids
+    }
+
+    /// How many ids ``forEachAccepted(_:since:_:)`` would give (blob lengths only: no id is read).
+    static func acceptedCount(_ db: Database, since: Date) throws -> Int {
+        let s = try db.prepare("SELECT coalesce(sum(length(ids)), 0) / 16 FROM accepted WHERE accepted_ms >= ?1")
+        try s.bind(Self.milliseconds(since), at: 1)
+        return try s.rows { Int($0.int64(at: 0)) }.first ?? 0
+    }
+
+    /// What a restart reads besides the ledger, on a connection of its own
+    /// (``readRecoveryTables(path:acceptedSince:)``).
+    struct RecoveryTables: Sendable {
+        var summary: [(recipient: String, count: Int, firstSeq: Int64)] = []
+        var maxSeq: Int64 = 0
+        /// The ids accepted since the horizon, all listed as accepted when they were read.
+        var accepted = AcceptedIDs()
+        /// How long the reading took.
+        var duration: Duration = .zero
+    }
+
+    /// Reads the per-address message summary, the highest `seq` and the accepted ids since `acceptedSince` on a
+    /// second connection to the journal file at `path`, so that a restart can run it on another thread while the
+    /// broker's connection reads the ledger (WAL: readers do not block each other or the writer).
+    static func readRecoveryTables(path: String, acceptedSince: Date) throws -> RecoveryTables {
+        let started = ContinuousClock.now
+        let db = try Database(path: path)
+        try db.pragma("busy_timeout", .integer(Self.busyTimeoutMilliseconds))
+        var tables = RecoveryTables()
+        tables.summary = try messageSummary(db)
+        tables.maxSeq = try maxMessageSeq(db)
+        tables.accepted.reserveCapacity(try acceptedCount(db, since: acceptedSince))
+        let now = ContinuousClock.now
+        try forEachAccepted(db, since: acceptedSince) { id in
+            if tables.accepted.insert(id) { tables.accepted.record(id, at: now) }
+        }
+        tables.duration = ContinuousClock.now - started
+        return tables
+    }
+
+    /// The number of questions stored (open and closed), to size the ledger before a restart reads it.
+    public func questionCount() throws -> Int {
+        guard let db = database else { return 0 }
+        return try db.prepare("SELECT count(*) FROM question").rows { Int($0.int64(at: 0)) }.first ?? 0
     }
 
     /// Forgets ids accepted strictly before `before`.

@@ -23,7 +23,8 @@ help:
 	@echo "make release    build release executables into .build/release"
 	@echo "make bench      run the side-by-side benchmarks (wrapper vs C, codec, relay vs zmq_proxy)"
 	@echo "make fuzz       fuzz the frame parser and message decoders for FUZZ_SECONDS (default 600)"
-	@echo "make power-test  200 power cuts under the strict broker (and 100 batch), lost messages per mode"
+	@echo "make power-test  power cuts below SQLite: 200 of the strict broker, 300 under flows (100 in simulate),"
+	@echo "                 100 batch, the record's and limits store's; lost messages per mode (about 17 minutes)"
 	@echo "make package-test  play docs/testing.md's tutorial: an outside package depends on this checkout's products"
 	@echo "make report-screenshots  short load runs, their load.html rendered by headless Chromium to PNG"
 	@echo "make deploy-test  the compose deployment under a real Docker engine (kill -9, restart, SIGTERM drain) and"
@@ -66,10 +67,11 @@ format:
 	$(SWIFT) format -i -r Sources Tests Package.swift
 
 # Power cuts below SQLite (docs/reliability.md, "Power loss"): POWER_CUTS per mode against the real broker under
-# load, strict (drop and torn: 2 x POWER_CUTS) and batch (half as many per mode); each mode prints the cuts run
-# and the acknowledged messages lost (about 15 minutes on a shared 2-core machine); the filter also runs the
-# AskCenter record's and the limits store's cuts (RecordPowerCutTests, LimitsPowerCutTests). make test runs the same
-# tests with 6 cuts per mode.
+# load, strict (drop and torn: 2 x POWER_CUTS) and batch (half as many per mode); under real flows 2 x POWER_CUTS
+# (strictUnderFlows) plus POWER_CUTS power-cut faults in one askrelay simulate run (SimulationPowerCutTests); each
+# prints the cuts run and the acknowledged messages lost (about 17 minutes on a shared 2-core machine); the filter
+# also runs the AskCenter record's and the limits store's cuts (RecordPowerCutTests, LimitsPowerCutTests). make test
+# runs the same tests with 6 cuts per mode.
 POWER_CUTS ?= 100
 power-test: deps
 	$(SWIFT) build --build-tests

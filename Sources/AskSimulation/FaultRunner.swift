@@ -1,6 +1,8 @@
 import AskCLI
 import AskLogging
+import AskBroker
 import Foundation
+import SQLite
 import Synchronization
 
 #if canImport(Glibc)
@@ -26,6 +28,8 @@ final class FaultRunner {
 
     enum Action {
         case signal(Int32, restartAfter: Duration?)
+        /// SIGKILL of a process under the fault VFS (its unsynced writes are lost), then the journal's check.
+        case powerCut(restartAfter: Duration?)
         case resume
         case run([String], undo: [String]?, undoAfter: Duration)
         case undo(Int)
@@ -49,8 +53,12 @@ final class FaultRunner {
     let logger: AskLogger
     let undos: PendingUndos
     let commands = CommandRuns()
+    /// Each broker's journal folder, for the integrity check after its power cuts.
+    let journalDirectories: [String: String]
 
     private(set) var notes: [String] = []
+    /// Every power cut played, with the journal's `integrity_check` just after it.
+    private(set) var powerCuts: [PowerCutCheck] = []
     /// Pids of child runs told to finish because they outlived `duration` plus the drain bound.
     private(set) var endTerminated: Set<pid_t> = []
     private var steps: [Step]
@@ -70,8 +78,10 @@ final class FaultRunner {
         start: ContinuousClock.Instant,
         options: SimulationOptions,
         logger: AskLogger,
-        undos: PendingUndos
+        undos: PendingUndos,
+        journalDirectories: [String: String] = [:]
     ) {
+        self.journalDirectories = journalDirectories
         self.supervisor = supervisor
         self.children = children
         self.start = start
@@ -93,6 +103,8 @@ final class FaultRunner {
                 Step(at: fault.at, process: fault.process, action: .signal(SIGKILL, restartAfter: fault.restartAfter))
             case .term:
                 Step(at: fault.at, process: fault.process, action: .signal(SIGTERM, restartAfter: fault.restartAfter))
+            case .powerCut:
+                Step(at: fault.at, process: fault.process, action: .powerCut(restartAfter: fault.restartAfter))
             case .stop:
                 Step(
                     at: fault.at,
@@ -284,7 +296,7 @@ final class FaultRunner {
             )
             commands.launch(command, step: step.at, undo: nil, supervisor: supervisor)
             return
-        case .signal, .resume: break
+        case .signal, .powerCut, .resume: break
         }
         guard let process = processes[step.process] else {
             notes.append("fault at \(step.at.text): no process '\(step.process)' in this run; skipped")
@@ -321,13 +333,62 @@ final class FaultRunner {
                 return
             }
             process.signal(number, expected: true)  // SIGKILL and SIGTERM also continue a stopped process
-            stoppedUntil[step.process] = nil
-            finishing[step.process] = nil
-            readyWaits[step.process] = nil
-            if let follow, restarts[step.process] == nil {
-                restarts[step.process] = PendingRestart(after: follow, signalledAt: now)
+            ended(step.process, restartAfter: follow, now: now)
+        case .powerCut(let follow):
+            logger.notice(
+                "fault: power cut",
+                metadata: ["process": "\(step.process)", "at": "\(step.at.text)", "played": "\((now - start).text)"]
+            )
+            guard process.isRunning else {
+                let why = restarts[step.process] != nil ? "was down, its restart pending" : "had already exited"
+                notes.append("fault at \(step.at.text): \(step.process) \(why); power cut skipped")
+                return
             }
+            // The fault VFS holds every write since the last fsync in the process: SIGKILL loses them.
+            process.signal(SIGKILL, expected: true)
+            ended(step.process, restartAfter: follow, now: now)
+            // A SIGKILLed process ends at once; its files are then what the disk kept.
+            _ = try? process.waitForExit(timeout: .seconds(10))
+            let integrity =
+                journalDirectories[step.process].map(Self.journalIntegrity) ?? ["no journal folder for this process"]
+            powerCuts.append(PowerCutCheck(process: step.process, at: (now - start).text, integrity: integrity))
         case .run, .undo: break
+        }
+    }
+
+    /// Bookkeeping for a process a fault just ended: no stop, drain or ready wait is pending for it any more; with
+    /// `restartAfter` it starts again that long after its exit.
+    private func ended(_ name: String, restartAfter follow: Duration?, now: ContinuousClock.Instant) {
+        stoppedUntil[name] = nil
+        finishing[name] = nil
+        readyWaits[name] = nil
+        if let follow, restarts[name] == nil {
+            restarts[name] = PendingRestart(after: follow, signalledAt: now)
+        }
+    }
+
+    /// `PRAGMA integrity_check` of a copy of the journal's files in `directory` (the copy keeps the check from
+    /// touching what the restarted broker reads): `["ok"]` when sound.
+    static func journalIntegrity(_ directory: String) -> [String] {
+        let files = FileManager.default
+        let journal = (directory as NSString).appendingPathComponent(Journal.fileName)
+        guard files.fileExists(atPath: journal) else { return ["the journal file \(journal) is gone"] }
+        let copy = (NSTemporaryDirectory() as NSString).appendingPathComponent(
+            "askrelay-power-cut-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        )
+        defer { try? files.removeItem(atPath: copy) }
+        do {
+            try files.createDirectory(atPath: copy, withIntermediateDirectories: true)
+            for suffix in ["", "-wal"] where files.fileExists(atPath: journal + suffix) {
+                try files.copyItem(
+                    atPath: journal + suffix,
+                    toPath: (copy as NSString).appendingPathComponent(Journal.fileName + suffix)
+                )
+            }
+            let database = try Database(path: (copy as NSString).appendingPathComponent(Journal.fileName))
+            return try database.query("PRAGMA integrity_check") { $0.text(at: 0) }
+        } catch {
+            return ["cannot check the journal: \(error)"]
         }
     }
 

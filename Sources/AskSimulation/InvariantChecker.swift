@@ -79,6 +79,8 @@ public struct InvariantInputs: Sendable {
     /// When the broker was told to stop at the end of the run; a question still open then is excused only if it was
     /// interrupted and its deadline had not passed.
     public var brokerStoppedAt: Date?
+    /// Every power-cut fault played, with its journal check.
+    public var powerCuts: [PowerCutCheck]
 
     public init(
         childRecords: [ChildFlowRecord],
@@ -88,8 +90,10 @@ public struct InvariantInputs: Sendable {
         unreadableLines: Int = 0,
         interruptedParentRuns: [InterruptedRun] = [],
         interruptedRuns: [InterruptedRun] = [],
-        brokerStoppedAt: Date? = nil
+        brokerStoppedAt: Date? = nil,
+        powerCuts: [PowerCutCheck] = []
     ) {
+        self.powerCuts = powerCuts
         self.interruptedRuns = interruptedRuns
         self.brokerStoppedAt = brokerStoppedAt
         self.childRecords = childRecords
@@ -98,6 +102,21 @@ public struct InvariantInputs: Sendable {
         self.processes = processes
         self.unreadableLines = unreadableLines
         self.interruptedParentRuns = interruptedParentRuns
+    }
+}
+
+/// A power cut of a broker during the run: when it played, and `PRAGMA integrity_check` of what its journal's files
+/// held just after it (`["ok"]` when sound).
+public struct PowerCutCheck: Codable, Sendable, Hashable {
+    public var process: String
+    /// The time into the play, as a duration text (`3.2s`).
+    public var at: String
+    public var integrity: [String]
+
+    public init(process: String, at: String, integrity: [String]) {
+        self.process = process
+        self.at = at
+        self.integrity = integrity
     }
 }
 
@@ -176,6 +195,8 @@ public enum Invariant: String, Codable, Sendable, CaseIterable {
     case cancelledNeverResponds = "cancelled-never-responds"
     /// Every process exited with 0, or by the signal our own fault schedule sent.
     case processesExitCleanly = "processes-exit-cleanly"
+    /// After every power cut the broker's journal passes `PRAGMA integrity_check` (checked when power cuts played).
+    case journalSurvivesPowerCuts = "journal-survives-power-cuts"
 }
 
 /// The checker's verdict.
@@ -400,8 +421,26 @@ public enum InvariantChecker {
         if inputs.unreadableLines > 0 {
             notes.append("\(inputs.unreadableLines) records line(s) did not decode (a process killed mid-write)")
         }
+        // journal-survives-power-cuts
+        for cut in inputs.powerCuts where cut.integrity != ["ok"] {
+            violations.append(
+                InvariantViolation(
+                    .journalSurvivesPowerCuts,
+                    processes: [cut.process],
+                    "the journal failed integrity_check after the power cut at \(cut.at): "
+                        + cut.integrity.prefix(3).joined(separator: "; ")
+                )
+            )
+        }
+        if !inputs.powerCuts.isEmpty {
+            let sound = inputs.powerCuts.filter { $0.integrity == ["ok"] }.count
+            notes.append(
+                "\(inputs.powerCuts.count) power cut(s); the journal passed integrity_check after \(sound) of them"
+            )
+        }
         var checked = Invariant.allCases
         if inputs.processes.isEmpty { checked.removeAll { $0 == .processesExitCleanly } }
+        if inputs.powerCuts.isEmpty { checked.removeAll { $0 == .journalSurvivesPowerCuts } }
         return InvariantResult(violations: violations, checked: checked, notes: notes)
     }
 

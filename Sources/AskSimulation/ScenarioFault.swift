@@ -10,6 +10,10 @@ extension Scenario {
             case stop
             /// SIGTERM (graceful drain), then start it again after `restartAfter` (if given).
             case term
+            /// A power cut of a broker: it runs under the fault VFS (debug builds), so the SIGKILL also drops every
+            /// journal write since its last fsync; then `PRAGMA integrity_check` of the journal and, with
+            /// `restartAfter`, a restart on what the disk kept.
+            case powerCut = "power-cut"
             /// Runs `command` (no process involved), then `undo` after `undoAfter`: network partitions in
             /// multi-host tests (`ip -n NS link set DEV down` / `up`).
             case run
@@ -68,7 +72,7 @@ extension Scenario.Fault {
         guard let action = Action(rawValue: actionText) else {
             throw ScenarioError(
                 field: Scenario.path(c.codingPath + [CodingKeys.action]),
-                "must be kill, stop, term or run, got '\(actionText)'"
+                "must be kill, stop, term, power-cut or run, got '\(actionText)'"
             )
         }
         self.action = action

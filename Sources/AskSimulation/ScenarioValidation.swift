@@ -76,7 +76,8 @@ extension Scenario {
     }
 
     /// Checks ranges and cross-field rules. - Throws: ``ScenarioError`` naming the first bad field.
-    public func validate() throws {
+    /// - Parameter faultVFS: whether the executables have the fault VFS (debug builds), which `power-cut` needs.
+    public func validate(faultVFS: Bool = CrashPoints.isAvailable) throws {
         func fraction(_ value: Double, _ field: String) throws {
             guard value.isFinite, (0...1).contains(value) else {
                 throw ScenarioError(field: field, "must be a number in 0...1, got \(value)")
@@ -185,6 +186,7 @@ extension Scenario {
                     "must be one of \(valid.joined(separator: ", ")), got '\(fault.process)'"
                 )
             }
+            if fault.action == .powerCut { try validatePowerCut(fault, index, faultVFS: faultVFS) }
             if fault.action == .stop && fault.restartAfter != nil {
                 throw ScenarioError(
                     field: "faults[\(index)].restartAfter",
@@ -197,6 +199,34 @@ extension Scenario {
                     "only a 'stop' fault continues; use restartAfter"
                 )
             }
+        }
+    }
+
+    /// A power cut needs the fault VFS, a broker to cut and a journal that promises to keep what it acknowledged.
+    private func validatePowerCut(_ fault: Fault, _ index: Int, faultVFS: Bool) throws {
+        guard faultVFS else {
+            throw ScenarioError(
+                field: "faults[\(index)].action",
+                "power-cut faults need a debug build (the fault VFS below SQLite is compiled into debug builds only): "
+                    + "swift build; .build/debug/askrelay simulate ..."
+            )
+        }
+        guard fault.process == "broker" || fault.process.hasPrefix("broker-") else {
+            throw ScenarioError(
+                field: "faults[\(index)].process",
+                "a power cut cuts a broker (its journal is what the run checks), got '\(fault.process)'; "
+                    + "use kill for the other processes"
+            )
+        }
+        guard durability == "strict" else {
+            throw ScenarioError(
+                field: "durability",
+                "power-cut faults need durability 'strict', got '\(durability)': "
+                    + (durability == "off"
+                        ? "'off' keeps no journal to cut"
+                        : "'batch' loses the acknowledged messages since its last checkpoint by design "
+                            + "(docs/reliability.md, measured there), which the invariants would report as lost flows")
+            )
         }
     }
 

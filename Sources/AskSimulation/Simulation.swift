@@ -180,7 +180,12 @@ public final class Simulation: Sendable {
         var environment = ProcessInfo.processInfo.environment
         environment["ASKRELAY_BROKERS"] = nil
         environment["ASKRELAY_SHARD_NAME"] = nil
+        // A process a power-cut fault cuts runs under the fault VFS: its writes since each fsync stay in the process,
+        // so the fault's SIGKILL loses them as a power loss would (docs/reliability.md, "The fault VFS").
+        let powerCut = Set(scenario.faults.filter { $0.action == .powerCut }.map(\.process))
         func start(_ name: String, _ binary: String, _ arguments: [String]) throws -> SupervisedProcess {
+            var processEnvironment = environment
+            if powerCut.contains(name) { processEnvironment["ASKRELAY_FAULT_VFS"] = "mode=drop" }
             let prefix = options.wrappers.prefix(for: name)
             let curve = curveArguments[keyName(name)] ?? []
             logger.info(
@@ -197,7 +202,7 @@ public final class Simulation: Sendable {
                     name: name,
                     executable: path,
                     arguments: arguments + curve,
-                    environment: environment,
+                    environment: processEnvironment,
                     replacingEnvironment: true,
                     logPath: plan.logPath(name)
                 )
@@ -206,7 +211,7 @@ public final class Simulation: Sendable {
                 name: name,
                 executable: try Self.resolveProgram(wrapper),
                 arguments: Array(prefix.dropFirst()) + [path] + arguments + curve,
-                environment: environment,
+                environment: processEnvironment,
                 replacingEnvironment: true,
                 logPath: plan.logPath(name)
             )
@@ -310,7 +315,12 @@ public final class Simulation: Sendable {
             start: playStart,
             options: options,
             logger: logger,
-            undos: undos
+            undos: undos,
+            journalDirectories: Dictionary(
+                uniqueKeysWithValues: scenario.shardNames.map {
+                    (plan.brokerProcess($0), plan.brokerDataDirectory($0))
+                }
+            )
         )
         try faults.run()
         notes += faults.notes
@@ -381,7 +391,8 @@ public final class Simulation: Sendable {
             // broker accepted just before going down) may have lost the record of an accepted answer.
             interruptedParentRuns: FaultRunner.interruptedRuns(parents),
             interruptedRuns: FaultRunner.interruptedRuns(children, endTerminated: faults.endTerminated),
-            brokerStoppedAt: brokerStoppedAt
+            brokerStoppedAt: brokerStoppedAt,
+            powerCuts: faults.powerCuts
         )
         var result = InvariantChecker.check(inputs)
         if ledger == nil && options.externalBroker == nil && !result.notes.isEmpty {

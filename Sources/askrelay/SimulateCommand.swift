@@ -139,6 +139,12 @@ struct Simulate: Command {
         }
         cleanReportDirectory = arguments.flag("clean")
         broker = try arguments.endpoint("broker", binding: false)
+        if broker != nil, let index = scenario.faults.firstIndex(where: { $0.action == .powerCut }) {
+            throw UsageError(
+                "scenario field 'faults[\(index)].action': a power cut cuts a broker simulate starts, and --broker "
+                    + "names one it does not: drop --broker or the power-cut faults"
+            )
+        }
         let level = try arguments.choice("log-level", AskLogger.Level.allCases.map(\.description), ignoringCase: true)
         logLevel = level.flatMap(AskLogger.Level.init(name:)) ?? .info
         quiet = arguments.flag("quiet")

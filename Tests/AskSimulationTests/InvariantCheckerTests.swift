@@ -169,8 +169,30 @@ struct InvariantCheckerTests {
     func cleanRun() {
         let result = SyntheticRun().check()
         #expect(result.ok, "\(result.violations)")
-        #expect(result.checked == Invariant.allCases)
+        // A run without power cuts does not claim to have checked the journal after them.
+        #expect(result.checked == Invariant.allCases.filter { $0 != .journalSurvivesPowerCuts })
         #expect(result.notes.isEmpty)
+    }
+
+    @Test("power cuts: the journal's integrity_check after each is checked; one that failed is a violation")
+    func powerCuts() {
+        let run = SyntheticRun()
+        var inputs = run.inputs
+        inputs.powerCuts = [
+            PowerCutCheck(process: "broker", at: "1.2s", integrity: ["ok"]),
+            PowerCutCheck(process: "broker", at: "2.5s", integrity: ["ok"]),
+        ]
+        let sound = run.check(inputs)
+        #expect(sound.ok, "\(sound.violations)")
+        #expect(sound.checked.contains(.journalSurvivesPowerCuts))
+        #expect(sound.notes == ["2 power cut(s); the journal passed integrity_check after 2 of them"])
+        inputs.powerCuts.append(
+            PowerCutCheck(process: "broker", at: "4s", integrity: ["*** in database main ***", "Page 7: never used"])
+        )
+        let broken = run.check(inputs)
+        expectViolation(broken, .journalSurvivesPowerCuts, question: nil, process: "broker")
+        #expect(broken.violations.first?.message.contains("after the power cut at 4s: *** in database main") == true)
+        #expect(broken.notes == ["3 power cut(s); the journal passed integrity_check after 2 of them"])
     }
 
     @Test("a question recorded twice by the child ends more than once")

@@ -111,6 +111,28 @@ struct ScenarioTests {
         #expect(try Scenario.parse(try JSONEncoder().encode(scenario)) == scenario)
     }
 
+    @Test("a power-cut fault parses and round-trips; a build without the fault VFS refuses it, saying how to get one")
+    func powerCutFault() throws {
+        let json =
+            #"{"durability": "strict", "faults": [{"at": "3s", "process": "broker", "action": "power-cut", "#
+            + #""restartAfter": "500ms"}]}"#
+        let scenario = try parse(json)
+        #expect(
+            scenario.faults == [
+                .init(at: .seconds(3), process: "broker", action: .powerCut, restartAfter: .seconds(0.5))
+            ]
+        )
+        #expect(try Scenario.parse(try JSONEncoder().encode(scenario)) == scenario)
+        #expect(String(decoding: try JSONEncoder().encode(scenario), as: UTF8.self).contains(#""power-cut""#))
+        let error = #expect(throws: ScenarioError.self) { try scenario.validate(faultVFS: false) }
+        #expect(error?.field == "faults[0].action")
+        #expect(
+            error?.description.contains("need a debug build") == true
+                && error?.description.contains("swift build; .build/debug/askrelay simulate ...") == true,
+            "\(error.map(String.init(describing:)) ?? "")"
+        )
+    }
+
     @Test("expireAfter null leaves expiry to the pending window")
     func expireAfterNull() throws {
         #expect(try parse(#"{"expireAfter": null}"#).expireAfter == nil)
@@ -144,6 +166,21 @@ struct ScenarioTests {
                 "faults[0].continueAfter"
             ),
             (#"{"seed": -1}"#, "seed"),
+            // A power cut: of a broker only, with strict durability (batch loses acknowledged messages by design).
+            (#"{"faults": [{"at": "1s", "process": "broker", "action": "power-cut"}]}"#, "durability"),
+            (
+                #"{"durability": "off", "faults": [{"at": "1s", "process": "broker", "action": "power-cut"}]}"#,
+                "durability"
+            ),
+            (
+                #"{"durability": "strict", "faults": [{"at": "1s", "process": "child-1", "action": "power-cut"}]}"#,
+                "faults[0].process"
+            ),
+            (
+                #"{"durability": "strict", "faults": [{"at": "1s", "process": "broker", "action": "power-cut", "#
+                    + #""continueAfter": "1s"}]}"#,
+                "faults[0].continueAfter"
+            ),
             (#"{"faults": [{"at": "1s", "action": "run"}]}"#, "faults[0].command"),
             (#"{"faults": [{"at": "1s", "action": "run", "command": []}]}"#, "faults[0].command"),
             (

@@ -12,7 +12,7 @@ import ZeroMQ
 /// acknowledged is delivered already or stored in the journal.
 ///
 /// `ASKRELAY_POWER_CUTS` sets the cuts per mode (default 6; `make power-test` runs 100 per mode, 200 with strict
-/// durability); `ASKRELAY_POWER_SEED` replays a run (each run prints its seed).
+/// durability, and 200 under real flows); `ASKRELAY_POWER_SEED` replays a run (each run prints its seed).
 @Suite("power cuts and I/O errors below SQLite", .timeLimit(.minutes(30)), .serialized)
 struct PowerCutTests {
     static let cutsPerMode = ProcessInfo.processInfo.environment["ASKRELAY_POWER_CUTS"].flatMap(Int.init) ?? 6
@@ -60,11 +60,13 @@ struct PowerCutTests {
         _ = try limits.waitForLine(startingWith: "ready")
         _ = try parent.waitForLine(startingWith: "ready")
         let records = directory.path + "/records.jsonl"
+        // The child plays until the test ends it: with 300 s it stopped during 200 cuts on a busy machine, and the
+        // clean life after them finished no flow.
         let child = try TestProcess(
             "askrelay-child",
             [
                 "--broker", endpoint, "--child", "kid@fa", "--child", "kid2@fa", "--state-dir",
-                directory.path + "/child", "--flows", "0", "--duration", "300s", "--think", "1ms",
+                directory.path + "/child", "--flows", "0", "--duration", "3600s", "--think", "1ms",
                 "--cancel-probability", "0", "--heartbeat", "200ms", "--records", records,
             ],
             logDirectory: directory.path
@@ -72,7 +74,8 @@ struct PowerCutTests {
         defer { child.kill9() }
         _ = try child.waitForLine(startingWith: "ready")
         #expect(first.terminate() == 0)
-        let cuts = max(2, Self.cutsPerMode * 2 / 3)
+        // Twice the cuts per mode: make power-test's 200 under flows (0.45 s to 1.4 s a cut, quiet or busy machine).
+        let cuts = 2 * Self.cutsPerMode
         try run.cut(cuts)
         let flowsAtCuts = Self.flows(records).count
         // A clean life: the flows go on and finish the questions asked before the cuts.
@@ -324,9 +327,23 @@ final class PowerCutRun {
         }
         let context = try ZMQContext()
         let sender = try RawPeer(context: context, endpoint: endpoint)
-        try sender.register(role: .client, ["client/1"])
         let receiver = try RawPeer(context: context, endpoint: endpoint)
-        try receiver.register(role: .echo, ["echo/power"])
+        do {
+            try sender.register(role: .client, ["client/1"])
+            try receiver.register(role: .echo, ["echo/power"])
+        } catch {
+            // A cut between the ready line and the WELCOME is a cut too: the WELCOME never comes. A broker still
+            // running says what it was doing (3 of these failures in one make power-test run on a loaded machine).
+            guard !broker.isRunning else {
+                throw TestFailure(
+                    "no WELCOME from the running broker (\(fault)): \(error)\n\(PowerCutTests.log(broker))"
+                )
+            }
+            guard try broker.waitForEnd() == SIGKILL else { throw error }
+            startupCuts += 1
+            try afterCut(broker)
+            return
+        }
         var inFlight: Set<MessageID> = []
         let deadline = ContinuousClock.now + .seconds(30)
         while broker.isRunning {

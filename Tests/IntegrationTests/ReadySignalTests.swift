@@ -11,13 +11,9 @@ import ZeroMQ
 struct ReadySignalTests {
     static let rounds = 8
 
+    /// A broker without a journal, from BrokerProcessTests' helper.
     func broker(_ directory: TempDirectory) throws -> (TestProcess, String) {
-        let broker = try TestProcess(
-            "askrelay-broker",
-            ["--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/broker", "--durability", "off"],
-            logDirectory: directory.path
-        )
-        return (broker, try broker.readyEndpoint())
+        try BrokerProcessTests().startBroker(directory, durability: "off")
     }
 
     @Test("askrelay-limits, askrelay-parent and askrelay-child exit 0 when SIGTERM follows ready at once")

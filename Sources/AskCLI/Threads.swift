@@ -97,31 +97,42 @@ public final class SignalWatcher: @unchecked Sendable {  // @unchecked: the sour
 /// A stop that a signal asks for before there is anything to stop.
 ///
 /// A worker's `ready` line can come from its connection thread the moment it starts, and a supervisor may send
-/// SIGTERM right after it: install the ``SignalWatcher`` first, calling ``request()``, then ``arm(_:)`` with the
-/// stop once the worker exists. A stop requested before `arm` runs as soon as it is armed, so a SIGTERM is never
-/// the default action (death by signal) nor lost.
+/// SIGTERM right after it: create this (it watches `signals` at once) before the worker starts, then ``arm(_:)``
+/// it with the stop once the worker exists. A stop requested before `arm` runs as soon as it is armed, so a SIGTERM
+/// is never the default action (death by signal) nor lost. Keep it alive as long as the signals must be watched.
 public final class PendingStop: Sendable {
-    private struct State {
-        var requested = false
-        var action: (@Sendable () -> Void)?
+    private final class Core: Sendable {
+        struct State {
+            var requested = false
+            var action: (@Sendable () -> Void)?
+        }
+
+        let state = Mutex(State())
+
+        func request() {
+            let action = state.withLock { state -> (@Sendable () -> Void)? in
+                state.requested = true
+                return state.action
+            }
+            action?()
+        }
     }
 
-    private let state = Mutex(State())
+    private let core = Core()
+    private let watcher: SignalWatcher
 
-    public init() {}
-
-    /// Asks for the stop: runs the armed action, or remembers it for ``arm(_:)``.
-    public func request() {
-        let action = state.withLock { state -> (@Sendable () -> Void)? in
-            state.requested = true
-            return state.action
+    /// Watches `signals`: each calls `onSignal` (to log it), then requests the stop.
+    public init(signals: [Int32], _ onSignal: @escaping @Sendable (Int32) -> Void) {
+        let core = self.core
+        watcher = SignalWatcher(signals: signals) { signal in
+            onSignal(signal)
+            core.request()
         }
-        action?()
     }
 
     /// Sets the stop; runs it at once when one was requested already.
     public func arm(_ action: @escaping @Sendable () -> Void) {
-        let requested = state.withLock { state -> Bool in
+        let requested = core.state.withLock { state -> Bool in
             state.action = action
             return state.requested
         }
@@ -129,5 +140,5 @@ public final class PendingStop: Sendable {
     }
 
     /// Whether a stop was requested.
-    public var isRequested: Bool { state.withLock { $0.requested } }
+    public var isRequested: Bool { core.state.withLock { $0.requested } }
 }

@@ -252,10 +252,8 @@ struct ChildMain: Command {
         }
         let shown = metrics.map { " metrics=\($0.endpoint)" } ?? ""
         // Before the worker starts, so a SIGTERM right after the ready line stops it (exit 0) instead of killing it.
-        let stop = PendingStop()
-        let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
+        let stop = PendingStop(signals: [SIGTERM, SIGINT]) { signal in
             logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
-            stop.request()
         }
         let worker: ChildWorker
         do {
@@ -288,7 +286,7 @@ struct ChildMain: Command {
         if let failure = worker.connectionFailure {
             // Refused for good (or the connection died): no 'done' line, the flows did not run.
             await worker.stop()
-            _ = signals
+            _ = stop
             printError("askrelay-child: \(failure.message)")
             return ExitCode.unavailable
         }
@@ -303,7 +301,7 @@ struct ChildMain: Command {
             logger.notice("stopped", metadata: ["flows": "\(summary.flows)"])
         }
         await worker.stop()
-        _ = signals
+        _ = stop
         metrics?.stop()
         return ExitCode.success
     }

@@ -138,10 +138,8 @@ struct LimitsMain: Command {
         let shown = metrics.map { " metrics=\($0.endpoint)" } ?? ""
         // Before the worker starts: its ready line comes from the connection thread, and a SIGTERM right after it
         // must stop it (exit 0), not kill it.
-        let stop = PendingStop()
-        let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
+        let stop = PendingStop(signals: [SIGTERM, SIGINT]) { signal in
             logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
-            stop.request()
         }
         let worker: LimitsWorker
         do {
@@ -160,7 +158,7 @@ struct LimitsMain: Command {
         metrics?.attach(worker.runtime.readConnectionCounters)
         stop.arm { worker.stop() }
         try await onDedicatedThread(name: "limits-wait") { worker.wait() }
-        _ = signals
+        _ = stop
         metrics?.stop()
         // A connection that ended by itself (refused for good, or dead) is a failure, not a stop.
         if let failure = worker.runtime.failure {

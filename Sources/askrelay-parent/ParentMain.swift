@@ -222,10 +222,8 @@ struct ParentMain: Command {
         let shown = metrics.map { " metrics=\($0.endpoint)" } ?? ""
         // Before the worker starts: its ready line comes from a connection thread, and a SIGTERM right after it
         // must stop it (exit 0), not kill it.
-        let stop = PendingStop()
-        let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
+        let stop = PendingStop(signals: [SIGTERM, SIGINT]) { signal in
             logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
-            stop.request()
         }
         let worker: ParentWorker
         do {
@@ -248,7 +246,7 @@ struct ParentMain: Command {
         metrics?.attach(worker.connections.readConnectionCounters)
         stop.arm { worker.stop() }
         try await onDedicatedThread(name: "parent-wait") { worker.wait() }
-        _ = signals
+        _ = stop
         metrics?.stop()
         // A connection that ended by itself (refused for good, or dead) is a failure, not a stop.
         if let failure = worker.failure {

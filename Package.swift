@@ -188,7 +188,7 @@ let package = Package(
             name: "AskAgentsTests",
             dependencies: [
                 "AskAgents", "AskClient", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskMetrics",
-                "AskTestSupport",
+                "AskTestSupport", "SQLite",
             ],
             swiftSettings: strict
         ),

@@ -166,10 +166,13 @@ final class LimitsStore {
 
     func state(of child: String) -> LimitsState { children[child] ?? defaults }
 
-    /// Changes a child's state and writes it before returning.
+    /// Changes a child's state and writes it before returning. A change that leaves the state as it was (an
+    /// approval of handles the child already knows) writes nothing.
     func update(_ child: String, _ change: (inout LimitsState) -> Void) throws {
-        var state = state(of: child)
+        let before = state(of: child)
+        var state = before
         change(&state)
+        if state == before { return }
         try database.run(
             "INSERT OR REPLACE INTO limits_children (child, state) VALUES (?, ?)",
             [.text(child), .blob(try WireJSON.encode(state))]

@@ -97,6 +97,8 @@ public final class Broker {
     var journalIOFailure: JournalError?
     /// What this loop turn did and how long each part took, logged when the turn is slow.
     var turn = TurnProfile()
+    /// Whether the loop spins after a turn that read input.
+    var spinGovernor = SpinGovernor()
 
     /// Opens the journal, recovers its state and binds every endpoint. Call ``run()`` on the same thread next.
     /// - Throws: ``ZMQError`` for an endpoint that cannot be bound, or the journal's error.
@@ -182,12 +184,14 @@ public final class Broker {
             let timeout = pollTimeout()
             var ready = 0
             // After a turn that read input, poll without sleeping for up to `spin`: the next message of a busy
-            // peer is often microseconds away, and waking a sleeping thread costs more than that.
-            if timeout > 0 && turn.read > 0 && configuration.spin > .zero {
+            // peer is often microseconds away, and waking a sleeping thread costs more than that. Only while
+            // spins pay (``SpinGovernor``): at moderate rates they would run out and burn their length.
+            if timeout > 0 && turn.read > 0 && configuration.spin > .zero && spinGovernor.shouldSpin() {
                 let until = ContinuousClock.now + configuration.spin
                 repeat {
                     ready = try poller.poll(timeoutMilliseconds: 0)
                 } while ready == 0 && ContinuousClock.now < until
+                spinGovernor.record(caught: ready > 0)
             }
             if ready == 0 { try poller.poll(timeoutMilliseconds: timeout) }
             let previousTurn = turnNow

@@ -140,6 +140,7 @@ extension Broker {
         nextSerial += 1
         session.principalKey = principalKey
         sessions[peer] = session
+        sessionsByRole[session.role, default: 0] += 1
         for claim in hello.endpoints {
             session.addresses[claim.address] = claim.family
             let mailbox = mailbox(for: claim.address)

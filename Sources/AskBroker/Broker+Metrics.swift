@@ -51,8 +51,9 @@ extension Broker {
         func gauge(_ name: String, _ help: String, _ value: Int) -> MetricFamily {
             .single("askrelay_broker_\(name)", .gauge, help: help, Double(value))
         }
-        var roles = Dictionary(uniqueKeysWithValues: SessionRole.allCases.map { ($0.rawValue, 0) })
-        for session in sessions.values { roles[session.role.rawValue, default: 0] += 1 }
+        let roles = Dictionary(
+            uniqueKeysWithValues: SessionRole.allCases.map { ($0.rawValue, sessionsByRole[$0] ?? 0) }
+        )
         let counts = ledger.countsByState()
         let states = Dictionary(
             uniqueKeysWithValues: QuestionState.allCases.map { ($0.rawValue, counts[$0.rawValue] ?? 0) }

@@ -35,6 +35,8 @@ public final class Broker {
     public let instanceID = MessageID.random().description.prefix(12).description
 
     var sessions: [PeerID: Session] = [:]
+    /// Open sessions per role (kept as sessions open and end, so the metrics never walk `sessions`).
+    var sessionsByRole: [SessionRole: Int] = [:]
     var mailboxes: [String: Mailbox] = [:]
     var inflightIndex: [MessageID: Mailbox] = [:]
     /// Mailboxes to pump at the end of the turn (each once: `Mailbox.isDirty`).

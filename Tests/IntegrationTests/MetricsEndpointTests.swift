@@ -115,6 +115,14 @@ struct MetricsEndpointTests {
         defer { top.kill9() }
         #expect(try top.waitForEnd() == 0)
         #expect(top.output.contains { $0.contains("sessions") }, "\(top.output)")
+
+        // A session that ends (the child's BYE) leaves the sessions gauge; the others stay.
+        #expect(child.terminate() == 0)
+        let afterChild = try scrape(brokerPort) { page in
+            sample(page, #"askrelay_broker_sessions{role="child"}"#) == 0
+        }
+        #expect(sample(afterChild, #"askrelay_broker_sessions{role="guardian"}"#) == 1, "\(afterChild)")
+        #expect(sample(afterChild, #"askrelay_broker_sessions{role="limits"}"#) == 1)
     }
 
     @Test("slow and idle HTTP clients hold up neither a scrape nor the broker's routing")

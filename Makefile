@@ -107,6 +107,7 @@ simulate: release
 bench: release
 	.build/release/askrelay bench wrapper
 	.build/release/askrelay bench codec
+	.build/release/askrelay bench frames
 	.build/release/askrelay load --mode relay --baseline proxy
 
 # load.html of three short runs (relay with its baseline, flows, a relay sweep) rendered by headless Chromium,

@@ -22,5 +22,5 @@ struct AskRelay: CommandGroup {
 struct Bench: CommandGroup {
     static let name = "bench"
     static let abstract = "micro-benchmarks measured side by side with a baseline"
-    static let subcommands: [any Command.Type] = [WrapperBench.self, CodecBench.self]
+    static let subcommands: [any Command.Type] = [WrapperBench.self, CodecBench.self, FramesBench.self]
 }

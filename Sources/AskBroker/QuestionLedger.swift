@@ -21,19 +21,83 @@ struct LedgerEntry: Sendable, Hashable {
 
 /// Strings the ledger refers to many times (child and family ids, limits addresses), each stored once and named
 /// by a number, so a million entries of a hundred thousand children hold a hundred thousand strings, not a million.
+///
+/// Looked up by the names' UTF-8 bytes, so a restart interns the journal's columns without making a `String` per
+/// row (only a new name becomes one). Byte equality is `String` equality here: address ids are ASCII
+/// (`Address.isValidID`). The table is open addressing over a seeded `Hasher` (as `Dictionary`'s, so names a
+/// client picks cannot be made to collide); a slot holds the hash, the length and the first 16 bytes, so a lookup
+/// of a name of up to 16 bytes reads one slot and nothing else.
 struct NamePool {
     /// The number that stands for no name.
     static let none: UInt32 = 0
-    private var numbers: [String: UInt32] = [:]
     private var names: [String] = [""]
+    /// Numbers by hash, linear probing; a power of two, at most half full.
+    private var slots = [Slot](repeating: Slot(), count: 16)
+
+    private struct Slot {
+        var hash = 0
+        /// 0 (``NamePool/none``) in an empty slot.
+        var number: UInt32 = 0
+        var count: UInt32 = 0
+        /// The name's first 16 bytes, zero-padded.
+        var head: (UInt64, UInt64) = (0, 0)
+    }
 
     /// The number of `name`, adding it if it is new.
     mutating func number(_ name: String) -> UInt32 {
-        if let number = numbers[name] { return number }
+        var utf8 = name
+        return utf8.withUTF8 { number(utf8: UnsafeRawBufferPointer($0), name: name) }
+    }
+
+    /// The number of the name whose UTF-8 bytes are `utf8`, adding it if it is new.
+    mutating func number(utf8: UnsafeRawBufferPointer) -> UInt32 { number(utf8: utf8, name: nil) }
+
+    private mutating func number(utf8: UnsafeRawBufferPointer, name: String?) -> UInt32 {
+        var head: (UInt64, UInt64) = (0, 0)
+        let count = utf8.count
+        withUnsafeMutableBytes(of: &head) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: utf8.prefix(16))) }
+        var hasher = Hasher()
+        if count <= 16 {
+            hasher.combine(head.0)
+            hasher.combine(head.1)
+            hasher.combine(count)
+        } else {
+            hasher.combine(bytes: utf8)
+        }
+        let hash = hasher.finalize()
+        let mask = slots.count - 1
+        var index = hash & mask
+        while true {
+            let slot = slots[index]
+            if slot.number == NamePool.none { break }
+            if slot.hash == hash && slot.count == count && slot.head == head
+                && (count <= 16 || Self.equals(names[Int(slot.number)], utf8))
+            {
+                return slot.number
+            }
+            index = (index + 1) & mask
+        }
         let number = UInt32(names.count)
-        names.append(name)
-        numbers[name] = number
+        names.append(name ?? String(decoding: utf8, as: UTF8.self))
+        slots[index] = Slot(hash: hash, number: number, count: UInt32(count), head: head)
+        if names.count * 2 > slots.count { resize(slots.count * 2) }
         return number
+    }
+
+    private static func equals(_ name: String, _ utf8: UnsafeRawBufferPointer) -> Bool {
+        name.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, utf8.baseAddress!, $0.count) == 0 }
+            ?? name.utf8.elementsEqual(utf8)
+    }
+
+    private mutating func resize(_ capacity: Int) {
+        let old = slots
+        slots = [Slot](repeating: Slot(), count: capacity)
+        let mask = capacity - 1
+        for slot in old where slot.number != NamePool.none {
+            var index = slot.hash & mask
+            while slots[index].number != NamePool.none { index = (index + 1) & mask }
+            slots[index] = slot
+        }
     }
 
     subscript(number: UInt32) -> String { names[Int(number)] }
@@ -92,21 +156,40 @@ struct QuestionLedger {
     func family(of entry: LedgerEntry) -> String { names[entry.family] }
     func roster(of entry: LedgerEntry) -> Set<String> { rosters[names[entry.family]] ?? [] }
 
-    /// A question found in the journal at restart (its admitter is not known any more). Closed ones must come in
-    /// the order they closed (see ``QuestionLedger/recoverLedger()``), to be forgotten in that order.
-    mutating func restore(_ stored: LedgerQuestion) {
-        let entry = LedgerEntry(
-            expiresAt: stored.expiresAt,
-            child: names.number(stored.child),
-            family: names.number(stored.family),
-            admitter: NamePool.none,
-            state: stored.state
-        )
-        if entry.state.isClosed {
-            set(stored.id, entry, closedAt: stored.closedAt ?? stored.createdAt)
-        } else {
-            track(stored.id, entry)
+    /// Restores every question of the journal's question table (restart): open ones are followed again (their
+    /// admitter is not known any more), closed ones are remembered in the order they closed, to be forgotten in
+    /// that order. Names are interned from the columns' bytes (``NamePool/number(utf8:)``).
+    /// - Returns: how many open and closed questions were restored.
+    mutating func restore(from journal: Journal) throws -> (open: Int, closed: Int) {
+        var closed: [(at: Date, id: MessageID, entry: LedgerEntry)] = []
+        // The open questions' deadlines, made a heap once at the end.
+        var due: [(at: Date, payload: MessageID)] = []
+        due.reserveCapacity(entries.capacity - entries.count)
+        try journal.forEachLedgerRow { row in
+            let entry = LedgerEntry(
+                expiresAt: row.expiresAt,
+                child: names.number(utf8: row.child),
+                family: names.number(utf8: row.family),
+                admitter: NamePool.none,
+                state: row.state
+            )
+            if row.closedAt != nil || entry.state.isClosed {
+                closed.append((row.closedAt ?? row.createdAt, row.id, entry))
+            } else {
+                set(row.id, entry)
+                due.append((entry.expiresAt, row.id))
+            }
         }
+        deadlines.push(contentsOf: due)
+        closed.sort { $0.at < $1.at }
+        for question in closed {
+            if question.entry.state.isClosed {
+                set(question.id, question.entry, closedAt: question.at)
+            } else {
+                track(question.id, question.entry)
+            }
+        }
+        return (due.count, closed.count)
     }
 
     /// Starts following a new question; `question` is its JSON, kept only when there is no journal to read it from.

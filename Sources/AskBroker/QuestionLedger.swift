@@ -105,6 +105,87 @@ struct NamePool {
     var count: Int { names.count - 1 }
 }
 
+/// The (child, family) pairs a restart's scan has met, with their ``NamePool`` numbers: a child's rows all name
+/// its family, so a row costs one lookup in this table instead of one per name. Each lookup in a table of a
+/// hundred thousand names is a cache miss, which is what a row of the scan mostly waits for. Only for names of
+/// up to 16 bytes (a slot holds both); longer ones go to the pool. Lives for the scan only.
+private struct NamePairs {
+    private struct Slot {
+        var hash = 0
+        var child: UInt32 = 0
+        var family: UInt32 = 0
+        /// The two lengths (child << 8 | family); 0 in an empty slot (a child id is never empty).
+        var counts: UInt32 = 0
+        var childHead: (UInt64, UInt64) = (0, 0)
+        var familyHead: (UInt64, UInt64) = (0, 0)
+    }
+
+    /// Linear probing; a power of two, at most half full.
+    private var slots = [Slot](repeating: Slot(), count: 1024)
+    private var count = 0
+
+    mutating func numbers(
+        child: UnsafeRawBufferPointer,
+        family: UnsafeRawBufferPointer,
+        in pool: inout NamePool
+    ) -> (child: UInt32, family: UInt32) {
+        guard child.count <= 16, family.count <= 16, !child.isEmpty else {
+            return (pool.number(utf8: child), pool.number(utf8: family))
+        }
+        let childHead = Self.head(child)
+        let familyHead = Self.head(family)
+        let counts = UInt32(child.count) << 8 | UInt32(family.count)
+        var hasher = Hasher()
+        hasher.combine(childHead.0)
+        hasher.combine(childHead.1)
+        hasher.combine(familyHead.0)
+        hasher.combine(familyHead.1)
+        hasher.combine(counts)
+        let hash = hasher.finalize()
+        let mask = slots.count - 1
+        var index = hash & mask
+        while true {
+            let slot = slots[index]
+            if slot.counts == 0 { break }
+            if slot.hash == hash && slot.counts == counts && slot.childHead == childHead
+                && slot.familyHead == familyHead
+            {
+                return (slot.child, slot.family)
+            }
+            index = (index + 1) & mask
+        }
+        let numbers = (child: pool.number(utf8: child), family: pool.number(utf8: family))
+        slots[index] = Slot(
+            hash: hash,
+            child: numbers.child,
+            family: numbers.family,
+            counts: counts,
+            childHead: childHead,
+            familyHead: familyHead
+        )
+        count += 1
+        if count * 2 > slots.count { grow() }
+        return numbers
+    }
+
+    private static func head(_ utf8: UnsafeRawBufferPointer) -> (UInt64, UInt64) {
+        var head: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &head) { $0.copyMemory(from: utf8) }
+        return head
+    }
+
+    private mutating func grow() {
+        let old = slots
+        slots = [Slot](repeating: Slot(), count: old.count * 2)
+        let mask = slots.count - 1
+        for slot in old where slot.counts != 0 {
+            var index = slot.hash & mask
+            while slots[index].counts != 0 { index = (index + 1) & mask }
+            slots[index] = slot
+        }
+    }
+}
+
 /// The question ledger: every question's state (docs/protocol.md, "Question lifecycle"), family rosters, deadlines.
 ///
 /// It decides; the broker routes. Every transition is journaled by the broker in the same turn.
@@ -165,11 +246,13 @@ struct QuestionLedger {
         // The open questions' deadlines, made a heap once at the end.
         var due: [(at: Date, payload: MessageID)] = []
         due.reserveCapacity(entries.capacity - entries.count)
+        var pairs = NamePairs()
         try journal.forEachLedgerRow { row in
+            let (child, family) = pairs.numbers(child: row.child, family: row.family, in: &names)
             let entry = LedgerEntry(
                 expiresAt: row.expiresAt,
-                child: names.number(utf8: row.child),
-                family: names.number(utf8: row.family),
+                child: child,
+                family: family,
                 admitter: NamePool.none,
                 state: row.state
             )

@@ -67,23 +67,12 @@ extension Broker {
             closedBefore: Date().addingTimeInterval(-configuration.closedRetention.seconds)
         )
         ledger.reserveCapacity(try journal.questionCount())
-        var open = 0
-        var closed: [LedgerQuestion] = []
-        try journal.forEachLedgerQuestion { question in
-            if question.closedAt != nil {
-                closed.append(question)
-            } else {
-                ledger.restore(question)
-                open += 1
-            }
-        }
-        closed.sort { ($0.closedAt ?? $0.createdAt) < ($1.closedAt ?? $1.createdAt) }
-        for question in closed { ledger.restore(question) }
-        if open > 0 || guardians > 0 || !closed.isEmpty {
+        let (open, closed) = try ledger.restore(from: journal)
+        if open > 0 || guardians > 0 || closed > 0 {
             logger.notice(
                 "ledger recovered",
                 metadata: [
-                    "open_questions": "\(open)", "closed_questions": "\(closed.count)", "closed_deleted": "\(deleted)",
+                    "open_questions": "\(open)", "closed_questions": "\(closed)", "closed_deleted": "\(deleted)",
                     "guardians": "\(guardians)",
                     "rosters_ms": "\((rostersLoaded - started).milliseconds)",
                     "questions_ms": "\((clock.now - rostersLoaded).milliseconds)",

@@ -80,6 +80,102 @@ struct LedgerStorageTests {
         #expect(pool.count == 2)
     }
 
+    @Test("a name looked up by its bytes gets the number its String got, and stays found as the table grows")
+    func namePoolByBytes() {
+        var pool = NamePool()
+        // Prefixes of each other, longer than a small string (15 bytes), and the empty name.
+        let names = (0..<5_000).map { "child-\($0 % 7 == 0 ? "a-rather-long-prefix-" : "")\($0)" } + ["", "c", "ch"]
+        var numbers: [UInt32] = []
+        for (index, name) in names.enumerated() {
+            var bytes = Array(name.utf8)
+            let number =
+                index % 2 == 0
+                ? pool.number(name) : bytes.withUnsafeMutableBytes { pool.number(utf8: UnsafeRawBufferPointer($0)) }
+            numbers.append(number)
+            bytes.removeAll()
+        }
+        #expect(Set(numbers).count == names.count && !numbers.contains(NamePool.none))
+        #expect(pool.count == names.count)
+        for (name, number) in zip(names, numbers) {
+            #expect(pool[number] == name)
+            #expect(pool.number(name) == number)
+            #expect(Array(name.utf8).withUnsafeBytes { pool.number(utf8: $0) } == number)
+        }
+        #expect(pool.count == names.count)
+    }
+
+    @Test("a bulk push makes a heap: entries come out by deadline, mixed with those pushed one by one")
+    func heapBulkPush() {
+        var heap = DeadlineHeap<Int, Int>()
+        heap.push(50, -1)
+        heap.push(3, -2)
+        let bulk = (0..<1_000).map { (at: ($0 * 7919) % 1_000, payload: $0) }
+        heap.push(contentsOf: bulk)
+        heap.push(-5, -3)
+        var popped: [Int] = []
+        while let top = heap.peek {
+            popped.append(top.at)
+            heap.pop()
+        }
+        #expect(popped == ([50, 3, -5] + bulk.map(\.at)).sorted())
+    }
+
+    @Test("a restart restores every question in one scan: deadlines by time, closed ones forgotten as they closed")
+    func restoreFromJournal() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let journal = try Journal(directory: directory.path, durability: .batch)
+        let base = Date(timeIntervalSince1970: 1_800_000_000)
+        func record(_ n: UInt64, _ state: QuestionState, expiresIn: Double, closedAt: Double? = nil) -> QuestionRecord {
+            QuestionRecord(
+                id: MessageID(high: 7, low: n),
+                child: n % 2 == 0 ? "child-even-with-a-long-name" : "child-odd",
+                family: "family-\(n % 3)",
+                state: state,
+                createdAt: base,
+                expiresAt: base.addingTimeInterval(expiresIn),
+                question: Array("{}".utf8),
+                choiceIDs: ["yes"],
+                approvalChoiceIDs: ["yes"],
+                closedAt: closedAt.map { base.addingTimeInterval($0) }
+            )
+        }
+        // Stored in an order that is neither the deadlines' nor the closings'.
+        let records = [
+            record(1, .sent, expiresIn: 30), record(2, .answered, expiresIn: 60, closedAt: 20),
+            record(3, .presented, expiresIn: 10), record(4, .expired, expiresIn: 5, closedAt: 5),
+            record(5, .admitting, expiresIn: 20), record(6, .cancelled, expiresIn: 60, closedAt: 10),
+        ]
+        for record in records { try journal.saveQuestion(record) }
+        try journal.commitIfNeeded()
+        var ledger = QuestionLedger(configuration: BrokerConfiguration())
+        ledger.reserveCapacity(records.count)
+        let restored = try ledger.restore(from: journal)
+        #expect(restored.open == 3 && restored.closed == 3)
+        for record in records {
+            let entry = try #require(ledger.entries[record.id])
+            #expect(entry.state == record.state && entry.expiresAt == record.expiresAt)
+            #expect(ledger.child(of: entry) == record.child && ledger.family(of: entry) == record.family)
+            #expect(entry.admitter == NamePool.none)
+        }
+        #expect(ledger.names.count == 2 + 3)
+        #expect(
+            ledger.countsByState() == [
+                "sent": 1, "presented": 1, "admitting": 1, "answered": 1, "expired": 1,
+                "cancelled": 1,
+            ]
+        )
+        #expect(ledger.nextDeadline == base.addingTimeInterval(10))
+        #expect(
+            ledger.due(now: base.addingTimeInterval(25)) == [MessageID(high: 7, low: 3), MessageID(high: 7, low: 5)]
+        )
+        #expect(ledger.nextDeadline == base.addingTimeInterval(30))
+        // Closed at 5, 10, 20: a horizon of 15 forgets the first two only.
+        #expect(ledger.forgetClosed(before: base.addingTimeInterval(15)) == 2)
+        #expect(ledger.entries[MessageID(high: 7, low: 4)] == nil && ledger.entries[MessageID(high: 7, low: 6)] == nil)
+        #expect(ledger.entries[MessageID(high: 7, low: 2)] != nil)
+    }
+
     /// ask → present → send, then the guardian's answer: the child's response and the approval notice carry the
     /// full question, read back from the journal (or from memory without one).
     func answerGivesFullResponse(durability: Durability, restart: Bool) throws {

@@ -24,12 +24,28 @@ public struct DeadlineHeap<Deadline: Comparable, Payload> {
         }
     }
 
+    /// Adds `entries` in any order and restores the heap order once, in O(n) (a restart adds a million deadlines;
+    /// a push each costs a sift per entry and grows the storage step by step).
+    @inlinable public mutating func push(contentsOf entries: some Collection<(at: Deadline, payload: Payload)>) {
+        items.reserveCapacity(items.count + entries.count)
+        items.append(contentsOf: entries)
+        var parent = items.count / 2
+        while parent > 0 {
+            parent -= 1
+            siftDown(parent)
+        }
+    }
+
     /// Removes the earliest entry.
     @inlinable public mutating func pop() {
         guard !items.isEmpty else { return }
         items.swapAt(0, items.count - 1)
         items.removeLast()
-        var parent = 0
+        siftDown(0)
+    }
+
+    @inlinable mutating func siftDown(_ start: Int) {
+        var parent = start
         while true {
             let left = 2 * parent + 1
             let right = left + 1

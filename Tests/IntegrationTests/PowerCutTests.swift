@@ -676,6 +676,8 @@ struct LimitsPowerCutTests {
             [
                 "--broker", endpoint, "--child", "kid@fa", "--child", "kid2@fa", "--flows", "0", "--duration",
                 "300s", "--think", "1ms", "--cancel-probability", "0", "--heartbeat", "200ms",
+                // New handles all along: the store writes only what it learns, and each cut needs writes.
+                "--contacts", "20000", "--known-ratio", "0",
             ],
             logDirectory: directory.path
         )

@@ -21,169 +21,24 @@ struct LedgerEntry: Sendable, Hashable {
 
 /// Strings the ledger refers to many times (child and family ids, limits addresses), each stored once and named
 /// by a number, so a million entries of a hundred thousand children hold a hundred thousand strings, not a million.
-///
-/// Looked up by the names' UTF-8 bytes, so a restart interns the journal's columns without making a `String` per
-/// row (only a new name becomes one). Byte equality is `String` equality here: address ids are ASCII
-/// (`Address.isValidID`). The table is open addressing over a seeded `Hasher` (as `Dictionary`'s, so names a
-/// client picks cannot be made to collide); a slot holds the hash, the length and the first 16 bytes, so a lookup
-/// of a name of up to 16 bytes reads one slot and nothing else.
 struct NamePool {
     /// The number that stands for no name.
     static let none: UInt32 = 0
+    private var numbers: [String: UInt32] = [:]
     private var names: [String] = [""]
-    /// Numbers by hash, linear probing; a power of two, at most half full.
-    private var slots = [Slot](repeating: Slot(), count: 16)
-
-    private struct Slot {
-        var hash = 0
-        /// 0 (``NamePool/none``) in an empty slot.
-        var number: UInt32 = 0
-        var count: UInt32 = 0
-        /// The name's first 16 bytes, zero-padded.
-        var head: (UInt64, UInt64) = (0, 0)
-    }
 
     /// The number of `name`, adding it if it is new.
     mutating func number(_ name: String) -> UInt32 {
-        var utf8 = name
-        return utf8.withUTF8 { number(utf8: UnsafeRawBufferPointer($0), name: name) }
-    }
-
-    /// The number of the name whose UTF-8 bytes are `utf8`, adding it if it is new.
-    mutating func number(utf8: UnsafeRawBufferPointer) -> UInt32 { number(utf8: utf8, name: nil) }
-
-    private mutating func number(utf8: UnsafeRawBufferPointer, name: String?) -> UInt32 {
-        var head: (UInt64, UInt64) = (0, 0)
-        let count = utf8.count
-        withUnsafeMutableBytes(of: &head) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: utf8.prefix(16))) }
-        var hasher = Hasher()
-        if count <= 16 {
-            hasher.combine(head.0)
-            hasher.combine(head.1)
-            hasher.combine(count)
-        } else {
-            hasher.combine(bytes: utf8)
-        }
-        let hash = hasher.finalize()
-        let mask = slots.count - 1
-        var index = hash & mask
-        while true {
-            let slot = slots[index]
-            if slot.number == NamePool.none { break }
-            if slot.hash == hash && slot.count == count && slot.head == head
-                && (count <= 16 || Self.equals(names[Int(slot.number)], utf8))
-            {
-                return slot.number
-            }
-            index = (index + 1) & mask
-        }
+        if let number = numbers[name] { return number }
         let number = UInt32(names.count)
-        names.append(name ?? String(decoding: utf8, as: UTF8.self))
-        slots[index] = Slot(hash: hash, number: number, count: UInt32(count), head: head)
-        if names.count * 2 > slots.count { resize(slots.count * 2) }
+        names.append(name)
+        numbers[name] = number
         return number
-    }
-
-    private static func equals(_ name: String, _ utf8: UnsafeRawBufferPointer) -> Bool {
-        name.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, utf8.baseAddress!, $0.count) == 0 }
-            ?? name.utf8.elementsEqual(utf8)
-    }
-
-    private mutating func resize(_ capacity: Int) {
-        let old = slots
-        slots = [Slot](repeating: Slot(), count: capacity)
-        let mask = capacity - 1
-        for slot in old where slot.number != NamePool.none {
-            var index = slot.hash & mask
-            while slots[index].number != NamePool.none { index = (index + 1) & mask }
-            slots[index] = slot
-        }
     }
 
     subscript(number: UInt32) -> String { names[Int(number)] }
 
     var count: Int { names.count - 1 }
-}
-
-/// The (child, family) pairs a restart's scan has met, with their ``NamePool`` numbers: a child's rows all name
-/// its family, so a row costs one lookup in this table instead of one per name. Each lookup in a table of a
-/// hundred thousand names is a cache miss, which is what a row of the scan mostly waits for. Only for names of
-/// up to 16 bytes (a slot holds both); longer ones go to the pool. Lives for the scan only.
-private struct NamePairs {
-    private struct Slot {
-        var hash = 0
-        var child: UInt32 = 0
-        var family: UInt32 = 0
-        /// The two lengths (child << 8 | family); 0 in an empty slot (a child id is never empty).
-        var counts: UInt32 = 0
-        var childHead: (UInt64, UInt64) = (0, 0)
-        var familyHead: (UInt64, UInt64) = (0, 0)
-    }
-
-    /// Linear probing; a power of two, at most half full.
-    private var slots = [Slot](repeating: Slot(), count: 1024)
-    private var count = 0
-
-    mutating func numbers(
-        child: UnsafeRawBufferPointer,
-        family: UnsafeRawBufferPointer,
-        in pool: inout NamePool
-    ) -> (child: UInt32, family: UInt32) {
-        guard child.count <= 16, family.count <= 16, !child.isEmpty else {
-            return (pool.number(utf8: child), pool.number(utf8: family))
-        }
-        let childHead = Self.head(child)
-        let familyHead = Self.head(family)
-        let counts = UInt32(child.count) << 8 | UInt32(family.count)
-        var hasher = Hasher()
-        hasher.combine(childHead.0)
-        hasher.combine(childHead.1)
-        hasher.combine(familyHead.0)
-        hasher.combine(familyHead.1)
-        hasher.combine(counts)
-        let hash = hasher.finalize()
-        let mask = slots.count - 1
-        var index = hash & mask
-        while true {
-            let slot = slots[index]
-            if slot.counts == 0 { break }
-            if slot.hash == hash && slot.counts == counts && slot.childHead == childHead
-                && slot.familyHead == familyHead
-            {
-                return (slot.child, slot.family)
-            }
-            index = (index + 1) & mask
-        }
-        let numbers = (child: pool.number(utf8: child), family: pool.number(utf8: family))
-        slots[index] = Slot(
-            hash: hash,
-            child: numbers.child,
-            family: numbers.family,
-            counts: counts,
-            childHead: childHead,
-            familyHead: familyHead
-        )
-        count += 1
-        if count * 2 > slots.count { grow() }
-        return numbers
-    }
-
-    private static func head(_ utf8: UnsafeRawBufferPointer) -> (UInt64, UInt64) {
-        var head: (UInt64, UInt64) = (0, 0)
-        withUnsafeMutableBytes(of: &head) { $0.copyMemory(from: utf8) }
-        return head
-    }
-
-    private mutating func grow() {
-        let old = slots
-        slots = [Slot](repeating: Slot(), count: old.count * 2)
-        let mask = slots.count - 1
-        for slot in old where slot.counts != 0 {
-            var index = slot.hash & mask
-            while slots[index].counts != 0 { index = (index + 1) & mask }
-            slots[index] = slot
-        }
-    }
 }
 
 /// The question ledger: every question's state (docs/protocol.md, "Question lifecycle"), family rosters, deadlines.
@@ -239,28 +94,26 @@ struct QuestionLedger {
 
     /// Restores every question of the journal's question table (restart): open ones are followed again (their
     /// admitter is not known any more), closed ones are remembered in the order they closed, to be forgotten in
-    /// that order. Names are interned from the columns' bytes (``NamePool/number(utf8:)``).
+    /// that order.
     /// - Returns: how many open and closed questions were restored.
     mutating func restore(from journal: Journal) throws -> (open: Int, closed: Int) {
         var closed: [(at: Date, id: MessageID, entry: LedgerEntry)] = []
         // The open questions' deadlines, made a heap once at the end.
         var due: [(at: Date, payload: MessageID)] = []
         due.reserveCapacity(entries.capacity - entries.count)
-        var pairs = NamePairs()
-        try journal.forEachLedgerRow { row in
-            let (child, family) = pairs.numbers(child: row.child, family: row.family, in: &names)
+        try journal.forEachLedgerQuestion { question in
             let entry = LedgerEntry(
-                expiresAt: row.expiresAt,
-                child: child,
-                family: family,
+                expiresAt: question.expiresAt,
+                child: names.number(question.child),
+                family: names.number(question.family),
                 admitter: NamePool.none,
-                state: row.state
+                state: question.state
             )
-            if row.closedAt != nil || entry.state.isClosed {
-                closed.append((row.closedAt ?? row.createdAt, row.id, entry))
+            if question.closedAt != nil || entry.state.isClosed {
+                closed.append((question.closedAt ?? question.createdAt, question.id, entry))
             } else {
-                set(row.id, entry)
-                due.append((entry.expiresAt, row.id))
+                set(question.id, entry)
+                due.append((entry.expiresAt, question.id))
             }
         }
         deadlines.push(contentsOf: due)

@@ -80,30 +80,6 @@ struct LedgerStorageTests {
         #expect(pool.count == 2)
     }
 
-    @Test("a name looked up by its bytes gets the number its String got, and stays found as the table grows")
-    func namePoolByBytes() {
-        var pool = NamePool()
-        // Prefixes of each other, longer than a small string (15 bytes), and the empty name.
-        let names = (0..<5_000).map { "child-\($0 % 7 == 0 ? "a-rather-long-prefix-" : "")\($0)" } + ["", "c", "ch"]
-        var numbers: [UInt32] = []
-        for (index, name) in names.enumerated() {
-            var bytes = Array(name.utf8)
-            let number =
-                index % 2 == 0
-                ? pool.number(name) : bytes.withUnsafeMutableBytes { pool.number(utf8: UnsafeRawBufferPointer($0)) }
-            numbers.append(number)
-            bytes.removeAll()
-        }
-        #expect(Set(numbers).count == names.count && !numbers.contains(NamePool.none))
-        #expect(pool.count == names.count)
-        for (name, number) in zip(names, numbers) {
-            #expect(pool[number] == name)
-            #expect(pool.number(name) == number)
-            #expect(Array(name.utf8).withUnsafeBytes { pool.number(utf8: $0) } == number)
-        }
-        #expect(pool.count == names.count)
-    }
-
     @Test("a bulk push makes a heap: entries come out by deadline, mixed with those pushed one by one")
     func heapBulkPush() {
         var heap = DeadlineHeap<Int, Int>()

@@ -368,56 +368,29 @@ public final class Journal {
     }
 
     /// Calls `body` with what the ledger keeps in memory of each question, open or closed (no question JSON, no
-    /// choice lists), in no particular order, without building an array of them first.
-    public func forEachLedgerQuestion(_ body: (LedgerQuestion) throws -> Void) throws {
-        try forEachLedgerRow { row in
-            try body(
-                LedgerQuestion(
-                    id: row.id,
-                    child: String(decoding: row.child, as: UTF8.self),
-                    family: String(decoding: row.family, as: UTF8.self),
-                    state: row.state,
-                    createdAt: row.createdAt,
-                    expiresAt: row.expiresAt,
-                    closedAt: row.closedAt
-                )
-            )
-        }
-    }
-
-    /// As ``forEachLedgerQuestion(_:)``, with the child and family as the columns' bytes (restart recovery: the
-    /// ledger interns them without making a `String` per row).
+    /// choice lists), in no particular order, without building an array of them first (restart recovery).
     ///
     /// Reads the table in one pass in its stored order: following an index costs a lookup into the table per row,
     /// 7.6 s instead of 0.5 s for a million open questions. Closed questions are only those of the retention
     /// window (``deleteQuestions(closedBefore:)`` runs first).
-    func forEachLedgerRow(_ body: (LedgerRow) throws -> Void) throws {
+    public func forEachLedgerQuestion(_ body: (LedgerQuestion) throws -> Void) throws {
         guard let db = database else { return }
         let s = try db.prepare(
             "SELECT id, child, family, state, created_ms, expires_ms, closed, coalesce(closed_ms, created_ms) FROM question NOT INDEXED"
         )
         defer { s.reset() }
         while try s.step() {
-            let id = try s.messageID(at: 0)
-            let state = try s.questionStateBytes(at: 3)
-            let createdAt = Self.date(s.int64(at: 4))
-            let expiresAt = Self.date(s.int64(at: 5))
-            let closedAt = s.int64(at: 6) != 0 ? Self.date(s.int64(at: 7)) : nil
-            try s.withBlob(at: 1) { child in
-                try s.withBlob(at: 2) { family in
-                    try body(
-                        LedgerRow(
-                            id: id,
-                            child: child,
-                            family: family,
-                            state: state,
-                            createdAt: createdAt,
-                            expiresAt: expiresAt,
-                            closedAt: closedAt
-                        )
-                    )
-                }
-            }
+            try body(
+                LedgerQuestion(
+                    id: try s.messageID(at: 0),
+                    child: s.text(at: 1),
+                    family: s.text(at: 2),
+                    state: try s.questionState(at: 3),
+                    createdAt: Self.date(s.int64(at: 4)),
+                    expiresAt: Self.date(s.int64(at: 5)),
+                    closedAt: s.int64(at: 6) != 0 ? Self.date(s.int64(at: 7)) : nil
+                )
+            )
         }
     }
 
@@ -574,12 +547,6 @@ extension Statement {
     @inline(__always)
     func bind(_ id: MessageID, at index: Int) throws {
         try withUnsafeBytes(of: (id.high.bigEndian, id.low.bigEndian)) { try bind($0, at: index) }
-    }
-
-    /// As ``questionState(at:)``, matching the column's bytes without making a `String` (the restart's scan).
-    func questionStateBytes(at index: Int) throws -> QuestionState {
-        if let state = withBlob(at: index, { QuestionState(utf8: $0) }) { return state }
-        return try questionState(at: index)
     }
 
     func questionState(at index: Int) throws -> QuestionState {

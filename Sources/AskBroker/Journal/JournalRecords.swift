@@ -139,30 +139,6 @@ public struct LedgerQuestion: Sendable, Hashable {
     }
 }
 
-/// One question row as the restart reads it (``Journal/forEachLedgerRow(_:)``): a ``LedgerQuestion`` whose child
-/// and family are the columns' UTF-8 bytes, valid only inside the call that gets the row.
-struct LedgerRow {
-    var id: MessageID
-    var child: UnsafeRawBufferPointer
-    var family: UnsafeRawBufferPointer
-    var state: QuestionState
-    var createdAt: Date
-    var expiresAt: Date
-    /// When a closed question closed (its creation time if the record has none); `nil` while it is open.
-    var closedAt: Date?
-}
-
-extension QuestionState {
-    /// The state whose raw value is `utf8`, if any, without making a `String`.
-    init?(utf8: UnsafeRawBufferPointer) {
-        for state in Self.allCases where state.rawValue.utf8.elementsEqual(utf8) {
-            self = state
-            return
-        }
-        return nil
-    }
-}
-
 /// A journal failure that is not an SQLite error. SQLite failures are thrown as `SQLiteError`.
 public struct JournalError: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Code: String, Sendable {

@@ -9,7 +9,7 @@ extension Broker {
         guard session.isAlive else { return }
         session.isAlive = false
         sessions.removeValue(forKey: session.peer)
-        sessionsByRole[session.role, default: 1] -= 1
+        sessionsByRole[session.role, default: 0] -= 1
         stats.sessionsClosed += 1
         turn.sessionsEnded += 1
         logger.info("session ended", metadata: ["worker": "\(session.worker)", "reason": "\(reason)"])

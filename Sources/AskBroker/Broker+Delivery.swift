@@ -102,27 +102,29 @@ extension Broker {
         envelope.expiresAt = expiresAt?.timeIntervalSince1970
         nextSeq += 1
         if envelope.persistent {
+            let spills =
+                canSpill(to: envelope.to, in: mailbox)
+                && (mailbox.spilled > 0 || mailbox.owner?.isAlive != true
+                    || mailbox.memoryCount >= configuration.maxQueuedPerAddress)
+            let stored = StoredMessage(
+                seq: envelope.seq,
+                id: envelope.id,
+                from: envelope.from,
+                to: envelope.to,
+                kind: envelope.kind,
+                subject: envelope.subject,
+                body: body ?? envelope.body,
+                createdAt: turnDate,
+                expiresAt: expiresAt
+            )
+            // A spilled copy is read back per recipient from the message table; one that goes to memory joins the
+            // turn's message log row (Journal/MessageLog.swift).
             do {
-                try journal.storeMessage(
-                    StoredMessage(
-                        seq: envelope.seq,
-                        id: envelope.id,
-                        from: envelope.from,
-                        to: envelope.to,
-                        kind: envelope.kind,
-                        subject: envelope.subject,
-                        body: body ?? envelope.body,
-                        createdAt: turnDate,
-                        expiresAt: expiresAt
-                    )
-                )
+                if spills { try journal.storeMessage(stored) } else { journal.logMessage(stored) }
             } catch {
                 throw WireError(.storageFailed, "the journal refused the message: \(error)")
             }
-            if canSpill(to: envelope.to, in: mailbox),
-                mailbox.spilled > 0 || mailbox.owner?.isAlive != true
-                    || mailbox.memoryCount >= configuration.maxQueuedPerAddress
-            {
+            if spills {
                 mailbox.noteSpilled(seq: envelope.seq)
                 totalSpilled += 1
                 stats.spilled += 1

@@ -12,6 +12,8 @@ extension Broker {
     /// `limits` service, which are read now to be routed to whichever limits worker registers.
     func recover() throws {
         let recoveryStarted = ContinuousClock.now
+        // The message log's live entries join the message table, which the rest of recovery reads.
+        let folded = try journal.foldMessageLog()
         let horizon = Date().addingTimeInterval(-Double((configuration.ackTimeout * 10).components.seconds))
         // The message summary and the accepted ids on a second connection and thread, while this one reads the
         // ledger: they do not depend on each other.
@@ -42,7 +44,7 @@ extension Broker {
                 "recovered from journal",
                 metadata: [
                     "messages": "\(messages)", "open_questions": "\(openQuestions)",
-                    "accepted_ids": "\(accepted.count)",
+                    "accepted_ids": "\(accepted.count)", "from_log": "\(folded)",
                     "ms": "\((ContinuousClock.now - recoveryStarted).milliseconds)",
                     "ledger_ms": "\((ledgerRead - recoveryStarted).milliseconds)",
                     "messages_and_ids_ms": "\(tables.duration.milliseconds)",

@@ -1,4 +1,5 @@
 import AskProtocol
+import Foundation
 import ZeroMQ
 
 /// A ROUTER peer identity, packed into integers so the hot path hashes without allocating.
@@ -171,6 +172,15 @@ final class Envelope {
     /// A copy of the body (journal and ledger paths only).
     var body: [UInt8] { Array(packed[headerCount...]) }
 
+    /// The journal's copy of this envelope.
+    var stored: StoredMessage {
+        StoredMessage(
+            seq: seq, id: id, from: from, to: to, kind: kind, subject: subject, body: body,
+            createdAt: Date(timeIntervalSince1970: createdAt),
+            expiresAt: expiresAt.map { Date(timeIntervalSince1970: $0) }
+        )
+    }
+
     /// Appends the DELIVER of this envelope to `out`, carrying `acks` when there are any.
     func appendDeliver(acks: ArraySlice<MessageID> = [], to out: inout Multipart) {
         packed.withUnsafeBytes { bytes in
@@ -219,6 +229,11 @@ final class Mailbox {
     /// Drops every waiting message from memory, leaving it in the journal only (the owner went away). Only for a
     /// mailbox whose messages are all journaled and addressed to it directly; call after ``requeueInflight()``.
     /// - Returns: how many were dropped from memory.
+    /// The waiting envelopes that are in the journal (not withdrawn), oldest first.
+    func journaledWaiting() -> [Envelope] {
+        waiting[head...].compactMap { $0 }.filter { !$0.withdrawn && $0.persistent }
+    }
+
     func spillWaiting() -> Int {
         let dropped = waitingCount
         guard dropped > 0 else { return 0 }

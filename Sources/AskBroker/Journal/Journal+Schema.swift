@@ -2,7 +2,7 @@ import SQLite
 
 extension Journal {
     /// Bump when the schema changes, and add a step to `migrations`.
-    static let schemaVersion: Int64 = 3
+    static let schemaVersion: Int64 = 4
 
     /// The message table's columns after its key, the same in versions 1 and 2 (only the indexes changed).
     private static let messageColumns = """
@@ -102,6 +102,20 @@ extension Journal {
         DROP TABLE question;
         ALTER TABLE question_v3 RENAME TO question;
         CREATE INDEX question_closed ON question (coalesce(closed_ms, created_ms)) WHERE closed = 1;
+        """,
+        // Version 4: the message log (MessageLog.swift). A turn's copies for live owners are one message_log row
+        // instead of a message row and an index entry each; message_log_done lists the entries that left it.
+        // Measured with `askrelay load --mode relay --durability batch`: the per-copy INSERT and DELETE were a
+        // third of the broker's time.
+        """
+        CREATE TABLE message_log (
+            first_seq INTEGER PRIMARY KEY,
+            entries   BLOB    NOT NULL
+        );
+        CREATE TABLE message_log_done (
+            last_seq INTEGER NOT NULL,
+            seqs     BLOB    NOT NULL
+        );
         """,
     ]
 

@@ -32,6 +32,13 @@ public final class Journal {
     /// `nil` when durability is `.off`. Internal so tests can reach SQLite directly.
     let database: Database?
     private var pendingWrites = false
+    /// This turn's copies for the message log (MessageLog.swift), written as one row at commit.
+    private var logBuffer: [StoredMessage] = []
+    /// Log entries done since the last commit (one `message_log_done` row at commit).
+    private var logDone: [Int64] = []
+    /// Log rows all of whose entries are done, to delete at commit.
+    private var logEmptied: [Int64] = []
+    private var logIndex = MessageLogIndex()
     /// Writes that failed (each rolled its transaction back), and the last failure. A caller that batches writes
     /// into one commit compares the count before and after its batch: a change means part of the batch is gone.
     public private(set) var writeFailures = 0
@@ -99,23 +106,99 @@ public final class Journal {
     // MARK: Group commit
 
     /// True if a write happened since the last commit (or rollback).
-    public var hasPendingWrites: Bool { pendingWrites }
+    public var hasPendingWrites: Bool {
+        pendingWrites || !logBuffer.isEmpty || !logDone.isEmpty || !logEmptied.isEmpty
+    }
 
     /// Commits the open transaction if any write happened since the last commit.
     /// - Returns: how long the commit took, or `nil` if there was nothing to commit.
     /// - Throws: `SQLiteError` (for example `isFull`, `isIOError`, `isBusy`) after rolling the transaction back.
     @discardableResult
     public func commitIfNeeded() throws -> Duration? {
-        guard let db = database, pendingWrites else { return nil }
+        guard let db = database, hasPendingWrites else { return nil }
         let start = clock.now
+        let segment: (firstSeq: Int64, seqs: [Int64])?
+        let compacted: Bool
         do {
+            if !db.isInTransaction { try db.begin(.immediate) }
+            (segment, compacted) = try writeLog(db)
             try db.commit()
         } catch {
             discard(db)
             throw error
         }
         pendingWrites = false
+        if compacted {
+            logIndex.removeOldest()
+            _ = logIndex.dropEmptiedPrefix()
+        }
+        if let segment { logIndex.append(firstSeq: segment.firstSeq, seqs: segment.seqs) }
         return start.duration(to: clock.now)
+    }
+
+    /// Writes the turn's message log rows into the open transaction: its copies as one `message_log` row, the
+    /// entries done since the last commit as one `message_log_done` row, the deletes of emptied rows and of done
+    /// rows nothing can refer to any more, and (past ``MessageLogIndex/maxSegments`` rows) the move of the oldest
+    /// row's live entries to the `message` table.
+    /// - Returns: the new row (for the index once the commit succeeded), and whether the oldest row was moved.
+    private func writeLog(_ db: Database) throws -> (segment: (firstSeq: Int64, seqs: [Int64])?, compacted: Bool) {
+        var segment: (firstSeq: Int64, seqs: [Int64])?
+        if let first = logBuffer.first {
+            var entries: [UInt8] = []
+            entries.reserveCapacity(logBuffer.reduce(0) { $0 + 64 + $1.body.count })
+            for m in logBuffer { MessageLogCodec.append(m, to: &entries) }
+            let s = try db.prepare("INSERT INTO message_log (first_seq, entries) VALUES (?1, ?2)")
+            try s.bind(first.seq, at: 1)
+            try s.bind(entries, at: 2)
+            try s.run()
+            segment = (first.seq, logBuffer.map(\.seq))
+            logBuffer.removeAll(keepingCapacity: true)
+        }
+        if let last = logDone.max() {
+            let s = try db.prepare("INSERT INTO message_log_done (last_seq, seqs) VALUES (?1, ?2)")
+            try s.bind(last, at: 1)
+            try s.bind(MessageLogCodec.encodeSeqs(logDone), at: 2)
+            try s.run()
+            logDone.removeAll(keepingCapacity: true)
+        }
+        var oldestChanged = false
+        if !logEmptied.isEmpty {
+            let s = try db.prepare("DELETE FROM message_log WHERE first_seq = ?1")
+            for firstSeq in logEmptied {
+                try s.bind(firstSeq, at: 1)
+                try s.run()
+            }
+            logEmptied.removeAll(keepingCapacity: true)
+            oldestChanged = logIndex.dropEmptiedPrefix()
+        }
+        var compacted = false
+        if logIndex.needsCompaction, let oldest = logIndex.oldestFirstSeq {
+            // A slow owner keeps this row alive: its live entries move to the message table.
+            let live = logIndex.liveSeqsOfOldest()
+            let read = try db.prepare("SELECT entries FROM message_log WHERE first_seq = ?1")
+            try read.bind(oldest, at: 1)
+            var moving: [StoredMessage] = []
+            for row in try read.rows({ $0.blob(at: 0) }) {
+                try row.withUnsafeBytes { bytes in
+                    try MessageLogCodec.decode(bytes) { if live.contains($0.seq) { moving.append($0) } }
+                }
+            }
+            for m in moving { try insertMessage(db, m) }
+            let delete = try db.prepare("DELETE FROM message_log WHERE first_seq = ?1")
+            try delete.bind(oldest, at: 1)
+            try delete.run()
+            compacted = true
+            oldestChanged = true
+        }
+        if oldestChanged {
+            // A done row refers to entries of rows at or below its last_seq; once the oldest row left is above it,
+            // every such row is gone. The new row of this commit is above every done seq.
+            let floor = compacted ? logIndex.segments.dropFirst().first?.firstSeq : logIndex.oldestFirstSeq
+            let s = try db.prepare("DELETE FROM message_log_done WHERE last_seq < ?1")
+            try s.bind(floor ?? segment?.firstSeq ?? Int64.max, at: 1)
+            try s.run()
+        }
+        return (segment, compacted)
     }
 
     /// Rolls back every write since the last commit, for a turn the broker decided to refuse.
@@ -127,6 +210,11 @@ public final class Journal {
         // SQLite already ends the transaction itself after some errors (SQLITE_FULL, SQLITE_IOERR, ...).
         if db.isInTransaction { try? db.rollback() }
         pendingWrites = false
+        // Index changes of the turn (entries marked done, emptied rows dropped) stay: at worst a row the rollback
+        // kept is deleted later or folded at the next restart, redelivering copies that were acknowledged.
+        logBuffer.removeAll(keepingCapacity: true)
+        logDone.removeAll(keepingCapacity: true)
+        logEmptied.removeAll(keepingCapacity: true)
     }
 
     /// Runs `body` inside the turn's transaction, opening it if needed. On failure rolls the turn back.
@@ -151,34 +239,81 @@ public final class Journal {
     /// Stores one undelivered copy. Reusing a `seq` throws a constraint error (a broker bug). The journal does not
     /// deduplicate copies: the broker stores each accepted SEND once.
     public func storeMessage(_ m: StoredMessage) throws {
-        try write { db in
-            let s = try db.prepare(
-                """
-                INSERT INTO message (seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                """
-            )
-            try s.bind(m.seq, at: 1)
-            try s.bind(m.id, at: 2)
-            try s.bind(m.to, at: 3)
-            try s.bind(m.from, at: 4)
-            try s.bind(m.kind, at: 5)
-            if let subject = m.subject { try s.bind(subject, at: 6) } else { try s.bindNull(at: 6) }
-            try s.bind(m.body, at: 7)
-            try s.bind(Self.milliseconds(m.createdAt), at: 8)
-            if let expiresAt = m.expiresAt {
-                try s.bind(Self.milliseconds(expiresAt), at: 9)
-            } else {
-                try s.bindNull(at: 9)
-            }
-            try s.run()
+        try write { db in try insertMessage(db, m) }
+    }
+
+    private func insertMessage(_ db: Database, _ m: StoredMessage, orIgnore: Bool = false) throws {
+        let s = try db.prepare(
+            """
+            INSERT \(orIgnore ? "OR IGNORE " : "")INTO message (seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+            """
+        )
+        try s.bind(m.seq, at: 1)
+        try s.bind(m.id, at: 2)
+        try s.bind(m.to, at: 3)
+        try s.bind(m.from, at: 4)
+        try s.bind(m.kind, at: 5)
+        if let subject = m.subject { try s.bind(subject, at: 6) } else { try s.bindNull(at: 6) }
+        try s.bind(m.body, at: 7)
+        try s.bind(Self.milliseconds(m.createdAt), at: 8)
+        if let expiresAt = m.expiresAt {
+            try s.bind(Self.milliseconds(expiresAt), at: 9)
+        } else {
+            try s.bindNull(at: 9)
         }
+        try s.run()
+    }
+
+    /// Stores one undelivered copy that goes to a live owner's in-memory queue in the message log: it is written
+    /// at the next commit, in one row with the turn's other such copies (MessageLog.swift). Its `seq` must be
+    /// higher than every `seq` stored before. Spilled copies, which are read back per recipient, go to
+    /// ``storeMessage(_:)`` instead.
+    public func logMessage(_ m: StoredMessage) {
+        guard database != nil else { return }
+        logBuffer.append(m)
+    }
+
+    /// Moves a copy from the message log to the `message` table (its owner went away: it is read back per
+    /// recipient from now on). Does nothing for a copy that is in the table already.
+    public func moveToTable(_ m: StoredMessage) throws {
+        guard database != nil else { return }
+        if let index = logBuffer.firstIndex(where: { $0.seq == m.seq }) {
+            logBuffer.remove(at: index)
+            try storeMessage(m)
+            return
+        }
+        switch logIndex.markDone(m.seq) {
+        case .notLive: return
+        case .done: logDone.append(m.seq)
+        case .emptied(let firstSeq):
+            logDone.append(m.seq)
+            logEmptied.append(firstSeq)
+        }
+        try storeMessage(m)
     }
 
     /// Forgets the copies with these `seq`s (acknowledged by their receivers, or expired), 64 per statement: the
     /// broker collects a turn's and deletes them at once. Seqs that are not stored are ignored.
     public func deleteMessages(seqs: some Collection<Int64>) throws {
-        guard !seqs.isEmpty else { return }
+        guard !seqs.isEmpty, database != nil else { return }
+        var fromTable: [Int64] = []
+        for seq in seqs {
+            switch logIndex.markDone(seq) {
+            case .notLive:
+                if let index = logBuffer.firstIndex(where: { $0.seq == seq }) {
+                    logBuffer.remove(at: index)
+                } else {
+                    fromTable.append(seq)
+                }
+            case .done: logDone.append(seq)
+            case .emptied(let firstSeq):
+                logDone.append(seq)
+                logEmptied.append(firstSeq)
+            }
+        }
+        guard !fromTable.isEmpty else { return }
+        let seqs = fromTable
         try write { db in
             let chunk = Self.deleteChunk
             let s = try db.prepare(
@@ -219,10 +354,48 @@ public final class Journal {
         )
     }
 
-    /// Every stored copy, by `seq` ascending.
+    /// Every stored copy, by `seq` ascending: the `message` table's and the message log's live entries, as
+    /// committed.
     public func loadMessages() throws -> [StoredMessage] {
         guard let db = database else { return [] }
-        return try db.prepare("SELECT \(Self.messageColumns) FROM message ORDER BY seq").rows(Self.storedMessage)
+        let table = try db.prepare("SELECT \(Self.messageColumns) FROM message ORDER BY seq").rows(Self.storedMessage)
+        var log: [StoredMessage] = []
+        try Self.forEachLiveLogEntry(db) { log.append($0) }
+        return log.isEmpty ? table : (table + log).sorted { $0.seq < $1.seq }
+    }
+
+    /// Calls `body` with every committed message log entry that is not done (in no `message_log_done` row).
+    static func forEachLiveLogEntry(_ db: Database, _ body: (StoredMessage) throws -> Void) throws {
+        var done: Set<Int64> = []
+        for row in try db.prepare("SELECT seqs FROM message_log_done").rows({ $0.blob(at: 0) }) {
+            try row.withUnsafeBytes { bytes in try MessageLogCodec.decodeSeqs(bytes) { done.insert($0) } }
+        }
+        for row in try db.prepare("SELECT entries FROM message_log ORDER BY first_seq").rows({ $0.blob(at: 0) }) {
+            try row.withUnsafeBytes { bytes in
+                try MessageLogCodec.decode(bytes) { if !done.contains($0.seq) { try body($0) } }
+            }
+        }
+    }
+
+    /// Moves the message log's live entries into the `message` table and empties the log, in one transaction
+    /// (the broker's restart, before it reads the table). Writes nothing when the log is empty.
+    /// - Returns: the number of entries moved.
+    @discardableResult
+    public func foldMessageLog() throws -> Int {
+        guard let db = database else { return 0 }
+        let rows = try db.prepare("SELECT count(*) FROM message_log").rows { $0.int64(at: 0) }.first ?? 0
+        let doneRows = try db.prepare("SELECT count(*) FROM message_log_done").rows { $0.int64(at: 0) }.first ?? 0
+        guard rows > 0 || doneRows > 0 else { return 0 }
+        return try db.transaction(.immediate) {
+            var moved = 0
+            try Self.forEachLiveLogEntry(db) { m in
+                // A copy moved to the table by a commit whose done row did not survive is there already.
+                try insertMessage(db, m, orIgnore: true)
+                moved += db.changes
+            }
+            try db.execute("DELETE FROM message_log; DELETE FROM message_log_done;")
+            return moved
+        }
     }
 
     /// The copies for one recipient with `seq >= fromSeq`, oldest first, at most `limit` (reading spilled messages
@@ -261,9 +434,12 @@ public final class Journal {
         try db.prepare("SELECT coalesce(max(seq), 0) FROM message").rows { $0.int64(at: 0) }.first ?? 0
     }
 
+    /// The stored copies, as ``loadMessages()`` counts them.
     public func messageCount() throws -> Int {
         guard let db = database else { return 0 }
-        return try db.prepare("SELECT count(*) FROM message").rows { Int($0.int64(at: 0)) }.first ?? 0
+        var log = 0
+        try Self.forEachLiveLogEntry(db) { _ in log += 1 }
+        return (try db.prepare("SELECT count(*) FROM message").rows { Int($0.int64(at: 0)) }.first ?? 0) + log
     }
 
     // MARK: Question ledger

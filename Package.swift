@@ -231,8 +231,8 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "AskProtocol", "AskAgents", "AskClient", "AskSimulation", "AskLoad", "ZeroMQ", "AskLogging",
-                "SQLite", "AskTestSupport", "AskCLI",
+                "AskProtocol", "AskAgents", "AskBroker", "AskClient", "AskSimulation", "AskLoad", "ZeroMQ",
+                "AskLogging", "SQLite", "AskTestSupport", "AskCLI",
             ],
             swiftSettings: strict
         ),

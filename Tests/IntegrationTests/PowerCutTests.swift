@@ -1,3 +1,4 @@
+import AskBroker
 import AskProtocol
 import AskTestSupport
 import Foundation
@@ -398,9 +399,7 @@ final class PowerCutRun {
                 $0.int64(at: 0)
             }
             if hasTable == [1] {
-                for id in try db.query("SELECT id FROM message", [], { $0.withBlob(at: 0) { MessageID(bytes: $0) } }) {
-                    if let id { stored.insert(id) }
-                }
+                for message in try Journal.storedMessages(db) { stored.insert(message.id) }
             }
         }
         let missing = acked.subtracting(received).subtracting(stored)
@@ -508,9 +507,7 @@ struct RecordPowerCutTests {
             $0.withBlob(at: 0) { MessageID(bytes: $0) }
         }.compactMap { $0 }
         let waiting = Set(
-            try journal.query("SELECT subject FROM message WHERE kind = 'response'") {
-                $0.withBlob(at: 0) { MessageID(bytes: $0) }
-            }.compactMap { $0 }
+            try Journal.storedMessages(journal).filter { $0.kind == "response" }.compactMap(\.subject)
         )
         let record = try Database(path: directory.path + "/child/askcenter.sqlite")
         let check = try record.query("PRAGMA integrity_check") { $0.text(at: 0) }
@@ -568,8 +565,8 @@ struct RecordPowerCutTests {
         let journal = try Database(path: directory.path + "/data/journal.sqlite3")
         let deadline = ContinuousClock.now + .seconds(30)
         let tick = DispatchSemaphore(value: 0)
-        let waiting = { try journal.query("SELECT count(*) FROM message WHERE kind = 'response'") { $0.int64(at: 0) } }
-        while try waiting() != [0] {
+        let waiting = { try Journal.storedMessages(journal).count(where: { $0.kind == "response" }) }
+        while try waiting() != 0 {
             #expect(ContinuousClock.now < deadline, "responses still waiting after 30 s")
             if ContinuousClock.now > deadline { break }
             _ = tick.wait(timeout: .now() + .milliseconds(50))
@@ -598,9 +595,7 @@ struct RecordPowerCutTests {
             $0.withBlob(at: 0) { MessageID(bytes: $0) }
         }.compactMap { $0 }
         let waiting = Set(
-            try journal.query("SELECT subject FROM message WHERE kind = 'response'") {
-                $0.withBlob(at: 0) { MessageID(bytes: $0) }
-            }.compactMap { $0 }
+            try Journal.storedMessages(journal).filter { $0.kind == "response" }.compactMap(\.subject)
         )
         let database = try Database(path: record)
         let check = try database.query("PRAGMA integrity_check") { $0.text(at: 0) }
@@ -791,8 +786,8 @@ struct LimitsPowerCutTests {
         let journal = try Database(path: directory.path + "/data/journal.sqlite3")
         let deadline = ContinuousClock.now + .seconds(30)
         let tick = DispatchSemaphore(value: 0)
-        let waiting = { try journal.query("SELECT count(*) FROM message WHERE kind = 'approval'") { $0.int64(at: 0) } }
-        while try waiting() != [0] {
+        let waiting = { try Journal.storedMessages(journal).count(where: { $0.kind == "approval" }) }
+        while try waiting() != 0 {
             #expect(ContinuousClock.now < deadline, "approval notices still waiting after 30 s")
             if ContinuousClock.now > deadline { break }
             _ = tick.wait(timeout: .now() + .milliseconds(50))
@@ -849,9 +844,7 @@ struct LimitsPowerCutTests {
         try journal.execute("BEGIN")
         defer { try? journal.execute("COMMIT") }
         let waiting = Set(
-            try journal.query("SELECT subject FROM message WHERE kind = 'approval'") {
-                $0.withBlob(at: 0) { MessageID(bytes: $0) }
-            }.compactMap { $0 }
+            try Journal.storedMessages(journal).filter { $0.kind == "approval" }.compactMap(\.subject)
         )
         let answered = try journal.query("SELECT id, child, question FROM question WHERE state = 'answered'") {
             ($0.withBlob(at: 0) { MessageID(bytes: $0) }, $0.text(at: 1), $0.blob(at: 2))

@@ -358,6 +358,13 @@ public final class Journal {
     /// committed.
     public func loadMessages() throws -> [StoredMessage] {
         guard let db = database else { return [] }
+        return try Self.storedMessages(db)
+    }
+
+    /// Every stored copy in the journal file open on `db`, by `seq` ascending: the `message` table's rows and the
+    /// message log's live entries. For tools and tests that read a journal file; for a consistent view of a
+    /// running broker's journal, call it inside one read transaction.
+    public static func storedMessages(_ db: Database) throws -> [StoredMessage] {
         let table = try db.prepare("SELECT \(Self.messageColumns) FROM message ORDER BY seq").rows(Self.storedMessage)
         var log: [StoredMessage] = []
         try Self.forEachLiveLogEntry(db) { log.append($0) }

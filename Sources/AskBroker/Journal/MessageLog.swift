@@ -65,7 +65,13 @@ enum MessageLogCodec {
             let body = try reader.bytes(count: Int(try reader.uint32()))
             try each(
                 StoredMessage(
-                    seq: seq, id: id, from: from, to: to, kind: kind, subject: subject, body: body,
+                    seq: seq,
+                    id: id,
+                    from: from,
+                    to: to,
+                    kind: kind,
+                    subject: subject,
+                    body: body,
                     createdAt: Journal.date(created),
                     expiresAt: expires == Int64.min ? nil : Journal.date(expires)
                 )
@@ -163,7 +169,9 @@ struct MessageLogIndex {
     var needsCompaction: Bool { segments.count > Self.maxSegments }
 
     mutating func append(firstSeq: Int64, seqs: [Int64]) {
-        segments.append(Segment(firstSeq: firstSeq, seqs: seqs, done: Array(repeating: false, count: seqs.count), live: seqs.count))
+        segments.append(
+            Segment(firstSeq: firstSeq, seqs: seqs, done: Array(repeating: false, count: seqs.count), live: seqs.count)
+        )
     }
 
     enum Marked: Equatable {

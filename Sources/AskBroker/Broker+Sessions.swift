@@ -91,3 +91,20 @@ extension Broker {
         }
     }
 }
+
+extension Envelope {
+    /// The journal's copy of this envelope.
+    var stored: StoredMessage {
+        StoredMessage(
+            seq: seq,
+            id: id,
+            from: from,
+            to: to,
+            kind: kind,
+            subject: subject,
+            body: body,
+            createdAt: Date(timeIntervalSince1970: createdAt),
+            expiresAt: expiresAt.map { Date(timeIntervalSince1970: $0) }
+        )
+    }
+}

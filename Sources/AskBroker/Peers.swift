@@ -1,5 +1,4 @@
 import AskProtocol
-import Foundation
 import ZeroMQ
 
 /// A ROUTER peer identity, packed into integers so the hot path hashes without allocating.
@@ -171,21 +170,6 @@ final class Envelope {
 
     /// A copy of the body (journal and ledger paths only).
     var body: [UInt8] { Array(packed[headerCount...]) }
-
-    /// The journal's copy of this envelope.
-    var stored: StoredMessage {
-        StoredMessage(
-            seq: seq,
-            id: id,
-            from: from,
-            to: to,
-            kind: kind,
-            subject: subject,
-            body: body,
-            createdAt: Date(timeIntervalSince1970: createdAt),
-            expiresAt: expiresAt.map { Date(timeIntervalSince1970: $0) }
-        )
-    }
 
     /// Appends the DELIVER of this envelope to `out`, carrying `acks` when there are any.
     func appendDeliver(acks: ArraySlice<MessageID> = [], to out: inout Multipart) {

@@ -298,6 +298,30 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         #expect(QuestionState.allCases.filter(\.isClosed) == [.refused, .answered, .expired, .cancelled, .abandoned])
     }
 
+    @Test("the question JSON lives in question_json: replaced with its question, deleted with it")
+    func questionJSONFollowsItsQuestion() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: .batch)
+        var first = question(1, state: .sent, createdMs: 1_000)
+        try journal.saveQuestion(first)
+        try journal.saveQuestion(question(2, state: .answered, createdMs: 2_000, closedAt: at(3_000)))
+        first.question = Array(#"{"title":"again"}"#.utf8)
+        try journal.saveQuestion(first)
+        try journal.commitIfNeeded()
+        let jsonRows = { try journal.database!.query("SELECT count(*) FROM question_json") { $0.int64(at: 0) } }
+        #expect(try jsonRows() == [2])
+        #expect(try journal.questionJSON(id: first.id) == first.question)
+        #expect(
+            try journal.loadQuestions(openOnly: false).map(\.question) == [
+                first.question, question(2, state: .answered, createdMs: 2_000).question,
+            ]
+        )
+        #expect(try journal.deleteQuestions(closedBefore: at(10_000)) == 1)
+        try journal.commitIfNeeded()
+        #expect(try jsonRows() == [1])
+        #expect(try journal.loadQuestions(openOnly: false).map(\.id) == [first.id])
+    }
+
     @Test("deleting closed questions by time is a range on the question_closed index, not a table scan")
     func closedQuestionsDeleteByIndex() throws {
         let dir = TemporaryDirectory()

@@ -2,7 +2,7 @@ import SQLite
 
 extension Journal {
     /// Bump when the schema changes, and add a step to `migrations`.
-    static let schemaVersion: Int64 = 4
+    static let schemaVersion: Int64 = 5
 
     /// The message table's columns after its key, the same in versions 1 and 2 (only the indexes changed).
     private static let messageColumns = """
@@ -116,6 +116,17 @@ extension Journal {
             last_seq INTEGER NOT NULL,
             seqs     BLOB    NOT NULL
         );
+        """,
+        // Version 5: the question JSON in a table of its own, keyed by the question row's seq. A question row was
+        // ~700 bytes, mostly JSON that only `answer` and listings read; the restart's scan read every page of it,
+        // and each state change rewrote pages holding five questions instead of forty.
+        """
+        CREATE TABLE question_json (
+            seq      INTEGER PRIMARY KEY,
+            question BLOB    NOT NULL
+        );
+        INSERT INTO question_json (seq, question) SELECT seq, question FROM question;
+        ALTER TABLE question DROP COLUMN question;
         """,
     ]
 

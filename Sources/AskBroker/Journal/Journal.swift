@@ -451,16 +451,21 @@ public final class Journal {
 
     // MARK: Question ledger
 
-    /// Inserts `q`, or replaces the stored record with the same id.
+    /// Inserts `q`, or replaces the stored record with the same id (which keeps its place in insert order). The
+    /// question JSON goes to `question_json`, under the question row's `seq` (schema 5).
     public func saveQuestion(_ q: QuestionRecord) throws {
         let choices = JSONStringList.encode(q.choiceIDs)
         let approvals = JSONStringList.encode(q.approvalChoiceIDs)
         try write { db in
             let s = try db.prepare(
                 """
-                INSERT OR REPLACE INTO question (id, child, family, state, closed, created_ms, expires_ms, question,
-                    choice_ids, approval_choice_ids, answered_by, answer_choice_id, closed_ms)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                INSERT INTO question (id, child, family, state, closed, created_ms, expires_ms, choice_ids,
+                    approval_choice_ids, answered_by, answer_choice_id, closed_ms)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?12, ?13)
+                ON CONFLICT (id) DO UPDATE SET child = ?2, family = ?3, state = ?4, closed = ?5, created_ms = ?6,
+                    expires_ms = ?7, choice_ids = ?9, approval_choice_ids = ?10, answered_by = ?11,
+                    answer_choice_id = ?12, closed_ms = ?13
+                RETURNING seq
                 """
             )
             try s.bind(q.id, at: 1)
@@ -470,7 +475,6 @@ public final class Journal {
             try s.bind(Int64(q.state.isClosed ? 1 : 0), at: 5)
             try s.bind(Self.milliseconds(q.createdAt), at: 6)
             try s.bind(Self.milliseconds(q.expiresAt), at: 7)
-            try s.bind(q.question, at: 8)
             try s.bind(choices, at: 9)
             try s.bind(approvals, at: 10)
             if let answeredBy = q.answeredBy { try s.bind(answeredBy, at: 11) } else { try s.bindNull(at: 11) }
@@ -480,7 +484,13 @@ public final class Journal {
             } else {
                 try s.bindNull(at: 13)
             }
-            try s.run()
+            defer { s.reset() }
+            guard try s.step() else { throw JournalError(.badRow, "saving question \(q.id.uuid) returned no seq") }
+            let seq = s.int64(at: 0)
+            let json = try db.prepare("INSERT OR REPLACE INTO question_json (seq, question) VALUES (?1, ?2)")
+            try json.bind(seq, at: 1)
+            try json.bind(q.question, at: 2)
+            try json.run()
         }
     }
 
@@ -516,7 +526,9 @@ public final class Journal {
     /// Sees the open transaction's writes.
     public func questionJSON(id: MessageID) throws -> [UInt8]? {
         guard let db = database else { return nil }
-        let s = try db.prepare("SELECT question FROM question WHERE id = ?1")
+        let s = try db.prepare(
+            "SELECT j.question FROM question AS q JOIN question_json AS j ON j.seq = q.seq WHERE q.id = ?1"
+        )
         try s.bind(id, at: 1)
         defer { s.reset() }
         return try s.step() ? s.blob(at: 0) : nil
@@ -526,8 +538,8 @@ public final class Journal {
     public func loadQuestions(openOnly: Bool) throws -> [QuestionRecord] {
         guard let db = database else { return [] }
         let columns = """
-            SELECT id, child, family, state, created_ms, expires_ms, question, choice_ids, approval_choice_ids,
-                answered_by, answer_choice_id, closed_ms FROM question
+            SELECT id, child, family, state, created_ms, expires_ms, j.question, choice_ids, approval_choice_ids,
+                answered_by, answer_choice_id, closed_ms FROM question AS q JOIN question_json AS j ON j.seq = q.seq
             """
         let s = try db.prepare(
             openOnly ? columns + " WHERE closed = 0 ORDER BY created_ms, id" : columns + " ORDER BY created_ms, id"
@@ -584,6 +596,14 @@ public final class Journal {
     @discardableResult
     public func deleteQuestions(closedBefore: Date) throws -> Int {
         try write { db in
+            let json = try db.prepare(
+                """
+                DELETE FROM question_json WHERE seq IN (SELECT seq FROM question INDEXED BY question_closed
+                    WHERE closed = 1 AND coalesce(closed_ms, created_ms) < ?1)
+                """
+            )
+            try json.bind(Self.milliseconds(closedBefore), at: 1)
+            try json.run()
             let s = try db.prepare(
                 "DELETE FROM question INDEXED BY question_closed WHERE closed = 1 AND coalesce(closed_ms, created_ms) < ?1"
             )

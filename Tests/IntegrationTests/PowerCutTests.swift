@@ -846,7 +846,10 @@ struct LimitsPowerCutTests {
         let waiting = Set(
             try Journal.storedMessages(journal).filter { $0.kind == "approval" }.compactMap(\.subject)
         )
-        let answered = try journal.query("SELECT id, child, j.question FROM question AS q JOIN question_json AS j ON j.seq = q.seq WHERE state = 'answered'") {
+        let answered = try journal.query(
+            "SELECT id, child, j.question FROM question AS q JOIN question_json AS j ON j.seq = q.seq "
+                + "WHERE state = 'answered'"
+        ) {
             ($0.withBlob(at: 0) { MessageID(bytes: $0) }, $0.text(at: 1), $0.blob(at: 2))
         }
         return answered.compactMap { id, child, body in

@@ -129,6 +129,39 @@ struct MessageLogTests {
         #expect(try journal.loadMessages().map(\.seq) == [1, 3, 4])
     }
 
+    @Test func aRolledBackMoveIsMadeAgainAtTheNextCommit() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: .batch)
+        journal.logMessage(message(1, to: "away"))
+        journal.logMessage(message(2))
+        try journal.commitIfNeeded()
+        try journal.moveToTable(message(1, to: "away"))
+        journal.discardPendingWrites()  // the turn failed: the table copy is gone
+        #expect(journal.hasPendingWrites)
+        try journal.commitIfNeeded()
+        #expect(try tableSeqs(journal) == [1])
+        // The row's other entry is acknowledged: the row goes, the moved copy stays in the table.
+        try journal.deleteMessages(seqs: [2])
+        try journal.commitIfNeeded()
+        #expect(try logRows(journal) == (0, 0))
+        #expect(try journal.loadMessages() == [message(1, to: "away")])
+    }
+
+    @Test func aRolledBackAcknowledgementLeavesTheEntryLive() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: .batch)
+        journal.logMessage(message(1))
+        try journal.commitIfNeeded()
+        try journal.deleteMessages(seqs: [1])
+        journal.discardPendingWrites()
+        #expect(try journal.commitIfNeeded() == nil)
+        #expect(try journal.loadMessages().map(\.seq) == [1])
+        try journal.deleteMessages(seqs: [1])
+        try journal.commitIfNeeded()
+        #expect(try logRows(journal) == (0, 0))
+        #expect(try journal.messageCount() == 0)
+    }
+
     @Test func foldingMovesLiveEntriesToTheTableOnceAndEmptiesTheLog() throws {
         let dir = TemporaryDirectory()
         let journal = try Journal(directory: dir.path, durability: .batch)

@@ -39,6 +39,13 @@ public final class Journal {
     /// Log rows all of whose entries are done, to delete at commit.
     private var logEmptied: [Int64] = []
     private var logIndex = MessageLogIndex()
+    /// Log entries marked done in the open transaction (live again if it rolls back).
+    private var turnMarked: [Int64] = []
+    /// Copies moved from the log to the message table in the open transaction.
+    private var turnMoves: [StoredMessage] = []
+    /// Moves whose transaction rolled back: made again at the next commit, so that a copy counted as spilled is in
+    /// the table, and never left only in a log row that could be deleted.
+    private var pendingMoves: [StoredMessage] = []
     /// Writes that failed (each rolled its transaction back), and the last failure. A caller that batches writes
     /// into one commit compares the count before and after its batch: a change means part of the batch is gone.
     public private(set) var writeFailures = 0
@@ -107,7 +114,7 @@ public final class Journal {
 
     /// True if a write happened since the last commit (or rollback).
     public var hasPendingWrites: Bool {
-        pendingWrites || !logBuffer.isEmpty || !logDone.isEmpty || !logEmptied.isEmpty
+        pendingWrites || !logBuffer.isEmpty || !logDone.isEmpty || !logEmptied.isEmpty || !pendingMoves.isEmpty
     }
 
     /// Commits the open transaction if any write happened since the last commit.
@@ -118,20 +125,19 @@ public final class Journal {
         guard let db = database, hasPendingWrites else { return nil }
         let start = clock.now
         let segment: (firstSeq: Int64, seqs: [Int64])?
-        let compacted: Bool
+        let moved: Int64?
         do {
             if !db.isInTransaction { try db.begin(.immediate) }
-            (segment, compacted) = try writeLog(db)
+            (segment, moved) = try writeLog(db)
             try db.commit()
         } catch {
             discard(db)
             throw error
         }
         pendingWrites = false
-        if compacted {
-            logIndex.removeOldest()
-            _ = logIndex.dropEmptiedPrefix()
-        }
+        turnMarked.removeAll(keepingCapacity: true)
+        turnMoves.removeAll(keepingCapacity: true)
+        logIndex.committed(moved: moved)
         if let segment { logIndex.append(firstSeq: segment.firstSeq, seqs: segment.seqs) }
         return start.duration(to: clock.now)
     }
@@ -140,8 +146,16 @@ public final class Journal {
     /// entries done since the last commit as one `message_log_done` row, the deletes of emptied rows and of done
     /// rows nothing can refer to any more, and (past ``MessageLogIndex/maxSegments`` rows) the move of the oldest
     /// row's live entries to the `message` table.
-    /// - Returns: the new row (for the index once the commit succeeded), and whether the oldest row was moved.
-    private func writeLog(_ db: Database) throws -> (segment: (firstSeq: Int64, seqs: [Int64])?, compacted: Bool) {
+    /// - Returns: the new row and the row moved to the table, for the index once the commit succeeded.
+    private func writeLog(_ db: Database) throws -> (segment: (firstSeq: Int64, seqs: [Int64])?, moved: Int64?) {
+        if !pendingMoves.isEmpty {
+            let moves = pendingMoves
+            pendingMoves.removeAll()
+            for m in moves where markLogDone(m.seq) {
+                turnMoves.append(m)
+                try insertMessage(db, m)
+            }
+        }
         var segment: (firstSeq: Int64, seqs: [Int64])?
         if let first = logBuffer.first {
             var entries: [UInt8] = []
@@ -169,12 +183,12 @@ public final class Journal {
                 try s.run()
             }
             logEmptied.removeAll(keepingCapacity: true)
-            oldestChanged = logIndex.dropEmptiedPrefix()
+            oldestChanged = true
         }
-        var compacted = false
-        if logIndex.needsCompaction, let oldest = logIndex.oldestFirstSeq {
+        var moved: Int64?
+        if let oldest = logIndex.compactionTarget {
             // A slow owner keeps this row alive: its live entries move to the message table.
-            let live = logIndex.liveSeqsOfOldest()
+            let live = logIndex.liveSeqs(of: oldest)
             let read = try db.prepare("SELECT entries FROM message_log WHERE first_seq = ?1")
             try read.bind(oldest, at: 1)
             var moving: [StoredMessage] = []
@@ -187,18 +201,31 @@ public final class Journal {
             let delete = try db.prepare("DELETE FROM message_log WHERE first_seq = ?1")
             try delete.bind(oldest, at: 1)
             try delete.run()
-            compacted = true
+            moved = oldest
             oldestChanged = true
         }
         if oldestChanged {
-            // A done row refers to entries of rows at or below its last_seq; once the oldest row left is above it,
-            // every such row is gone. The new row of this commit is above every done seq.
-            let floor = compacted ? logIndex.segments.dropFirst().first?.firstSeq : logIndex.oldestFirstSeq
+            // A done row refers to entries of rows at or below its last_seq; once the oldest row left with a live
+            // entry is above it, every such row is gone. The new row of this commit is above every done seq.
+            let floor = logIndex.oldestLiveFirstSeq(excluding: moved)
             let s = try db.prepare("DELETE FROM message_log_done WHERE last_seq < ?1")
             try s.bind(floor ?? segment?.firstSeq ?? Int64.max, at: 1)
             try s.run()
         }
-        return (segment, compacted)
+        return (segment, moved)
+    }
+
+    /// Marks a committed log entry done in the open transaction. - Returns: whether it was a live log entry.
+    private func markLogDone(_ seq: Int64) -> Bool {
+        switch logIndex.markDone(seq) {
+        case .notLive: return false
+        case .done: logDone.append(seq)
+        case .emptied(let firstSeq):
+            logDone.append(seq)
+            logEmptied.append(firstSeq)
+        }
+        turnMarked.append(seq)
+        return true
     }
 
     /// Rolls back every write since the last commit, for a turn the broker decided to refuse.
@@ -210,8 +237,13 @@ public final class Journal {
         // SQLite already ends the transaction itself after some errors (SQLITE_FULL, SQLITE_IOERR, ...).
         if db.isInTransaction { try? db.rollback() }
         pendingWrites = false
-        // Index changes of the turn (entries marked done, emptied rows dropped) stay: at worst a row the rollback
-        // kept is deleted later or folded at the next restart, redelivering copies that were acknowledged.
+        // The log index follows the file: entries marked done in the rolled-back transaction are live again, and
+        // moves to the table are made again at the next commit. Acknowledged copies whose done row rolled back
+        // stay live until a restart redelivers them, as a rolled-back DELETE of a table copy does.
+        for seq in turnMarked { logIndex.unmark(seq) }
+        turnMarked.removeAll(keepingCapacity: true)
+        pendingMoves.append(contentsOf: turnMoves)
+        turnMoves.removeAll(keepingCapacity: true)
         logBuffer.removeAll(keepingCapacity: true)
         logDone.removeAll(keepingCapacity: true)
         logEmptied.removeAll(keepingCapacity: true)
@@ -283,13 +315,8 @@ public final class Journal {
             try storeMessage(m)
             return
         }
-        switch logIndex.markDone(m.seq) {
-        case .notLive: return
-        case .done: logDone.append(m.seq)
-        case .emptied(let firstSeq):
-            logDone.append(m.seq)
-            logEmptied.append(firstSeq)
-        }
+        guard markLogDone(m.seq) else { return }
+        turnMoves.append(m)
         try storeMessage(m)
     }
 
@@ -299,17 +326,11 @@ public final class Journal {
         guard !seqs.isEmpty, database != nil else { return }
         var fromTable: [Int64] = []
         for seq in seqs {
-            switch logIndex.markDone(seq) {
-            case .notLive:
-                if let index = logBuffer.firstIndex(where: { $0.seq == seq }) {
-                    logBuffer.remove(at: index)
-                } else {
-                    fromTable.append(seq)
-                }
-            case .done: logDone.append(seq)
-            case .emptied(let firstSeq):
-                logDone.append(seq)
-                logEmptied.append(firstSeq)
+            if markLogDone(seq) { continue }
+            if let index = logBuffer.firstIndex(where: { $0.seq == seq }) {
+                logBuffer.remove(at: index)
+            } else {
+                fromTable.append(seq)
             }
         }
         guard !fromTable.isEmpty else { return }

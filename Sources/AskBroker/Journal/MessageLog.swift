@@ -146,7 +146,9 @@ enum MessageLogCodec {
 }
 
 /// Which committed log rows hold which live entries (the broker's connection only; rebuilt empty at every open,
-/// since the broker folds the log at restart).
+/// since the broker folds the log at restart). Rows leave it only after the commit that deleted or moved them
+/// succeeded, and entries marked done in a transaction that rolls back are marked live again (``unmark(_:)``), so
+/// it always matches what the file holds.
 struct MessageLogIndex {
     struct Segment {
         /// The row's key: its first entry's `seq`.
@@ -157,21 +159,32 @@ struct MessageLogIndex {
         var live: Int
     }
 
-    /// Live log rows beyond this many (counting emptied ones not yet dropped from the front) move the oldest row's
-    /// live entries to the `message` table.
+    /// Live log rows beyond this many move the oldest row's live entries to the `message` table, one row per
+    /// commit.
     static let maxSegments = 256
 
-    /// Ascending by `firstSeq`; rows whose entries are all done are dropped from the front.
+    /// Ascending by `firstSeq`; emptied rows are dropped from the front after the commit that deleted them.
     private(set) var segments: [Segment] = []
 
     var isEmpty: Bool { segments.isEmpty }
-    var oldestFirstSeq: Int64? { segments.first?.firstSeq }
-    var needsCompaction: Bool { segments.count > Self.maxSegments }
+
+    /// The index of the oldest row that still has a live entry (emptied rows may lie before it).
+    private var firstLive: Int? { segments.firstIndex { $0.live > 0 } }
+
+    /// The oldest row with a live entry, when more than ``maxSegments`` rows from it on are kept.
+    var compactionTarget: Int64? {
+        guard let first = firstLive, segments.count - first > Self.maxSegments else { return nil }
+        return segments[first].firstSeq
+    }
+
+    /// The first seq of the oldest row with a live entry, leaving out `excluding` (a row being moved).
+    func oldestLiveFirstSeq(excluding: Int64? = nil) -> Int64? {
+        segments.first { $0.live > 0 && $0.firstSeq != excluding }?.firstSeq
+    }
 
     mutating func append(firstSeq: Int64, seqs: [Int64]) {
-        segments.append(
-            Segment(firstSeq: firstSeq, seqs: seqs, done: Array(repeating: false, count: seqs.count), live: seqs.count)
-        )
+        let done = Array(repeating: false, count: seqs.count)
+        segments.append(Segment(firstSeq: firstSeq, seqs: seqs, done: done, live: seqs.count))
     }
 
     enum Marked: Equatable {
@@ -184,25 +197,21 @@ struct MessageLogIndex {
 
     /// Marks a live entry done.
     mutating func markDone(_ seq: Int64) -> Marked {
-        guard let s = segmentIndex(containing: seq) else { return .notLive }
-        var low = 0
-        var high = segments[s].seqs.count - 1
-        while low <= high {
-            let mid = (low + high) / 2
-            let value = segments[s].seqs[mid]
-            if value == seq {
-                if segments[s].done[mid] { return .notLive }
-                segments[s].done[mid] = true
-                segments[s].live -= 1
-                return segments[s].live == 0 ? .emptied(firstSeq: segments[s].firstSeq) : .done
-            }
-            if value < seq { low = mid + 1 } else { high = mid - 1 }
-        }
-        return .notLive
+        guard let (s, e) = position(of: seq), !segments[s].done[e] else { return .notLive }
+        segments[s].done[e] = true
+        segments[s].live -= 1
+        return segments[s].live == 0 ? .emptied(firstSeq: segments[s].firstSeq) : .done
     }
 
-    /// The last segment whose first seq is at most `seq`.
-    private func segmentIndex(containing seq: Int64) -> Int? {
+    /// Marks an entry live again (its transaction rolled back).
+    mutating func unmark(_ seq: Int64) {
+        guard let (s, e) = position(of: seq), segments[s].done[e] else { return }
+        segments[s].done[e] = false
+        segments[s].live += 1
+    }
+
+    /// The row and entry index of `seq`, when a row in the index holds it.
+    private func position(of seq: Int64) -> (Int, Int)? {
         var low = 0
         var high = segments.count - 1
         var found: Int?
@@ -215,24 +224,29 @@ struct MessageLogIndex {
                 high = mid - 1
             }
         }
-        return found
+        guard let s = found else { return nil }
+        var lowEntry = 0
+        var highEntry = segments[s].seqs.count - 1
+        while lowEntry <= highEntry {
+            let mid = (lowEntry + highEntry) / 2
+            let value = segments[s].seqs[mid]
+            if value == seq { return (s, mid) }
+            if value < seq { lowEntry = mid + 1 } else { highEntry = mid - 1 }
+        }
+        return nil
     }
 
-    /// Drops emptied rows from the front. - Returns: whether the oldest row changed.
-    mutating func dropEmptiedPrefix() -> Bool {
+    /// The live entries' seqs of the row keyed `firstSeq`.
+    func liveSeqs(of firstSeq: Int64) -> Set<Int64> {
+        guard let segment = segments.first(where: { $0.firstSeq == firstSeq }) else { return [] }
+        return Set(zip(segment.seqs, segment.done).lazy.filter { !$0.1 }.map(\.0))
+    }
+
+    /// After a commit: forgets the row moved to the table (if any) and the emptied rows at the front.
+    mutating func committed(moved: Int64?) {
+        if let moved { segments.removeAll { $0.firstSeq == moved } }
         var count = 0
         while count < segments.count, segments[count].live == 0 { count += 1 }
         if count > 0 { segments.removeFirst(count) }
-        return count > 0
-    }
-
-    /// The oldest row's live entries' seqs (the one ``needsCompaction`` moves).
-    func liveSeqsOfOldest() -> Set<Int64> {
-        guard let first = segments.first else { return [] }
-        return Set(zip(first.seqs, first.done).lazy.filter { !$0.1 }.map(\.0))
-    }
-
-    mutating func removeOldest() {
-        if !segments.isEmpty { segments.removeFirst() }
     }
 }

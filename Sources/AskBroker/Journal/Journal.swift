@@ -327,7 +327,9 @@ public final class Journal {
         var fromTable: [Int64] = []
         for seq in seqs {
             if markLogDone(seq) { continue }
-            if let index = logBuffer.firstIndex(where: { $0.seq == seq }) {
+            // Only a copy of this turn can be in the buffer: its seq is at least the buffer's first.
+            if let first = logBuffer.first, seq >= first.seq, let index = logBuffer.firstIndex(where: { $0.seq == seq })
+            {
                 logBuffer.remove(at: index)
             } else {
                 fromTable.append(seq)

@@ -106,17 +106,7 @@ extension Broker {
                 canSpill(to: envelope.to, in: mailbox)
                 && (mailbox.spilled > 0 || mailbox.owner?.isAlive != true
                     || mailbox.memoryCount >= configuration.maxQueuedPerAddress)
-            let stored = StoredMessage(
-                seq: envelope.seq,
-                id: envelope.id,
-                from: envelope.from,
-                to: envelope.to,
-                kind: envelope.kind,
-                subject: envelope.subject,
-                body: body ?? envelope.body,
-                createdAt: turnDate,
-                expiresAt: expiresAt
-            )
+            let stored = envelope.stored(body: body)
             // A spilled copy is read back per recipient from the message table; one that goes to memory joins the
             // turn's message log row (Journal/MessageLog.swift).
             do {
@@ -268,5 +258,22 @@ extension Broker {
             logger.error("send failed", metadata: ["worker": "\(session.worker)", "error": "\(error)"])
             return false
         }
+    }
+}
+
+extension Envelope {
+    /// The journal's copy of this envelope; `body`, when the caller has it, saves copying it out of ``packed``.
+    func stored(body: [UInt8]? = nil) -> StoredMessage {
+        StoredMessage(
+            seq: seq,
+            id: id,
+            from: from,
+            to: to,
+            kind: kind,
+            subject: subject,
+            body: body ?? self.body,
+            createdAt: Date(timeIntervalSince1970: createdAt),
+            expiresAt: expiresAt.map { Date(timeIntervalSince1970: $0) }
+        )
     }
 }

@@ -38,7 +38,7 @@ extension Broker {
                     let spilledBefore = mailbox.spilled
                     // They are read back from the message table: copies in the message log move there.
                     for envelope in mailbox.journaledWaiting() {
-                        try? journal.moveToTable(envelope.stored)
+                        try? journal.moveToTable(envelope.stored())
                     }
                     totalQueued -= mailbox.spillWaiting()
                     totalSpilled += mailbox.spilled - spilledBefore
@@ -89,22 +89,5 @@ extension Broker {
                 envelope.deliveredAt = delivered + stall
             }
         }
-    }
-}
-
-extension Envelope {
-    /// The journal's copy of this envelope.
-    var stored: StoredMessage {
-        StoredMessage(
-            seq: seq,
-            id: id,
-            from: from,
-            to: to,
-            kind: kind,
-            subject: subject,
-            body: body,
-            createdAt: Date(timeIntervalSince1970: createdAt),
-            expiresAt: expiresAt.map { Date(timeIntervalSince1970: $0) }
-        )
     }
 }

@@ -309,6 +309,44 @@ struct RoutingTests {
     }
 
     @Test(
+        "with a journal, copies queued in memory for a live owner (the message log) go back to the journal when it leaves, and reach the next owner in order"
+    )
+    func loggedCopiesMoveWhenTheOwnerLeaves() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let statsEndpoint = "ipc://\(directory.path)/stats.sock"
+        let broker = try TestBroker(durability: .batch) {
+            $0.statsEndpoint = statsEndpoint
+            $0.statsInterval = .milliseconds(20)
+        }
+        defer { broker.stop() }
+        let context = try ZMQContext()
+        let stats = try StatsReader(context: context, endpoint: statsEndpoint)
+        let first = try RawPeer(context: context, endpoint: broker.endpoint)
+        try first.register(role: .echo, ["echo/busy"], window: 1)
+        let client = try RawPeer(context: context, endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"])
+        let sent = try client.sendAccepted(4, to: "echo/busy")
+        // The owner takes the first (window 1) and leaves without acknowledging anything.
+        #expect(try first.expectDelivery().id == sent[0])
+        let queued = try stats.expect { $0.queued == 4 }
+        #expect(queued.spilled == 0)
+        try first.bye()
+        let gone = try stats.expect { $0.spilled == 4 && $0.sessions["echo"] == nil }
+        #expect(gone.queued == 0)
+        let second = try RawPeer(context: context, endpoint: broker.endpoint)
+        try second.register(role: .echo, ["echo/busy"])
+        var received: [MessageID] = []
+        for _ in 0..<4 {
+            let id = try #require(try second.expectDelivery().id)
+            received.append(id)
+            try second.ack([id])
+        }
+        #expect(received == sent)
+        _ = try stats.expect { $0.queued == 0 && $0.spilled == 0 }
+    }
+
+    @Test(
         "past the limits senders get busy: without a journal at --max-queue, with one at --max-queued-total (memory and journal)",
         arguments: [(Durability.off, 3, 1_000, 3, "echo/nobody"), (.batch, 2, 5, 5, "echo/other")]
     )

@@ -36,11 +36,10 @@ extension Broker {
                 if journal.durability != .off {
                     // Nobody serves the address now: its messages wait in the journal, not in memory.
                     let spilledBefore = mailbox.spilled
+                    let (dropped, journaled) = mailbox.spillWaiting()
                     // They are read back from the message table: copies in the message log move there.
-                    for envelope in mailbox.journaledWaiting() {
-                        try? journal.moveToTable(envelope.stored())
-                    }
-                    totalQueued -= mailbox.spillWaiting()
+                    for envelope in journaled { try? journal.moveToTable(envelope.stored()) }
+                    totalQueued -= dropped
                     totalSpilled += mailbox.spilled - spilledBefore
                 }
             }

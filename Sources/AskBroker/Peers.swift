@@ -218,15 +218,11 @@ final class Mailbox {
 
     /// Drops every waiting message from memory, leaving it in the journal only (the owner went away). Only for a
     /// mailbox whose messages are all journaled and addressed to it directly; call after ``requeueInflight()``.
-    /// - Returns: how many were dropped from memory.
-    /// The waiting envelopes that are in the journal (not withdrawn), oldest first.
-    func journaledWaiting() -> [Envelope] {
-        waiting[head...].compactMap { $0 }.filter { !$0.withdrawn && $0.persistent }
-    }
-
-    func spillWaiting() -> Int {
+    /// - Returns: how many were dropped from memory, and the dropped ones that are in the journal (oldest first),
+    ///   which the journal must hold in its message table from now on (``Journal/moveToTable(_:)``).
+    func spillWaiting() -> (dropped: Int, journaled: [Envelope]) {
         let dropped = waitingCount
-        guard dropped > 0 else { return 0 }
+        guard dropped > 0 else { return (0, []) }
         // Withdrawn envelopes (their turn failed to commit) are not in the journal: they are simply dropped.
         let journaled = waiting[head...].compactMap { $0 }.filter { !$0.withdrawn }
         if let first = journaled.first {
@@ -236,7 +232,7 @@ final class Mailbox {
         }
         waiting.removeAll()
         head = 0
-        return dropped
+        return (dropped, journaled)
     }
 
     func enqueue(_ envelope: Envelope) { waiting.append(envelope) }

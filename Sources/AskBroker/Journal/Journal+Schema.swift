@@ -127,6 +127,9 @@ extension Journal {
         );
         INSERT INTO question_json (seq, question) SELECT seq, question FROM question;
         ALTER TABLE question DROP COLUMN question;
+        CREATE TRIGGER question_json_follows AFTER DELETE ON question BEGIN
+            DELETE FROM question_json WHERE seq = old.seq;
+        END;
         """,
     ]
 

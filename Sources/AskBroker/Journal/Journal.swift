@@ -34,13 +34,12 @@ public final class Journal {
     private var pendingWrites = false
     /// This turn's copies for the message log (MessageLog.swift), written as one row at commit.
     private var logBuffer: [StoredMessage] = []
-    /// Log entries done since the last commit (one `message_log_done` row at commit).
+    /// Log entries marked done since the last commit: one `message_log_done` row at commit, live again in the index
+    /// if the transaction rolls back.
     private var logDone: [Int64] = []
     /// Log rows all of whose entries are done, to delete at commit.
     private var logEmptied: [Int64] = []
     private var logIndex = MessageLogIndex()
-    /// Log entries marked done in the open transaction (live again if it rolls back).
-    private var turnMarked: [Int64] = []
     /// Copies moved from the log to the message table in the open transaction.
     private var turnMoves: [StoredMessage] = []
     /// Moves whose transaction rolled back: made again at the next commit, so that a copy counted as spilled is in
@@ -114,7 +113,8 @@ public final class Journal {
 
     /// True if a write happened since the last commit (or rollback).
     public var hasPendingWrites: Bool {
-        pendingWrites || !logBuffer.isEmpty || !logDone.isEmpty || !logEmptied.isEmpty || !pendingMoves.isEmpty
+        // An emptied log row always comes with a done entry.
+        pendingWrites || !logBuffer.isEmpty || !logDone.isEmpty || !pendingMoves.isEmpty
     }
 
     /// Commits the open transaction if any write happened since the last commit.
@@ -135,7 +135,8 @@ public final class Journal {
             throw error
         }
         pendingWrites = false
-        turnMarked.removeAll(keepingCapacity: true)
+        logDone.removeAll(keepingCapacity: true)
+        logEmptied.removeAll(keepingCapacity: true)
         turnMoves.removeAll(keepingCapacity: true)
         logIndex.committed(moved: moved)
         if let segment { logIndex.append(firstSeq: segment.firstSeq, seqs: segment.seqs) }
@@ -173,22 +174,11 @@ public final class Journal {
             try s.bind(last, at: 1)
             try s.bind(MessageLogCodec.encodeSeqs(logDone), at: 2)
             try s.run()
-            logDone.removeAll(keepingCapacity: true)
         }
-        var oldestChanged = false
-        if !logEmptied.isEmpty {
-            let s = try db.prepare("DELETE FROM message_log WHERE first_seq = ?1")
-            for firstSeq in logEmptied {
-                try s.bind(firstSeq, at: 1)
-                try s.run()
-            }
-            logEmptied.removeAll(keepingCapacity: true)
-            oldestChanged = true
-        }
+        var deleted = logEmptied
         var moved: Int64?
-        if let oldest = logIndex.compactionTarget {
+        if let (oldest, live) = logIndex.compactionTarget {
             // A slow owner keeps this row alive: its live entries move to the message table.
-            let live = logIndex.liveSeqs(of: oldest)
             let read = try db.prepare("SELECT entries FROM message_log WHERE first_seq = ?1")
             try read.bind(oldest, at: 1)
             var moving: [StoredMessage] = []
@@ -198,13 +188,15 @@ public final class Journal {
                 }
             }
             for m in moving { try insertMessage(db, m) }
-            let delete = try db.prepare("DELETE FROM message_log WHERE first_seq = ?1")
-            try delete.bind(oldest, at: 1)
-            try delete.run()
+            deleted.append(oldest)
             moved = oldest
-            oldestChanged = true
         }
-        if oldestChanged {
+        if !deleted.isEmpty {
+            let delete = try db.prepare("DELETE FROM message_log WHERE first_seq = ?1")
+            for firstSeq in deleted {
+                try delete.bind(firstSeq, at: 1)
+                try delete.run()
+            }
             // A done row refers to entries of rows at or below its last_seq; once the oldest row left with a live
             // entry is above it, every such row is gone. The new row of this commit is above every done seq.
             let floor = logIndex.oldestLiveFirstSeq(excluding: moved)
@@ -224,7 +216,6 @@ public final class Journal {
             logDone.append(seq)
             logEmptied.append(firstSeq)
         }
-        turnMarked.append(seq)
         return true
     }
 
@@ -240,8 +231,7 @@ public final class Journal {
         // The log index follows the file: entries marked done in the rolled-back transaction are live again, and
         // moves to the table are made again at the next commit. Acknowledged copies whose done row rolled back
         // stay live until a restart redelivers them, as a rolled-back DELETE of a table copy does.
-        for seq in turnMarked { logIndex.unmark(seq) }
-        turnMarked.removeAll(keepingCapacity: true)
+        for seq in logDone { logIndex.unmark(seq) }
         pendingMoves.append(contentsOf: turnMoves)
         turnMoves.removeAll(keepingCapacity: true)
         logBuffer.removeAll(keepingCapacity: true)
@@ -275,12 +265,7 @@ public final class Journal {
     }
 
     private func insertMessage(_ db: Database, _ m: StoredMessage, orIgnore: Bool = false) throws {
-        let s = try db.prepare(
-            """
-            INSERT \(orIgnore ? "OR IGNORE " : "")INTO message (seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-            """
-        )
+        let s = try db.prepare(orIgnore ? Self.insertMessageOrIgnoreSQL : Self.insertMessageSQL)
         try s.bind(m.seq, at: 1)
         try s.bind(m.id, at: 2)
         try s.bind(m.to, at: 3)
@@ -325,16 +310,9 @@ public final class Journal {
     public func deleteMessages(seqs: some Collection<Int64>) throws {
         guard !seqs.isEmpty, database != nil else { return }
         var fromTable: [Int64] = []
-        for seq in seqs {
-            if markLogDone(seq) { continue }
-            // Only a copy of this turn can be in the buffer: its seq is at least the buffer's first.
-            if let first = logBuffer.first, seq >= first.seq, let index = logBuffer.firstIndex(where: { $0.seq == seq })
-            {
-                logBuffer.remove(at: index)
-            } else {
-                fromTable.append(seq)
-            }
-        }
+        // Copies are acknowledged or dropped only after the commit that stored them, so a seq is a committed log
+        // entry or a table row, never one of this turn's log buffer.
+        for seq in seqs where !markLogDone(seq) { fromTable.append(seq) }
         guard !fromTable.isEmpty else { return }
         let seqs = fromTable
         try write { db in
@@ -360,6 +338,16 @@ public final class Journal {
     }
 
     static let deleteChunk = 64
+
+    /// The spill path's statement, a constant so the statement cache finds it without building the text each time.
+    private static let insertMessageSQL = """
+        INSERT INTO message (seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+        """
+    private static let insertMessageOrIgnoreSQL = insertMessageSQL.replacingOccurrences(
+        of: "INSERT INTO",
+        with: "INSERT OR IGNORE INTO"
+    )
 
     private static let messageColumns = "seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms"
 
@@ -619,14 +607,6 @@ public final class Journal {
     @discardableResult
     public func deleteQuestions(closedBefore: Date) throws -> Int {
         try write { db in
-            let json = try db.prepare(
-                """
-                DELETE FROM question_json WHERE seq IN (SELECT seq FROM question INDEXED BY question_closed
-                    WHERE closed = 1 AND coalesce(closed_ms, created_ms) < ?1)
-                """
-            )
-            try json.bind(Self.milliseconds(closedBefore), at: 1)
-            try json.run()
             let s = try db.prepare(
                 "DELETE FROM question INDEXED BY question_closed WHERE closed = 1 AND coalesce(closed_ms, created_ms) < ?1"
             )

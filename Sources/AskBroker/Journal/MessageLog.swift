@@ -59,9 +59,9 @@ enum MessageLogCodec {
             case 1: subject = try reader.id()
             case let flag: throw JournalError(.badRow, "message_log entry \(seq) has subject flag \(flag)")
             }
-            let from = try reader.text(lengthBytes: 2)
-            let to = try reader.text(lengthBytes: 2)
-            let kind = try reader.text(lengthBytes: 2)
+            let from = try reader.text()
+            let to = try reader.text()
+            let kind = try reader.text()
             let body = try reader.bytes(count: Int(try reader.uint32()))
             try each(
                 StoredMessage(
@@ -136,7 +136,8 @@ enum MessageLogCodec {
 
         mutating func id() throws -> MessageID { MessageID(bytes: try take(16))! }
 
-        mutating func text(lengthBytes: Int) throws -> String {
+        /// A 2-byte length, then that many UTF-8 bytes.
+        mutating func text() throws -> String {
             let count = Int(UInt16(littleEndian: try take(2).loadUnaligned(as: UInt16.self)))
             return String(decoding: try take(count), as: UTF8.self)
         }
@@ -166,15 +167,15 @@ struct MessageLogIndex {
     /// Ascending by `firstSeq`; emptied rows are dropped from the front after the commit that deleted them.
     private(set) var segments: [Segment] = []
 
-    var isEmpty: Bool { segments.isEmpty }
-
     /// The index of the oldest row that still has a live entry (emptied rows may lie before it).
     private var firstLive: Int? { segments.firstIndex { $0.live > 0 } }
 
-    /// The oldest row with a live entry, when more than ``maxSegments`` rows from it on are kept.
-    var compactionTarget: Int64? {
+    /// The oldest row with a live entry and its live entries' seqs, when more than ``maxSegments`` rows from it on
+    /// are kept.
+    var compactionTarget: (firstSeq: Int64, live: Set<Int64>)? {
         guard let first = firstLive, segments.count - first > Self.maxSegments else { return nil }
-        return segments[first].firstSeq
+        let segment = segments[first]
+        return (segment.firstSeq, Set(zip(segment.seqs, segment.done).lazy.filter { !$0.1 }.map(\.0)))
     }
 
     /// The first seq of the oldest row with a live entry, leaving out `excluding` (a row being moved).
@@ -234,12 +235,6 @@ struct MessageLogIndex {
             if value < seq { lowEntry = mid + 1 } else { highEntry = mid - 1 }
         }
         return nil
-    }
-
-    /// The live entries' seqs of the row keyed `firstSeq`.
-    func liveSeqs(of firstSeq: Int64) -> Set<Int64> {
-        guard let segment = segments.first(where: { $0.firstSeq == firstSeq }) else { return [] }
-        return Set(zip(segment.seqs, segment.done).lazy.filter { !$0.1 }.map(\.0))
     }
 
     /// After a commit: forgets the row moved to the table (if any) and the emptied rows at the front.

@@ -237,17 +237,9 @@ struct RoutingTests {
 
     @Test("with a journal, beyond the per-address limit messages stay in the journal only and arrive in order")
     func spillBeyondTheAddressLimit() throws {
-        let directory = TempDirectory()
-        defer { directory.cleanup() }
-        let statsEndpoint = "ipc://\(directory.path)/stats.sock"
-        let broker = try TestBroker(durability: .batch) {
-            $0.maxQueuedPerAddress = 3
-            $0.statsEndpoint = statsEndpoint
-            $0.statsInterval = .milliseconds(20)
-        }
-        defer { broker.stop() }
-        let context = try ZMQContext()
-        let stats = try StatsReader(context: context, endpoint: statsEndpoint)
+        let journaled = try JournaledBroker { $0.maxQueuedPerAddress = 3 }
+        defer { journaled.stop() }
+        let (broker, context, stats) = (journaled.broker, journaled.context, journaled.stats)
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
         let receiver = try RawPeer(context: context, endpoint: broker.endpoint)
@@ -256,13 +248,7 @@ struct RoutingTests {
         // One delivered (window 1) and two waiting in memory; the other seven in the journal only.
         let full = try stats.expect { $0.spilled == 7 }
         #expect(full.queued == 3)
-        var received: [MessageID] = []
-        for _ in 0..<10 {
-            let id = try #require(try receiver.expectDelivery().id)
-            received.append(id)
-            try receiver.ack([id])
-        }
-        #expect(received == sent)
+        #expect(try receiver.takeAndAck(10) == sent)
         let drained = try stats.expect { $0.queued == 0 && $0.spilled == 0 }
         #expect(drained.delivered == 10)
     }
@@ -271,16 +257,9 @@ struct RoutingTests {
         "with a journal, an address nobody serves holds nothing in memory; its deliveries go back to the journal when its owner leaves"
     )
     func spillWhileAway() throws {
-        let directory = TempDirectory()
-        defer { directory.cleanup() }
-        let statsEndpoint = "ipc://\(directory.path)/stats.sock"
-        let broker = try TestBroker(durability: .batch) {
-            $0.statsEndpoint = statsEndpoint
-            $0.statsInterval = .milliseconds(20)
-        }
-        defer { broker.stop() }
-        let context = try ZMQContext()
-        let stats = try StatsReader(context: context, endpoint: statsEndpoint)
+        let journaled = try JournaledBroker()
+        defer { journaled.stop() }
+        let (broker, context, stats) = (journaled.broker, journaled.context, journaled.stats)
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
         try client.register(role: .client, ["client/1"])
         let sent = try client.sendAccepted(5, to: "echo/away")
@@ -298,13 +277,7 @@ struct RoutingTests {
         #expect(gone.queued == 0)
         let second = try RawPeer(context: context, endpoint: broker.endpoint)
         try second.register(role: .echo, ["echo/away"])
-        var received: [MessageID] = []
-        for _ in 0..<4 {
-            let id = try #require(try second.expectDelivery().id)
-            received.append(id)
-            try second.ack([id])
-        }
-        #expect(received == Array(sent[1...]))
+        #expect(try second.takeAndAck(4) == Array(sent[1...]))
         _ = try stats.expect { $0.queued == 0 && $0.spilled == 0 }
     }
 
@@ -312,16 +285,9 @@ struct RoutingTests {
         "with a journal, copies queued in memory for a live owner (the message log) go back to the journal when it leaves, and reach the next owner in order"
     )
     func loggedCopiesMoveWhenTheOwnerLeaves() throws {
-        let directory = TempDirectory()
-        defer { directory.cleanup() }
-        let statsEndpoint = "ipc://\(directory.path)/stats.sock"
-        let broker = try TestBroker(durability: .batch) {
-            $0.statsEndpoint = statsEndpoint
-            $0.statsInterval = .milliseconds(20)
-        }
-        defer { broker.stop() }
-        let context = try ZMQContext()
-        let stats = try StatsReader(context: context, endpoint: statsEndpoint)
+        let journaled = try JournaledBroker()
+        defer { journaled.stop() }
+        let (broker, context, stats) = (journaled.broker, journaled.context, journaled.stats)
         let first = try RawPeer(context: context, endpoint: broker.endpoint)
         try first.register(role: .echo, ["echo/busy"], window: 1)
         let client = try RawPeer(context: context, endpoint: broker.endpoint)
@@ -336,13 +302,7 @@ struct RoutingTests {
         #expect(gone.queued == 0)
         let second = try RawPeer(context: context, endpoint: broker.endpoint)
         try second.register(role: .echo, ["echo/busy"])
-        var received: [MessageID] = []
-        for _ in 0..<4 {
-            let id = try #require(try second.expectDelivery().id)
-            received.append(id)
-            try second.ack([id])
-        }
-        #expect(received == sent)
+        #expect(try second.takeAndAck(4) == sent)
         _ = try stats.expect { $0.queued == 0 && $0.spilled == 0 }
     }
 
@@ -390,5 +350,43 @@ extension RawPeer {
             try expectAck(id)
             return id
         }
+    }
+}
+
+/// A broker with a journal (`batch`) that publishes its statistics every 20 ms, a context for the test's peers, and
+/// a reader of the statistics; `stop()` stops the broker and removes the statistics socket's folder.
+struct JournaledBroker {
+    let broker: TestBroker
+    let context: ZMQContext
+    let stats: StatsReader
+    private let directory = TempDirectory()
+
+    init(configure: (inout BrokerConfiguration) -> Void = { _ in }) throws {
+        let statsEndpoint = "ipc://\(directory.path)/stats.sock"
+        broker = try TestBroker(durability: .batch) {
+            configure(&$0)
+            $0.statsEndpoint = statsEndpoint
+            $0.statsInterval = .milliseconds(20)
+        }
+        context = try ZMQContext()
+        stats = try StatsReader(context: context, endpoint: statsEndpoint)
+    }
+
+    func stop() {
+        broker.stop()
+        directory.cleanup()
+    }
+}
+
+extension RawPeer {
+    /// Takes `count` deliveries, acknowledging each, and returns their ids in arrival order.
+    func takeAndAck(_ count: Int) throws -> [MessageID] {
+        var received: [MessageID] = []
+        for _ in 0..<count {
+            let id = try #require(try expectDelivery().id)
+            received.append(id)
+            try ack([id])
+        }
+        return received
     }
 }

@@ -75,8 +75,10 @@ struct DocExamplesTests {
             echo not run either
             ```
             ```sh
-            sh -c 'trap "echo stopped by SIGTERM > term; exit 0" TERM; while :; do sleep 1; done' &
+            mkfifo ready
+            sh -c 'trap "echo stopped by SIGTERM > term; exit 0" TERM; echo > ready; while :; do sleep 1; done' &
             echo "started $!" > pid
+            read -r _ < ready
             echo about to fail
             false
             echo never
@@ -88,14 +90,15 @@ struct DocExamplesTests {
         #expect(blocks.count == 1)
         let block = try #require(blocks.first)
         #expect(block.line == 8)
-        #expect(block.lines.count == 5)
+        #expect(block.lines.count == 7)
         let result = try DocExamples.run(block, exceptions: [], in: folder)
         let failure = try #require(result.failure)
         #expect(failure.hasPrefix("sample.md:8: exited 1"), "\(failure)")
         #expect(failure.contains("    false\n"), "the block as run")
         #expect(result.outputTail.contains("about to fail"))
         #expect(!result.outputTail.contains("never"))
-        // The background loop was in the block's session, was sent SIGTERM at the end, and is gone.
+        // The background loop was in the block's session, was sent SIGTERM at the end, and is gone. The block reads
+        // from the fifo until the loop has set its trap, so the SIGTERM cannot come before the trap does.
         let term = try? String(contentsOf: folder.work.appendingPathComponent("term"), encoding: .utf8)
         #expect(term == "stopped by SIGTERM\n", "the block's background process did not see SIGTERM")
         let pidText = try String(contentsOf: folder.work.appendingPathComponent("pid"), encoding: .utf8)

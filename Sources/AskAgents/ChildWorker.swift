@@ -147,8 +147,14 @@ public final class ChildWorker: Sendable {
         let deadline = configuration.duration.map { ContinuousClock.now + $0 }
         await withTaskGroup(of: Void.self) { group in
             for (shard, center) in centers.opened {
-                group.addTask { await self.routeResponses(CommunicationTopic.self, center: center) }
-                group.addTask { await self.routeResponses(SignificantAppUpdateTopic.self, center: center) }
+                // Each center's tasks run on its connection thread (``AskCenter/executor``): a call and its result
+                // then cost no thread switch.
+                group.addTask(executorPreference: center.executor) {
+                    await self.routeResponses(CommunicationTopic.self, center: center)
+                }
+                group.addTask(executorPreference: center.executor) {
+                    await self.routeResponses(SignificantAppUpdateTopic.self, center: center)
+                }
                 group.addTask {
                     for await count in center.reconnections() {
                         self.logger.notice(
@@ -161,7 +167,9 @@ public final class ChildWorker: Sendable {
             }
             await withTaskGroup(of: Void.self) { children in
                 for child in configuration.children {
-                    children.addTask { await self.play(child, deadline: deadline) }
+                    children.addTask(executorPreference: center(of: child).executor) {
+                        await self.play(child, deadline: deadline)
+                    }
                 }
             }
             group.cancelAll()

@@ -232,6 +232,13 @@ public final class AskCenter: Sendable {
     /// then stopped: pending calls have ended with their `stopped` errors and new ones fail at once.
     public var connectionFailure: WorkerConnectionError? { runtime.failure }
 
+    /// The connection's thread as a task executor. A task started with `Task(executorPreference: center.executor)`
+    /// runs on that thread: its calls reach the connection, and their results come back to it, without a thread
+    /// switch, which is most of what a call costs in CPU when calls are not many at once. Such a task must not
+    /// block (a semaphore, `Thread.sleep`, a long computation): the connection waits for it. Once the center stops,
+    /// its tasks go on on the global concurrent executor.
+    public var executor: any TaskExecutor { runtime.executor }
+
     /// Whether the connection holds a session with the broker right now.
     public var isConnected: Bool { shared.isConnected }
 

@@ -252,6 +252,13 @@ public final class GuardianCenter: Sendable {
     /// then stopped: waiting answers ended with `stopped`, the event streams finished.
     public var connectionFailure: WorkerConnectionError? { runtime.failure }
 
+    /// The connection's thread as a task executor. A task started with `Task(executorPreference: center.executor)`
+    /// runs on that thread: its calls reach the connection, and their results come back to it, without a thread
+    /// switch, which is most of what a call costs in CPU when calls are not many at once. Such a task must not
+    /// block (a semaphore, `Thread.sleep`, a long computation): the connection waits for it. Once the center stops,
+    /// its tasks go on on the global concurrent executor.
+    public var executor: any TaskExecutor { runtime.executor }
+
     // MARK: Events
 
     /// Every question and closed notice for the hosted guardians, in the broker's order per guardian. Several

@@ -108,11 +108,9 @@ public final class WorkerConnection {
                 wakeIndex = poller.add(fileDescriptor: inbox.wake.readDescriptor)
                 monitorIndex = poller.add(monitor.socket)
             }
-            try poller.poll(timeoutMilliseconds: pendingAcks.isEmpty ? 50 : 0)
-            if poller.isReady(wakeIndex) {
-                inbox.wake.drain()
-                for job in inbox.take() { job(self, handler) }
-            }
+            try poller.poll(timeoutMilliseconds: pendingAcks.isEmpty && !inbox.hasWork ? 50 : 0)
+            if poller.isReady(wakeIndex) { inbox.wake.drain() }
+            inbox.run(self, handler)
             if poller.isReady(socketIndex) {
                 for _ in 0..<512 {
                     guard try socket.receive(into: &input, .dontWait) else { break }

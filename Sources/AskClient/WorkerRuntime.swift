@@ -4,23 +4,80 @@ import Foundation
 import Synchronization
 import ZeroMQ
 
-/// Jobs posted to the connection thread from other threads, plus the pipe that wakes it.
-final class WorkerInbox: Sendable {
+/// Jobs posted to the connection thread, plus the pipe that wakes it. Also the connection's ``TaskExecutor``: tasks
+/// that prefer it run their jobs on the connection thread, between its socket reads.
+///
+/// A post from the connection thread itself writes no wake-up: the loop looks at the inbox before it sleeps. So a task
+/// on this executor that makes a call (a job for the connection) and is resumed by its result (a job for the task)
+/// costs no thread switch in this process.
+final class WorkerInbox: TaskExecutor, Sendable {
+    typealias Job = @Sendable (WorkerConnection, any WorkerHandler) -> Void
+
+    private struct State {
+        var jobs: [Job] = []
+        var tasks: [UnownedJob] = []
+        /// The connection thread ended: task jobs go to the global concurrent executor from now on.
+        var closed = false
+    }
+
     let wake: WakeSignal
-    private let jobs = Mutex<[@Sendable (WorkerConnection, any WorkerHandler) -> Void]>([])
+    private let state = Mutex(State())
+    /// The connection thread once it runs (`pthread_self()`; 0 before).
+    private let owner = Atomic<UInt>(0)
 
     init() throws { wake = try WakeSignal() }
 
-    func post(_ job: @escaping @Sendable (WorkerConnection, any WorkerHandler) -> Void) {
-        jobs.withLock { $0.append(job) }
-        wake.signal()
+    /// Called on the connection thread before its loop starts.
+    func adoptCurrentThread() { owner.store(pthread_self(), ordering: .releasing) }
+
+    private var onOwnerThread: Bool { owner.load(ordering: .acquiring) == pthread_self() }
+
+    func post(_ job: @escaping Job) {
+        state.withLock { $0.jobs.append(job) }
+        if !onOwnerThread { wake.signal() }
     }
 
-    func take() -> [@Sendable (WorkerConnection, any WorkerHandler) -> Void] {
-        jobs.withLock { jobs in
-            defer { jobs.removeAll() }
-            return jobs
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let accepted = state.withLock { state -> Bool in
+            guard !state.closed else { return false }
+            state.tasks.append(job)
+            return true
         }
+        guard accepted else { return globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
+        if !onOwnerThread { wake.signal() }
+    }
+
+    /// Whether jobs wait (the loop then polls without sleeping).
+    var hasWork: Bool { state.withLock { !$0.jobs.isEmpty || !$0.tasks.isEmpty } }
+
+    /// Runs what was posted so far: the connection's jobs first, then the tasks' jobs. What these post meanwhile
+    /// waits for the next turn, after the socket was read again.
+    func run(_ connection: WorkerConnection, _ handler: any WorkerHandler) {
+        let (jobs, tasks) = state.withLock { state in
+            defer {
+                state.jobs.removeAll()
+                state.tasks.removeAll()
+            }
+            return (state.jobs, state.tasks)
+        }
+        for job in jobs { job(connection, handler) }
+        if tasks.isEmpty { return }
+        let executor = asUnownedTaskExecutor()
+        for task in tasks { task.runSynchronously(on: executor) }
+    }
+
+    /// The connection thread is ending: task jobs still waiting, and every later one, run on the global concurrent
+    /// executor (a task is never left unrun). The connection's own jobs are dropped, as before: the calls they
+    /// belong to are ended by ``PendingCalls``.
+    func close() {
+        let tasks = state.withLock { state in
+            state.closed = true
+            state.jobs.removeAll()
+            defer { state.tasks.removeAll() }
+            return state.tasks
+        }
+        for task in tasks { globalConcurrentExecutor.enqueue(ExecutorJob(task)) }
     }
 }
 
@@ -65,6 +122,7 @@ public final class WorkerRuntime: Sendable {
                 ended: ended,
                 makeHandler: makeHandler
             )
+            inbox.close()
             finished.fulfill()
         }
         thread.name = configuration.worker
@@ -97,6 +155,7 @@ public final class WorkerRuntime: Sendable {
             return
         }
         started.fulfill(nil)
+        inbox.adoptCurrentThread()
         let handler = makeHandler()
         var failure: WorkerConnectionError?
         do {
@@ -112,6 +171,12 @@ public final class WorkerRuntime: Sendable {
             handler.ended(connection, failure: failure)
         }
     }
+
+    /// The connection thread as a task executor: a task started with `Task(executorPreference: runtime.executor)`
+    /// runs on that thread, between its socket reads, until the connection ends (then on the global concurrent
+    /// executor). Such a task must not block (a semaphore, a lock held long, `Thread.sleep`): the connection waits
+    /// for it.
+    public var executor: any TaskExecutor { inbox }
 
     /// Runs `job` on the connection thread with the connection and the handler.
     public func submit(_ job: @escaping @Sendable (WorkerConnection, any WorkerHandler) -> Void) {

@@ -266,6 +266,44 @@ struct AskCenterTests {
         await center.stop()
     }
 
+    @Test(
+        "a task on the center's executor runs on the connection thread, its call completes there, a call pending at stop ends, and later tasks run elsewhere"
+    )
+    func executorIsTheConnectionThread() async throws {
+        let rig = try await AskRig()
+        defer { rig.stop() }
+        let center = try await rig.center()
+        let connectionThread = await withCheckedContinuation { continuation in
+            center.runtime.submit { _, _ in continuation.resume(returning: currentThreadID()) }
+        }
+        let session = center.child("c1")
+        let question = PermissionQuestion(handle: CommunicationHandle(value: "+15550100", kind: .phoneNumber))
+        let asking = Task(executorPreference: center.executor) { () async throws(AskError) -> [UInt] in
+            let before = currentThreadID()
+            try await session.ask(question)
+            return [before, currentThreadID()]
+        }
+        try await rig.admitNext()
+        #expect(try await asking.value == [connectionThread, connectionThread])
+
+        // A call still waiting when the center stops ends (its task is resumed, on whichever thread is left).
+        let waiting = Task(executorPreference: center.executor) { () async -> AskError? in
+            do throws(AskError) {
+                try await session.ask(
+                    PermissionQuestion(handle: CommunicationHandle(value: "+15550101", kind: .phoneNumber))
+                )
+                return nil
+            } catch {
+                return error
+            }
+        }
+        _ = try await blocking { try rig.limits.expectDelivery(kind: "ask") }
+        await center.stop()
+        #expect(await waiting.value != nil, "the ask pending at stop ended with an error")
+        let after = await Task(executorPreference: center.executor) { currentThreadID() }.value
+        #expect(after != connectionThread, "a task started after stop runs on the global executor")
+    }
+
     @Test("send of an unknown question is refused with its code")
     func sendUnknown() async throws {
         let rig = try await AskRig()
@@ -386,6 +424,25 @@ struct AskCenterPieceTests {
         #expect(try ResponseStore.unsurfaced(path: path).isEmpty)
     }
 
+    @Test("the inbox wakes its connection thread for posts from other threads only; its own posts wait for the loop")
+    func inboxWakesForOtherThreadsOnly() async throws {
+        let inbox = try WorkerInbox()
+        @Sendable func woken() throws -> Bool {
+            var poller = ZMQPoller()
+            _ = poller.add(fileDescriptor: inbox.wake.readDescriptor)
+            return try poller.poll(timeoutMilliseconds: 0) > 0
+        }
+        let fromOwner = try await blocking { () throws -> Bool in
+            inbox.adoptCurrentThread()
+            inbox.post { _, _ in }
+            return try woken()
+        }
+        #expect(!fromOwner, "a post from the connection thread wrote a wake-up")
+        #expect(inbox.hasWork, "the loop does not sleep while a post waits")
+        inbox.post { _, _ in }
+        #expect(try woken(), "a post from another thread did not wake the connection thread")
+    }
+
     @Test("a broker invalid-question reason is read from its JSON, never parsed from text")
     func invalidReasonParsing() {
         // The broker's verdict counts even when local validation passes (the clocks may differ): the reason comes
@@ -418,3 +475,6 @@ extension DeliveryDisposition {
         return false
     }
 }
+
+/// The calling thread, as a number (`pthread_self()`).
+func currentThreadID() -> UInt { pthread_self() }

@@ -92,11 +92,11 @@ extension Broker {
         if turnLedgerUndo.index(forKey: id) == nil { turnLedgerUndo[id] = .some(ledger.entries[id]) }
     }
 
-    /// Journals a new question (its full record, question JSON included).
-    func journalNewQuestion(_ record: QuestionRecord) throws(WireError) {
+    /// Journals a new question (its full record, question JSON included). - Returns: its row's `seq`.
+    func journalNewQuestion(_ record: QuestionRecord) throws(WireError) -> Int64 {
         noteLedgerUndo(record.id)
-        guard journal.durability != .off else { return }
-        do { try journal.saveQuestion(record) } catch {
+        guard journal.durability != .off else { return 0 }
+        do { return try journal.saveQuestion(record) } catch {
             throw WireError(.storageFailed, "the journal refused the question: \(error)")
         }
     }
@@ -113,6 +113,7 @@ extension Broker {
         guard journal.durability != .off else { return }
         do {
             try journal.updateQuestion(
+                seq: entry.seq,
                 id: id,
                 state: entry.state,
                 answeredBy: answeredBy,
@@ -124,11 +125,11 @@ extension Broker {
         }
     }
 
-    /// The question JSON of a followed question: from memory without a journal, else one SELECT by id.
-    func questionJSON(_ id: MessageID) throws(WireError) -> [UInt8] {
+    /// The question JSON of a followed question: from memory without a journal, else one SELECT by its row.
+    func questionJSON(_ id: MessageID, _ entry: LedgerEntry) throws(WireError) -> [UInt8] {
         if let bytes = ledger.questionInMemory(id) { return bytes }
         let stored: [UInt8]?
-        do { stored = try journal.questionJSON(id: id) } catch {
+        do { stored = try journal.questionJSON(seq: entry.seq, id: id) } catch {
             throw WireError(.storageFailed, "the journal could not read question \(id.uuid): \(error)")
         }
         guard let stored else { throw WireError(.storageFailed, "question \(id.uuid) is not in the journal") }
@@ -169,8 +170,9 @@ extension Broker {
         let child = String(from.dropFirst("child/".count))
         // Route first: a busy limits queue refuses the ask before anything about the question is written.
         try route(id: id, from: from, to: "limits", kind: MessageKind.ask.rawValue, subject: questionID, body: body)
+        var seq: Int64 = 0
         if journal.durability != .off {
-            try journalNewQuestion(
+            seq = try journalNewQuestion(
                 QuestionRecord(
                     id: questionID,
                     child: child,
@@ -192,7 +194,8 @@ extension Broker {
             child: ledger.names.number(child),
             family: ledger.names.number(family),
             admitter: admitter == "limits" ? NamePool.none : ledger.names.number(admitter),
-            state: .admitting
+            state: .admitting,
+            seq: seq
         )
         ledger.track(questionID, entry, question: journal.durability == .off ? encoded : nil)
     }
@@ -273,7 +276,7 @@ extension Broker {
         var entry = try ownEntry(questionID, from: from)
         guard entry.state == .presented else { throw QuestionLedger.refusal(for: entry.state, wanted: "send") }
         guard now < entry.expiresAt else { throw WireError(.expired, "the question expired at \(entry.expiresAt)") }
-        let question = try questionJSON(questionID)
+        let question = try questionJSON(questionID, entry)
         let body = try LedgerBodies.guardianQuestion(
             question: question,
             child: ledger.child(of: entry),
@@ -327,7 +330,7 @@ extension Broker {
             entry = ledger.entries[questionID]!
         }
         guard entry.state == .sent else { throw QuestionLedger.refusal(for: entry.state, wanted: "answer") }
-        let json = try questionJSON(questionID)
+        let json = try questionJSON(questionID, entry)
         let question: AnyPermissionQuestion
         do { question = try WireJSON.decode(AnyPermissionQuestion.self, from: json) } catch {
             throw WireError(

@@ -1,7 +1,7 @@
 import AskProtocol
 import Foundation
 
-/// One question the ledger follows: only what its rules read, packed (24 bytes, no heap storage of its own).
+/// One question the ledger follows: only what its rules read, packed (32 bytes, no heap storage of its own).
 ///
 /// The question itself (its JSON, choices and handles) is not here: with a journal it is read back from the
 /// journal's question table when a body needs it (the guardians' `question` at send, the child's `response` and
@@ -17,6 +17,9 @@ struct LedgerEntry: Sendable, Hashable {
     /// number; ``NamePool/none`` when any limits worker may (after a restart, or while the ask waits at `limits`).
     var admitter: UInt32
     var state: QuestionState
+    /// The question's row in the journal's question table (0 without a journal): the journal reads and updates the
+    /// question by it, having no index on the random question id (schema 6).
+    var seq: Int64 = 0
 }
 
 /// Strings the ledger refers to many times (child and family ids, limits addresses), each stored once and named
@@ -107,7 +110,8 @@ struct QuestionLedger {
                 child: names.number(question.child),
                 family: names.number(question.family),
                 admitter: NamePool.none,
-                state: question.state
+                state: question.state,
+                seq: question.seq
             )
             if question.closedAt != nil || entry.state.isClosed {
                 closed.append((question.closedAt ?? question.createdAt, question.id, entry))

@@ -40,7 +40,8 @@ public struct LedgerEntry: Sendable, Hashable, CustomStringConvertible {
 /// last connection may checkpoint the WAL into the file, which changes no row.)
 enum StoreReader {
     /// The broker's ledger entry of `question`, or `nil` when the journal holds none (not asked yet, or
-    /// forgotten after `--closed-retention`).
+    /// forgotten after `--closed-retention`). A scan of the question table: the journal keeps no index on the
+    /// question id (the broker finds rows by `seq`), and a test's table is small.
     static func ledgerEntry(journal path: String, question: UUID) throws -> LedgerEntry? {
         guard FileManager.default.fileExists(atPath: path) else {
             throw ClusterError("no journal at \(path) (a broker with --durability off keeps none)")

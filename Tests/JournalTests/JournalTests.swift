@@ -195,6 +195,13 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
             questions.first?.answeredBy == "mum" && questions.first?.closedAt == at(2000)
                 && questions.first?.question == Array("{}".utf8)
         )
+        // Schema 6: no index on the question id (question_closed is the table's only one); rows are found by seq.
+        let indexes = try journal.database!.query("SELECT name FROM pragma_index_list('question')") { $0.text(at: 0) }
+        #expect(indexes == ["question_closed"])
+        var seqs: [Int64] = []
+        try journal.forEachLedgerQuestion { seqs.append($0.seq) }
+        #expect(seqs.count == 1)
+        #expect(try journal.questionJSON(seq: seqs[0], id: MessageID(high: 10, low: 11)) == Array("{}".utf8))
         // The new layout: copies by recipient, accepted ids by time.
         try journal.storeMessage(message(6, to: "mum"))
         try journal.rememberAccepted([message(6).id], at: at(6000))
@@ -262,14 +269,17 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         #expect(try journal.loadMessages() == [message(1)])
     }
 
-    @Test func questionsSaveReplaceLoadAndPurge() throws {
+    @Test func questionsSaveUpdateLoadAndPurge() throws {
         let dir = TemporaryDirectory()
         let journal = try Journal(directory: dir.path, durability: .strict)
-        let open = question(1, state: .presented, createdMs: 1_000)
+        var open = question(1, state: .presented, createdMs: 1_000)
+        open.choiceIDs = ["a\"b", "ü", ""]
+        open.approvalChoiceIDs = []
         let answered = question(2, state: .answered, createdMs: 2_000, closedAt: at(10_000))
         let expiredLater = question(3, state: .expired, createdMs: 3_000, closedAt: at(30_000))
         let closedWithoutTime = question(4, state: .cancelled, createdMs: 4_000)
-        for q in [expiredLater, open, answered, closedWithoutTime] { try journal.saveQuestion(q) }
+        let seqs = try [expiredLater, open, answered, closedWithoutTime].map { try journal.saveQuestion($0) }
+        #expect(seqs == [1, 2, 3, 4], "rows in insert order")
         try journal.commitIfNeeded()
 
         #expect(try journal.loadQuestions(openOnly: false) == [open, answered, expiredLater, closedWithoutTime])
@@ -277,49 +287,32 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
 
         var sent = open
         sent.state = .sent
-        sent.expiresAt = at(99_000)
-        sent.choiceIDs = ["a\"b", "ü", ""]
-        sent.approvalChoiceIDs = []
-        try journal.saveQuestion(sent)
+        try journal.updateQuestion(seq: seqs[1], id: open.id, state: .sent)
         try journal.commitIfNeeded()
         let reopened = try Journal(directory: dir.path, durability: .strict)
         #expect(try reopened.loadQuestions(openOnly: true) == [sent])
 
         var nowAnswered = sent
         nowAnswered.state = .answered
+        nowAnswered.answeredBy = "mum"
+        nowAnswered.answerChoiceID = "ü"
         nowAnswered.closedAt = at(50_000)
-        try reopened.saveQuestion(nowAnswered)
+        try reopened.updateQuestion(
+            seq: seqs[1],
+            id: open.id,
+            state: .answered,
+            answeredBy: "mum",
+            answerChoiceID: "ü",
+            closedAt: at(50_000)
+        )
         #expect(try reopened.loadQuestions(openOnly: true).isEmpty)
+        #expect(try reopened.loadQuestions(openOnly: false).first == nowAnswered)
 
         // closed before 20 s: #2 (closed at 10 s) and #4 (no closedAt, created at 4 s); not #3 nor #1.
         #expect(try reopened.deleteQuestions(closedBefore: at(20_000)) == 2)
         try reopened.commitIfNeeded()
         #expect(try reopened.loadQuestions(openOnly: false).map(\.id) == [nowAnswered.id, expiredLater.id])
         #expect(QuestionState.allCases.filter(\.isClosed) == [.refused, .answered, .expired, .cancelled, .abandoned])
-    }
-
-    @Test("the question JSON lives in question_json: replaced with its question, deleted with it")
-    func questionJSONFollowsItsQuestion() throws {
-        let dir = TemporaryDirectory()
-        let journal = try Journal(directory: dir.path, durability: .batch)
-        var first = question(1, state: .sent, createdMs: 1_000)
-        try journal.saveQuestion(first)
-        try journal.saveQuestion(question(2, state: .answered, createdMs: 2_000, closedAt: at(3_000)))
-        first.question = Array(#"{"title":"again"}"#.utf8)
-        try journal.saveQuestion(first)
-        try journal.commitIfNeeded()
-        let jsonRows = { try journal.database!.query("SELECT count(*) FROM question_json") { $0.int64(at: 0) } }
-        #expect(try jsonRows() == [2])
-        #expect(try journal.questionJSON(id: first.id) == first.question)
-        #expect(
-            try journal.loadQuestions(openOnly: false).map(\.question) == [
-                first.question, question(2, state: .answered, createdMs: 2_000).question,
-            ]
-        )
-        #expect(try journal.deleteQuestions(closedBefore: at(10_000)) == 1)
-        try journal.commitIfNeeded()
-        #expect(try jsonRows() == [1])
-        #expect(try journal.loadQuestions(openOnly: false).map(\.id) == [first.id])
     }
 
     @Test("deleting closed questions by time is a range on the question_closed index, not a table scan")

@@ -93,15 +93,17 @@ import Testing
         #expect(throws: JournalError.self) { try journal.loadQuestions(openOnly: true) }
     }
 
-    @Test("updateQuestion changes the state columns only; questionJSON reads the stored JSON back")
+    @Test("updateQuestion changes the state columns only; questionJSON reads the stored JSON back, both by row and id")
     func updateAndReadBack() throws {
         let dir = TemporaryDirectory()
         let journal = try Journal(directory: dir.path, durability: .batch)
         let q = question(1, state: .presented, createdMs: 1_000)
-        try journal.saveQuestion(q)
+        let other = question(2, state: .sent, createdMs: 0)
+        let seq = try journal.saveQuestion(q)
         // The open transaction's writes are visible to the reads.
-        #expect(try journal.questionJSON(id: q.id) == q.question)
+        #expect(try journal.questionJSON(seq: seq, id: q.id) == q.question)
         try journal.updateQuestion(
+            seq: seq,
             id: q.id,
             state: .answered,
             answeredBy: "mum",
@@ -116,10 +118,32 @@ import Testing
         expected.closedAt = at(5_000)
         #expect(try journal.loadQuestions(openOnly: false) == [expected])
         #expect(try journal.loadQuestions(openOnly: true).isEmpty)
-        #expect(try journal.questionJSON(id: question(2, state: .sent, createdMs: 0).id) == nil)
-        #expect(throws: JournalError.self) {
-            try journal.updateQuestion(id: question(2, state: .sent, createdMs: 0).id, state: .expired)
-        }
+        // A row is only read or changed for the id it holds (a stale seq never touches another question).
+        #expect(try journal.questionJSON(seq: seq, id: other.id) == nil)
+        #expect(throws: JournalError.self) { try journal.updateQuestion(seq: seq, id: other.id, state: .expired) }
+        #expect(try journal.questionJSON(seq: seq + 1, id: other.id) == nil)
+        #expect(throws: JournalError.self) { try journal.updateQuestion(seq: seq + 1, id: other.id, state: .expired) }
+    }
+
+    @Test("the question JSON lives in question_json under its row's seq and is deleted with its question")
+    func questionJSONFollowsItsQuestion() throws {
+        let dir = TemporaryDirectory()
+        let journal = try Journal(directory: dir.path, durability: .batch)
+        var first = question(1, state: .sent, createdMs: 1_000)
+        first.question = Array(#"{"title":"first"}"#.utf8)
+        let second = question(2, state: .answered, createdMs: 2_000, closedAt: at(3_000))
+        let firstSeq = try journal.saveQuestion(first)
+        let secondSeq = try journal.saveQuestion(second)
+        try journal.commitIfNeeded()
+        let jsonRows = { try journal.database!.query("SELECT seq FROM question_json ORDER BY seq") { $0.int64(at: 0) } }
+        #expect(try jsonRows() == [firstSeq, secondSeq])
+        #expect(try journal.questionJSON(seq: firstSeq, id: first.id) == first.question)
+        #expect(try journal.questionJSON(seq: secondSeq, id: second.id) == second.question)
+        #expect(try journal.loadQuestions(openOnly: false).map(\.question) == [first.question, second.question])
+        #expect(try journal.deleteQuestions(closedBefore: at(10_000)) == 1)
+        try journal.commitIfNeeded()
+        #expect(try jsonRows() == [firstSeq])
+        #expect(try journal.loadQuestions(openOnly: false).map(\.id) == [first.id])
     }
 
     @Test("forEachLedgerQuestion gives every question's ledger fields only, with when a closed one closed")
@@ -131,25 +155,27 @@ import Testing
             question(2, state: .answered, createdMs: 2_000, closedAt: at(3_000)),
             question(3, state: .sent, createdMs: 3_000), question(4, state: .presented, createdMs: 4_000),
         ]
-        for record in records { try journal.saveQuestion(record) }
+        let seqs = try records.map { try journal.saveQuestion($0) }
         try journal.commitIfNeeded()
         var seen: [LedgerQuestion] = []
         try journal.forEachLedgerQuestion { seen.append($0) }
-        let expected = records.map {
+        let expected = zip(records, seqs).map { record, seq in
             LedgerQuestion(
-                id: $0.id,
-                child: $0.child,
-                family: $0.family,
-                state: $0.state,
-                createdAt: $0.createdAt,
-                expiresAt: $0.expiresAt,
-                closedAt: $0.state.isClosed ? $0.closedAt : nil
+                id: record.id,
+                child: record.child,
+                family: record.family,
+                state: record.state,
+                createdAt: record.createdAt,
+                expiresAt: record.expiresAt,
+                closedAt: record.state.isClosed ? record.closedAt : nil,
+                seq: seq
             )
         }
         #expect(seen.sorted { $0.createdAt < $1.createdAt } == expected)
         #expect(seen.filter { $0.closedAt != nil }.map(\.closedAt) == [at(3_000)])
         let off = try Journal(directory: dir.path, durability: .off)
         try off.forEachLedgerQuestion { _ in Issue.record("a journal that is off has no questions") }
-        #expect(try off.questionJSON(id: records[0].id) == nil)
+        #expect(try off.saveQuestion(records[0]) == 0)
+        #expect(try off.questionJSON(seq: seqs[0], id: records[0].id) == nil)
     }
 }

@@ -2,7 +2,7 @@ import SQLite
 
 extension Journal {
     /// Bump when the schema changes, and add a step to `migrations`.
-    static let schemaVersion: Int64 = 5
+    static let schemaVersion: Int64 = 6
 
     /// The message table's columns after its key, the same in versions 1 and 2 (only the indexes changed).
     private static let messageColumns = """
@@ -127,6 +127,35 @@ extension Journal {
         );
         INSERT INTO question_json (seq, question) SELECT seq, question FROM question;
         ALTER TABLE question DROP COLUMN question;
+        CREATE TRIGGER question_json_follows AFTER DELETE ON question BEGIN
+            DELETE FROM question_json WHERE seq = old.seq;
+        END;
+        """,
+        // Version 6: no index on the question id. Ids are random, so each ask inserted into a random page of that
+        // index: one more 4 KiB WAL frame per ask in a turn. The broker's ledger keeps each question's `seq` and
+        // reads and updates by it (the id is checked in the row). Measured with `askrelay load --mode flows`: the
+        // broker's bytes written per flow 15.5 -> 9.9 KB, its CPU per flow 11% less.
+        """
+        CREATE TABLE question_v6 (
+            seq                 INTEGER PRIMARY KEY,
+            id                  BLOB    NOT NULL,
+            child               TEXT    NOT NULL,
+            family              TEXT    NOT NULL,
+            state               TEXT    NOT NULL,
+            closed              INTEGER NOT NULL,
+            created_ms          INTEGER NOT NULL,
+            expires_ms          INTEGER NOT NULL,
+            choice_ids          TEXT    NOT NULL,
+            approval_choice_ids TEXT    NOT NULL,
+            answered_by         TEXT,
+            answer_choice_id    TEXT,
+            closed_ms           INTEGER
+        );
+        INSERT INTO question_v6 SELECT seq, id, child, family, state, closed, created_ms, expires_ms, choice_ids,
+            approval_choice_ids, answered_by, answer_choice_id, closed_ms FROM question;
+        DROP TABLE question;
+        ALTER TABLE question_v6 RENAME TO question;
+        CREATE INDEX question_closed ON question (coalesce(closed_ms, created_ms)) WHERE closed = 1;
         CREATE TRIGGER question_json_follows AFTER DELETE ON question BEGIN
             DELETE FROM question_json WHERE seq = old.seq;
         END;

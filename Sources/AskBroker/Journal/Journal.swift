@@ -462,20 +462,21 @@ public final class Journal {
 
     // MARK: Question ledger
 
-    /// Inserts `q`, or replaces the stored record with the same id (which keeps its place in insert order). The
-    /// question JSON goes to `question_json`, under the question row's `seq` (schema 5).
-    public func saveQuestion(_ q: QuestionRecord) throws {
+    /// Inserts `q`, a question the journal does not hold yet (the broker's ledger knows every stored id), after
+    /// the others in insert order, and its JSON into `question_json` under the row's `seq` (schema 5).
+    /// - Returns: the row's `seq` (0 when the journal is off). The table has no index on the random question id
+    ///   (schema 6): ``updateQuestion(seq:id:state:answeredBy:answerChoiceID:closedAt:)`` and
+    ///   ``questionJSON(seq:id:)`` find the row by `seq`, which the ledger keeps.
+    @discardableResult
+    public func saveQuestion(_ q: QuestionRecord) throws -> Int64 {
         let choices = JSONStringList.encode(q.choiceIDs)
         let approvals = JSONStringList.encode(q.approvalChoiceIDs)
-        try write { db in
+        return try write { db in
             let s = try db.prepare(
                 """
                 INSERT INTO question (id, child, family, state, closed, created_ms, expires_ms, choice_ids,
                     approval_choice_ids, answered_by, answer_choice_id, closed_ms)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?12, ?13)
-                ON CONFLICT (id) DO UPDATE SET child = ?2, family = ?3, state = ?4, closed = ?5, created_ms = ?6,
-                    expires_ms = ?7, choice_ids = ?9, approval_choice_ids = ?10, answered_by = ?11,
-                    answer_choice_id = ?12, closed_ms = ?13
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
                 RETURNING seq
                 """
             )
@@ -486,29 +487,31 @@ public final class Journal {
             try s.bind(Int64(q.state.isClosed ? 1 : 0), at: 5)
             try s.bind(Self.milliseconds(q.createdAt), at: 6)
             try s.bind(Self.milliseconds(q.expiresAt), at: 7)
-            try s.bind(choices, at: 9)
-            try s.bind(approvals, at: 10)
-            if let answeredBy = q.answeredBy { try s.bind(answeredBy, at: 11) } else { try s.bindNull(at: 11) }
-            if let choice = q.answerChoiceID { try s.bind(choice, at: 12) } else { try s.bindNull(at: 12) }
+            try s.bind(choices, at: 8)
+            try s.bind(approvals, at: 9)
+            if let answeredBy = q.answeredBy { try s.bind(answeredBy, at: 10) } else { try s.bindNull(at: 10) }
+            if let choice = q.answerChoiceID { try s.bind(choice, at: 11) } else { try s.bindNull(at: 11) }
             if let closedAt = q.closedAt {
-                try s.bind(Self.milliseconds(closedAt), at: 13)
+                try s.bind(Self.milliseconds(closedAt), at: 12)
             } else {
-                try s.bindNull(at: 13)
+                try s.bindNull(at: 12)
             }
             defer { s.reset() }
             guard try s.step() else { throw JournalError(.badRow, "saving question \(q.id.uuid) returned no seq") }
             let seq = s.int64(at: 0)
-            let json = try db.prepare("INSERT OR REPLACE INTO question_json (seq, question) VALUES (?1, ?2)")
+            let json = try db.prepare("INSERT INTO question_json (seq, question) VALUES (?1, ?2)")
             try json.bind(seq, at: 1)
             try json.bind(q.question, at: 2)
             try json.run()
-        }
+            return seq
+        } ?? 0
     }
 
-    /// Records a transition of a stored question: its state and what closing it recorded. The question JSON, the
-    /// choice lists and the creation and expiry times stay as ``saveQuestion(_:)`` wrote them.
-    /// - Throws: `JournalError.badRow` if no question `id` is stored, or `SQLiteError`.
+    /// Records a transition of the stored question `id` in row `seq`: its state and what closing it recorded. The
+    /// question JSON, the choice lists and the creation and expiry times stay as ``saveQuestion(_:)`` wrote them.
+    /// - Throws: `JournalError.badRow` if row `seq` does not hold question `id`, or `SQLiteError`.
     public func updateQuestion(
+        seq: Int64,
         id: MessageID,
         state: QuestionState,
         answeredBy: String? = nil,
@@ -518,29 +521,36 @@ public final class Journal {
         try write { db in
             let s = try db.prepare(
                 """
-                UPDATE question SET state = ?2, closed = ?3, answered_by = ?4, answer_choice_id = ?5, closed_ms = ?6
-                WHERE id = ?1
+                UPDATE question SET state = ?3, closed = ?4, answered_by = ?5, answer_choice_id = ?6, closed_ms = ?7
+                WHERE seq = ?1 AND id = ?2
                 """
             )
-            try s.bind(id, at: 1)
-            try s.bind(state.rawValue, at: 2)
-            try s.bind(Int64(state.isClosed ? 1 : 0), at: 3)
-            if let answeredBy { try s.bind(answeredBy, at: 4) } else { try s.bindNull(at: 4) }
-            if let answerChoiceID { try s.bind(answerChoiceID, at: 5) } else { try s.bindNull(at: 5) }
-            if let closedAt { try s.bind(Self.milliseconds(closedAt), at: 6) } else { try s.bindNull(at: 6) }
+            try s.bind(seq, at: 1)
+            try s.bind(id, at: 2)
+            try s.bind(state.rawValue, at: 3)
+            try s.bind(Int64(state.isClosed ? 1 : 0), at: 4)
+            if let answeredBy { try s.bind(answeredBy, at: 5) } else { try s.bindNull(at: 5) }
+            if let answerChoiceID { try s.bind(answerChoiceID, at: 6) } else { try s.bindNull(at: 6) }
+            if let closedAt { try s.bind(Self.milliseconds(closedAt), at: 7) } else { try s.bindNull(at: 7) }
             try s.run()
-            guard db.changes == 1 else { throw JournalError(.badRow, "no stored question \(id.uuid) to update") }
+            guard db.changes == 1 else {
+                throw JournalError(.badRow, "no stored question \(id.uuid) in row \(seq) to update")
+            }
         }
     }
 
-    /// The question JSON stored for `id` (exactly as ``saveQuestion(_:)`` got it), or `nil` if there is none.
-    /// Sees the open transaction's writes.
-    public func questionJSON(id: MessageID) throws -> [UInt8]? {
+    /// The question JSON stored for question `id` in row `seq` (exactly as ``saveQuestion(_:)`` got it), or `nil`
+    /// if that row does not hold it. Sees the open transaction's writes.
+    public func questionJSON(seq: Int64, id: MessageID) throws -> [UInt8]? {
         guard let db = database else { return nil }
         let s = try db.prepare(
-            "SELECT j.question FROM question AS q JOIN question_json AS j ON j.seq = q.seq WHERE q.id = ?1"
+            """
+            SELECT j.question FROM question AS q JOIN question_json AS j ON j.seq = q.seq
+            WHERE q.seq = ?1 AND q.id = ?2
+            """
         )
-        try s.bind(id, at: 1)
+        try s.bind(seq, at: 1)
+        try s.bind(id, at: 2)
         defer { s.reset() }
         return try s.step() ? s.blob(at: 0) : nil
     }
@@ -582,7 +592,10 @@ public final class Journal {
     public func forEachLedgerQuestion(_ body: (LedgerQuestion) throws -> Void) throws {
         guard let db = database else { return }
         let s = try db.prepare(
-            "SELECT id, child, family, state, created_ms, expires_ms, closed, coalesce(closed_ms, created_ms) FROM question NOT INDEXED"
+            """
+            SELECT id, child, family, state, created_ms, expires_ms, closed, coalesce(closed_ms, created_ms), seq
+            FROM question NOT INDEXED
+            """
         )
         defer { s.reset() }
         while try s.step() {
@@ -594,7 +607,8 @@ public final class Journal {
                     state: try s.questionState(at: 3),
                     createdAt: Self.date(s.int64(at: 4)),
                     expiresAt: Self.date(s.int64(at: 5)),
-                    closedAt: s.int64(at: 6) != 0 ? Self.date(s.int64(at: 7)) : nil
+                    closedAt: s.int64(at: 6) != 0 ? Self.date(s.int64(at: 7)) : nil,
+                    seq: s.int64(at: 8)
                 )
             )
         }

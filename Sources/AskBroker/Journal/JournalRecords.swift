@@ -119,6 +119,8 @@ public struct LedgerQuestion: Sendable, Hashable {
     public var expiresAt: Date
     /// When a closed question closed (its creation time if the record has none); `nil` while it is open.
     public var closedAt: Date?
+    /// The question's row in the question table, as ``Journal/saveQuestion(_:)`` returned it.
+    public var seq: Int64
 
     public init(
         id: MessageID,
@@ -127,7 +129,8 @@ public struct LedgerQuestion: Sendable, Hashable {
         state: QuestionState,
         createdAt: Date,
         expiresAt: Date,
-        closedAt: Date? = nil
+        closedAt: Date? = nil,
+        seq: Int64 = 0
     ) {
         self.id = id
         self.child = child
@@ -136,6 +139,7 @@ public struct LedgerQuestion: Sendable, Hashable {
         self.createdAt = createdAt
         self.expiresAt = expiresAt
         self.closedAt = closedAt
+        self.seq = seq
     }
 }
 

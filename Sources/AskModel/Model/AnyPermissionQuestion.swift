@@ -62,7 +62,7 @@ public struct AnyPermissionQuestion: Codable, Sendable, Hashable, Identifiable {
 
     /// Creates a question with every field given; `defaultChoice` defaults to the most restrictive choice.
     public init(
-        id: UUID = UUID(),
+        id: UUID = .pooledRandom(),
         topic: AnyQuestionTopic,
         choices: [PermissionChoice] = PermissionChoice.defaultChoices,
         defaultChoice: PermissionChoice? = nil,

@@ -72,7 +72,7 @@ public struct PermissionQuestion<Topic: QuestionTopic>: Sendable, Hashable, Iden
     ///   - defaultChoice: the assumed answer; the most restrictive choice (first denial) when `nil`.
     ///   - expirationDate: when answering stops; truncated to milliseconds.
     public init(
-        id: UUID = UUID(),
+        id: UUID = .pooledRandom(),
         topic: Topic,
         choices: [PermissionChoice] = PermissionChoice.defaultChoices,
         defaultChoice: PermissionChoice? = nil,

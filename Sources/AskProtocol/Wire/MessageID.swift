@@ -127,34 +127,3 @@ public struct MessageID: Hashable, Sendable, Comparable, CustomStringConvertible
         try container.encode(description)
     }
 }
-
-/// Random words from the system generator (the kernel's `getrandom`, through glibc), read 512 at a time into one
-/// buffer: one system call per 256 message ids instead of two per id, with the same randomness. Shared by the
-/// process's threads.
-final class RandomPool: Sendable {
-    static let shared = RandomPool()
-    private static let words = 512
-    private let state = Mutex<(words: [UInt64], next: Int)>(([UInt64](repeating: 0, count: words), words))
-
-    /// Two random words.
-    func next() -> (UInt64, UInt64) {
-        state.withLock { state in
-            if state.next + 2 > Self.words {
-                Self.fill(&state.words)
-                state.next = 0
-            }
-            defer { state.next += 2 }
-            return (state.words[state.next], state.words[state.next + 1])
-        }
-    }
-
-    private static func fill(_ words: inout [UInt64]) {
-        #if canImport(Glibc)
-            // glibc's arc4random_buf reads the kernel's getrandom (one call for the whole buffer).
-            words.withUnsafeMutableBytes { arc4random_buf($0.baseAddress!, $0.count) }
-        #else
-            var generator = SystemRandomNumberGenerator()
-            for index in words.indices { words[index] = generator.next() }
-        #endif
-    }
-}

@@ -60,8 +60,18 @@ public final class ProcessSupervisor: @unchecked Sendable {
 
     public func process(named name: String) -> SupervisedProcess? { all.first { $0.name == name } }
 
-    /// Starts `executable` with `arguments` and extra `environment` (the whole environment with
-    /// `replacingEnvironment`); stderr goes to `logPath` (appended; `/dev/stderr`: copied to our own stderr).
+    /// The environment a supervised process starts from: ours without any `ASKRELAY_*` variable. A supervisor
+    /// configures its processes with their flags and the `environment` it passes to `start`; a variable meant for
+    /// the command that supervises them (`ASKRELAY_FAMILIES` of `askrelay simulate`, `ASKRELAY_BROKERS`) must not
+    /// configure them too.
+    public static func inheritedEnvironment(
+        _ base: [String: String] = ProcessInfo.processInfo.environment
+    ) -> [String: String] {
+        base.filter { !$0.key.hasPrefix("ASKRELAY_") }
+    }
+
+    /// Starts `executable` with `arguments` in ``inheritedEnvironment(_:)`` plus `environment` (`environment` alone
+    /// with `replacingEnvironment`); stderr goes to `logPath` (appended; `/dev/stderr`: copied to our own stderr).
     /// With `processGroup` (a ``ProcessGroupGuard``'s), every run of it joins that group.
     /// - Throws: ``SupervisorError`` if the process cannot be spawned.
     @discardableResult
@@ -183,6 +193,10 @@ public final class SupervisedProcess: @unchecked Sendable {
     private var linesStorage: [String] = []
     private var lineCursorOfIncarnation: [Int] = []
     private var openReaders = 0
+    /// The current run's last stderr lines (at most ``stderrTailLines``), for error messages: read from the pipe,
+    /// so they are there whatever `logPath` is (a file, our own stderr, none) and hold no earlier run's lines.
+    private var stderrTailStorage: [String] = []
+    private static let stderrTailLines = 3
 
     init(
         core: SupervisorCore,
@@ -301,9 +315,11 @@ public final class SupervisedProcess: @unchecked Sendable {
             }
             return found
         }
-        let log = logPath.map { " (log: \($0))" } ?? ""
+        // Our own stderr is no log to point at: its lines are already on the screen.
+        let log = logPath.flatMap { $0 == "/dev/stderr" ? nil : " (log: \($0))" } ?? ""
+        let expected = prefix.trimmingCharacters(in: .whitespaces)
         if let exited {
-            throw SupervisorError(process: name, "exited (\(exited)) before printing '\(prefix) ...'\(log)\(tail())")
+            throw SupervisorError(process: name, "exited (\(exited)) before printing '\(expected) ...'\(log)\(tail())")
         }
         if let signal = supervisor.interrupted {
             throw SupervisorError(process: name, "interrupted by \(signalName(signal))")
@@ -311,7 +327,7 @@ public final class SupervisedProcess: @unchecked Sendable {
         _ = ok
         throw SupervisorError(
             process: name,
-            "did not print '\(prefix) ...' within \(durationText(timeout))\(log)\(tail())"
+            "did not print '\(expected) ...' within \(durationText(timeout))\(log)\(tail())"
         )
     }
 
@@ -335,10 +351,12 @@ public final class SupervisedProcess: @unchecked Sendable {
         return state
     }
 
-    /// The last log lines, for an error message.
+    /// The current run's last stderr lines, for an error message.
     package func tail() -> String {
-        guard let logPath, let data = FileManager.default.contents(atPath: logPath), !data.isEmpty else { return "" }
-        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").suffix(3)
+        condition.lock()
+        let lines = stderrTailStorage
+        condition.unlock()
+        guard !lines.isEmpty else { return "" }
         return "; last log lines:\n  " + lines.joined(separator: "\n  ")
     }
 
@@ -418,7 +436,7 @@ public final class SupervisedProcess: @unchecked Sendable {
         posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
         posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
 
-        var merged = replacingEnvironment ? [:] : ProcessInfo.processInfo.environment
+        var merged = replacingEnvironment ? [:] : ProcessSupervisor.inheritedEnvironment()
         for (key, value) in environment { merged[key] = value }
         let argv = [executable] + argumentsStorage
         let cArgs = argv.map { strdup($0) } + [nil]
@@ -458,6 +476,7 @@ public final class SupervisedProcess: @unchecked Sendable {
             Incarnation(pid: pid, startedAt: Date(), exit: nil, expectedSignal: nil, readyLine: nil)
         )
         lineCursorOfIncarnation.append(linesStorage.count)
+        stderrTailStorage = []
         openReaders += 2
         condition.unlock()
 
@@ -507,15 +526,37 @@ public final class SupervisedProcess: @unchecked Sendable {
 
     private func copyStderr(_ fd: Int32, to logFD: Int32) {
         var buffer = [UInt8](repeating: 0, count: 8192)
+        var pending: [UInt8] = []
         while true {
             let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
             if count <= 0 { break }
             if logFD >= 0 { _ = buffer.withUnsafeBytes { write(logFD, $0.baseAddress, count) } }
+            pending.append(contentsOf: buffer[0..<count])
+            var complete: [String] = []
+            while let newline = pending.firstIndex(of: 0x0A) {
+                complete.append(String(decoding: pending[..<newline], as: UTF8.self))
+                pending.removeSubrange(...newline)
+            }
+            // A line longer than the buffer is kept whole only up to 8 KiB: the tail is for a message.
+            if pending.count > 8192 { pending.removeFirst(pending.count - 8192) }
+            if !complete.isEmpty { keepStderrLines(complete) }
         }
+        if !pending.isEmpty { keepStderrLines([String(decoding: pending, as: UTF8.self)]) }
         close(fd)
         if logFD >= 0 { close(logFD) }
         readerClosed()
+    }
+
+    private func keepStderrLines(_ lines: [String]) {
+        let kept = lines.filter { !$0.isEmpty }.suffix(Self.stderrTailLines)
+        guard !kept.isEmpty else { return }
+        condition.lock()
+        stderrTailStorage.append(contentsOf: kept)
+        if stderrTailStorage.count > Self.stderrTailLines {
+            stderrTailStorage.removeFirst(stderrTailStorage.count - Self.stderrTailLines)
+        }
+        condition.unlock()
     }
 
     private func readerClosed() {

@@ -13,7 +13,7 @@ public final class ServerProcess: Sendable {
     public let readyLine: String
 
     /// Starts `executable` with `arguments` and waits (up to `timeout`) for a stdout line starting with `ready `.
-    /// - Throws: if it cannot start, exits, or says nothing in time (it is killed then).
+    /// - Throws: if it cannot start, exits first (as soon as it does), or says nothing in time (it is killed then).
     public init(executable: URL, arguments: [String], timeout: Duration = .seconds(15)) throws {
         let supervisor = ProcessSupervisor()
         let name = executable.lastPathComponent
@@ -27,7 +27,9 @@ public final class ServerProcess: Sendable {
         let line: String
         do { line = try process.waitForLine(prefix: "ready ", timeout: timeout) } catch {
             Self.stop(process)
-            throw RelayLoadError("\(name) printed no 'ready' line within \(timeout)")
+            // The supervisor's error says which: it exited first (at once, with its exit and last stderr lines), it
+            // was interrupted, or it said nothing in time.
+            throw RelayLoadError("\(error)")
         }
         var fields: [String: String] = [:]
         for field in line.dropFirst("ready ".count).split(separator: " ") {

@@ -175,11 +175,9 @@ public final class Simulation: Sendable {
         func keyName(_ name: String) -> String {
             name.hasPrefix("broker-") ? "broker" : name.hasPrefix("limits-") ? "limits" : name
         }
-        // The workers' flags say where the brokers are: none of the brokers/shard variables of this process's
-        // environment (`ASKRELAY_BROKERS` is also simulate's own --brokers) may reach them.
-        var environment = ProcessInfo.processInfo.environment
-        environment["ASKRELAY_BROKERS"] = nil
-        environment["ASKRELAY_SHARD_NAME"] = nil
+        // The processes' flags say everything: none of this process's ASKRELAY_* variables (simulate's own
+        // ASKRELAY_FAMILIES and ASKRELAY_BROKERS among them) may reach them.
+        let environment = ProcessSupervisor.inheritedEnvironment()
         // A process a power-cut fault cuts runs under the fault VFS: its writes since each fsync stay in the process,
         // so the fault's SIGKILL loses them as a power loss would (docs/reliability.md, "The fault VFS").
         let powerCut = Set(scenario.faults.filter { $0.action == .powerCut }.map(\.process))

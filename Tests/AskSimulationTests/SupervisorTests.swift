@@ -124,6 +124,62 @@ struct SupervisorTests {
         #expect(process.exitStatus == .exited(3))
     }
 
+    @Test("the last stderr lines of the current run are in the error whatever the log is: none, or our stderr")
+    func exitsBeforeReadyWithoutLogFile() throws {
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        for logPath in [nil, "/dev/stderr"] {
+            let process = try supervisor.start(
+                name: "broken",
+                executable: "/bin/sh",
+                arguments: ["-c", "echo 'give the guardians with one flag' >&2; exit 64"],
+                logPath: logPath
+            )
+            #expect {
+                try process.waitForLine(timeout: .seconds(30))
+            } throws: { error in
+                let text = "\(error)"
+                return text.contains("exited (exit 64) before printing 'ready ...'")
+                    && text.contains("give the guardians with one flag") && !text.contains("(log: /dev/stderr)")
+            }
+        }
+    }
+
+    @Test("a server that exits before its ready line is reported as having exited, with its message")
+    func serverProcessExitsBeforeReady() throws {
+        #expect {
+            _ = try ServerProcess(
+                executable: URL(fileURLWithPath: "/bin/sh"),
+                arguments: ["-c", "echo 'askrelay-parent: give the guardians' >&2; exit 64"],
+                timeout: .seconds(600)
+            )
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("exited (exit 64)") && text.contains("askrelay-parent: give the guardians")
+                && !text.contains("within")
+        }
+    }
+
+    @Test("supervised processes get none of our ASKRELAY_* variables, only those the supervisor passes")
+    func askRelayVariablesDoNotLeak() throws {
+        #expect(
+            ProcessSupervisor.inheritedEnvironment(["ASKRELAY_FAMILIES": "5", "PATH": "/bin", "ASKRELAYX": "1"])
+                == ["PATH": "/bin", "ASKRELAYX": "1"]
+        )
+        // Only this test reads ASKRELAY_LEAK_PROBE; PATH shows the rest of the environment still arrives.
+        setenv("ASKRELAY_LEAK_PROBE", "leaked", 1)
+        defer { unsetenv("ASKRELAY_LEAK_PROBE") }
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let process = try supervisor.start(
+            name: "env",
+            executable: "/bin/sh",
+            arguments: ["-c", "echo \"ready ${ASKRELAY_LEAK_PROBE-absent} ${ASKRELAY_GIVEN-absent} ${PATH:+path}\""],
+            environment: ["ASKRELAY_GIVEN": "given"]
+        )
+        #expect(try process.waitForLine(timeout: .seconds(30)) == "ready absent given path")
+    }
+
     @Test("exit codes are reported; a missing executable is a clear error")
     func exitCodes() throws {
         let supervisor = ProcessSupervisor()

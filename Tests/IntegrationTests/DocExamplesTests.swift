@@ -17,6 +17,7 @@ struct DocExamplesTests {
             }
         }
         let blocks = try DocExamples.blocks(in: document)
+        let commands = try DocExamples.variablesByCommand()
         let folder = try DocExamples.makeFolder()
         defer { try? FileManager.default.removeItem(at: folder.root) }
         for block in blocks {
@@ -25,7 +26,8 @@ struct DocExamplesTests {
                 print("\(block.location): skipped: \(skip)")
                 continue
             }
-            let result = try DocExamples.run(block, exceptions: exceptions, in: folder)
+            let foreign = DocExamples.foreignVariables(for: DocExamples.body(of: block), commands: commands)
+            let result = try DocExamples.run(block, exceptions: exceptions, in: folder, foreign: foreign)
             if let failure = result.failure {
                 // A block that failed elsewhere may not have reached its known-failing lines.
                 Issue.record(Comment(rawValue: failure))
@@ -45,6 +47,51 @@ struct DocExamplesTests {
                 }
             }
         }
+    }
+
+    @Test(
+        "the value given to other commands' variables is refused by every command that reads it",
+        arguments: [
+            "askrelay-broker", "askrelay-limits", "askrelay-parent", "askrelay-child", "askrelay simulate",
+            "askrelay load",
+        ]
+    )
+    func foreignValueIsRefused(_ path: String) throws {
+        // Positive evidence for the blocks above: a block passes with these variables set only if no process it
+        // starts, directly or through simulate, load or a cluster, read one.
+        let variables = try #require(try DocExamples.variablesByCommand().first { $0.path == path }?.variables)
+        #expect(!variables.isEmpty)
+        let words = path.split(separator: " ").map(String.init)
+        let run = Tool.run(
+            TestProcess.binDirectory.appendingPathComponent(words[0]).path,
+            Array(words.dropFirst()),
+            environment: Tool.cleanEnvironment.merging(variables.map { ($0, DocExamples.foreignValue) }) { $1 }
+        )
+        #expect(run.status == 64, "\(path): \(run.stderr)")
+        #expect(run.stderr.contains("environment variable ASKRELAY_"), "\(path): \(run.stderr)")
+    }
+
+    @Test("a block runs the commands it names: their variables are its own, every other command's are foreign")
+    func foreignVariablesOfABlock() throws {
+        let commands = [
+            (path: "askrelay simulate", variables: Set(["ASKRELAY_FAMILIES", "ASKRELAY_SEED"])),
+            (path: "askrelay-parent", variables: Set(["ASKRELAY_FAMILIES", "ASKRELAY_POLICY"])),
+            (path: "askrelay load", variables: Set(["ASKRELAY_LOAD_MODE"])),
+            (path: "askrelay-broker", variables: Set(["ASKRELAY_MAX_QUEUE"])),
+        ]
+        let foreign = DocExamples.foreignVariables(
+            for: [".build/release/askrelay simulate --scenario x.json &", "echo ASKRELAY_MAX_QUEUE is set above"],
+            commands: commands
+        )
+        #expect(Set(foreign.keys) == ["ASKRELAY_POLICY", "ASKRELAY_LOAD_MODE"])
+        #expect(DocExamples.runs("askrelay-broker", in: "(askrelay-broker --endpoint x) &"))
+        #expect(!DocExamples.runs("askrelay-broker", in: "cat askrelay-broker.log"))
+        #expect(!DocExamples.runs("askrelay load", in: "askrelay loader"))
+        let aliased = DocExamples.foreignVariables(
+            for: ["B=.build/release/askrelay", "$B load --mode flows", "${B} loader"],
+            commands: commands
+        )
+        #expect(Set(aliased.keys) == ["ASKRELAY_FAMILIES", "ASKRELAY_SEED", "ASKRELAY_POLICY", "ASKRELAY_MAX_QUEUE"])
     }
 
     @Test("every exception and substitution names a block that exists, so the lists cannot go stale")
@@ -445,6 +492,64 @@ enum DocExamples {
         return Folder(root: root, work: work)
     }
 
+    /// What every command refuses in any of its variables; given to the variables of the commands a block does not
+    /// run (``foreignVariables(for:commands:)``).
+    static let foreignValue = "foreign-value-of-another-command"
+
+    /// Every command's and subcommand's `ASKRELAY_*` variables, from its `--help`.
+    static func variablesByCommand() throws -> [(path: String, variables: Set<String>)] {
+        try HelpDocsTests.commands().map { command in (command.path, Set(command.options.compactMap(\.environment))) }
+    }
+
+    /// The variables of the commands `body` does not run, each set to ``foreignValue``: a documented command must
+    /// pass with other commands' settings in its environment, and so must every process it starts (a variable of
+    /// `askrelay simulate`'s, `ASKRELAY_FAMILIES`, once reached the parents it started). A variable that the block
+    /// names itself, or that a command it runs reads too, is left out.
+    static func foreignVariables(
+        for body: [String],
+        commands: [(path: String, variables: Set<String>)]
+    ) -> [String: String] {
+        let text = expandingCommandVariables(body.joined(separator: "\n"))
+        var own: Set<String> = []
+        var all: Set<String> = []
+        for command in commands {
+            all.formUnion(command.variables)
+            if runs(command.path, in: text) { own.formUnion(command.variables) }
+        }
+        let foreign = all.subtracting(own).filter { !text.contains($0) }
+        return Dictionary(uniqueKeysWithValues: foreign.map { ($0, foreignValue) })
+    }
+
+    /// Whether `text` runs the command `path` (`askrelay simulate`, `askrelay-broker`): its words as a command, not
+    /// inside another word or file name.
+    static func runs(_ path: String, in text: String) -> Bool {
+        let words = path.split(separator: " ").map { NSRegularExpression.escapedPattern(for: String($0)) }
+        let pattern = "(^|[\\s/;|&(])" + words.joined(separator: "\\s+") + "(?=$|[\\s;|&)])"
+        return text.range(of: pattern, options: .regularExpression) != nil
+    }
+
+    /// `text` with the shell variables it sets to a command (`B=.build/release/askrelay`) replaced by that command
+    /// where they are used (`$B load` → `.build/release/askrelay load`).
+    static func expandingCommandVariables(_ text: String) -> String {
+        var expanded = text
+        let assignment = /(?m)(?:^|[\s;])([A-Za-z_][A-Za-z0-9_]*)=([^\s;'"]*askrelay[a-z-]*)(?=$|[\s;])/
+        for match in text.matches(of: assignment) {
+            let (name, command) = (String(match.output.1), String(match.output.2))
+            expanded = expanded.replacingOccurrences(of: "${\(name)}", with: command)
+            expanded = expanded.replacingOccurrences(
+                of: "\\$\(name)(?![A-Za-z0-9_])",
+                with: NSRegularExpression.escapedTemplate(for: command),
+                options: .regularExpression
+            )
+        }
+        return expanded
+    }
+
+    /// A block's lines as run: every substitution applied.
+    static func body(of block: DocBlock) -> [String] {
+        block.lines.map { line in substitutions.lazy.compactMap { $0.apply(to: line) }.first ?? line }
+    }
+
     /// The environment of a block: the test's, without ASKRELAY_* settings, with the release build first on PATH
     /// (for examples that call `askrelay ...` as if installed).
     static var environment: [String: String] {
@@ -470,7 +575,13 @@ enum DocExamples {
     /// Runs one block under `setsid bash -euo pipefail` in `folder.work`, then ends every process left in its
     /// session. A command started in the background (`&`) that has already exited non-zero when the block ends
     /// fails the block too.
-    static func run(_ block: DocBlock, exceptions: [DocException], in folder: Folder) throws -> BlockResult {
+    /// - Parameter foreign: variables added to the block's environment (``foreignVariables(for:commands:)``).
+    static func run(
+        _ block: DocBlock,
+        exceptions: [DocException],
+        in folder: Folder,
+        foreign: [String: String] = [:]
+    ) throws -> BlockResult {
         var limit = defaultLimit
         var keepsRunning: Int?
         for exception in exceptions {
@@ -480,7 +591,7 @@ enum DocExamples {
             case .skip, .knownFailing: break
             }
         }
-        let body = block.lines.map { line in substitutions.lazy.compactMap { $0.apply(to: line) }.first ?? line }
+        let body = body(of: block)
         let known = exceptions.filter { $0.knownFailing != nil }.map(\.contains)
         let scriptBody = body.enumerated().flatMap { index, line -> [String] in
             guard known.contains(where: { line.contains($0) }) else { return [line] }
@@ -520,7 +631,7 @@ enum DocExamples {
                 ["--wait", "/bin/bash", "-euo", "pipefail", script.path],
                 logDirectory: logs,
                 executableURL: URL(fileURLWithPath: "/usr/bin/setsid"),
-                environment: environment
+                environment: environment.merging(foreign) { $1 }
             )
         }
         let session: Int32?

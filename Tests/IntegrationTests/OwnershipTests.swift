@@ -144,7 +144,7 @@ struct OwnershipTests {
         #expect(try first.waitForEnd(timeout: .seconds(60)) == 0, "\(first.output.suffix(30))")
     }
 
-    @Test("a broker --data-dir that is a file gives one readable message and exit non-zero")
+    @Test("a broker --data-dir that is a file gives one readable message and exits 64, as broker.md says")
     func dataDirIsAFile() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
@@ -152,7 +152,7 @@ struct OwnershipTests {
         try "x".write(toFile: file, atomically: true, encoding: .utf8)
         let broker = try broker(directory, data: file, endpoint: "tcp://127.0.0.1:*")
         defer { broker.kill9() }
-        #expect(try refusedAtOnce(broker) != 0)
+        #expect(try refusedAtOnce(broker) == 64)
         let message = stderr(broker)
         #expect(message.contains("\(file): is a file, not a folder"), "\(message)")
         #expect(!message.contains("NSCocoaErrorDomain") && !message.contains("Error Domain"), "\(message)")

@@ -1,0 +1,66 @@
+import AskCLI
+import AskTestSupport
+import Foundation
+import Testing
+
+/// A command's own `ASKRELAY_*` variables configure that command, never the processes it starts: simulate and load
+/// give their broker and workers flags, and a supervised process starts without our `ASKRELAY_*` variables
+/// (`ProcessSupervisor.inheritedEnvironment`). docs/examples run with other commands' variables set as well
+/// (DocExamplesTests).
+@Suite("ASKRELAY_* variables stay with the command they are given to", .timeLimit(.minutes(3)), .serialized)
+struct EnvironmentTests {
+    /// Runs `askrelay ARGUMENTS` with `environment` added; returns its exit, stdout and stderr.
+    func askrelay(_ arguments: [String], environment: [String: String], directory: TempDirectory) throws -> (
+        exit: ProcessExitStatus, stdout: [String], stderr: String
+    ) {
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let log = directory.path + "/askrelay.log"
+        let process = try supervisor.start(
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: arguments,
+            environment: environment,
+            logPath: log
+        )
+        let exit = try process.waitForExit(timeout: .seconds(150))
+        return (
+            exit, process.lines, String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self)
+        )
+    }
+
+    @Test("ASKRELAY_FAMILIES sets simulate's families and does not reach the parents and children it starts")
+    func simulateFamiliesVariable() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let report = directory.path + "/report"
+        let run = try askrelay(
+            [
+                "simulate", "--scenario", Repository.root.appendingPathComponent("docs/scenarios/small.json").path,
+                "--duration", "3s", "--report-dir", report, "--quiet",
+            ],
+            environment: ["ASKRELAY_FAMILIES": "3"],
+            directory: directory
+        )
+        #expect(run.exit == .exited(0), "stderr:\n\(run.stderr.suffix(3000))")
+        let data = try #require(FileManager.default.contents(atPath: report + "/scenario.json"), "\(run.stderr)")
+        let scenario = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(scenario["families"] as? Int == 3)
+    }
+
+    @Test("ASKRELAY_FAMILIES, which load does not read, does not reach the broker, limits and parents it starts")
+    func loadIgnoresOtherVariables() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let run = try askrelay(
+            [
+                "load", "--mode", "flows", "--endpoints", "10", "--families", "4", "--duration", "1s", "--warmup",
+                "0s", "--report-dir", directory.path + "/report",
+            ],
+            environment: ["ASKRELAY_FAMILIES": "5", "ASKRELAY_GUARDIAN": "g-1"],
+            directory: directory
+        )
+        #expect(run.exit == .exited(0), "stderr:\n\(run.stderr.suffix(3000))")
+        #expect(run.stdout.last?.hasPrefix("throughput=") == true, "stdout: \(run.stdout.suffix(5))")
+    }
+}

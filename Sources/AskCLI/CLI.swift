@@ -532,9 +532,9 @@ extension OptionSpec {
             ),
             .value(
                 "broker-key",
-                "KEY|FILE",
+                "FILE",
                 env: "ASKRELAY_BROKER_KEY",
-                help: "the broker's CURVE public key, or a file holding it (broker.public)"
+                help: "file holding the broker's CURVE public key (keys/broker.public)"
             ),
             .value(
                 "log-level",

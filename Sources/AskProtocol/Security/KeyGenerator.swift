@@ -131,23 +131,33 @@ public enum KeyGenerator {
 
 /// How a worker finds its CURVE settings: its own key file and the broker's public key.
 public enum CurveClientSettings {
-    /// Reads `--curve-key FILE` and `--broker-key KEY|FILE` (40 characters of Z85, or a file holding them such as
-    /// `broker.public` or `broker.key`).
+    /// Reads `--curve-key FILE` and `--broker-key FILE` (the broker's `broker.public`, or a key file of
+    /// `askrelay keys generate`).
     public static func load(keyFile: String, brokerKey: String) throws -> (keys: CurveKeyPair, serverKey: String) {
         let keys = try KeyFile.load(path: keyFile).keyPair
-        return (keys, try brokerPublicKey(brokerKey))
+        return (keys, try brokerPublicKey(file: brokerKey))
     }
 
-    public static func brokerPublicKey(_ text: String) throws -> String {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        if trimmed.utf8.count == 40, (try? Z85.decode(trimmed)) != nil { return trimmed }
-        guard let data = FileManager.default.contents(atPath: text) else {
-            throw KeyFileError("--broker-key must be a 40-character Z85 public key or a readable file, got '\(text)'")
+    /// The broker's public key from the file at `path`: 40 characters of Z85 (`broker.public`), or a key file's
+    /// public key. Always a file: a key given as the value itself could not be told from a path of 40 characters
+    /// of the Z85 alphabet (`/tmp/tmp.XXXXXXXXXX/s/keys/broker.public` is one).
+    public static func brokerPublicKey(file path: String) throws -> String {
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), !isFolder.boolValue,
+            let data = FileManager.default.contents(atPath: path)
+        else {
+            throw KeyFileError(
+                "--broker-key \(path): no readable file there; give the broker's public key file "
+                    + "(keys/broker.public from askrelay keys generate)"
+            )
         }
         if let file = try? JSONDecoder().decode(KeyFile.self, from: data) { return file.publicKey }
         let content = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard content.utf8.count == 40, (try? Z85.decode(content)) != nil else {
-            throw KeyFileError("\(text) holds no 40-character Z85 public key")
+            throw KeyFileError(
+                "--broker-key \(path): holds no public key (40 characters of Z85, as in keys/broker.public, "
+                    + "or a key file of askrelay keys generate)"
+            )
         }
         return content
     }

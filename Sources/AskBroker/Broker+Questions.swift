@@ -158,9 +158,11 @@ extension Broker {
             throw WireError(.duplicateQuestion, "question \(question.id) was already asked")
         }
         if let reason = question.firstViolation(now: now) { throw WireError.invalidQuestion(reason) }
-        let window = configuration.scaledPendingWindow
-        let pendingEnd = now.addingTimeInterval(window.seconds)
-        let expiresAt = min(question.expirationDate ?? pendingEnd, pendingEnd)
+        let expiresAt = Self.deadline(
+            now: now,
+            expirationDate: question.expirationDate,
+            window: configuration.scaledPendingWindow
+        )
         let encoded: [UInt8]
         do { encoded = try WireJSON.encode(question) } catch {
             // Unreachable for a decoded question; still the documented JSON reason, never free text.
@@ -273,6 +275,7 @@ extension Broker {
 
     /// `send`, child → broker: the child sent the sheet; every guardian of the family gets the question.
     func handleSendQuestion(session: Session, from: String, questionID: MessageID, now: Date) throws(WireError) {
+        let now = now.truncatedToWireMilliseconds  // as an answer's: whole milliseconds against the deadline
         var entry = try ownEntry(questionID, from: from)
         guard entry.state == .presented else { throw QuestionLedger.refusal(for: entry.state, wanted: "send") }
         guard now < entry.expiresAt else { throw WireError(.expired, "the question expired at \(entry.expiresAt)") }
@@ -313,6 +316,9 @@ extension Broker {
 
     /// `answer`, guardian → broker: the first valid answer wins.
     func handleAnswer(session: Session, from: String, answer: GuardianAnswer, now: Date) throws(WireError) {
+        // Decided and recorded at the spec's precision, whole milliseconds: the time the journal keeps for the
+        // answer is the time the deadline was checked against, so nobody reading the journal judges it otherwise.
+        let now = now.truncatedToWireMilliseconds
         let questionID = MessageID(uuid: answer.questionID)
         guard session.role == .guardian, from.hasPrefix("guardian/") else {
             throw WireError(.forbidden, "only a guardian may answer")
@@ -502,5 +508,16 @@ enum LedgerBodies {
         out.append(contentsOf: question)
         out.append(UInt8(ascii: "}"))
         return out
+    }
+}
+
+extension Broker {
+    /// A question's deadline: `min(expirationDate, now + pending window)`, truncated to whole milliseconds like
+    /// every date the spec names (an `expirationDate` already is). An answer is accepted while its time, truncated
+    /// to whole milliseconds too, is before the deadline: the journal's `closed_ms` and the checker, which compare
+    /// whole milliseconds, agree with the broker at the boundary.
+    static func deadline(now: Date, expirationDate: Date?, window: Duration) -> Date {
+        let pendingEnd = now.addingTimeInterval(window.seconds).truncatedToWireMilliseconds
+        return min(expirationDate?.truncatedToWireMilliseconds ?? pendingEnd, pendingEnd)
     }
 }

@@ -96,6 +96,72 @@ struct LedgerStorageTests {
         #expect(popped == ([50, 3, -5] + bulk.map(\.at)).sorted())
     }
 
+    @Test("a question closed 1 ms, 0.6 ms or 10 µs before a whole-millisecond deadline is stored closed before it")
+    func closedJustBeforeTheDeadline() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let journal = try Journal(directory: directory.path, durability: .batch)
+        let deadline = Date(wireMilliseconds: 1_800_000_000_123)
+        // Before: closed_ms was rounded to the nearest, so 0.6 ms and 10 µs before were stored as at the deadline.
+        let offsets: [(before: Double, closedBefore: Bool)] = [
+            (0.001, true), (0.000_6, true), (0.000_01, true), (0, false),
+        ]
+        var ids: [MessageID: Bool] = [:]
+        for (n, offset) in offsets.enumerated() {
+            let id = MessageID(high: 9, low: UInt64(n))
+            ids[id] = offset.closedBefore
+            try journal.saveQuestion(
+                QuestionRecord(
+                    id: id,
+                    child: "c",
+                    family: "f",
+                    state: .answered,
+                    createdAt: deadline.addingTimeInterval(-10),
+                    expiresAt: deadline,
+                    question: Array("{}".utf8),
+                    choiceIDs: ["yes"],
+                    approvalChoiceIDs: ["yes"],
+                    closedAt: deadline.addingTimeInterval(-offset.before)
+                )
+            )
+        }
+        try journal.commitIfNeeded()
+        var seen = 0
+        try journal.forEachLedgerQuestion { question in
+            let closedAt = try #require(question.closedAt)
+            #expect(Journal.milliseconds(question.expiresAt) == deadline.wireMilliseconds)
+            #expect((closedAt < question.expiresAt) == ids[question.id], "\(question.id): closed \(closedAt)")
+            seen += 1
+        }
+        #expect(seen == offsets.count)
+    }
+
+    @Test("deadlines and answer times are whole milliseconds: accepted before the deadline is stored before it")
+    func deadlinesAreWholeMilliseconds() {
+        var random = SystemRandomNumberGenerator()
+        let window = Duration.seconds(48 * 3600) / 3600
+        for _ in 0..<2_000 {
+            let now = Date(timeIntervalSince1970: 1_800_000_000 + Double.random(in: 0..<1, using: &random))
+            let pendingEnd = now.addingTimeInterval(window.seconds)
+            let expiry: Date? =
+                Bool.random(using: &random)
+                ? nil
+                : Date(wireMilliseconds: Int64(pendingEnd.timeIntervalSince1970 * 1000) + Int64.random(in: -3...3))
+            let deadline = Broker.deadline(now: now, expirationDate: expiry, window: window)
+            #expect(deadline.truncatedToWireMilliseconds == deadline)
+            let bound = min(expiry ?? pendingEnd, pendingEnd)
+            #expect(deadline <= bound && deadline > bound.addingTimeInterval(-0.001))
+            // The broker decides an answer at its time truncated (handleAnswer): 1 ms, 1 µs, 0.3 µs before the
+            // deadline is accepted and stored before it; at the deadline it is refused.
+            for before in [0.001, 0.000_5, 0.000_001, 0.000_000_3, 0] {
+                let decided = deadline.addingTimeInterval(-before).truncatedToWireMilliseconds
+                #expect((decided < deadline) == (before > 0), "\(before) s before \(deadline)")
+                if before > 0 { #expect(Journal.milliseconds(decided) < Journal.milliseconds(deadline)) }
+            }
+            #expect(Journal.milliseconds(deadline) == deadline.wireMilliseconds)
+        }
+    }
+
     @Test("a restart restores every question in one scan: deadlines by time, closed ones forgotten as they closed")
     func restoreFromJournal() throws {
         let directory = TempDirectory()

@@ -441,10 +441,15 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         #expect(try reopened.loadMessages() == committed + [message(4)])
     }
 
-    @Test func datesRoundToWholeMilliseconds() {
+    @Test("dates are stored truncated to whole milliseconds, never rounded up past float noise")
+    func datesTruncateToWholeMilliseconds() {
         let date = Date(timeIntervalSince1970: 1_700_000_000.123)
         #expect(Journal.milliseconds(date) == 1_700_000_000_123)
         #expect(Journal.date(1_700_000_000_123) == date)
+        #expect(Journal.milliseconds(Date(wireMilliseconds: 1_700_000_000_123)) == 1_700_000_000_123)
+        // Rounded to the nearest, these were stored a millisecond later than they happened.
+        #expect(Journal.milliseconds(Date(timeIntervalSince1970: 1_700_000_000.123_6)) == 1_700_000_000_123)
+        #expect(Journal.milliseconds(Date(timeIntervalSince1970: 1_700_000_000.123_99)) == 1_700_000_000_123)
         #expect(Journal.milliseconds(Date(timeIntervalSince1970: -0.0015)) == -2)
     }
 }

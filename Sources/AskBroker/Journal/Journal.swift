@@ -754,9 +754,17 @@ public final class Journal {
 
     // MARK: Encoding
 
-    /// Dates are stored as whole milliseconds since 1970, rounded to the nearest.
+    /// Dates are stored as whole milliseconds since 1970, truncated towards the past: the one rule of every date
+    /// that crosses a process or a file (docs/protocol-messages.md, "Dates are millisecond values"). Rounding to the
+    /// nearest once stored an answer accepted 0.3 ms before a whole-millisecond deadline as closed at it. A value
+    /// less than a microsecond below a whole millisecond is that millisecond: floating-point noise of a date built
+    /// from one (`1_700_000_000.123` seconds is a hair below `.123`), never a time the broker decides at.
     @inline(__always)
-    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    static func milliseconds(_ date: Date) -> Int64 {
+        let value = date.timeIntervalSince1970 * 1000
+        let nearest = value.rounded()
+        return Int64(nearest - value < 0.001 && nearest >= value ? nearest : value.rounded(.down))
+    }
 
     @inline(__always)
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }

@@ -4,22 +4,29 @@
 SHELL := /bin/bash
 , := ,
 SWIFT ?= swift
-APT_PACKAGES := libzmq3-dev libsqlite3-dev docker-compose pkg-config python3-yaml
-# The Kubernetes API models that Tests/Deploy/validate-manifests.py checks deploy/kubernetes against (make test).
+# What building and running the simulation needs (make simulate, make release): nothing else is installed for it.
+APT_PACKAGES := libzmq3-dev libsqlite3-dev pkg-config
+# What only the tests add: docker-compose for `docker-compose config` (ComposeTests), python3-yaml and python3-venv
+# for Tests/Deploy/validate-manifests.py, whose Kubernetes API models (PyPI's client) go into a virtual environment
+# under .build, never into the system Python.
+TEST_APT_PACKAGES := docker-compose python3-yaml python3-venv
 PIP_PACKAGES := kubernetes==37.0.2
+VENV := .build/venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 60
 
-.PHONY: deps build release test test-only lint format simulate bench fuzz fuzz-smoke fuzz-build package-test clean help \
+.PHONY: deps test-deps build release test test-only lint format simulate bench fuzz fuzz-smoke fuzz-build package-test clean help \
 	report-screenshots power-test deploy-test deploy-clean
 
 help:
 	@echo "make simulate   run the local simulation (builds what it needs)"
 	@echo "make test       install missing packages, lint, build, run every test"
 	@echo "make lint       swift format lint --strict (what make test checks first); make format fixes most findings"
-	@echo "make deps       install libzmq3-dev, libsqlite3-dev, docker-compose when missing"
+	@echo "make deps       install what the build and make simulate need (libzmq3-dev, libsqlite3-dev) when missing"
+	@echo "make test-deps  also what the tests need: docker-compose, python3-yaml, python3-venv, and PyPI's"
+	@echo "                kubernetes client into $(VENV)"
 	@echo "make release    build release executables into .build/release"
 	@echo "make bench      run the side-by-side benchmarks (wrapper vs C, codec, relay vs zmq_proxy)"
 	@echo "make fuzz       fuzz the frame parser and message decoders for FUZZ_SECONDS (default 600)"
@@ -31,19 +38,28 @@ help:
 	@echo "                  deploy/kubernetes under podman kube play; installs docker.io, debootstrap, podman (root)"
 	@echo "make deploy-clean remove deploy-test's cache (.build/deploy-test: base image, engine image stores)"
 
-# Installs the Debian packages the build and tests need, only when one is missing.
-deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+# Installs the Debian packages in $(1), only those missing.
+define apt_install
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	@python3 -c "import kubernetes.client" 2>/dev/null || { echo "installing: $(PIP_PACKAGES)"; \
-	  python3 -m pip install -q $(PIP_PACKAGES); }
+endef
 
-build: deps
+# What the build and the simulation need, only when missing.
+deps:
+	$(call apt_install,$(APT_PACKAGES))
+
+# What the tests need besides: the Debian packages, and the PyPI packages in $(VENV) (made when missing).
+test-deps: deps
+	$(call apt_install,$(TEST_APT_PACKAGES))
+	@$(VENV)/bin/python3 -c "import kubernetes.client" 2>/dev/null || { echo "installing into $(VENV): $(PIP_PACKAGES)"; \
+	  python3 -m venv $(VENV) && $(VENV)/bin/python3 -m pip install -q --disable-pip-version-check $(PIP_PACKAGES); }
+
+build: test-deps
 	$(SWIFT) build --build-tests
 
 release: deps
@@ -52,7 +68,7 @@ release: deps
 # Every test suite, then a bounded fuzzing run. Tests run one at a time: many start real processes and wait on
 # sockets, and on a 2-core machine parallel tests starve each other's cooperative threads. The release build is
 # what DocExamplesTests runs every documented example against (docs/contributing.md).
-test: deps lint
+test: test-deps lint
 	$(SWIFT) build -c release
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --no-parallel
@@ -81,7 +97,7 @@ power-test: deps
 
 # docs/testing.md's tutorial in a temporary folder: an outside package depends on this checkout by path, runs its
 # own swift test and askrelay test; it writes nothing into the checkout (Tests/PackageCheck/package-test.sh).
-package-test: deps
+package-test: test-deps
 	$(SWIFT) build --build-tests
 	SWIFT=$(SWIFT) Tests/PackageCheck/package-test.sh
 
@@ -89,7 +105,7 @@ test-only:
 	$(SWIFT) test --skip-build --no-parallel
 
 # libFuzzer build of the protocol fuzz target (Sources/askrelay-fuzz), in its own build folder.
-fuzz-build: deps
+fuzz-build: test-deps
 	$(SWIFT) build -c release --product askrelay-fuzz --sanitize fuzzer -Xswiftc -DFUZZING --scratch-path .build/fuzz
 
 # Fuzz from the checked-in seed corpus; new interesting inputs go to .build/fuzz-corpus, crashes to .build/fuzz-crashes.

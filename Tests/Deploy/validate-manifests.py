@@ -7,7 +7,7 @@ rules the deployment relies on, and every flag and ASKRELAY_* variable against t
 Schema: the models of PyPI's `kubernetes` client (pydantic, generated from the API's OpenAPI document): unknown
 fields, wrong types and missing required fields fail; field names must be the API's own (camelCase). Prints one
 line per object; exit 0 when everything holds, 1 with one line per problem otherwise, 64 for bad usage.
-Run by `make test` (Tests/IntegrationTests/KubernetesManifestTests.swift); `make deps` installs the package.
+Run by `make test` (Tests/IntegrationTests/KubernetesManifestTests.swift); `make test-deps` installs the package into .build/venv, which the test runs this in.
 """
 
 import argparse
@@ -22,7 +22,7 @@ try:
     import yaml
     import kubernetes.client as k8s
 except ImportError as error:
-    sys.exit(f"validate-manifests: {error}; install with `make deps` (pip install kubernetes==37.0.2, python3-yaml)")
+    sys.exit(f"validate-manifests: {error}; install with `make test-deps` (kubernetes==37.0.2 into .build/venv)")
 
 PRIMITIVES = {"str", "int", "bool", "float", "object", "datetime", "date", "bytearray"}
 

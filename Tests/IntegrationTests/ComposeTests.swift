@@ -26,7 +26,8 @@ struct ComposeTests {
     }
 
     static let hasCompose = Tool.find("docker-compose") != nil
-    static let noCompose: Comment = "docker-compose is not installed (`make deps` installs Debian's docker-compose)"
+    static let noCompose: Comment =
+        "docker-compose is not installed (`make test-deps` installs Debian's docker-compose)"
 
     @Test("docker-compose config accepts compose/docker-compose.yml", .enabled(if: hasCompose, noCompose))
     func configAccepts() throws {

@@ -5,21 +5,26 @@ import Testing
 /// `kubernetes` client, unknown fields and wrong types fail), the rules the deployment relies on (headless Service,
 /// journal claim per broker, the broker list naming the StatefulSet's pods, probes, requests, grace period), and
 /// every flag and ASKRELAY_* variable against the executables' `--help` (Tests/Deploy/validate-manifests.py).
-/// `make deps` installs the client package; `make deploy-test` plays the manifests under podman.
+/// `make test-deps` installs the client package into .build/venv (not the system Python), which the validator runs
+/// in; `make deploy-test` plays the manifests under podman.
 @Suite("Kubernetes manifests: API schema, deployment rules, flags against --help", .timeLimit(.minutes(2)))
 struct KubernetesManifestTests {
     static let validator = Repository.root.appendingPathComponent("Tests/Deploy/validate-manifests.py").path
     static let manifests = Repository.root.appendingPathComponent("deploy/kubernetes")
 
     static func validate(_ folder: URL) throws -> ToolRun {
-        let python = try #require(Tool.find("python3"), "python3 is not installed")
+        let venv = Repository.root.appendingPathComponent(".build/venv/bin/python3").path
+        let python = try #require(
+            FileManager.default.isExecutableFile(atPath: venv) ? venv : nil,
+            "no \(venv): `make test-deps` makes it, with PyPI's kubernetes package"
+        )
         let run = Tool.run(
             python,
             [validator, "--bin", TestProcess.binDirectory.path, folder.path],
             environment: Tool.cleanEnvironment
         )
         try #require(
-            !run.stderr.contains("No module named") && !run.stderr.contains("install with `make deps`"),
+            !run.stderr.contains("No module named") && !run.stderr.contains("install with `make test-deps`"),
             "the validator needs PyPI's kubernetes package and PyYAML: \(run.stderr)"
         )
         return run

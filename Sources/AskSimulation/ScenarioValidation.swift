@@ -81,7 +81,12 @@ extension Scenario {
         guard let start = text.range(of: "but found "),
             let end = text.range(of: " instead", range: start.upperBound..<text.endIndex)
         else { return "found something else (\(text))" }
-        return "found " + text[start.upperBound..<end.lowerBound]
+        let what = String(text[start.upperBound..<end.lowerBound])
+        switch what {
+        case "a dictionary": return "found a JSON object"
+        case "an array": return "found an array"
+        default: return "found " + (what.hasPrefix("a ") || what.hasPrefix("an ") ? what : "a \(what)")
+        }
     }
 
     /// Why syntactically valid JSON is not a scenario at all (its top-level value is not an object), with the

@@ -218,6 +218,9 @@ struct ScenarioTests {
         )
         #expect(error(#"{"duration": "0s"}"#)?.field == "duration")
         #expect(Scenario.Bounds.families == 1...1_000_000)
+        #expect(error(#"{"families": 1.5}"#)?.description == "scenario field 'families': needs a whole number, got 1.5")
+        #expect(error(#"{"faults": {}}"#)?.description.hasSuffix("found a JSON object") == true)
+        #expect(error(#"{"ratios": 3}"#)?.description.hasSuffix("found a number") == true)
         #expect(throws: Never.self) { try parse(#"{"families": 1000000}"#) }
     }
 

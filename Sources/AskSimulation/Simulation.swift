@@ -458,6 +458,8 @@ public final class Simulation: Sendable {
                 }
             }
         }
+        // Ctrl-C while draining killed the rest: what they recorded is cut short, so no verdict (the run says so).
+        try checkpoint()
         let wallSeconds = (ContinuousClock.now - clockStart).seconds
 
         // 4. Check and report.

@@ -480,6 +480,46 @@ struct SimulationRefusalTests {
         }
     }
 
+    @Test("Ctrl-C while the processes drain: no report from a cut-short run, the logs kept, and it says so")
+    func interruptedWhileDraining() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let scenario = #"{"families": 3, "flowsPerChild": 2, "childThink": "100ms", "grace": "500ms"}"#
+        let scenarioPath = directory.path + "/scenario-in.json"
+        try Data(scenario.utf8).write(to: URL(fileURLWithPath: scenarioPath))
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let report = directory.path + "/report"
+        let (askrelay, log) = try Self.start(
+            ["simulate", "--scenario", scenarioPath, "--report-dir", report, "--quiet"],
+            directory,
+            supervisor
+        )
+        let line = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
+        var pids: [String: Int32] = [:]
+        for pair in line.dropFirst("running:".count).split(separator: " ") {
+            let parts = pair.split(separator: "=")
+            if parts.count == 2, let pid = Int32(parts[1]) { pids[String(parts[0])] = pid }
+        }
+        let (stopped, other) = (try #require(pids["parent-1"]), try #require(pids["parent-2"]))
+        defer { kill(stopped, SIGKILL) }
+        // parent-1 cannot exit while stopped, so the drain waits for it (up to 15 s) once parent-2 has exited.
+        kill(stopped, SIGSTOP)
+        let deadline = ContinuousClock.now + .seconds(90)
+        while kill(other, 0) == 0 && ContinuousClock.now < deadline && askrelay.isRunning {
+            _ = try? askrelay.waitForExit(timeout: .milliseconds(20))
+        }
+        #expect(kill(other, 0) != 0, "parent-2 was never drained")
+        askrelay.signal(SIGINT)
+        #expect(try askrelay.waitForExit(timeout: .seconds(60)) == .exited(1))
+        let stderr = Self.text(log)
+        #expect(stderr.contains("askrelay simulate: interrupted by SIGINT while stopping the processes"), "\(stderr)")
+        #expect(stderr.contains("kept \(report) with the logs (no report)"), "\(stderr)")
+        #expect(!FileManager.default.fileExists(atPath: report + "/report.json"))
+        #expect(FileManager.default.fileExists(atPath: report + "/logs/parent-1.log"))
+        #expect(Self.socketFolders(of: askrelay.pid ?? 0).isEmpty)
+    }
+
     @Test("Ctrl-C while the run is set up removes its socket folder and the half-made report folder, and says so")
     func interruptedWhileSettingUp() throws {
         let directory = TempDirectory()

@@ -135,12 +135,8 @@ final class FaultRunner {
                 if commands.hasNews { return true }
                 return children.allSatisfy { $0.exitStatusUnlocked != nil } && nothingPending
             }
-            if let signal = supervisor.interrupted {
-                throw SupervisorError(
-                    process: "askrelay",
-                    "interrupted by \(signalName(signal)); every process was killed"
-                )
-            }
+            // The run turns this into a ``SimulationInterrupted`` that says what it cleaned up.
+            if supervisor.interrupted != nil { throw CancellationError() }
             let now = ContinuousClock.now
             try collectCommands(now)
             // The broker's own crash, not the end of a fault's signal (that fault restarts it, if it says so).

@@ -88,6 +88,54 @@ public struct Scenario: Codable, Sendable, Equatable {
     }
 }
 
+extension Scenario {
+    /// The ranges of the counts and of the fields that have an `askrelay simulate` flag: the flag and the field
+    /// share one range, so `"families": 1e9` is refused as `--families 1000000000` is (docs/simulation.md).
+    public enum Bounds {
+        /// `families`, `--families`.
+        public static let families = 1...1_000_000
+        /// `brokers`, `--brokers`.
+        public static let brokers = 1...16
+        /// `duration`, `--duration`.
+        public static let duration: ClosedRange<Duration> = .milliseconds(1)...ValueBounds.maximumDuration
+        /// `timeScale`, `--time-scale`: the broker's range.
+        public static let timeScale = ValueBounds.timeScale
+        /// `childProcesses`, `parentProcesses`: each is an OS process.
+        public static let processes = 1...256
+        /// `childrenPerFamily`, `guardiansPerFamily`.
+        public static let perFamily = 1...1000
+        public static let flowsPerChild = 1...1_000_000
+        public static let contactsPerChild = 1...10_000
+    }
+
+    /// A drain bound longer than this (a low time scale) is refused unless the user accepts it
+    /// (`--allow-long-drain`).
+    public static let longDrainLimit: Duration = .seconds(600)
+
+    /// Why this scenario's run could last far longer than its `duration`, in words, when its ``drainBound`` is over
+    /// ``longDrainLimit``: with a low time scale the pending window passes in wall time, and a child waits for the
+    /// questions it sent. `nil` otherwise.
+    public var longDrainProblem: String? {
+        guard drainBound > Self.longDrainLimit else { return nil }
+        let scale = timeScale == timeScale.rounded() && timeScale < 1e15 ? String(Int(timeScale)) : String(timeScale)
+        let window = max(pendingWindow, expireAfter ?? .zero)
+        return "with time scale \(scale) a question's \(window.text) window lasts \(Self.wallText(window / timeScale)) "
+            + "of wall time, so a child process may take up to \(Self.wallText(drainBound)) after its duration "
+            + "(\(duration.text)) to finish the flows it started (the drain bound, docs/simulation.md): the run may "
+            + "last \(Self.wallText(duration + drainBound)). Give --allow-long-drain (ASKRELAY_ALLOW_LONG_DRAIN) to "
+            + "run it anyway, or a higher --time-scale (57600 turns 48h into 3s)"
+    }
+
+    /// Wall time in hours, minutes and seconds: `24h 0m 36s`, `9m 5s`, `12s`.
+    static func wallText(_ duration: Duration) -> String {
+        let total = Int(duration.seconds.rounded())
+        let (hours, minutes, seconds) = (total / 3600, total % 3600 / 60, total % 60)
+        if hours > 0 { return "\(hours)h \(minutes)m \(seconds)s" }
+        if minutes > 0 { return "\(minutes)m \(seconds)s" }
+        return "\(seconds)s"
+    }
+}
+
 /// A scenario field that is missing its type, out of range, or unknown; `field` is a dotted path (`faults[1].at`).
 public struct ScenarioError: Error, CustomStringConvertible, Sendable, Equatable {
     public let field: String

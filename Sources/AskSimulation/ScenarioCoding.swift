@@ -25,11 +25,11 @@ extension Scenario {
         } else {
             seed = d.seed
         }
-        families = try c.decodeIfPresent(Int.self, forKey: .families) ?? d.families
-        childrenPerFamily = try c.decodeIfPresent(Int.self, forKey: .childrenPerFamily) ?? d.childrenPerFamily
-        guardiansPerFamily = try c.decodeIfPresent(Int.self, forKey: .guardiansPerFamily) ?? d.guardiansPerFamily
-        childProcesses = try c.decodeIfPresent(Int.self, forKey: .childProcesses) ?? d.childProcesses
-        parentProcesses = try c.decodeIfPresent(Int.self, forKey: .parentProcesses) ?? d.parentProcesses
+        families = try c.decodeWholeNumber(.families) ?? d.families
+        childrenPerFamily = try c.decodeWholeNumber(.childrenPerFamily) ?? d.childrenPerFamily
+        guardiansPerFamily = try c.decodeWholeNumber(.guardiansPerFamily) ?? d.guardiansPerFamily
+        childProcesses = try c.decodeWholeNumber(.childProcesses) ?? d.childProcesses
+        parentProcesses = try c.decodeWholeNumber(.parentProcesses) ?? d.parentProcesses
         ratios = try c.decodeIfPresent(Ratios.self, forKey: .ratios) ?? d.ratios
         actions = try c.decodeIfPresent([String: Double].self, forKey: .actions) ?? d.actions
         topics = try c.decodeIfPresent([String: Double].self, forKey: .topics) ?? d.topics
@@ -37,7 +37,7 @@ extension Scenario {
         invalidRatio = try c.decodeIfPresent(Double.self, forKey: .invalidRatio) ?? d.invalidRatio
         cancelProbability = try c.decodeIfPresent(Double.self, forKey: .cancelProbability) ?? d.cancelProbability
         abandonProbability = try c.decodeIfPresent(Double.self, forKey: .abandonProbability) ?? d.abandonProbability
-        contactsPerChild = try c.decodeIfPresent(Int.self, forKey: .contactsPerChild) ?? d.contactsPerChild
+        contactsPerChild = try c.decodeWholeNumber(.contactsPerChild) ?? d.contactsPerChild
         guardians = try c.decodeIfPresent(Guardians.self, forKey: .guardians) ?? d.guardians
         childThink = try c.decodeDuration(.childThink) ?? d.childThink
         pendingWindow = try c.decodeDuration(.pendingWindow) ?? d.pendingWindow
@@ -48,13 +48,13 @@ extension Scenario {
         }
         timeScale = try c.decodeIfPresent(Double.self, forKey: .timeScale) ?? d.timeScale
         duration = try c.decodeDuration(.duration) ?? d.duration
-        flowsPerChild = try c.decodeIfPresent(Int.self, forKey: .flowsPerChild) ?? d.flowsPerChild
+        flowsPerChild = try c.decodeWholeNumber(.flowsPerChild) ?? d.flowsPerChild
         grace = try c.decodeDuration(.grace) ?? d.grace
         durability = try c.decodeIfPresent(String.self, forKey: .durability) ?? d.durability
         faults = try c.decodeIfPresent([Fault].self, forKey: .faults) ?? d.faults
         answerAfterExpiry = try c.decodeIfPresent(Bool.self, forKey: .answerAfterExpiry) ?? d.answerAfterExpiry
         brokerCrashAt = try c.decodeIfPresent(String.self, forKey: .brokerCrashAt)
-        brokers = try c.decodeIfPresent(Int.self, forKey: .brokers) ?? d.brokers
+        brokers = try c.decodeWholeNumber(.brokers) ?? d.brokers
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -138,6 +138,17 @@ func refuseUnknownKeys(_ decoder: any Decoder, _ known: [String]) throws {
 }
 
 extension KeyedDecodingContainer {
+    /// A whole number, also written as `1e6` or `5.0`; `nil` when absent. Foundation refuses `1.5` for an `Int` with
+    /// "The given data was not valid JSON." and no field, so the number is read as a `Double` first.
+    func decodeWholeNumber(_ key: Key) throws -> Int? {
+        guard contains(key) else { return nil }
+        guard let number = try? decode(Double.self, forKey: key) else { return try decode(Int.self, forKey: key) }
+        guard number == number.rounded(), abs(number) < 9e18 else {
+            throw ScenarioError(field: Scenario.path(codingPath + [key]), "needs a whole number, got \(number)")
+        }
+        return Int(number)
+    }
+
     /// A duration string (`250ms`, `2s`, `48h`) or a number of seconds; `nil` when absent.
     func decodeDuration(_ key: Key) throws -> Duration? {
         guard contains(key), try !decodeNil(forKey: key) else { return nil }

@@ -31,16 +31,14 @@ extension Scenario {
                 "\(failure); fix the file (double-quoted names, no trailing commas, no comments)"
             )
         }
+        if let problem = notAnObject(data) { throw ScenarioError(field: "", problem) }
         var scenario: Scenario
         do {
             scenario = try JSONDecoder().decode(Scenario.self, from: data)
         } catch let error as ScenarioError {
             throw error
         } catch let DecodingError.typeMismatch(type, context) {
-            throw ScenarioError(
-                field: path(context.codingPath),
-                "expected \(describe(type)): \(context.debugDescription)"
-            )
+            throw ScenarioError(field: path(context.codingPath), "expected \(describe(type)), \(found(context))")
         } catch let DecodingError.valueNotFound(type, context) {
             throw ScenarioError(field: path(context.codingPath), "expected \(describe(type)), found null")
         } catch let DecodingError.keyNotFound(key, context) {
@@ -71,8 +69,57 @@ extension Scenario {
         case is Int.Type, is UInt64.Type: "a whole number"
         case is String.Type: "a string"
         case is Bool.Type: "true or false"
+        case is [String: Any].Type, is [String: Double].Type: #"a JSON object ({"name": value, ...})"#
+        case is [Any].Type, is [Fault].Type, is [String].Type: "a JSON array ([value, ...])"
         default: "\(type)"
         }
+    }
+
+    /// `found an array` from Foundation's "Expected to decode X but found an array instead."
+    static func found(_ context: DecodingError.Context) -> String {
+        let text = context.debugDescription
+        guard let start = text.range(of: "but found "),
+            let end = text.range(of: " instead", range: start.upperBound..<text.endIndex)
+        else { return "found something else (\(text))" }
+        let what = String(text[start.upperBound..<end.lowerBound])
+        switch what {
+        case "a dictionary": return "found a JSON object"
+        case "an array": return "found an array"
+        default: return "found " + (what.hasPrefix("a ") || what.hasPrefix("an ") ? what : "a \(what)")
+        }
+    }
+
+    /// Why syntactically valid JSON is not a scenario at all (its top-level value is not an object), with the
+    /// value's line and column and what to write instead; `nil` for an object.
+    static func notAnObject(_ data: Data) -> String? {
+        var line = 1
+        var column = 1
+        for byte in data {
+            switch byte {
+            case UInt8(ascii: "\n"):
+                line += 1
+                column = 1
+                continue
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"):
+                column += 1
+                continue
+            case UInt8(ascii: "{"):
+                return nil
+            default:
+                break
+            }
+            let what =
+                switch byte {
+                case UInt8(ascii: "["): "a JSON array"
+                case UInt8(ascii: "\""): "a string"
+                case UInt8(ascii: "t"), UInt8(ascii: "f"): "true or false"
+                case UInt8(ascii: "n"): "null"
+                default: "a number"
+                }
+            return "the file holds \(what) (line \(line), column \(column)), but a scenario is one JSON object: "
+                + #"write its fields inside { }, e.g. {"families": 10, "duration": "20s"}"#
+        }
+        return nil
     }
 
     /// Checks ranges and cross-field rules. - Throws: ``ScenarioError`` naming the first bad field.
@@ -83,17 +130,20 @@ extension Scenario {
                 throw ScenarioError(field: field, "must be a number in 0...1, got \(value)")
             }
         }
-        func atLeast(_ value: Int, _ minimum: Int, _ field: String) throws {
-            guard value >= minimum else {
-                throw ScenarioError(field: field, "must be at least \(minimum), got \(value)")
+        func within(_ value: Int, _ range: ClosedRange<Int>, _ field: String) throws {
+            guard range.contains(value) else {
+                throw ScenarioError(
+                    field: field,
+                    "needs a whole number in \(range.lowerBound)...\(range.upperBound), got \(value)"
+                )
             }
         }
-        try atLeast(families, 1, "families")
-        try atLeast(childrenPerFamily, 1, "childrenPerFamily")
-        try atLeast(guardiansPerFamily, 1, "guardiansPerFamily")
-        try atLeast(childProcesses, 1, "childProcesses")
-        try atLeast(parentProcesses, 1, "parentProcesses")
-        try atLeast(flowsPerChild, 1, "flowsPerChild")
+        try within(families, Bounds.families, "families")
+        try within(childrenPerFamily, Bounds.perFamily, "childrenPerFamily")
+        try within(guardiansPerFamily, Bounds.perFamily, "guardiansPerFamily")
+        try within(childProcesses, Bounds.processes, "childProcesses")
+        try within(parentProcesses, Bounds.processes, "parentProcesses")
+        try within(flowsPerChild, Bounds.flowsPerChild, "flowsPerChild")
         try fraction(ratios.limitsEnabled, "ratios.limitsEnabled")
         try fraction(ratios.contactSyncSetUp, "ratios.contactSyncSetUp")
         try fraction(ratios.eligible, "ratios.eligible")
@@ -102,7 +152,7 @@ extension Scenario {
         try fraction(invalidRatio, "invalidRatio")
         try fraction(cancelProbability, "cancelProbability")
         try fraction(abandonProbability, "abandonProbability")
-        try atLeast(contactsPerChild, 1, "contactsPerChild")
+        try within(contactsPerChild, Bounds.contactsPerChild, "contactsPerChild")
         try fraction(guardians.approveProbability, "guardians.approveProbability")
         try fraction(guardians.neverAnswerRatio, "guardians.neverAnswerRatio")
         guard ThinkTime(guardians.think) != nil else {
@@ -123,8 +173,8 @@ extension Scenario {
                 "must be one of \(Self.knownTopics.joined(separator: ", ")) with a weight ≥ 0"
             )
         }
-        guard timeScale.isFinite, ValueBounds.timeScale.contains(timeScale) else {
-            let bounds = ValueBounds.timeScale
+        guard timeScale.isFinite, Bounds.timeScale.contains(timeScale) else {
+            let bounds = Bounds.timeScale
             throw ScenarioError(
                 field: "timeScale",
                 "must be a number in \(bounds.lowerBound)...\(bounds.upperBound), got \(timeScale)"
@@ -132,13 +182,16 @@ extension Scenario {
         }
         guard pendingWindow > .zero else { throw ScenarioError(field: "pendingWindow", "must be longer than 0") }
         if let expireAfter, expireAfter <= .zero { throw ScenarioError(field: "expireAfter", "must be longer than 0") }
-        guard duration > .zero else { throw ScenarioError(field: "duration", "must be longer than 0") }
+        guard Bounds.duration.contains(duration) else {
+            throw ScenarioError(
+                field: "duration",
+                "must be from \(durationText(Bounds.duration.lowerBound)) to \(durationText(Bounds.duration.upperBound)), got \(duration.text)"
+            )
+        }
         guard ["strict", "batch", "off"].contains(durability) else {
             throw ScenarioError(field: "durability", "must be strict, batch or off, got '\(durability)'")
         }
-        guard (1...16).contains(brokers) else {
-            throw ScenarioError(field: "brokers", "must be 1...16, got \(brokers)")
-        }
+        try within(brokers, Bounds.brokers, "brokers")
         if brokers > 1 && brokerCrashAt != nil {
             throw ScenarioError(field: "brokerCrashAt", "needs one broker (brokers is \(brokers))")
         }

@@ -54,6 +54,8 @@ public struct Shrinker: Sendable {
             var options = base
             options.scenario = scenario
             options.reportDirectory = folder
+            // Each replay claims its own folder (the base run's claim is for the base run's folder).
+            options.reportFolder = nil
             options.quiet = true
             options.onStarted = { _ in }
             return try Simulation(options: options, logger: logger).run().report
@@ -82,7 +84,7 @@ public struct Shrinker: Sendable {
     /// Shrinks, writes `minimal-scenario.json` and `shrink.json` into the output folder, prints the summary.
     /// - Throws: when the output folder cannot be written; a replay that cannot run counts as not failing.
     public func run() throws -> ShrinkSummary {
-        try ReportFolder.prepare(outputDirectory, clean: false, flag: "the shrink folder")
+        try ReportFolder.prepare(outputDirectory, clean: false, flag: "the shrink folder", contents: .shrink)
         let state = ShrinkState(original: original, originalReport: originalReport)
         let clock = ContinuousClock.now
         progress(
@@ -99,7 +101,7 @@ public struct Shrinker: Sendable {
             stopped = stop.reason
         }
         let minimalPath = (outputDirectory as NSString).appendingPathComponent("minimal-scenario.json")
-        try WireDates.encoder().encode(state.best).write(to: URL(fileURLWithPath: minimalPath))
+        try WireDates.encode(state.best).write(to: URL(fileURLWithPath: minimalPath))
         let summary = ShrinkSummary(
             invariant: invariant,
             original: original,
@@ -111,7 +113,7 @@ public struct Shrinker: Sendable {
             stopped: stopped,
             removed: Self.changes(from: original, to: state.best)
         )
-        try ReportJSON.encoder(escapingSlashes: false, isoDates: true).encode(summary).write(
+        try WireDates.encode(summary, escapingSlashes: false).write(
             to: URL(fileURLWithPath: (outputDirectory as NSString).appendingPathComponent("shrink.json"))
         )
         for line in summary.lines { progress(line) }

@@ -41,10 +41,102 @@ public struct SimulationOptions: Sendable {
     /// For a caller that watches SIGINT/SIGTERM itself across several runs (the shrinker): interrupting it kills
     /// this run's processes and `run()` throws, as with `watchSignals`.
     public var interruption: SimulationInterruption?
+    /// The report folder, already claimed by the caller (`askrelay simulate` claims it before `--clean` empties
+    /// it); `nil`: the run claims `reportDirectory` itself, which must be new or empty.
+    public var reportFolder: ReportFolderClaim?
 
     public init(scenario: Scenario, reportDirectory: String) {
         self.scenario = scenario
         self.reportDirectory = reportDirectory
+    }
+}
+
+extension SimulationOptions {
+    /// Finds what makes these options unusable before anything is created or started: a `*` port the broker
+    /// cannot keep over a restart, a sharded run with a broker endpoint, a `--wrap-*` program that is not there.
+    /// - Parameter origin: how a message names an option (`option '--endpoint'`; the command says where a value
+    ///   came from).
+    /// - Throws: ``SimulationOptionError`` naming the option, the problem and what to do.
+    public func validate(
+        origin: (String) -> String = { "option '--\($0)'" }
+    ) throws(SimulationOptionError) {
+        if let endpoint = brokerEndpoint, endpoint.hasSuffix(":*") {
+            let restarts = scenario.faults.firstIndex { fault in
+                (fault.process == "broker" || fault.process.hasPrefix("broker-")) && fault.restartAfter != nil
+            }
+            if let index = restarts {
+                let fault = scenario.faults[index]
+                throw SimulationOptionError(
+                    "\(origin("endpoint")): a '*' port cannot go with faults[\(index)] (\(fault.action.rawValue) "
+                        + "\(fault.process), restartAfter \((fault.restartAfter ?? .zero).text)): the restarted broker "
+                        + "would bind another port than the one the workers connect to; give a fixed port, e.g. "
+                        + "\(endpoint.dropLast())5555"
+                )
+            }
+            if scenario.brokerCrashAt != nil {
+                throw SimulationOptionError(
+                    "\(origin("endpoint")): a '*' port cannot go with the scenario's brokerCrashAt (the broker is "
+                        + "restarted on another port); give a fixed port, e.g. \(endpoint.dropLast())5555"
+                )
+            }
+        }
+        if scenario.brokers > 1, externalBroker != nil || brokerEndpoint != nil {
+            let name = externalBroker != nil ? "broker" : "endpoint"
+            throw SimulationOptionError(
+                "\(origin(name)): \(scenario.brokers) brokers (--brokers or the scenario) start on ipc in a fresh "
+                    + "folder and cannot go with it; drop it or run one broker"
+            )
+        }
+        for (name, prefix) in [
+            ("wrap-broker", wrappers.broker), ("wrap-limits", wrappers.limits), ("wrap-parent", wrappers.parent),
+            ("wrap-child", wrappers.child),
+        ] {
+            guard let program = prefix.first else { continue }
+            if (try? Simulation.resolveProgram(program)) == nil {
+                throw SimulationOptionError(
+                    program.contains("/")
+                        ? "\(origin(name)): '\(program)' is not an executable file; give a program on PATH or "
+                            + "the path of one (e.g. 'ip netns exec NS')"
+                        : "\(origin(name)): '\(program)' is not a program on PATH; give a program on PATH or "
+                            + "the path of one (e.g. 'ip netns exec NS')"
+                )
+            }
+        }
+    }
+
+    /// The worker executables this run starts. - Throws: ``SupervisorError`` naming one that is not there.
+    public func checkExecutables() throws {
+        let names =
+            (externalBroker == nil ? ["askrelay-broker"] : []) + [
+                "askrelay-limits", "askrelay-parent", "askrelay-child",
+            ]
+        for name in names {
+            let path = executableDirectory.appendingPathComponent(name).path
+            guard FileManager.default.isExecutableFile(atPath: path) else {
+                throw SupervisorError(process: name, "executable not found at \(path) (build it: swift build)")
+            }
+        }
+    }
+}
+
+/// Options a run cannot go with, found before anything is created: the option, the problem and what to do.
+public struct SimulationOptionError: Error, CustomStringConvertible, Sendable {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// A run that SIGINT or SIGTERM ended, and what was done about it: its processes killed, its scratch folders
+/// removed, a report folder that was still being set up removed (or emptied), else kept with the logs.
+public struct SimulationInterrupted: Error, CustomStringConvertible, Sendable {
+    public let signal: Int32
+    /// What the run was doing: `setting up the run`, `starting the processes`, `playing the scenario`, ...
+    public let phase: String
+    /// What was done, in words, in order.
+    public let cleanup: [String]
+    public var description: String {
+        "interrupted by \(signalName(signal)) while \(phase)"
+            + (cleanup.isEmpty ? "" : ": " + cleanup.joined(separator: "; "))
     }
 }
 
@@ -88,24 +180,56 @@ public final class Simulation: Sendable {
         self.logger = logger
     }
 
-    /// Runs everything. Every process started is killed on every exit path.
-    /// - Throws: when a process cannot start or does not get ready, or on interruption.
+    /// Runs everything. Every process started is killed on every exit path, and the folder under /tmp removed.
+    /// - Throws: ``SimulationOptionError`` (nothing created) when the options cannot go together; when a process
+    ///   cannot start or does not get ready; ``SimulationInterrupted`` on SIGINT/SIGTERM (with `watchSignals` or
+    ///   `interruption`), saying what was cleaned up.
     public func run() throws -> SimulationResult {
+        try options.validate()
+        try options.checkExecutables()
+        // Signals are watched from the start: Ctrl-C while the run is set up must clean up too.
+        let supervisor = ProcessSupervisor()
+        if options.watchSignals { supervisor.watchSignals() }
+        defer { supervisor.killAll() }
+        options.interruption?.attach(supervisor)
+        defer { options.interruption?.detach() }
+        let scratch = RunScratch()
+        defer { _ = scratch.removeSocketDirectory() }
+        do {
+            return try play(supervisor, scratch)
+        } catch {
+            guard let signal = supervisor.interrupted else { throw error }
+            let started = supervisor.all.count
+            supervisor.killAll()
+            var cleanup: [String] = []
+            if started > 0 { cleanup.append("killed its \(started) process\(started == 1 ? "" : "es")") }
+            if let removed = scratch.removeSocketDirectory() { cleanup.append("removed \(removed)") }
+            if let folder = scratch.folder {
+                if started == 0 {
+                    cleanup.append(folder.removeContents())
+                } else {
+                    cleanup.append("kept \(folder.path) with the logs (no report)")
+                }
+            }
+            throw SimulationInterrupted(signal: signal, phase: scratch.phase, cleanup: cleanup)
+        }
+    }
+
+    /// The run proper; `scratch` learns what it creates, for the cleanup of an interrupted run.
+    private func play(_ supervisor: ProcessSupervisor, _ scratch: RunScratch) throws -> SimulationResult {
         let scenario = options.scenario
         let fileManager = FileManager.default
         let runDirectory = options.reportDirectory
+        /// Between the steps of the set-up, which can take seconds for a big scenario.
+        func checkpoint() throws { if supervisor.interrupted != nil { throw CancellationError() } }
         // A fresh folder for every run: records, journal and store of an earlier run must never be read by this one.
-        try ReportFolder.prepare(runDirectory, clean: false)
         // One run per report folder: two runs that both found it empty (started within the same second, sharing the
         // default name) would otherwise write into each other's keys and principals while their processes read them
         // (a worker handed the other run's broker key never completes its CURVE handshake). Claimed before anything
         // is written, so exactly one of them goes on.
-        let ownership = try OwnerLock.claim(
-            folder: runDirectory,
-            name: "simulate.lock",
-            what: "the report folder (--report-dir)"
-        )
-        defer { withExtendedLifetime(ownership) {} }
+        let folder = try options.reportFolder ?? ReportFolder.claim(runDirectory, clean: false)
+        scratch.folder = folder
+        try checkpoint()
         for folder in ["logs", "records"] {
             try fileManager.createDirectory(
                 atPath: (runDirectory as NSString).appendingPathComponent(folder),
@@ -117,7 +241,7 @@ public final class Simulation: Sendable {
             "askrelay-sim-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         )
         try fileManager.createDirectory(atPath: socketDirectory, withIntermediateDirectories: true)
-        defer { try? fileManager.removeItem(atPath: socketDirectory) }
+        scratch.socketDirectory = socketDirectory
 
         let bindEndpoint = options.externalBroker ?? options.brokerEndpoint ?? "ipc://\(socketDirectory)/broker.ipc"
         let statsEndpoint =
@@ -125,39 +249,26 @@ public final class Simulation: Sendable {
             ? nil
             : scenario.brokers > 1
                 ? Self.statsEndpoint(socketDirectory, shard: "b0") : "ipc://\(socketDirectory)/stats.ipc"
-        if bindEndpoint.hasSuffix(":*")
-            && scenario.faults.contains(where: { $0.process == "broker" && $0.restartAfter != nil })
-        {
-            throw SupervisorError(
-                process: "broker",
-                "a restarted broker would bind another port than \(bindEndpoint): give a fixed port"
-            )
-        }
-        if scenario.brokers > 1 && (options.externalBroker != nil || options.brokerEndpoint != nil) {
-            throw SupervisorError(
-                process: "broker",
-                "a sharded run (\(scenario.brokers) brokers) starts its own brokers on ipc: no --broker or --endpoint"
-            )
-        }
         var plan = WorkerPlan(
             scenario: scenario,
             brokerEndpoint: bindEndpoint,
             runDirectory: runDirectory,
             socketDirectory: socketDirectory
         )
-        try plan.limitsState(knownHandles: knownHandles).write(to: plan.limitsStatePath)
+        // Once interrupted, no more contacts are generated (the longest step for a big scenario).
+        let state = plan.limitsState { child, seed in
+            supervisor.interrupted == nil ? knownHandles(child, seed) : []
+        }
+        try checkpoint()
+        try state.write(to: plan.limitsStatePath)
         for index in 1...scenario.parentProcesses {
+            try checkpoint()
             try RosterEntry.write(plan.roster(index), to: plan.rosterPath(index))
         }
-        try WireDates.encoder().encode(scenario).write(
+        try WireDates.encode(scenario).write(
             to: URL(fileURLWithPath: (runDirectory as NSString).appendingPathComponent("scenario.json"))
         )
-
-        let supervisor = ProcessSupervisor()
-        if options.watchSignals { supervisor.watchSignals() }
-        defer { supervisor.killAll() }
-        options.interruption?.attach(supervisor)
-        defer { options.interruption?.detach() }
+        try checkpoint()
 
         let startedAt = Date()
         let clockStart = ContinuousClock.now
@@ -171,6 +282,8 @@ public final class Simulation: Sendable {
         let curveArguments =
             options.curve && options.externalBroker == nil
             ? try SimulationKeys.write(plan: plan, scenario: scenario, directory: plan.path("keys")) : [:]
+        try checkpoint()
+        scratch.phase = "starting the processes"
         // Every broker of a sharded run shares the broker's keys; every limits worker the limits worker's.
         func keyName(_ name: String) -> String {
             name.hasPrefix("broker-") ? "broker" : name.hasPrefix("limits-") ? "limits" : name
@@ -278,6 +391,7 @@ public final class Simulation: Sendable {
         }
         for child in children { try child.waitForLine(timeout: options.readyTimeout) }
         logger.info("every process is ready", metadata: ["processes": "\(supervisor.all.count)"])
+        scratch.phase = "playing the scenario"
         options.onStarted(supervisor.all.map { ($0.name, $0.pid ?? 0) })
 
         let progress = ProgressReporter(
@@ -325,6 +439,7 @@ public final class Simulation: Sendable {
 
         // 3. Drain: parents, limits, then the broker, each by SIGTERM.
         progress.stop()
+        scratch.phase = "stopping the processes"
         var brokerStoppedAt: Date?
         let brokerProcesses = services.filter { $0.name == "broker" || $0.name.hasPrefix("broker-") }
         for group in [parents, limitsWorkers, brokerProcesses] {
@@ -341,9 +456,12 @@ public final class Simulation: Sendable {
                 }
             }
         }
+        // Ctrl-C while draining killed the rest: what they recorded is cut short, so no verdict (the run says so).
+        try checkpoint()
         let wallSeconds = (ContinuousClock.now - clockStart).seconds
 
         // 4. Check and report.
+        scratch.phase = "checking the invariants"
         var childRecords: [ChildFlowRecord] = []
         var guardianRecords: [GuardianAnswerRecord] = []
         var unreadable = 0
@@ -483,6 +601,22 @@ public final class Simulation: Sendable {
     }
 }
 
+/// What a run has created that an interrupted run cleans up, and what it was doing. Used by the run's own thread;
+/// the signal watcher never touches it.
+final class RunScratch {
+    var phase = "setting up the run"
+    var folder: ReportFolderClaim?
+    var socketDirectory: String?
+
+    /// Removes the folder under /tmp, once. - Returns: its path, the first time.
+    func removeSocketDirectory() -> String? {
+        guard let path = socketDirectory else { return nil }
+        socketDirectory = nil
+        try? FileManager.default.removeItem(atPath: path)
+        return path
+    }
+}
+
 /// Interrupts the simulation running with it (and any later one): its processes are killed and its `run()` throws.
 /// One signal watcher can so serve many runs in a row; a second watcher per run would take the first one's signals.
 public final class SimulationInterruption: Sendable {
@@ -521,6 +655,40 @@ public final class SimulationInterruption: Sendable {
 enum WireDates {
     static func encoder() -> JSONEncoder {
         ReportJSON.encoder(escapingSlashes: true, isoDates: true)
+    }
+
+    /// `value` as an indented file (scenario.json, minimal-scenario.json, report.json, shrink.json), with an empty
+    /// list or object written `[]` / `{}`: Foundation's pretty printer on Linux writes `[\n\n  ]`.
+    static func encode(_ value: some Encodable, escapingSlashes: Bool = true) throws -> Data {
+        let data = try ReportJSON.encoder(escapingSlashes: escapingSlashes, isoDates: true).encode(value)
+        return collapsingEmptyContainers(data)
+    }
+
+    /// `[`/`{`, only white space with a line break, then `]`/`}`: written as `[]`/`{}`. A JSON string holds no raw
+    /// line break (the encoder escapes it), so the match is never inside a string.
+    static func collapsingEmptyContainers(_ data: Data) -> Data {
+        let bytes = [UInt8](data)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            out.append(byte)
+            index += 1
+            guard byte == UInt8(ascii: "[") || byte == UInt8(ascii: "{") else { continue }
+            let close = byte == UInt8(ascii: "[") ? UInt8(ascii: "]") : UInt8(ascii: "}")
+            var end = index
+            var lineBreak = false
+            while end < bytes.count, [UInt8(ascii: " "), UInt8(ascii: "\n")].contains(bytes[end]) {
+                lineBreak = lineBreak || bytes[end] == UInt8(ascii: "\n")
+                end += 1
+            }
+            if lineBreak, end < bytes.count, bytes[end] == close {
+                out.append(close)
+                index = end + 1
+            }
+        }
+        return Data(out)
     }
 }
 

@@ -163,7 +163,7 @@ public struct SimulationReport: Codable, Sendable {
 
     /// report.json: sorted keys, ISO dates, pretty printed.
     public func jsonData() throws -> Data {
-        try ReportJSON.encoder(escapingSlashes: true, isoDates: true).encode(self)
+        try WireDates.encode(self)
     }
 
     /// Writes report.json and report.html into `directory` (created if needed). - Returns: the two paths.

@@ -27,13 +27,19 @@ struct ShrinkCommand: Command {
                 "DIR",
                 env: "ASKRELAY_SHRINK_DIR",
                 help: "a new or empty folder for the replays and the minimal scenario (default: REPORT_DIR/shrink)"
-            )
+            ),
+            .flag(
+                "clean",
+                env: "ASKRELAY_CLEAN",
+                help: "empty a non-empty --shrink-dir first (only a folder holding what askrelay shrink writes)"
+            ),
         ] + ShrinkFlags.options
 
     let reportDirectory: String
     let scenario: Scenario
     let invariant: Invariant
     let shrinkDirectory: String
+    let cleanShrinkDirectory: Bool
     let flags: ShrinkFlags
 
     init(arguments: Arguments) throws {
@@ -69,11 +75,19 @@ struct ShrinkCommand: Command {
             throw UsageError("\(reportPath): \(error)")
         }
         shrinkDirectory = arguments.string("shrink-dir") ?? (folder as NSString).appendingPathComponent("shrink")
+        cleanShrinkDirectory = arguments.flag("clean")
     }
 
     /// The shrink folder last, once everything else is known good: a refused command changes nothing.
     func validate() throws {
-        do { try ReportFolder.prepare(shrinkDirectory, clean: false, flag: "--shrink-dir") } catch let error
+        do {
+            try ReportFolder.prepare(
+                shrinkDirectory,
+                clean: cleanShrinkDirectory,
+                flag: "--shrink-dir",
+                contents: .shrink
+            )
+        } catch let error
             as ReportFolderError
         {
             throw UsageError(error.message)

@@ -2,6 +2,7 @@ import AskCLI
 import AskLogging
 import AskSimulation
 import Foundation
+import Synchronization
 
 /// `askrelay simulate`: plays a scenario with real broker and worker processes, shows progress, checks the
 /// invariants and writes a report. See docs/simulation.md.
@@ -14,7 +15,7 @@ struct Simulate: Command {
         the ones in flight), stops the rest with SIGTERM, checks the invariants and writes report.json and
         report.html into --report-dir, which must be new or empty (--clean empties it). Progress goes to stderr
         once a second; the summary table to stdout.
-        Exit codes: 0 every invariant held, 1 an invariant failed or a process could not start, 64 bad usage.
+        Exit codes: 0 every invariant held, 1 an invariant failed, a process could not start or Ctrl-C, 64 bad usage.
         Flags override the scenario file. Durations take a unit: 250ms, 2s, 5m, 48h (at most 100d).
         See docs/simulation.md.
         """
@@ -27,7 +28,12 @@ struct Simulate: Command {
             help: "scenario JSON file (docs/scenarios/); built-in defaults without it"
         ),
         .value("seed", "N", env: "ASKRELAY_SEED", help: "root seed of every random decision (overrides the scenario)"),
-        .value("families", "N", env: "ASKRELAY_FAMILIES", help: "number of families (overrides the scenario)"),
+        .value(
+            "families",
+            "N",
+            env: "ASKRELAY_FAMILIES",
+            help: "number of families, 1...1000000 (overrides the scenario)"
+        ),
         .value(
             "brokers",
             "N",
@@ -55,7 +61,14 @@ struct Simulate: Command {
         .flag(
             "clean",
             env: "ASKRELAY_CLEAN",
-            help: "empty a non-empty --report-dir first (only a folder holding what askrelay writes)"
+            help:
+                "empty a non-empty --report-dir first (only a folder holding what askrelay writes, and no live run's)"
+        ),
+        .flag(
+            "allow-long-drain",
+            env: "ASKRELAY_ALLOW_LONG_DRAIN",
+            help:
+                "run even when the drain bound is over 10m of wall time (a low --time-scale); refused without it"
         ),
         .value(
             "broker",
@@ -113,21 +126,37 @@ struct Simulate: Command {
     let wrappers: CommandWrappers
     let shrink: Bool
     let shrinkFlags: ShrinkFlags
+    /// Every option of the run; validated before the report folder is touched.
+    let options: SimulationOptions
+    /// The report folder, claimed in `validate()` and held until the command ends.
+    let folder = FolderClaim()
+    /// SIGINT/SIGTERM, watched from the end of parsing on.
+    let signals: SignalInterruption
+
+    /// The claim `validate()` takes and `run()` hands to the simulation.
+    final class FolderClaim: Sendable {
+        let claim = Mutex<ReportFolderClaim?>(nil)
+    }
 
     init(arguments: Arguments) throws {
         var scenario = Scenario()
-        let brokers = try arguments.int("brokers", in: 1...16)
+        let brokers = try arguments.int("brokers", in: Scenario.Bounds.brokers)
         if let path = arguments.string("scenario") {
             do { scenario = try Scenario.load(path: path, brokers: brokers) } catch let error as ScenarioError {
                 throw UsageError("\(path): \(error)")
             }
         }
         if let seed = try arguments.uint64("seed") { scenario.seed = seed }
-        if let families = try arguments.int("families", in: 1...1_000_000) { scenario.families = families }
-        if let duration = try arguments.duration("duration") { scenario.duration = duration }
+        if let families = try arguments.int("families", in: Scenario.Bounds.families) { scenario.families = families }
+        if let duration = try arguments.duration("duration", in: Scenario.Bounds.duration) {
+            scenario.duration = duration
+        }
         if let scale = try arguments.timeScale() { scenario.timeScale = scale }
         if let brokers { scenario.brokers = brokers }
         do { try scenario.validate() } catch let error as ScenarioError { throw UsageError("\(error)") }
+        if let problem = scenario.longDrainProblem, !arguments.flag("allow-long-drain") {
+            throw UsageError(problem)
+        }
         self.scenario = scenario
         if let directory = arguments.string("report-dir") {
             reportDirectory = directory
@@ -153,12 +182,6 @@ struct Simulate: Command {
         if endpoint != nil && broker != nil {
             throw UsageError("--endpoint is for the broker simulate starts; it cannot go with --broker")
         }
-        if scenario.brokers > 1 && (endpoint != nil || broker != nil) {
-            throw UsageError(
-                "\(scenario.brokers) brokers (--brokers or the scenario) start on ipc in a fresh folder: "
-                    + "they cannot go with --\(broker != nil ? "broker" : "endpoint")"
-            )
-        }
         func words(_ name: String) throws -> [String] {
             guard let text = arguments.string(name) else { return [] }
             let parts = text.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
@@ -176,13 +199,32 @@ struct Simulate: Command {
         for name in ["shrink-budget", "shrink-invariant"] where !shrink && arguments.sources[name] == .commandLine {
             throw UsageError("--\(name) goes with --shrink")
         }
+        var options = SimulationOptions(scenario: scenario, reportDirectory: reportDirectory)
+        options.externalBroker = broker
+        options.brokerEndpoint = endpoint
+        options.allowInsecure = insecure
+        options.wrappers = wrappers
+        options.quiet = quiet
+        options.curve = !insecure
+        options.workerLogLevel = logLevel.description
+        // One watcher, from before the report folder is claimed, for the run and (--shrink) every replay: a signal
+        // that comes while the folder is claimed and set up is seen too (the run then cleans up), and a watcher per
+        // run would miss the signals.
+        signals = SignalInterruption()
+        // The checks the simulation makes before it creates anything, with the flags named as they were given.
+        do { try options.validate(origin: arguments.origin) } catch { throw UsageError(error.message) }
+        self.options = options
     }
 
-    /// The report folder last, once everything else is known good: a refused command changes nothing.
+    /// The executables, then the report folder last, once everything else is known good: a refused command changes
+    /// nothing. The folder is claimed (its lock taken) before `--clean` removes anything, and held until the run
+    /// ends, so a second run on it is refused with this one's pid.
     func validate() throws {
-        do { try ReportFolder.prepare(reportDirectory, clean: cleanReportDirectory) } catch let error
-            as ReportFolderError
-        {
+        try options.checkExecutables()
+        do {
+            let claim = try ReportFolder.claim(reportDirectory, clean: cleanReportDirectory)
+            folder.claim.withLock { $0 = claim }
+        } catch let error as ReportFolderError {
             throw UsageError(error.message)
         }
     }
@@ -193,22 +235,9 @@ struct Simulate: Command {
         if insecure {
             logger.notice("--insecure: the processes talk without CURVE; the broker serves with --allow-insecure")
         }
-        var options = SimulationOptions(scenario: scenario, reportDirectory: reportDirectory)
-        options.externalBroker = broker
-        options.brokerEndpoint = endpoint
-        options.allowInsecure = insecure
-        options.wrappers = wrappers
-        options.quiet = quiet
-        options.curve = !insecure
-        options.workerLogLevel = logLevel.description
-        options.watchSignals = true
-        // With --shrink one watcher serves the run and every replay (a watcher per run would miss the signals).
-        let signals = shrink ? SignalInterruption() : nil
-        defer { withExtendedLifetime(signals) {} }
-        if let signals {
-            options.watchSignals = false
-            options.interruption = signals.interruption
-        }
+        var options = options
+        options.reportFolder = folder.claim.withLock { $0 }
+        options.interruption = signals.interruption
         options.onStarted = { processes in
             printLine("running: " + processes.map { "\($0.name)=\($0.pid)" }.joined(separator: " "))
         }
@@ -216,6 +245,10 @@ struct Simulate: Command {
         let result: SimulationResult
         do {
             result = try await onDedicatedThread(name: "simulate") { try simulation.run() }
+        } catch let error as SimulationInterrupted {
+            // It says what it killed, removed and kept.
+            printError("askrelay simulate: \(error)")
+            return ExitCode.failure
         } catch {
             printError("askrelay simulate: \(error)")
             let logs = (reportDirectory as NSString).appendingPathComponent("logs")

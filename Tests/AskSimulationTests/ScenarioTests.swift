@@ -203,6 +203,64 @@ struct ScenarioTests {
         #expect(error?.description.contains("'\(field)'") == true)
     }
 
+    @Test("a field with a simulate flag has the flag's range: 1e9 families is refused as --families 1000000000 is")
+    func flagRanges() {
+        for (json, got) in [(#"{"families": 1000001}"#, "1000001"), (#"{"families": 1e9}"#, "1000000000")] {
+            #expect(
+                error(json)?.description
+                    == "scenario field 'families': needs a whole number in 1...1000000, got \(got)",
+                "\(json)"
+            )
+        }
+        #expect(
+            error(#"{"brokers": 17}"#)?.description
+                == "scenario field 'brokers': needs a whole number in 1...16, got 17"
+        )
+        #expect(error(#"{"duration": "0s"}"#)?.field == "duration")
+        #expect(Scenario.Bounds.families == 1...1_000_000)
+        #expect(error(#"{"families": 1.5}"#)?.description == "scenario field 'families': needs a whole number, got 1.5")
+        #expect(error(#"{"faults": {}}"#)?.description.hasSuffix("found a JSON object") == true)
+        #expect(error(#"{"ratios": 3}"#)?.description.hasSuffix("found a number") == true)
+        #expect(throws: Never.self) { try parse(#"{"families": 1000000}"#) }
+    }
+
+    @Test("a scenario that is not one JSON object says what it is, where, and what to write instead")
+    func notAnObject() {
+        #expect(
+            error("\n  [{\"families\": 3}]")?.description
+                == "scenario: the file holds a JSON array (line 2, column 3), but a scenario is one JSON object: "
+                + #"write its fields inside { }, e.g. {"families": 10, "duration": "20s"}"#
+        )
+        #expect(error("42")?.description.contains("the file holds a number (line 1, column 1)") == true)
+        let nested = error(#"{"ratios": [0.5]}"#)
+        #expect(nested?.field == "ratios")
+        #expect(
+            nested?.description
+                == #"scenario field 'ratios': expected a JSON object ({"name": value, ...}), found an array"#,
+            "\(nested.map(String.init(describing:)) ?? "")"
+        )
+    }
+
+    @Test("the scenario files the simulation writes show an empty list as []")
+    func emptyListsPrintShort() throws {
+        let text = String(decoding: try WireDates.encode(Scenario()), as: UTF8.self)
+        #expect(text.contains(#""faults" : [],"#) || text.contains(#""faults" : []"#), "\(text)")
+        #expect(!text.contains("[\n"), "\(text)")
+        #expect(try Scenario.parse(WireDates.encode(Scenario())) == Scenario())
+    }
+
+    @Test("a drain bound of more than 10 minutes of wall time is named before the run, with the flag that accepts it")
+    func longDrain() throws {
+        var scenario = Scenario()
+        #expect(scenario.longDrainProblem == nil)
+        scenario.timeScale = 1
+        scenario.duration = .seconds(3)
+        let problem = try #require(scenario.longDrainProblem)
+        #expect(problem.contains("time scale 1"), "\(problem)")
+        #expect(problem.contains("24h 0m 36s"), "\(problem)")
+        #expect(problem.contains("--allow-long-drain"), "\(problem)")
+    }
+
     @Test("text that is not JSON is refused")
     func notJSON() {
         #expect(error("families: 3") != nil)

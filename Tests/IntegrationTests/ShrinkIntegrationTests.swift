@@ -179,6 +179,53 @@ struct ShrinkIntegrationTests {
         }
     }
 
+    @Test("a used --shrink-dir is refused with advice that works: --clean empties a folder askrelay shrink wrote")
+    func cleanShrinkFolder() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        // A failed run's folder, as askrelay simulate leaves it (the two files askrelay shrink reads).
+        let failed = directory.path + "/failed"
+        try FileManager.default.createDirectory(atPath: failed, withIntermediateDirectories: true)
+        try Data(Self.small.utf8).write(to: URL(fileURLWithPath: failed + "/scenario.json"))
+        let violation = #"{"invariant": "guardians-honour-expiry", "questions": [], "processes": [], "message": "x"}"#
+        try Data(#"{"invariants": {"violations": [\#(violation)], "checked": [], "notes": []}}"#.utf8).write(
+            to: URL(fileURLWithPath: failed + "/report.json")
+        )
+        // A shrink folder an earlier shrink wrote.
+        let used = directory.path + "/shrunk"
+        try FileManager.default.createDirectory(atPath: used + "/replay-01", withIntermediateDirectories: true)
+        try Data("old".utf8).write(to: URL(fileURLWithPath: used + "/replay-01/old.txt"))
+        try Data("{}".utf8).write(to: URL(fileURLWithPath: used + "/shrink.json"))
+
+        let refused = try UsageExitTests.Run(["askrelay", "shrink", failed, "--shrink-dir", used])
+        #expect(refused.status == 64, "\(refused.stderr)")
+        #expect(refused.stderr.contains("give --shrink-dir a new or empty folder, or add --clean"), "\(refused.stderr)")
+        #expect(FileManager.default.fileExists(atPath: used + "/replay-01/old.txt"))
+
+        // The advice, followed: the folder is emptied and the shrink starts (interrupted here once it runs).
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let shrink = try supervisor.start(
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: ["shrink", failed, "--shrink-dir", used, "--clean"],
+            logPath: directory.path + "/shrink.log"
+        )
+        _ = try shrink.waitForLine(prefix: "shrink: looking", timeout: .seconds(60))
+        #expect(!FileManager.default.fileExists(atPath: used + "/replay-01/old.txt"), "--clean kept the old replay")
+        shrink.signal(SIGINT)
+        #expect(try shrink.waitForExit(timeout: .seconds(60)) == .exited(1))
+
+        // Never a folder holding anything else.
+        let foreign = directory.path + "/mine"
+        try FileManager.default.createDirectory(atPath: foreign, withIntermediateDirectories: true)
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: foreign + "/notes.txt"))
+        let kept = try UsageExitTests.Run(["askrelay", "shrink", failed, "--shrink-dir", foreign, "--clean"])
+        #expect(kept.status == 64, "\(kept.stderr)")
+        #expect(kept.stderr.contains("also holds notes.txt"), "\(kept.stderr)")
+        #expect(FileManager.default.fileExists(atPath: foreign + "/notes.txt"))
+    }
+
     @Test("bad usage exits 64, names the problem and writes nothing")
     func badUsage() throws {
         let directory = TempDirectory()

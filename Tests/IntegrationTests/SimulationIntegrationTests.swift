@@ -128,6 +128,12 @@ struct SimulationIntegrationTests {
         #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(1))
         // askrelay reaped its workers before exiting, so none of their pids is alive any more.
         for pid in pids { #expect(kill(pid, 0) == -1 && errno == ESRCH, "worker \(pid) survived") }
+        // One prefix, and what it did: killed the processes, removed its socket folder, kept the logs.
+        let stderr = SimulationRefusalTests.text(directory.path + "/askrelay.log")
+        #expect(stderr.contains("askrelay simulate: interrupted by SIGINT while"), "\(stderr)")
+        #expect(!stderr.contains("askrelay simulate: askrelay:"), "\(stderr)")
+        #expect(stderr.contains("killed its 6 processes"), "\(stderr)")
+        #expect(SimulationRefusalTests.socketFolders(of: askrelay.pid ?? 0).isEmpty)
     }
 
     @Test("bad usage exits 64 and names the problem")
@@ -313,5 +319,234 @@ struct SimulationEdgeTests {
                 "\(name) was started"
             )
         }
+    }
+}
+
+/// What the new user's report found: a refused simulate starts nothing and creates nothing; a live run's folder is
+/// never emptied; Ctrl-C at any phase cleans up and says what it did.
+@Suite("askrelay simulate refuses before it starts, and cleans up after Ctrl-C", .timeLimit(.minutes(3)), .serialized)
+struct SimulationRefusalTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// askrelay with `arguments`, running; stderr goes to a file in `directory`.
+    static func start(_ arguments: [String], _ directory: TempDirectory, _ supervisor: ProcessSupervisor) throws -> (
+        process: SupervisedProcess, stderr: String
+    ) {
+        let log = directory.path + "/askrelay-\(UUID().uuidString.prefix(6)).log"
+        let process = try supervisor.start(
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: arguments,
+            logPath: log
+        )
+        return (process, log)
+    }
+
+    static func text(_ path: String) -> String {
+        String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)
+    }
+
+    /// The socket folders `/tmp/askrelay-sim-<pid>-*` of the askrelay with `pid`.
+    static func socketFolders(of pid: Int32) -> [String] {
+        let temporary = NSTemporaryDirectory()
+        return ((try? FileManager.default.contentsOfDirectory(atPath: temporary)) ?? []).filter {
+            $0.hasPrefix("askrelay-sim-\(pid)-")
+        }
+    }
+
+    @Test("a second simulate on a live run's folder, with or without --clean, is refused with the first's pid")
+    func liveFolderIsNotEmptied() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let scenario =
+            #"{"families": 3, "flowsPerChild": 3, "childThink": "700ms", "grace": "500ms", "duration": "30s"}"#
+        let report = directory.path + "/report"
+        var refusals: [(exit: ProcessExitStatus, stderr: String)] = []
+        var holder = ""
+        let first = try FaultSupport.simulate(scenario, directory: directory) { pids in
+            // The first run holds the folder from before its processes start until it ends.
+            holder = Self.text(report + "/simulate.lock").trimmingCharacters(in: .whitespacesAndNewlines)
+            for flags in [["--clean"], []] {
+                let supervisor = ProcessSupervisor()
+                defer { supervisor.killAll() }
+                let (second, log) = try Self.start(
+                    ["simulate", "--scenario", directory.path + "/scenario-in.json", "--report-dir", report, "--quiet"]
+                        + flags,
+                    directory,
+                    supervisor
+                )
+                refusals.append((try second.waitForExit(timeout: .seconds(120)), Self.text(log)))
+            }
+            #expect(FileManager.default.fileExists(atPath: report + "/scenario.json"))
+            #expect(FileManager.default.fileExists(atPath: report + "/keys"))
+            if let broker = pids["broker"] { #expect(kill(broker, 0) == 0, "the first run's broker is gone") }
+        }
+        #expect(Int32(holder) != nil, "simulate.lock held '\(holder)'")
+        #expect(refusals.count == 2)
+        for refusal in refusals {
+            #expect(refusal.exit == .exited(64), "\(refusal.stderr)")
+            #expect(refusal.stderr.contains("'\(report)' is in use by process \(holder)"), "\(refusal.stderr)")
+            #expect(!refusal.stderr.contains("add --clean"), "\(refusal.stderr)")
+        }
+        #expect(first.exit == .exited(0) && first.ok, "violations: \(first.violations); notes: \(first.notes)")
+    }
+
+    @Test("a bad --endpoint for the scenario or a --wrap-* program that does not exist: exit 64, nothing created")
+    func badValuesStartNothing() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let faults = Self.root.appendingPathComponent("docs/scenarios/faults.json").path
+        let cases: [([String], String)] = [
+            (
+                ["--endpoint", "tcp://127.0.0.1:*", "--scenario", faults],
+                "option '--endpoint': a '*' port cannot go with faults[0]"
+            ),
+            (["--wrap-child", "nosuchwrapper"], "option '--wrap-child': 'nosuchwrapper' is not a program on PATH"),
+        ]
+        for (flags, message) in cases {
+            let supervisor = ProcessSupervisor()
+            defer { supervisor.killAll() }
+            let report = directory.path + "/r-\(UUID().uuidString.prefix(6))"
+            let (askrelay, log) = try Self.start(
+                ["simulate", "--report-dir", report, "--quiet"] + flags,
+                directory,
+                supervisor
+            )
+            let pid = askrelay.pid ?? 0
+            #expect(try askrelay.waitForExit(timeout: .seconds(60)) == .exited(64), "\(flags): \(Self.text(log))")
+            #expect(Self.text(log).contains(message), "\(flags): \(Self.text(log))")
+            #expect(!FileManager.default.fileExists(atPath: report), "\(flags): the report folder was created")
+            #expect(Self.socketFolders(of: pid).isEmpty, "\(flags): a socket folder was made")
+        }
+        // The same flags with a wrapper that exists start every process, into the report folder.
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let report = directory.path + "/wrapped"
+        let (askrelay, _) = try Self.start(
+            ["simulate", "--report-dir", report, "--quiet", "--families", "2", "--wrap-child", "env"],
+            directory,
+            supervisor
+        )
+        _ = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
+        #expect(FileManager.default.fileExists(atPath: report + "/logs/child-1.log"))
+        askrelay.signal(SIGINT)
+        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(1))
+    }
+
+    @Test("time scale 1 makes the drain last a day: refused up front with the bound and the flag that accepts it")
+    func longDrainIsRefused() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let small = Self.root.appendingPathComponent("docs/scenarios/small.json").path
+        let report = directory.path + "/slow"
+        let flags = [
+            "simulate", "--scenario", small, "--families", "10", "--duration", "3s", "--time-scale", "1",
+            "--report-dir", report, "--quiet",
+        ]
+        let refused = try UsageExitTests.Run(["askrelay"] + flags)
+        #expect(refused.status == 64, "\(refused.stderr)")
+        #expect(refused.stderr.contains("with time scale 1"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("--allow-long-drain (ASKRELAY_ALLOW_LONG_DRAIN)"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: report))
+        // The flag accepts it: the run starts (and is interrupted here).
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let (askrelay, log) = try Self.start(flags + ["--allow-long-drain"], directory, supervisor)
+        _ = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
+        askrelay.signal(SIGINT)
+        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(1), "\(Self.text(log))")
+    }
+
+    @Test("--families' range is in --help; a scenario's families out of it, or a JSON array, is refused with exit 64")
+    func scenarioRanges() throws {
+        let help = try UsageExitTests.Run(["askrelay", "simulate", "--help"])
+        #expect(help.stdout.contains("1...1000000"), "\(help.stdout)")
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let cases = [
+            (#"{"families": 1e9}"#, "scenario field 'families': needs a whole number in 1...1000000, got 1000000000"),
+            ("[]", "scenario: the file holds a JSON array (line 1, column 1), but a scenario is one JSON object"),
+        ]
+        for (json, message) in cases {
+            let path = directory.path + "/scenario.json"
+            try Data(json.utf8).write(to: URL(fileURLWithPath: path))
+            let run = try UsageExitTests.Run(
+                ["askrelay", "simulate", "--scenario", path, "--report-dir", directory.path + "/r"]
+            )
+            #expect(run.status == 64, "\(run.stderr)")
+            #expect(run.stderr.contains("\(path): \(message)"), "\(run.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: directory.path + "/r"))
+        }
+    }
+
+    @Test("Ctrl-C while the processes drain: no report from a cut-short run, the logs kept, and it says so")
+    func interruptedWhileDraining() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let scenario = #"{"families": 3, "flowsPerChild": 2, "childThink": "100ms", "grace": "500ms"}"#
+        let scenarioPath = directory.path + "/scenario-in.json"
+        try Data(scenario.utf8).write(to: URL(fileURLWithPath: scenarioPath))
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let report = directory.path + "/report"
+        let (askrelay, log) = try Self.start(
+            ["simulate", "--scenario", scenarioPath, "--report-dir", report, "--quiet"],
+            directory,
+            supervisor
+        )
+        let line = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
+        var pids: [String: Int32] = [:]
+        for pair in line.dropFirst("running:".count).split(separator: " ") {
+            let parts = pair.split(separator: "=")
+            if parts.count == 2, let pid = Int32(parts[1]) { pids[String(parts[0])] = pid }
+        }
+        let (stopped, other) = (try #require(pids["parent-1"]), try #require(pids["parent-2"]))
+        defer { kill(stopped, SIGKILL) }
+        // parent-1 cannot exit while stopped, so the drain waits for it (up to 15 s) once parent-2 has exited.
+        kill(stopped, SIGSTOP)
+        let deadline = ContinuousClock.now + .seconds(90)
+        while kill(other, 0) == 0 && ContinuousClock.now < deadline && askrelay.isRunning {
+            _ = try? askrelay.waitForExit(timeout: .milliseconds(20))
+        }
+        #expect(kill(other, 0) != 0, "parent-2 was never drained")
+        askrelay.signal(SIGINT)
+        #expect(try askrelay.waitForExit(timeout: .seconds(60)) == .exited(1))
+        let stderr = Self.text(log)
+        #expect(stderr.contains("askrelay simulate: interrupted by SIGINT while stopping the processes"), "\(stderr)")
+        #expect(stderr.contains("kept \(report) with the logs (no report)"), "\(stderr)")
+        #expect(!FileManager.default.fileExists(atPath: report + "/report.json"))
+        #expect(FileManager.default.fileExists(atPath: report + "/logs/parent-1.log"))
+        #expect(Self.socketFolders(of: askrelay.pid ?? 0).isEmpty)
+    }
+
+    @Test("Ctrl-C while the run is set up removes its socket folder and the half-made report folder, and says so")
+    func interruptedWhileSettingUp() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let report = directory.path + "/big"
+        let (askrelay, log) = try Self.start(
+            ["simulate", "--families", "1000000", "--report-dir", report, "--quiet"],
+            directory,
+            supervisor
+        )
+        let pid = askrelay.pid ?? 0
+        // The run's first act is to take its folder's lock, with its pid in it.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while Self.text(report + "/simulate.lock") != "\(pid)\n" && ContinuousClock.now < deadline
+            && askrelay.isRunning
+        {
+            _ = try? askrelay.waitForExit(timeout: .milliseconds(20))
+        }
+        #expect(Self.text(report + "/simulate.lock") == "\(pid)\n", "the run never took its folder")
+        askrelay.signal(SIGINT)
+        #expect(try askrelay.waitForExit(timeout: .seconds(60)) == .exited(1))
+        let stderr = Self.text(log)
+        #expect(stderr.contains("askrelay simulate: interrupted by SIGINT while setting up the run"), "\(stderr)")
+        #expect(stderr.contains("removed \(report)"), "\(stderr)")
+        #expect(!FileManager.default.fileExists(atPath: report), "the half-made report folder is still there")
+        #expect(Self.socketFolders(of: pid).isEmpty, "its socket folder is still there")
     }
 }

@@ -9,8 +9,8 @@ func currentCluster() throws -> AskRelayCluster { try #require(AskRelayCluster.c
 /// A handle the tests ask about.
 let friend = CommunicationHandle(value: "+15550100", kind: .phoneNumber)
 
-/// Everything an `AsyncStream` yields, kept as it arrives, so a test can wait for the n-th element or check that
-/// nothing more came within a window.
+/// Everything an `AsyncStream` yields, kept as it arrives, so a test can wait for the n-th element (and, with
+/// ``responsesThroughMarker(_:children:guardians:child:guardian:)``, show that nothing more came).
 final class Collected<Element: Sendable>: Sendable {
     private final class Storage: Sendable {
         let items = Mutex<[Element]>([])
@@ -55,13 +55,6 @@ final class Collected<Element: Sendable>: Sendable {
             try? await Task.sleep(for: .milliseconds(10))  // allowed: a poll with a deadline
         }
         return all.first(where: predicate)
-    }
-
-    /// Watches for `window` (the rule: nothing may come, so the test can only look for a while) and returns what
-    /// came.
-    func during(_ window: Duration) async -> [Element] {
-        try? await Task.sleep(for: window)  // allowed: the rule is that nothing comes; watching takes time
-        return all
     }
 }
 
@@ -119,4 +112,27 @@ func withClients(
     }
     await children.stop()
     await guardians.stop()
+}
+
+/// Positive evidence that nothing more came for a child: a marker question about a handle of its own, asked by
+/// `child`, sent, and approved by `guardian`. Its question and response travel the paths a late question or response
+/// would have (the broker's ordered queue for each recipient, one connection each), so once its response came,
+/// whatever was queued before it came first. A window of waiting proves nothing on a slow machine; this does.
+/// - Returns: the question ids of the responses `responses` holds once the marker's came, in order.
+func responsesThroughMarker(
+    _ responses: Collected<PermissionResponse<CommunicationTopic>>,
+    children: AskCenter,
+    guardians: GuardianCenter,
+    child: String = "c1-1",
+    guardian: String = "g1-1"
+) async throws -> [UUID] {
+    let handle = CommunicationHandle(value: "+1555\(UInt32.random(in: 1_000_000...9_999_999))", kind: .phoneNumber)
+    let marker = PermissionQuestion(handle: handle)
+    let delivered = questions(of: guardians)
+    try await children.child(child).ask(marker)
+    try await children.child(child).send(marker.id)
+    try #require(await delivered.first { $0.id == marker.id } != nil, "the marker question never reached \(guardian)")
+    try await guardians.answer(questionID: marker.id, choiceID: PermissionChoice.approve.id, as: guardian)
+    try #require(await responses.first { $0.question.id == marker.id } != nil, "the marker's response never came")
+    return responses.all.map(\.question.id)
 }

@@ -259,4 +259,17 @@ struct StoryDecodingTests {
         }
         #expect(try Story.load(path: folder.appendingPathComponent("a.json").path).name == "a")
     }
+
+    @Test("an answer may expect timed-out, as send and cancel may: GuardianCenter's answer times out")
+    func answerTimedOut() throws {
+        let story = try parse(
+            steps(
+                #"{"send": "q1"}, {"answer": {"guardian": "mum", "question": "q1", "choice": "askrelay.approve"}, "expect": "timed-out"}"#
+            )
+        )
+        #expect(
+            story.steps[2].action
+                == .answer(guardian: "mum", question: "q1", choice: "askrelay.approve", expect: .refused("timed-out"))
+        )
+    }
 }

@@ -31,7 +31,7 @@ struct TestCommand: Command {
             "logs",
             "DIR",
             env: "ASKRELAY_TEST_LOGS",
-            help: "keep each story's process logs in a folder under DIR (default: a new temporary folder)"
+            help: "keep each story's process logs in a folder under DIR (else a temporary one, removed if all pass)"
         ),
     ]
 

@@ -128,6 +128,15 @@ struct StoryDecodingTests {
         )
     }
 
+    @Test("a control character in a bad value or a name is shown escaped in the error, on one line")
+    func controlCharactersInErrors() {
+        #expect(
+            error(steps(#"{"send": "q1", "expect": "no\u0007\nway"}"#)).hasPrefix(
+                #"story.json: steps[1].expect: unknown value "no\u{7}\nway"; expected one of accepted, "#
+            )
+        )
+    }
+
     @Test(
         "every kind of mistake is refused with its field",
         arguments: [

@@ -320,7 +320,8 @@ public struct AskLogger: Sendable {
     /// `text` on one line: `\` as `\\`, newline, carriage return and tab as `\n`, `\r`, `\t`, every other control,
     /// format (bidirectional overrides, zero-width characters), line or paragraph separator and unassigned scalar as
     /// `\u{XXXX}`; with `quote`, `"` as `\"`. Longer than `limit` characters, the rest is replaced by `…(+N)`.
-    static func escape(_ text: String, limit: Int, quote: Bool = false) -> String {
+    /// Public so that every other place that prints text from a file or a peer on a terminal escapes it the same way.
+    public static func escape(_ text: String, limit: Int = .max, quote: Bool = false) -> String {
         var out = ""
         out.reserveCapacity(min(text.utf8.count, limit) + 2)
         var kept = 0

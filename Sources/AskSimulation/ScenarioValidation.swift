@@ -1,5 +1,6 @@
 import AskBroker
 import AskCLI
+import AskModel
 import Foundation
 
 // Loading a scenario file and checking its ranges and cross-field rules.

@@ -32,27 +32,36 @@ final class EventBoard<Event: Sendable>: Sendable {
         for continuation in ready { continuation.resume(returning: true) }
     }
 
-    /// Waits until `matches` holds for the events so far, for at most `timeout`.
-    /// - Returns: `false` if the deadline came first.
+    /// Waits until `matches` holds for the events so far, for at most `timeout`; a cancelled task stops waiting.
+    /// - Returns: `false` if the deadline (or the cancellation) came first.
     func wait(timeout: Duration, until matches: @escaping @Sendable ([Event]) -> Bool) async -> Bool {
         let token: UInt64 = state.withLock { state in
             state.next += 1
             return state.next
         }
-        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            let done = state.withLock { state -> Bool in
-                if matches(state.events) { return true }
-                state.waiters[token] = Waiter(matches: matches, continuation: continuation)
-                return false
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let done = state.withLock { state -> Bool in
+                    if matches(state.events) { return true }
+                    state.waiters[token] = Waiter(matches: matches, continuation: continuation)
+                    return false
+                }
+                if done {
+                    continuation.resume(returning: true)
+                    return
+                }
+                // Cancelled before the waiter was there for the cancellation handler to find.
+                if Task.isCancelled {
+                    expire(token)
+                    return
+                }
+                Task {
+                    try? await Task.sleep(for: timeout)  // the deadline of this wait, not a readiness guess
+                    self.expire(token)
+                }
             }
-            if done {
-                continuation.resume(returning: true)
-                return
-            }
-            Task {
-                try? await Task.sleep(for: timeout)  // the deadline of this wait, not a readiness guess
-                self.expire(token)
-            }
+        } onCancel: {
+            expire(token)
         }
     }
 

@@ -11,7 +11,9 @@ struct StepReader {
     var questions: [String: (child: String, choices: [String])] = [:]
 
     static let refusalCodes = ErrorCode.allCases.map(\.rawValue)
-    static let sheetValues = ["accepted"] + refusalCodes + ["timed-out"]
+    /// What a `send`, `cancel` or `answer` may expect: the broker's acceptance, its refusal code, or no reply in
+    /// time (AskCenter's and GuardianCenter's `timedOut`, as when the broker is stopped).
+    static let callValues = ["accepted"] + refusalCodes + ["timed-out"]
 
     init(children: [String: String], guardians: [String: String]) {
         self.children = children
@@ -40,7 +42,7 @@ struct StepReader {
         case "ask": action = try ask(body, expect: expect, item: item)
         case "send", "cancel":
             let question = try self.question(body)
-            let expectation = try refusal(expect, values: Self.sheetValues)
+            let expectation = try refusal(expect, values: Self.callValues)
             action =
                 keyword == "send"
                 ? .send(question: question, expect: expectation) : .cancel(question: question, expect: expectation)
@@ -54,7 +56,7 @@ struct StepReader {
                 guardian: guardian,
                 question: question,
                 choice: choice,
-                expect: try refusal(expect, values: ["accepted"] + Self.refusalCodes)
+                expect: try refusal(expect, values: Self.callValues)
             )
         case "expectQuestion", "expectNoQuestion":
             let known = keyword == "expectQuestion" ? "within" : "during"

@@ -15,8 +15,11 @@ public struct StoryError: Error, Sendable, Equatable, CustomStringConvertible {
         self.message = message
     }
 
-    /// `story.json: steps[3].expect: unknown value "x"; expected one of presented, ...`.
-    public var description: String { field.isEmpty ? "\(file): \(message)" : "\(file): \(field): \(message)" }
+    /// `story.json: steps[3].expect: unknown value "x"; expected one of presented, ...`, its control characters
+    /// escaped (``StoryReport/printable(_:)``): the values come from the file.
+    public var description: String {
+        StoryReport.printable(field.isEmpty ? "\(file): \(message)" : "\(file): \(field): \(message)")
+    }
 }
 
 /// A JSON value, read after ``StrictJSONSyntax`` has checked the text.

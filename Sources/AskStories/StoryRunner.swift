@@ -6,27 +6,50 @@ import Foundation
 import Synchronization
 
 /// Plays stories: each against fresh processes (``StoryProcesses``, an `AskRelayCluster`), its children in-process
-/// with one `AskCenter`, its guardians with one `GuardianCenter`. A story stops at its first failing step; whatever
-/// happens, every process it started is stopped before the next story starts.
+/// with one `AskCenter`, its guardians with one `GuardianCenter`. A story stops at its first failing step, or at an
+/// ``interruption``; whatever happens, every process it started is stopped before the next story starts.
 public struct StoryRunner: Sendable {
     /// Where the executables are (`askrelay-broker`, `askrelay-limits`); `nil`: where `AskRelayCluster` looks
     /// (`ASKRELAY_BIN_DIR`, else next to the running program).
     public var binDirectory: String?
     /// Each story's logs go to a folder of its own under this one.
     public var logsDirectory: String
+    /// Ends the run early (SIGINT, SIGTERM): the story playing is stopped and reported as interrupted, the stories
+    /// after it as not run.
+    public var interruption: StoryInterruption?
 
-    public init(binDirectory: String?, logsDirectory: String) {
+    public init(binDirectory: String?, logsDirectory: String, interruption: StoryInterruption? = nil) {
         self.binDirectory = binDirectory
         self.logsDirectory = logsDirectory
+        self.interruption = interruption
     }
 
     /// Plays `stories` in order, giving `output` each story's lines as it ends (``StoryReport/lines(for:)``), then
-    /// the summary, and the run's folder when a story did not pass.
-    public func run(_ stories: [Story], output: (String) -> Void) async -> StoryRun {
+    /// the summary, and the run's folder when a story did not pass; `progress` gets `playing 2/5 NAME` when a
+    /// story's processes are ready and its steps begin.
+    public func run(
+        _ stories: [Story],
+        output: (String) -> Void,
+        progress: (String) -> Void = { _ in }
+    ) async -> StoryRun {
         let start = ContinuousClock.now
         var results: [StoryResult] = []
         for (index, story) in stories.enumerated() {
-            let result = await run(story, index: index)
+            guard interruption?.signal == nil else {
+                results.append(
+                    StoryResult(
+                        name: story.name,
+                        file: story.file,
+                        outcome: .notRun,
+                        seconds: 0,
+                        logs: logs(story, index)
+                    )
+                )
+                continue
+            }
+            let result = await run(story, index: index) {
+                progress("playing \(index + 1)/\(stories.count) \(StoryReport.printable(story.name))")
+            }
             for line in StoryReport.lines(for: result) { output(line) }
             results.append(result)
         }
@@ -36,13 +59,19 @@ public struct StoryRunner: Sendable {
         return run
     }
 
-    /// Plays `story` (the `index`-th of the run, for its logs folder's name).
-    public func run(_ story: Story, index: Int) async -> StoryResult {
-        let start = ContinuousClock.now
+    /// The folder of the `index`-th story of the run: `NN-<file name>`.
+    private func logs(_ story: Story, _ index: Int) -> String {
         let base = ((story.file as NSString).lastPathComponent as NSString).deletingPathExtension
         let safeName = String(base.prefix(64).map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" })
-        let logs = (logsDirectory as NSString).appendingPathComponent(String(format: "%02d-", index + 1) + safeName)
-        let outcome = await play(story, logs: logs)
+        return (logsDirectory as NSString).appendingPathComponent(String(format: "%02d-", index + 1) + safeName)
+    }
+
+    /// Plays `story` (the `index`-th of the run, for its logs folder's name); `started` is called when its
+    /// processes are ready and its steps begin.
+    public func run(_ story: Story, index: Int, started: () -> Void = {}) async -> StoryResult {
+        let start = ContinuousClock.now
+        let logs = logs(story, index)
+        let outcome = await play(story, logs: logs, started: started)
         let elapsed = ContinuousClock.now - start
         return StoryResult(
             name: story.name,
@@ -53,23 +82,39 @@ public struct StoryRunner: Sendable {
         )
     }
 
-    private func play(_ story: Story, logs: String) async -> StoryResult.Outcome {
+    private var isInterrupted: Bool { interruption?.signal != nil }
+
+    private func play(_ story: Story, logs: String, started: () -> Void) async -> StoryResult.Outcome {
         let processes: StoryProcesses
         do {
             processes = try await StoryProcesses.start(story, logs: logs, binDirectory: binDirectory)
         } catch {
+            if isInterrupted { return .interrupted("while its processes were starting") }
             return .error("the processes could not be started: \(error)")
+        }
+        if isInterrupted {
+            await processes.stop()
+            return .interrupted("while its processes were starting")
         }
         let session: StorySession
         do {
             session = try await StorySession.start(story, processes: processes)
         } catch {
             await processes.stop()
-            return .error("\(error)")
+            return isInterrupted ? .interrupted("before its first step") : .error("\(error)")
         }
-        let failure = await session.play(story.steps)
+        started()
+        let playing = Task { await session.play(story.steps) }
+        // Cancelling ends the step's wait; stopping the clients ends an ask, send or answer waiting for the broker.
+        let token = interruption?.onInterrupt {
+            playing.cancel()
+            Task { await session.stop() }
+        }
+        let failure = await playing.value
+        interruption?.remove(token)
         await session.stop()
         await processes.stop()
+        if let failure, isInterrupted { return .interrupted("at \(failure.step)") }
         return failure.map { .failed($0) } ?? .passed
     }
 }
@@ -183,10 +228,13 @@ final class StorySession: Sendable {
         for reader in readers.withLock({ $0 }) { reader.cancel() }
     }
 
-    /// Plays the steps in order. - Returns: the first failure, or `nil` when every step got what it expected.
+    /// Plays the steps in order, until the task is cancelled. - Returns: the first failure (the step playing when
+    /// the task was cancelled), or `nil` when every step got what it expected.
     func play(_ steps: [Step]) async -> StepFailure? {
         for step in steps {
-            if let failure = await play(step) { return failure }
+            let failure = await play(step)
+            if Task.isCancelled { return StepFailure(step: step.label, expected: "its end", got: "an interruption") }
+            if let failure { return failure }
         }
         return nil
     }

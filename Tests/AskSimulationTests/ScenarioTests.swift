@@ -1,4 +1,5 @@
 import AskAgents
+import AskProtocol
 import Foundation
 import Testing
 

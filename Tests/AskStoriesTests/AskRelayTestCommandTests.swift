@@ -33,19 +33,39 @@ struct AskRelayTestCommandTests {
 
     /// Runs `askrelay test ARGUMENTS` in a fresh folder to its end (at most 8 minutes).
     func askrelay(_ arguments: [String], environment: [String: String] = [:], in folder: URL) throws -> Run {
+        let running = try RunningTest(arguments, environment: environment, in: folder)
+        return try running.end()
+    }
+
+    /// `askrelay test` started and not yet ended: killed when released, if it is still running.
+    final class RunningTest {
         let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let log = folder.appendingPathComponent("askrelay-test.stderr").path
-        let process = try supervisor.start(
-            name: "askrelay",
-            executable: Self.binDirectory.appendingPathComponent("askrelay").path,
-            arguments: ["test"] + arguments,
-            environment: environment,
-            logPath: log
-        )
-        let status = try process.waitForEnd(timeout: .seconds(480))
-        let stderr = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-        return Run(status: status, stdout: process.lines, stderr: stderr)
+        let process: SupervisedProcess
+        let log: String
+
+        /// - Parameter mergingStderr: stderr joins stdout (`exec ... 2>&1` through sh, so the process is still
+        ///   askrelay's), so that a test can wait for a stderr line as it waits for a stdout line.
+        init(_ arguments: [String], environment: [String: String], mergingStderr: Bool = false, in folder: URL) throws {
+            log = folder.appendingPathComponent("askrelay-test-\(UUID().uuidString.prefix(8)).stderr").path
+            let askrelay = AskRelayTestCommandTests.binDirectory.appendingPathComponent("askrelay").path
+            process = try supervisor.start(
+                name: "askrelay",
+                executable: mergingStderr ? "/bin/sh" : askrelay,
+                arguments: mergingStderr
+                    ? ["-c", "exec \"$0\" test \"$@\" 2>&1", askrelay] + arguments : ["test"] + arguments,
+                environment: environment,
+                logPath: log
+            )
+        }
+
+        deinit { supervisor.killAll() }
+
+        /// Waits (at most 8 minutes) for the end of the process and of its output.
+        func end() throws -> Run {
+            let status = try process.waitForEnd(timeout: .seconds(480))
+            let stderr = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            return Run(status: status, stdout: process.lines, stderr: stderr)
+        }
     }
 
     func temporaryFolder() throws -> URL {
@@ -58,6 +78,7 @@ struct AskRelayTestCommandTests {
     final class Cases: NSObject, XMLParserDelegate {
         var cases: [[String: String]] = []
         var failures: [String] = []
+        var skipped = 0
         func parser(
             _ parser: XMLParser,
             didStartElement name: String,
@@ -67,6 +88,7 @@ struct AskRelayTestCommandTests {
         ) {
             if name == "testcase" { cases.append(attributes) }
             if name == "failure" || name == "error" { failures.append(attributes["message"] ?? "") }
+            if name == "skipped" { skipped += 1 }
         }
     }
 
@@ -173,7 +195,7 @@ struct AskRelayTestCommandTests {
         )
         #expect(unwritable.status == .exited(64))
         #expect(
-            unwritable.stderr.contains("--junit '/nonexistent/out.xml': '/nonexistent' is not a folder"),
+            unwritable.stderr.contains("--junit' '/nonexistent/out.xml': the folder '/nonexistent' does not exist"),
             "\(unwritable.stderr)"
         )
         #expect(run.stderr.contains("the logs folder '\(logs.path)' is not empty (it holds 01-limits-not-enabled)"))
@@ -213,5 +235,161 @@ struct AskRelayTestCommandTests {
         #expect(run.status == .exited(2), "\(run.stdout)\n\(run.stderr)")
         #expect(run.stdout.first?.hasPrefix("ERROR limits off for the child") == true, "\(run.stdout)")
         #expect(run.stdout.contains { $0.contains("askrelay-broker not found in \(empty.path)") }, "\(run.stdout)")
+    }
+
+    static func story(_ name: String) -> String { root.appendingPathComponent("docs/stories/\(name).json").path }
+
+    /// The folders and files directly in `folder`.
+    func names(in folder: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
+    }
+
+    /// The processes whose command line mentions `text` (a story's cluster folder is in every argument list).
+    func processes(mentioning text: String) -> [String] {
+        let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return pids.filter { $0.allSatisfy(\.isNumber) }.filter { pid in
+            guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
+            return String(decoding: data.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self).contains(text)
+        }
+    }
+
+    @Test("a bad --junit (a folder, a missing folder, one nobody can write into): exit 64 before anything starts")
+    func badJUnitPaths() throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let existing = folder.appendingPathComponent("emptydir")
+        try FileManager.default.createDirectory(at: existing, withIntermediateDirectories: true)
+        let missing = folder.appendingPathComponent("nodir/x.xml").path
+        let cases = [
+            (existing.path, "option '--junit' '\(existing.path)' is a folder; give --junit the path of a file"),
+            (missing, "option '--junit' '\(missing)': the folder '\(folder.path)/nodir' does not exist"),
+            // Not writable even for root: nothing can be created in /proc.
+            ("/proc/askrelay-junit.xml", "option '--junit' '/proc/askrelay-junit.xml' cannot be written ("),
+        ]
+        let logs = folder.appendingPathComponent("logs")
+        for (junit, message) in cases {
+            let run = try askrelay(
+                [Self.story("limits-not-enabled"), "--junit", junit, "--logs", logs.path],
+                in: folder
+            )
+            #expect(run.status == .exited(64), "\(junit): \(run.stdout)\n\(run.stderr)")
+            #expect(run.stderr.contains(message), "\(run.stderr)")
+            #expect(run.stdout.isEmpty, "\(run.stdout)")
+            #expect(!FileManager.default.fileExists(atPath: logs.path), "a refused run started a story")
+        }
+        #expect(names(in: existing).isEmpty)
+        // The same run with a good --junit plays the story (makes its logs folder) and writes the file.
+        let good = folder.appendingPathComponent("out.xml")
+        let run = try askrelay(
+            [Self.story("limits-not-enabled"), "--junit", good.path, "--logs", logs.path],
+            in: folder
+        )
+        #expect(run.status == .exited(0), "\(run.stdout)\n\(run.stderr)")
+        #expect(FileManager.default.fileExists(atPath: logs.path))
+        #expect(FileManager.default.fileExists(atPath: good.path))
+    }
+
+    @Test("a bad value in ASKRELAY_TEST_JUNIT or ASKRELAY_TEST_LOGS is reported under the variable's name")
+    func variablesNamed() throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("a-file")
+        FileManager.default.createFile(atPath: file.path, contents: Data("x".utf8))
+        let missing = folder.appendingPathComponent("nodir/x.xml").path
+        let junit = try askrelay(
+            [Self.story("limits-not-enabled")],
+            environment: ["ASKRELAY_TEST_JUNIT": missing],
+            in: folder
+        )
+        #expect(junit.status == .exited(64))
+        #expect(
+            junit.stderr.contains("environment variable ASKRELAY_TEST_JUNIT (for --junit) '\(missing)': the folder"),
+            "\(junit.stderr)"
+        )
+        let logs = try askrelay(
+            [Self.story("limits-not-enabled")],
+            environment: ["ASKRELAY_TEST_LOGS": file.path],
+            in: folder
+        )
+        #expect(logs.status == .exited(64))
+        #expect(
+            logs.stderr.contains("environment variable ASKRELAY_TEST_LOGS (for --logs) '\(file.path)' is a file"),
+            "\(logs.stderr)"
+        )
+    }
+
+    @Test(
+        "SIGINT or SIGTERM while a story plays: it stops, the summary so far and the JUnit file, exit 130",
+        arguments: [SIGINT, SIGTERM]
+    )
+    func interrupted(signal: Int32) throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let temporary = folder.appendingPathComponent("tmp")
+        try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
+        let junit = folder.appendingPathComponent("out.xml")
+        let running = try RunningTest(
+            [
+                Self.story("limits-not-enabled"), Self.fixtures.appendingPathComponent("long-story.json").path,
+                Self.story("denial-reaches-child"), "--junit", junit.path,
+            ],
+            environment: ["TMPDIR": temporary.path],
+            mergingStderr: true,
+            in: folder
+        )
+        // The run's own line: the second story's processes are up and its steps are being played.
+        _ = try running.process.waitForLine(prefix: "askrelay test: playing 2/3 ", timeout: .seconds(120))
+        let cluster = try #require(names(in: temporary).first { $0.hasPrefix("askrelay-story-") })
+        #expect(processes(mentioning: temporary.path + "/" + cluster).count >= 2, "the story's broker and limits")
+        running.process.signal(signal)
+        let run = try running.end()
+        let out = run.stdout.joined(separator: "\n")
+        #expect(run.status == .exited(130), "\(out)")
+        #expect(run.stdout.contains { $0.hasPrefix("PASS limits off for the child") }, "\(out)")
+        #expect(run.stdout.contains { $0.hasPrefix("INTERRUPTED waits long enough to be interrupted (") }, "\(out)")
+        #expect(run.stdout.contains { $0.hasPrefix("  interrupted at step ") }, "\(out)")
+        #expect(!run.stdout.contains { $0.hasPrefix("PASS a denial") }, "\(out)")
+        #expect(run.stdout.contains { $0.hasPrefix("1 passed, 0 failed, 1 interrupted, 1 not run (") }, "\(out)")
+        #expect(processes(mentioning: temporary.path + "/" + cluster).isEmpty, "the story's processes were stopped")
+        #expect(!names(in: temporary).contains(cluster))
+        let parser = try #require(XMLParser(contentsOf: junit))
+        let cases = Cases()
+        parser.delegate = cases
+        #expect(parser.parse(), "out.xml is not well-formed")
+        #expect(cases.cases.count == 3)
+        #expect(cases.failures.count == 1 && cases.failures[0].hasPrefix("interrupted at step "), "\(cases.failures)")
+        #expect(cases.skipped == 1)
+    }
+
+    @Test("without --logs: the temporary folders go when every story passed; kept, and named once, when one failed")
+    func temporaryFolders() throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let temporary = folder.appendingPathComponent("tmp")
+        try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
+        let pass = try askrelay(
+            [Self.fixtures.appendingPathComponent("bell-story.json").path],
+            environment: ["TMPDIR": temporary.path],
+            in: folder
+        )
+        #expect(pass.status == .exited(0), "\(pass.stdout)\n\(pass.stderr)")
+        #expect(names(in: temporary).isEmpty, "left behind: \(names(in: temporary))")
+        #expect(!pass.stdout.contains { $0.contains("logs:") }, "\(pass.stdout)")
+        // A control character in a name is printed escaped, the line stays one line.
+        #expect(
+            pass.stdout.first?.hasPrefix("PASS a bell \\u{7} and a line\\nbreak in the name (") == true,
+            "\(pass.stdout)"
+        )
+        let fail = try askrelay(
+            [Self.fixtures.appendingPathComponent("failing-story.json").path],
+            environment: ["TMPDIR": temporary.path],
+            in: folder
+        )
+        #expect(fail.status == .exited(1))
+        let left = names(in: temporary)
+        #expect(left.count == 1 && left.first?.hasPrefix("askrelay-test-") == true, "\(left)")
+        let run = temporary.appendingPathComponent(left.first ?? "").path
+        #expect(fail.stdout.filter { $0 == "logs: \(run)" }.count == 1, "\(fail.stdout)")
+        #expect(FileManager.default.fileExists(atPath: run + "/01-failing-story/broker.log"))
     }
 }

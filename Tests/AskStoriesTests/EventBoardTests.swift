@@ -3,7 +3,7 @@ import Testing
 
 @testable import AskStories
 
-@Suite("event board: waits end on an event or at their deadline")
+@Suite("event board: waits end on an event or at their deadline", .timeLimit(.minutes(1)))
 struct EventBoardTests {
     @Test("a wait ends as soon as a matching event is appended, long before its deadline")
     func endsOnEvent() async {
@@ -32,5 +32,31 @@ struct EventBoardTests {
         #expect(await board.wait(timeout: .milliseconds(200)) { $0.contains("closed") } == false)
         #expect(ContinuousClock.now - start >= .milliseconds(200))
         #expect(board.events == ["question"])
+    }
+
+    @Test("cancelling the waiting task ends its wait (false), before or after the wait registered")
+    func cancelled() async {
+        let board = EventBoard<Int>()
+        // After: the matcher's first run says the wait is registered; then the task is cancelled. Its deadline is an
+        // hour away, so only the cancellation can end it (the suite's time limit would fail the test otherwise).
+        let (checked, checking) = AsyncStream<Void>.makeStream()
+        let waiting = Task {
+            await board.wait(timeout: .seconds(3600)) { events in
+                checking.yield()
+                return events.contains(1)
+            }
+        }
+        var iterator = checked.makeAsyncIterator()
+        _ = await iterator.next()
+        waiting.cancel()
+        #expect(await waiting.value == false)
+        // Before: a task cancelled before it waits does not wait.
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await board.wait(timeout: .seconds(3600)) { $0.contains(1) }
+        }
+        #expect(await early.value == false)
+        board.append(1)
+        #expect(await board.wait(timeout: .seconds(3600)) { $0.contains(1) })
     }
 }

@@ -128,6 +128,15 @@ struct StoryDecodingTests {
         )
     }
 
+    @Test("a control character in a bad value or a name is shown escaped in the error, on one line")
+    func controlCharactersInErrors() {
+        #expect(
+            error(steps(#"{"send": "q1", "expect": "no\u0007\nway"}"#)).hasPrefix(
+                #"story.json: steps[1].expect: unknown value "no\u{7}\nway"; expected one of accepted, "#
+            )
+        )
+    }
+
     @Test(
         "every kind of mistake is refused with its field",
         arguments: [
@@ -258,5 +267,18 @@ struct StoryDecodingTests {
             try Story.files(["/no/such"])
         }
         #expect(try Story.load(path: folder.appendingPathComponent("a.json").path).name == "a")
+    }
+
+    @Test("an answer may expect timed-out, as send and cancel may: GuardianCenter's answer times out")
+    func answerTimedOut() throws {
+        let story = try parse(
+            steps(
+                #"{"send": "q1"}, {"answer": {"guardian": "mum", "question": "q1", "choice": "askrelay.approve"}, "expect": "timed-out"}"#
+            )
+        )
+        #expect(
+            story.steps[2].action
+                == .answer(guardian: "mum", question: "q1", choice: "askrelay.approve", expect: .refused("timed-out"))
+        )
     }
 }

@@ -106,7 +106,7 @@ struct StoryReportTests {
         let failure = try #require(collector.elements.first { $0.name == "failure" }?.attributes)
         #expect(failure["message"] == "step 3 \"dad's late answer\" (answer): expected already-closed, got accepted")
         #expect(collector.text["failure"]?.contains("logs: /tmp/l/02") == true)
-        #expect(collector.text["error"]?.contains("askrelay-broker not found in /nowhere?") == true)
+        #expect(collector.text["error"]?.contains("askrelay-broker not found in /nowhere\\u{1}") == true)
         #expect(collector.text["system-out"]?.contains("PASS cancel (1.2 s)") == true)
     }
 
@@ -115,5 +115,72 @@ struct StoryReportTests {
         #expect(StoryReport.escape("a<b>&\"c'\n") == "a&lt;b&gt;&amp;&quot;c&apos;\n")
         #expect(StoryReport.escape("bell\u{7}nul\u{0}") == "bell?nul?")
         #expect(StoryReport.escape("é 😀") == "é 😀")
+    }
+
+    @Test("control characters in names and messages are escaped on the terminal, and the JUnit XML holds them so")
+    func controlCharacters() throws {
+        let result = StoryResult(
+            name: "bell\u{7}\nline",
+            file: "x/b.json",
+            outcome: .failed(
+                StepFailure(step: "step 0 \"nul\u{0}\" (ask)", expected: "presented", got: "systemError (\u{1B}[31m)")
+            ),
+            seconds: 1,
+            logs: "/tmp/l/01"
+        )
+        #expect(
+            StoryReport.lines(for: result) == [
+                "FAIL bell\\u{7}\\nline (1.0 s)",
+                "  step 0 \"nul\\u{0}\" (ask): expected presented, got systemError (\\u{1B}[31m)",
+                "  logs: /tmp/l/01",
+            ]
+        )
+        let xml = StoryReport.junit([result], seconds: 1)
+        let parser = XMLParser(data: Data(xml.utf8))
+        let collector = Collector()
+        parser.delegate = collector
+        #expect(parser.parse(), "not well-formed: \(String(describing: parser.parserError))\n\(xml)")
+        let testcase = try #require(collector.elements.first { $0.name == "testcase" }?.attributes)
+        #expect(testcase["name"] == "bell\\u{7}\\nline")
+        let failure = try #require(collector.elements.first { $0.name == "failure" }?.attributes)
+        #expect(failure["message"] == "step 0 \"nul\\u{0}\" (ask): expected presented, got systemError (\\u{1B}[31m)")
+    }
+
+    @Test("an interrupted run: the story marked with where it stopped, the rest not run, exit 130, in JUnit too")
+    func interruptedRun() throws {
+        let results = [
+            Self.results[0],
+            StoryResult(
+                name: "long",
+                file: "x/long.json",
+                outcome: .interrupted("at step 3 (expectNoResponse)"),
+                seconds: 4,
+                logs: "/tmp/l/02"
+            ),
+            StoryResult(name: "later", file: "x/later.json", outcome: .notRun, seconds: 0, logs: "/tmp/l/03"),
+        ]
+        #expect(
+            StoryReport.lines(for: results[1]) == [
+                "INTERRUPTED long (4.0 s)", "  interrupted at step 3 (expectNoResponse)", "  logs: /tmp/l/02",
+            ]
+        )
+        #expect(StoryReport.lines(for: results[2]).isEmpty)
+        #expect(StoryReport.summary(results, seconds: 5.25) == "1 passed, 0 failed, 1 interrupted, 1 not run (5.2 s)")
+        #expect(StoryRun(results: results, seconds: 5).exitCode == 130)
+        #expect(StoryRun(results: results + [Self.results[1], Self.results[2]], seconds: 5).exitCode == 130)
+        let xml = StoryReport.junit(results, seconds: 5.25)
+        let parser = XMLParser(data: Data(xml.utf8))
+        let collector = Collector()
+        parser.delegate = collector
+        #expect(parser.parse(), "not well-formed: \(String(describing: parser.parserError))\n\(xml)")
+        let suite = try #require(collector.elements.first { $0.name == "testsuite" }?.attributes)
+        #expect(suite["tests"] == "3")
+        #expect(suite["errors"] == "1")
+        #expect(suite["skipped"] == "1")
+        let error = try #require(collector.elements.first { $0.name == "error" }?.attributes)
+        #expect(error["type"] == "interrupted")
+        #expect(error["message"] == "interrupted at step 3 (expectNoResponse)")
+        let skipped = try #require(collector.elements.first { $0.name == "skipped" }?.attributes)
+        #expect(skipped["message"] == "not run: the run was interrupted")
     }
 }

@@ -84,14 +84,19 @@ public struct PrincipalsFile: Codable, Sendable, Hashable {
     }
 
     /// Reads and checks a principals file.
-    /// - Throws: ``KeyFileError`` naming the file and what is wrong.
+    /// - Throws: ``KeyFileError`` naming the file, the place (a line and column, or a field) and what to do.
     public static func load(path: String) throws -> PrincipalsFile {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw KeyFileError("cannot read principals file \(path)")
         }
+        // A file a person edits (or one cut short by a full disk): its syntax strictly first, for a line and column.
+        let remedy = "fix the file or write it again with 'askrelay keys generate'"
+        do { try StrictJSONSyntax.check(data) } catch let failure as StrictJSONSyntax.Failure {
+            throw KeyFileError("principals file \(path): \(failure); \(remedy)")
+        }
         let file: PrincipalsFile
         do { file = try JSONDecoder().decode(PrincipalsFile.self, from: data) } catch {
-            throw KeyFileError("principals file \(path) is not valid: \(error)")
+            throw KeyFileError("principals file \(path): \(describeDecoding(error)); \(remedy)")
         }
         guard file.version == 1 else {
             throw KeyFileError("principals file \(path) has version \(file.version); this build reads version 1")
@@ -150,9 +155,13 @@ public struct KeyFile: Codable, Sendable, Hashable {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw KeyFileError("cannot read key file \(path)")
         }
+        let remedy = "fix the file or write it again with 'askrelay keys generate' or 'askrelay keys add'"
+        do { try StrictJSONSyntax.check(data) } catch let failure as StrictJSONSyntax.Failure {
+            throw KeyFileError("key file \(path): \(failure); \(remedy)")
+        }
         let file: KeyFile
         do { file = try JSONDecoder().decode(KeyFile.self, from: data) } catch {
-            throw KeyFileError("key file \(path) is not valid: \(error)")
+            throw KeyFileError("key file \(path): \(describeDecoding(error)); \(remedy)")
         }
         guard let derived = try? CurveKeyPair(secretKey: file.secretKey), derived.publicKey == file.publicKey else {
             throw KeyFileError("key file \(path): the public key does not belong to the secret key")

@@ -3,8 +3,8 @@ import Foundation
 /// Checks that bytes are exactly one JSON value as RFC 8259 defines it, and says where they are not.
 ///
 /// Foundation's `JSONDecoder` accepts more than JSON (a trailing comma, for one) and reports a syntax error without
-/// a line, so a scenario file is checked here first: a file a person edited gets a message naming the line and
-/// column. Object keys must be unique.
+/// a line, so every file a person edits (a scenario, a story, principals.json) is checked here first: it gets a
+/// message naming the line and column. Object keys must be unique.
 public enum StrictJSONSyntax {
     /// A place in the text where it stops being JSON.
     public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {

@@ -1,0 +1,93 @@
+import AskProtocol
+import Foundation
+import Testing
+
+/// principals.json as a person leaves it: cut short or with a typo. Every reader of the file (`askrelay keys list`,
+/// `askrelay keys add`, the broker at start) names the file, the line and the column, as scenario and story files
+/// do, and says what to do.
+@Suite("principals.json that is not JSON: its readers name the line and column", .serialized, .timeLimit(.minutes(2)))
+struct PrincipalsFileTests {
+    /// A key folder from `askrelay keys generate` whose principals.json is cut in the middle of its fifth line, and
+    /// the message every reader must give for it.
+    struct TruncatedKeys {
+        let folder: URL
+        let keys: String
+        let principals: String
+        let message: String
+
+        init() throws {
+            folder = FileManager.default.temporaryDirectory.appendingPathComponent("principals-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            keys = folder.path + "/keys"
+            let generate = try TestProcess("askrelay", ["keys", "generate", "--out", keys], logDirectory: folder.path)
+            guard try generate.waitForEnd() == 0 else { throw ProcessFailure("askrelay keys generate failed") }
+            principals = keys + "/principals.json"
+            let text = try String(contentsOfFile: principals, encoding: .utf8)
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+            let fifth = lines[4]
+            let cut = lines[..<4].joined(separator: "\n") + "\n" + fifth.prefix(fifth.count / 2)
+            try Data(cut.utf8).write(to: URL(fileURLWithPath: principals))
+            let column = fifth.prefix(fifth.count / 2).count + 1
+            message = "principals file \(principals): not valid JSON at line 5, column \(column): "
+        }
+
+        func stderr(of process: TestProcess) -> String {
+            (try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? ""
+        }
+    }
+
+    @Test("askrelay keys list and keys add: the line and column, what to do, and nothing written")
+    func keysCommands() throws {
+        let keys = try TruncatedKeys()
+        defer { try? FileManager.default.removeItem(at: keys.folder) }
+        let before = try FileManager.default.contentsOfDirectory(atPath: keys.keys).sorted()
+        let list = try TestProcess("askrelay", ["keys", "list", "--dir", keys.keys], logDirectory: keys.folder.path)
+        #expect(try list.waitForEnd() == 1)
+        #expect(keys.stderr(of: list).contains(keys.message), "\(keys.stderr(of: list))")
+        #expect(keys.stderr(of: list).contains("askrelay keys generate"), "\(keys.stderr(of: list))")
+        #expect(!keys.stderr(of: list).contains("DecodingError"), "\(keys.stderr(of: list))")
+        let add = try TestProcess(
+            "askrelay",
+            ["keys", "add", "--dir", keys.keys, "--role", "observer", "--id", "observer-9"],
+            logDirectory: keys.folder.path
+        )
+        #expect(try add.waitForEnd() == 1)
+        #expect(keys.stderr(of: add).contains(keys.message), "\(keys.stderr(of: add))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: keys.keys).sorted() == before)
+    }
+
+    @Test("the broker refuses to start on it, naming the line and column")
+    func broker() throws {
+        let keys = try TruncatedKeys()
+        defer { try? FileManager.default.removeItem(at: keys.folder) }
+        let broker = try TestProcess(
+            "askrelay-broker",
+            [
+                "--endpoint", "ipc://\(keys.folder.path)/broker.ipc", "--data-dir", keys.folder.path + "/data",
+                "--curve-secret-file", keys.keys + "/broker.key", "--principals", keys.principals,
+            ],
+            logDirectory: keys.folder.path
+        )
+        defer { broker.kill9() }
+        #expect(try broker.waitForEnd() != 0)
+        #expect(keys.stderr(of: broker).contains(keys.message), "\(keys.stderr(of: broker))")
+        #expect(!keys.stderr(of: broker).contains("DecodingError"), "\(keys.stderr(of: broker))")
+    }
+
+    @Test("JSON that is not a principals file: the field named as a path, not a DecodingError")
+    func wrongShape() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("principals-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.path + "/principals.json"
+        try Data(#"{"version": 1, "principals": [{"publicKey": "x", "id": "a"}]}"#.utf8).write(
+            to: URL(fileURLWithPath: path)
+        )
+        #expect {
+            try PrincipalsFile.load(path: path)
+        } throws: { error in
+            "\(error)" == "principals file \(path): missing field 'principals[0].role'; fix the file or write it again "
+                + "with 'askrelay keys generate'"
+        }
+    }
+}

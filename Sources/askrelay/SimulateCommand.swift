@@ -246,9 +246,9 @@ struct Simulate: Command {
         do {
             result = try await onDedicatedThread(name: "simulate") { try simulation.run() }
         } catch let error as SimulationInterrupted {
-            // It says what it killed, removed and kept.
+            // It says what it killed, removed and kept; 128 + the signal, as askrelay test and load exit.
             printError("askrelay simulate: \(error)")
-            return ExitCode.failure
+            return 128 + error.signal
         } catch {
             printError("askrelay simulate: \(error)")
             let logs = (reportDirectory as NSString).appendingPathComponent("logs")

@@ -103,7 +103,7 @@ struct SimulationIntegrationTests {
         #expect(run.stdout.contains { $0.contains("FAILED") })
     }
 
-    @Test("SIGINT of askrelay kills every process it started and exits 1")
+    @Test("SIGINT of askrelay kills every process it started and exits 130 (128 + SIGINT)")
     func interrupted() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
@@ -125,7 +125,7 @@ struct SimulationIntegrationTests {
         defer { for pid in pids { kill(pid, SIGKILL) } }
         for pid in pids { #expect(kill(pid, 0) == 0, "worker \(pid) should be running") }
         askrelay.signal(SIGINT)
-        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(1))
+        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(128 + SIGINT))
         // askrelay reaped its workers before exiting, so none of their pids is alive any more.
         for pid in pids { #expect(kill(pid, 0) == -1 && errno == ESRCH, "worker \(pid) survived") }
         // One prefix, and what it did: killed the processes, removed its socket folder, kept the logs.
@@ -431,7 +431,7 @@ struct SimulationRefusalTests {
         _ = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
         #expect(FileManager.default.fileExists(atPath: report + "/logs/child-1.log"))
         askrelay.signal(SIGINT)
-        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(1))
+        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(128 + SIGINT))
     }
 
     @Test("time scale 1 makes the drain last a day: refused up front with the bound and the flag that accepts it")
@@ -455,7 +455,7 @@ struct SimulationRefusalTests {
         let (askrelay, log) = try Self.start(flags + ["--allow-long-drain"], directory, supervisor)
         _ = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
         askrelay.signal(SIGINT)
-        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(1), "\(Self.text(log))")
+        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(128 + SIGINT), "\(Self.text(log))")
     }
 
     @Test("--families' range is in --help; a scenario's families out of it, or a JSON array, is refused with exit 64")
@@ -511,7 +511,7 @@ struct SimulationRefusalTests {
         }
         #expect(kill(other, 0) != 0, "parent-2 was never drained")
         askrelay.signal(SIGINT)
-        #expect(try askrelay.waitForExit(timeout: .seconds(60)) == .exited(1))
+        #expect(try askrelay.waitForExit(timeout: .seconds(60)) == .exited(128 + SIGINT))
         let stderr = Self.text(log)
         #expect(stderr.contains("askrelay simulate: interrupted by SIGINT while stopping the processes"), "\(stderr)")
         #expect(stderr.contains("kept \(report) with the logs (no report)"), "\(stderr)")
@@ -542,7 +542,7 @@ struct SimulationRefusalTests {
         }
         #expect(Self.text(report + "/simulate.lock") == "\(pid)\n", "the run never took its folder")
         askrelay.signal(SIGINT)
-        #expect(try askrelay.waitForExit(timeout: .seconds(60)) == .exited(1))
+        #expect(try askrelay.waitForExit(timeout: .seconds(60)) == .exited(128 + SIGINT))
         let stderr = Self.text(log)
         #expect(stderr.contains("askrelay simulate: interrupted by SIGINT while setting up the run"), "\(stderr)")
         #expect(stderr.contains("removed \(report)"), "\(stderr)")

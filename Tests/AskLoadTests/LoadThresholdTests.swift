@@ -92,4 +92,17 @@ struct LoadThresholdTests {
         )
     }
 
+    @Test("the threshold lines come before the table's last line, which scripts read")
+    func lastLineStays() {
+        let lines = LoadExperiment.stdoutLines(
+            files: ["report: /r/load.json"],
+            table: ["workload: x", "throughput=10"],
+            verdicts: ["threshold errors==0: errors=0 ok"]
+        )
+        #expect(
+            lines == [
+                "report: /r/load.json", "workload: x", "threshold errors==0: errors=0 ok", "throughput=10",
+            ]
+        )
+    }
 }

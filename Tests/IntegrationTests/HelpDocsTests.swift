@@ -355,6 +355,12 @@ struct UsageExitTests {
             command: ["askrelay-parent", "--families", "1", "--heartbeat", "101d"],
             message: "from 10ms to 100d, got '101d'"
         ),
+        // The sweep sets every step's rate: --rate beside it is refused, not ignored.
+        Case(
+            command: ["askrelay", "load", "--sweep", "--rate", "100"],
+            message:
+                "option '--rate' cannot be combined with --sweep: the sweep sets each step's rate; give the first step's with --sweep-start R"
+        ),
         Case(
             command: ["askrelay", "help", "simulat"],
             message:

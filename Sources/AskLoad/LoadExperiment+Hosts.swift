@@ -79,7 +79,7 @@ extension LoadExperiment {
             options: flowOptions,
             durability: durability,
             externalBrokers: externalBrokers,
-            logDirectory: logDirectory
+            logDirectory: try logs?.make()
         )
         defer { services.stop() }
         let cpu = ProcessCPU(services.pids)

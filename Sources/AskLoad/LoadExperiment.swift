@@ -2,6 +2,7 @@ import AskCLI
 import AskProtocol
 import AskSimulation
 import Foundation
+import Synchronization
 
 /// Which load experiment `askrelay load` runs.
 public enum LoadMode: String, Sendable, CaseIterable {
@@ -54,7 +55,7 @@ public struct LoadExperiment: Sendable {
     /// Ends the run early, keeping what it measured (SIGINT/SIGTERM); see ``LoadOutcome/interruptedBy``.
     public let stop = LoadStop()
     /// Where the processes the run starts write their stderr (`<name>.log`); set by ``run()``; nil: ours.
-    var logDirectory: String?
+    var logs: LoadLogFolder?
 
     public init(executableDirectory: URL, commandLine: String) {
         self.executableDirectory = executableDirectory
@@ -88,20 +89,10 @@ public struct LoadExperiment: Sendable {
         let table: [String]
         let figures: [String: LoadFigure]
         if let agent { return LoadOutcome(lines: try runAgent(agent), breached: false) }
-        // The logs of the processes it starts: in the run's folder, named once, never mixed into our stderr.
-        let startsProcesses = mode != .relay || broker == nil || baseline
+        // The logs of the processes it starts: in the run's folder, never mixed into our stderr.
         var experiment = self
-        let temporary = reportDirectory == nil
-        if startsProcesses {
-            let logs =
-                (reportDirectory ?? NSTemporaryDirectory() + "askrelay-load-logs-" + UUID().uuidString) + "/logs"
-            try FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
-            experiment.logDirectory = logs
-            printError(
-                "askrelay load: the logs of the processes it starts go to \(logs)/"
-                    + (temporary ? " (removed when the run succeeds; --report-dir keeps them)" : "")
-            )
-        }
+        let logs = LoadLogFolder(reportDirectory: reportDirectory)
+        experiment.logs = logs
         do {
             switch mode {
             case .pending: (table, figures) = try experiment.runPending()
@@ -111,12 +102,10 @@ public struct LoadExperiment: Sendable {
             case .relay: (table, figures) = sweep != nil ? try experiment.runRelaySweep() : try experiment.runRelay()
             }
         } catch {
-            if temporary, let logs = experiment.logDirectory { printError("askrelay load: logs kept in \(logs)/") }
+            if logs.temporary && logs.isMade { printError("askrelay load: logs kept in \(logs.path)/") }
             throw error
         }
-        if temporary, let logs = experiment.logDirectory {
-            try? FileManager.default.removeItem(atPath: (logs as NSString).deletingLastPathComponent)
-        }
+        logs.removeIfTemporary()
         // Where the files went, before the table: its last line stays `throughput=...` for scripts.
         var lines: [String] = []
         if let directory = reportDirectory {
@@ -138,8 +127,11 @@ public struct LoadExperiment: Sendable {
         files + table.dropLast() + verdicts + table.suffix(1)
     }
 
-    /// Where a started process's stderr goes: `<name>.log` in ``logDirectory``, or ours.
-    func logPath(_ name: String) -> String { logDirectory.map { $0 + "/\(name).log" } ?? "/dev/stderr" }
+    /// Where a started process's stderr goes: `<name>.log` in the run's log folder (made now if need be), or ours.
+    func logPath(_ name: String) throws -> String {
+        guard let logs else { return "/dev/stderr" }
+        return try logs.make() + "/\(name).log"
+    }
 
     /// Starts the broker (unless `--broker`), runs `body` against its endpoint, stops it.
     func withRelayBroker<T>(_ body: (String) throws -> T) throws -> T {
@@ -152,7 +144,7 @@ public struct LoadExperiment: Sendable {
                 "--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability,
                 "--log-level", "warning",
             ],
-            logPath: logPath("broker")
+            logPath: try logPath("broker")
         )
         defer { server.stop() }
         guard let endpoint = server.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
@@ -182,7 +174,7 @@ public struct LoadExperiment: Sendable {
             let server = try ServerProcess(
                 executable: executableDirectory.appendingPathComponent("askrelay"),
                 arguments: ["proxy", "--frontend", "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*"],
-                logPath: logPath("proxy")
+                logPath: try logPath("proxy")
             )
             defer { server.stop() }
             guard let frontend = server.readyFields["frontend"], let backend = server.readyFields["backend"] else {
@@ -291,7 +283,7 @@ public struct LoadExperiment: Sendable {
         let first = try ServerProcess(
             executable: brokerExecutable,
             arguments: brokerArguments,
-            logPath: logPath("broker")
+            logPath: try logPath("broker")
         )
         defer { first.stop() }
         guard let endpoint = first.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
@@ -325,7 +317,7 @@ public struct LoadExperiment: Sendable {
             executable: brokerExecutable,
             arguments: brokerArguments,
             timeout: .seconds(600),
-            logPath: logPath("broker")
+            logPath: try logPath("broker")
         )
         defer { second.stop() }
         let recovery = ContinuousClock.now - restartedAt
@@ -344,7 +336,7 @@ public struct LoadExperiment: Sendable {
             options: base,
             durability: durability,
             externalBrokers: externalBrokers,
-            logDirectory: logDirectory
+            logDirectory: try logs?.make()
         )
         let stop = self.stop
         defer { services.stop() }
@@ -417,4 +409,39 @@ public struct LoadOutcome: Sendable {
     public var breached: Bool
     /// The signal that stopped the run early (`askrelay load` exits 128 + it).
     public var interruptedBy: Int32?
+}
+
+/// The folder the processes of a load run log into, `DIR/logs` (`--report-dir`, else a temporary folder): made and
+/// named on stderr when the first process starts, so a run that starts none (or fails before) leaves nothing.
+final class LoadLogFolder: Sendable {
+    let path: String
+    /// Not in a `--report-dir`: removed when the run succeeds.
+    let temporary: Bool
+    private let made = Mutex(false)
+
+    init(reportDirectory: String?) {
+        temporary = reportDirectory == nil
+        path = (reportDirectory ?? NSTemporaryDirectory() + "askrelay-load-logs-" + UUID().uuidString) + "/logs"
+    }
+
+    var isMade: Bool { made.withLock { $0 } }
+
+    /// Makes the folder and names it, the first time. - Returns: its path.
+    func make() throws -> String {
+        try made.withLock { made in
+            guard !made else { return }
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            made = true
+            printError(
+                "askrelay load: the logs of the processes it starts go to \(path)/"
+                    + (temporary ? " (removed when the run succeeds; --report-dir keeps them)" : "")
+            )
+        }
+        return path
+    }
+
+    func removeIfTemporary() {
+        guard temporary && isMade else { return }
+        try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent)
+    }
 }

@@ -366,7 +366,13 @@ struct LoadCommand: Command {
         }
         defer { _ = signals }
         return try await onDedicatedThread(name: "load") {
-            let outcome = try experiment.run()
+            let outcome: LoadOutcome
+            do { outcome = try experiment.run() } catch {
+                // A failure after the signal (a Ctrl-C also reaches the processes it was starting) is its effect.
+                guard let signal = experiment.stop.signal else { throw error }
+                printError("askrelay load: stopped by \(experiment.stop.signalName ?? "a signal"): \(error)")
+                return 128 + signal
+            }
             for line in outcome.lines { printLine(line) }
             if let signal = outcome.interruptedBy { return 128 + signal }
             return outcome.breached ? Self.thresholdBreached : ExitCode.success

@@ -105,6 +105,23 @@ struct LoadSweepTests {
         #expect(LoadSweep.table(failed, unit: "rt/s").last?.hasPrefix("knee: 1500 rt/s sustained") == true)
     }
 
+    @Test("a stop during a step ends the sweep there: the step is kept unjudged and no knee is claimed")
+    func interrupted() throws {
+        var options = SweepOptions()
+        options.startRate = 100
+        let stop = LoadStop()
+        let sweep = try LoadSweep.run(options, stop: stop) { rate in
+            if rate > 200 { stop.request(signal: SIGINT) }
+            // A short step looks unsustainable; it must not be judged so.
+            return step(rate, achieved: rate > 200 ? rate / 10 : rate, p99: 100)
+        }
+        #expect(sweep.steps.map(\.targetRate) == [100, 150, 225])
+        #expect(sweep.steps.last?.reason == "interrupted" && sweep.interrupted && !sweep.kneeFound)
+        #expect(sweep.kneeRate == 150)
+        #expect(LoadSweep.table(sweep, unit: "rt/s").last?.hasPrefix("no knee: the sweep was interrupted") == true)
+        #expect(LoadSweep.lastLine(sweep) == "throughput=150 knee=150 knee_found=false")
+    }
+
     @Test("throughput samples are completions per second between progress callbacks")
     func samples() {
         let recorder = ThroughputRecorder()

@@ -231,8 +231,11 @@ public struct Arguments: Sendable {
     public func duration(_ name: String, in range: ClosedRange<Duration>? = nil) throws -> Duration? {
         guard let text = string(name) else { return nil }
         guard let value = parseDuration(text) else {
+            // The same range as the message below, so both say where a valid value lies.
+            let lowest = range.map { durationText($0.lowerBound) } ?? "0"
+            let highest = range.map { durationText($0.upperBound) } ?? ValueBounds.maximumDurationText
             throw UsageError(
-                "\(origin(name)) needs a duration like 250ms, 2s, 5m or 48h, from 0 to \(ValueBounds.maximumDurationText), got '\(text)'"
+                "\(origin(name)) needs a duration like 250ms, 2s, 5m or 48h, from \(lowest) to \(highest), got '\(text)'"
             )
         }
         if let range, !range.contains(value) {

@@ -237,12 +237,15 @@ public enum FlowLoad {
 
     /// Runs one measurement against `brokers` (one broker, or sharded ones: each connection opens one center per
     /// shard of its children's families). Blocking: call it on a dedicated thread.
-    /// - Parameter progress: called about once a second from the calling thread.
+    /// - Parameters:
+    ///   - stop: when requested, no flow starts any more and there is no drain: the measured window ends there.
+    ///   - progress: called about once a second from the calling thread.
     public static func run(
         brokers: BrokerList,
         options: FlowLoadOptions,
         context: ZMQContext? = nil,
         startAt: (() throws -> UInt64)? = nil,
+        stop: LoadStop = LoadStop(),
         progress: ((RelayLoadProgress) -> Void)? = nil
     ) throws -> FlowLoadResult {
         if let problem = options.problems().first { throw RelayLoadError(problem) }
@@ -312,7 +315,7 @@ public enum FlowLoad {
         let measureStart = start + UInt64(options.warmupSeconds * 1e9)
         let measureEnd = measureStart + UInt64(options.durationSeconds * 1e9)
         let drainEnd = measureEnd + UInt64(options.drainSeconds * 1e9)
-        let window = FlowWindow(measureStart: measureStart, measureEnd: measureEnd)
+        let window = FlowWindow(measureStart: measureStart, measureEnd: measureEnd, stop: stop)
         let stats = FlowStats()
         let pacer = DispatchSemaphore(value: 0)
         var lastProgress = start
@@ -341,7 +344,7 @@ public enum FlowLoad {
             var number: UInt64 = 0
             while true {
                 let due = start + UInt64(Double(number) * interval)
-                guard due < measureEnd else { break }
+                guard due < measureEnd && !stop.isRequested else { break }
                 let now = monotonicNanoseconds()
                 if due > now {
                     report(now)
@@ -370,7 +373,7 @@ public enum FlowLoad {
                     var turn = 0
                     while true {
                         let now = monotonicNanoseconds()
-                        guard now < measureEnd else { break }
+                        guard now < measureEnd && !stop.isRequested else { break }
                         let session = sessions[(loop + turn * options.inflight) % sessions.count]
                         turn += 1
                         stats.started.add(1, ordering: .relaxed)
@@ -379,7 +382,7 @@ public enum FlowLoad {
                     }
                 }
             }
-            while monotonicNanoseconds() < measureEnd {
+            while monotonicNanoseconds() < measureEnd && !stop.isRequested {
                 report(monotonicNanoseconds())
                 _ = pacer.wait(timeout: .now() + .milliseconds(100))
             }
@@ -391,7 +394,7 @@ public enum FlowLoad {
             let open =
                 stats.started.load(ordering: .relaxed) - stats.completed.load(ordering: .relaxed)
                 - stats.errors.load(ordering: .relaxed)
-            if open <= 0 || now >= drainEnd { break }
+            if open <= 0 || now >= drainEnd || stop.isRequested { break }
             _ = pacer.wait(timeout: .now() + .milliseconds(10))
         }
         report(monotonicNanoseconds(), last: true)
@@ -399,6 +402,7 @@ public enum FlowLoad {
         let started = stats.started.load(ordering: .relaxed)
         let completed = stats.completed.load(ordering: .relaxed)
         let errors = stats.errors.load(ordering: .relaxed)
+        let measuredSeconds = window.end > measureStart ? Double(window.end - measureStart) / 1e9 : 0
         return FlowLoadResult(
             loop: options.isOpenLoop ? "open" : "closed",
             started: started,
@@ -406,8 +410,8 @@ public enum FlowLoad {
             errors: errors,
             inFlightAtEnd: started - completed - errors,
             measuredCompleted: totals.measuredCompleted,
-            measuredSeconds: options.durationSeconds,
-            throughput: Double(totals.measuredCompleted) / options.durationSeconds,
+            measuredSeconds: measuredSeconds,
+            throughput: measuredSeconds > 0 ? Double(totals.measuredCompleted) / measuredSeconds : 0,
             dropped: dropped,
             lateStarts: lateStarts,
             askToPresented: totals.ask.summary,
@@ -477,6 +481,9 @@ public enum FlowLoad {
 struct FlowWindow: Sendable {
     var measureStart: UInt64
     var measureEnd: UInt64
+    var stop = LoadStop()
+    /// The window's end: `measureEnd`, or the stop when the run was interrupted before it.
+    var end: UInt64 { min(measureEnd, stop.requestedAt) }
 }
 
 /// Counters and histograms shared by every flow of a run.
@@ -508,12 +515,13 @@ final class FlowStats: Sendable {
         window: FlowWindow
     ) {
         totals.withLock { totals in
-            if intended >= window.measureStart && intended < window.measureEnd {
+            let end = window.end
+            if intended >= window.measureStart && intended < end {
                 totals.ask.record(presented &- askStart)
                 totals.send.record(answered >= sendStart ? answered - sendStart : 0)
                 totals.endToEnd.record(answered >= intended ? answered - intended : 0)
             }
-            if answered >= window.measureStart && answered < window.measureEnd { totals.measuredCompleted += 1 }
+            if answered >= window.measureStart && answered < end { totals.measuredCompleted += 1 }
         }
         completed.add(1, ordering: .relaxed)
     }
@@ -607,13 +615,17 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
     ///   - executables: the folder of askrelay-broker, askrelay-limits and askrelay-parent.
     ///   - externalBrokers: use these brokers instead of starting one; with several (sharded), one limits worker
     ///     per shard (`--brokers LIST --shard-name bK`) and the parents with `--brokers LIST`.
+    ///   - logDirectory: each process's stderr goes to `<name>.log` here (`broker`, `limits`, `limits-bK`,
+    ///     `parent-<n>`); nil: to ours.
     public init(
         executables: URL,
         options: FlowLoadOptions,
         durability: String,
         externalBrokers: BrokerList?,
-        logLevel: String = "warning"
+        logLevel: String = "warning",
+        logDirectory: String? = nil
     ) throws {
+        func log(_ name: String) -> String { logDirectory.map { $0 + "/\(name).log" } ?? "/dev/stderr" }
         let directory = NSTemporaryDirectory() + "askrelay-load-" + UUID().uuidString
         self.directory = directory
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -629,7 +641,8 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
                     arguments: [
                         "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory + "/broker", "--durability",
                         durability, "--log-level", logLevel,
-                    ]
+                    ],
+                    logPath: log("broker")
                 )
                 started.append(server)
                 brokerProcess = server
@@ -649,7 +662,8 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
                         executable: executables.appendingPathComponent("askrelay-limits"),
                         arguments: target + (sharded ? ["--shard-name", shard.name] : []) + [
                             "--id", "load-\(index + 1)", "--data-dir", folder, "--reset", "--log-level", logLevel,
-                        ]
+                        ],
+                        logPath: log(sharded ? "limits-\(shard.name)" : "limits")
                     )
                 )
             }
@@ -662,7 +676,8 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
                         executable: executables.appendingPathComponent("askrelay-parent"),
                         arguments: target + [
                             "--roster", path, "--policy", "approve", "--think", "fixed:0ms", "--log-level", logLevel,
-                        ]
+                        ],
+                        logPath: log("parent-\(process)")
                     )
                 )
             }

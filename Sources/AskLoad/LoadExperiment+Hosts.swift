@@ -78,7 +78,8 @@ extension LoadExperiment {
             executables: executableDirectory,
             options: flowOptions,
             durability: durability,
-            externalBrokers: externalBrokers
+            externalBrokers: externalBrokers,
+            logDirectory: try logs?.make()
         )
         defer { services.stop() }
         let cpu = ProcessCPU(services.pids)

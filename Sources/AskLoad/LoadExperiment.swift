@@ -2,6 +2,7 @@ import AskCLI
 import AskProtocol
 import AskSimulation
 import Foundation
+import Synchronization
 
 /// Which load experiment `askrelay load` runs.
 public enum LoadMode: String, Sendable, CaseIterable {
@@ -51,6 +52,10 @@ public struct LoadExperiment: Sendable {
     public var agentMode: String?
     /// `--agent`: how long to wait for the coordinator (`--control-timeout`).
     public var agentTimeoutSeconds: Double = 60
+    /// Ends the run early, keeping what it measured (SIGINT/SIGTERM); see ``LoadOutcome/interruptedBy``.
+    public let stop = LoadStop()
+    /// Where the processes the run starts write their stderr (`<name>.log`); set by ``run()``; nil: ours.
+    var logs: LoadLogFolder?
 
     public init(executableDirectory: URL, commandLine: String) {
         self.executableDirectory = executableDirectory
@@ -78,17 +83,29 @@ public struct LoadExperiment: Sendable {
     }
 
     /// Runs the experiment on the calling thread (it blocks) with progress on stderr.
-    /// - Returns: the lines for stdout (where the report files went, the table — its last line starts with
-    ///   `throughput=` —, then one line per threshold) and whether a threshold was breached.
+    /// - Returns: the lines for stdout (where the report files went, the table with one line per threshold before
+    ///   its last line, which starts with `throughput=`) and whether a threshold was breached.
     public func run() throws -> LoadOutcome {
         let table: [String]
         let figures: [String: LoadFigure]
         if let agent { return LoadOutcome(lines: try runAgent(agent), breached: false) }
-        switch mode {
-        case .pending: (table, figures) = try runPending()
-        case .flows: (table, figures) = coordinator != nil ? try runCoordinated() : try runFlows()
-        case .relay: (table, figures) = sweep != nil ? try runRelaySweep() : try runRelay()
+        // The logs of the processes it starts: in the run's folder, never mixed into our stderr.
+        var experiment = self
+        let logs = LoadLogFolder(reportDirectory: reportDirectory)
+        experiment.logs = logs
+        do {
+            switch mode {
+            case .pending: (table, figures) = try experiment.runPending()
+            case .flows:
+                (table, figures) =
+                    coordinator != nil ? try experiment.runCoordinated() : try experiment.runFlows()
+            case .relay: (table, figures) = sweep != nil ? try experiment.runRelaySweep() : try experiment.runRelay()
+            }
+        } catch {
+            if logs.temporary && logs.isMade { printError("askrelay load: logs kept in \(logs.path)/") }
+            throw error
         }
+        logs.removeIfTemporary()
         // Where the files went, before the table: its last line stays `throughput=...` for scripts.
         var lines: [String] = []
         if let directory = reportDirectory {
@@ -97,7 +114,23 @@ public struct LoadExperiment: Sendable {
             for (index, path) in written.enumerated() { lines.append((index == 0 ? "report: " : "        ") + path) }
         }
         let verdicts = LoadThreshold.verdicts(thresholds, figures: figures)
-        return LoadOutcome(lines: lines + table + verdicts.lines, breached: verdicts.breached)
+        return LoadOutcome(
+            lines: Self.stdoutLines(files: lines, table: table, verdicts: verdicts.lines),
+            breached: verdicts.breached,
+            interruptedBy: stop.signal
+        )
+    }
+
+    /// Stdout: where the report files went, the table, and the threshold lines before the table's last line
+    /// (`throughput=...`, `pending=...`), which stays last for scripts.
+    static func stdoutLines(files: [String], table: [String], verdicts: [String]) -> [String] {
+        files + table.dropLast() + verdicts + table.suffix(1)
+    }
+
+    /// Where a started process's stderr goes: `<name>.log` in the run's log folder (made now if need be), or ours.
+    func logPath(_ name: String) throws -> String {
+        guard let logs else { return "/dev/stderr" }
+        return try logs.make() + "/\(name).log"
     }
 
     /// Starts the broker (unless `--broker`), runs `body` against its endpoint, stops it.
@@ -110,7 +143,8 @@ public struct LoadExperiment: Sendable {
             arguments: [
                 "--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability,
                 "--log-level", "warning",
-            ]
+            ],
+            logPath: try logPath("broker")
         )
         defer { server.stop() }
         guard let endpoint = server.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
@@ -127,6 +161,7 @@ public struct LoadExperiment: Sendable {
             try RelayLoad.run(
                 target: .broker(endpoint),
                 options: options,
+                stop: stop,
                 progress: {
                     progress.show("askrelay", $0)
                     recorder.record("askrelay", $0)
@@ -135,10 +170,11 @@ public struct LoadExperiment: Sendable {
         }
         progress.finish()
         var proxyResult: RelayLoadResult?
-        if baseline {
+        if baseline && !stop.isRequested {
             let server = try ServerProcess(
                 executable: executableDirectory.appendingPathComponent("askrelay"),
-                arguments: ["proxy", "--frontend", "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*"]
+                arguments: ["proxy", "--frontend", "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*"],
+                logPath: try logPath("proxy")
             )
             defer { server.stop() }
             guard let frontend = server.readyFields["frontend"], let backend = server.readyFields["backend"] else {
@@ -147,6 +183,7 @@ public struct LoadExperiment: Sendable {
             proxyResult = try RelayLoad.run(
                 target: .proxy(frontend: frontend, backend: backend),
                 options: options,
+                stop: stop,
                 progress: {
                     progress.show("zmq_proxy", $0)
                     recorder.record("zmq_proxy", $0)
@@ -163,6 +200,7 @@ public struct LoadExperiment: Sendable {
             baseline: proxyResult
         )
         report.throughputSamples = recorder.samples
+        report.interrupted = stop.signalName
         if let reportDirectory {
             try report.write(to: reportDirectory)
             try report.writeHTML(to: reportDirectory, samples: recorder.samples)
@@ -189,14 +227,16 @@ public struct LoadExperiment: Sendable {
         let progress = ProgressPrinter()
         let recorder = ThroughputRecorder()
         let base = options
+        let stop = self.stop
         let result = try withRelayBroker { endpoint in
             try LoadSweep.run(
                 sweep!,
+                stop: stop,
                 step: { rate in
                     var options = base
                     options.rate = rate
                     let run = try Self.sweepStep(String(format: "askrelay @%.0f/s", rate), progress, recorder) {
-                        try RelayLoad.run(target: .broker(endpoint), options: options, progress: $0)
+                        try RelayLoad.run(target: .broker(endpoint), options: options, stop: stop, progress: $0)
                     }
                     var step = SweepStep(
                         targetRate: rate,
@@ -211,7 +251,7 @@ public struct LoadExperiment: Sendable {
                 onStep: { progress.step($0) }
             )
         }
-        let report = LoadReport(
+        var report = LoadReport(
             mode: "relay",
             commandLine: commandLine,
             durability: broker == nil ? durability : "external",
@@ -222,6 +262,7 @@ public struct LoadExperiment: Sendable {
             sweep: result,
             throughputSamples: recorder.samples
         )
+        report.interrupted = stop.signalName
         if let reportDirectory { try report.write(to: reportDirectory) }
         return (report.table, report.figures)
     }
@@ -239,7 +280,11 @@ public struct LoadExperiment: Sendable {
             "notice",
         ]
         var report = PendingLoadReport(commandLine: commandLine, durability: durability, options: options)
-        let first = try ServerProcess(executable: brokerExecutable, arguments: brokerArguments)
+        let first = try ServerProcess(
+            executable: brokerExecutable,
+            arguments: brokerArguments,
+            logPath: try logPath("broker")
+        )
         defer { first.stop() }
         guard let endpoint = first.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
             throw RelayLoadError("the broker's ready line names no endpoint: \(first.readyLine)")
@@ -249,6 +294,7 @@ public struct LoadExperiment: Sendable {
         let result = try PendingLoad.run(
             broker: endpoint,
             options: options,
+            stop: stop,
             registered: {
                 report.brokerRssRegisteredKiB = PendingLoad.residentKiB(pid: pid)
             },
@@ -257,11 +303,22 @@ public struct LoadExperiment: Sendable {
         progress.finish()
         report.fill = result
         report.brokerRssFilledKiB = PendingLoad.residentKiB(pid: pid)
+        if let interrupted = stop.signalName {
+            // What was filled is measured; the restart is not started.
+            report.interrupted = interrupted
+            if let reportDirectory { try report.write(to: reportDirectory) }
+            return (report.table, report.figures)
+        }
         // kill -9, restart on the same data folder, time to the ready line.
         kill(pid, SIGKILL)
         first.stop()
         let restartedAt = ContinuousClock.now
-        let second = try ServerProcess(executable: brokerExecutable, arguments: brokerArguments, timeout: .seconds(600))
+        let second = try ServerProcess(
+            executable: brokerExecutable,
+            arguments: brokerArguments,
+            timeout: .seconds(600),
+            logPath: try logPath("broker")
+        )
         defer { second.stop() }
         let recovery = ContinuousClock.now - restartedAt
         report.recoverySeconds = recovery.seconds
@@ -278,8 +335,10 @@ public struct LoadExperiment: Sendable {
             executables: executableDirectory,
             options: base,
             durability: durability,
-            externalBrokers: externalBrokers
+            externalBrokers: externalBrokers,
+            logDirectory: try logs?.make()
         )
+        let stop = self.stop
         defer { services.stop() }
         var single: FlowLoadResult?
         var sweepResult: SweepResult?
@@ -287,11 +346,12 @@ public struct LoadExperiment: Sendable {
         if let sweep {
             sweepResult = try LoadSweep.run(
                 sweep,
+                stop: stop,
                 step: { rate in
                     var options = base
                     options.rate = rate
                     let run = try Self.sweepStep(String(format: "flows @%.0f/s", rate), progress, recorder) {
-                        try FlowLoad.run(brokers: services.brokers, options: options, progress: $0)
+                        try FlowLoad.run(brokers: services.brokers, options: options, stop: stop, progress: $0)
                     }
                     var step = SweepStep(
                         targetRate: rate,
@@ -310,6 +370,7 @@ public struct LoadExperiment: Sendable {
             single = try FlowLoad.run(
                 brokers: services.brokers,
                 options: base,
+                stop: stop,
                 progress: {
                     progress.show("flows", $0)
                     recorder.record("flows", $0)
@@ -331,6 +392,7 @@ public struct LoadExperiment: Sendable {
         )
         report.cpuPerFlowUs = cpuPerFlow
         report.shards = services.brokers.shardNames
+        report.interrupted = stop.signalName
         if let reportDirectory { try report.write(to: reportDirectory) }
         return (report.table, report.figures)
     }
@@ -345,4 +407,41 @@ extension BrokerList {
 public struct LoadOutcome: Sendable {
     public var lines: [String]
     public var breached: Bool
+    /// The signal that stopped the run early (`askrelay load` exits 128 + it).
+    public var interruptedBy: Int32?
+}
+
+/// The folder the processes of a load run log into, `DIR/logs` (`--report-dir`, else a temporary folder): made and
+/// named on stderr when the first process starts, so a run that starts none (or fails before) leaves nothing.
+final class LoadLogFolder: Sendable {
+    let path: String
+    /// Not in a `--report-dir`: removed when the run succeeds.
+    let temporary: Bool
+    private let made = Mutex(false)
+
+    init(reportDirectory: String?) {
+        temporary = reportDirectory == nil
+        path = (reportDirectory ?? NSTemporaryDirectory() + "askrelay-load-logs-" + UUID().uuidString) + "/logs"
+    }
+
+    var isMade: Bool { made.withLock { $0 } }
+
+    /// Makes the folder and names it, the first time. - Returns: its path.
+    func make() throws -> String {
+        try made.withLock { made in
+            guard !made else { return }
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            made = true
+            printError(
+                "askrelay load: the logs of the processes it starts go to \(path)/"
+                    + (temporary ? " (removed when the run succeeds; --report-dir keeps them)" : "")
+            )
+        }
+        return path
+    }
+
+    func removeIfTemporary() {
+        guard temporary && isMade else { return }
+        try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent)
+    }
 }

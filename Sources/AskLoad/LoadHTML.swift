@@ -355,7 +355,7 @@ enum LoadHTML {
             let atLeft = x(knee) - left < 100
             svg +=
                 "<line x1=\(n(x(knee))) y1=\(n(top)) x2=\(n(x(knee))) y2=\(n(height - bottom)) stroke=\"#31a354\" stroke-dasharray=\"2 2\"/>"
-                + "<text x=\(n(x(knee) + (atLeft ? 4 : -4))) y=\(n(top + 14)) text-anchor=\(atLeft ? "start" : "end")>knee \(format(knee.rounded()))/s</text>"
+                + "<text x=\(n(x(knee) + (atLeft ? 4 : -4))) y=\(n(top + 14)) text-anchor=\(atLeft ? "start" : "end")>\(sweep.kneeFound ? "knee" : "no knee below") \(format(knee.rounded()))/s</text>"
         }
         svg += legend(["p50", "p99", "max (hollow: step not sustainable)"])
         svg += axisTitles(x: "target rate (\(unit), log scale)", y: "latency")

@@ -142,6 +142,8 @@ public struct LoadReport: Sendable, Codable {
     public var startSkewBoundUs: Double?
     /// A flows run against sharded brokers (`--brokers`): the shard names, in list order; `nil` for one broker.
     public var shards: [String]?
+    /// The signal (`SIGINT`, `SIGTERM`) that ended the run before its measured window (or its sweep) did.
+    public var interrupted: String?
 
     public init(
         mode: String,
@@ -172,7 +174,7 @@ public struct LoadReport: Sendable, Codable {
             "external_broker"
         case relayOptions = "relay_options", flowOptions = "flow_options", flows, sweep, throughputSamples =
             "throughput_samples"
-        case cpuPerFlowUs = "cpu_per_flow_us", hosts, startSkewBoundUs = "start_skew_bound_us", shards
+        case cpuPerFlowUs = "cpu_per_flow_us", hosts, startSkewBoundUs = "start_skew_bound_us", shards, interrupted
     }
 
     var unit: String { mode == "flows" ? "flows/s" : "rt/s" }
@@ -213,7 +215,18 @@ public struct LoadReport: Sendable, Codable {
         if let shards { lines.append("shards: \(shards.count) brokers (\(shards.joined(separator: ", ")))") }
         if let sweep {
             lines += LoadSweep.table(sweep, unit: unit)
-            lines.append(String(format: "throughput=%.0f knee=%.0f", sweep.kneeThroughput ?? 0, sweep.kneeRate ?? 0))
+            if let interrupted, let step = sweep.steps.last {
+                lines.append(
+                    String(
+                        format: "interrupted by %@ during step %d (%.0f %@): that step is not judged",
+                        interrupted,
+                        sweep.steps.count,
+                        step.targetRate,
+                        unit
+                    )
+                )
+            }
+            lines.append(LoadSweep.lastLine(sweep))
             return lines
         }
         if let flows {
@@ -242,6 +255,11 @@ public struct LoadReport: Sendable, Codable {
                             separator: ", "
                         )
                         + String(format: " (total %.0f)", cpu.values.reduce(0, +))
+                )
+            }
+            if let interrupted {
+                lines.append(
+                    "interrupted by \(interrupted) after \(String(format: "%.1f", flows.measuredSeconds)) s of the \(String(format: "%g", flowOptions?.durationSeconds ?? 0)) s measured window: the figures cover that part"
                 )
             }
             lines.append(String(format: "throughput=%.0f", flows.throughput))

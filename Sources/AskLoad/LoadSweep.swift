@@ -98,9 +98,15 @@ public struct SweepResult: Sendable, Codable, Equatable {
     public var kneeRate: Double?
     /// The rate achieved at the knee.
     public var kneeThroughput: Double?
+    /// Whether a step was not sustainable, so `kneeRate` is the knee; when the steps ran out (or the sweep was
+    /// interrupted) first, the knee lies above the last step and `kneeRate` is only the highest rate sustained.
+    public var kneeFound = false
+    /// The sweep was stopped (SIGINT/SIGTERM) during its last step, which is not judged.
+    public var interrupted = false
 
     enum CodingKeys: String, CodingKey {
-        case options, steps, kneeRate = "knee_rate", kneeThroughput = "knee_throughput"
+        case options, steps, kneeRate = "knee_rate", kneeThroughput = "knee_throughput", kneeFound = "knee_found"
+        case interrupted
     }
 }
 
@@ -108,8 +114,10 @@ public struct SweepResult: Sendable, Codable, Equatable {
 public enum LoadSweep {
     /// Runs steps (each `step(rate)` is one open-loop run) until one fails or `maxSteps` is reached.
     /// - Parameter onStep: called after each step (for progress).
+    /// - Parameter stop: when requested, the step running then ends early, is kept unjudged, and the sweep ends.
     public static func run(
         _ options: SweepOptions,
+        stop: LoadStop = LoadStop(),
         step: (Double) throws -> SweepStep,
         onStep: (SweepStep) -> Void = { _ in }
     ) throws -> SweepResult {
@@ -118,10 +126,21 @@ public enum LoadSweep {
         for _ in 0..<options.maxSteps {
             var outcome = try step(rate)
             outcome.targetRate = rate
+            if stop.isRequested {
+                outcome.ok = false
+                outcome.reason = "interrupted"
+                result.steps.append(outcome)
+                result.interrupted = true
+                onStep(outcome)
+                break
+            }
             outcome.judge(options)
             result.steps.append(outcome)
             onStep(outcome)
-            guard outcome.ok else { break }
+            guard outcome.ok else {
+                result.kneeFound = true
+                break
+            }
             result.kneeRate = rate
             result.kneeThroughput = outcome.achievedRate
             rate *= options.factor
@@ -150,19 +169,41 @@ public enum LoadSweep {
     public static func table(_ sweep: SweepResult, unit: String) -> [String] {
         var lines = [RelayLoadReport.row(Array(header.dropLast())) + "  " + header.last!]
         for cells in rows(sweep) { lines.append(RelayLoadReport.row(Array(cells.dropLast())) + "  " + cells.last!) }
-        if let knee = sweep.kneeRate {
+        let limits = String(
+            format: "p99 ≤ %.0f µs, no errors, ≥ %.0f%% of target",
+            sweep.options.maxP99Us,
+            sweep.options.minAchievedRatio * 100
+        )
+        let sustained = sweep.steps.filter(\.ok)
+        if sweep.interrupted {
+            let highest = sweep.kneeRate.map { String(format: "%.0f %@", $0, unit) } ?? "none"
+            lines.append("no knee: the sweep was interrupted; highest rate sustained before it: \(highest) (\(limits))")
+        } else if !sweep.kneeFound, let last = sustained.last {
+            // Every step passed: the knee lies above the last one, which is all the sweep can say.
             lines.append(
                 String(
-                    format: "knee: %.0f %@ sustained (p99 ≤ %.0f µs, no errors, ≥ %.0f%% of target)",
-                    knee,
+                    format: "no knee below %.0f %@: all %d steps were sustainable (",
+                    last.targetRate,
                     unit,
-                    sweep.options.maxP99Us,
-                    sweep.options.minAchievedRatio * 100
+                    sustained.count
                 )
+                    + limits + "); raise --sweep-steps or --sweep-start to find it"
             )
+        } else if let knee = sweep.kneeRate {
+            lines.append(String(format: "knee: %.0f %@ sustained (", knee, unit) + limits + ")")
         } else {
             lines.append("knee: none (the first step was not sustainable)")
         }
         return lines
+    }
+
+    /// The table's last line: `throughput=<achieved at the knee> knee=<knee rate> knee_found=<true|false>`.
+    static func lastLine(_ sweep: SweepResult) -> String {
+        String(
+            format: "throughput=%.0f knee=%.0f knee_found=%@",
+            sweep.kneeThroughput ?? 0,
+            sweep.kneeRate ?? 0,
+            sweep.kneeFound ? "true" : "false"
+        )
     }
 }

@@ -3,23 +3,36 @@ import AskSimulation
 import Foundation
 import ZeroMQ
 
-/// A figure of a load report, as thresholds compare it: a count or rate, or a latency in microseconds.
+/// A figure of a load report, as thresholds compare it: a count or rate, a ratio, or a latency in microseconds.
 public struct LoadFigure: Sendable, Equatable {
     public var value: Double
     /// A latency (in µs): a threshold on it needs a unit (`5ms`).
     public var isDuration: Bool
+    /// Digits after the point, as the table writes the figure (counts and rates none, ratios three).
+    public var fractionDigits = 0
 
     public static func count(_ value: Double) -> LoadFigure { LoadFigure(value: value, isDuration: false) }
+    public static func ratio(_ value: Double) -> LoadFigure {
+        LoadFigure(value: value, isDuration: false, fractionDigits: 3)
+    }
     public static func latency(_ microseconds: Double) -> LoadFigure {
         LoadFigure(value: microseconds, isDuration: true)
     }
 
-    /// `5ms`, `12.5µs`, `1.2s`, or the number.
+    /// As the table writes it (`46714`, `0.205`), a latency in the unit a threshold names it in (`5ms`, `12.5µs`,
+    /// `1.2s`); never in exponent notation.
     public var text: String {
-        guard isDuration else { return LoadThreshold.number(value) }
-        if value >= 1_000_000 { return LoadThreshold.number(value / 1_000_000) + "s" }
-        if value >= 1_000 { return LoadThreshold.number(value / 1_000) + "ms" }
-        return LoadThreshold.number(value) + "µs"
+        guard isDuration else { return String(format: "%.\(fractionDigits)f", value) }
+        if value >= 1_000_000 { return Self.significant(value / 1_000_000) + "s" }
+        if value >= 1_000 { return Self.significant(value / 1_000) + "ms" }
+        return Self.significant(value) + "µs"
+    }
+
+    /// Three significant digits below 100 (`3.21`, `12.5`), whole numbers from 100 on (`250`, `1235`).
+    static func significant(_ value: Double) -> String {
+        // %g switches to exponent notation from 1e3 (at 3 digits) and below 1e-4: keep both out of its range.
+        if abs(value) >= 100 || abs(value) < 0.001 { return String(format: "%.0f", value) }
+        return String(format: "%.3g", value)
     }
 }
 
@@ -131,11 +144,6 @@ public struct LoadThreshold: Sendable, Equatable, CustomStringConvertible {
         }
         return nil
     }
-
-    static func number(_ value: Double) -> String {
-        if value == value.rounded() && abs(value) < 1e15 { return String(format: "%.0f", value) }
-        return String(format: "%.3g", value)
-    }
 }
 
 /// A `--threshold` that cannot be read or names no figure of the run (usage error, exit 64).
@@ -165,8 +173,8 @@ extension RelayLoadReport {
         figures["timeouts"] = .count(Double(ours.timeouts))
         if let baseline {
             figures["baseline.throughput"] = .count(baseline.throughput)
-            figures["ratio"] = .count(ratio ?? .nan)
-            figures["p50_ratio"] = .count(p50Ratio ?? .nan)
+            figures["ratio"] = .ratio(ratio ?? .nan)
+            figures["p50_ratio"] = .ratio(p50Ratio ?? .nan)
         }
         return figures
     }

@@ -61,12 +61,13 @@ public struct PendingLoadResult: Sendable, Codable, Equatable {
 /// a new one). Guardians register once (so the families have rosters) and leave. A session the broker ended
 /// (`not-registered`) registers again with the same claims, as the worker library does.
 public enum PendingLoad {
-    /// Registers guardians and children; calls `registered` (e.g. to read the broker's memory), then fills.
-    /// Blocking: call it on a dedicated thread.
+    /// Registers guardians and children; calls `registered` (e.g. to read the broker's memory), then fills until
+    /// `questions` are pending or `stop` is requested. Blocking: call it on a dedicated thread.
     public static func run(
         broker: String,
         options: PendingLoadOptions,
         context: ZMQContext? = nil,
+        stop: LoadStop = LoadStop(),
         registered: () -> Void = {},
         progress: ((RelayLoadProgress) -> Void)? = nil
     ) throws -> PendingLoadResult {
@@ -159,7 +160,7 @@ public enum PendingLoad {
         var lastReport = started
         let limitsAddress = "limits/raw-1"
         // Until `questions` are pending; a refused ask is replaced, unless every ask is refused.
-        while pending < options.questions && refused < options.questions {
+        while pending < options.questions && refused < options.questions && !stop.isRequested {
             let now = monotonicNanoseconds()
             if now >= stopAt { break }
             // Keep `window` asks in flight.
@@ -322,6 +323,9 @@ public struct PendingLoadReport: Sendable, Codable {
     public var brokerRssRecoveredKiB: Int?
     /// Launch of the restarted broker → its ready line.
     public var recoverySeconds: Double?
+    /// The signal that stopped the run (`SIGINT`, `SIGTERM`) before the fill was complete; the restart was then
+    /// not measured.
+    public var interrupted: String?
 
     public init(commandLine: String, durability: String, options: PendingLoadOptions) {
         self.commandLine = commandLine
@@ -336,6 +340,7 @@ public struct PendingLoadReport: Sendable, Codable {
         case brokerRssStartKiB = "broker_rss_start_kib", brokerRssRegisteredKiB = "broker_rss_registered_kib"
         case brokerRssFilledKiB = "broker_rss_filled_kib", brokerRssRecoveredKiB = "broker_rss_recovered_kib"
         case recoverySeconds = "recovery_s", bytesPerPending = "bytes_per_pending", bytesPerChild = "bytes_per_child"
+        case interrupted
     }
 
     /// (RSS filled − RSS registered) ÷ pending questions, in bytes.
@@ -370,6 +375,7 @@ public struct PendingLoadReport: Sendable, Codable {
         try c.encodeIfPresent(recoverySeconds, forKey: .recoverySeconds)
         try c.encodeIfPresent(bytesPerPending, forKey: .bytesPerPending)
         try c.encodeIfPresent(bytesPerChild, forKey: .bytesPerChild)
+        try c.encodeIfPresent(interrupted, forKey: .interrupted)
     }
 
     public init(from decoder: any Decoder) throws {
@@ -386,6 +392,7 @@ public struct PendingLoadReport: Sendable, Codable {
         brokerRssFilledKiB = try c.decodeIfPresent(Int.self, forKey: .brokerRssFilledKiB)
         brokerRssRecoveredKiB = try c.decodeIfPresent(Int.self, forKey: .brokerRssRecoveredKiB)
         recoverySeconds = try c.decodeIfPresent(Double.self, forKey: .recoverySeconds)
+        interrupted = try c.decodeIfPresent(String.self, forKey: .interrupted)
     }
 
     /// The stdout table; the last line starts with `pending=`.
@@ -412,6 +419,11 @@ public struct PendingLoadReport: Sendable, Codable {
         lines.append(
             "broker RSS: start \(mib(brokerRssStartKiB)), registered \(mib(brokerRssRegisteredKiB)), filled \(mib(brokerRssFilledKiB)), after restart \(mib(brokerRssRecoveredKiB))"
         )
+        if let interrupted {
+            lines.append(
+                "interrupted by \(interrupted) after \(String(format: "%.1f", fill?.seconds ?? 0)) s of filling: the restart was not measured"
+            )
+        }
         lines.append(
             String(
                 format: "pending=%d bytes_per_pending=%.0f bytes_per_child=%.0f recovery_s=%.2f",

@@ -156,6 +156,8 @@ struct ClientLoop {
         }
         var reported = (sent: 0, completed: 0, at: monotonicNanoseconds())
         while true {
+            // Interrupted: no more sends and no drain; what is in flight stays so.
+            if shared.stop.isRequested { break }
             let now = monotonicNanoseconds()
             let sending = now < measureEnd
             if !sending {

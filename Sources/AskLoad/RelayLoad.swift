@@ -15,16 +15,19 @@ public enum RelayLoad {
     static let kind = Array("echo".utf8)
 
     /// Runs one measurement against `target`. Blocking: call it on a dedicated thread.
-    /// - Parameter progress: called about once a second from the calling thread.
+    /// - Parameters:
+    ///   - stop: when requested, the clients stop at once (no drain): the measured window ends there.
+    ///   - progress: called about once a second from the calling thread.
     public static func run(
         target: RelayTarget,
         options: RelayLoadOptions,
         context: ZMQContext? = nil,
+        stop: LoadStop = LoadStop(),
         progress: ((RelayLoadProgress) -> Void)? = nil
     ) throws -> RelayLoadResult {
         if let problem = options.problems().first { throw RelayLoadError(problem) }
         let context = try context ?? ZMQContext()
-        let shared = SharedRun(options: options)
+        let shared = SharedRun(options: options, stop: stop)
         var threads: [JoinableThread] = []
         var echoes: [EchoWorker] = []
         // Echo workers first, so clients find their addresses served.
@@ -98,7 +101,9 @@ public enum RelayLoad {
         for thread in threads { thread.join() }
         if let failure = shared.failure.withLock({ $0 }) { throw RelayLoadError(failure) }
         let totals = shared.totals.withLock { $0 }
-        let measuredSeconds = options.durationSeconds
+        // Interrupted: the window ended at the stop (and nothing was measured if that was in the warm-up).
+        let windowEnd = min(measureEnd, stop.requestedAt)
+        let measuredSeconds = windowEnd > measureStart ? Double(windowEnd - measureStart) / 1e9 : 0
         let inFlight = totals.sent - totals.completed - totals.refusedSends
         return RelayLoadResult(
             target: target.label,
@@ -107,10 +112,11 @@ public enum RelayLoad {
             completed: totals.completed,
             inFlightAtEnd: inFlight,
             errors: totals.errors,
-            timeouts: inFlight,
+            // Without a drain (interrupted) what is still in flight has not timed out.
+            timeouts: stop.isRequested ? 0 : inFlight,
             measuredCompleted: totals.measuredCompleted,
             measuredSeconds: measuredSeconds,
-            throughput: Double(totals.measuredCompleted) / measuredSeconds,
+            throughput: measuredSeconds > 0 ? Double(totals.measuredCompleted) / measuredSeconds : 0,
             latency: totals.histogram.summary,
             latencySpectrum: LatencySpectrum.points(totals.histogram)
         )
@@ -135,6 +141,7 @@ final class SharedRun: Sendable {
     }
 
     let options: RelayLoadOptions
+    let stop: LoadStop
     let ready = DispatchSemaphore(value: 0)
     let go = DispatchSemaphore(value: 0)
     let clientsDone = DispatchSemaphore(value: 0)
@@ -147,8 +154,9 @@ final class SharedRun: Sendable {
     let totals = Mutex(Totals())
     let threadCount: Int
 
-    init(options: RelayLoadOptions) {
+    init(options: RelayLoadOptions, stop: LoadStop) {
         self.options = options
+        self.stop = stop
         threadCount = options.echoWorkers + (options.sharedClientThread ? 1 : options.connections)
     }
 

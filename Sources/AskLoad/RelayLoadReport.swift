@@ -20,6 +20,8 @@ public struct RelayLoadReport: Sendable, Codable {
     public var p50Ratio: Double?
     /// Completions per second, sampled once a second during each run.
     public var throughputSamples: [ThroughputSample]?
+    /// The signal (`SIGINT`, `SIGTERM`) that ended the run before its measured window did.
+    public var interrupted: String?
 
     public init(
         commandLine: String,
@@ -44,7 +46,7 @@ public struct RelayLoadReport: Sendable, Codable {
     enum CodingKeys: String, CodingKey {
         case mode, commandLine = "command_line", cores, startedAt = "started_at", durability
         case externalBroker = "external_broker", options, ours, baseline, ratio, p50Ratio = "p50_ratio"
-        case throughputSamples = "throughput_samples"
+        case throughputSamples = "throughput_samples", interrupted
     }
 
     /// The table printed on stdout; its last line is `throughput=<ours> baseline=<proxy> ratio=<ours/proxy>`.
@@ -59,6 +61,11 @@ public struct RelayLoadReport: Sendable, Codable {
         lines.append(Self.row(Self.figureHeader))
         lines += figureRows.map(Self.row)
         if let p50Ratio { lines.append(String(format: "p50 ours/proxy: %.3f", p50Ratio)) }
+        if let interrupted {
+            lines.append(
+                "interrupted by \(interrupted) after \(String(format: "%.1f", ours.measuredSeconds)) s of the \(String(format: "%g", options.durationSeconds)) s measured window: the figures cover that part"
+            )
+        }
         var last = String(format: "throughput=%.0f", ours.throughput)
         if let baseline, let ratio { last += String(format: " baseline=%.0f ratio=%.3f", baseline.throughput, ratio) }
         lines.append(last)

@@ -13,15 +13,21 @@ public final class ServerProcess: Sendable {
     public let readyLine: String
 
     /// Starts `executable` with `arguments` and waits (up to `timeout`) for a stdout line starting with `ready `.
+    /// - Parameter logPath: where its stderr goes (appended); `/dev/stderr`: copied to ours.
     /// - Throws: if it cannot start, exits first (as soon as it does), or says nothing in time (it is killed then).
-    public init(executable: URL, arguments: [String], timeout: Duration = .seconds(15)) throws {
+    public init(
+        executable: URL,
+        arguments: [String],
+        timeout: Duration = .seconds(15),
+        logPath: String = "/dev/stderr"
+    ) throws {
         let supervisor = ProcessSupervisor()
         let name = executable.lastPathComponent
         let process = try supervisor.start(
             name: name,
             executable: executable.path,
             arguments: arguments,
-            logPath: "/dev/stderr"
+            logPath: logPath
         )
         Self.running.withLock { $0[ObjectIdentifier(process)] = process }
         let line: String

@@ -206,6 +206,12 @@ struct ChildMain: Command {
         let flows = try arguments.int("flows", in: 0...100_000_000) ?? 10
         configuration.flows = flows == 0 ? nil : flows
         configuration.duration = try arguments.duration("duration")
+        // 0 is a valid value that means "no limit", so say what it needs, rather than that --flows is missing.
+        if flows == 0 && configuration.duration == nil {
+            throw UsageError(
+                "\(arguments.origin("flows")) is 0, which means unlimited asks per child: add --duration D to end them (for example --duration 1m), or give --flows N (1...100000000)"
+            )
+        }
         configuration.think = try arguments.duration("think") ?? .milliseconds(100)
         configuration.cancelProbability = try arguments.double("cancel-probability", in: 0...1) ?? 0.1
         configuration.abandonProbability = try arguments.double("abandon-probability", in: 0...1) ?? 0

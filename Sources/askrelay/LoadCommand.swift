@@ -29,8 +29,12 @@ struct LoadCommand: Command {
         --rate and one start time (a delay each agent adds to its own clock, less half the measured ping round
         trip), and merges their histograms and counts into one report; --threshold is checked on the merged
         figures. A silent agent (3 s) or an agent error fails the run (exit 1).
-        Stdout: a table; its last line starts with 'throughput=', then a line per --threshold. Progress on stderr
-        once a second. Exit 0; 99 when a --threshold is breached; 64 for bad usage.
+        Stdout: a table, a line per --threshold, and last a line that starts with 'throughput=' (pending:
+        'pending='). Progress on stderr once a second; the processes it starts log to DIR/logs/<name>.log
+        (--report-dir DIR, else a temporary folder removed when the run succeeds). SIGINT or SIGTERM stops the
+        run: its processes are stopped, and the table and report cover what was measured until then, marked
+        interrupted (a second signal, or any in a coordinated run or an agent, ends it at once). Exit 0; 99 when a
+        --threshold is breached; 64 for bad usage; 128+signal when interrupted.
         See docs/performance.md. Build with -c release.
         """
     static let options: [OptionSpec] = [
@@ -59,7 +63,7 @@ struct LoadCommand: Command {
             "rate",
             "R",
             env: "ASKRELAY_LOAD_RATE",
-            help: "open loop: round trips / flows started per second (overrides --inflight)"
+            help: "open loop: round trips / flows started per second (overrides --inflight; not with --sweep)"
         ),
         .value(
             "max-inflight",
@@ -310,6 +314,11 @@ struct LoadCommand: Command {
             if let source = arguments.sources["mode"], source != .defaultValue { experiment.agentMode = mode.rawValue }
         }
         if arguments.flag("sweep") {
+            if arguments.string("rate") != nil {
+                throw UsageError(
+                    "\(arguments.origin("rate")) cannot be combined with --sweep: the sweep sets each step's rate; give the first step's with --sweep-start R"
+                )
+            }
             var sweep = SweepOptions()
             sweep.startRate = try arguments.double("sweep-start", in: 0.001...100_000_000) ?? 1000
             sweep.factor = try arguments.double("sweep-factor", in: 1.01...100) ?? 1.5
@@ -342,15 +351,30 @@ struct LoadCommand: Command {
 
     func run() async throws -> Int32 {
         let experiment = self.experiment
-        // Interrupted: the processes we started go down with us.
+        let coordinated = experiment.coordinator != nil || experiment.agent != nil
+        // The first signal ends the measurement and the summary of what was measured follows; a second one (or
+        // any in a coordinated run or an agent, which other hosts take part in) leaves at once, with the
+        // processes we started.
         let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) { signal in
-            ServerProcess.terminateAll()
-            exit(128 + signal)
+            guard !coordinated, experiment.stop.request(signal: signal) else {
+                ServerProcess.terminateAll()
+                exit(128 + signal)
+            }
+            printError(
+                "askrelay load: \(experiment.stop.signalName ?? "signal") received: stopping; the summary of what was measured follows (again to quit at once)"
+            )
         }
         defer { _ = signals }
         return try await onDedicatedThread(name: "load") {
-            let outcome = try experiment.run()
+            let outcome: LoadOutcome
+            do { outcome = try experiment.run() } catch {
+                // A failure after the signal (a Ctrl-C also reaches the processes it was starting) is its effect.
+                guard let signal = experiment.stop.signal else { throw error }
+                printError("askrelay load: stopped by \(experiment.stop.signalName ?? "a signal"): \(error)")
+                return 128 + signal
+            }
             for line in outcome.lines { printLine(line) }
+            if let signal = outcome.interruptedBy { return 128 + signal }
             return outcome.breached ? Self.thresholdBreached : ExitCode.success
         }
     }

@@ -34,7 +34,7 @@ struct TopCommand: Command {
             "DURATION",
             env: "ASKRELAY_TOP_TIMEOUT",
             default: "10s",
-            help: "give up (exit 69) when no snapshot arrives for this long"
+            help: "give up (exit 69) when no snapshot arrives for this long (from 1ms to 100d)"
         ),
         .flag("json", env: "ASKRELAY_TOP_JSON", help: "print each snapshot as raw JSON"),
     ]

@@ -71,7 +71,7 @@ struct LoadSweepTests {
             sweep: sweep,
             throughputSamples: [ThroughputSample(run: "a", elapsedS: 1, perSecond: 90, phase: "measuring")]
         )
-        #expect(report.table.last == "throughput=150 knee=150")
+        #expect(report.table.last == "throughput=150 knee=150 knee_found=false")
         let directory = NSTemporaryDirectory() + "load-report-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try report.write(to: directory)
@@ -83,6 +83,43 @@ struct LoadSweepTests {
                 as? [String: Any]
         )
         #expect((json["sweep"] as? [String: Any])?["knee_rate"] as? Double == 150)
+        #expect((json["sweep"] as? [String: Any])?["knee_found"] as? Bool == false)
+    }
+
+    @Test("steps that run out before one fails: no knee claimed, 'no knee below' the last rate; a failed step: knee")
+    func noKneeBelow() throws {
+        var options = SweepOptions()
+        options.startRate = 1000
+        options.maxSteps = 3
+        let sweep = try LoadSweep.run(options) { rate in step(rate, achieved: rate, p99: 100) }
+        #expect(!sweep.kneeFound)
+        let table = LoadSweep.table(sweep, unit: "rt/s")
+        #expect(!table.contains { $0.hasPrefix("knee:") }, "\(table)")
+        #expect(
+            table.last
+                == "no knee below 2250 rt/s: all 3 steps were sustainable (p99 ≤ 50000 µs, no errors, ≥ 90% of target); raise --sweep-steps or --sweep-start to find it"
+        )
+        options.maxSteps = 5
+        let failed = try LoadSweep.run(options) { rate in step(rate, achieved: min(rate, 2000), p99: 100) }
+        #expect(failed.kneeFound && failed.kneeRate == 1500)
+        #expect(LoadSweep.table(failed, unit: "rt/s").last?.hasPrefix("knee: 1500 rt/s sustained") == true)
+    }
+
+    @Test("a stop during a step ends the sweep there: the step is kept unjudged and no knee is claimed")
+    func interrupted() throws {
+        var options = SweepOptions()
+        options.startRate = 100
+        let stop = LoadStop()
+        let sweep = try LoadSweep.run(options, stop: stop) { rate in
+            if rate > 200 { stop.request(signal: SIGINT) }
+            // A short step looks unsustainable; it must not be judged so.
+            return step(rate, achieved: rate > 200 ? rate / 10 : rate, p99: 100)
+        }
+        #expect(sweep.steps.map(\.targetRate) == [100, 150, 225])
+        #expect(sweep.steps.last?.reason == "interrupted" && sweep.interrupted && !sweep.kneeFound)
+        #expect(sweep.kneeRate == 150)
+        #expect(LoadSweep.table(sweep, unit: "rt/s").last?.hasPrefix("no knee: the sweep was interrupted") == true)
+        #expect(LoadSweep.lastLine(sweep) == "throughput=150 knee=150 knee_found=false")
     }
 
     @Test("throughput samples are completions per second between progress callbacks")

@@ -69,4 +69,40 @@ struct LoadThresholdTests {
         #expect(missing.breached && missing.lines == ["threshold late_starts==0: late_starts=not measured BREACHED"])
         #expect(!LoadThreshold.verdicts(Array(thresholds.prefix(2)), figures: figures).breached)
     }
+
+    @Test("a verdict's number is written as the table writes it, never in exponent notation")
+    func verdictNumbers() throws {
+        let figures: [String: LoadFigure] = [
+            "throughput": .count(46_714.3), "ratio": .ratio(0.205_12), "p50_ratio": .ratio(4.854_9),
+            "bytes_per_pending": .count(304.4), "recovery": .latency(1_234_600_000), "p99": .latency(250),
+            "max": .latency(2_500_000),
+        ]
+        let thresholds = try [
+            "throughput>1", "ratio>0", "p50_ratio>0", "bytes_per_pending>0", "recovery<1h", "p99<1s",
+            "max<1h",
+        ].map { try LoadThreshold(parsing: $0) }
+        let measured = LoadThreshold.verdicts(thresholds, figures: figures).lines.map {
+            String($0.split(separator: " ")[2])
+        }
+        #expect(
+            measured == [
+                "throughput=46714", "ratio=0.205", "p50_ratio=4.855", "bytes_per_pending=304", "recovery=1235s",
+                "p99=250µs", "max=2.5s",
+            ]
+        )
+    }
+
+    @Test("the threshold lines come before the table's last line, which scripts read")
+    func lastLineStays() {
+        let lines = LoadExperiment.stdoutLines(
+            files: ["report: /r/load.json"],
+            table: ["workload: x", "throughput=10"],
+            verdicts: ["threshold errors==0: errors=0 ok"]
+        )
+        #expect(
+            lines == [
+                "report: /r/load.json", "workload: x", "threshold errors==0: errors=0 ok", "throughput=10",
+            ]
+        )
+    }
 }

@@ -86,12 +86,90 @@ struct FlowLoadTests {
         ] {
             #expect((report[key] as? Int ?? 0) > 0, "\(key)")
         }
-        // The restarted broker found every question and its queued copy in the journal.
-        let log = String(
+        // The restarted broker found every question and its queued copy in the journal: its log line is in the
+        // broker's log file in the run's folder, not mixed into askrelay's stderr, which names that folder once.
+        let stderr = String(
             decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(),
             as: UTF8.self
         )
-        #expect(log.contains("open_questions=120"), "stderr: \(log.suffix(2000))")
+        let brokerLog = String(
+            decoding: FileManager.default.contents(atPath: reportDirectory + "/logs/broker.log") ?? Data(),
+            as: UTF8.self
+        )
+        #expect(brokerLog.contains("open_questions=120"), "broker.log: \(brokerLog.suffix(2000))")
+        #expect(!stderr.contains("open_questions="), "stderr: \(stderr.suffix(2000))")
+        #expect(stderr.components(separatedBy: reportDirectory + "/logs").count == 2, "stderr: \(stderr)")
+    }
+
+    /// The pids of the running children of `parent` (from /proc).
+    static func children(of parent: Int32) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(Int32.init).filter { pid in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return false }
+            // After "(comm) ": the state, then the parent's pid.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && Int32(fields[1]) == parent
+        }
+    }
+
+    @Test(
+        "SIGINT while measuring: the processes stop, the summary so far is printed (interrupted), the report is written, exit 130"
+    )
+    func interruptedRun() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let reportDirectory = directory.path + "/report"
+        let stderrPath = directory.path + "/askrelay.log"
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let askrelay = try supervisor.start(
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: [
+                "load", "--mode", "relay", "--duration", "10m", "--warmup", "0s", "--connections", "1",
+                "--echo-workers", "1", "--report-dir", reportDirectory, "--threshold", "errors==0",
+            ],
+            logPath: stderrPath
+        )
+        // The signal goes once a progress line says the run is measuring and has completed round trips.
+        let deadline = ContinuousClock.now + .seconds(60)
+        var measuring: String?
+        while measuring == nil && ContinuousClock.now < deadline && askrelay.isRunning {
+            let stderr = (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? ""
+            measuring = stderr.split(separator: "\n").first {
+                $0.contains(" measuring: ") && !$0.contains(" 0 completed")
+            }.map(String.init)
+            if measuring == nil { _ = supervisor.wait(until: .now + .milliseconds(50)) { false } }
+        }
+        try #require(measuring != nil, "no progress line while measuring; running: \(askrelay.isRunning)")
+        let started = Self.children(of: askrelay.pid ?? 0)
+        #expect(!started.isEmpty, "the broker askrelay started is not among its children")
+        defer { for pid in started { kill(pid, SIGKILL) } }
+        askrelay.signal(SIGINT)
+        let exit = try askrelay.waitForEnd(timeout: .seconds(30))
+        let stderr = (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? ""
+        #expect(exit == .exited(130), "stderr: \(stderr.suffix(2000))")
+        let stdout = askrelay.lines
+        #expect(stdout.contains { $0.hasPrefix("interrupted by SIGINT after ") }, "\(stdout)")
+        #expect(stdout.contains { $0.hasPrefix("threshold errors==0: ") }, "\(stdout)")
+        let last = try #require(stdout.last, "no stdout")
+        let throughput = last.hasPrefix("throughput=") ? Double(last.dropFirst("throughput=".count)) : nil
+        #expect((throughput ?? 0) > 0, "last line: \(last)")
+        // What it started is gone: askrelay stopped it before it exited.
+        for pid in started { #expect(kill(pid, 0) == -1 && errno == ESRCH, "process \(pid) still exists") }
+        let data = try #require(
+            FileManager.default.contents(atPath: reportDirectory + "/load.json"),
+            "no load.json; stderr: \(stderr.suffix(2000))"
+        )
+        let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(report["interrupted"] as? String == "SIGINT")
+        let ours = try #require(report["ours"] as? [String: Any])
+        let measured = ours["measured_s"] as? Double ?? 0
+        #expect(measured > 0 && measured < 600, "measured_s \(measured)")
+        #expect((ours["measured_completed"] as? Int ?? 0) > 0)
+        #expect(FileManager.default.fileExists(atPath: reportDirectory + "/load.html"))
     }
 
     @Test("a short closed-loop flows run: figures present and sane, HTML with SVG charts")
@@ -181,7 +259,7 @@ struct FlowLoadTests {
         #expect(sweep["knee_rate"] as? Double == 300, "steps: \(steps)")
         #expect(
             run.stdout.last
-                == "throughput=\(String(format: "%.0f", (steps.last?["achieved_rate"] as? Double) ?? -1)) knee=300"
+                == "throughput=\(String(format: "%.0f", (steps.last?["achieved_rate"] as? Double) ?? -1)) knee=300 knee_found=false"
         )
     }
 

@@ -336,6 +336,31 @@ struct UsageExitTests {
             message:
                 "environment variable ASKRELAY_CHILDREN (for --child) must be ID@FAMILY (each 1-64 of A-Z a-z 0-9 . _ -), got 'bad'"
         ),
+        // --flows 0 means unlimited: the message says so and what to add, not "give --flows".
+        Case(
+            command: ["askrelay-child", "--families", "2", "--flows", "0"],
+            message:
+                "option '--flows' is 0, which means unlimited asks per child: add --duration D to end them (for example --duration 1m), or give --flows N (1...100000000)"
+        ),
+        // A duration range is stated the same whether the value is out of it or past what a duration can be.
+        Case(
+            command: ["askrelay", "top", "--timeout", "0s"],
+            message: "option '--timeout' must be from 1ms to 100d, got '0s'"
+        ),
+        Case(
+            command: ["askrelay", "top", "--timeout", "101d"],
+            message: "option '--timeout' needs a duration like 250ms, 2s, 5m or 48h, from 1ms to 100d, got '101d'"
+        ),
+        Case(
+            command: ["askrelay-parent", "--families", "1", "--heartbeat", "101d"],
+            message: "from 10ms to 100d, got '101d'"
+        ),
+        // The sweep sets every step's rate: --rate beside it is refused, not ignored.
+        Case(
+            command: ["askrelay", "load", "--sweep", "--rate", "100"],
+            message:
+                "option '--rate' cannot be combined with --sweep: the sweep sets each step's rate; give the first step's with --sweep-start R"
+        ),
         Case(
             command: ["askrelay", "help", "simulat"],
             message:

@@ -140,10 +140,12 @@ struct LoadHostsTests {
         _ flags: [String],
         name: String = "coordinator"
     ) throws -> (SupervisedProcess, String) {
+        // Its temporary folders (data, and the logs it keeps when the run fails, as several tests make it) in ours.
         let process = try supervisor.start(
             name: name,
             executable: Self.askrelay,
             arguments: ["load", "--coordinator", "tcp://127.0.0.1:*"] + flags,
+            environment: ["TMPDIR": directory.path],
             logPath: directory.path + "/\(name).log"
         )
         return (process, try Self.listening(process))

@@ -48,6 +48,8 @@ struct LoadThresholdCLITests {
             run.stdout.contains { $0.hasPrefix("threshold throughput<1: throughput=") && $0.hasSuffix(" BREACHED") },
             "\(run.stdout)"
         )
+        // The machine-readable line stays last, after the threshold lines.
+        #expect(run.stdout.last?.hasPrefix("throughput=") == true, "\(run.stdout)")
     }
 
     @Test("thresholds that hold exit 0")

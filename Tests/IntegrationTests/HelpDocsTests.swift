@@ -438,6 +438,8 @@ struct UsageExitTests {
             let (out, err) = (directory + "/stdout", directory + "/stderr")
             _ = FileManager.default.createFile(atPath: out, contents: nil)
             _ = FileManager.default.createFile(atPath: err, contents: nil)
+            // Foundation starts it as the leader of a process group of its own: a command that went wrong and still
+            // ran is killed with everything it started (askrelay load's broker once outlived it and hung the suite).
             let process = Process()
             process.executableURL = TestProcess.binDirectory.appendingPathComponent(command[0])
             process.arguments = Array(command.dropFirst())
@@ -451,7 +453,7 @@ struct UsageExitTests {
             try process.run()
             defer {
                 if process.isRunning {
-                    kill(process.processIdentifier, SIGKILL)
+                    kill(-process.processIdentifier, SIGKILL)
                     process.waitUntilExit()
                 }
             }

@@ -162,8 +162,8 @@ struct MessagingTests {
         var result: (bytes: [UInt8], more: Bool)?
         let elapsed = try ContinuousClock().measure { result = try pull.receive() }
         #expect(result == nil)
+        // Returned by its timeout, not at once; a receive that never returned is ended by the suite's time limit.
         #expect(elapsed >= .milliseconds(140))
-        #expect(elapsed < .seconds(5))
     }
 
     @Test("A PUSH without peers reports would-block as false")

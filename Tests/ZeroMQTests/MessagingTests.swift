@@ -229,7 +229,8 @@ struct MessagingTests {
         #expect(try push.send(payload(count: 1_000)))
         let disconnected = try monitor.waitFor(.disconnected, timeoutMilliseconds: 5_000)
         #expect(disconnected != nil)
-        #expect(try pull.wait(timeoutMilliseconds: 200) == false)
-        #expect(try pull.receive(.dontWait) == nil)
+        // Not delivered: a small message sent after it by the same PUSH (which reconnects) is the first to arrive.
+        #expect(try push.send("after"))
+        #expect(try pull.receive()?.bytes == bytes("after"))
     }
 }

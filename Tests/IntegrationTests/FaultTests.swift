@@ -303,6 +303,8 @@ struct SlowConsumerTests {
         let before = try #require(FaultSupport.residentKiB(broker.pid))
 
         parent.signal(SIGSTOP)
+        // The stop takes effect after kill(2) returns: from here on the guardian consumes nothing.
+        try FaultSupport.waitUntilStopped(parent.pid)
         // Keep offering for 1.5 s of stop: longer than the broker's liveness (3 × 200 ms), so it also declares the
         // guardian dead and keeps its queue (in the journal) for when it comes back.
         let stoppedAt = ContinuousClock.now

@@ -11,7 +11,8 @@ struct ResponseRouterTests {
         let router = ResponseRouter()
         let question = UUID()
         router.expect(question)
-        let started = ContinuousClock.now
+        // The wait's timeout is past the suite's time limit: only the cancellation can end it before the limit
+        // fails the test.
         let waiter = Task {
             // Cancelled before `wait` registers its continuation, as a SIGTERM between two steps of a flow is.
             withUnsafeCurrentTask { $0?.cancel() }
@@ -19,7 +20,6 @@ struct ResponseRouterTests {
         }
         let response = await waiter.value
         #expect(response == nil)
-        #expect(ContinuousClock.now - started < .seconds(10), "the wait ended only at its timeout")
     }
 
     @Test("a wait cancelled while it waits returns nil")

@@ -48,9 +48,9 @@ struct ConnectionRefusalTests {
             logger: AskLogger(label: "test", level: .warning),
             context: try ZMQContext()
         ) { watcher }
-        let start = ContinuousClock.now
         try await offPool { runtime.wait() }
-        #expect(ContinuousClock.now - start < .seconds(5), "ended at once, not after retries")
+        // Ended by the refusal itself, not after retries: the failure is the broker's `forbidden`, and the broker
+        // refused exactly one HELLO (below).
         #expect(runtime.failure?.code == .forbidden)
         let message = runtime.failure?.message ?? ""
         #expect(message.contains("may not serve 'child/c1'"), "\(message)")
@@ -83,19 +83,19 @@ struct ConnectionRefusalTests {
             logger: AskLogger(label: "test", level: .warning),
             context: context
         ) { watcher }
-        // The holder stays alive (it answers heartbeats) while the worker waits.
-        let deadline = ContinuousClock.now + .seconds(8)
-        while runtime.failure == nil && ContinuousClock.now < deadline {
+        // The holder stays alive (it answers heartbeats) while the worker waits; the suite's time limit ends a
+        // worker that never gives up.
+        while runtime.failure == nil && !Task.isCancelled {
             _ = try holder.next(timeout: .milliseconds(100))
             var beat = Multipart()
             WireEncoder.heartbeat(into: &beat)
             try holder.send(beat)
         }
+        if runtime.failure == nil { runtime.stop() }  // the time limit passed: do not wait on.
         try await offPool { runtime.wait() }
         let elapsed = ContinuousClock.now - start
         #expect(runtime.failure?.code == .addressTaken)
         #expect(elapsed >= .seconds(1), "retried for the patience first (\(elapsed))")
-        #expect(elapsed < .seconds(8))
         #expect(watcher.registrations == 0)
         // More than one HELLO was refused: it retried.
         #expect(broker.logs.lines.filter { $0.contains("address-taken") }.count >= 2)
@@ -136,6 +136,8 @@ struct ConnectionRefusalTests {
         var options = AskCenter.Options()
         options.heartbeatInterval = .milliseconds(200)
         options.curve = (try CurveKeyPair.generate(), brokerKeys.publicKey)
+        // Longer than the suite's time limit: an ask that ended by its timeout could not pass.
+        options.askTimeout = .seconds(120)
         let center = try AskCenter(
             broker: broker.endpoint,
             children: [ChildIdentity(id: "c1", family: "f1")],
@@ -144,21 +146,22 @@ struct ConnectionRefusalTests {
             context: try ZMQContext(),
             options: options
         )
-        let start = ContinuousClock.now
-        // The key is not listed: the handshake is refused, and the center gives up instead of reconnecting.
+        // The key is not listed: the handshake is refused, and the center gives up instead of reconnecting (one
+        // that kept reconnecting never sets `connectionFailure`, and the suite's time limit ends the test).
         var registered = false
-        while center.connectionFailure == nil && ContinuousClock.now - start < .seconds(10) {
+        while center.connectionFailure == nil && !Task.isCancelled {
             registered = await center.waitUntilRegistered(timeout: .milliseconds(200)) || registered
         }
         #expect(!registered)
-        #expect(center.connectionFailure != nil)
         #expect(center.connectionFailure?.message.contains("refused this worker's CURVE key") == true)
-        #expect(await center.waitUntilRegistered(timeout: .seconds(20)) == false)
-        #expect(ContinuousClock.now - start < .seconds(10))
+        // No registration wait: with a timeout past the suite's time limit, only the ended connection can make this
+        // return (false) before the limit fails the test.
+        #expect(await center.waitUntilRegistered(timeout: .seconds(120)) == false)
+        // No ask: it fails with the ended connection, not with its timeout (set past the time limit above).
         let question = PermissionQuestion(handle: CommunicationHandle(value: "+14155550100", kind: .phoneNumber))
-        let asked = ContinuousClock.now
-        await #expect(throws: AskError.self) { try await center.child("c1").ask(question) }
-        #expect(ContinuousClock.now - asked < .seconds(2), "fails at once, not after the ask timeout")
+        await #expect(throws: AskError.systemError("the ask center stopped: its connection to the broker ended")) {
+            try await center.child("c1").ask(question)
+        }
         await center.stop()
     }
 }

@@ -40,6 +40,13 @@ public func openHTTPConnection(port: UInt16) throws -> Int32 {
     return fd
 }
 
+/// Whether nothing has come on `fd` from the server, not even its close, right now (without waiting): a held
+/// connection the server has neither answered nor cut.
+public func receivedNothingYet(_ fd: Int32) -> Bool {
+    var byte: UInt8 = 0
+    return recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+}
+
 /// The page of `GET /metrics`, or a failure naming the status.
 public func scrape(_ port: UInt16) throws -> String {
     let response = try httpRequest(port: port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")

@@ -140,37 +140,52 @@ struct MetricsEndpointTests {
         defer { broker.terminate() }
         let port = try metricsPort(try broker.waitForLine(startingWith: "ready"))
         let endpoint = try broker.readyEndpoint()
-        // 16 clients that stop in the middle of their request line and 15 that connect and send nothing: one slot
-        // of 32 is left, and a scrape takes it at once.
-        var held: [Int32] = []
-        defer { for fd in held { close(fd) } }
-        for index in 0..<31 {
-            let fd = try openHTTPConnection(port: port)
-            if index < 16 { _ = send(fd, "GET /metr", 9, Int32(MSG_NOSIGNAL)) }
-            held.append(fd)
-        }
-        let started = ContinuousClock.now
-        #expect(try scrape(port).contains("askrelay_broker_sessions"))
-        // With every slot held, a scrape is refused at once rather than left waiting.
-        held.append(try openHTTPConnection(port: port))
-        let refused = try httpRequest(port: port, "GET /metrics HTTP/1.1\r\n\r\n")
-        #expect(refused.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"), "\(refused.prefix(100))")
         let context = try ZMQContext()
-        let owner = try RawPeer(context: context, endpoint: endpoint)
-        try owner.register(role: .guardian, ["guardian/g1"], family: "f1")
-        let client = try RawPeer(context: context, endpoint: endpoint)
-        try client.register(role: .client, ["client/1"])
-        let id = try client.sendMessage(from: "client/1", to: "guardian/g1", kind: "echo", body: [1])
-        try client.expectAck(id)
-        let delivery = try owner.expectDelivery(kind: "echo")
-        #expect(delivery.id == id)
-        // The broker routed while every slot was held; the held clients are cut after 5 s, all of this took less.
-        #expect(ContinuousClock.now - started < .seconds(4))
-        close(held.removeLast())
-        let page = try scrape(port) { page in
-            (sample(page, #"askrelay_broker_messages_routed_total{kind="echo"}"#) ?? 0) >= 1
+        // The broker cuts a held client 5 s after it connected (408). An attempt shows something only when every
+        // held client is still held, unanswered, after the message below was routed: then the scrape, the refusal
+        // and the routing all happened while they held their slots. An attempt that a loaded machine made too slow
+        // for that is made again; a broker whose routing waits for them never shows it, and the suite's time limit
+        // fails the test.
+        var attempts = 0
+        var shown = false
+        while !shown && !Task.isCancelled {
+            attempts += 1
+            // 16 clients that stop in the middle of their request line and 15 that connect and send nothing: one
+            // slot of 32 is left, and a scrape takes it.
+            var held: [Int32] = []
+            defer { for fd in held { close(fd) } }
+            for index in 0..<31 {
+                let fd = try openHTTPConnection(port: port)
+                if index < 16 { _ = send(fd, "GET /metr", 9, Int32(MSG_NOSIGNAL)) }
+                held.append(fd)
+            }
+            let scraped = try scrape(port)
+            // With every slot held, a scrape is refused rather than left waiting.
+            held.append(try openHTTPConnection(port: port))
+            let refused = try httpRequest(port: port, "GET /metrics HTTP/1.1\r\n\r\n")
+            let owner = try RawPeer(context: context, endpoint: endpoint)
+            try owner.register(role: .guardian, ["guardian/g\(attempts)"], family: "f1")
+            let client = try RawPeer(context: context, endpoint: endpoint)
+            try client.register(role: .client, ["client/\(attempts)"])
+            let id = try client.sendMessage(
+                from: "client/\(attempts)",
+                to: "guardian/g\(attempts)",
+                kind: "echo",
+                body: [1]
+            )
+            try client.expectAck(id)
+            let delivery = try owner.expectDelivery(kind: "echo")
+            guard held.allSatisfy(receivedNothingYet) else { continue }
+            shown = true
+            #expect(scraped.contains("askrelay_broker_sessions"))
+            #expect(refused.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"), "\(refused.prefix(100))")
+            #expect(delivery.id == id)
         }
-        #expect(sample(page, "askrelay_broker_routing_latency_seconds_count") == 1, "\(page)")
+        #expect(shown, "no attempt routed while the clients held every slot (\(attempts) attempts)")
+        let page = try scrape(port) { page in
+            (sample(page, #"askrelay_broker_messages_routed_total{kind="echo"}"#) ?? 0) >= Double(attempts)
+        }
+        #expect(sample(page, "askrelay_broker_routing_latency_seconds_count") == Double(attempts), "\(page)")
     }
 
     @Test("a bad --metrics-endpoint is bad usage; one in use stops the process before it serves")

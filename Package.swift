@@ -47,8 +47,8 @@ let package = Package(
         // HTTP server for `GET /metrics` on a thread of its own.
         .target(name: "AskMetrics", dependencies: ["AskLogging"], swiftSettings: strict),
         // Hand-written command-line parsing, signals, threads and the process supervisor (start, watch, signal,
-        // restart child processes) shared by every executable and the cluster harness. Re-exports the duration
-        // grammar and value bounds from AskModel.
+        // restart child processes; ServerProcess: a server awaited by its ready line) shared by every executable and
+        // the cluster harness. Re-exports the duration grammar and value bounds from AskModel.
         .target(name: "AskCLI", dependencies: ["AskModel"], swiftSettings: strict),
 
         // The model: PermissionKit-shaped Codable types, validation, message bodies and their JSON. Foundation only,
@@ -87,14 +87,14 @@ let package = Package(
         // limits processes with in-process children and guardians, and the runner's text and JUnit output.
         .target(
             name: "AskStories",
-            dependencies: ["AskRelayCluster", "AskClient", "AskSimulation", "AskProtocol"],
+            dependencies: ["AskRelayCluster", "AskClient", "AskProtocol"],
             swiftSettings: strict
         ),
-        // Load experiments: relay round trips, complete ask flows, pending questions, rate sweeps and their reports.
-        // Uses AskSimulation's server processes, latency histogram and report folders.
+        // Load experiments: relay round trips, complete ask flows, pending questions, rate sweeps, the latency
+        // histogram they record into, and their reports. Servers are started with AskCLI's ServerProcess.
         .target(
             name: "AskLoad",
-            dependencies: ["AskSimulation", "AskProtocol", "AskAgents", "AskClient", "ZeroMQ", "AskLogging", "AskCLI"],
+            dependencies: ["AskProtocol", "AskAgents", "AskClient", "ZeroMQ", "AskLogging", "AskCLI"],
             swiftSettings: strict
         ),
 
@@ -201,7 +201,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AskLoadTests",
-            dependencies: ["AskLoad", "AskSimulation", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI"],
+            dependencies: ["AskLoad", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,8 +1,8 @@
 import AskAgents
+import AskCLI
 import AskClient
 import AskLogging
 import AskProtocol
-import AskSimulation
 import Dispatch
 import Foundation
 import Synchronization

@@ -1,4 +1,3 @@
-import AskSimulation
 import Foundation
 
 /// One point of a percentile spectrum: the latency at `percentile` (0–100).

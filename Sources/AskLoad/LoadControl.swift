@@ -1,7 +1,6 @@
 import AskCLI
 import AskModel
 import AskProtocol
-import AskSimulation
 import Foundation
 import Synchronization
 import ZeroMQ

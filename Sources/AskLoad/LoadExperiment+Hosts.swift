@@ -1,6 +1,5 @@
 import AskCLI
 import AskProtocol
-import AskSimulation
 import Foundation
 import ZeroMQ
 

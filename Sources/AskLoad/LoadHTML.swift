@@ -1,4 +1,3 @@
-import AskSimulation
 import Foundation
 
 /// A table of figures on load.html: a header and rows of cells.

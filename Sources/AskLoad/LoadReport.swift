@@ -1,5 +1,4 @@
 import AskModel
-import AskSimulation
 import Foundation
 import Synchronization
 

@@ -1,4 +1,3 @@
-import AskSimulation
 import Foundation
 
 /// How `askrelay load --sweep` steps the rate up.

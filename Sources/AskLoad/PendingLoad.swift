@@ -1,5 +1,4 @@
 import AskProtocol
-import AskSimulation
 import Dispatch
 import Foundation
 import ZeroMQ

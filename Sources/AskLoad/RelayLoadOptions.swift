@@ -1,6 +1,5 @@
 import AskCLI
 import AskProtocol
-import AskSimulation
 import Dispatch
 import Foundation
 import Synchronization

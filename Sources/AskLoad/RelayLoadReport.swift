@@ -1,5 +1,4 @@
 import AskModel
-import AskSimulation
 import Foundation
 
 /// Everything `askrelay load --mode relay` measured, as written to `load.json`.

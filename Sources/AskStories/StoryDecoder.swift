@@ -1,6 +1,5 @@
 import AskModel
 import AskProtocol
-import AskSimulation
 import Foundation
 
 /// A story that cannot be played: the file, the field (a path such as `steps[3].expect`) and what is wrong.

@@ -284,17 +284,19 @@ final class StorySession: Sendable {
             let seen = await guardianEvents.wait(timeout: within) { events in
                 events.contains { if case .question(guardian, id) = $0 { true } else { false } }
             }
-            if seen != true { return fail("question \(name) at \(guardian) within \(within.text)", "none") }
+            if seen != true { return fail("question \(name) at \(guardian) within \(durationText(within))", "none") }
         case .expectNoQuestion(let guardian, let name, let during):
             let id = question(name).id
             let seen = await guardianEvents.wait(timeout: during) { events in
                 events.contains { if case .question(guardian, id) = $0 { true } else { false } }
             }
-            if seen == true { return fail("no question \(name) at \(guardian) for \(during.text)", "it arrived") }
+            if seen == true {
+                return fail("no question \(name) at \(guardian) for \(durationText(during))", "it arrived")
+            }
         case .expectResponse(let name, let choice, let within):
             let id = question(name).id
             let arrived = await responses.wait(timeout: within) { $0.contains { $0.0 == id } }
-            guard arrived else { return fail("a response to \(name) within \(within.text)", "none") }
+            guard arrived else { return fail("a response to \(name) within \(durationText(within))", "none") }
             let got = responses.events.filter { $0.0 == id }
             if let choice, got.first?.1 != choice { return fail("choice \(choice)", got.first?.1 ?? "none") }
             if got.count > 1 { return fail("one response to \(name)", "\(got.count)") }
@@ -305,7 +307,7 @@ final class StorySession: Sendable {
             if arrived {
                 let choice = responses.events.last { $0.0 == id }?.1 ?? ""
                 return fail(
-                    "no \(before == 0 ? "" : "further ")response to \(name) for \(during.text)",
+                    "no \(before == 0 ? "" : "further ")response to \(name) for \(durationText(during))",
                     "one (\(choice))"
                 )
             }
@@ -321,7 +323,7 @@ final class StorySession: Sendable {
                 closing = closed
             }
             let wanted = "closed \(reason)" + (answeredBy.map { " by \($0)" } ?? "") + " at \(guardian)"
-            guard arrived == true, let closing else { return fail(wanted + " within \(within.text)", "none") }
+            guard arrived == true, let closing else { return fail(wanted + " within \(durationText(within))", "none") }
             let got = "closed \(closing.reason.rawValue)" + (closing.answeredBy.map { " by \($0)" } ?? "")
             if closing.reason.rawValue != reason || (answeredBy != nil && closing.answeredBy != answeredBy) {
                 return fail(wanted, got)

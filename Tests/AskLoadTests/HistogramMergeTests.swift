@@ -1,4 +1,4 @@
-import AskSimulation
+import AskModel
 import Foundation
 import Testing
 
@@ -11,7 +11,7 @@ import Testing
 struct HistogramMergeTests {
     /// Latencies in ns from a few shapes: a tight core, a long tail, outliers past the trackable range.
     static func stream(seed: UInt64, count: Int) -> [UInt64] {
-        var random = SplitMix64(seed: seed)
+        var random = SeededGenerator(seed: seed)
         return (0..<count).map { _ in
             switch random.next() % 100 {
             case 0..<70: 200_000 + random.next() % 300_000
@@ -31,7 +31,7 @@ struct HistogramMergeTests {
     @Test("random streams split in two at random points: merged (after JSON) equals combined", arguments: 1...20)
     func mergedEqualsCombined(seed: UInt64) throws {
         let values = Self.stream(seed: seed, count: 500 + Int(seed) * 997)
-        var random = SplitMix64(seed: seed &* 31)
+        var random = SeededGenerator(seed: seed &* 31)
         var combined = LatencyHistogram()
         var first = LatencyHistogram()
         var second = LatencyHistogram()

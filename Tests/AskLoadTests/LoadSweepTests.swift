@@ -1,4 +1,3 @@
-import AskSimulation
 import Foundation
 import Testing
 

@@ -2,7 +2,6 @@ import AskCLI
 import AskBroker
 import AskLogging
 import AskProtocol
-import AskSimulation
 import Foundation
 import Synchronization
 import Testing

@@ -3,7 +3,6 @@ import Synchronization
 import Testing
 
 @testable import AskCLI
-import AskSimulation
 
 @Suite("ProcessSupervisor with real processes", .timeLimit(.minutes(1)))
 struct SupervisorTests {

@@ -1,5 +1,4 @@
 import AskCLI
-import AskSimulation
 import AskTestSupport
 import Foundation
 import Testing

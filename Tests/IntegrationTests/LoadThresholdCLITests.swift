@@ -1,6 +1,5 @@
 import AskCLI
 import AskLoad
-import AskSimulation
 import AskTestSupport
 import Foundation
 import Testing

@@ -1,7 +1,6 @@
 import AskCLI
 import AskAgents
 import AskBroker
-import AskSimulation
 import AskTestSupport
 import Foundation
 import Testing

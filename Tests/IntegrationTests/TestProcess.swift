@@ -1,5 +1,4 @@
 import AskCLI
-import AskSimulation
 import Foundation
 import Testing
 

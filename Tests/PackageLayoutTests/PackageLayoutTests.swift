@@ -15,6 +15,8 @@ struct PackageLayoutTests {
     struct Layout {
         var targets: [String: Entry] = [:]
         var products: [String: Entry] = [:]
+        /// Each target's folder, relative to the package root (Package.swift's `path`, or the default).
+        var folders: [String: String] = [:]
     }
 
     static let root = URL(fileURLWithPath: #filePath)
@@ -41,6 +43,67 @@ struct PackageLayoutTests {
                 "target E is in the doc but not in Package.swift",
             ]
         )
+    }
+
+    @Test("every dependency a library or executable target declares is imported by one of its Swift files")
+    func declaredDependenciesAreImported() throws {
+        let package = try Self.packageLayout()
+        var found: [String] = []
+        for (name, entry) in package.targets.sorted(by: { $0.key < $1.key })
+        where entry.kind == "library" || entry.kind == "executable" {
+            guard let folder = package.folders[name] else { continue }
+            let files = Self.swiftFiles(in: Self.root.appendingPathComponent(folder))
+            if files.isEmpty { continue }  // a C target: its dependencies are headers, not imports
+            var imported: Set<String> = []
+            for file in files {
+                imported.formUnion(Self.importedModules(try String(contentsOf: file, encoding: .utf8)))
+            }
+            let unused = entry.names.subtracting(imported)
+            if !unused.isEmpty {
+                found.append(
+                    "\(name) depends on \(unused.sorted().joined(separator: ", ")) but no file of it imports that"
+                )
+            }
+        }
+        #expect(
+            found.isEmpty,
+            "Package.swift declares dependencies its targets do not import (drop them, or move what is borrowed):\n\(found.joined(separator: "\n"))"
+        )
+    }
+
+    @Test("import lines are read with their attributes and kinds")
+    func importLinesAreRead() {
+        let text = """
+            import Foundation
+            @testable import AskCLI
+            @_exported import func AskModel.parseDuration
+              import struct AskLoad.LatencyHistogram
+            // import AskSimulation
+            let imported = "import AskBroker"
+            """
+        #expect(Self.importedModules(text) == ["Foundation", "AskCLI", "AskModel", "AskLoad"])
+    }
+
+    // MARK: - Sources
+
+    static func swiftFiles(in folder: URL) -> [URL] {
+        let walker = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil)
+        return (walker?.allObjects as? [URL] ?? []).filter { $0.pathExtension == "swift" }
+    }
+
+    /// The modules a Swift file's `import` lines name (`@testable import X`, `import func X.f`, ...).
+    static func importedModules(_ text: String) -> Set<String> {
+        let kinds: Set<Substring> = ["typealias", "struct", "class", "enum", "protocol", "let", "var", "func"]
+        var modules: Set<String> = []
+        for line in text.split(separator: "\n") {
+            var words = line.split(separator: " ")[...]
+            while let first = words.first, first.hasPrefix("@") { words = words.dropFirst() }
+            guard words.first == "import" else { continue }
+            words = words.dropFirst()
+            if let kind = words.first, kinds.contains(kind) { words = words.dropFirst() }
+            if let path = words.first, let module = path.split(separator: ".").first { modules.insert(String(module)) }
+        }
+        return modules
     }
 
     // MARK: - Both sides
@@ -133,6 +196,7 @@ struct PackageLayoutTests {
                 dependency.values.first.flatMap { ($0 as? [Any])?.first as? String }
             }
             layout.targets[name] = Entry(kind: kinds[type] ?? type, names: Set(dependencies))
+            layout.folders[name] = target["path"] as? String ?? "\(type == "test" ? "Tests" : "Sources")/\(name)"
         }
         for product in products {
             guard let name = product["name"] as? String, let type = product["type"] as? [String: Any] else { continue }

@@ -1,4 +1,3 @@
-import AskCLI
 import Foundation
 import Synchronization
 
@@ -14,7 +13,8 @@ public final class ServerProcess: Sendable {
 
     /// Starts `executable` with `arguments` and waits (up to `timeout`) for a stdout line starting with `ready `.
     /// - Parameter logPath: where its stderr goes (appended); `/dev/stderr`: copied to ours.
-    /// - Throws: if it cannot start, exits first (as soon as it does), or says nothing in time (it is killed then).
+    /// - Throws: ``SupervisorError`` if it cannot start, exits first (as soon as it does), or says nothing in time (it
+    ///   is killed then).
     public init(
         executable: URL,
         arguments: [String],
@@ -35,7 +35,7 @@ public final class ServerProcess: Sendable {
             Self.stop(process)
             // The supervisor's error says which: it exited first (at once, with its exit and last stderr lines), it
             // was interrupted, or it said nothing in time.
-            throw RelayLoadError("\(error)")
+            throw error
         }
         var fields: [String: String] = [:]
         for field in line.dropFirst("ready ".count).split(separator: " ") {

@@ -2,7 +2,7 @@ import AskModel
 import Foundation
 import Testing
 
-@testable import AskSimulation
+@testable import AskLoad
 
 func relativeError(_ measured: UInt64, _ exact: UInt64) -> Double {
     abs(Double(measured) - Double(exact)) / Double(Swift.max(exact, 1))

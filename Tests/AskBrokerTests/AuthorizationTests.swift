@@ -137,8 +137,13 @@ final class SecureWorld {
         context = try ZMQContext()
     }
 
-    func peer(_ actor: Actor) throws -> RawPeer {
-        let peer = try RawPeer(context: context, endpoint: broker.endpoint, curve: (keys[actor]!, serverKey))
+    func peer(_ actor: Actor, monitor: MonitorEvents? = nil) throws -> RawPeer {
+        let peer = try RawPeer(
+            context: context,
+            endpoint: broker.endpoint,
+            curve: (keys[actor]!, serverKey),
+            monitor: monitor
+        )
         try peer.socket.set(.handshakeInterval, 1000)
         return peer
     }
@@ -290,10 +295,14 @@ struct AuthorizationTests {
     func plainClientRefused() throws {
         let world = try SecureWorld()
         defer { world.stop() }
-        let plain = try RawPeer(context: world.context, endpoint: world.broker.endpoint)
-        // The refusal itself is the evidence (libzmq retries the connection, and each try fails the same way):
-        // nothing arriving for a while would pass on a machine too slow to have tried yet.
-        let events = try plain.socket.monitor([.handshakeSucceeded, .handshakeFailed])
+        // The refusal itself is the evidence, seen by a monitor attached before the connection: nothing arriving
+        // for a while would pass on a machine too slow to have tried yet.
+        let plain = try RawPeer(
+            context: world.context,
+            endpoint: world.broker.endpoint,
+            monitor: [.handshakeSucceeded, .handshakeFailed]
+        )
+        let events = try #require(plain.monitor)
         try plain.hello(role: .child, endpoints: [EndpointClaim(address: "child/c1", family: "f1")])
         let event = try events.waitFor([.handshakeSucceeded, .handshakeFailed], timeoutMilliseconds: 15_000)
         #expect(event.map { MonitorEvents.handshakeFailed.contains($0.event) } == true, "\(String(describing: event))")
@@ -316,8 +325,8 @@ struct AuthorizationTests {
         let reply = try guardian.expect { $0.command == .nack || $0.command == .welcome }
         #expect(reply.command == .nack && reply.code == ErrorCode.forbidden.rawValue, "\(reply)")
         // A new connection with the revoked key fails the handshake.
-        let again = try world.peer(.guardian)
-        let events = try again.socket.monitor([.handshakeSucceeded, .handshakeFailed])
+        let again = try world.peer(.guardian, monitor: [.handshakeSucceeded, .handshakeFailed])
+        let events = try #require(again.monitor)
         try again.hello(role: .guardian, endpoints: [EndpointClaim(address: "guardian/g1", family: "f1")])
         let event = try events.waitFor([.handshakeSucceeded, .handshakeFailed], timeoutMilliseconds: 15_000)
         #expect(event?.event == .handshakeFailedAuth, "\(String(describing: event))")

@@ -43,11 +43,22 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
     /// Messages read while waiting for something else, kept for later expectations.
     public var backlog: [Received] = []
 
-    public init(context: ZMQContext, endpoint: String, curve: (keys: CurveKeyPair, serverKey: String)? = nil) throws {
-        socket = try context.socket(.dealer)
+    /// The socket's monitor, when `monitor` events were asked for: attached before the connection, so the first
+    /// handshake's events are there too.
+    public let monitor: SocketMonitor?
+
+    public init(
+        context: ZMQContext,
+        endpoint: String,
+        curve: (keys: CurveKeyPair, serverKey: String)? = nil,
+        monitor events: MonitorEvents? = nil
+    ) throws {
+        let socket = try context.socket(.dealer)
         try socket.set(.linger, 0)
         if let curve { try socket.makeCurveClient(curve.keys, serverKey: curve.serverKey) }
+        monitor = try events.map { try socket.monitor($0) }
         try socket.connect(endpoint)
+        self.socket = socket
     }
 
     public func sendFrames(_ frames: [[UInt8]]) throws { try socket.send(multipart: frames) }

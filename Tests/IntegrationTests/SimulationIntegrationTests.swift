@@ -484,32 +484,46 @@ struct SimulationRefusalTests {
     func interruptedWhileDraining() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
+        // The parents run under a wrapper that notes the drain's SIGTERM in a file and does not pass it on, so the
+        // drain is held (up to its 15 s) until the SIGINT: the SIGINT lands in the drain by construction. (Stopping
+        // a parent does not hold it: the drain's SIGTERM comes with SIGCONT.) Every process of the run is in a
+        // process group of its own, killed at the end: the held parents outlive their wrappers' SIGKILL.
+        let wrapper = directory.path + "/hold-term.sh"
+        try """
+        #!/bin/sh
+        trap 'touch "$0.term"' TERM
+        "$@" &
+        child=$!
+        while kill -0 "$child" 2>/dev/null; do wait "$child"; done
+        """.write(toFile: wrapper, atomically: true, encoding: .utf8)
+        chmod(wrapper, 0o755)
         let scenario = #"{"families": 3, "flowsPerChild": 2, "childThink": "100ms", "grace": "500ms"}"#
         let scenarioPath = directory.path + "/scenario-in.json"
         try Data(scenario.utf8).write(to: URL(fileURLWithPath: scenarioPath))
+        let group = try ProcessGroupGuard()
+        defer { group.release() }
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
         let report = directory.path + "/report"
-        let (askrelay, log) = try Self.start(
-            ["simulate", "--scenario", scenarioPath, "--report-dir", report, "--quiet"],
-            directory,
-            supervisor
+        let log = directory.path + "/askrelay.log"
+        let askrelay = try supervisor.start(
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: [
+                "simulate", "--scenario", scenarioPath, "--report-dir", report, "--quiet", "--wrap-parent", wrapper,
+            ],
+            logPath: log,
+            processGroup: group.processGroup
         )
-        let line = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
-        var pids: [String: Int32] = [:]
-        for pair in line.dropFirst("running:".count).split(separator: " ") {
-            let parts = pair.split(separator: "=")
-            if parts.count == 2, let pid = Int32(parts[1]) { pids[String(parts[0])] = pid }
-        }
-        let (stopped, other) = (try #require(pids["parent-1"]), try #require(pids["parent-2"]))
-        defer { kill(stopped, SIGKILL) }
-        // parent-1 cannot exit while stopped, so the drain waits for it (up to 15 s) once parent-2 has exited.
-        kill(stopped, SIGSTOP)
+        _ = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
+        // The drain has begun once a parent's wrapper got its SIGTERM.
         let deadline = ContinuousClock.now + .seconds(90)
-        while kill(other, 0) == 0 && ContinuousClock.now < deadline && askrelay.isRunning {
+        while !FileManager.default.fileExists(atPath: wrapper + ".term") && askrelay.isRunning
+            && ContinuousClock.now < deadline
+        {
             _ = try? askrelay.waitForExit(timeout: .milliseconds(20))
         }
-        #expect(kill(other, 0) != 0, "parent-2 was never drained")
+        try #require(FileManager.default.fileExists(atPath: wrapper + ".term"), "the drain never began")
         askrelay.signal(SIGINT)
         #expect(try askrelay.waitForExit(timeout: .seconds(60)) == .exited(128 + SIGINT))
         let stderr = Self.text(log)

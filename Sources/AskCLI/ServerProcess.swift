@@ -27,7 +27,8 @@ public final class ServerProcess: Sendable {
             name: name,
             executable: executable.path,
             arguments: arguments,
-            logPath: logPath
+            logPath: logPath,
+            processGroup: Self.group?.processGroup
         )
         Self.running.withLock { $0[ObjectIdentifier(process)] = process }
         let line: String
@@ -53,6 +54,11 @@ public final class ServerProcess: Sendable {
 
     /// SIGTERM, then SIGKILL if it has not exited within 5 s. Safe to call more than once.
     public func stop() { Self.stop(process) }
+
+    /// The process group every server joins, which dies with this process however it ends: a SIGKILL of askrelay load
+    /// must not leave its broker running. A terminal's Ctrl-C reaches askrelay alone, which stops its servers itself.
+    /// `nil` if the guard could not start; the servers then share our group.
+    private static let group: ProcessGroupGuard? = try? ProcessGroupGuard()
 
     /// Processes started and not yet stopped, so a signal handler can stop them all.
     private static let running = Mutex<[ObjectIdentifier: SupervisedProcess]>([:])

@@ -105,11 +105,12 @@ struct FlowLoadTests {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap(Int32.init).filter { pid in
             guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-                let close = stat.lastIndex(of: ")")
+                let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
             else { return false }
-            // After "(comm) ": the state, then the parent's pid.
+            // "pid (comm) state ppid ...": the askrelay executables only, not the process-group guard (/bin/sh).
+            let name = stat[stat.index(after: open)..<close]
             let fields = stat[stat.index(after: close)...].split(separator: " ")
-            return fields.count > 1 && Int32(fields[1]) == parent
+            return name.hasPrefix("askrelay-") && fields.count > 1 && Int32(fields[1]) == parent
         }
     }
 

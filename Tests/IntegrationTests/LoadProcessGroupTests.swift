@@ -1,0 +1,51 @@
+import AskCLI
+import AskTestSupport
+import Foundation
+import Testing
+
+/// The broker, limits worker and parents `askrelay load` starts die with it however it ends (ServerProcess joins
+/// a ProcessGroupGuard's group): a broker that outlived a killed load once held a test suite's pipes for minutes.
+@Suite("askrelay load's processes die with it", .timeLimit(.minutes(2)))
+struct LoadProcessGroupTests {
+    /// Whether `pid` is still a live process (a zombie waiting for its reaper counts as gone).
+    static func isAlive(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return false }
+        return stat[stat.index(after: close)...].split(separator: " ").first != "Z"
+    }
+
+    @Test("kill -9 of askrelay load ends the broker, the limits worker and the parents it started")
+    func killedLoadLeavesNothing() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let supervisor = ProcessSupervisor()
+        defer { supervisor.killAll() }
+        let load = try supervisor.start(
+            name: "askrelay",
+            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            arguments: [
+                "load", "--mode", "flows", "--endpoints", "10", "--families", "4", "--duration", "600s", "--warmup",
+                "0s", "--report-dir", directory.path + "/report",
+            ],
+            logPath: directory.path + "/askrelay.log"
+        )
+        let pid = try #require(load.pid)
+        // The broker, the limits worker and a parent: load starts the flows only once all three are ready.
+        var started: [Int32] = []
+        let deadline = ContinuousClock.now + .seconds(60)
+        while started.count < 3 && load.isRunning && ContinuousClock.now < deadline {
+            _ = try? load.waitForExit(timeout: .milliseconds(20))
+            started = FlowLoadTests.children(of: pid)
+        }
+        try #require(started.count >= 3, "load started \(started.count) processes")
+        defer { for child in started { kill(child, SIGKILL) } }
+        load.signal(SIGKILL)
+        _ = try load.waitForExit(timeout: .seconds(30))
+        let gone = ContinuousClock.now + .seconds(30)
+        while started.contains(where: Self.isAlive) && ContinuousClock.now < gone {
+            _ = supervisor.wait(until: .now + .milliseconds(20)) { false }  // a poll with a deadline
+        }
+        #expect(started.filter(Self.isAlive).isEmpty, "still running after load's SIGKILL: \(started)")
+    }
+}

@@ -1,4 +1,5 @@
 import AskCLI
+import AskTestSupport
 import Foundation
 import Testing
 
@@ -14,19 +15,13 @@ struct BrokerKeyPathTests {
         let folder = prefix + random.prefix(40 - "/keys/broker.public".count - prefix.count)
         #expect((folder + "/keys/broker.public").utf8.count == 40)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let log = NSTemporaryDirectory() + "askrelay-s40-\(random.prefix(8)).log"
-        defer { try? FileManager.default.removeItem(atPath: log) }
-        let process = try supervisor.start(
-            name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
-            arguments: ["simulate", "--families", "3", "--duration", "2s", "--report-dir", folder, "--quiet"],
-            logPath: log
+        let logs = TempDirectory()
+        defer { logs.cleanup() }
+        let run = try SimulationEdgeTests.askrelay(
+            ["simulate", "--families", "3", "--duration", "2s", "--report-dir", folder, "--quiet"],
+            directory: logs
         )
-        let exit = try process.waitForExit(timeout: .seconds(90))
-        let stderr = String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self)
-        #expect(exit == .exited(0), "stderr:\n\(stderr.suffix(3000))")
+        #expect(run.exit == .exited(0), "stderr:\n\(run.stderr.suffix(3000))")
         #expect(FileManager.default.fileExists(atPath: folder + "/keys/broker.public"), "the run used no CURVE keys")
         #expect(FileManager.default.fileExists(atPath: folder + "/report.json"))
     }

@@ -9,32 +9,12 @@ import Testing
 /// (DocExamplesTests).
 @Suite("ASKRELAY_* variables stay with the command they are given to", .timeLimit(.minutes(3)), .serialized)
 struct EnvironmentTests {
-    /// Runs `askrelay ARGUMENTS` with `environment` added; returns its exit, stdout and stderr.
-    func askrelay(_ arguments: [String], environment: [String: String], directory: TempDirectory) throws -> (
-        exit: ProcessExitStatus, stdout: [String], stderr: String
-    ) {
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let log = directory.path + "/askrelay.log"
-        let process = try supervisor.start(
-            name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
-            arguments: arguments,
-            environment: environment,
-            logPath: log
-        )
-        let exit = try process.waitForExit(timeout: .seconds(150))
-        return (
-            exit, process.lines, String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self)
-        )
-    }
-
     @Test("ASKRELAY_FAMILIES sets simulate's families and does not reach the parents and children it starts")
     func simulateFamiliesVariable() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let report = directory.path + "/report"
-        let run = try askrelay(
+        let run = try SimulationEdgeTests.askrelay(
             [
                 "simulate", "--scenario", Repository.root.appendingPathComponent("docs/scenarios/small.json").path,
                 "--duration", "3s", "--report-dir", report, "--quiet",
@@ -52,7 +32,7 @@ struct EnvironmentTests {
     func loadIgnoresOtherVariables() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let run = try askrelay(
+        let run = try SimulationEdgeTests.askrelay(
             [
                 "load", "--mode", "flows", "--endpoints", "10", "--families", "4", "--duration", "1s", "--warmup",
                 "0s", "--report-dir", directory.path + "/report",

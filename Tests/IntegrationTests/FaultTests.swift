@@ -88,9 +88,10 @@ enum FaultSupport {
     }
 
     /// Waits until every thread of `pid` is stopped (state `T`): a SIGSTOP takes effect after kill(2) returns.
-    /// - Throws: if the process is gone.
+    /// - Throws: if the process is gone, or not stopped within 30 s.
     static func waitUntilStopped(_ pid: Int32) throws {
-        while true {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
             guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else {
                 throw ProcessFailure("process \(pid) is gone")
             }
@@ -102,8 +103,9 @@ enum FaultSupport {
                 return stat[close...].dropFirst(2).first
             }
             if !states.isEmpty && states.allSatisfy({ $0 == "T" }) { return }
-            usleep(1000)
+            usleep(1000)  // allowed: a poll with a deadline (the kernel tells no one when a thread stops)
         }
+        throw ProcessFailure("process \(pid) was not stopped within 30 s of SIGSTOP")
     }
 
     /// Reads `client` and `echo` in turn (each answers the broker's heartbeats as it reads, so neither falls silent

@@ -163,6 +163,16 @@ struct SimulationEdgeTests {
     func askrelay(_ arguments: [String], directory: TempDirectory) throws -> (
         exit: ProcessExitStatus, stdout: [String], stderr: String
     ) {
+        try Self.askrelay(arguments, directory: directory)
+    }
+
+    /// Runs `askrelay ARGUMENTS` to its end with `environment` added (its stderr in a log in `directory`).
+    /// - Returns: its exit, stdout lines and stderr.
+    static func askrelay(
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        directory: TempDirectory
+    ) throws -> (exit: ProcessExitStatus, stdout: [String], stderr: String) {
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
         let log = directory.path + "/askrelay-\(UUID().uuidString.prefix(6)).log"
@@ -170,6 +180,7 @@ struct SimulationEdgeTests {
             name: "askrelay",
             executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
             arguments: arguments,
+            environment: environment,
             logPath: log
         )
         let exit = try process.waitForExit(timeout: .seconds(150))

@@ -46,10 +46,13 @@ let package = Package(
         // Prometheus metrics: counters, gauges and fixed-bucket histograms, the text exposition format and a small
         // HTTP server for `GET /metrics` on a thread of its own.
         .target(name: "AskMetrics", dependencies: ["AskLogging"], swiftSettings: strict),
-        // Hand-written command-line parsing, signals, threads and the process supervisor (start, watch, signal,
-        // restart child processes; ServerProcess: a server awaited by its ready line) shared by every executable and
-        // the cluster harness. Re-exports the duration grammar and value bounds from AskModel.
+        // Hand-written command-line parsing, signals and threads shared by every executable. Re-exports the duration
+        // grammar and value bounds from AskModel.
         .target(name: "AskCLI", dependencies: ["AskModel"], swiftSettings: strict),
+        // The one process harness: the supervisor (start, watch, signal, restart child processes), the process-group
+        // guard, RelayProcess (a process awaited by its ready line, with fault control), the ReadyLine the
+        // executables print, the executables lookup, scratch folders and the off-pool helper.
+        .target(name: "AskRelayProcesses", dependencies: ["AskModel"], swiftSettings: strict),
 
         // The model: PermissionKit-shaped Codable types, validation, message bodies and their JSON. Foundation only,
         // no libzmq (AskModelTests checks the link of askmodel-linkcheck with ldd).
@@ -77,10 +80,13 @@ let package = Package(
             dependencies: ["AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "AskMetrics", "SQLite"],
             swiftSettings: strict
         ),
-        // Scenarios, metrics, invariant checking, reports (processes are supervised with AskCLI's supervisor).
+        // Scenarios, metrics, invariant checking, reports (processes are supervised with AskRelayProcesses).
         .target(
             name: "AskSimulation",
-            dependencies: ["AskProtocol", "AskAgents", "AskBroker", "ZeroMQ", "AskLogging", "AskCLI", "SQLite"],
+            dependencies: [
+                "AskProtocol", "AskAgents", "AskBroker", "ZeroMQ", "AskLogging", "AskCLI", "AskRelayProcesses",
+                "SQLite",
+            ],
             swiftSettings: strict
         ),
         // Story files (`askrelay test`): their format and checks, the runner that plays them against fresh broker and
@@ -91,10 +97,12 @@ let package = Package(
             swiftSettings: strict
         ),
         // Load experiments: relay round trips, complete ask flows, pending questions, rate sweeps, the latency
-        // histogram they record into, and their reports. Servers are started with AskCLI's ServerProcess.
+        // histogram they record into, and their reports. Servers are started as AskRelayProcesses' RelayProcess.
         .target(
             name: "AskLoad",
-            dependencies: ["AskProtocol", "AskAgents", "AskClient", "ZeroMQ", "AskLogging", "AskCLI"],
+            dependencies: [
+                "AskProtocol", "AskAgents", "AskClient", "ZeroMQ", "AskLogging", "AskCLI", "AskRelayProcesses",
+            ],
             swiftSettings: strict
         ),
 
@@ -102,7 +110,7 @@ let package = Package(
         // a temporary folder, with limits administration, fault control and ledger reads. No `import Testing`.
         .target(
             name: "AskRelayCluster",
-            dependencies: ["AskClient", "AskCLI", "AskLogging", "AskProtocol", "SQLite", "ZeroMQ"],
+            dependencies: ["AskClient", "AskRelayProcesses", "AskLogging", "AskProtocol", "SQLite", "ZeroMQ"],
             swiftSettings: strict
         ),
         // Swift Testing support over AskRelayCluster: the scoping trait and log attachments on failure.
@@ -117,29 +125,29 @@ let package = Package(
             name: "askrelay",
             dependencies: [
                 "ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol", "AskSimulation", "AskLoad", "AskBroker", "AskLogging",
-                "AskStories",
+                "AskStories", "AskRelayProcesses",
             ],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "askrelay-broker",
-            dependencies: ["AskBroker", "AskProtocol", "AskCLI", "AskLogging", "AskMetrics"],
+            dependencies: ["AskBroker", "AskProtocol", "AskCLI", "AskLogging", "AskMetrics", "AskRelayProcesses"],
             swiftSettings: strict
         ),
 
         .executableTarget(
             name: "askrelay-limits",
-            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging", "AskMetrics"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging", "AskMetrics", "AskRelayProcesses"],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "askrelay-parent",
-            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging", "AskMetrics"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging", "AskMetrics", "AskRelayProcesses"],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "askrelay-child",
-            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging", "AskMetrics"],
+            dependencies: ["AskAgents", "AskClient", "AskCLI", "AskLogging", "AskMetrics", "AskRelayProcesses"],
             swiftSettings: strict
         ),
 
@@ -157,6 +165,8 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ"], swiftSettings: strict),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: strict),
         .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),
+        // The supervisor, RelayProcess, ReadyLine, the executables lookup and scratch folders, with real processes.
+        .testTarget(name: "AskRelayProcessesTests", dependencies: ["AskRelayProcesses"], swiftSettings: strict),
         .testTarget(name: "AskMetricsTests", dependencies: ["AskMetrics", "AskLogging"], swiftSettings: strict),
         // A program that depends on AskModel alone; AskModelTests runs `ldd` on it to show the model needs no libzmq.
         .executableTarget(
@@ -206,7 +216,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AskStoriesTests",
-            dependencies: ["AskStories", "AskModel", "AskCLI"],
+            dependencies: ["AskStories", "AskModel", "AskRelayProcesses"],
             exclude: ["Fixtures"],
             swiftSettings: strict
         ),
@@ -220,7 +230,7 @@ let package = Package(
         // The harness itself, with real processes.
         .testTarget(
             name: "AskRelayClusterTests",
-            dependencies: ["AskRelayCluster", "AskCLI", "AskClient", "AskModel"],
+            dependencies: ["AskRelayCluster", "AskRelayProcesses", "AskClient", "AskModel"],
             swiftSettings: strict
         ),
         // Every rule of the ask flow against real processes, written as a team would: only the public products.
@@ -232,7 +242,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "AskProtocol", "AskAgents", "AskBroker", "AskClient", "AskSimulation", "AskLoad", "ZeroMQ",
-                "AskLogging", "SQLite", "AskTestSupport", "AskCLI",
+                "AskLogging", "SQLite", "AskTestSupport", "AskCLI", "AskRelayProcesses",
             ],
             swiftSettings: strict
         ),

@@ -3,6 +3,7 @@ import AskCLI
 import AskClient
 import AskLogging
 import AskProtocol
+import AskRelayProcesses
 import Dispatch
 import Foundation
 import Synchronization
@@ -605,11 +606,12 @@ func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
 public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by the one thread that runs the benchmark.
     /// The brokers the run uses: the started one, or the external list (`--broker` is a list of one).
     public let brokers: BrokerList
-    public let brokerProcess: ServerProcess?
-    public private(set) var processes: [ServerProcess] = []
+    public let brokerProcess: RelayProcess?
+    public private(set) var processes: [RelayProcess] = []
     /// Name → pid of every process started (`broker`, `limits`, `parent-<n>`).
     public private(set) var pids: [String: Int32] = [:]
     public let directory: String
+    private let scratch: ScratchFolder
 
     /// - Parameters:
     ///   - executables: the folder of askrelay-broker, askrelay-limits and askrelay-parent.
@@ -626,18 +628,19 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
         logDirectory: String? = nil
     ) throws {
         func log(_ name: String) -> String { logDirectory.map { $0 + "/\(name).log" } ?? "/dev/stderr" }
-        let directory = NSTemporaryDirectory() + "askrelay-load-" + UUID().uuidString
+        let scratch = try ScratchFolder(prefix: "askrelay-load")
+        self.scratch = scratch
+        let directory = scratch.path
         self.directory = directory
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        var started: [ServerProcess] = []
-        var brokerProcess: ServerProcess?
+        var started: [RelayProcess] = []
+        var brokerProcess: RelayProcess?
         let brokers: BrokerList
         do {
             if let externalBrokers {
                 brokers = externalBrokers
             } else {
-                let server = try ServerProcess(
-                    executable: executables.appendingPathComponent("askrelay-broker"),
+                let server = try RelayProcess.server(
+                    executable: executables.appendingPathComponent("askrelay-broker").path,
                     arguments: [
                         "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory + "/broker", "--durability",
                         durability, "--log-level", logLevel,
@@ -646,9 +649,8 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
                 )
                 started.append(server)
                 brokerProcess = server
-                guard let endpoint = server.readyFields["endpoints"]?.split(separator: ",").first.map(String.init)
-                else {
-                    throw RelayLoadError("the broker's ready line names no endpoint: \(server.readyLine)")
+                guard let endpoint = server.ready?.endpoint else {
+                    throw RelayLoadError("the broker's ready line names no endpoint: \(server.readyLine ?? "")")
                 }
                 brokers = BrokerList(single: endpoint)
             }
@@ -658,8 +660,8 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
             for (index, shard) in brokers.entries.enumerated() {
                 let folder = directory + (sharded ? "/limits-\(shard.name)" : "/limits")
                 started.append(
-                    try ServerProcess(
-                        executable: executables.appendingPathComponent("askrelay-limits"),
+                    try RelayProcess.server(
+                        executable: executables.appendingPathComponent("askrelay-limits").path,
                         arguments: target + (sharded ? ["--shard-name", shard.name] : []) + [
                             "--id", "load-\(index + 1)", "--data-dir", folder, "--reset", "--log-level", logLevel,
                         ],
@@ -672,8 +674,8 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
                 let path = directory + "/roster-\(process).json"
                 try JSONSerialization.data(withJSONObject: roster).write(to: URL(fileURLWithPath: path))
                 started.append(
-                    try ServerProcess(
-                        executable: executables.appendingPathComponent("askrelay-parent"),
+                    try RelayProcess.server(
+                        executable: executables.appendingPathComponent("askrelay-parent").path,
                         arguments: target + [
                             "--roster", path, "--policy", "approve", "--think", "fixed:0ms", "--log-level", logLevel,
                         ],
@@ -683,7 +685,7 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
             }
         } catch {
             for process in started.reversed() { process.stop() }
-            try? FileManager.default.removeItem(atPath: directory)
+            scratch.remove()
             throw error
         }
         self.brokers = brokers
@@ -692,14 +694,14 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
         let limits = brokers.entries.count == 1 ? ["limits"] : brokers.entries.map { "limits-\($0.name)" }
         let names =
             (brokerProcess == nil ? [] : ["broker"]) + limits + (1...options.parents).map { "parent-\($0)" }
-        for (name, process) in zip(names, started) { pids[name] = process.pid }
+        for (name, process) in zip(names, started) { pids[name] = process.pid ?? 0 }
     }
 
     /// Stops every process (last started first) and removes the temporary folder. Safe to call more than once.
     public func stop() {
         for process in processes.reversed() { process.stop() }
         processes.removeAll()
-        try? FileManager.default.removeItem(atPath: directory)
+        scratch.remove()
     }
 
     deinit { stop() }

@@ -1,5 +1,6 @@
 import AskCLI
 import AskProtocol
+import AskRelayProcesses
 import Foundation
 import Synchronization
 
@@ -135,10 +136,11 @@ public struct LoadExperiment: Sendable {
     /// Starts the broker (unless `--broker`), runs `body` against its endpoint, stops it.
     func withRelayBroker<T>(_ body: (String) throws -> T) throws -> T {
         if let broker { return try body(broker) }
-        let dataDirectory = NSTemporaryDirectory() + "askrelay-load-" + UUID().uuidString
-        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
-        let server = try ServerProcess(
-            executable: executableDirectory.appendingPathComponent("askrelay-broker"),
+        let scratch = try ScratchFolder(prefix: "askrelay-load")
+        defer { scratch.remove() }
+        let dataDirectory = scratch.path + "/broker"
+        let server = try RelayProcess.server(
+            executable: executableDirectory.appendingPathComponent("askrelay-broker").path,
             arguments: [
                 "--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability,
                 "--log-level", "warning",
@@ -146,8 +148,8 @@ public struct LoadExperiment: Sendable {
             logPath: try logPath("broker")
         )
         defer { server.stop() }
-        guard let endpoint = server.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
-            throw RelayLoadError("the broker's ready line names no endpoint: \(server.readyLine)")
+        guard let endpoint = server.ready?.endpoint else {
+            throw RelayLoadError("the broker's ready line names no endpoint: \(server.readyLine ?? "")")
         }
         return try body(endpoint)
     }
@@ -170,14 +172,14 @@ public struct LoadExperiment: Sendable {
         progress.finish()
         var proxyResult: RelayLoadResult?
         if baseline && !stop.isRequested {
-            let server = try ServerProcess(
-                executable: executableDirectory.appendingPathComponent("askrelay"),
+            let server = try RelayProcess.server(
+                executable: executableDirectory.appendingPathComponent("askrelay").path,
                 arguments: ["proxy", "--frontend", "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*"],
                 logPath: try logPath("proxy")
             )
             defer { server.stop() }
-            guard let frontend = server.readyFields["frontend"], let backend = server.readyFields["backend"] else {
-                throw RelayLoadError("the proxy's ready line names no endpoints: \(server.readyLine)")
+            guard let frontend = server.ready?["frontend"], let backend = server.ready?["backend"] else {
+                throw RelayLoadError("the proxy's ready line names no endpoints: \(server.readyLine ?? "")")
             }
             proxyResult = try RelayLoad.run(
                 target: .proxy(frontend: frontend, backend: backend),
@@ -270,25 +272,26 @@ public struct LoadExperiment: Sendable {
     func runPending() throws -> (table: [String], figures: [String: LoadFigure]) {
         let progress = ProgressPrinter()
         let options = pendingOptions
-        let dataDirectory = NSTemporaryDirectory() + "askrelay-load-" + UUID().uuidString
-        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
-        let brokerExecutable = executableDirectory.appendingPathComponent("askrelay-broker")
+        let scratch = try ScratchFolder(prefix: "askrelay-load")
+        defer { scratch.remove() }
+        let dataDirectory = scratch.path + "/broker"
+        let brokerExecutable = executableDirectory.appendingPathComponent("askrelay-broker").path
         // notice: the broker's recovery lines ("ledger recovered", "recovered from journal") and slow-turn warnings.
         let brokerArguments = [
             "--endpoint", "tcp://127.0.0.1:*", "--data-dir", dataDirectory, "--durability", durability, "--log-level",
             "notice",
         ]
         var report = PendingLoadReport(commandLine: commandLine, durability: durability, options: options)
-        let first = try ServerProcess(
+        let first = try RelayProcess.server(
             executable: brokerExecutable,
             arguments: brokerArguments,
             logPath: try logPath("broker")
         )
         defer { first.stop() }
-        guard let endpoint = first.readyFields["endpoints"]?.split(separator: ",").first.map(String.init) else {
-            throw RelayLoadError("the broker's ready line names no endpoint: \(first.readyLine)")
+        guard let endpoint = first.ready?.endpoint else {
+            throw RelayLoadError("the broker's ready line names no endpoint: \(first.readyLine ?? "")")
         }
-        let pid = first.pid
+        let pid = first.pid ?? 0
         report.brokerRssStartKiB = PendingLoad.residentKiB(pid: pid)
         let result = try PendingLoad.run(
             broker: endpoint,
@@ -312,7 +315,7 @@ public struct LoadExperiment: Sendable {
         kill(pid, SIGKILL)
         first.stop()
         let restartedAt = ContinuousClock.now
-        let second = try ServerProcess(
+        let second = try RelayProcess.server(
             executable: brokerExecutable,
             arguments: brokerArguments,
             timeout: .seconds(600),
@@ -321,7 +324,7 @@ public struct LoadExperiment: Sendable {
         defer { second.stop() }
         let recovery = ContinuousClock.now - restartedAt
         report.recoverySeconds = recovery.seconds
-        report.brokerRssRecoveredKiB = PendingLoad.residentKiB(pid: second.pid)
+        report.brokerRssRecoveredKiB = PendingLoad.residentKiB(pid: second.pid ?? 0)
         if let reportDirectory { try report.write(to: reportDirectory) }
         return (report.table, report.figures)
     }

@@ -1,4 +1,5 @@
 import AskCLI
+import AskRelayProcesses
 import Foundation
 import ZeroMQ
 
@@ -20,7 +21,7 @@ public enum ProxyBaseline {
         let boundFrontend = try frontend.bind(frontendURL)
         let boundBackend = try backend.bind(backendURL)
         let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { _ in context.shutdown() }
-        printLine("ready frontend=\(boundFrontend) backend=\(boundBackend)")
+        printLine(ReadyLine(["frontend": boundFrontend, "backend": boundBackend]).text)
         do {
             try ZMQ.proxy(frontend: frontend, backend: backend)
         } catch let error as ZMQError where error.isContextTerminated {

@@ -1,4 +1,3 @@
-import AskCLI
 import AskClient
 import Foundation
 import ZeroMQ

@@ -1,7 +1,7 @@
 import AskClient
-import AskCLI
 import AskLogging
 import AskProtocol
+import AskRelayProcesses
 import Foundation
 import Synchronization
 import ZeroMQ
@@ -26,8 +26,8 @@ import ZeroMQ
 ///   sleeps. The broker listens on `tcp://127.0.0.1:*` (a port the OS picks, read from its ready line) or on an
 ///   ipc path in the folder; a restarted broker comes back on the same endpoint.
 /// - **Executables** are looked up in ``Options/binDirectory``, else in the folder named by `ASKRELAY_BIN_DIR`,
-///   else next to the running program and in its parent folders (a test bundle sits in `.build/debug`); a missing
-///   one is a ``ClusterError`` naming where it looked.
+///   else next to the running program and in its parent folders (a test bundle sits in `.build/debug`): the one
+///   lookup of ``Executables``; a missing one is a ``ClusterError`` naming where it looked.
 /// - **Folder.** ``folder`` holds `broker-data/` (the journal), `limits-data/` (the limits store), `keys/` (with
 ///   CURVE), `<process>.log` (each process's stderr, kept over restarts) and `clients.log` (the clients the
 ///   factories make). ``stop(removingFolder:)`` removes it unless told to keep it.
@@ -67,6 +67,7 @@ public final class AskRelayCluster: Sendable {
 
     private let supervisor: ProcessSupervisor
     private let group: ProcessGroupGuard
+    private let scratch: ScratchFolder
     private let admin: ClusterAdmin
     private let extra = Mutex<[ClusterProcess]>([])
     private let stopped = Mutex(false)
@@ -97,7 +98,7 @@ public final class AskRelayCluster: Sendable {
     /// - Throws: ``ClusterError`` when an executable is missing, a process exits or never says ready (with its
     ///   log's tail); everything started is stopped first.
     public static func start(_ options: Options = Options()) async throws -> AskRelayCluster {
-        try await offThePool { try AskRelayCluster(options) }
+        try await onDedicatedThread(name: "askrelay-cluster") { try AskRelayCluster(options) }
     }
 
     /// Starts a cluster, blocking the calling thread until it is ready (see ``start(_:)``).
@@ -108,7 +109,10 @@ public final class AskRelayCluster: Sendable {
         self.options = options
         let bin = try Self.binDirectory(options.binDirectory)
         binDirectory = bin
-        let folder = try Self.makeFolder(prefix: options.folderPrefix)
+        do { scratch = try ScratchFolder(prefix: options.folderPrefix) } catch {
+            throw ClusterError("cannot create the cluster folder: \(error)")
+        }
+        let folder = scratch.path
         self.folder = folder
         clientLogPath = folder + "/clients.log"
         families = (1...options.families).map { f in
@@ -160,7 +164,7 @@ public final class AskRelayCluster: Sendable {
             )
             started.append(broker)
             let line = try broker.waitUntilReady()
-            guard let bound = Self.endpoint(fromReadyLine: line) else {
+            guard let bound = line.endpoint else {
                 throw ClusterError("the broker's ready line names no endpoint: '\(line)'")
             }
             endpoint = bound
@@ -215,7 +219,7 @@ public final class AskRelayCluster: Sendable {
 
     /// ``stop(removingFolder:)`` off the cooperative pool.
     public func shutdown(removingFolder: Bool = true) async {
-        _ = try? await offThePool { self.stop(removingFolder: removingFolder) }
+        _ = try? await onDedicatedThread(name: "askrelay-cluster") { self.stop(removingFolder: removingFolder) }
     }
 
     private func shutDown(removingFolder: Bool) {
@@ -229,7 +233,7 @@ public final class AskRelayCluster: Sendable {
             if (try? process.terminate(timeout: .seconds(10))) == nil { _ = try? process.kill() }
         }
         group.release()
-        if removingFolder { try? FileManager.default.removeItem(atPath: folder) }
+        if removingFolder { scratch.remove() }
     }
 
     // MARK: Limits administration
@@ -241,7 +245,7 @@ public final class AskRelayCluster: Sendable {
     /// - Throws: ``ClusterError`` if the broker refuses it (for example a child id that is not valid) or it is
     ///   not visible within `timeout`.
     public func changeLimits(_ change: LimitsAdminChange, timeout: Duration = .seconds(15)) async throws {
-        try await offThePool { try self.changeLimitsBlocking(change, timeout: timeout) }
+        try await run { try self.changeLimitsBlocking(change, timeout: timeout) }
     }
 
     /// ``changeLimits(_:timeout:)`` blocking the calling thread.
@@ -290,7 +294,7 @@ public final class AskRelayCluster: Sendable {
         timeout: Duration = .seconds(15),
         until condition: @escaping @Sendable (LedgerEntry) -> Bool
     ) async throws -> LedgerEntry {
-        try await offThePool {
+        try await run {
             let deadline = ContinuousClock.now + timeout
             var last: LedgerEntry?
             while ContinuousClock.now < deadline {
@@ -365,12 +369,12 @@ public final class AskRelayCluster: Sendable {
     /// `["--guardian", "g1-1@f1", "--policy", "approve"]`); the cluster adds `--broker`, `--heartbeat`,
     /// `--log-level` and, with CURVE, the guardian key. Returns once it printed `ready`.
     public func startParent(_ arguments: [String], name: String? = nil) async throws -> ClusterProcess {
-        try await offThePool { try self.startWorker("askrelay-parent", role: .guardian, arguments, name: name) }
+        try await run { try self.startWorker("askrelay-parent", role: .guardian, arguments, name: name) }
     }
 
     /// Starts an `askrelay-child` process with `arguments` (as ``startParent(_:name:)``, with the child key).
     public func startChild(_ arguments: [String], name: String? = nil) async throws -> ClusterProcess {
-        try await offThePool { try self.startWorker("askrelay-child", role: .child, arguments, name: name) }
+        try await run { try self.startWorker("askrelay-child", role: .child, arguments, name: name) }
     }
 
     /// Starts a worker executable and waits for its `ready` line (blocking).
@@ -407,39 +411,16 @@ public final class AskRelayCluster: Sendable {
     /// Runs a blocking call of a cluster process off the cooperative pool, for example
     /// `try await cluster.run { try cluster.broker.kill() }`.
     public func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await offThePool(body)
+        try await onDedicatedThread(name: "askrelay-cluster", body)
     }
 
     // MARK: Helpers
 
     /// The folder of the askrelay executables: `explicit`, else `ASKRELAY_BIN_DIR`, else the folder of the
-    /// running program or one of its parents that holds `askrelay-broker`.
+    /// running program or one of its parents that holds `askrelay-broker` (``Executables/directory(_:environment:)``).
     /// - Throws: ``ClusterError`` naming where it looked and what to do.
     public static func binDirectory(_ explicit: String? = nil) throws -> String {
-        let environment = ProcessInfo.processInfo.environment["ASKRELAY_BIN_DIR"]
-        var candidates: [String] = []
-        if let explicit {
-            candidates = [explicit]
-        } else if let environment, !environment.isEmpty {
-            candidates = [environment]
-        } else {
-            var url = URL(fileURLWithPath: CommandLine.arguments.first ?? "").resolvingSymlinksInPath()
-            if let resolved = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-                url = URL(fileURLWithPath: resolved)
-            }
-            while url.path != "/" {
-                url.deleteLastPathComponent()
-                candidates.append(url.path)
-            }
-        }
-        for folder in candidates where FileManager.default.isExecutableFile(atPath: folder + "/askrelay-broker") {
-            return folder
-        }
-        let looked = candidates.first.map { candidates.count == 1 ? $0 : "\($0) and its parents" } ?? "nowhere"
-        throw ClusterError(
-            "askrelay-broker not found in \(looked); build with `swift build` or set ASKRELAY_BIN_DIR to the "
-                + "folder holding the askrelay executables"
-        )
+        try Executables.directory(explicit)
     }
 
     static func launch(
@@ -452,45 +433,16 @@ public final class AskRelayCluster: Sendable {
         group: ProcessGroupGuard,
         readyTimeout: Duration
     ) throws -> ClusterProcess {
-        let path = bin + "/" + executable
-        guard FileManager.default.isExecutableFile(atPath: path) else {
-            throw ClusterError(
-                "\(executable) not found in \(bin); build with `swift build` or set ASKRELAY_BIN_DIR to the folder "
-                    + "holding the askrelay executables"
-            )
-        }
-        let logPath = folder + "/\(name).log"
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        do {
-            let process = try supervisor.start(
-                name: name,
-                executable: path,
-                arguments: arguments,
-                logPath: logPath,
-                processGroup: group.processGroup
-            )
-            return ClusterProcess(name: name, logPath: logPath, process: process, readyTimeout: readyTimeout)
-        } catch {
-            throw ClusterError("\(executable) could not be started: \(error)")
-        }
-    }
-
-    static func endpoint(fromReadyLine line: String) -> String? {
-        guard let field = line.split(separator: " ").first(where: { $0.hasPrefix("endpoints=") }) else { return nil }
-        return field.dropFirst("endpoints=".count).split(separator: ",").first.map(String.init)
-    }
-
-    static func makeFolder(prefix: String) throws -> String {
-        let base = FileManager.default.temporaryDirectory.path
-        let path = base + "/\(prefix)-\(UUID().uuidString.prefix(8).lowercased())"
-        do {
-            try FileManager.default.createDirectory(
-                atPath: path,
-                withIntermediateDirectories: true,
-                attributes: [.posixPermissions: 0o700]
-            )
-        } catch { throw ClusterError("cannot create the cluster folder \(path): \(error)") }
-        return path
+        let path = try Executables.path(of: executable, in: bin)
+        return try ClusterProcess(
+            name: name,
+            executable: path,
+            arguments: arguments,
+            logPath: folder + "/\(name).log",
+            processGroup: group.processGroup,
+            supervisor: supervisor,
+            readyTimeout: readyTimeout
+        )
     }
 
     /// Writes the keys as `askrelay keys generate --parent-hosts 1 --child-hosts 1` does.
@@ -525,15 +477,5 @@ extension [String] {
         var copy = self
         if let index = copy.firstIndex(of: flag), index + 1 < copy.count { copy[index + 1] = value }
         return copy
-    }
-}
-
-/// Runs `body` on a thread of its own and returns its result: the cluster's waits block, and a blocked
-/// cooperative thread would stall every task of the test process (two threads on a two-core machine).
-func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread { continuation.resume(with: Result { try body() }) }
-        thread.name = "askrelay-cluster"
-        thread.start()
     }
 }

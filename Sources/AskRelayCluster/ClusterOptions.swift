@@ -1,4 +1,5 @@
 import AskProtocol
+import AskRelayProcesses
 import Foundation
 import ZeroMQ
 
@@ -129,8 +130,6 @@ extension AskRelayCluster {
     }
 }
 
-/// Why a cluster could not start or an operation on it failed: what happened and what to do.
-public struct ClusterError: Error, Sendable, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
-}
+/// Why a cluster could not start or an operation on it (or on one of its processes) failed: what happened and what
+/// to do. The same error as a ``RelayProcess``'s.
+public typealias ClusterError = RelayProcessError

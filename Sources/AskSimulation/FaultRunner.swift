@@ -1,6 +1,7 @@
 import AskCLI
 import AskLogging
 import AskBroker
+import AskRelayProcesses
 import Foundation
 import SQLite
 import Synchronization
@@ -369,12 +370,10 @@ final class FaultRunner {
         let files = FileManager.default
         let journal = (directory as NSString).appendingPathComponent(Journal.fileName)
         guard files.fileExists(atPath: journal) else { return ["the journal file \(journal) is gone"] }
-        let copy = (NSTemporaryDirectory() as NSString).appendingPathComponent(
-            "askrelay-power-cut-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        )
-        defer { try? files.removeItem(atPath: copy) }
         do {
-            try files.createDirectory(atPath: copy, withIntermediateDirectories: true)
+            let scratch = try ScratchFolder(prefix: "askrelay-power-cut")
+            defer { scratch.remove() }
+            let copy = scratch.path
             for suffix in ["", "-wal"] where files.fileExists(atPath: journal + suffix) {
                 try files.copyItem(
                     atPath: journal + suffix,

@@ -2,6 +2,7 @@ import AskCLI
 import AskAgents
 import AskBroker
 import AskProtocol
+import AskRelayProcesses
 import Foundation
 
 /// How one simulated process ended, for the "every process exited cleanly" invariant.

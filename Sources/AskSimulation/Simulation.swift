@@ -3,6 +3,7 @@ import AskBroker
 import AskCLI
 import AskLogging
 import AskProtocol
+import AskRelayProcesses
 import Foundation
 import SQLite
 import Synchronization
@@ -23,8 +24,9 @@ public struct SimulationOptions: Sendable {
     public var wrappers = CommandWrappers()
     /// No progress lines.
     public var quiet = false
-    /// Folder of askrelay-broker, askrelay-limits, askrelay-parent, askrelay-child.
-    public var executableDirectory: URL = ProcessSupervisor.executableDirectory
+    /// Folder of askrelay-broker, askrelay-limits, askrelay-parent, askrelay-child (default: the one lookup of
+    /// ``Executables``: `ASKRELAY_BIN_DIR`, else next to the running program or in one of its parents).
+    public var executableDirectory = URL(fileURLWithPath: Executables.directoryOrFirstCandidate())
     /// Log level passed to every worker (their logs go to `<report>/logs/<process>.log`).
     public var workerLogLevel = "info"
     /// CURVE between every process (keys generated into the run folder). Off with `--insecure`, and with an
@@ -104,18 +106,14 @@ extension SimulationOptions {
         }
     }
 
-    /// The worker executables this run starts. - Throws: ``SupervisorError`` naming one that is not there.
+    /// The worker executables this run starts. - Throws: ``RelayProcessError`` naming one that is not there and the
+    /// folder.
     public func checkExecutables() throws {
         let names =
             (externalBroker == nil ? ["askrelay-broker"] : []) + [
                 "askrelay-limits", "askrelay-parent", "askrelay-child",
             ]
-        for name in names {
-            let path = executableDirectory.appendingPathComponent(name).path
-            guard FileManager.default.isExecutableFile(atPath: path) else {
-                throw SupervisorError(process: name, "executable not found at \(path) (build it: swift build)")
-            }
-        }
+        for name in names { _ = try Executables.path(of: name, in: executableDirectory.path) }
     }
 }
 
@@ -189,7 +187,10 @@ public final class Simulation: Sendable {
         try options.checkExecutables()
         // Signals are watched from the start: Ctrl-C while the run is set up must clean up too.
         let supervisor = ProcessSupervisor()
-        if options.watchSignals { supervisor.watchSignals() }
+        let watcher =
+            options.watchSignals
+            ? SignalWatcher(signals: [SIGINT, SIGTERM]) { [weak supervisor] in supervisor?.interrupt(by: $0) } : nil
+        defer { withExtendedLifetime(watcher) {} }
         defer { supervisor.killAll() }
         options.interruption?.attach(supervisor)
         defer { options.interruption?.detach() }
@@ -237,11 +238,9 @@ public final class Simulation: Sendable {
             )
         }
         // ipc paths must stay short (about 100 bytes), so the sockets live in a fresh folder under /tmp.
-        let socketDirectory = (NSTemporaryDirectory() as NSString).appendingPathComponent(
-            "askrelay-sim-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        )
-        try fileManager.createDirectory(atPath: socketDirectory, withIntermediateDirectories: true)
-        scratch.socketDirectory = socketDirectory
+        let socketFolder = try ScratchFolder(prefix: "askrelay-sim")
+        scratch.socketDirectory = socketFolder
+        let socketDirectory = socketFolder.path
 
         let bindEndpoint = options.externalBroker ?? options.brokerEndpoint ?? "ipc://\(socketDirectory)/broker.ipc"
         let statsEndpoint =
@@ -273,11 +272,7 @@ public final class Simulation: Sendable {
         let startedAt = Date()
         let clockStart = ContinuousClock.now
         func executable(_ name: String) throws -> String {
-            let path = options.executableDirectory.appendingPathComponent(name).path
-            guard fileManager.isExecutableFile(atPath: path) else {
-                throw SupervisorError(process: name, "executable not found at \(path) (build it: swift build)")
-            }
-            return path
+            try Executables.path(of: name, in: options.executableDirectory.path)
         }
         let curveArguments =
             options.curve && options.externalBroker == nil
@@ -349,11 +344,10 @@ public final class Simulation: Sendable {
             services.append(broker)
             if bindEndpoint.hasSuffix(":*") {
                 // The workers connect to the port the broker's OS picked: `ready endpoints=<bound>,...`.
-                guard
-                    let bound = ready.split(separator: " ").first(where: { $0.hasPrefix("endpoints=") })?
-                        .dropFirst("endpoints=".count).split(separator: ",").first
-                else { throw SupervisorError(process: "broker", "no endpoints in its ready line: \(ready)") }
-                plan = WorkerPlan(scenario: scenario, brokerEndpoint: String(bound), runDirectory: runDirectory)
+                guard let bound = ReadyLine(parsing: ready)?.endpoint else {
+                    throw SupervisorError(process: "broker", "no endpoints in its ready line: \(ready)")
+                }
+                plan = WorkerPlan(scenario: scenario, brokerEndpoint: bound, runDirectory: runDirectory)
             }
         }
         var limitsWorkers: [SupervisedProcess] = []
@@ -606,14 +600,12 @@ public final class Simulation: Sendable {
 final class RunScratch {
     var phase = "setting up the run"
     var folder: ReportFolderClaim?
-    var socketDirectory: String?
+    var socketDirectory: ScratchFolder?
 
     /// Removes the folder under /tmp, once. - Returns: its path, the first time.
     func removeSocketDirectory() -> String? {
-        guard let path = socketDirectory else { return nil }
-        socketDirectory = nil
-        try? FileManager.default.removeItem(atPath: path)
-        return path
+        guard let folder = socketDirectory, folder.remove() else { return nil }
+        return folder.path
     }
 }
 
@@ -646,8 +638,7 @@ public final class SimulationInterruption: Sendable {
     func detach() { state.withLock { $0.supervisor = nil } }
 
     private static func stop(_ supervisor: ProcessSupervisor, _ signal: Int32) {
-        supervisor.core.interrupt(signal)
-        supervisor.killAll()
+        supervisor.interrupt(by: signal)
     }
 }
 

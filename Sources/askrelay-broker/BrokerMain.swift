@@ -3,6 +3,7 @@ import AskProtocol
 import AskCLI
 import AskLogging
 import AskMetrics
+import AskRelayProcesses
 import Foundation
 import SQLite
 
@@ -260,8 +261,8 @@ struct BrokerMain: Command {
             logger.notice("signal received, draining", metadata: ["signal": "\(signal)"])
             service.stop()
         }
-        let metrics = service.metricsEndpoint.map { " metrics=\($0)" } ?? ""
-        printLine("ready endpoints=\(service.endpoints.joined(separator: ","))\(metrics)")
+        let metrics = service.metricsEndpoint.map { "\($0)" }
+        printLine(ReadyLine(["endpoints": service.endpoints.joined(separator: ","), "metrics": metrics]).text)
         do {
             try await service.waitAsync()
         } catch let error as JournalError where error.code == .ioFailure {

@@ -4,6 +4,7 @@ import AskClient
 import AskLogging
 import AskMetrics
 import AskProtocol
+import AskRelayProcesses
 import Foundation
 import SQLite
 import Synchronization
@@ -256,7 +257,7 @@ struct ChildMain: Command {
             printError("askrelay-child: \(error)")
             return ExitCode.unavailable
         }
-        let shown = metrics.map { " metrics=\($0.endpoint)" } ?? ""
+        let shown = metrics.map { "\($0.endpoint)" }
         // Before the worker starts, so a SIGTERM right after the ready line stops it (exit 0) instead of killing it.
         let stop = PendingStop(signals: [SIGTERM, SIGINT]) { signal in
             logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
@@ -279,7 +280,7 @@ struct ChildMain: Command {
             while !(await worker.waitUntilRegistered(timeout: .seconds(5))) {
                 if Task.isCancelled || worker.connectionFailure != nil { return ChildWorkerSummary() }
             }
-            printLine("ready children=\(children)\(shown)")
+            printLine(ReadyLine(["children": "\(children)", "metrics": shown]).text)
             return await worker.run()
         }
         stop.arm {

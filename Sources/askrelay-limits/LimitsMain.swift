@@ -4,6 +4,7 @@ import AskClient
 import AskLogging
 import AskMetrics
 import AskProtocol
+import AskRelayProcesses
 import Foundation
 import SQLite
 import Synchronization
@@ -135,7 +136,7 @@ struct LimitsMain: Command {
             printError("askrelay-limits: \(error)")
             return ExitCode.unavailable
         }
-        let shown = metrics.map { " metrics=\($0.endpoint)" } ?? ""
+        let shown = metrics.map { "\($0.endpoint)" }
         // Before the worker starts: its ready line comes from the connection thread, and a SIGTERM right after it
         // must stop it (exit 0), not kill it.
         let stop = PendingStop(signals: [SIGTERM, SIGINT]) { signal in
@@ -146,7 +147,11 @@ struct LimitsMain: Command {
             // Opening the SQLite store blocks: keep it off the cooperative pool.
             worker = try await onDedicatedThread(name: "limits-open") {
                 try LimitsWorker(configuration: configuration, logger: logger, context: ZMQContext()) { children in
-                    ready.once { printLine("ready id=\(configuration.id) children=\(children)\(shown)") }
+                    ready.once {
+                        printLine(
+                            ReadyLine(["id": configuration.id, "children": "\(children)", "metrics": shown]).text
+                        )
+                    }
                 }
             }
         } catch {

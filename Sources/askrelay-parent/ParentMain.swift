@@ -4,6 +4,7 @@ import AskClient
 import AskLogging
 import AskMetrics
 import AskProtocol
+import AskRelayProcesses
 import Foundation
 import Synchronization
 import ZeroMQ
@@ -219,7 +220,7 @@ struct ParentMain: Command {
             printError("askrelay-parent: \(error)")
             return ExitCode.unavailable
         }
-        let shown = metrics.map { " metrics=\($0.endpoint)" } ?? ""
+        let shown = metrics.map { "\($0.endpoint)" }
         // Before the worker starts: its ready line comes from a connection thread, and a SIGTERM right after it
         // must stop it (exit 0), not kill it.
         let stop = PendingStop(signals: [SIGTERM, SIGINT]) { signal in
@@ -235,7 +236,7 @@ struct ParentMain: Command {
                 logger: logger,
                 context: ZMQContext()
             ) {
-                ready.once { printLine("ready guardians=\(count)\(shown)") }
+                ready.once { printLine(ReadyLine(["guardians": "\(count)", "metrics": shown]).text) }
             }
         } catch {
             logger.error("parent worker could not start", metadata: ["error": "\(error)"])

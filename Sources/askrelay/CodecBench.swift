@@ -1,5 +1,6 @@
 import AskCLI
 import AskProtocol
+import AskRelayProcesses
 import Foundation
 import ZeroMQ
 

@@ -1,6 +1,7 @@
 import AskCLI
 import AskLoad
 import AskProtocol
+import AskRelayProcesses
 import AskSimulation
 import Foundation
 
@@ -239,9 +240,8 @@ struct LoadCommand: Command {
     static let thresholdBreached: Int32 = 99
 
     init(arguments: Arguments) throws {
-        let executableURL = Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])
         var experiment = LoadExperiment(
-            executableDirectory: executableURL.deletingLastPathComponent(),
+            executableDirectory: URL(fileURLWithPath: Executables.directoryOrFirstCandidate()),
             commandLine: CommandLine.arguments.joined(separator: " ")
         )
         let mode = LoadMode(rawValue: try arguments.choice("mode", ["relay", "flows", "pending"]) ?? "relay") ?? .relay
@@ -357,7 +357,7 @@ struct LoadCommand: Command {
         // processes we started.
         let signals = SignalWatcher(signals: [SIGINT, SIGTERM]) { signal in
             guard !coordinated, experiment.stop.request(signal: signal) else {
-                ServerProcess.terminateAll()
+                RelayProcess.terminateAll()
                 exit(128 + signal)
             }
             printError(

@@ -1,5 +1,6 @@
 import AskCLI
 import AskLogging
+import AskRelayProcesses
 import AskSimulation
 import Foundation
 import Synchronization

@@ -1,4 +1,5 @@
 import AskCLI
+import AskRelayProcesses
 import AskSimulation
 import AskStories
 import Foundation
@@ -126,7 +127,9 @@ struct TestCommand: Command {
             )
         }
         let environment = ProcessInfo.processInfo.environment
-        let binDirectory = environment["ASKRELAY_BIN_DIR"] ?? ProcessSupervisor.executableDirectory.path
+        // Looked up before the ASKRELAY_* variables go (ASKRELAY_BIN_DIR among them); a folder without the
+        // executables is each story's error, naming it.
+        let binDirectory = Executables.directoryOrFirstCandidate(environment: environment)
         // The story decides what its processes do, not the caller's ASKRELAY_* variables (ASKRELAY_MAX_QUEUE,
         // ASKRELAY_CURVE_KEY, ...), which every process the cluster starts would otherwise inherit. Read above,
         // removed before any process or thread of a story exists.

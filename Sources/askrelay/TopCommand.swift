@@ -1,6 +1,7 @@
 import AskBroker
 import AskProtocol
 import AskCLI
+import AskRelayProcesses
 import Foundation
 import ZeroMQ
 

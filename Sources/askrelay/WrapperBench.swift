@@ -1,5 +1,6 @@
 import AskCLI
 import AskModel
+import AskRelayProcesses
 import CZeroMQ
 import Foundation
 import ZeroMQ

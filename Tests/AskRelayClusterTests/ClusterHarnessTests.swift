@@ -1,7 +1,7 @@
-import AskCLI
 import AskClient
 import AskModel
 import AskRelayCluster
+import AskRelayProcesses
 import Foundation
 import Testing
 

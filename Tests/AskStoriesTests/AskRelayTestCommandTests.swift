@@ -1,4 +1,4 @@
-import AskCLI
+import AskRelayProcesses
 import Foundation
 import Testing
 

@@ -1,6 +1,7 @@
 import AskCLI
 import AskBroker
 import AskProtocol
+import AskRelayProcesses
 import AskSimulation
 import AskTestSupport
 import Foundation

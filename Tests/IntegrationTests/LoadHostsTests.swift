@@ -1,5 +1,6 @@
 import AskCLI
 import AskLoad
+import AskRelayProcesses
 import AskTestSupport
 import Foundation
 import Testing

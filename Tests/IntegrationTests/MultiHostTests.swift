@@ -1,6 +1,7 @@
 import AskCLI
 import AskAgents
 import AskBroker
+import AskRelayProcesses
 import AskTestSupport
 import Foundation
 import Testing

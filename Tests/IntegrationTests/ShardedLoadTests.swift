@@ -1,6 +1,7 @@
 import AskCLI
 import AskLoad
 import AskProtocol
+import AskRelayProcesses
 import AskTestSupport
 import Foundation
 import Testing

@@ -1,4 +1,5 @@
 import AskCLI
+import AskRelayProcesses
 import AskSimulation
 import AskTestSupport
 import Foundation

@@ -2,6 +2,7 @@ import AskAgents
 import AskBroker
 import AskCLI
 import AskProtocol
+import AskRelayProcesses
 import AskSimulation
 import AskTestSupport
 import Foundation

@@ -1,4 +1,5 @@
 import AskCLI
+import AskRelayProcesses
 import Foundation
 import Testing
 

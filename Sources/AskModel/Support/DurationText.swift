@@ -42,8 +42,8 @@ public func durationText(_ duration: Duration) -> String {
 }
 
 extension Duration {
-    /// Seconds as a `Double` (this file's own; other modules have theirs).
-    fileprivate var secondsValue: Double {
+    /// Seconds as a `Double`.
+    public var secondsValue: Double {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import AskCLI
+@testable import AskRelayProcesses
 
 @Suite("ProcessSupervisor with real processes", .timeLimit(.minutes(1)))
 struct SupervisorTests {
@@ -149,8 +149,8 @@ struct SupervisorTests {
     @Test("a server that exits before its ready line is reported as having exited, with its message")
     func serverProcessExitsBeforeReady() throws {
         #expect {
-            _ = try ServerProcess(
-                executable: URL(fileURLWithPath: "/bin/sh"),
+            _ = try RelayProcess.server(
+                executable: "/bin/sh",
                 arguments: ["-c", "echo 'askrelay-parent: give the guardians' >&2; exit 64"],
                 timeout: .seconds(600)
             )
@@ -231,11 +231,5 @@ struct SupervisorTests {
         #expect(process.exitStatus == .signaled(SIGKILL))
         let lines = seen.withLock { $0 }
         #expect(lines.contains("w: ready pid=\(first)") && lines.contains("v: ready pid=\(other.pid ?? 0)"))
-    }
-
-    @Test("the executable folder is the running program's folder")
-    func executableDirectory() {
-        let directory = ProcessSupervisor.executableDirectory.path
-        #expect(FileManager.default.fileExists(atPath: directory))
     }
 }

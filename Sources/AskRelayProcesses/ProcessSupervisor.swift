@@ -1,3 +1,4 @@
+import AskModel
 import Foundation
 
 #if canImport(Glibc)
@@ -9,13 +10,12 @@ import Foundation
 /// Every process gets its stdout read line by line on a thread of its own (lines go to `onLine` and are kept for
 /// ``SupervisedProcess/waitForLine(deadline:matching:)``), its stderr copied to a log file, and its exit collected
 /// by a waiter thread. All waits take a deadline; nothing sleeps. ``killAll()`` runs on every exit path, including a
-/// SIGINT or SIGTERM of the supervising process (see ``watchSignals()``).
+/// SIGINT or SIGTERM of the supervising process (see ``interrupt(by:)``).
 // @unchecked: all mutable state is guarded by `core.condition`.
 public final class ProcessSupervisor: @unchecked Sendable {
     package let core: SupervisorCore
     var condition: NSCondition { core.condition }
     private var processes: [SupervisedProcess] = []
-    private var signalWatcher: SignalWatcher?
     /// Called with (process name, line) for every stdout line, on the reading thread.
     public var onLine: @Sendable (String, String) -> Void { core.onLine }
 
@@ -25,28 +25,11 @@ public final class ProcessSupervisor: @unchecked Sendable {
 
     deinit { killAll() }
 
-    /// Folder holding the executables that sit next to the running program (`askrelay`, or the test bundle).
-    public static var executableDirectory: URL {
-        let argument0 = CommandLine.arguments.first ?? ""
-        if argument0.contains("/") {
-            return URL(fileURLWithPath: argument0).deletingLastPathComponent().standardizedFileURL
-        }
-        if let resolved = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            return URL(fileURLWithPath: resolved).deletingLastPathComponent()
-        }
-        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
-    }
-
-    /// Kills everything this supervisor started when askrelay itself receives SIGINT or SIGTERM; waits then fail fast.
-    public func watchSignals() {
-        let watcher = SignalWatcher(signals: [SIGINT, SIGTERM]) { [weak self] number in
-            guard let self else { return }
-            self.core.interrupt(number)
-            self.killAll()
-        }
-        condition.lock()
-        signalWatcher = watcher
-        condition.unlock()
+    /// Marks the supervisor interrupted by `number` (a SIGINT or SIGTERM of the supervising process: every wait but
+    /// the wait for an exit then fails fast, and nothing more starts) and kills everything it started.
+    public func interrupt(by number: Int32) {
+        core.interrupt(number)
+        killAll()
     }
 
     /// The signal that interrupted the supervisor, if one did.
@@ -160,8 +143,7 @@ package final class SupervisorCore: @unchecked Sendable {  // @unchecked: `inter
             if interruptible && interruptedBy != nil { return false }
             let remaining = ContinuousClock.now.duration(to: deadline)
             if remaining <= .zero { return false }
-            let seconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
-            _ = condition.wait(until: Date().addingTimeInterval(min(seconds, 0.5)))
+            _ = condition.wait(until: Date().addingTimeInterval(min(remaining.secondsValue, 0.5)))
         }
         return true
     }
@@ -487,9 +469,9 @@ public final class SupervisedProcess: @unchecked Sendable {
             logPath == "/dev/stderr"
             ? fcntl(2, F_DUPFD_CLOEXEC, 0)
             : logPath.map { open($0, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644) } ?? -1
-        _ = JoinableThread(name: "sim.\(name).out") { [self] in readLines(outFD) }
-        _ = JoinableThread(name: "sim.\(name).err") { [self] in copyStderr(errFD, to: logFD) }
-        _ = JoinableThread(name: "sim.\(name).wait") { [self] in reap(spawned) }
+        startThread(name: "sim.\(name).out") { [self] in readLines(outFD) }
+        startThread(name: "sim.\(name).err") { [self] in copyStderr(errFD, to: logFD) }
+        startThread(name: "sim.\(name).wait") { [self] in reap(spawned) }
     }
 
     private func readLines(_ fd: Int32) {
@@ -586,4 +568,13 @@ public final class SupervisedProcess: @unchecked Sendable {
         condition.broadcast()
         condition.unlock()
     }
+}
+
+/// Starts `body` on a thread of its own (a pipe reader, a waiter), which nobody joins: it ends with its pipe or its
+/// process.
+func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
+    let thread = Thread(block: body)
+    thread.name = name
+    thread.stackSize = 8 << 20
+    thread.start()
 }

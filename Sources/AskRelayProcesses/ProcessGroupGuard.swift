@@ -74,7 +74,7 @@ public final class ProcessGroupGuard: Sendable {
         processGroup = pid
         writeEnd = Mutex(fds[1])
         // Reap the guard when it ends, so it leaves no zombie.
-        _ = JoinableThread(name: "process-group.\(pid).wait") {
+        startThread(name: "process-group.\(pid).wait") {
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         }

@@ -1,0 +1,36 @@
+import Foundation
+import Synchronization
+
+/// A temporary folder of its own (mode 0700) under the system's temporary folder (`TMPDIR`, else `/tmp`), named
+/// `<prefix>-<8 random hex digits>`, removed with its contents by ``remove()``: the one way Sources make one (a
+/// cluster's folder, a simulation's ipc sockets; an ipc path must stay under about 100 bytes, so keep the prefix
+/// short).
+public final class ScratchFolder: Sendable {
+    /// The folder's path.
+    public let path: String
+    private let removed = Mutex(false)
+
+    /// Makes the folder. - Throws: ``RelayProcessError`` naming the path when it cannot be made.
+    public init(prefix: String) throws {
+        let base = FileManager.default.temporaryDirectory.path
+        path = base + "/\(prefix)-\(UUID().uuidString.prefix(8).lowercased())"
+        do {
+            try FileManager.default.createDirectory(
+                atPath: path,
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
+        } catch { throw RelayProcessError("cannot create the folder \(path): \(error)") }
+    }
+
+    /// Removes the folder and everything in it, once. - Returns: `true` the first time.
+    @discardableResult
+    public func remove() -> Bool {
+        let first = removed.withLock { done in
+            defer { done = true }
+            return !done
+        }
+        if first { try? FileManager.default.removeItem(atPath: path) }
+        return first
+    }
+}

@@ -242,7 +242,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "AskProtocol", "AskAgents", "AskBroker", "AskClient", "AskSimulation", "AskLoad", "ZeroMQ",
-                "AskLogging", "SQLite", "AskTestSupport", "AskCLI", "AskRelayProcesses",
+                "AskLogging", "SQLite", "AskTestSupport", "AskCLI", "AskRelayProcesses", "AskRelayCluster",
             ],
             swiftSettings: strict
         ),

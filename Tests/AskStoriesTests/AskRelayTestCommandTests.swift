@@ -13,17 +13,8 @@ struct AskRelayTestCommandTests {
         .deletingLastPathComponent()
     static let fixtures = root.appendingPathComponent("Tests/AskStoriesTests/Fixtures")
 
-    /// The folder of the built executables: next to the test bundle (.build/debug or .build/release).
-    static var binDirectory: URL {
-        var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        while url.path != "/" {
-            url.deleteLastPathComponent()
-            if FileManager.default.isExecutableFile(atPath: url.appendingPathComponent("askrelay").path) {
-                return url
-            }
-        }
-        return root.appendingPathComponent(".build/debug")
-    }
+    /// The folder of the built executables, by the one lookup (`ASKRELAY_BIN_DIR`, else next to the test bundle).
+    static var binDirectory: URL { URL(fileURLWithPath: Executables.directoryOrFirstCandidate()) }
 
     struct Run {
         var status: ProcessExitStatus

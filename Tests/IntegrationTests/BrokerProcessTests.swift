@@ -1,4 +1,5 @@
 import AskProtocol
+import AskRelayProcesses
 import AskTestSupport
 import Foundation
 import Testing
@@ -7,9 +8,9 @@ import ZeroMQ
 @Suite("askrelay-broker as a real process", .timeLimit(.minutes(2)), .serialized)
 struct BrokerProcessTests {
     func startBroker(_ directory: TempDirectory, durability: String = "batch", endpoint: String = "tcp://127.0.0.1:*")
-        throws -> (TestProcess, String)
+        throws -> (RelayProcess, String)
     {
-        let broker = try TestProcess(
+        let broker = try RelayProcess(
             "askrelay-broker",
             [
                 "--endpoint", endpoint, "--data-dir", directory.path + "/data", "--durability", durability,
@@ -78,7 +79,7 @@ struct BrokerProcessTests {
             try peer.register(role: .echo, ["echo/1"])
             broker.signal(SIGTERM)
             _ = try peer.expect { $0.command == .bye }
-            #expect(broker.terminate() == 0)
+            #expect(broker.stop(grace: .seconds(10)) == .exited(0))
         }
     }
 
@@ -114,13 +115,13 @@ struct BrokerProcessTests {
             ["--window", "zero"], ["--durability", "sometimes"], ["--spin", "fast"], ["--spin", "1s"],
             ["--endpoint", "tcp://0.0.0.0:5999"], ["--bogus"],
         ] {
-            let process = try TestProcess(
+            let process = try RelayProcess(
                 "askrelay-broker",
                 arguments + ["--data-dir", directory.path + "/d"],
                 logDirectory: directory.path
             )
-            #expect(try process.waitForEnd() == 64, "\(arguments)")
-            let log = try String(contentsOfFile: process.stderrPath, encoding: .utf8)
+            #expect(try process.wait(timeout: .seconds(20)).code == 64, "\(arguments)")
+            let log = try String(contentsOfFile: process.logPath, encoding: .utf8)
             #expect(log.contains("Usage: askrelay-broker"), "\(arguments): \(log)")
         }
     }
@@ -130,7 +131,7 @@ struct BrokerProcessTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let stats = "ipc://\(directory.path)/stats.sock"
-        let broker = try TestProcess(
+        let broker = try RelayProcess(
             "askrelay-broker",
             [
                 "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off",
@@ -142,7 +143,7 @@ struct BrokerProcessTests {
         let endpoint = try broker.readyEndpoint()
         let peer = try RawPeer(context: try ZMQContext(), endpoint: endpoint)
         try peer.register(role: .echo, ["echo/1"])
-        let top = try TestProcess(
+        let top = try RelayProcess(
             "askrelay",
             ["top", "--stats-endpoint", stats, "--count", "2"],
             logDirectory: directory.path
@@ -150,7 +151,7 @@ struct BrokerProcessTests {
         defer { top.kill9() }
         let line = try top.waitForLine(startingWith: "broker=")
         #expect(line.contains("sessions=[echo=1]"), "\(line)")
-        #expect(try top.waitForEnd() == 0)
+        #expect(try top.wait(timeout: .seconds(20)).code == 0)
         #expect(top.output.filter { $0.hasPrefix("broker=") }.count == 2)
     }
 
@@ -158,13 +159,13 @@ struct BrokerProcessTests {
     func topWithoutBroker() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let top = try TestProcess(
+        let top = try RelayProcess(
             "askrelay",
             ["top", "--stats-endpoint", "ipc://\(directory.path)/nothing.sock", "--timeout", "300ms"],
             logDirectory: directory.path
         )
-        #expect(try top.waitForEnd() == 69)
-        #expect(try String(contentsOfFile: top.stderrPath, encoding: .utf8).contains("no statistics"))
+        #expect(try top.wait(timeout: .seconds(20)).code == 69)
+        #expect(try String(contentsOfFile: top.logPath, encoding: .utf8).contains("no statistics"))
     }
 }
 
@@ -176,9 +177,9 @@ struct FuzzCorpusTests {
             .appendingPathComponent("Fuzz/corpus").path
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let replay = try TestProcess("askrelay-fuzz", [corpus], logDirectory: directory.path)
+        let replay = try RelayProcess("askrelay-fuzz", [corpus], logDirectory: directory.path)
         let line = try replay.waitForLine(startingWith: "replayed")
-        #expect(try replay.waitForEnd(timeout: .seconds(120)) == 0)
+        #expect(try replay.wait(timeout: .seconds(120)).code == 0)
         let count = Int(line.split(separator: " ")[1]) ?? 0
         #expect(count >= 50, "\(line)")
     }
@@ -191,7 +192,7 @@ struct CurveDeploymentTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let keys = directory.path + "/keys"
-        let generate = try TestProcess(
+        let generate = try RelayProcess(
             "askrelay",
             [
                 "keys", "generate", "--out", keys, "--families", "4", "--guardians", "2", "--children", "1",
@@ -199,8 +200,8 @@ struct CurveDeploymentTests {
             ],
             logDirectory: directory.path
         )
-        #expect(try generate.waitForEnd(timeout: .seconds(120)) == 0)
-        let broker = try TestProcess(
+        #expect(try generate.wait(timeout: .seconds(120)).code == 0)
+        let broker = try RelayProcess(
             "askrelay-broker",
             [
                 "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off",
@@ -210,7 +211,7 @@ struct CurveDeploymentTests {
         )
         defer { broker.kill9() }
         let endpoint = try broker.readyEndpoint()
-        let parent = try TestProcess(
+        let parent = try RelayProcess(
             "askrelay-parent",
             ["--broker", endpoint, "--curve-key", keys + "/parent-1.key", "--broker-key", keys + "/broker.public"],
             logDirectory: directory.path
@@ -218,7 +219,7 @@ struct CurveDeploymentTests {
         defer { parent.kill9() }
         // parent-1 serves families f1 and f3, two guardians each.
         #expect(try parent.waitForLine(startingWith: "ready") == "ready guardians=4")
-        let child = try TestProcess(
+        let child = try RelayProcess(
             "askrelay-child",
             [
                 "--broker", endpoint, "--curve-key", keys + "/child-2.key", "--broker-key", keys + "/broker.public",
@@ -230,7 +231,7 @@ struct CurveDeploymentTests {
         #expect(try child.waitForLine(startingWith: "ready") == "ready children=2")
         // A worker whose key does not allow what it claims is refused before it connects (its key file lists
         // what it may serve), exits 64 and never gets ready.
-        let impostor = try TestProcess(
+        let impostor = try RelayProcess(
             "askrelay-parent",
             [
                 "--broker", endpoint, "--curve-key", keys + "/parent-2.key", "--broker-key", keys + "/broker.public",
@@ -239,8 +240,8 @@ struct CurveDeploymentTests {
             logDirectory: directory.path
         )
         defer { impostor.kill9() }
-        #expect(try impostor.waitForEnd(timeout: .seconds(10)) == 64)
+        #expect(try impostor.wait(timeout: .seconds(10)).code == 64)
         #expect(!impostor.output.contains { $0.hasPrefix("ready") })
-        #expect(try String(contentsOfFile: impostor.stderrPath, encoding: .utf8).contains("not 'guardian/g5-1'"))
+        #expect(try String(contentsOfFile: impostor.logPath, encoding: .utf8).contains("not 'guardian/g5-1'"))
     }
 }

@@ -1,3 +1,4 @@
+import AskRelayProcesses
 import Foundation
 import Testing
 
@@ -337,7 +338,7 @@ enum Help {
 
     static func text(_ executable: String, _ subcommands: [String] = []) -> ToolRun {
         cache.get(([executable] + subcommands).joined(separator: " ")) {
-            Tool.run(TestProcess.binDirectory.appendingPathComponent(executable).path, subcommands + ["--help"])
+            Tool.run(Executables.built.appendingPathComponent(executable).path, subcommands + ["--help"])
         }
     }
 }

@@ -1,4 +1,5 @@
 import AskProtocol
+import AskRelayProcesses
 import AskTestSupport
 import Foundation
 import Testing
@@ -11,12 +12,12 @@ struct ConnectionFailureTests {
     final class CurveWorld: @unchecked Sendable {  // @unchecked: built once, then only read.
         let directory = TempDirectory()
         let keys: String
-        let broker: TestProcess
+        let broker: RelayProcess
         let endpoint: String
 
         init() throws {
             keys = directory.path + "/keys"
-            let generate = try TestProcess(
+            let generate = try RelayProcess(
                 "askrelay",
                 [
                     "keys", "generate", "--out", keys, "--families", "100", "--guardians", "2", "--children", "1",
@@ -24,8 +25,10 @@ struct ConnectionFailureTests {
                 ],
                 logDirectory: directory.path
             )
-            guard try generate.waitForEnd() == 0 else { throw ProcessFailure("askrelay keys generate failed") }
-            broker = try TestProcess(
+            guard try generate.wait(timeout: .seconds(20)).code == 0 else {
+                throw ProcessFailure("askrelay keys generate failed")
+            }
+            broker = try RelayProcess(
                 "askrelay-broker",
                 [
                     "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--heartbeat", "200ms",
@@ -36,8 +39,8 @@ struct ConnectionFailureTests {
             endpoint = try broker.readyEndpoint()
         }
 
-        func parent(_ arguments: [String], broker: String? = nil) throws -> TestProcess {
-            try TestProcess(
+        func parent(_ arguments: [String], broker: String? = nil) throws -> RelayProcess {
+            try RelayProcess(
                 "askrelay-parent",
                 ["--broker", broker ?? endpoint, "--heartbeat", "200ms"] + arguments,
                 logDirectory: directory.path
@@ -50,12 +53,12 @@ struct ConnectionFailureTests {
         }
     }
 
-    static func stderr(_ process: TestProcess) -> String {
-        (try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? ""
+    static func stderr(_ process: RelayProcess) -> String {
+        (try? String(contentsOfFile: process.logPath, encoding: .utf8)) ?? ""
     }
 
     /// Waits (re-reading the log, up to `timeout`) until the process's stderr contains `text`.
-    static func waitForLog(_ process: TestProcess, _ text: String, timeout: Duration = .seconds(15)) throws -> String {
+    static func waitForLog(_ process: RelayProcess, _ text: String, timeout: Duration = .seconds(15)) throws -> String {
         let deadline = ContinuousClock.now + timeout
         let tick = DispatchSemaphore(value: 0)
         while true {
@@ -82,7 +85,7 @@ struct ConnectionFailureTests {
             world.keys + "/broker.public",
         ])
         defer { families.kill9() }
-        #expect(try families.waitForEnd(timeout: .seconds(10)) == 64)
+        #expect(try families.wait(timeout: .seconds(10)).code == 64)
         let message = Self.stderr(families)
         #expect(message.contains("may serve 100 address(es), not 'guardian/g2-1'"), "\(message)")
         #expect(!Self.stderr(world.broker).contains("hello refused"), "refused before it connected")
@@ -95,7 +98,7 @@ struct ConnectionFailureTests {
             "--curve-key", world.keys + "/child-1.key", "--broker-key", world.keys + "/broker.public",
         ])
         defer { parent.kill9() }
-        #expect(try parent.waitForEnd(timeout: .seconds(10)) == 64)
+        #expect(try parent.wait(timeout: .seconds(10)).code == 64)
         let message = Self.stderr(parent)
         #expect(message.contains("is the key of a child ('child-1'), not of a guardian"), "\(message)")
         #expect(!message.contains("listed twice"), "\(message)")
@@ -114,7 +117,7 @@ struct ConnectionFailureTests {
             "--families", "100", "--curve-key", bare, "--broker-key", world.keys + "/broker.public",
         ])
         defer { parent.kill9() }
-        #expect(try parent.waitForEnd(timeout: .seconds(10)) == 69)
+        #expect(try parent.wait(timeout: .seconds(10)).code == 69)
         let message = Self.stderr(parent)
         #expect(message.contains("forbidden: the key of 'parent-1' may not serve 'guardian/g2-1'"), "\(message)")
         let refusals = Self.stderr(world.broker).components(separatedBy: "hello refused by principal").count - 1
@@ -129,13 +132,13 @@ struct ConnectionFailureTests {
         ])
         defer { parent.kill9() }
         _ = try parent.waitForLine(startingWith: "ready")
-        let revoke = try TestProcess(
+        let revoke = try RelayProcess(
             "askrelay",
             ["keys", "revoke", "--dir", world.keys, "--id", "parent-2"],
             logDirectory: world.directory.path
         )
-        #expect(try revoke.waitForEnd() == 0)
-        #expect(try parent.waitForEnd(timeout: .seconds(20)) == 69)
+        #expect(try revoke.wait(timeout: .seconds(20)).code == 0)
+        #expect(try parent.wait(timeout: .seconds(20)).code == 69)
         let message = Self.stderr(parent)
         #expect(message.contains("askrelay-parent: the broker at") && message.contains("revoked"), "\(message)")
     }
@@ -144,13 +147,13 @@ struct ConnectionFailureTests {
     func childWithUnlistedKey() throws {
         let world = try CurveWorld()
         let other = world.directory.path + "/other-keys"
-        let generate = try TestProcess(
+        let generate = try RelayProcess(
             "askrelay",
             ["keys", "generate", "--out", other, "--families", "1"],
             logDirectory: world.directory.path
         )
-        #expect(try generate.waitForEnd() == 0)
-        let child = try TestProcess(
+        #expect(try generate.wait(timeout: .seconds(20)).code == 0)
+        let child = try RelayProcess(
             "askrelay-child",
             [
                 "--broker", world.endpoint, "--heartbeat", "200ms", "--curve-key", other + "/child-c1-1.key",
@@ -159,7 +162,7 @@ struct ConnectionFailureTests {
             logDirectory: world.directory.path
         )
         defer { child.kill9() }
-        #expect(try child.waitForEnd(timeout: .seconds(20)) == 69)
+        #expect(try child.wait(timeout: .seconds(20)).code == 69)
         #expect(child.output.isEmpty, "\(child.output)")
         let expected = "askrelay-child: the broker at \(world.endpoint) refused this worker's CURVE key"
         #expect(Self.stderr(child).contains(expected))

@@ -1,3 +1,4 @@
+import AskRelayProcesses
 import Foundation
 import Testing
 
@@ -63,7 +64,7 @@ struct DocExamplesTests {
         #expect(!variables.isEmpty)
         let words = path.split(separator: " ").map(String.init)
         let run = Tool.run(
-            TestProcess.binDirectory.appendingPathComponent(words[0]).path,
+            Executables.built.appendingPathComponent(words[0]).path,
             Array(words.dropFirst()),
             environment: Tool.cleanEnvironment.merging(variables.map { ($0, DocExamples.foreignValue) }) { $1 }
         )
@@ -626,7 +627,7 @@ enum DocExamples {
         let started = ContinuousClock.now
         let logs = folder.root.path
         let process = try withDefaultSignalMask {
-            try TestProcess(
+            try RelayProcess(
                 "setsid",
                 ["--wait", "/bin/bash", "-euo", "pipefail", script.path],
                 logDirectory: logs,
@@ -645,7 +646,7 @@ enum DocExamples {
         let exitLine = try? process.waitForLine(startingWith: exitMarker, timeout: .seconds(waited))
         let elapsed = ContinuousClock.now - started
         if let session { endSession(session) }
-        if (try? process.waitForEnd(timeout: .seconds(10))) == nil { process.kill9() }
+        if (try? process.wait(timeout: .seconds(10)).code) == nil { process.kill9() }
         let exited = exitLine != nil
         let status = exitLine.flatMap { Int32($0.dropFirst(exitMarker.count)) } ?? -1
 
@@ -664,7 +665,7 @@ enum DocExamples {
         let knownFailures = output.filter { $0.hasPrefix(knownFailureMarker) }.compactMap { line in
             Int(line.dropFirst(knownFailureMarker.count)).flatMap { body.indices.contains($0) ? body[$0] : nil }
         }
-        let stderr = (try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? ""
+        let stderr = (try? String(contentsOfFile: process.logPath, encoding: .utf8)) ?? ""
         let tail =
             "output (last 80 lines):\n" + output.suffix(80).map { "    " + $0 }.joined(separator: "\n")
             + (stderr.isEmpty ? "" : "\nsetsid: \(stderr)")
@@ -682,7 +683,7 @@ enum DocExamples {
     /// Runs `launch` on a thread of its own that blocks no signal. A child process starts with the signal mask of
     /// the thread that spawned it, and the test runner's threads block SIGTERM among others: a block started from
     /// one of them could not be stopped by `kill`, nor could the commands it starts.
-    static func withDefaultSignalMask(_ launch: @escaping @Sendable () throws -> TestProcess) throws -> TestProcess {
+    static func withDefaultSignalMask(_ launch: @escaping @Sendable () throws -> RelayProcess) throws -> RelayProcess {
         let outcome = LaunchOutcome()
         let thread = Thread {
             var none = sigset_t()
@@ -768,8 +769,8 @@ extension DocExamplesTests {
             [("askrelay-broker.service", nil, "ready endpoints="), ("askrelay-limits.service", nil, "ready id=")]
             + ["1", "2"].map { ("askrelay-parent@.service", $0, "ready guardians=") }
             + ["1", "2", "3", "4"].map { ("askrelay-child@.service", $0, "ready children=") }
-        var started: [TestProcess] = []
-        defer { for process in started.reversed() { process.terminate() } }
+        var started: [RelayProcess] = []
+        defer { for process in started.reversed() { process.stop(grace: .seconds(10)) } }
         for (unitName, instance, ready) in instances {
             let unit = try #require(page.units[unitName], "docs/deployment.md has no unit \(unitName)")
             var command = rewrite(unit.execStart).replacingOccurrences(of: "%H", with: "host1")
@@ -791,7 +792,7 @@ extension DocExamplesTests {
             }
             let name = unitName.replacingOccurrences(of: "@.service", with: "@" + (instance ?? ""))
                 .replacingOccurrences(of: ".service", with: "")
-            let process = try TestProcess(
+            let process = try RelayProcess(
                 name,
                 Array(words.dropFirst()),
                 logDirectory: root.path,
@@ -803,7 +804,7 @@ extension DocExamplesTests {
             _ = try process.waitForLine(startingWith: ready, timeout: .seconds(60))
         }
         for process in started.reversed() {
-            #expect(process.terminate(timeout: .seconds(20)) == 0, "\(process.name) did not exit 0 on SIGTERM")
+            #expect(process.stop(grace: .seconds(20)) == .exited(0), "\(process.name) did not exit 0 on SIGTERM")
         }
         let records = try FileManager.default.contentsOfDirectory(
             atPath: root.appendingPathComponent("var/lib/askrelay/records").path
@@ -815,14 +816,14 @@ extension DocExamplesTests {
 /// The result of a launch on another thread, handed back once.
 final class LaunchOutcome: @unchecked Sendable {  // @unchecked: `result` is written before `done` is signalled.
     private let done = DispatchSemaphore(value: 0)
-    private var result: Result<TestProcess, any Error>?
+    private var result: Result<RelayProcess, any Error>?
 
-    func finish(_ result: Result<TestProcess, any Error>) {
+    func finish(_ result: Result<RelayProcess, any Error>) {
         self.result = result
         done.signal()
     }
 
-    func wait() -> Result<TestProcess, any Error> {
+    func wait() -> Result<RelayProcess, any Error> {
         done.wait()
         return result ?? .failure(ProcessFailure("the launch thread gave no result"))
     }

@@ -61,7 +61,7 @@ enum FaultSupport {
         defer { supervisor.killAll() }
         let askrelay = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", reportDirectory, "--quiet"]
                 + (insecure ? ["--insecure"] : []) + flags,
             logPath: directory.path + "/askrelay.log"
@@ -270,7 +270,7 @@ struct SlowConsumerTests {
         defer { directory.cleanup() }
         let maxQueue = 40
         let maxTotal = 2_000
-        let broker = try TestProcess(
+        let broker = try RelayProcess(
             "askrelay-broker",
             [
                 "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--heartbeat", "200ms",
@@ -280,7 +280,7 @@ struct SlowConsumerTests {
         )
         defer { broker.kill9() }
         let endpoint = try broker.readyEndpoint()
-        let parent = try TestProcess(
+        let parent = try RelayProcess(
             "askrelay-parent",
             ["--broker", endpoint, "--guardian", "g1@f1", "--heartbeat", "200ms", "--policy", "approve"],
             logDirectory: directory.path
@@ -303,11 +303,11 @@ struct SlowConsumerTests {
         }
         // Flowing: the guardian consumes (its worker refuses the unknown kind, which also takes it off the queue).
         for _ in 0..<(maxQueue * 2) { #expect(try offer() == "ack") }
-        let before = try #require(FaultSupport.residentKiB(broker.pid))
+        let before = try #require(FaultSupport.residentKiB(broker.pid ?? 0))
 
         parent.signal(SIGSTOP)
         // The stop takes effect after kill(2) returns: from here on the guardian consumes nothing.
-        try FaultSupport.waitUntilStopped(parent.pid)
+        try FaultSupport.waitUntilStopped(parent.pid ?? 0)
         // Keep offering for 1.5 s of stop: longer than the broker's liveness (3 × 200 ms), so it also declares the
         // guardian dead and keeps its queue (in the journal) for when it comes back.
         let stoppedAt = ContinuousClock.now
@@ -317,7 +317,7 @@ struct SlowConsumerTests {
             replies[try offer(), default: 0] += 1
             offers += 1
         }
-        let during = try #require(FaultSupport.residentKiB(broker.pid))
+        let during = try #require(FaultSupport.residentKiB(broker.pid ?? 0))
         #expect(
             (replies["ack"] ?? 0) <= maxTotal + 4,
             "accepted past the global limit while the guardian was stopped: \(replies)"
@@ -338,13 +338,13 @@ struct SlowConsumerTests {
             if try offer() == "ack" { resumed += 1 } else { _ = try client.next(timeout: .milliseconds(100)) }
         }
         #expect(resumed == maxQueue * 2, "only \(resumed) accepted after SIGCONT")
-        let after = try #require(FaultSupport.residentKiB(broker.pid))
+        let after = try #require(FaultSupport.residentKiB(broker.pid ?? 0))
         print(
             "slow consumer: \(offers) offers while stopped \(replies); RSS KiB before \(before) during \(during) after \(after)"
         )
         #expect(after - before < 16 * 1024, "RSS grew from \(before) KiB to \(after) KiB")
-        #expect(parent.terminate() == 0)
-        #expect(broker.terminate() == 0)
+        #expect(parent.stop(grace: .seconds(10)) == .exited(0))
+        #expect(broker.stop(grace: .seconds(10)) == .exited(0))
     }
 }
 
@@ -357,7 +357,7 @@ struct StalledBrokerTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         // Peers are dead after 3 × 100 ms of silence; the broker is stopped for 1 s.
-        let broker = try TestProcess(
+        let broker = try RelayProcess(
             "askrelay-broker",
             [
                 "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off",
@@ -380,7 +380,7 @@ struct StalledBrokerTests {
         // kill(2) returns before the stop takes effect: a thread of the broker that is running goes on until the
         // kernel stops it, and a SEND sent at once could still be read, routed and acknowledged (the client then
         // "received something" during the stall). From the moment every thread is seen stopped, nothing can.
-        try FaultSupport.waitUntilStopped(broker.pid)
+        try FaultSupport.waitUntilStopped(broker.pid ?? 0)
         // Sent while the broker is stopped: it waits in the socket, behind nothing else from this peer.
         let id = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: Array("ping".utf8))
         // A stopped broker says nothing; one second of that is the stall. The ACK of this SEND, which does come once
@@ -391,7 +391,7 @@ struct StalledBrokerTests {
         // Both sessions are still registered, also after the turns that followed the stall (a session silent for
         // too long ends in the timers at the end of a turn): each SEND is accepted (not refused as from an unknown
         // peer) and delivered. Both peers are read in turn, so each answers the broker's heartbeats meanwhile.
-        var log: String { (try? String(contentsOfFile: broker.stderrPath, encoding: .utf8)) ?? "" }
+        var log: String { (try? String(contentsOfFile: broker.logPath, encoding: .utf8)) ?? "" }
         do {
             try FaultSupport.expectAckAndDelivery(of: id, client: client, echo: echo)
             let again = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: Array("again".utf8))
@@ -431,8 +431,8 @@ struct DiskFullTests {
             "mount failed"
         )
         defer { FaultSupport.run("/bin/umount", ["-l", mountPoint]) }
-        func startBroker(_ endpoint: String = "tcp://127.0.0.1:*") throws -> (TestProcess, String) {
-            let broker = try TestProcess(
+        func startBroker(_ endpoint: String = "tcp://127.0.0.1:*") throws -> (RelayProcess, String) {
+            let broker = try RelayProcess(
                 "askrelay-broker",
                 ["--endpoint", endpoint, "--data-dir", mountPoint, "--heartbeat", "200ms"],
                 logDirectory: directory.path
@@ -514,9 +514,9 @@ struct DiskFullTests {
             try again.ack([delivery.id!])
         }
         #expect(delivered.isDisjoint(with: refused), "a refused message was delivered after the restart")
-        let log = try String(contentsOfFile: broker.stderrPath, encoding: .utf8)
+        let log = try String(contentsOfFile: broker.logPath, encoding: .utf8)
         #expect(!log.contains("error"), "\(log.suffix(1000))")
-        #expect(broker.terminate() == 0)
+        #expect(broker.stop(grace: .seconds(10)) == .exited(0))
     }
 }
 

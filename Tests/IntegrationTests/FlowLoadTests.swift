@@ -22,7 +22,7 @@ struct FlowLoadTests {
         defer { supervisor.killAll() }
         let askrelay = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["load"] + flags + ["--report-dir", reportDirectory],
             logPath: directory.path + "/askrelay.log"
         )
@@ -62,7 +62,7 @@ struct FlowLoadTests {
         defer { supervisor.killAll() }
         let askrelay = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: [
                 "load", "--mode", "pending", "--endpoints", "30", "--families", "10", "--questions", "120",
                 "--inflight", "20",
@@ -127,7 +127,7 @@ struct FlowLoadTests {
         defer { supervisor.killAll() }
         let askrelay = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: [
                 "load", "--mode", "relay", "--duration", "10m", "--warmup", "0s", "--connections", "1",
                 "--echo-workers", "1", "--report-dir", reportDirectory, "--threshold", "errors==0",
@@ -272,7 +272,7 @@ struct FlowLoadTests {
         defer { supervisor.killAll() }
         let askrelay = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["load", "--mode", "flows", "--endpoints", "2", "--families", "5"],
             logPath: directory.path + "/askrelay.log"
         )

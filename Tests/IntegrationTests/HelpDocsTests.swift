@@ -1,3 +1,4 @@
+import AskRelayProcesses
 import Foundation
 import Testing
 
@@ -441,7 +442,7 @@ struct UsageExitTests {
             // Foundation starts it as the leader of a process group of its own: a command that went wrong and still
             // ran is killed with everything it started (askrelay load's broker once outlived it and hung the suite).
             let process = Process()
-            process.executableURL = TestProcess.binDirectory.appendingPathComponent(command[0])
+            process.executableURL = Executables.built.appendingPathComponent(command[0])
             process.arguments = Array(command.dropFirst())
             process.environment = Tool.cleanEnvironment.merging(environment) { _, new in new }
             process.currentDirectoryURL = URL(fileURLWithPath: directory)

@@ -1,3 +1,4 @@
+import AskRelayProcesses
 import Foundation
 import Testing
 
@@ -20,7 +21,7 @@ struct KubernetesManifestTests {
         )
         let run = Tool.run(
             python,
-            [validator, "--bin", TestProcess.binDirectory.path, folder.path],
+            [validator, "--bin", Executables.built.path, folder.path],
             environment: Tool.cleanEnvironment
         )
         try #require(

@@ -15,7 +15,7 @@ struct LoadHostsTests {
         rawValue: "needs root and a working `ip netns add`: \(NetworkLab.unavailableReason ?? "available")"
     )
 
-    static var askrelay: String { TestProcess.binDirectory.appendingPathComponent("askrelay").path }
+    static var askrelay: String { Executables.built.appendingPathComponent("askrelay").path }
 
     /// A short closed-loop flows workload (the coordinator's flags).
     static let workload = [
@@ -85,7 +85,7 @@ struct LoadHostsTests {
             name: "broker",
             executable: NetworkLab.ipPath,
             arguments: Array(lab.exec("broker").dropFirst()) + [
-                TestProcess.binDirectory.appendingPathComponent("askrelay-broker").path,
+                Executables.built.appendingPathComponent("askrelay-broker").path,
                 "--endpoint", "tcp://\(brokerAddress):5555", "--allow-insecure", "--data-dir",
                 directory.path + "/broker", "--durability", "batch", "--log-level", "warning",
             ],

@@ -24,7 +24,7 @@ struct LoadProcessGroupTests {
         defer { supervisor.killAll() }
         let load = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: [
                 "load", "--mode", "flows", "--endpoints", "10", "--families", "4", "--duration", "600s", "--warmup",
                 "0s", "--report-dir", directory.path + "/report",

@@ -16,7 +16,7 @@ struct LoadThresholdCLITests {
         defer { supervisor.killAll() }
         let askrelay = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["load"] + flags,
             logPath: directory.path + "/askrelay.log"
         )

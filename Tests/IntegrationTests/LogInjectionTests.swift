@@ -1,4 +1,5 @@
 import AskProtocol
+import AskRelayProcesses
 import AskTestSupport
 import Foundation
 import Testing
@@ -26,7 +27,7 @@ struct LogInjectionTests {
     func hostilePeers() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let broker = try TestProcess(
+        let broker = try RelayProcess(
             "askrelay-broker",
             [
                 "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/data", "--durability", "off",
@@ -66,8 +67,8 @@ struct LogInjectionTests {
         let windows = Int((ContinuousClock.now - floodStarted).components.seconds / 10) + 1
 
         broker.signal(SIGTERM)
-        #expect(try broker.waitForEnd() == 0)
-        let log = try Data(contentsOf: URL(fileURLWithPath: broker.stderrPath))
+        #expect(try broker.wait(timeout: .seconds(20)).code == 0)
+        let log = try Data(contentsOf: URL(fileURLWithPath: broker.logPath))
         #expect(!log.contains(0x1B), "an ESC byte reached the log")
         let lines = String(decoding: log, as: UTF8.self)
             .split(separator: "\n", omittingEmptySubsequences: false).dropLast()

@@ -1,4 +1,5 @@
 import AskProtocol
+import AskRelayProcesses
 import AskTestSupport
 import Foundation
 import Testing
@@ -34,7 +35,7 @@ struct MetricsEndpointTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let stats = "ipc://\(directory.path)/stats.sock"
-        let broker = try TestProcess(
+        let broker = try RelayProcess(
             "askrelay-broker",
             [
                 "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/broker", "--stats-endpoint", stats,
@@ -42,27 +43,27 @@ struct MetricsEndpointTests {
             ],
             logDirectory: directory.path
         )
-        defer { broker.terminate() }
+        defer { broker.stop(grace: .seconds(10)) }
         let ready = try broker.waitForLine(startingWith: "ready")
         let brokerPort = try metricsPort(ready)
         let endpoint = try broker.readyEndpoint()
         // Default heartbeats (1 s, 3 missed): a loaded machine does not make the child reconnect.
         let common = ["--broker", endpoint, "--metrics-endpoint", "127.0.0.1:0"]
-        let limits = try TestProcess(
+        let limits = try RelayProcess(
             "askrelay-limits",
             common + ["--data-dir", directory.path + "/limits"],
             logDirectory: directory.path
         )
-        defer { limits.terminate() }
+        defer { limits.stop(grace: .seconds(10)) }
         let limitsPort = try metricsPort(try limits.waitForLine(startingWith: "ready"))
-        let parent = try TestProcess(
+        let parent = try RelayProcess(
             "askrelay-parent",
             common + ["--guardian", "g1@f1", "--policy", "approve", "--think", "fixed:10ms"],
             logDirectory: directory.path
         )
-        defer { parent.terminate() }
+        defer { parent.stop(grace: .seconds(10)) }
         let parentPort = try metricsPort(try parent.waitForLine(startingWith: "ready"))
-        let child = try TestProcess(
+        let child = try RelayProcess(
             "askrelay-child",
             common + [
                 "--families", "1", "--flows", "4", "--think", "10ms", "--cancel-probability", "0", "--known-ratio", "0",
@@ -70,7 +71,7 @@ struct MetricsEndpointTests {
             ],
             logDirectory: directory.path
         )
-        defer { child.terminate() }
+        defer { child.stop(grace: .seconds(10)) }
         let childPort = try metricsPort(try child.waitForLine(startingWith: "ready children=1"))
         _ = try child.waitForLine(startingWith: "done flows=4", timeout: .seconds(60))
 
@@ -107,17 +108,17 @@ struct MetricsEndpointTests {
                 == sample(brokerPage, "askrelay_broker_routing_latency_seconds_count")
         )
 
-        let top = try TestProcess(
+        let top = try RelayProcess(
             "askrelay",
             ["top", "--stats-endpoint", stats, "--count", "1"],
             logDirectory: directory.path
         )
         defer { top.kill9() }
-        #expect(try top.waitForEnd() == 0)
+        #expect(try top.wait(timeout: .seconds(20)).code == 0)
         #expect(top.output.contains { $0.contains("sessions") }, "\(top.output)")
 
         // A session that ends (the child's BYE) leaves the sessions gauge; the others stay.
-        #expect(child.terminate() == 0)
+        #expect(child.stop(grace: .seconds(10)) == .exited(0))
         let afterChild = try scrape(brokerPort) { page in
             sample(page, #"askrelay_broker_sessions{role="child"}"#) == 0
         }
@@ -129,7 +130,7 @@ struct MetricsEndpointTests {
     func slowClientsStallNothing() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let broker = try TestProcess(
+        let broker = try RelayProcess(
             "askrelay-broker",
             [
                 "--endpoint", "tcp://127.0.0.1:*", "--durability", "off", "--data-dir", directory.path + "/broker",
@@ -137,7 +138,7 @@ struct MetricsEndpointTests {
             ],
             logDirectory: directory.path
         )
-        defer { broker.terminate() }
+        defer { broker.stop(grace: .seconds(10)) }
         let port = try metricsPort(try broker.waitForLine(startingWith: "ready"))
         let endpoint = try broker.readyEndpoint()
         let context = try ZMQContext()
@@ -197,36 +198,36 @@ struct MetricsEndpointTests {
             ("askrelay-limits", ["--data-dir", directory.path + "/l"]), ("askrelay-parent", ["--guardian", "g1@f1"]),
             ("askrelay-child", ["--child", "c1@f1"]),
         ] {
-            let bad = try TestProcess(
+            let bad = try RelayProcess(
                 executable,
                 extra + ["--metrics-endpoint", "http://127.0.0.1:9464"],
                 logDirectory: directory.path
             )
             defer { bad.kill9() }
-            #expect(try bad.waitForEnd() == 64, "\(executable)")
-            let log = try String(contentsOfFile: bad.stderrPath, encoding: .utf8)
+            #expect(try bad.wait(timeout: .seconds(20)).code == 64, "\(executable)")
+            let log = try String(contentsOfFile: bad.logPath, encoding: .utf8)
             #expect(log.contains("option '--metrics-endpoint': 'http://127.0.0.1:9464' is a URL"), "\(log)")
         }
         // A port in use: the first broker holds it.
-        let first = try TestProcess(
+        let first = try RelayProcess(
             "askrelay-broker",
             ["--endpoint", "tcp://127.0.0.1:*", "--durability", "off", "--metrics-endpoint", "127.0.0.1:0"],
             logDirectory: directory.path
         )
-        defer { first.terminate() }
+        defer { first.stop(grace: .seconds(10)) }
         let port = try metricsPort(try first.waitForLine(startingWith: "ready"))
         for (executable, extra) in [
             ("askrelay-broker", ["--endpoint", "tcp://127.0.0.1:*", "--durability", "off"]),
             ("askrelay-parent", ["--guardian", "g1@f1"]),
         ] {
-            let second = try TestProcess(
+            let second = try RelayProcess(
                 executable,
                 extra + ["--metrics-endpoint", "127.0.0.1:\(port)"],
                 logDirectory: directory.path
             )
             defer { second.kill9() }
-            #expect(try second.waitForEnd() == 69, "\(executable)")
-            let log = try String(contentsOfFile: second.stderrPath, encoding: .utf8)
+            #expect(try second.wait(timeout: .seconds(20)).code == 69, "\(executable)")
+            let log = try String(contentsOfFile: second.logPath, encoding: .utf8)
             #expect(log.contains("metrics endpoint 127.0.0.1:\(port): bind failed: Address already in use"), "\(log)")
             #expect(!second.output.contains { $0.hasPrefix("ready") })
         }

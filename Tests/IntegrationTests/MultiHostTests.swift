@@ -86,7 +86,7 @@ struct MultiHostTests {
         defer { supervisor.killAll() }
         let askrelay = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: [
                 "simulate", "--scenario", scenarioPath, "--report-dir", report, "--quiet",
                 // Not loopback and no CURVE yet: the broker must be told it may serve insecurely.

@@ -2,6 +2,7 @@ import AskAgents
 import AskClient
 import AskLogging
 import AskProtocol
+import AskRelayProcesses
 import AskTestSupport
 import Foundation
 import SQLite
@@ -13,24 +14,24 @@ import ZeroMQ
 @Suite("one process per journal, endpoint and store", .timeLimit(.minutes(2)), .serialized)
 struct OwnershipTests {
     func broker(_ directory: TempDirectory, data: String, endpoint: String, durability: String = "batch") throws
-        -> TestProcess
+        -> RelayProcess
     {
-        try TestProcess(
+        try RelayProcess(
             "askrelay-broker",
             ["--endpoint", endpoint, "--data-dir", data, "--durability", durability, "--heartbeat", "200ms"],
             logDirectory: directory.path
         )
     }
 
-    func stderr(_ process: TestProcess) -> String {
-        (try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? ""
+    func stderr(_ process: RelayProcess) -> String {
+        (try? String(contentsOfFile: process.logPath, encoding: .utf8)) ?? ""
     }
 
     /// Waits for the process to end and returns its status. "At once" is shown by what ended it, not by a clock:
     /// with a `holder`, it ended while the holder (which never lets go by itself) still ran, so it did not wait for
     /// the lock; the callers check the refusal's message. The wait's timeout only guards against a hang.
-    func refusedAtOnce(_ process: TestProcess, holder: TestProcess? = nil) throws -> Int32 {
-        let status = try process.waitForEnd(timeout: .seconds(60))
+    func refusedAtOnce(_ process: RelayProcess, holder: RelayProcess? = nil) throws -> Int32 {
+        let status = try process.wait(timeout: .seconds(60)).code
         if let holder { #expect(holder.isRunning, "\(process.name) ended only after the holder did") }
         return status
     }
@@ -49,7 +50,7 @@ struct OwnershipTests {
         #expect(!second.output.contains { $0.hasPrefix("ready") })
         let message = stderr(second)
         #expect(message.contains(data), "names the data dir: \(message)")
-        #expect(message.contains("process \(first.pid)"), "names the holder's pid: \(message)")
+        #expect(message.contains("process \(first.pid ?? 0)"), "names the holder's pid: \(message)")
 
         // The kernel drops the lock with the process, however it dies: a new broker takes the folder over.
         first.kill9()
@@ -72,7 +73,7 @@ struct OwnershipTests {
         defer { second.kill9() }
         #expect(try refusedAtOnce(second, holder: first) != 0)
         let message = stderr(second)
-        #expect(message.contains(path) && message.contains("process \(first.pid)"), "\(message)")
+        #expect(message.contains(path) && message.contains("process \(first.pid ?? 0)"), "\(message)")
 
         // The first still serves its socket: a client registers through it.
         let peer = try RawPeer(context: try ZMQContext(), endpoint: endpoint)
@@ -94,8 +95,8 @@ struct OwnershipTests {
         defer { broker.kill9() }
         let endpoint = try broker.readyEndpoint()
         let store = directory.path + "/limits"
-        func limits(_ id: String) throws -> TestProcess {
-            try TestProcess(
+        func limits(_ id: String) throws -> RelayProcess {
+            try RelayProcess(
                 "askrelay-limits",
                 ["--broker", endpoint, "--id", id, "--data-dir", store, "--heartbeat", "200ms"],
                 logDirectory: directory.path
@@ -108,7 +109,7 @@ struct OwnershipTests {
         defer { second.kill9() }
         #expect(try refusedAtOnce(second, holder: first) != 0)
         let message = stderr(second)
-        #expect(message.contains(store) && message.contains("process \(first.pid)"), "\(message)")
+        #expect(message.contains(store) && message.contains("process \(first.pid ?? 0)"), "\(message)")
 
         first.kill9()
         let third = try limits("limits-1")
@@ -124,8 +125,8 @@ struct OwnershipTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let report = directory.path + "/report"
-        func simulate() throws -> TestProcess {
-            try TestProcess(
+        func simulate() throws -> RelayProcess {
+            try RelayProcess(
                 "askrelay",
                 ["simulate", "--families", "2", "--duration", "2s", "--quiet", "--report-dir", report],
                 logDirectory: directory.path
@@ -141,9 +142,9 @@ struct OwnershipTests {
         #expect(!second.output.contains { $0.hasPrefix("running:") }, "\(second.output)")
         // The first holds the folder's lock from before it writes anything: the second is told whose it is.
         let message = stderr(second)
-        let locked = "the report folder '\(report)' is in use by process \(first.pid)"
+        let locked = "the report folder '\(report)' is in use by process \(first.pid ?? 0)"
         #expect(message.contains(locked), "\(message)")
-        #expect(try first.waitForEnd(timeout: .seconds(60)) == 0, "\(first.output.suffix(30))")
+        #expect(try first.wait(timeout: .seconds(60)).code == 0, "\(first.output.suffix(30))")
     }
 
     @Test("a broker --data-dir that is a file gives one readable message and exits 64, as broker.md says")

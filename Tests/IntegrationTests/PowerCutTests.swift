@@ -1,5 +1,6 @@
 import AskBroker
 import AskProtocol
+import AskRelayProcesses
 import AskTestSupport
 import Foundation
 import SQLite
@@ -43,13 +44,13 @@ struct PowerCutTests {
         let first = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
         defer { first.kill9() }
         _ = try first.readyEndpoint()
-        let limits = try TestProcess(
+        let limits = try RelayProcess(
             "askrelay-limits",
             ["--broker", endpoint, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"],
             logDirectory: directory.path
         )
         defer { limits.kill9() }
-        let parent = try TestProcess(
+        let parent = try RelayProcess(
             "askrelay-parent",
             [
                 "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
@@ -63,7 +64,7 @@ struct PowerCutTests {
         let records = directory.path + "/records.jsonl"
         // The child plays until the test ends it: with 300 s it stopped during 200 cuts on a busy machine, and the
         // clean life after them finished no flow.
-        let child = try TestProcess(
+        let child = try RelayProcess(
             "askrelay-child",
             [
                 "--broker", endpoint, "--child", "kid@fa", "--child", "kid2@fa", "--state-dir",
@@ -74,7 +75,7 @@ struct PowerCutTests {
         )
         defer { child.kill9() }
         _ = try child.waitForLine(startingWith: "ready")
-        #expect(first.terminate() == 0)
+        #expect(first.stop(grace: .seconds(10)) == .exited(0))
         // Twice the cuts per mode: make power-test's 200 under flows (0.45 s to 1.4 s a cut, quiet or busy machine).
         let cuts = 2 * Self.cutsPerMode
         try run.cut(cuts)
@@ -92,7 +93,7 @@ struct PowerCutTests {
         child.kill9()
         parent.kill9()
         limits.kill9()
-        #expect(broker.terminate() == 0)
+        #expect(broker.stop(grace: .seconds(10)) == .exited(0))
         let flows = Self.flows(records)
         let journal = try Database(path: directory.path + "/data/journal.sqlite3")
         #expect(try journal.query("PRAGMA integrity_check") { $0.text(at: 0) } == ["ok"])
@@ -191,8 +192,8 @@ struct PowerCutTests {
                 }
             }
         }
-        let status = try broker.waitForEnd(timeout: .seconds(20))
-        let log = (try? String(contentsOfFile: broker.stderrPath, encoding: .utf8)) ?? ""
+        let status = try broker.wait(timeout: .seconds(20)).code
+        let log = (try? String(contentsOfFile: broker.logPath, encoding: .utf8)) ?? ""
         #expect(status == 74, "exit status \(status); stderr:\n\(log.suffix(1500))")
         #expect(unanswered != nil, "the SEND of the failed turn got an ACK or NACK")
         let failures = log.split(separator: "\n").filter { $0.contains("io-failure") }
@@ -209,12 +210,12 @@ struct PowerCutTests {
             delivered.insert(delivery.id!)
             try echo.ack([delivery.id!])
         }
-        let stopped = broker.terminate()
-        #expect(stopped == 0, "SIGTERM: \(stopped); stderr:\n\(Self.log(broker))")
+        let stopped = broker.stop(grace: .seconds(10))
+        #expect(stopped == .exited(0), "SIGTERM: \(stopped); stderr:\n\(Self.log(broker))")
     }
 
-    static func log(_ process: TestProcess) -> String {
-        String(((try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? "").suffix(2000))
+    static func log(_ process: RelayProcess) -> String {
+        String(((try? String(contentsOfFile: process.logPath, encoding: .utf8)) ?? "").suffix(2000))
     }
 
     @Test("ENOSPC on a journal write: that SEND gets storage-failed, the broker goes on and accepts the next")
@@ -249,7 +250,7 @@ struct PowerCutTests {
         #expect(refused == 1)
         let next = try sender.sendMessage(from: "client/1", to: "echo/full", kind: "echo", body: Array("n".utf8))
         try sender.expectAck(next)
-        #expect(broker.terminate() == 0)
+        #expect(broker.stop(grace: .seconds(10)) == .exited(0))
     }
 }
 
@@ -290,11 +291,11 @@ final class PowerCutRun {
     }
 
     static func startBroker(_ directory: TempDirectory, endpoint: String, durability: String, fault: String?)
-        throws -> TestProcess
+        throws -> RelayProcess
     {
         var environment = ProcessInfo.processInfo.environment
         environment["ASKRELAY_FAULT_VFS"] = fault
-        return try TestProcess(
+        return try RelayProcess(
             "askrelay-broker",
             [
                 "--endpoint", endpoint, "--data-dir", directory.path + "/data", "--durability", durability,
@@ -321,7 +322,7 @@ final class PowerCutRun {
         defer { broker.kill9() }
         do { _ = try broker.readyEndpoint() } catch {
             // A cut while the broker recovers its journal is a cut too.
-            guard try broker.waitForEnd() == SIGKILL else { throw error }
+            guard try broker.wait(timeout: .seconds(20)).code == SIGKILL else { throw error }
             startupCuts += 1
             try afterCut(broker)
             return
@@ -340,7 +341,7 @@ final class PowerCutRun {
                     "no WELCOME from the running broker (\(fault)): \(error)\n\(PowerCutTests.log(broker))"
                 )
             }
-            guard try broker.waitForEnd() == SIGKILL else { throw error }
+            guard try broker.wait(timeout: .seconds(20)).code == SIGKILL else { throw error }
             startupCuts += 1
             try afterCut(broker)
             return
@@ -370,9 +371,9 @@ final class PowerCutRun {
                 try receiver.ack([id])
             }
         }
-        let status = try broker.waitForEnd()
+        let status = try broker.wait(timeout: .seconds(20)).code
         guard status == SIGKILL else {
-            let log = (try? String(contentsOfFile: broker.stderrPath, encoding: .utf8)) ?? ""
+            let log = (try? String(contentsOfFile: broker.logPath, encoding: .utf8)) ?? ""
             throw TestFailure("the broker ended with \(status), not its cut (\(fault)):\n\(log.suffix(1500))")
         }
         try afterCut(broker)
@@ -380,7 +381,7 @@ final class PowerCutRun {
 
     /// Copies the journal's files as the cut left them, checks the copy's integrity and finds every acknowledged
     /// message not yet received in it.
-    func afterCut(_ broker: TestProcess) throws {
+    func afterCut(_ broker: RelayProcess) throws {
         cuts += 1
         let data = directory.path + "/data/"
         let copy = directory.path + "/copy-\(cuts)/"
@@ -431,20 +432,20 @@ struct RecordPowerCutTests {
     /// The record tests' other processes, each ready: a strict broker, a limits worker and a parent whose guardian
     /// `mum@fa` approves every question.
     static func startServices(_ directory: TempDirectory, endpoint: String) throws -> (
-        broker: TestProcess, limits: TestProcess, parent: TestProcess
+        broker: RelayProcess, limits: RelayProcess, parent: RelayProcess
     ) {
         let broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
         var started = [broker]
         do {
             _ = try broker.readyEndpoint()
-            let limits = try TestProcess(
+            let limits = try RelayProcess(
                 "askrelay-limits",
                 ["--broker", endpoint, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"],
                 logDirectory: directory.path
             )
             started.append(limits)
             _ = try limits.waitForLine(startingWith: "ready")
-            let parent = try TestProcess(
+            let parent = try RelayProcess(
                 "askrelay-parent",
                 [
                     "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
@@ -484,23 +485,23 @@ struct RecordPowerCutTests {
             ]
             arguments += ["--records", directory.path + "/records.jsonl"]
             if powerLossSafe { arguments.append("--power-loss-safe") }
-            let child = try TestProcess(
+            let child = try RelayProcess(
                 "askrelay-child",
                 arguments,
                 logDirectory: directory.path,
                 environment: environment
             )
             defer { child.kill9() }
-            let status = try child.waitForEnd(timeout: .seconds(60))
+            let status = try child.wait(timeout: .seconds(60)).code
             #expect(status == SIGKILL, "the child ended with \(status), not its cut: \(PowerCutTests.log(child))")
             // What the cut left: the record's responses not marked surfaced go to the app's stream at the next
             // start; one the app already took (a finished flow's record names it) would reach the app twice.
             surfaced.count(records: directory.path + "/records.jsonl")
             surfaced.replayed(try Self.unsurfaced(directory.path + "/child/askcenter.sqlite"))
         }
-        parent.terminate()
-        limits.terminate()
-        #expect(broker.terminate() == 0)
+        parent.stop(grace: .seconds(10))
+        limits.stop(grace: .seconds(10))
+        #expect(broker.stop(grace: .seconds(10)) == .exited(0))
         // Every answered question's response is still in the broker's journal or in the child's record.
         let journal = try Database(path: directory.path + "/data/journal.sqlite3")
         let answered = try journal.query("SELECT id FROM question WHERE state = 'answered'") {
@@ -550,7 +551,12 @@ struct RecordPowerCutTests {
         ]
         var environment = ProcessInfo.processInfo.environment
         environment["ASKRELAY_FAULT_VFS"] = "\(fault),only=askcenter.sqlite-wal"
-        var child = try TestProcess("askrelay-child", arguments, logDirectory: directory.path, environment: environment)
+        var child = try RelayProcess(
+            "askrelay-child",
+            arguments,
+            logDirectory: directory.path,
+            environment: environment
+        )
         defer { child.kill9() }
         let log = try ConnectionFailureTests.waitForLog(child, "could not record a response", timeout: .seconds(30))
         #expect(child.isRunning, "the child goes on: \(log.suffix(1500))")
@@ -560,7 +566,7 @@ struct RecordPowerCutTests {
         let lost = try Self.acknowledgedNotRecorded(directory, record: record)
         #expect(lost.missing.isEmpty, "acknowledged but not recorded: \(lost.missing.count) of \(lost.answered)")
         // Restarted without the fault (the parent is gone, so only the held responses come), it records them all.
-        child = try TestProcess("askrelay-child", arguments, logDirectory: directory.path)
+        child = try RelayProcess("askrelay-child", arguments, logDirectory: directory.path)
         _ = try child.waitForLine(startingWith: "ready")
         let journal = try Database(path: directory.path + "/data/journal.sqlite3")
         let deadline = ContinuousClock.now + .seconds(30)
@@ -571,7 +577,7 @@ struct RecordPowerCutTests {
             if ContinuousClock.now > deadline { break }
             _ = tick.wait(timeout: .now() + .milliseconds(50))
         }
-        #expect(child.terminate() == 0)
+        #expect(child.stop(grace: .seconds(10)) == .exited(0))
         let after = try Self.acknowledgedNotRecorded(directory, record: record)
         print(
             "io faults: AskCenter record \(fault): \(lost.answered - lost.waiting) responses acknowledged before "
@@ -579,8 +585,8 @@ struct RecordPowerCutTests {
         )
         #expect(lost.waiting > 0, "no response was held")
         #expect(after.missing.isEmpty, "not recorded after the restart: \(after.missing.count) of \(after.answered)")
-        #expect(limits.terminate() == 0)
-        #expect(broker.terminate() == 0)
+        #expect(limits.stop(grace: .seconds(10)) == .exited(0))
+        #expect(broker.stop(grace: .seconds(10)) == .exited(0))
     }
 
     /// The answered questions whose response left the broker's journal (the child acknowledged it) but is not in
@@ -656,7 +662,7 @@ struct LimitsPowerCutTests {
         let broker = try PowerCutRun.startBroker(directory, endpoint: endpoint, durability: "strict", fault: nil)
         defer { broker.kill9() }
         _ = try broker.readyEndpoint()
-        let parent = try TestProcess(
+        let parent = try RelayProcess(
             "askrelay-parent",
             [
                 "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
@@ -666,7 +672,7 @@ struct LimitsPowerCutTests {
         )
         defer { parent.kill9() }
         _ = try parent.waitForLine(startingWith: "ready")
-        let child = try TestProcess(
+        let child = try RelayProcess(
             "askrelay-child",
             [
                 "--broker", endpoint, "--child", "kid@fa", "--child", "kid2@fa", "--flows", "0", "--duration",
@@ -690,14 +696,14 @@ struct LimitsPowerCutTests {
                 "mode=\(mode),seed=\(1 + random.next() % 1000),cut-at-write=\(20 + random.next() % 400)"
             var arguments = ["--broker", endpoint, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"]
             if powerLossSafe { arguments.append("--power-loss-safe") }
-            let limits = try TestProcess(
+            let limits = try RelayProcess(
                 "askrelay-limits",
                 arguments,
                 logDirectory: directory.path,
                 environment: environment
             )
             defer { limits.kill9() }
-            let status = try limits.waitForEnd(timeout: .seconds(60))
+            let status = try limits.wait(timeout: .seconds(60)).code
             #expect(status == SIGKILL, "limits ended with \(status), not its cut: \(PowerCutTests.log(limits))")
             let store = directory.path + "/limits/limits.sqlite"
             guard FileManager.default.fileExists(atPath: store) else { continue }
@@ -711,8 +717,8 @@ struct LimitsPowerCutTests {
             }
         }
         child.kill9()
-        parent.terminate()
-        #expect(broker.terminate() == 0)
+        parent.stop(grace: .seconds(10))
+        #expect(broker.stop(grace: .seconds(10)) == .exited(0))
         print(
             "power cuts: limits store \(powerLossSafe ? "power-loss-safe" : "default"): \(cuts) cuts, "
                 + "\(approved) approvals acknowledged, \(lost.count) not learnt after a cut, seed \(seed)"
@@ -742,7 +748,7 @@ struct LimitsPowerCutTests {
         ]
         var environment = ProcessInfo.processInfo.environment
         environment["ASKRELAY_FAULT_VFS"] = "\(fault),only=limits.sqlite-wal"
-        var limits = try TestProcess(
+        var limits = try RelayProcess(
             "askrelay-limits",
             arguments,
             logDirectory: directory.path,
@@ -750,7 +756,7 @@ struct LimitsPowerCutTests {
         )
         defer { limits.kill9() }
         _ = try limits.waitForLine(startingWith: "ready")
-        let parent = try TestProcess(
+        let parent = try RelayProcess(
             "askrelay-parent",
             [
                 "--broker", endpoint, "--guardian", "mum@fa", "--policy", "approve", "--think", "fixed:1ms",
@@ -760,7 +766,7 @@ struct LimitsPowerCutTests {
         )
         defer { parent.kill9() }
         _ = try parent.waitForLine(startingWith: "ready")
-        let child = try TestProcess(
+        let child = try RelayProcess(
             "askrelay-child",
             [
                 "--broker", endpoint, "--child", "kid@fa", "--flows", "0", "--duration", "300s", "--think", "1ms",
@@ -781,7 +787,7 @@ struct LimitsPowerCutTests {
         let lost = acknowledged.filter { !Set($0.2.map(\.normalized)).isSubset(of: learnt[$0.1] ?? []) }
         #expect(lost.isEmpty, "acknowledged but not stored: \(lost.count) of \(acknowledged.count)")
         // Restarted without the fault, the worker learns the held approvals from their redelivery.
-        limits = try TestProcess("askrelay-limits", arguments, logDirectory: directory.path)
+        limits = try RelayProcess("askrelay-limits", arguments, logDirectory: directory.path)
         _ = try limits.waitForLine(startingWith: "ready")
         let journal = try Database(path: directory.path + "/data/journal.sqlite3")
         let deadline = ContinuousClock.now + .seconds(30)
@@ -792,7 +798,7 @@ struct LimitsPowerCutTests {
             if ContinuousClock.now > deadline { break }
             _ = tick.wait(timeout: .now() + .milliseconds(50))
         }
-        #expect(limits.terminate() == 0)
+        #expect(limits.stop(grace: .seconds(10)) == .exited(0))
         let (after, relearnt) = try Self.read(store: directory.path + "/limits/limits.sqlite")
         let answered = try failed(directory.path + "/data/journal.sqlite3")
         let missing = answered.filter { !Set($0.2.map(\.normalized)).isSubset(of: relearnt[$0.1] ?? []) }
@@ -803,7 +809,7 @@ struct LimitsPowerCutTests {
         #expect(after == ["ok"])
         #expect(answered.count > acknowledged.count, "no approval was held and redelivered")
         #expect(missing.isEmpty, "approvals not learnt after the restart: \(missing.count) of \(answered.count)")
-        #expect(broker.terminate() == 0)
+        #expect(broker.stop(grace: .seconds(10)) == .exited(0))
     }
 
     /// The store's integrity and each child's known handles, read from a copy (the worker is dead).

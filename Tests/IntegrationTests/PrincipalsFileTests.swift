@@ -1,4 +1,5 @@
 import AskProtocol
+import AskRelayProcesses
 import Foundation
 import Testing
 
@@ -19,8 +20,10 @@ struct PrincipalsFileTests {
             folder = FileManager.default.temporaryDirectory.appendingPathComponent("principals-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             keys = folder.path + "/keys"
-            let generate = try TestProcess("askrelay", ["keys", "generate", "--out", keys], logDirectory: folder.path)
-            guard try generate.waitForEnd() == 0 else { throw ProcessFailure("askrelay keys generate failed") }
+            let generate = try RelayProcess("askrelay", ["keys", "generate", "--out", keys], logDirectory: folder.path)
+            guard try generate.wait(timeout: .seconds(20)).code == 0 else {
+                throw ProcessFailure("askrelay keys generate failed")
+            }
             principals = keys + "/principals.json"
             let text = try String(contentsOfFile: principals, encoding: .utf8)
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
@@ -31,8 +34,8 @@ struct PrincipalsFileTests {
             message = "principals file \(principals): not valid JSON at line 5, column \(column): "
         }
 
-        func stderr(of process: TestProcess) -> String {
-            (try? String(contentsOfFile: process.stderrPath, encoding: .utf8)) ?? ""
+        func stderr(of process: RelayProcess) -> String {
+            (try? String(contentsOfFile: process.logPath, encoding: .utf8)) ?? ""
         }
     }
 
@@ -41,17 +44,17 @@ struct PrincipalsFileTests {
         let keys = try TruncatedKeys()
         defer { try? FileManager.default.removeItem(at: keys.folder) }
         let before = try FileManager.default.contentsOfDirectory(atPath: keys.keys).sorted()
-        let list = try TestProcess("askrelay", ["keys", "list", "--dir", keys.keys], logDirectory: keys.folder.path)
-        #expect(try list.waitForEnd() == 1)
+        let list = try RelayProcess("askrelay", ["keys", "list", "--dir", keys.keys], logDirectory: keys.folder.path)
+        #expect(try list.wait(timeout: .seconds(20)).code == 1)
         #expect(keys.stderr(of: list).contains(keys.message), "\(keys.stderr(of: list))")
         #expect(keys.stderr(of: list).contains("askrelay keys generate"), "\(keys.stderr(of: list))")
         #expect(!keys.stderr(of: list).contains("DecodingError"), "\(keys.stderr(of: list))")
-        let add = try TestProcess(
+        let add = try RelayProcess(
             "askrelay",
             ["keys", "add", "--dir", keys.keys, "--role", "observer", "--id", "observer-9"],
             logDirectory: keys.folder.path
         )
-        #expect(try add.waitForEnd() == 1)
+        #expect(try add.wait(timeout: .seconds(20)).code == 1)
         #expect(keys.stderr(of: add).contains(keys.message), "\(keys.stderr(of: add))")
         #expect(try FileManager.default.contentsOfDirectory(atPath: keys.keys).sorted() == before)
     }
@@ -60,7 +63,7 @@ struct PrincipalsFileTests {
     func broker() throws {
         let keys = try TruncatedKeys()
         defer { try? FileManager.default.removeItem(at: keys.folder) }
-        let broker = try TestProcess(
+        let broker = try RelayProcess(
             "askrelay-broker",
             [
                 "--endpoint", "ipc://\(keys.folder.path)/broker.ipc", "--data-dir", keys.folder.path + "/data",
@@ -69,7 +72,7 @@ struct PrincipalsFileTests {
             logDirectory: keys.folder.path
         )
         defer { broker.kill9() }
-        #expect(try broker.waitForEnd() != 0)
+        #expect(try broker.wait(timeout: .seconds(20)).code != 0)
         #expect(keys.stderr(of: broker).contains(keys.message), "\(keys.stderr(of: broker))")
         #expect(!keys.stderr(of: broker).contains("DecodingError"), "\(keys.stderr(of: broker))")
     }

@@ -1,3 +1,4 @@
+import AskRelayProcesses
 import AskTestSupport
 import Foundation
 import Testing
@@ -10,7 +11,7 @@ struct ReadySignalTests {
     static let rounds = 8
 
     /// A broker without a journal, from BrokerProcessTests' helper.
-    func broker(_ directory: TempDirectory) throws -> (TestProcess, String) {
+    func broker(_ directory: TempDirectory) throws -> (RelayProcess, String) {
         try BrokerProcessTests().startBroker(directory, durability: "off")
     }
 
@@ -28,17 +29,17 @@ struct ReadySignalTests {
         for (name, extra) in workers {
             var statuses: [Int32] = []
             for _ in 0..<Self.rounds {
-                let worker = try TestProcess(
+                let worker = try RelayProcess(
                     name,
                     ["--broker", endpoint, "--heartbeat", "200ms"] + extra,
                     logDirectory: directory.path
                 )
                 defer { worker.kill9() }
                 _ = try worker.waitForLine(startingWith: "ready")
-                statuses.append(worker.terminate())
+                statuses.append(worker.stop(grace: .seconds(10))?.code ?? -1)
             }
             #expect(statuses.allSatisfy { $0 == 0 }, "\(name): exit statuses \(statuses) (15: killed by SIGTERM)")
         }
-        #expect(broker.terminate() == 0)
+        #expect(broker.stop(grace: .seconds(10)) == .exited(0))
     }
 }

@@ -1,4 +1,5 @@
 import AskProtocol
+import AskRelayProcesses
 import AskTestSupport
 import Foundation
 import SQLite
@@ -33,10 +34,15 @@ struct RecordSurfaceTests {
         ]
         var environment = ProcessInfo.processInfo.environment
         environment["ASKRELAY_FAULT_VFS"] = "\(fault),only=askcenter.sqlite-wal"
-        let child = try TestProcess("askrelay-child", arguments, logDirectory: directory.path, environment: environment)
+        let child = try RelayProcess(
+            "askrelay-child",
+            arguments,
+            logDirectory: directory.path,
+            environment: environment
+        )
         defer { child.kill9() }
         // Without the retry the flow of the response whose mark failed waits for it until the process restarts.
-        let status = try child.waitForEnd(timeout: .seconds(60))
+        let status = try child.wait(timeout: .seconds(60)).code
         let log = ConnectionFailureTests.stderr(child)
         #expect(status == 0, "the child ended with \(status): \(log.suffix(2000))")
         #expect(log.contains("could not mark responses surfaced; they wait and are retried"), "\(log.suffix(2000))")
@@ -51,9 +57,9 @@ struct RecordSurfaceTests {
         }
         // Nothing is left for the next start to hand out again.
         #expect(try RecordPowerCutTests.unsurfaced(directory.path + "/child/askcenter.sqlite") == [])
-        #expect(parent.terminate() == 0)
-        #expect(limits.terminate() == 0)
-        #expect(broker.terminate() == 0)
+        #expect(parent.stop(grace: .seconds(10)) == .exited(0))
+        #expect(limits.stop(grace: .seconds(10)) == .exited(0))
+        #expect(broker.stop(grace: .seconds(10)) == .exited(0))
     }
 
     @Test("a surfaced mark that keeps failing is logged once as retried and once as an error, not once per try")
@@ -70,7 +76,12 @@ struct RecordSurfaceTests {
         var environment = ProcessInfo.processInfo.environment
         // From the first response's mark on, every write of the record fails.
         environment["ASKRELAY_FAULT_VFS"] = "write-eio=20+,only=askcenter.sqlite-wal"
-        let child = try TestProcess("askrelay-child", arguments, logDirectory: directory.path, environment: environment)
+        let child = try RelayProcess(
+            "askrelay-child",
+            arguments,
+            logDirectory: directory.path,
+            environment: environment
+        )
         defer { child.kill9() }
         let log = try ConnectionFailureTests.waitForLog(
             child,
@@ -85,9 +96,9 @@ struct RecordSurfaceTests {
         let record = directory.path + "/child/askcenter.sqlite"
         #expect(lines.filter { $0.contains("surfaced") && $0.contains(record) }.count == 2, "\(log.suffix(3000))")
         child.kill9()
-        #expect(parent.terminate() == 0)
-        #expect(limits.terminate() == 0)
-        #expect(broker.terminate() == 0)
+        #expect(parent.stop(grace: .seconds(10)) == .exited(0))
+        #expect(limits.stop(grace: .seconds(10)) == .exited(0))
+        #expect(broker.stop(grace: .seconds(10)) == .exited(0))
     }
 
     /// The flows of a `--records` file: question id, outcome, responses surfaced.

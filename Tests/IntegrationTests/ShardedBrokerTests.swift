@@ -1,5 +1,6 @@
 import AskAgents
 import AskProtocol
+import AskRelayProcesses
 import AskTestSupport
 import Foundation
 import Testing
@@ -10,7 +11,7 @@ import ZeroMQ
 struct ShardedBrokers {
     let directory: TempDirectory
     let list: String
-    var processes: [TestProcess] = []
+    var processes: [RelayProcess] = []
 
     /// - Parameter heartbeat: long for tests whose raw peers send no heartbeats.
     init(
@@ -23,7 +24,7 @@ struct ShardedBrokers {
         list = (0..<count).map { "b\($0)=ipc://\(directory.path)/b\($0).sock" }.joined(separator: ",")
         do {
             for index in 0..<count {
-                let broker = try TestProcess(
+                let broker = try RelayProcess(
                     "askrelay-broker",
                     [
                         "--endpoint", "ipc://\(directory.path)/b\(index).sock", "--data-dir",
@@ -97,13 +98,13 @@ struct ShardedBrokerTests {
             (["--shard-name", "b0", "--brokers", "tcp://127.0.0.1:5555"], "has no '='"),
         ]
         for (arguments, expected) in cases {
-            let process = try TestProcess(
+            let process = try RelayProcess(
                 "askrelay-broker",
                 arguments + ["--data-dir", directory.path + "/d", "--endpoint", "ipc://\(directory.path)/b.sock"],
                 logDirectory: directory.path
             )
-            #expect(try process.waitForEnd() == 64, "\(arguments)")
-            let log = try String(contentsOfFile: process.stderrPath, encoding: .utf8)
+            #expect(try process.wait(timeout: .seconds(20)).code == 64, "\(arguments)")
+            let log = try String(contentsOfFile: process.logPath, encoding: .utf8)
             #expect(log.contains(expected), "\(arguments): \(log)")
         }
         #expect(!FileManager.default.fileExists(atPath: directory.path + "/d"), "bad usage changes nothing")
@@ -114,10 +115,10 @@ struct ShardedBrokerTests {
         let brokers = try ShardedBrokers(count: 2)
         defer { brokers.stop() }
         let path = brokers.directory.path
-        var workers: [TestProcess] = []
+        var workers: [RelayProcess] = []
         defer { for worker in workers { worker.kill9() } }
         for shard in ["b0", "b1"] {
-            let limits = try TestProcess(
+            let limits = try RelayProcess(
                 "askrelay-limits",
                 [
                     "--brokers", brokers.list, "--shard-name", shard, "--id", "limits-\(shard)", "--data-dir",
@@ -129,7 +130,7 @@ struct ShardedBrokerTests {
             _ = try limits.waitForLine(startingWith: "ready")
         }
         // f1, f2 and f4 are b1's, f3 is b0's: the parent and the child each hold two connections.
-        let parent = try TestProcess(
+        let parent = try RelayProcess(
             "askrelay-parent",
             [
                 "--brokers", brokers.list, "--families", "4", "--guardians-per-family", "1", "--policy", "approve",
@@ -140,7 +141,7 @@ struct ShardedBrokerTests {
         workers.append(parent)
         #expect(try parent.waitForLine(startingWith: "ready") == "ready guardians=4")
         let records = path + "/flows.jsonl"
-        let child = try TestProcess(
+        let child = try RelayProcess(
             "askrelay-child",
             [
                 "--brokers", brokers.list, "--families", "4", "--flows", "3", "--think", "10ms",
@@ -157,7 +158,7 @@ struct ShardedBrokerTests {
         }
         #expect(Set(flows.filter { $0.outcome == .approved }.map(\.family)).contains("f3"), "b0's family asked")
         for index in 0..<2 {
-            let log = try String(contentsOfFile: brokers.processes[index].stderrPath, encoding: .utf8)
+            let log = try String(contentsOfFile: brokers.processes[index].logPath, encoding: .utf8)
             #expect(log.contains("askrelay-child["), "broker b\(index) served the child worker")
             #expect(!log.contains("wrong-shard"), "no claim reached the wrong shard")
         }
@@ -167,14 +168,14 @@ struct ShardedBrokerTests {
     func misconfiguredWorker() throws {
         let brokers = try ShardedBrokers(count: 2)
         defer { brokers.stop() }
-        let parent = try TestProcess(
+        let parent = try RelayProcess(
             "askrelay-parent",
             ["--broker", brokers.endpoint(1), "--guardian", "g0@f0", "--heartbeat", "200ms"],
             logDirectory: brokers.directory.path
         )
         defer { parent.kill9() }
-        #expect(try parent.waitForEnd() == 69)
-        let log = try String(contentsOfFile: parent.stderrPath, encoding: .utf8)
+        #expect(try parent.wait(timeout: .seconds(20)).code == 69)
+        let log = try String(contentsOfFile: parent.logPath, encoding: .utf8)
         #expect(log.contains("served by broker b0 (\(brokers.endpoint(0)))"), "\(log.suffix(1000))")
     }
 
@@ -194,13 +195,13 @@ struct ShardedBrokerTests {
         try two.register(role: .guardian, ["guardian/g1"], family: "f1")
         let three = try RawPeer(context: context, endpoint: brokers.endpoint(1))
         try three.register(role: .limits, ["limits/l1"])
-        let top = try TestProcess(
+        let top = try RelayProcess(
             "askrelay",
             ["top", "--stats-endpoint", stats[0], "--stats-endpoint", stats[1], "--count", "2"],
             logDirectory: directory.path
         )
         defer { top.kill9() }
-        #expect(try top.waitForEnd() == 0)
+        #expect(try top.wait(timeout: .seconds(20)).code == 0)
         let rows = top.output.filter { $0.hasPrefix("stats=") }
         let totals = top.output.filter { $0.hasPrefix("total ") }
         #expect(rows.count == 4 && totals.count == 2, "\(top.output)")
@@ -208,7 +209,7 @@ struct ShardedBrokerTests {
         #expect(rows.contains { $0.hasPrefix("stats=\(stats[1]) ") && $0.contains("sessions=[guardian=1,limits=1]") })
         #expect(totals.last?.contains("total brokers=2 sessions=[guardian=2,limits=1]") == true, "\(totals)")
 
-        let silent = try TestProcess(
+        let silent = try RelayProcess(
             "askrelay",
             [
                 "top", "--stats-endpoint", stats[0], "--stats-endpoint", "ipc://\(directory.path)/none.sock",
@@ -217,8 +218,8 @@ struct ShardedBrokerTests {
             ],
             logDirectory: directory.path
         )
-        #expect(try silent.waitForEnd() == 69)
-        let log = try String(contentsOfFile: silent.stderrPath, encoding: .utf8)
+        #expect(try silent.wait(timeout: .seconds(20)).code == 69)
+        let log = try String(contentsOfFile: silent.logPath, encoding: .utf8)
         #expect(log.contains("no statistics from ipc://\(directory.path)/none.sock"), "\(log)")
     }
 }

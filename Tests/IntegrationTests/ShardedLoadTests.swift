@@ -11,7 +11,7 @@ import ZeroMQ
 /// load's children, its limits workers (one per shard) and parents use the list, and flows complete on both shards.
 @Suite("askrelay load against a broker list (sharded brokers)", .timeLimit(.minutes(3)), .serialized)
 struct ShardedLoadTests {
-    static var askrelay: String { TestProcess.binDirectory.appendingPathComponent("askrelay").path }
+    static var askrelay: String { Executables.built.appendingPathComponent("askrelay").path }
 
     /// A short closed-loop flows workload; families f1...f10 fall on both shards of b0, b1.
     static let workload = [

@@ -1,5 +1,6 @@
 import AskBroker
 import AskProtocol
+import AskRelayProcesses
 import AskSimulation
 import AskTestSupport
 import Foundation
@@ -68,12 +69,12 @@ struct ShardedSimulationTests {
             ["--brokers", "3", "--endpoint", "tcp://127.0.0.1:*"], ["--brokers", "2", "--broker", "tcp://127.0.0.1:1"],
             ["--brokers", "0"], ["--brokers", "x"],
         ] {
-            let process = try TestProcess(
+            let process = try RelayProcess(
                 "askrelay",
                 ["simulate", "--report-dir", report, "--quiet"] + flags,
                 logDirectory: directory.path
             )
-            #expect(try process.waitForEnd() == 64, "\(flags)")
+            #expect(try process.wait(timeout: .seconds(20)).code == 64, "\(flags)")
             #expect(!FileManager.default.fileExists(atPath: report), "\(flags): nothing written")
         }
     }

@@ -107,7 +107,7 @@ struct ShrinkIntegrationTests {
         defer { supervisor.killAll() }
         let shrink = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["shrink", run.directory, "--shrink-dir", output, "--shrink-budget", "1s"],
             logPath: directory.path + "/shrink.log"
         )
@@ -152,7 +152,7 @@ struct ShrinkIntegrationTests {
         defer { supervisor.killAll() }
         let askrelay = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: arguments,
             logPath: directory + "/\(arguments[0])-interrupted.log"
         )
@@ -208,7 +208,7 @@ struct ShrinkIntegrationTests {
         defer { supervisor.killAll() }
         let shrink = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["shrink", failed, "--shrink-dir", used, "--clean"],
             logPath: directory.path + "/shrink.log"
         )

@@ -114,7 +114,7 @@ struct SimulationIntegrationTests {
         defer { supervisor.killAll() }
         let askrelay = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", directory.path + "/report", "--quiet"],
             logPath: directory.path + "/askrelay.log"
         )
@@ -148,7 +148,7 @@ struct SimulationIntegrationTests {
         let log = directory.path + "/bad.log"
         let askrelay = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["simulate", "--scenario", scenarioPath],
             logPath: log
         )
@@ -179,7 +179,7 @@ struct SimulationEdgeTests {
         let log = directory.path + "/askrelay-\(UUID().uuidString.prefix(6)).log"
         let process = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: arguments,
             environment: environment,
             logPath: log
@@ -318,7 +318,7 @@ struct SimulationEdgeTests {
         options.curve = false
         options.quiet = true
         options.readyTimeout = .seconds(3)
-        options.executableDirectory = TestProcess.binDirectory
+        options.executableDirectory = Executables.built
         let simulation = Simulation(options: options, logger: AskLogger(label: "test", level: .error))
         #expect {
             try simulation.run()
@@ -348,7 +348,7 @@ struct SimulationRefusalTests {
         let log = directory.path + "/askrelay-\(UUID().uuidString.prefix(6)).log"
         let process = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: arguments,
             logPath: log
         )
@@ -520,7 +520,7 @@ struct SimulationRefusalTests {
         let log = directory.path + "/askrelay.log"
         let askrelay = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: [
                 "simulate", "--scenario", scenarioPath, "--report-dir", report, "--quiet", "--wrap-parent", wrapper,
             ],

@@ -98,7 +98,7 @@ struct SimulationPowerCutTests {
         defer { supervisor.killAll() }
         let askrelay = try supervisor.start(
             name: "askrelay",
-            executable: TestProcess.binDirectory.appendingPathComponent("askrelay").path,
+            executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["simulate", "--scenario", scenario, "--report-dir", report] + flags,
             logPath: directory.path + "/askrelay.log"
         )

@@ -2,22 +2,23 @@ import AskAgents
 import AskClient
 import AskLogging
 import AskProtocol
+import AskRelayCluster
+import AskRelayProcesses
 import AskTestSupport
 import Foundation
 import Testing
 import ZeroMQ
 
-/// Real processes around one broker: `askrelay-broker`, `askrelay-limits` with a state file, and parent workers;
-/// the test itself plays the child app through `AskCenter`. Everything is stopped by `stop()`.
-// @unchecked: built once, then only read; processes kill themselves on deinit.
+/// Real processes around one broker: an ``AskRelayCluster`` (`askrelay-broker`, `askrelay-limits` with a state
+/// file, 200 ms heartbeats) and the parent workers a test adds; the test itself plays the child app through
+/// `AskCenter`. Everything is stopped by `stop()`.
+// @unchecked: built once, then only read; the cluster stops its processes.
 final class ProcessWorld: @unchecked Sendable {
-    let directory = TempDirectory()
-    let broker: TestProcess
-    let endpoint: String
-    let stats: String
-    var limits: TestProcess?
-    var parents: [TestProcess] = []
-    let context: ZMQContext
+    /// The test's own files: the limits state, the parents' records, the centers' state.
+    let directory: ScratchFolder
+    let cluster: AskRelayCluster
+    var endpoint: String { cluster.endpoint }
+    var context: ZMQContext { cluster.context }
 
     static let state = """
         {"children": {
@@ -26,31 +27,17 @@ final class ProcessWorld: @unchecked Sendable {
         }}
         """
 
-    init(timeScale: Double = 1, startLimits: Bool = true) throws {
-        stats = "ipc://\(directory.path)/stats.sock"
-        broker = try TestProcess(
-            "askrelay-broker",
-            [
-                "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory.path + "/broker", "--durability", "batch",
-                "--heartbeat", "200ms", "--time-scale", String(timeScale), "--stats-endpoint", stats,
-            ],
-            logDirectory: directory.path
-        )
-        endpoint = try broker.readyEndpoint()
-        context = try ZMQContext()
-        if startLimits { try startLimitsWorker() }
-    }
-
-    func startLimitsWorker() throws {
+    init() throws {
+        directory = try ScratchFolder(prefix: "askrelay-world")
         let path = directory.path + "/limits-state.json"
         try Self.state.write(toFile: path, atomically: true, encoding: .utf8)
-        let process = try TestProcess(
-            "askrelay-limits",
-            ["--broker", endpoint, "--state", path, "--data-dir", directory.path + "/limits", "--heartbeat", "200ms"],
-            logDirectory: directory.path
-        )
-        _ = try process.waitForLine(startingWith: "ready")
-        limits = process
+        var options = AskRelayCluster.Options()
+        options.heartbeat = .milliseconds(200)
+        options.limitsArguments = ["--state", path]
+        do { cluster = try AskRelayCluster(options) } catch {
+            directory.remove()
+            throw error
+        }
     }
 
     /// Starts a parent worker process hosting `guardians` (`id@family`) with a policy; returns it once ready.
@@ -60,16 +47,11 @@ final class ProcessWorld: @unchecked Sendable {
         policy: String = "approve",
         think: String = "fixed:10ms",
         extra: [String] = []
-    ) throws -> TestProcess {
-        var arguments = [
-            "--broker", endpoint, "--policy", policy, "--think", think, "--heartbeat", "200ms", "--records",
-            directory.path + "/answers-\(parents.count).jsonl",
-        ]
+    ) throws -> ClusterProcess {
+        let index = cluster.processes.filter { $0.name.hasPrefix("parent-") }.count
+        var arguments = ["--policy", policy, "--think", think, "--records", directory.path + "/answers-\(index).jsonl"]
         for guardian in guardians { arguments += ["--guardian", guardian] }
-        let process = try TestProcess("askrelay-parent", arguments + extra, logDirectory: directory.path)
-        _ = try process.waitForLine(startingWith: "ready")
-        parents.append(process)
-        return process
+        return try cluster.startWorker("askrelay-parent", role: .guardian, arguments + extra)
     }
 
     func center(_ children: [ChildIdentity], state: String = "center") async throws -> AskCenter {
@@ -91,7 +73,7 @@ final class ProcessWorld: @unchecked Sendable {
     func waitForStats(timeout: Duration = .seconds(15), _ condition: @escaping @Sendable ([String: Any]) -> Bool)
         async throws -> Bool
     {
-        let stats = self.stats
+        let stats = cluster.statsEndpoint
         let context = self.context
         return try await blocking {
             let socket = try context.socket(.sub)
@@ -111,10 +93,8 @@ final class ProcessWorld: @unchecked Sendable {
     }
 
     func stop() {
-        for parent in parents { parent.terminate() }
-        limits?.terminate()
-        broker.terminate()
-        directory.cleanup()
+        cluster.stop()
+        directory.remove()
     }
 }
 
@@ -376,7 +356,7 @@ struct WorkerProcessTests {
         defer { world.stop() }
         // The guardian registers once (so the family roster knows it), then goes away.
         let earlier = try world.startParent(["mum@fo"], policy: "approve")
-        earlier.terminate()
+        earlier.stop(grace: .seconds(10))
         let center = try await world.center([ChildIdentity(id: "kid", family: "fo")])
         let child = center.child("kid")
         let responses = child.responses(for: CommunicationTopic.self)

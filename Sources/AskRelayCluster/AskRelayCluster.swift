@@ -410,6 +410,7 @@ public final class AskRelayCluster: Sendable {
 
     /// Runs a blocking call of a cluster process off the cooperative pool, for example
     /// `try await cluster.run { try cluster.broker.kill() }`.
+    @discardableResult
     public func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await onDedicatedThread(name: "askrelay-cluster", body)
     }

@@ -27,9 +27,10 @@ struct Holder {
         // which would hide whether the process group did its work.
         options.logLevel = "critical"
         let cluster = try AskRelayCluster(options)
-        printLine(
-            "ready broker=\(cluster.broker.pid ?? 0) limits=\(cluster.limits.pid ?? 0) folder=\(cluster.folder)"
-        )
+        let ready = ReadyLine([
+            "broker": "\(cluster.broker.pid ?? 0)", "limits": "\(cluster.limits.pid ?? 0)", "folder": cluster.folder,
+        ])
+        printLine(ready.text)
         // The cluster stops when it is released: keep it for good.
         withExtendedLifetime(cluster) { while true { pause() } }
     }

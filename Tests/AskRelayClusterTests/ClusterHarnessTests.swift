@@ -120,29 +120,20 @@ struct ClusterHarnessTests {
     @Test("the processes die with the process that started the cluster, even on kill -9")
     func processesDieWithTheirStarter() throws {
         let bin = try AskRelayCluster.binDirectory()
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let log = FileManager.default.temporaryDirectory.path + "/askrelay-holder-\(UUID().uuidString.prefix(8)).log"
-        defer { try? FileManager.default.removeItem(atPath: log) }
-        let holder = try supervisor.start(
+        let logs = try ScratchFolder(prefix: "askrelay-holder")
+        defer { logs.remove() }
+        let holder = try RelayProcess(
             name: "askrelay-cluster-holder",
             executable: bin + "/askrelay-cluster-holder",
             arguments: [bin],
-            logPath: log
+            logPath: logs.path + "/holder.log"
         )
-        let line = try holder.waitForLine(prefix: "ready", timeout: .seconds(60))
-        let fields = Dictionary(
-            uniqueKeysWithValues: line.split(separator: " ").dropFirst().compactMap { field -> (String, String)? in
-                let parts = field.split(separator: "=", maxSplits: 1)
-                return parts.count == 2 ? (String(parts[0]), String(parts[1])) : nil
-            }
-        )
-        let broker = try #require(fields["broker"].flatMap { pid_t($0) })
-        let limits = try #require(fields["limits"].flatMap { pid_t($0) })
-        defer { try? FileManager.default.removeItem(atPath: fields["folder"] ?? "/nonexistent") }
+        let ready = try holder.waitUntilReady(timeout: .seconds(60))
+        let broker = try #require(ready["broker"].flatMap { pid_t($0) })
+        let limits = try #require(ready["limits"].flatMap { pid_t($0) })
+        defer { try? FileManager.default.removeItem(atPath: ready["folder"] ?? "/nonexistent") }
         #expect(isAlive(broker) && isAlive(limits))
-        holder.signal(SIGKILL)
-        try holder.waitForExit(timeout: .seconds(10))
+        try holder.kill()
         // Polled with a deadline: these are not our children, so there is no exit to wait for.
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline && (isAlive(broker) || isAlive(limits)) {

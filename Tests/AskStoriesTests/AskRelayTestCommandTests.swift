@@ -30,8 +30,7 @@ struct AskRelayTestCommandTests {
 
     /// `askrelay test` started and not yet ended: killed when released, if it is still running.
     final class RunningTest {
-        let supervisor = ProcessSupervisor()
-        let process: SupervisedProcess
+        let process: RelayProcess
         let log: String
 
         /// - Parameter mergingStderr: stderr joins stdout (`exec ... 2>&1` through sh, so the process is still
@@ -39,7 +38,7 @@ struct AskRelayTestCommandTests {
         init(_ arguments: [String], environment: [String: String], mergingStderr: Bool = false, in folder: URL) throws {
             log = folder.appendingPathComponent("askrelay-test-\(UUID().uuidString.prefix(8)).stderr").path
             let askrelay = AskRelayTestCommandTests.binDirectory.appendingPathComponent("askrelay").path
-            process = try supervisor.start(
+            process = try RelayProcess(
                 name: "askrelay",
                 executable: mergingStderr ? "/bin/sh" : askrelay,
                 arguments: mergingStderr
@@ -49,13 +48,13 @@ struct AskRelayTestCommandTests {
             )
         }
 
-        deinit { supervisor.killAll() }
+        deinit { _ = try? process.kill() }
 
         /// Waits (at most 8 minutes) for the end of the process and of its output.
         func end() throws -> Run {
-            let status = try process.waitForEnd(timeout: .seconds(480))
+            let status = try process.wait(timeout: .seconds(480))
             let stderr = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            return Run(status: status, stdout: process.lines, stderr: stderr)
+            return Run(status: status, stdout: process.output, stderr: stderr)
         }
     }
 
@@ -329,7 +328,7 @@ struct AskRelayTestCommandTests {
             in: folder
         )
         // The run's own line: the second story's processes are up and its steps are being played.
-        _ = try running.process.waitForLine(prefix: "askrelay test: playing 2/3 ", timeout: .seconds(120))
+        _ = try running.process.waitForLine(startingWith: "askrelay test: playing 2/3 ", timeout: .seconds(120))
         let cluster = try #require(names(in: temporary).first { $0.hasPrefix("askrelay-story-") })
         #expect(processes(mentioning: temporary.path + "/" + cluster).count >= 2, "the story's broker and limits")
         running.process.signal(signal)

@@ -57,9 +57,7 @@ enum FaultSupport {
         let scenarioPath = directory.path + "/scenario-in.json"
         try Data(scenario.utf8).write(to: URL(fileURLWithPath: scenarioPath))
         let reportDirectory = directory.path + "/report"
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let askrelay = try supervisor.start(
+        let askrelay = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", reportDirectory, "--quiet"]
@@ -67,7 +65,7 @@ enum FaultSupport {
             logPath: directory.path + "/askrelay.log"
         )
         if let whileRunning {
-            let line = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
+            let line = try askrelay.waitForLine(startingWith: "running:", timeout: .seconds(60))
             var pids: [String: Int32] = [:]
             for pair in line.dropFirst("running:".count).split(separator: " ") {
                 let parts = pair.split(separator: "=")
@@ -75,7 +73,7 @@ enum FaultSupport {
             }
             try whileRunning(pids)
         }
-        let exit = try askrelay.waitForExit(timeout: timeout)
+        let exit = try askrelay.wait(timeout: timeout)
         let log = String(
             decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(),
             as: UTF8.self
@@ -85,7 +83,7 @@ enum FaultSupport {
             "no report.json; askrelay \(exit); stderr:\n\(log.suffix(3000))"
         )
         let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-        return Run(exit: exit, report: report, stdout: askrelay.lines, directory: reportDirectory)
+        return Run(exit: exit, report: report, stdout: askrelay.output, directory: reportDirectory)
     }
 
     /// Waits until every thread of `pid` is stopped (state `T`): a SIGSTOP takes effect after kill(2) returns.

@@ -12,20 +12,18 @@ struct LoadThresholdCLITests {
     func load(_ flags: [String]) throws -> (exit: ProcessExitStatus, stdout: [String], log: String) {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let askrelay = try supervisor.start(
+        let askrelay = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["load"] + flags,
             logPath: directory.path + "/askrelay.log"
         )
-        let exit = try askrelay.waitForExit(timeout: .seconds(90))
+        let exit = try askrelay.wait(timeout: .seconds(90))
         let log = String(
             decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(),
             as: UTF8.self
         )
-        return (exit, askrelay.lines, log)
+        return (exit, askrelay.output, log)
     }
 
     /// A threshold every value of each figure of `mode` meets (`>= 0`), to show the report has them all.

@@ -82,9 +82,7 @@ struct MultiHostTests {
         let report = directory.path + "/report"
         let logPath = directory.path + "/askrelay.log"
         let wrap = { (host: String) in lab.exec(host).joined(separator: " ") }
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let askrelay = try supervisor.start(
+        let askrelay = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: [
@@ -96,9 +94,9 @@ struct MultiHostTests {
             ],
             logPath: logPath
         )
-        // askrelay itself is killed by the supervisor on failure; the workers it started live in the lab's
+        // askrelay itself is stopped when released, on failure too; the workers it started live in the lab's
         // namespaces and are killed by lab.destroy().
-        let exit = try askrelay.waitForExit(timeout: .seconds(150))
+        let exit = try askrelay.wait(timeout: .seconds(150))
         let log = String(decoding: FileManager.default.contents(atPath: logPath) ?? Data(), as: UTF8.self)
         let data = try #require(
             FileManager.default.contents(atPath: report + "/report.json"),

@@ -61,10 +61,8 @@ struct ShardedLoadTests {
         let (brokers, readers) = try Self.brokers(context)
         defer { brokers.stop() }
         let path = brokers.directory.path
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
         let log = path + "/load.log"
-        let load = try supervisor.start(
+        let load = try RelayProcess(
             name: "load",
             executable: Self.askrelay,
             arguments: [
@@ -73,12 +71,12 @@ struct ShardedLoadTests {
                 + Self.workload,
             logPath: log
         )
-        #expect(try load.waitForEnd(timeout: .seconds(90)) == .exited(0), "\(Self.text(log).suffix(3000))")
-        #expect(load.lines.contains("shards: 2 brokers (b0, b1)"), "\(load.lines)")
+        #expect(try load.wait(timeout: .seconds(90)) == .exited(0), "\(Self.text(log).suffix(3000))")
+        #expect(load.output.contains("shards: 2 brokers (b0, b1)"), "\(load.output)")
         // The threshold line, then the machine-readable line, last.
-        let ending = Array(load.lines.suffix(2))
-        #expect(ending.first == "threshold errors==0: errors=0 ok", "\(load.lines)")
-        #expect(ending.last?.hasPrefix("throughput=") == true, "\(load.lines)")
+        let ending = Array(load.output.suffix(2))
+        #expect(ending.first == "threshold errors==0: errors=0 ok", "\(load.output)")
+        #expect(ending.last?.hasPrefix("throughput=") == true, "\(load.output)")
         let report = try Self.report(path + "/report")
         #expect(report.shards == ["b0", "b1"])
         #expect(report.externalBroker)
@@ -95,9 +93,7 @@ struct ShardedLoadTests {
         let (brokers, readers) = try Self.brokers(context)
         defer { brokers.stop() }
         let path = brokers.directory.path
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let coordinator = try supervisor.start(
+        let coordinator = try RelayProcess(
             name: "coordinator",
             executable: Self.askrelay,
             arguments: [
@@ -106,27 +102,27 @@ struct ShardedLoadTests {
             ] + Self.workload,
             logPath: path + "/coordinator.log"
         )
-        let line = try coordinator.waitForLine(prefix: "coordinator listening=", timeout: .seconds(30))
+        let line = try coordinator.waitForLine(startingWith: "coordinator listening=", timeout: .seconds(30))
         let endpoint = String(line.dropFirst("coordinator listening=".count).split(separator: " ")[0])
         // agent-1 takes the coordinator's list; agent-2 gives its own (no --mode: an agent's is the coordinator's).
         let agents = try [[], ["--brokers", brokers.list]].enumerated().map { index, flags in
-            try supervisor.start(
+            try RelayProcess(
                 name: "agent-\(index + 1)",
                 executable: Self.askrelay,
                 arguments: ["load", "--agent", endpoint, "--control-timeout", "20s"] + flags,
                 logPath: path + "/agent-\(index + 1).log"
             )
         }
-        let exit = try coordinator.waitForEnd(timeout: .seconds(90))
+        let exit = try coordinator.wait(timeout: .seconds(90))
         #expect(exit == .exited(0), "\(Self.text(path + "/coordinator.log").suffix(3000))")
         for (index, agent) in agents.enumerated() {
-            let end = try agent.waitForEnd(timeout: .seconds(30))
+            let end = try agent.wait(timeout: .seconds(30))
             let log = Self.text(path + "/agent-\(index + 1).log")
             #expect(end == .exited(0), "\(log.suffix(3000))")
             #expect(log.contains("brokers \(brokers.list)"), "\(log.suffix(2000))")
-            #expect(agent.lines.contains("shards: 2 brokers (b0, b1)"), "\(agent.lines)")
+            #expect(agent.output.contains("shards: 2 brokers (b0, b1)"), "\(agent.output)")
         }
-        #expect(coordinator.lines.contains("shards: 2 brokers (b0, b1)"), "\(coordinator.lines)")
+        #expect(coordinator.output.contains("shards: 2 brokers (b0, b1)"), "\(coordinator.output)")
         let report = try Self.report(path + "/report")
         #expect(report.shards == ["b0", "b1"])
         #expect(report.hosts?.map { $0.flows.completed > 0 } == [true, true], "every agent completed flows")
@@ -151,18 +147,16 @@ struct ShardedLoadTests {
             (["--mode", "flows", "--brokers", "b0=127.0.0.1:1"], "broker 'b0'"),
         ]
         for (flags, message) in cases {
-            let supervisor = ProcessSupervisor()
-            defer { supervisor.killAll() }
             let log = directory.path + "/usage-\(UUID().uuidString).log"
-            let run = try supervisor.start(
+            let run = try RelayProcess(
                 name: "askrelay",
                 executable: Self.askrelay,
                 arguments: ["load"] + flags,
                 logPath: log
             )
-            #expect(try run.waitForEnd(timeout: .seconds(20)) == .exited(64), "\(flags)")
+            #expect(try run.wait(timeout: .seconds(20)) == .exited(64), "\(flags)")
             #expect(Self.text(log).contains(message), "\(flags): \(Self.text(log))")
-            #expect(run.lines.isEmpty)
+            #expect(run.output.isEmpty)
         }
     }
 }

@@ -103,16 +103,14 @@ struct ShrinkIntegrationTests {
         let run = try FaultSupport.simulate(Self.small, directory: directory, timeout: .seconds(120))
         #expect(Self.broke(run, "guardians-honour-expiry"), "\(run.violations)")
         let output = directory.path + "/shrunk"
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let shrink = try supervisor.start(
+        let shrink = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["shrink", run.directory, "--shrink-dir", output, "--shrink-budget", "1s"],
             logPath: directory.path + "/shrink.log"
         )
-        #expect(try shrink.waitForExit(timeout: .seconds(120)) == .exited(0))
-        let lines = shrink.lines
+        #expect(try shrink.wait(timeout: .seconds(120)) == .exited(0))
+        let lines = shrink.output
         #expect(
             lines.first?.hasPrefix("shrink: looking for the smallest scenario that still breaks [guardians-") == true
         )
@@ -148,26 +146,24 @@ struct ShrinkIntegrationTests {
     /// Starts askrelay with `arguments`, sends SIGINT once replay 1 runs every process, checks the ending.
     static func interrupt(_ arguments: [String], _ directory: String, output: String? = nil) throws {
         let output = output ?? arguments[arguments.count - 1]
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let askrelay = try supervisor.start(
+        let askrelay = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: arguments,
             logPath: directory + "/\(arguments[0])-interrupted.log"
         )
-        try askrelay.waitForLine(prefix: "shrink: looking", timeout: .seconds(90))
+        try askrelay.waitForLine(startingWith: "shrink: looking", timeout: .seconds(90))
         // The children start last: once their log exists, every process of replay 1 runs.
         let childLog = output + "/replay-01/logs/child-1.log"
         let deadline = ContinuousClock.now + .seconds(60)
         while !FileManager.default.fileExists(atPath: childLog) && ContinuousClock.now < deadline && askrelay.isRunning
         {
-            _ = try? askrelay.waitForExit(timeout: .milliseconds(50))
+            _ = try? askrelay.wait(timeout: .milliseconds(50))
         }
         #expect(FileManager.default.fileExists(atPath: childLog), "replay 1 did not start its children")
         askrelay.signal(SIGINT)
-        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(1), "\(arguments[0])")
-        let lines = askrelay.lines
+        #expect(try askrelay.wait(timeout: .seconds(30)) == .exited(1), "\(arguments[0])")
+        let lines = askrelay.output
         #expect(lines.contains { $0.hasPrefix("replay 1: families 4 → 1: interrupted, ") }, "\(lines)")
         #expect(lines.contains("shrink: interrupted; stopped with the best scenario so far"), "\(lines)")
         #expect(!lines.contains { $0.hasPrefix("replay 2:") }, "\(lines)")
@@ -204,18 +200,16 @@ struct ShrinkIntegrationTests {
         #expect(FileManager.default.fileExists(atPath: used + "/replay-01/old.txt"))
 
         // The advice, followed: the folder is emptied and the shrink starts (interrupted here once it runs).
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let shrink = try supervisor.start(
+        let shrink = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["shrink", failed, "--shrink-dir", used, "--clean"],
             logPath: directory.path + "/shrink.log"
         )
-        _ = try shrink.waitForLine(prefix: "shrink: looking", timeout: .seconds(60))
+        _ = try shrink.waitForLine(startingWith: "shrink: looking", timeout: .seconds(60))
         #expect(!FileManager.default.fileExists(atPath: used + "/replay-01/old.txt"), "--clean kept the old replay")
         shrink.signal(SIGINT)
-        #expect(try shrink.waitForExit(timeout: .seconds(60)) == .exited(1))
+        #expect(try shrink.wait(timeout: .seconds(60)) == .exited(1))
 
         // Never a folder holding anything else.
         let foreign = directory.path + "/mine"

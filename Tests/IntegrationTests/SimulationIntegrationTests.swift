@@ -110,15 +110,13 @@ struct SimulationIntegrationTests {
         defer { directory.cleanup() }
         let scenarioPath = directory.path + "/scenario-in.json"
         try Data(Self.small.utf8).write(to: URL(fileURLWithPath: scenarioPath))
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let askrelay = try supervisor.start(
+        let askrelay = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["simulate", "--scenario", scenarioPath, "--report-dir", directory.path + "/report", "--quiet"],
             logPath: directory.path + "/askrelay.log"
         )
-        let line = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
+        let line = try askrelay.waitForLine(startingWith: "running:", timeout: .seconds(60))
         let pids = line.dropFirst("running:".count).split(separator: " ").compactMap {
             $0.split(separator: "=").last.flatMap { Int32($0) }
         }
@@ -126,7 +124,7 @@ struct SimulationIntegrationTests {
         defer { for pid in pids { kill(pid, SIGKILL) } }
         for pid in pids { #expect(kill(pid, 0) == 0, "worker \(pid) should be running") }
         askrelay.signal(SIGINT)
-        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(128 + SIGINT))
+        #expect(try askrelay.wait(timeout: .seconds(30)) == .exited(128 + SIGINT))
         // askrelay reaped its workers before exiting, so none of their pids is alive any more.
         for pid in pids { #expect(kill(pid, 0) == -1 && errno == ESRCH, "worker \(pid) survived") }
         // One prefix, and what it did: killed the processes, removed its socket folder, kept the logs.
@@ -141,18 +139,16 @@ struct SimulationIntegrationTests {
     func badUsage() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
         let scenarioPath = directory.path + "/bad.json"
         try Data(#"{"families": 0}"#.utf8).write(to: URL(fileURLWithPath: scenarioPath))
         let log = directory.path + "/bad.log"
-        let askrelay = try supervisor.start(
+        let askrelay = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["simulate", "--scenario", scenarioPath],
             logPath: log
         )
-        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(64))
+        #expect(try askrelay.wait(timeout: .seconds(30)) == .exited(64))
         let text = String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self)
         #expect(text.contains("'families'"))
     }
@@ -174,19 +170,17 @@ struct SimulationEdgeTests {
         environment: [String: String] = [:],
         directory: TempDirectory
     ) throws -> (exit: ProcessExitStatus, stdout: [String], stderr: String) {
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
         let log = directory.path + "/askrelay-\(UUID().uuidString.prefix(6)).log"
-        let process = try supervisor.start(
+        let process = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: arguments,
             environment: environment,
             logPath: log
         )
-        let exit = try process.waitForExit(timeout: .seconds(150))
+        let exit = try process.wait(timeout: .seconds(150))
         return (
-            exit, process.lines, String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self)
+            exit, process.output, String(decoding: FileManager.default.contents(atPath: log) ?? Data(), as: UTF8.self)
         )
     }
 
@@ -342,11 +336,11 @@ struct SimulationRefusalTests {
         .deletingLastPathComponent()
 
     /// askrelay with `arguments`, running; stderr goes to a file in `directory`.
-    static func start(_ arguments: [String], _ directory: TempDirectory, _ supervisor: ProcessSupervisor) throws -> (
-        process: SupervisedProcess, stderr: String
+    static func start(_ arguments: [String], _ directory: TempDirectory) throws -> (
+        process: RelayProcess, stderr: String
     ) {
         let log = directory.path + "/askrelay-\(UUID().uuidString.prefix(6)).log"
-        let process = try supervisor.start(
+        let process = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: arguments,
@@ -380,15 +374,12 @@ struct SimulationRefusalTests {
             // The first run holds the folder from before its processes start until it ends.
             holder = Self.text(report + "/simulate.lock").trimmingCharacters(in: .whitespacesAndNewlines)
             for flags in [["--clean"], []] {
-                let supervisor = ProcessSupervisor()
-                defer { supervisor.killAll() }
                 let (second, log) = try Self.start(
                     ["simulate", "--scenario", directory.path + "/scenario-in.json", "--report-dir", report, "--quiet"]
                         + flags,
-                    directory,
-                    supervisor
+                    directory
                 )
-                refusals.append((try second.waitForExit(timeout: .seconds(120)), Self.text(log)))
+                refusals.append((try second.wait(timeout: .seconds(120)), Self.text(log)))
             }
             #expect(FileManager.default.fileExists(atPath: report + "/scenario.json"))
             #expect(FileManager.default.fileExists(atPath: report + "/keys"))
@@ -417,33 +408,27 @@ struct SimulationRefusalTests {
             (["--wrap-child", "nosuchwrapper"], "option '--wrap-child': 'nosuchwrapper' is not a program on PATH"),
         ]
         for (flags, message) in cases {
-            let supervisor = ProcessSupervisor()
-            defer { supervisor.killAll() }
             let report = directory.path + "/r-\(UUID().uuidString.prefix(6))"
             let (askrelay, log) = try Self.start(
                 ["simulate", "--report-dir", report, "--quiet"] + flags,
-                directory,
-                supervisor
+                directory
             )
             let pid = askrelay.pid ?? 0
-            #expect(try askrelay.waitForExit(timeout: .seconds(60)) == .exited(64), "\(flags): \(Self.text(log))")
+            #expect(try askrelay.wait(timeout: .seconds(60)) == .exited(64), "\(flags): \(Self.text(log))")
             #expect(Self.text(log).contains(message), "\(flags): \(Self.text(log))")
             #expect(!FileManager.default.fileExists(atPath: report), "\(flags): the report folder was created")
             #expect(Self.socketFolders(of: pid).isEmpty, "\(flags): a socket folder was made")
         }
         // The same flags with a wrapper that exists start every process, into the report folder.
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
         let report = directory.path + "/wrapped"
         let (askrelay, _) = try Self.start(
             ["simulate", "--report-dir", report, "--quiet", "--families", "2", "--wrap-child", "env"],
-            directory,
-            supervisor
+            directory
         )
-        _ = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
+        _ = try askrelay.waitForLine(startingWith: "running:", timeout: .seconds(60))
         #expect(FileManager.default.fileExists(atPath: report + "/logs/child-1.log"))
         askrelay.signal(SIGINT)
-        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(128 + SIGINT))
+        #expect(try askrelay.wait(timeout: .seconds(30)) == .exited(128 + SIGINT))
     }
 
     @Test("time scale 1 makes the drain last a day: refused up front with the bound and the flag that accepts it")
@@ -462,12 +447,10 @@ struct SimulationRefusalTests {
         #expect(refused.stderr.contains("--allow-long-drain (ASKRELAY_ALLOW_LONG_DRAIN)"), "\(refused.stderr)")
         #expect(!FileManager.default.fileExists(atPath: report))
         // The flag accepts it: the run starts (and is interrupted here).
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let (askrelay, log) = try Self.start(flags + ["--allow-long-drain"], directory, supervisor)
-        _ = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
+        let (askrelay, log) = try Self.start(flags + ["--allow-long-drain"], directory)
+        _ = try askrelay.waitForLine(startingWith: "running:", timeout: .seconds(60))
         askrelay.signal(SIGINT)
-        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(128 + SIGINT), "\(Self.text(log))")
+        #expect(try askrelay.wait(timeout: .seconds(30)) == .exited(128 + SIGINT), "\(Self.text(log))")
     }
 
     @Test("--families' range is in --help; a scenario's families out of it, or a JSON array, is refused with exit 64")
@@ -514,11 +497,9 @@ struct SimulationRefusalTests {
         try Data(scenario.utf8).write(to: URL(fileURLWithPath: scenarioPath))
         let group = try ProcessGroupGuard()
         defer { group.release() }
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
         let report = directory.path + "/report"
         let log = directory.path + "/askrelay.log"
-        let askrelay = try supervisor.start(
+        let askrelay = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: [
@@ -527,17 +508,17 @@ struct SimulationRefusalTests {
             logPath: log,
             processGroup: group.processGroup
         )
-        _ = try askrelay.waitForLine(prefix: "running:", timeout: .seconds(60))
+        _ = try askrelay.waitForLine(startingWith: "running:", timeout: .seconds(60))
         // The drain has begun once a parent's wrapper got its SIGTERM.
         let deadline = ContinuousClock.now + .seconds(90)
         while !FileManager.default.fileExists(atPath: wrapper + ".term") && askrelay.isRunning
             && ContinuousClock.now < deadline
         {
-            _ = try? askrelay.waitForExit(timeout: .milliseconds(20))
+            _ = try? askrelay.wait(timeout: .milliseconds(20))
         }
         try #require(FileManager.default.fileExists(atPath: wrapper + ".term"), "the drain never began")
         askrelay.signal(SIGINT)
-        #expect(try askrelay.waitForExit(timeout: .seconds(60)) == .exited(128 + SIGINT))
+        #expect(try askrelay.wait(timeout: .seconds(60)) == .exited(128 + SIGINT))
         let stderr = Self.text(log)
         #expect(stderr.contains("askrelay simulate: interrupted by SIGINT while stopping the processes"), "\(stderr)")
         #expect(stderr.contains("kept \(report) with the logs (no report)"), "\(stderr)")
@@ -550,13 +531,10 @@ struct SimulationRefusalTests {
     func interruptedWhileSettingUp() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
         let report = directory.path + "/big"
         let (askrelay, log) = try Self.start(
             ["simulate", "--families", "1000000", "--report-dir", report, "--quiet"],
-            directory,
-            supervisor
+            directory
         )
         let pid = askrelay.pid ?? 0
         // The run's first act is to take its folder's lock, with its pid in it.
@@ -564,11 +542,11 @@ struct SimulationRefusalTests {
         while Self.text(report + "/simulate.lock") != "\(pid)\n" && ContinuousClock.now < deadline
             && askrelay.isRunning
         {
-            _ = try? askrelay.waitForExit(timeout: .milliseconds(20))
+            _ = try? askrelay.wait(timeout: .milliseconds(20))
         }
         #expect(Self.text(report + "/simulate.lock") == "\(pid)\n", "the run never took its folder")
         askrelay.signal(SIGINT)
-        #expect(try askrelay.waitForExit(timeout: .seconds(60)) == .exited(128 + SIGINT))
+        #expect(try askrelay.wait(timeout: .seconds(60)) == .exited(128 + SIGINT))
         let stderr = Self.text(log)
         #expect(stderr.contains("askrelay simulate: interrupted by SIGINT while setting up the run"), "\(stderr)")
         #expect(stderr.contains("removed \(report)"), "\(stderr)")

@@ -94,15 +94,13 @@ struct SimulationPowerCutTests {
             #"{\#(durability), "faults": [{"at": "1s", "process": "\#(process)", "action": "power-cut"}]}"#.utf8
         ).write(to: URL(fileURLWithPath: scenario))
         let report = directory.path + "/report"
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let askrelay = try supervisor.start(
+        let askrelay = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["simulate", "--scenario", scenario, "--report-dir", report] + flags,
             logPath: directory.path + "/askrelay.log"
         )
-        let exit = try askrelay.waitForExit(timeout: .seconds(30))
+        let exit = try askrelay.wait(timeout: .seconds(30))
         let log = (try? String(contentsOfFile: directory.path + "/askrelay.log", encoding: .utf8)) ?? ""
         // One error line, then the usage hint every refused command prints.
         let lines = log.split(separator: "\n").filter { !$0.isEmpty }

@@ -38,8 +38,7 @@ public final class OneShot<Value: Sendable>: @unchecked Sendable {  // @unchecke
             }
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { return nil }
-            let (seconds, attoseconds) = left.components
-            _ = condition.wait(until: Date(timeIntervalSinceNow: Double(seconds) + Double(attoseconds) / 1e18))
+            _ = condition.wait(until: Date(timeIntervalSinceNow: left.secondsValue))
         }
         return value
     }

@@ -18,17 +18,15 @@ struct FlowLoadTests {
     /// Runs `askrelay load <flags> --report-dir <tmp>`; returns its exit, load.json, load.html and stdout.
     func load(_ flags: [String], directory: TempDirectory) throws -> Run {
         let reportDirectory = directory.path + "/report"
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let askrelay = try supervisor.start(
+        let askrelay = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["load"] + flags + ["--report-dir", reportDirectory],
             logPath: directory.path + "/askrelay.log"
         )
         // The last stdout line is read by then (stdout is read on another thread than the exit is seen on).
-        _ = try? askrelay.waitForLine(prefix: "throughput=", timeout: .seconds(60))
-        let exit = try askrelay.waitForExit(timeout: .seconds(60))
+        _ = try? askrelay.waitForLine(startingWith: "throughput=", timeout: .seconds(60))
+        let exit = try askrelay.wait(timeout: .seconds(60))
         let log = String(
             decoding: FileManager.default.contents(atPath: directory.path + "/askrelay.log") ?? Data(),
             as: UTF8.self
@@ -42,7 +40,7 @@ struct FlowLoadTests {
             decoding: FileManager.default.contents(atPath: reportDirectory + "/load.html") ?? Data(),
             as: UTF8.self
         )
-        return Run(exit: exit, report: report, html: html, stdout: askrelay.lines)
+        return Run(exit: exit, report: report, html: html, stdout: askrelay.output)
     }
 
     func percentilesOrdered(_ latency: [String: Any]?) -> Bool {
@@ -58,9 +56,7 @@ struct FlowLoadTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let reportDirectory = directory.path + "/report"
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let askrelay = try supervisor.start(
+        let askrelay = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: [
@@ -70,8 +66,8 @@ struct FlowLoadTests {
             ],
             logPath: directory.path + "/askrelay.log"
         )
-        let last = try askrelay.waitForLine(prefix: "pending=", timeout: .seconds(90))
-        #expect(try askrelay.waitForExit(timeout: .seconds(30)) == .exited(0))
+        let last = try askrelay.waitForLine(startingWith: "pending=", timeout: .seconds(90))
+        #expect(try askrelay.wait(timeout: .seconds(30)) == .exited(0))
         #expect(last.hasPrefix("pending=120 "), "last line: \(last)")
         let data = try #require(FileManager.default.contents(atPath: reportDirectory + "/load.json"))
         let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
@@ -123,9 +119,7 @@ struct FlowLoadTests {
         defer { directory.cleanup() }
         let reportDirectory = directory.path + "/report"
         let stderrPath = directory.path + "/askrelay.log"
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let askrelay = try supervisor.start(
+        let askrelay = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: [
@@ -142,17 +136,17 @@ struct FlowLoadTests {
             measuring = stderr.split(separator: "\n").first {
                 $0.contains(" measuring: ") && !$0.contains(" 0 completed")
             }.map(String.init)
-            if measuring == nil { _ = supervisor.wait(until: .now + .milliseconds(50)) { false } }
+            if measuring == nil { _ = try? askrelay.wait(timeout: .milliseconds(50)) }  // a poll with a deadline
         }
         try #require(measuring != nil, "no progress line while measuring; running: \(askrelay.isRunning)")
         let started = Self.children(of: askrelay.pid ?? 0)
         #expect(!started.isEmpty, "the broker askrelay started is not among its children")
         defer { for pid in started { kill(pid, SIGKILL) } }
         askrelay.signal(SIGINT)
-        let exit = try askrelay.waitForEnd(timeout: .seconds(30))
+        let exit = try askrelay.wait(timeout: .seconds(30))
         let stderr = (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? ""
         #expect(exit == .exited(130), "stderr: \(stderr.suffix(2000))")
-        let stdout = askrelay.lines
+        let stdout = askrelay.output
         #expect(stdout.contains { $0.hasPrefix("interrupted by SIGINT after ") }, "\(stdout)")
         #expect(stdout.contains { $0.hasPrefix("threshold errors==0: ") }, "\(stdout)")
         let last = try #require(stdout.last, "no stdout")
@@ -268,14 +262,12 @@ struct FlowLoadTests {
     func badUsage() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
-        let askrelay = try supervisor.start(
+        let askrelay = try RelayProcess(
             name: "askrelay",
             executable: Executables.built.appendingPathComponent("askrelay").path,
             arguments: ["load", "--mode", "flows", "--endpoints", "2", "--families", "5"],
             logPath: directory.path + "/askrelay.log"
         )
-        #expect(try askrelay.waitForExit(timeout: .seconds(20)) == .exited(64))
+        #expect(try askrelay.wait(timeout: .seconds(20)) == .exited(64))
     }
 }

@@ -24,8 +24,8 @@ struct LoadHostsTests {
     ]
 
     /// The endpoint of a coordinator's `coordinator listening=<endpoint> hosts=N` line.
-    static func listening(_ coordinator: SupervisedProcess) throws -> String {
-        let line = try coordinator.waitForLine(prefix: "coordinator listening=", timeout: .seconds(30))
+    static func listening(_ coordinator: RelayProcess) throws -> String {
+        let line = try coordinator.waitForLine(startingWith: "coordinator listening=", timeout: .seconds(30))
         return String(line.dropFirst("coordinator listening=".count).split(separator: " ")[0])
     }
 
@@ -78,10 +78,8 @@ struct LoadHostsTests {
         }
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
         let brokerAddress = lab.address("broker")
-        let broker = try supervisor.start(
+        let broker = try RelayProcess(
             name: "broker",
             executable: NetworkLab.ipPath,
             arguments: Array(lab.exec("broker").dropFirst()) + [
@@ -91,10 +89,10 @@ struct LoadHostsTests {
             ],
             logPath: directory.path + "/broker.log"
         )
-        _ = try broker.waitForLine(prefix: "ready", timeout: .seconds(30))
+        _ = try broker.waitForLine(startingWith: "ready", timeout: .seconds(30))
         // The coordinator runs in the broker's namespace and starts the limits worker and parents there.
         let report = directory.path + "/report"
-        let coordinator = try supervisor.start(
+        let coordinator = try RelayProcess(
             name: "coordinator",
             executable: NetworkLab.ipPath,
             arguments: Array(lab.exec("broker").dropFirst()) + [
@@ -106,10 +104,10 @@ struct LoadHostsTests {
         )
         let endpoint = try Self.listening(coordinator)
         #expect(endpoint == "tcp://\(brokerAddress):7000")
-        var agents: [SupervisedProcess] = []
+        var agents: [RelayProcess] = []
         for host in ["load1", "load2"] {
             agents.append(
-                try supervisor.start(
+                try RelayProcess(
                     name: host,
                     executable: NetworkLab.ipPath,
                     arguments: Array(lab.exec(host).dropFirst()) + [Self.askrelay, "load", "--agent", endpoint],
@@ -117,15 +115,15 @@ struct LoadHostsTests {
                 )
             )
         }
-        let exit = try coordinator.waitForEnd(timeout: .seconds(90))
+        let exit = try coordinator.wait(timeout: .seconds(90))
         let log = Self.text(directory.path + "/coordinator.log")
         #expect(exit == .exited(0), "coordinator: \(log.suffix(3000))")
         for agent in agents {
-            #expect(try agent.waitForEnd(timeout: .seconds(30)) == .exited(0), "\(agent.name): \(agent.lines)")
-            #expect(agent.lines.last?.hasPrefix("throughput=") == true, "\(agent.lines)")
+            #expect(try agent.wait(timeout: .seconds(30)) == .exited(0), "\(agent.name): \(agent.output)")
+            #expect(agent.output.last?.hasPrefix("throughput=") == true, "\(agent.output)")
         }
-        #expect(coordinator.lines.contains("threshold errors==0: errors=0 ok"), "\(coordinator.lines)")
-        #expect(coordinator.lines.contains { $0.hasPrefix("2 load hosts merged; starts within ±") })
+        #expect(coordinator.output.contains("threshold errors==0: errors=0 ok"), "\(coordinator.output)")
+        #expect(coordinator.output.contains { $0.hasPrefix("2 load hosts merged; starts within ±") })
         try Self.checkMerged(report, hosts: 2)
         // The agents' children really came from their namespaces' addresses (not loopback).
         let data = try #require(FileManager.default.contents(atPath: report + "/load.json"))
@@ -135,13 +133,12 @@ struct LoadHostsTests {
 
     /// Starts a coordinator on loopback with `flags`; returns it and its endpoint.
     func coordinator(
-        _ supervisor: ProcessSupervisor,
         _ directory: TempDirectory,
         _ flags: [String],
         name: String = "coordinator"
-    ) throws -> (SupervisedProcess, String) {
+    ) throws -> (RelayProcess, String) {
         // Its temporary folders (data, and the logs it keeps when the run fails, as several tests make it) in ours.
-        let process = try supervisor.start(
+        let process = try RelayProcess(
             name: name,
             executable: Self.askrelay,
             arguments: ["load", "--coordinator", "tcp://127.0.0.1:*"] + flags,
@@ -152,13 +149,12 @@ struct LoadHostsTests {
     }
 
     func agent(
-        _ supervisor: ProcessSupervisor,
         _ directory: TempDirectory,
         _ endpoint: String,
         _ name: String,
         _ flags: [String] = []
-    ) throws -> SupervisedProcess {
-        try supervisor.start(
+    ) throws -> RelayProcess {
+        try RelayProcess(
             name: name,
             executable: Self.askrelay,
             arguments: ["load", "--agent", endpoint, "--control-timeout", "20s"] + flags,
@@ -170,19 +166,16 @@ struct LoadHostsTests {
     func loopbackMerge() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
         let report = directory.path + "/report"
         let (coordinator, endpoint) = try coordinator(
-            supervisor,
             directory,
             Self.workload + ["--load-hosts", "2", "--report-dir", report, "--control-timeout", "30s"]
         )
-        let agents = try ["agent-1", "agent-2"].map { try agent(supervisor, directory, endpoint, $0) }
-        let exit = try coordinator.waitForEnd(timeout: .seconds(90))
+        let agents = try ["agent-1", "agent-2"].map { try agent(directory, endpoint, $0) }
+        let exit = try coordinator.wait(timeout: .seconds(90))
         #expect(exit == .exited(0), "\(Self.text(directory.path + "/coordinator.log").suffix(3000))")
-        for agent in agents { #expect(try agent.waitForEnd(timeout: .seconds(30)) == .exited(0)) }
-        #expect(coordinator.lines.last?.hasPrefix("throughput=") == true, "\(coordinator.lines)")
+        for agent in agents { #expect(try agent.wait(timeout: .seconds(30)) == .exited(0)) }
+        #expect(coordinator.output.last?.hasPrefix("throughput=") == true, "\(coordinator.output)")
         try Self.checkMerged(report, hosts: 2)
     }
 
@@ -190,21 +183,18 @@ struct LoadHostsTests {
     func agentDiesMidRun() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
         // A long window: the kill lands inside it, and the run must end long before the window would.
         let (coordinator, endpoint) = try coordinator(
-            supervisor,
             directory,
             ["--mode", "flows", "--endpoints", "20", "--families", "10", "--inflight", "8", "--duration", "60s"]
                 + ["--warmup", "0s", "--load-hosts", "2", "--control-timeout", "30s"]
         )
-        let first = try agent(supervisor, directory, endpoint, "agent-1")
-        let second = try agent(supervisor, directory, endpoint, "agent-2")
-        for agent in [first, second] { _ = try agent.waitForLine(prefix: "load host ", timeout: .seconds(60)) }
+        let first = try agent(directory, endpoint, "agent-1")
+        let second = try agent(directory, endpoint, "agent-2")
+        for agent in [first, second] { _ = try agent.waitForLine(startingWith: "load host ", timeout: .seconds(60)) }
         let killed = ContinuousClock.now
-        second.signal(SIGKILL, expected: true)
-        let exit = try coordinator.waitForEnd(timeout: .seconds(30))
+        second.signal(SIGKILL)
+        let exit = try coordinator.wait(timeout: .seconds(30))
         let waited = ContinuousClock.now - killed
         let log = Self.text(directory.path + "/coordinator.log")
         #expect(exit == .exited(1), "\(log.suffix(2000))")
@@ -212,50 +202,44 @@ struct LoadHostsTests {
         #expect(log.contains("sent nothing for 3 s during the run"), "\(log.suffix(2000))")
         #expect(waited < .seconds(15), "the coordinator took \(waited) to notice")
         // The survivor was told to stop, and did, long before its 60 s window.
-        #expect(try first.waitForEnd(timeout: .seconds(20)) == .exited(1))
+        #expect(try first.wait(timeout: .seconds(20)) == .exited(1))
         #expect(Self.text(directory.path + "/agent-1.log").contains("the coordinator stopped the run"))
-        #expect(coordinator.lines.allSatisfy { !$0.hasPrefix("throughput=") })
+        #expect(coordinator.output.allSatisfy { !$0.hasPrefix("throughput=") })
     }
 
     @Test("a second coordinator on the same port fails at once, before starting anything, and the first is unharmed")
     func secondCoordinatorSamePort() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
         let (first, endpoint) = try coordinator(
-            supervisor,
             directory,
             Self.workload + ["--load-hosts", "1", "--control-timeout", "30s"]
         )
-        let second = try supervisor.start(
+        let second = try RelayProcess(
             name: "second",
             executable: Self.askrelay,
             arguments: ["load", "--coordinator", endpoint, "--load-hosts", "1"] + Self.workload,
             logPath: directory.path + "/second.log"
         )
-        #expect(try second.waitForEnd(timeout: .seconds(20)) == .exited(1))
+        #expect(try second.wait(timeout: .seconds(20)) == .exited(1))
         let log = Self.text(directory.path + "/second.log")
         #expect(log.contains("the coordinator cannot listen on \(endpoint)"), "\(log)")
         #expect(log.contains("Address already in use") || log.contains("EADDRINUSE"), "\(log)")
-        #expect(second.lines.isEmpty, "\(second.lines)")
+        #expect(second.output.isEmpty, "\(second.output)")
         // One line, the error: no broker, limits or parent was started (their failures would show here too).
         #expect(log.split(separator: "\n").count == 1, "\(log)")
         // The first still serves: one agent completes its run.
-        let agent = try agent(supervisor, directory, endpoint, "agent")
-        #expect(try first.waitForEnd(timeout: .seconds(90)) == .exited(0))
-        #expect(try agent.waitForEnd(timeout: .seconds(30)) == .exited(0))
+        let agent = try agent(directory, endpoint, "agent")
+        #expect(try first.wait(timeout: .seconds(90)) == .exited(0))
+        #expect(try agent.wait(timeout: .seconds(30)) == .exited(0))
     }
 
     @Test("an agent of another load-control version is refused by name and the run fails; so is another --mode")
     func versionAndModeMismatch() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
         // Version: a hand-made agent (a real DEALER) says hello as version 999.
         let (coordinator, endpoint) = try coordinator(
-            supervisor,
             directory,
             Self.workload + ["--load-hosts", "1", "--control-timeout", "30s"]
         )
@@ -269,21 +253,20 @@ struct LoadHostsTests {
         let reply = try #require(try dealer.receive(.dontWait))
         let refusal = String(decoding: reply.bytes, as: UTF8.self)
         #expect(refusal.contains(#""type":"refuse""#) && refusal.contains("version 1, this agent 999"), "\(refusal)")
-        #expect(try coordinator.waitForEnd(timeout: .seconds(20)) == .exited(1))
+        #expect(try coordinator.wait(timeout: .seconds(20)) == .exited(1))
         let log = Self.text(directory.path + "/coordinator.log")
         #expect(log.contains("(elsewhere, pid 4242) speaks load-control version 999, this coordinator 1"), "\(log)")
 
         // Mode: a real agent started with --mode relay.
         let (second, secondEndpoint) = try self.coordinator(
-            supervisor,
             directory,
             Self.workload + ["--load-hosts", "1", "--control-timeout", "30s"],
             name: "coordinator-2"
         )
-        let agent = try agent(supervisor, directory, secondEndpoint, "agent", ["--mode", "relay"])
-        #expect(try agent.waitForEnd(timeout: .seconds(20)) == .exited(1))
+        let agent = try agent(directory, secondEndpoint, "agent", ["--mode", "relay"])
+        #expect(try agent.wait(timeout: .seconds(20)) == .exited(1))
         #expect(Self.text(directory.path + "/agent.log").contains("the coordinator refused this load host"))
-        #expect(try second.waitForEnd(timeout: .seconds(20)) == .exited(1))
+        #expect(try second.wait(timeout: .seconds(20)) == .exited(1))
         #expect(Self.text(directory.path + "/coordinator-2.log").contains("was started with --mode relay"))
     }
 
@@ -291,10 +274,7 @@ struct LoadHostsTests {
     func silentBeforeStart() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
         let (coordinator, endpoint) = try coordinator(
-            supervisor,
             directory,
             Self.workload + ["--load-hosts", "1", "--control-timeout", "60s"]
         )
@@ -308,7 +288,7 @@ struct LoadHostsTests {
         let plan = String(decoding: try #require(try dealer.receive(.dontWait)).bytes, as: UTF8.self)
         #expect(plan.contains(#""type":"plan""#) && plan.contains(#""hosted_count":20"#), "\(plan)")
         let planned = ContinuousClock.now
-        #expect(try coordinator.waitForEnd(timeout: .seconds(30)) == .exited(1))
+        #expect(try coordinator.wait(timeout: .seconds(30)) == .exited(1))
         #expect(ContinuousClock.now - planned < .seconds(15), "waited for the control timeout instead")
         let log = Self.text(directory.path + "/coordinator.log")
         #expect(log.contains("(mute, pid 77) sent nothing for 3 s while registering its children"), "\(log)")
@@ -318,16 +298,14 @@ struct LoadHostsTests {
     func agentWithoutCoordinator() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let supervisor = ProcessSupervisor()
-        defer { supervisor.killAll() }
         let endpoint = "ipc://\(directory.path)/nobody"
-        let agent = try supervisor.start(
+        let agent = try RelayProcess(
             name: "agent",
             executable: Self.askrelay,
             arguments: ["load", "--agent", endpoint, "--control-timeout", "1s"],
             logPath: directory.path + "/agent.log"
         )
-        #expect(try agent.waitForEnd(timeout: .seconds(20)) == .exited(1))
+        #expect(try agent.wait(timeout: .seconds(20)) == .exited(1))
         #expect(
             Self.text(directory.path + "/agent.log").contains("no plan from the coordinator at \(endpoint) within 1 s")
         )
@@ -352,18 +330,16 @@ struct LoadHostsTests {
             ),
         ]
         for (flags, message) in cases {
-            let supervisor = ProcessSupervisor()
-            defer { supervisor.killAll() }
             let log = directory.path + "/usage-\(UUID().uuidString).log"
-            let run = try supervisor.start(
+            let run = try RelayProcess(
                 name: "askrelay",
                 executable: Self.askrelay,
                 arguments: ["load"] + flags,
                 logPath: log
             )
-            #expect(try run.waitForEnd(timeout: .seconds(20)) == .exited(64), "\(flags)")
+            #expect(try run.wait(timeout: .seconds(20)) == .exited(64), "\(flags)")
             #expect(Self.text(log).contains(message), "\(flags): \(Self.text(log))")
-            #expect(run.lines.isEmpty)
+            #expect(run.output.isEmpty)
         }
     }
 }

@@ -22,8 +22,8 @@ func scrape(_ port: UInt16, until done: (String) -> Bool, timeout: Duration = .s
 
 /// The port of `metrics=HOST:PORT` in a ready line.
 func metricsPort(_ line: String) throws -> UInt16 {
-    guard let field = line.split(separator: " ").first(where: { $0.hasPrefix("metrics=") }),
-        let port = field.split(separator: ":").last.flatMap({ UInt16($0) })
+    guard let metrics = ReadyLine(parsing: line)?.metrics,
+        let port = metrics.split(separator: ":").last.flatMap({ UInt16($0) })
     else { throw TestFailure("no metrics=HOST:PORT in '\(line)'") }
     return port
 }

@@ -40,18 +40,7 @@ public final class ProcessGroupGuard: Sendable {
             var attributes = posix_spawnattr_t()
             posix_spawnattr_init(&attributes)
             defer { posix_spawnattr_destroy(&attributes) }
-            posix_spawnattr_setpgroup(&attributes, 0)
-            var defaults = sigset_t()
-            sigemptyset(&defaults)
-            for number in [SIGINT, SIGTERM, SIGPIPE, SIGHUP] { sigaddset(&defaults, number) }
-            posix_spawnattr_setsigdefault(&attributes, &defaults)
-            var noMask = sigset_t()
-            sigemptyset(&noMask)
-            posix_spawnattr_setsigmask(&attributes, &noMask)
-            posix_spawnattr_setflags(
-                &attributes,
-                Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK)
-            )
+            setDefaultSignals(&attributes, processGroup: 0)
             let argv = ["/bin/sh", "-c", "read _; kill -KILL 0"]
             let cArgs = argv.map { strdup($0) } + [nil]
             let cEnv: [UnsafeMutablePointer<CChar>?] = [strdup("PATH=/usr/bin:/bin"), nil]

@@ -431,19 +431,7 @@ public final class SupervisedProcess: @unchecked Sendable {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for number in [SIGINT, SIGTERM, SIGPIPE, SIGHUP] { sigaddset(&defaults, number) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        var noMask = sigset_t()
-        sigemptyset(&noMask)
-        posix_spawnattr_setsigmask(&attributes, &noMask)
-        var flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK
-        if let processGroup {
-            posix_spawnattr_setpgroup(&attributes, processGroup)
-            flags |= POSIX_SPAWN_SETPGROUP
-        }
-        posix_spawnattr_setflags(&attributes, Int16(flags))
+        setDefaultSignals(&attributes, processGroup: processGroup)
         var pid: pid_t = 0
         let result = posix_spawn(&pid, executable, &actions, &attributes, cArgs, cEnv)
         close(outPipe[1])
@@ -568,6 +556,25 @@ public final class SupervisedProcess: @unchecked Sendable {
         condition.broadcast()
         condition.unlock()
     }
+}
+
+/// Sets `attributes` so that the spawned program starts with SIGINT, SIGTERM, SIGPIPE and SIGHUP at their default
+/// actions and no signal blocked (a SignalWatcher's ignored signals and a thread's mask survive exec), in
+/// `processGroup` when one is given (`0`: a new group led by the program).
+func setDefaultSignals(_ attributes: inout posix_spawnattr_t, processGroup: pid_t?) {
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for number in [SIGINT, SIGTERM, SIGPIPE, SIGHUP] { sigaddset(&defaults, number) }
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    var noMask = sigset_t()
+    sigemptyset(&noMask)
+    posix_spawnattr_setsigmask(&attributes, &noMask)
+    var flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK
+    if let processGroup {
+        posix_spawnattr_setpgroup(&attributes, processGroup)
+        flags |= POSIX_SPAWN_SETPGROUP
+    }
+    posix_spawnattr_setflags(&attributes, Int16(flags))
 }
 
 /// Starts `body` on a thread of its own (a pipe reader, a waiter), which nobody joins: it ends with its pipe or its

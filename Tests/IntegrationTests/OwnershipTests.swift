@@ -174,7 +174,7 @@ struct OwnershipTests {
             children: children,
             stateDirectory: directory.path,
             logger: logger,
-            context: context
+            context: ClientContext(context)
         )
         let error = #expect(throws: OwnerLockError.self) {
             _ = try AskCenter(
@@ -182,7 +182,7 @@ struct OwnershipTests {
                 children: children,
                 stateDirectory: directory.path,
                 logger: logger,
-                context: context
+                context: ClientContext(context)
             )
         }
         #expect(error?.code == .held)
@@ -194,7 +194,7 @@ struct OwnershipTests {
             children: children,
             stateDirectory: directory.path,
             logger: logger,
-            context: context
+            context: ClientContext(context)
         )
         await next.stop()
     }

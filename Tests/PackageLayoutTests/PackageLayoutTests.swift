@@ -100,6 +100,29 @@ struct PackageLayoutTests {
         #expect(imported.isDisjoint(with: ["ZeroMQ", "CZeroMQ"]), "askclient-usecheck imports \(imported.sorted())")
     }
 
+    @Test("AskClient imports ZeroMQ only as internal or package, so no public declaration of it can name a ZeroMQ type")
+    func clientImportsZeroMQPrivately() throws {
+        let files = Self.swiftFiles(in: Self.root.appendingPathComponent("Sources/AskClient"))
+        try #require(!files.isEmpty)
+        var importing = 0
+        var exported: [String] = []
+        for file in files {
+            for line in try String(contentsOf: file, encoding: .utf8).split(separator: "\n")
+            where Self.importedModules(String(line)).contains("ZeroMQ") {
+                importing += 1
+                let words = line.split(separator: " ")
+                if !(words.first == "internal" || words.first == "package" || words.first == "private"
+                    || words.first == "fileprivate")
+                {
+                    exported.append("\(file.lastPathComponent): \(line)")
+                }
+            }
+        }
+        // AskClient does use ZeroMQ (its sockets): without such lines the check below would say nothing.
+        #expect(importing > 0)
+        #expect(exported.isEmpty, "AskClient imports ZeroMQ publicly:\n\(exported.joined(separator: "\n"))")
+    }
+
     @Test("the wire codec (AskProtocol) and the fuzz target depend on no libzmq, even through another target")
     func wireCodecNeedsNoZeroMQ() throws {
         let package = try Self.packageLayout()

@@ -176,7 +176,8 @@ let package = Package(
         ),
 
         // A client use that imports AskClient alone (no ZeroMQ): building it is the check that AskClient's public API
-        // names no ZeroMQ type; PackageLayoutTests checks its dependencies and imports.
+        // names no ZeroMQ type; PackageLayoutTests checks its dependencies and imports, AskClientTests runs it against a
+        // real broker.
         .executableTarget(
             name: "askclient-usecheck",
             dependencies: ["AskClient"],

@@ -13,7 +13,8 @@ let package = Package(
         // The model alone (Foundation only): a program that reads or writes questions links no libzmq.
         .library(name: "AskModel", targets: ["AskModel"]),
         // The client: AskCenter, ContactApprovals, CommunicationLimits queries, GuardianCenter and their connection.
-        // It re-exports AskProtocol (and so AskModel), ZeroMQ and AskLogging: one import builds a center.
+        // It re-exports AskProtocol (and so AskModel and WireBytes), AskKeys and AskLogging: one import builds a center.
+        // Its public API names no ZeroMQ type (a center is given an opaque ClientContext); askclient-usecheck shows it.
         .library(name: "AskClient", targets: ["AskClient"]),
         // The cluster harness: real askrelay processes for a test or a tool (no Swift Testing).
         .library(name: "AskRelayCluster", targets: ["AskRelayCluster"]),
@@ -30,8 +31,11 @@ let package = Package(
         .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
 
-        // A small, complete Swift wrapper over libzmq. Nothing project-specific.
-        .target(name: "ZeroMQ", dependencies: ["CZeroMQ"], swiftSettings: strict),
+        // Byte-level values that need no libzmq: a multipart message as one storage plus frame boundaries, a CURVE
+        // key pair as text. The ZeroMQ wrapper sends and receives them; the wire codec parses and encodes them.
+        .target(name: "WireBytes", swiftSettings: strict),
+        // A small, complete Swift wrapper over libzmq. Nothing project-specific. Re-exports WireBytes.
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ", "WireBytes"], swiftSettings: strict),
         // The power-cut and I/O-error VFS under SQLite (docs/reliability.md). Its code is inside
         // `#ifdef ASKRELAY_FAULT_VFS`, defined for debug builds only: a release binary holds none of it.
         .target(
@@ -57,13 +61,15 @@ let package = Package(
         // The model: PermissionKit-shaped Codable types, validation, message bodies and their JSON. Foundation only,
         // no libzmq (AskModelTests checks the link of askmodel-linkcheck with ldd).
         .target(name: "AskModel", swiftSettings: strict),
-        // The wire: frames, codec, session bodies, keys and principals. Re-exports AskModel, so `import AskProtocol`
-        // gives both.
-        .target(name: "AskProtocol", dependencies: ["AskModel", "ZeroMQ"], swiftSettings: strict),
+        // The wire: frames, codec and session bodies, on bytes (WireBytes' Multipart). No libzmq: the fuzz replayer
+        // askrelay-fuzz links it without (AskModelTests checks with ldd). Re-exports AskModel and WireBytes.
+        .target(name: "AskProtocol", dependencies: ["AskModel", "WireBytes"], swiftSettings: strict),
+        // CURVE key files, principals and key generation (libzmq makes and checks the keys).
+        .target(name: "AskKeys", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
         // The broker as a library (testable in-process), with its SQLite journal.
         .target(
             name: "AskBroker",
-            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "AskMetrics", "SQLite"],
+            dependencies: ["AskProtocol", "AskKeys", "ZeroMQ", "AskLogging", "AskMetrics", "SQLite"],
             swiftSettings: strict
         ),
 
@@ -71,7 +77,7 @@ let package = Package(
         // runtime every worker shares (WorkerConnection, CurveOptions).
         .target(
             name: "AskClient",
-            dependencies: ["AskProtocol", "ZeroMQ", "AskLogging", "SQLite"],
+            dependencies: ["AskProtocol", "AskKeys", "ZeroMQ", "AskLogging", "SQLite"],
             swiftSettings: strict
         ),
         // Worker behaviours (child, parent, limits) over the client's connection runtime.
@@ -84,8 +90,8 @@ let package = Package(
         .target(
             name: "AskSimulation",
             dependencies: [
-                "AskProtocol", "AskAgents", "AskBroker", "ZeroMQ", "AskLogging", "AskCLI", "AskRelayProcesses",
-                "SQLite",
+                "AskProtocol", "AskKeys", "AskAgents", "AskBroker", "ZeroMQ", "AskLogging", "AskCLI",
+                "AskRelayProcesses", "SQLite",
             ],
             swiftSettings: strict
         ),
@@ -110,7 +116,7 @@ let package = Package(
         // a temporary folder, with limits administration, fault control and ledger reads. No `import Testing`.
         .target(
             name: "AskRelayCluster",
-            dependencies: ["AskClient", "AskRelayProcesses", "AskLogging", "AskProtocol", "SQLite", "ZeroMQ"],
+            dependencies: ["AskClient", "AskRelayProcesses", "AskLogging", "AskProtocol", "AskKeys", "SQLite", "ZeroMQ"],
             swiftSettings: strict
         ),
         // Swift Testing support over AskRelayCluster: the scoping trait and log attachments on failure.
@@ -124,8 +130,8 @@ let package = Package(
         .executableTarget(
             name: "askrelay",
             dependencies: [
-                "ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol", "AskSimulation", "AskLoad", "AskBroker", "AskLogging",
-                "AskStories", "AskRelayProcesses",
+                "ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol", "AskKeys", "AskSimulation", "AskLoad", "AskBroker",
+                "AskLogging", "AskStories", "AskRelayProcesses",
             ],
             swiftSettings: strict
         ),
@@ -159,8 +165,9 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // The protocol fuzz target: libFuzzer with `make fuzz`, a corpus replayer otherwise.
-        .executableTarget(name: "askrelay-fuzz", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
+        // The protocol fuzz target: libFuzzer with `make fuzz`, a corpus replayer otherwise. The wire alone, no libzmq
+        // (AskModelTests checks its link with ldd).
+        .executableTarget(name: "askrelay-fuzz", dependencies: ["AskProtocol"], swiftSettings: strict),
 
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ"], swiftSettings: strict),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: strict),
@@ -176,22 +183,36 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // A client use that imports AskClient alone (no ZeroMQ): building it is the check that AskClient's public API
+        // names no ZeroMQ type; PackageLayoutTests checks its dependencies and imports, AskClientTests runs it against a
+        // real broker.
+        .executableTarget(
+            name: "askclient-usecheck",
+            dependencies: ["AskClient"],
+            path: "Tests/AskClientUseCheck",
+            swiftSettings: strict
+        ),
+
         .testTarget(
             name: "AskModelTests",
             dependencies: ["AskModel"],
             resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),
-        .testTarget(name: "AskProtocolWireTests", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
+        .testTarget(name: "AskProtocolWireTests", dependencies: ["AskProtocol"], swiftSettings: strict),
         .testTarget(name: "JournalTests", dependencies: ["AskBroker", "SQLite"], swiftSettings: strict),
         .testTarget(
             name: "AskBrokerTests",
-            dependencies: ["AskBroker", "AskAgents", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport"],
+            dependencies: [
+                "AskBroker", "AskAgents", "AskProtocol", "AskKeys", "ZeroMQ", "AskLogging", "AskTestSupport",
+            ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "AskClientTests",
-            dependencies: ["AskClient", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport"],
+            dependencies: [
+                "AskClient", "AskBroker", "AskProtocol", "AskKeys", "ZeroMQ", "AskLogging", "AskTestSupport",
+            ],
             swiftSettings: strict
         ),
         .testTarget(
@@ -241,7 +262,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "AskProtocol", "AskAgents", "AskBroker", "AskClient", "AskSimulation", "AskLoad", "ZeroMQ",
+                "AskProtocol", "AskKeys", "AskAgents", "AskBroker", "AskClient", "AskSimulation", "AskLoad", "ZeroMQ",
                 "AskLogging", "SQLite", "AskTestSupport", "AskCLI", "AskRelayProcesses", "AskRelayCluster",
             ],
             swiftSettings: strict

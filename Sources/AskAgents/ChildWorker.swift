@@ -118,7 +118,7 @@ public final class ChildWorker: Sendable {
             children: configuration.children,
             stateDirectory: configuration.stateDirectory,
             logger: logger,
-            context: context,
+            context: ClientContext(context),
             options: configuration.center
         )
     }

@@ -1,3 +1,4 @@
+import AskKeys
 import AskLogging
 import AskProtocol
 import Foundation

@@ -1,3 +1,4 @@
+import AskKeys
 import AskMetrics
 import AskProtocol
 import Foundation

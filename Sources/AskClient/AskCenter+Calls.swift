@@ -1,7 +1,7 @@
 import AskProtocol
 import Dispatch
 import Synchronization
-import ZeroMQ
+internal import ZeroMQ
 
 /// Every ``AskCenter`` (and ``GuardianCenter``) call that waits on the connection thread, each ended exactly once.
 ///

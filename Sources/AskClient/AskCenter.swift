@@ -3,7 +3,7 @@ import AskProtocol
 import Foundation
 import SQLite
 import Synchronization
-import ZeroMQ
+internal import ZeroMQ
 
 /// One child an ``AskCenter`` speaks for: its id (the `<id>` of `child/<id>`) and its family.
 public struct ChildIdentity: Sendable, Hashable, Codable {
@@ -152,7 +152,7 @@ public final class AskCenter: Sendable {
     ///     deduplicates only for the life of this object. One center per directory at a time: a second one, in
     ///     this process or another, is refused until the first stops.
     ///   - logger: log lines of the connection and the center.
-    ///   - context: the ZeroMQ context.
+    ///   - context: the connection context the center's socket is made in (one per process is enough).
     ///   - options: timeouts and connection settings.
     /// - Throws: ``OwnerLockError`` when `stateDirectory` is unusable or another center holds it; an error opening
     ///   the state database or creating the socket.
@@ -161,7 +161,7 @@ public final class AskCenter: Sendable {
         children: [ChildIdentity],
         stateDirectory: String?,
         logger: AskLogger,
-        context: ZMQContext,
+        context: ClientContext,
         options: Options = Options()
     ) throws {
         var byID: [String: ChildIdentity] = [:]
@@ -205,7 +205,7 @@ public final class AskCenter: Sendable {
         configuration.curve = options.curve
         let storePath = path
         let handlerLogger = logger
-        runtime = try WorkerRuntime(configuration: configuration, logger: logger, context: context) {
+        runtime = try WorkerRuntime(configuration: configuration, logger: logger, context: context.zmq) {
             AskCenterConnection(storePath: storePath, options: options, shared: shared, logger: handlerLogger)
         }
     }

@@ -1,5 +1,6 @@
+import AskKeys
 import AskProtocol
-import ZeroMQ
+internal import ZeroMQ
 
 /// Why a worker's configuration (CURVE key files, policy, think time, offline period or roster text) is not
 /// acceptable.

@@ -2,7 +2,7 @@ import AskLogging
 import AskProtocol
 import Foundation
 import Synchronization
-import ZeroMQ
+internal import ZeroMQ
 
 /// One guardian a ``GuardianCenter`` hosts: address `guardian/<id>`, in family `family`.
 public struct GuardianIdentity: Sendable, Hashable, Codable {
@@ -177,14 +177,14 @@ public final class GuardianCenter: Sendable {
     ///   - broker: the broker endpoint, for example `tcp://127.0.0.1:5555`.
     ///   - guardians: the guardians to host (one address `guardian/<id>` each, with its family).
     ///   - logger: log lines of the connection.
-    ///   - context: the ZeroMQ context.
+    ///   - context: the connection context the center's socket is made in (one per process is enough).
     ///   - options: timeouts and connection settings.
     /// - Throws: ``AskCenterSetupError`` for a bad or repeated guardian id; an error creating the socket.
     public init(
         broker: String,
         guardians: [GuardianIdentity],
         logger: AskLogger,
-        context: ZMQContext,
+        context: ClientContext,
         options: Options = Options()
     ) throws {
         var byID: [String: GuardianIdentity] = [:]
@@ -216,7 +216,7 @@ public final class GuardianCenter: Sendable {
         configuration.curve = options.curve
         let reference = self.reference
         let hosted = byID
-        runtime = try WorkerRuntime(configuration: configuration, logger: logger, context: context) {
+        runtime = try WorkerRuntime(configuration: configuration, logger: logger, context: context.zmq) {
             GuardianCenterConnection(
                 guardians: hosted,
                 shared: shared,

@@ -1,7 +1,7 @@
 import AskLogging
 import AskProtocol
 import Foundation
-import ZeroMQ
+internal import ZeroMQ
 
 extension AskCenter {
     /// Hosts children of families on several brokers: one center (one connection) per shard of their families,
@@ -16,7 +16,7 @@ extension AskCenter {
         children: [ChildIdentity],
         stateDirectory: String?,
         logger: AskLogger,
-        context: ZMQContext,
+        context: ClientContext,
         options: Options = Options()
     ) throws -> ShardedConnections<AskCenter> {
         let groups = ShardedConnections<AskCenter>.group(children, over: brokers) { $0.family }
@@ -47,7 +47,7 @@ extension GuardianCenter {
         brokers: BrokerList,
         guardians: [GuardianIdentity],
         logger: AskLogger,
-        context: ZMQContext,
+        context: ClientContext,
         options: Options = Options()
     ) throws -> ShardedConnections<GuardianCenter> {
         let groups = ShardedConnections<GuardianCenter>.group(guardians, over: brokers) { $0.family }

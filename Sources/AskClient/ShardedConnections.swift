@@ -2,7 +2,7 @@ import AskLogging
 import AskProtocol
 import Foundation
 import Synchronization
-import ZeroMQ
+internal import ZeroMQ
 
 /// One client per broker shard that a process needs (docs/scaling.md): endpoints are grouped by
 /// `brokers.shard(family:)`, and the member for a shard (a ``WorkerRuntime``, an ``AskCenter``, a

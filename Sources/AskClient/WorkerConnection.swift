@@ -2,7 +2,7 @@ import AskLogging
 import AskProtocol
 import Foundation
 import Synchronization
-import ZeroMQ
+internal import ZeroMQ
 
 /// The worker side of the protocol over one DEALER socket, on one thread: registration, heartbeats, reconnects,
 /// SEND retries until acknowledged, deduplicated deliveries, batched ACKs.

@@ -2,7 +2,7 @@ import AskLogging
 import AskProtocol
 import Foundation
 import Synchronization
-import ZeroMQ
+package import ZeroMQ
 
 /// Jobs posted to the connection thread, plus the pipe that wakes it. Also the connection's ``TaskExecutor``: tasks
 /// that prefer it run their jobs on the connection thread, between its socket reads.
@@ -98,7 +98,7 @@ public final class WorkerRuntime: Sendable {
 
     /// Starts the connection thread. `makeHandler` runs on that thread, so the handler never crosses threads.
     /// - Throws: an error creating the socket (a bad endpoint, for example).
-    public init(
+    package init(
         configuration: WorkerConfiguration,
         logger: AskLogger,
         context: ZMQContext,

@@ -244,13 +244,13 @@ public enum FlowLoad {
     public static func run(
         brokers: BrokerList,
         options: FlowLoadOptions,
-        context: ZMQContext? = nil,
+        context: ClientContext? = nil,
         startAt: (() throws -> UInt64)? = nil,
         stop: LoadStop = LoadStop(),
         progress: ((RelayLoadProgress) -> Void)? = nil
     ) throws -> FlowLoadResult {
         if let problem = options.problems().first { throw RelayLoadError(problem) }
-        let context = try context ?? ZMQContext()
+        let context = try context ?? ClientContext()
         let logger = AskLogger(label: "load", level: .warning)
         let children = options.children
         var centerOptions = AskCenter.Options()

@@ -19,7 +19,7 @@ extension AskRelayCluster {
         timeout: Duration = .seconds(5),
         where condition: (BrokerSnapshot) -> Bool = { _ in true }
     ) throws -> BrokerSnapshot {
-        let socket = try context.socket(.sub)
+        let socket = try context.zmq.socket(.sub)
         try socket.set(.linger, 0)
         try socket.set(.subscribe, Array("stats".utf8))
         try socket.connect(statsEndpoint)

@@ -1,3 +1,4 @@
+import AskKeys
 import AskClient
 import AskLogging
 import AskProtocol
@@ -60,8 +61,8 @@ public final class AskRelayCluster: Sendable {
     public let curve: CurveMaterial?
     public let broker: ClusterProcess
     public let limits: ClusterProcess
-    /// The ZeroMQ context of the clients the cluster makes (and of any the test makes with it).
-    public let context: ZMQContext
+    /// The connection context of the clients the cluster makes (and of any the test makes with it).
+    public let context: ClientContext
     /// The executables' folder.
     public let binDirectory: String
 
@@ -123,7 +124,7 @@ public final class AskRelayCluster: Sendable {
             )
         }
         statsEndpoint = "ipc://\(folder)/stats.ipc"
-        context = try ZMQContext()
+        context = try ClientContext()
         supervisor = ProcessSupervisor()
         group = try ProcessGroupGuard()
 
@@ -199,7 +200,7 @@ public final class AskRelayCluster: Sendable {
                 curve: curve?.client(.observer),
                 heartbeat: options.heartbeat,
                 logger: logger,
-                context: context
+                context: context.zmq
             )
         } catch {
             for process in started.reversed() { _ = try? process.kill() }

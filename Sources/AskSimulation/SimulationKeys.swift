@@ -1,3 +1,4 @@
+import AskKeys
 import AskProtocol
 import Foundation
 import ZeroMQ

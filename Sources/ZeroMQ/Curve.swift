@@ -33,18 +33,14 @@ public enum Z85 {
     }
 }
 
-/// A CURVE key pair, held as 40-character Z85 text (the form libzmq's options and key files use).
-public struct CurveKeyPair: Sendable, Hashable, Codable {
-    public let publicKey: String
-    public let secretKey: String
-
+extension CurveKeyPair {
     /// Generates a fresh key pair.
     /// - Throws: ``ZMQError`` with `ENOTSUP` when libzmq was built without CURVE.
     public static func generate() throws -> CurveKeyPair {
         var pub = [CChar](repeating: 0, count: 41)
         var sec = [CChar](repeating: 0, count: 41)
         try zmqCheck("zmq_curve_keypair") { zmq_curve_keypair(&pub, &sec) }
-        return CurveKeyPair(publicKey: string(pub), secretKey: string(sec))
+        return CurveKeyPair(publicKey: curveKeyString(pub), secretKey: curveKeyString(sec))
     }
 
     /// Rebuilds a key pair from its secret key, deriving the public key.
@@ -55,17 +51,12 @@ public struct CurveKeyPair: Sendable, Hashable, Codable {
         }
         var pub = [CChar](repeating: 0, count: 41)
         try zmqCheck("zmq_curve_public") { zmq_curve_public(&pub, secretKey) }
-        self.init(publicKey: Self.string(pub), secretKey: secretKey)
+        self.init(publicKey: curveKeyString(pub), secretKey: secretKey)
     }
+}
 
-    public init(publicKey: String, secretKey: String) {
-        self.publicKey = publicKey
-        self.secretKey = secretKey
-    }
-
-    private static func string(_ chars: [CChar]) -> String {
-        String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
+private func curveKeyString(_ chars: [CChar]) -> String {
+    String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 extension ZMQSocket {

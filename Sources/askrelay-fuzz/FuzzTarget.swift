@@ -1,6 +1,5 @@
 import AskProtocol
 import Foundation
-import ZeroMQ
 
 // The fuzz target over the frame parser and the message decoders.
 //

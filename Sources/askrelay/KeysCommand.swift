@@ -1,3 +1,4 @@
+import AskKeys
 import AskCLI
 import AskProtocol
 import Foundation

@@ -1,3 +1,4 @@
+import AskKeys
 import AskBroker
 import AskProtocol
 import AskTestSupport

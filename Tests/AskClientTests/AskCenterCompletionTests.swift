@@ -66,7 +66,7 @@ struct AskCenterCompletionTests {
             children: [rig.child],
             stateDirectory: nil,
             logger: .silent(),
-            context: context,
+            context: ClientContext(context),
             options: options
         )
         #expect(await center.waitUntilRegistered(timeout: .seconds(10)))

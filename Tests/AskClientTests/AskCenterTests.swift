@@ -47,7 +47,7 @@ final class AskRig: @unchecked Sendable {  // @unchecked: built once, then only 
             children: [child],
             stateDirectory: stateDirectory,
             logger: .silent(),
-            context: context,
+            context: ClientContext(context),
             options: options
         )
         #expect(await center.waitUntilRegistered(timeout: .seconds(5)))

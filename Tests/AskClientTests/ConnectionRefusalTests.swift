@@ -1,4 +1,5 @@
 @testable import AskClient
+import AskKeys
 import AskBroker
 import AskLogging
 import AskProtocol
@@ -143,7 +144,7 @@ struct ConnectionRefusalTests {
             children: [ChildIdentity(id: "c1", family: "f1")],
             stateDirectory: nil,
             logger: AskLogger(label: "test", level: .critical),
-            context: try ZMQContext(),
+            context: try ClientContext(),
             options: options
         )
         // The key is not listed: the handshake is refused, and the center gives up instead of reconnecting (one

@@ -3,6 +3,7 @@ import AskClient
 import AskTestSupport
 import Foundation
 import Testing
+import ZeroMQ
 
 /// A broker in-process, a raw peer playing the limits service, an ``AskCenter`` hosting child `c1` and a
 /// ``GuardianCenter`` hosting guardians `g1` and `g2`, all of family `f1`, over real sockets.
@@ -32,7 +33,7 @@ final class GuardianRig: @unchecked Sendable {
             children: [ChildIdentity(id: "c1", family: "f1")],
             stateDirectory: nil,
             logger: .silent(),
-            context: context,
+            context: ClientContext(context),
             options: childOptions
         )
         var options = GuardianCenter.Options()
@@ -41,7 +42,7 @@ final class GuardianRig: @unchecked Sendable {
             broker: endpoint,
             guardians: [GuardianIdentity(id: "g1", family: "f1"), GuardianIdentity(id: "g2", family: "f1")],
             logger: .silent(),
-            context: context,
+            context: ClientContext(context),
             options: options
         )
         events = Collector(guardians.events())
@@ -249,7 +250,7 @@ struct GuardianCenterTests {
                 broker: "tcp://127.0.0.1:1",
                 guardians: [GuardianIdentity(id: "g 1", family: "f1")],
                 logger: .silent(),
-                context: context
+                context: ClientContext(context)
             )
         }
         #expect(throws: AskCenterSetupError.self) {
@@ -257,7 +258,7 @@ struct GuardianCenterTests {
                 broker: "tcp://127.0.0.1:1",
                 guardians: [GuardianIdentity(id: "g1", family: "f1"), GuardianIdentity(id: "g1", family: "f2")],
                 logger: .silent(),
-                context: context
+                context: ClientContext(context)
             )
         }
     }

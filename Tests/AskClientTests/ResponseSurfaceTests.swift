@@ -34,7 +34,7 @@ struct ResponseSurfaceTests {
             children: [ChildIdentity(id: "c1", family: "fa")],
             stateDirectory: directory.path,
             logger: .silent(),
-            context: try ZMQContext(),
+            context: try ClientContext(),
             options: options
         )
         let marks = Mutex<[UUID: [Int64]]>([:])
@@ -141,7 +141,7 @@ struct ResponseSurfaceTests {
                 children: [ChildIdentity(id: "c1", family: "fa")],
                 stateDirectory: nil,
                 logger: .silent(),
-                context: try ZMQContext()
+                context: try ClientContext()
             )
             let ended = await within(.seconds(20)) { () -> Int in
                 await withTaskGroup(of: Int.self) { group in
@@ -169,7 +169,7 @@ struct ResponseSurfaceTests {
             children: [ChildIdentity(id: "c1", family: "fa")],
             stateDirectory: nil,
             logger: .silent(),
-            context: context
+            context: ClientContext(context)
         )
         context.shutdown()
         let deadline = ContinuousClock.now + .seconds(20)

@@ -4,6 +4,7 @@ import AskTestSupport
 import Foundation
 import Synchronization
 import Testing
+import ZeroMQ
 
 @Suite("ShardedConnections: one member per shard a process needs, opened on first need")
 struct ShardedConnectionsTests {
@@ -133,7 +134,7 @@ struct ShardedConnectionsTests {
             brokers: list,
             guardians: [GuardianIdentity(id: "g1", family: "f1"), GuardianIdentity(id: "g3", family: "f3")],
             logger: .silent(),
-            context: context,
+            context: ClientContext(context),
             options: guardianOptions
         )
         var childOptions = AskCenter.Options()
@@ -143,7 +144,7 @@ struct ShardedConnectionsTests {
             children: [ChildIdentity(id: "c1", family: "f1"), ChildIdentity(id: "c3", family: "f3")],
             stateDirectory: sockets.path + "/state",
             logger: .silent(),
-            context: context,
+            context: ClientContext(context),
             options: childOptions
         )
         #expect(guardians.opened.map(\.shard.name) == ["b0", "b1"])

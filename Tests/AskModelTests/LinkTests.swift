@@ -2,25 +2,36 @@ import AskModel
 import Foundation
 import Testing
 
-/// The model is Foundation only: a program that depends on AskModel alone links no libzmq.
+/// The model is Foundation only, and the wire codec is the model plus bytes: a program that depends on AskModel alone,
+/// or on AskProtocol alone, links no libzmq.
 ///
-/// SwiftPM links every test target into one test binary (which links libzmq for the other suites), so the check
-/// runs on `askmodel-linkcheck`, an executable whose only dependency is AskModel, built by `swift build`.
-@Suite("The model links without libzmq")
+/// SwiftPM links every test target into one test binary (which links libzmq for the other suites), so the checks
+/// run on executables built by `swift build`: `askmodel-linkcheck`, whose only dependency is AskModel, and the fuzz
+/// replayer `askrelay-fuzz`, whose only dependency is AskProtocol.
+@Suite("The model and the wire codec link without libzmq")
 struct LinkTests {
-    /// `askmodel-linkcheck` in the build folder next to the test binary; the test fails when it is missing.
-    static func linkCheckExecutable() throws -> URL {
+    /// `name` in the build folder next to the test binary; the test fails when it is missing.
+    static func linkCheckExecutable(_ name: String = "askmodel-linkcheck") throws -> URL {
         var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         var found: URL?
         while found == nil, url.path != "/" {
             url.deleteLastPathComponent()
-            let candidate = url.appendingPathComponent("askmodel-linkcheck")
+            let candidate = url.appendingPathComponent(name)
             if FileManager.default.isExecutableFile(atPath: candidate.path) { found = candidate }
         }
         return try #require(
             found,
-            "askmodel-linkcheck is not built next to \(CommandLine.arguments[0]); run `swift build --build-tests`"
+            "\(name) is not built next to \(CommandLine.arguments[0]); run `swift build --build-tests`"
         )
+    }
+
+    /// The shared libraries `executable` loads, as `ldd` prints them; fails unless it is a dynamically linked Swift
+    /// program (without Foundation in the list, a missing `libzmq` would prove nothing).
+    static func libraries(of executable: URL) throws -> String {
+        let (status, libraries) = try run(URL(fileURLWithPath: "/usr/bin/ldd"), [executable.path])
+        try #require(status == 0, "ldd \(executable.path) failed:\n\(libraries)")
+        try #require(libraries.contains("libFoundation"), "ldd shows no Foundation:\n\(libraries)")
+        return libraries
     }
 
     /// Runs a program to its end; returns its exit status and stdout.
@@ -43,12 +54,35 @@ struct LinkTests {
 
     @Test("ldd of a program built on AskModel alone shows Foundation and no libzmq")
     func noZeroMQ() throws {
-        let executable = try Self.linkCheckExecutable()
-        let (status, libraries) = try Self.run(URL(fileURLWithPath: "/usr/bin/ldd"), [executable.path])
-        try #require(status == 0, "ldd \(executable.path) failed:\n\(libraries)")
-        // A dynamically linked Swift program: without this line the check below would pass for the wrong reason.
-        #expect(libraries.contains("libFoundation"), "ldd shows no Foundation:\n\(libraries)")
+        let libraries = try Self.libraries(of: try Self.linkCheckExecutable())
         #expect(!libraries.contains("libzmq"), "a program on AskModel alone links libzmq:\n\(libraries)")
+    }
+
+    @Test("ldd of the fuzz replayer, built on the wire codec (AskProtocol) alone, shows no libzmq")
+    func wireCodecLinksNoZeroMQ() throws {
+        let libraries = try Self.libraries(of: try Self.linkCheckExecutable("askrelay-fuzz"))
+        #expect(!libraries.contains("libzmq"), "a program on AskProtocol alone links libzmq:\n\(libraries)")
+    }
+
+    @Test("the fuzz replayer parses a SEND's frames without libzmq loaded")
+    func wireCodecRunsWithoutZeroMQ() throws {
+        let replayer = try Self.linkCheckExecutable("askrelay-fuzz")
+        // One fuzz input (docs in Sources/askrelay-fuzz): mode 0 (frames), then [UInt16 LE length][bytes] per frame:
+        // signature, SEND, a header (id, no subject, from child/c1, to limits, kind ask), a body.
+        var header = [UInt8](repeating: 7, count: 16) + [0]
+        for field in ["child/c1", "limits", "ask"] { header += [UInt8(field.utf8.count)] + Array(field.utf8) }
+        var input: [UInt8] = [0]
+        for frame in [[0x41, 0x53, 0x4B, 1], [4], header, Array("{}".utf8)] as [[UInt8]] {
+            input += [UInt8(frame.count), 0] + frame
+        }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("wire-link-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("send")
+        try Data(input).write(to: file)
+        let (status, output) = try Self.run(replayer, [file.path])
+        #expect(status == 0)
+        #expect(output.contains("replayed 1 inputs, no crash"), "\(output)")
     }
 
     @Test("the program decodes, validates and re-encodes a question without libzmq loaded")

@@ -1,7 +1,6 @@
 import AskProtocol
 import Foundation
 import Testing
-import ZeroMQ
 
 @Suite("The error table is the single source of docs/protocol.md §7")
 struct ErrorTableTests {

@@ -1,7 +1,6 @@
 import AskProtocol
 import Foundation
 import Testing
-import ZeroMQ
 
 @Suite("Refusals: the ids and reasons a NACK carries")
 struct RefusalTests {

@@ -1,7 +1,6 @@
 import AskProtocol
 import Foundation
 import Testing
-import ZeroMQ
 
 /// The hex examples in docs/protocol.md are made here: each is encoded by WireEncoder, parsed back, dumped, and must
 /// appear verbatim in the specification.

@@ -1,7 +1,6 @@
 import AskProtocol
 import Foundation
 import Testing
-import ZeroMQ
 
 // MARK: - Helpers
 

@@ -175,7 +175,7 @@ struct OwnershipTests {
             children: children,
             stateDirectory: directory.path,
             logger: logger,
-            context: context
+            context: ClientContext(context)
         )
         let error = #expect(throws: OwnerLockError.self) {
             _ = try AskCenter(
@@ -183,7 +183,7 @@ struct OwnershipTests {
                 children: children,
                 stateDirectory: directory.path,
                 logger: logger,
-                context: context
+                context: ClientContext(context)
             )
         }
         #expect(error?.code == .held)
@@ -195,7 +195,7 @@ struct OwnershipTests {
             children: children,
             stateDirectory: directory.path,
             logger: logger,
-            context: context
+            context: ClientContext(context)
         )
         await next.stop()
     }

@@ -62,7 +62,7 @@ final class ProcessWorld: @unchecked Sendable {
             children: children,
             stateDirectory: directory.path + "/" + state,
             logger: .silent(),
-            context: context,
+            context: ClientContext(context),
             options: options
         )
         #expect(await center.waitUntilRegistered(timeout: .seconds(10)))

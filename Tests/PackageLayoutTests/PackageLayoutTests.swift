@@ -78,10 +78,70 @@ struct PackageLayoutTests {
             @testable import AskCLI
             @_exported import func AskModel.parseDuration
               import struct AskLoad.LatencyHistogram
+            package import ZeroMQ
             // import AskSimulation
             let imported = "import AskBroker"
             """
-        #expect(Self.importedModules(text) == ["Foundation", "AskCLI", "AskModel", "AskLoad"])
+        #expect(Self.importedModules(text) == ["Foundation", "AskCLI", "AskModel", "AskLoad", "ZeroMQ"])
+    }
+
+    @Test("a client use (askclient-usecheck) depends on AskClient alone and imports no ZeroMQ")
+    func clientUseNeedsNoZeroMQ() throws {
+        let package = try Self.packageLayout()
+        let target = try #require(package.targets["askclient-usecheck"], "Package.swift has no askclient-usecheck")
+        #expect(target.names == ["AskClient"], "askclient-usecheck depends on \(target)")
+        let folder = try #require(package.folders["askclient-usecheck"])
+        let files = Self.swiftFiles(in: Self.root.appendingPathComponent(folder))
+        try #require(!files.isEmpty, "no Swift file in \(folder)")
+        var imported: Set<String> = []
+        for file in files { imported.formUnion(Self.importedModules(try String(contentsOf: file, encoding: .utf8))) }
+        // Its code builds centers: it does import the client (else the check would say nothing).
+        #expect(imported.contains("AskClient"))
+        #expect(imported.isDisjoint(with: ["ZeroMQ", "CZeroMQ"]), "askclient-usecheck imports \(imported.sorted())")
+    }
+
+    @Test("AskClient imports ZeroMQ only as internal or package, so no public declaration of it can name a ZeroMQ type")
+    func clientImportsZeroMQPrivately() throws {
+        let files = Self.swiftFiles(in: Self.root.appendingPathComponent("Sources/AskClient"))
+        try #require(!files.isEmpty)
+        var importing = 0
+        var exported: [String] = []
+        for file in files {
+            for line in try String(contentsOf: file, encoding: .utf8).split(separator: "\n")
+            where Self.importedModules(String(line)).contains("ZeroMQ") {
+                importing += 1
+                let words = line.split(separator: " ")
+                if !(words.first == "internal" || words.first == "package" || words.first == "private"
+                    || words.first == "fileprivate")
+                {
+                    exported.append("\(file.lastPathComponent): \(line)")
+                }
+            }
+        }
+        // AskClient does use ZeroMQ (its sockets): without such lines the check below would say nothing.
+        #expect(importing > 0)
+        #expect(exported.isEmpty, "AskClient imports ZeroMQ publicly:\n\(exported.joined(separator: "\n"))")
+    }
+
+    @Test("the wire codec (AskProtocol) and the fuzz target depend on no libzmq, even through another target")
+    func wireCodecNeedsNoZeroMQ() throws {
+        let package = try Self.packageLayout()
+        for name in ["AskProtocol", "askrelay-fuzz", "AskProtocolWireTests"] {
+            try #require(package.targets[name] != nil, "Package.swift has no \(name)")
+            let reached = Self.dependencyClosure(of: name, in: package)
+            #expect(reached.contains("AskModel"), "\(name) reaches \(reached.sorted())")
+            #expect(reached.isDisjoint(with: ["ZeroMQ", "CZeroMQ"]), "\(name) reaches \(reached.sorted())")
+        }
+    }
+
+    /// Every target `name` depends on, directly or through others.
+    static func dependencyClosure(of name: String, in layout: Layout) -> Set<String> {
+        var reached: Set<String> = []
+        var next = Array(layout.targets[name]?.names ?? [])
+        while let target = next.popLast() {
+            if reached.insert(target).inserted { next += layout.targets[target]?.names ?? [] }
+        }
+        return reached
     }
 
     // MARK: - Sources
@@ -93,11 +153,14 @@ struct PackageLayoutTests {
 
     /// The modules a Swift file's `import` lines name (`@testable import X`, `import func X.f`, ...).
     static func importedModules(_ text: String) -> Set<String> {
+        let accessLevels: Set<Substring> = ["public", "package", "internal", "fileprivate", "private"]
         let kinds: Set<Substring> = ["typealias", "struct", "class", "enum", "protocol", "let", "var", "func"]
         var modules: Set<String> = []
         for line in text.split(separator: "\n") {
             var words = line.split(separator: " ")[...]
-            while let first = words.first, first.hasPrefix("@") { words = words.dropFirst() }
+            while let first = words.first, first.hasPrefix("@") || accessLevels.contains(first) {
+                words = words.dropFirst()
+            }
             guard words.first == "import" else { continue }
             words = words.dropFirst()
             if let kind = words.first, kinds.contains(kind) { words = words.dropFirst() }

@@ -1,5 +1,5 @@
 import Foundation
-import ZeroMQ
+import WireBytes
 
 /// The one-byte commands of the AskRelay wire protocol (docs/protocol.md).
 public enum WireCommand: UInt8, Sendable, CaseIterable, CustomStringConvertible {

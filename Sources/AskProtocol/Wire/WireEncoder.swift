@@ -1,4 +1,4 @@
-import ZeroMQ
+import WireBytes
 
 /// Builds AskRelay messages into a reusable ``Multipart`` buffer.
 ///

@@ -1,3 +1,4 @@
+import AskProtocol
 import AskModel
 import Foundation
 import ZeroMQ

@@ -1,3 +1,4 @@
+import AskProtocol
 import Foundation
 import ZeroMQ
 

@@ -1,0 +1,67 @@
+import AskTestSupport
+import Foundation
+import Testing
+
+/// `askclient-usecheck` imports AskClient alone (no ZeroMQ); building it shows the client's public API names no
+/// ZeroMQ type. Here it runs against a real broker, so the centers it builds that way are shown to work too.
+@Suite("A client use without ZeroMQ")
+struct ClientUseCheckTests {
+    /// `askclient-usecheck` in the build folder next to the test binary; the test fails when it is missing.
+    static func executable() throws -> URL {
+        var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            let candidate = url.appendingPathComponent("askclient-usecheck")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        }
+        Issue.record(
+            "askclient-usecheck is not built next to \(CommandLine.arguments[0]); run `swift build --build-tests`"
+        )
+        throw CancellationError()
+    }
+
+    @Test("askclient-usecheck registers its child and its guardian with a real broker, then stops them")
+    func registersWithBroker() async throws {
+        let broker = try TestBroker()
+        defer { broker.stop() }
+        let process = Process()
+        process.executableURL = try Self.executable()
+        process.arguments = [broker.endpoint]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The program ends by itself: registered or not within its 10 s waits, it stops its centers and exits.
+        defer { if process.isRunning { process.terminate() } }
+        let printed = try await blocking {
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return String(decoding: data, as: UTF8.self)
+        }
+        #expect(printed == "registered\n")
+        #expect(process.terminationStatus == 0)
+    }
+
+    @Test("without a reachable broker it says it is not registered (the check above can fail)")
+    func notRegisteredWithoutBroker() async throws {
+        // A port of a broker that was started and stopped: nothing listens there any more.
+        let broker = try TestBroker()
+        let endpoint = broker.endpoint
+        broker.stop()
+        let process = Process()
+        process.executableURL = try Self.executable()
+        process.arguments = [endpoint, "1"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let printed = try await blocking {
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return String(decoding: data, as: UTF8.self)
+        }
+        #expect(printed == "not registered\n")
+        #expect(process.terminationStatus == 1)
+    }
+}

@@ -74,7 +74,7 @@ let package = Package(
         // Worker behaviours (child, parent, limits) over the client's connection runtime.
         .target(
             name: "AskAgents",
-            dependencies: ["AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "AskMetrics", "SQLite"],
+            dependencies: ["AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "AskMetrics", "AskCLI", "SQLite"],
             swiftSettings: strict
         ),
         // Scenarios, metrics, invariant checking, reports (processes are supervised with AskCLI's supervisor).

@@ -99,10 +99,11 @@ let package = Package(
         ),
 
         // The cluster harness: starts askrelay-broker, askrelay-limits (and parent/child workers) as real processes in
-        // a temporary folder, with limits administration, fault control and ledger reads. No `import Testing`.
+        // a temporary folder, with limits administration, fault control and ledger reads (through the broker's and
+        // the limits worker's own read APIs, so each schema has one owner). No `import Testing`.
         .target(
             name: "AskRelayCluster",
-            dependencies: ["AskClient", "AskCLI", "AskLogging", "AskProtocol", "SQLite", "ZeroMQ"],
+            dependencies: ["AskClient", "AskCLI", "AskLogging", "AskProtocol", "AskBroker", "AskAgents", "ZeroMQ"],
             swiftSettings: strict
         ),
         // Swift Testing support over AskRelayCluster: the scoping trait and log attachments on failure.

@@ -168,7 +168,7 @@ struct ChildMain: Command {
         children += ContactGenerator.children(families: families, childrenPerFamily: perFamily, idPrefix: prefix)
         if children.isEmpty {
             // With no children given, host exactly those the --curve-key file lists.
-            let claims = (try? CurveOptions.endpoints(keyFile: arguments.string("curve-key"))) ?? []
+            let claims = (try? CurveOptions.endpoints(keyFile: flags.curveKeyFile)) ?? []
             children = claims.compactMap { claim in
                 guard claim.address.hasPrefix("child/"), let family = claim.family else { return nil }
                 return ChildIdentity(id: String(claim.address.dropFirst("child/".count)), family: family)

@@ -83,7 +83,7 @@ let package = Package(
         // Worker behaviours (child, parent, limits) over the client's connection runtime.
         .target(
             name: "AskAgents",
-            dependencies: ["AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "AskMetrics", "SQLite"],
+            dependencies: ["AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "AskMetrics", "AskCLI", "SQLite"],
             swiftSettings: strict
         ),
         // Scenarios, metrics, invariant checking, reports (processes are supervised with AskRelayProcesses).
@@ -113,10 +113,13 @@ let package = Package(
         ),
 
         // The cluster harness: starts askrelay-broker, askrelay-limits (and parent/child workers) as real processes in
-        // a temporary folder, with limits administration, fault control and ledger reads. No `import Testing`.
+        // a temporary folder, with limits administration, fault control and ledger reads (through the broker's and
+        // the limits worker's own read APIs, so each schema has one owner). No `import Testing`.
         .target(
             name: "AskRelayCluster",
-            dependencies: ["AskClient", "AskRelayProcesses", "AskLogging", "AskProtocol", "AskKeys", "SQLite", "ZeroMQ"],
+            dependencies: [
+                "AskClient", "AskRelayProcesses", "AskLogging", "AskProtocol", "AskKeys", "AskBroker", "AskAgents", "ZeroMQ",
+            ],
             swiftSettings: strict
         ),
         // Swift Testing support over AskRelayCluster: the scoping trait and log attachments on failure.

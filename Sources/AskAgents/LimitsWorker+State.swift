@@ -91,6 +91,31 @@ public struct LimitsStateFile: Sendable, Hashable {
 }
 
 /// The limits worker's SQLite store: one row per child, plus the defaults. Belongs to one thread at a time.
+extension LimitsWorker {
+    /// The limits store's file in the worker's `--data-dir`.
+    public static func storePath(dataDirectory: String) -> String { dataDirectory + "/limits.sqlite" }
+
+    /// A child's limits state as the store in `dataDirectory` (the worker's `--data-dir`) holds it: its own, else
+    /// the stored defaults, else ``LimitsState``'s defaults when nothing is seeded yet. Reads on a read-only
+    /// connection of its own, while a limits worker may be running on the store: it is in WAL mode, so the reader
+    /// sees the last committed state and takes no lock the worker waits for. For tools and tests that look at a
+    /// limits worker from outside (the cluster harness); the schema stays the store's own.
+    /// - Throws: `SQLiteError` when there is no store or it cannot be read; a decoding error for a bad row.
+    public static func readStoredState(of child: String, dataDirectory: String) throws -> LimitsState {
+        let database = try Database(readingOnly: storePath(dataDirectory: dataDirectory))
+        // The worker holds a lock now and then (a checkpoint): wait it out rather than fail the read.
+        try database.pragma("busy_timeout", 5000)
+        let own = try database.query("SELECT state FROM limits_children WHERE child = ?", [.text(child)]) {
+            $0.blob(at: 0)
+        }
+        let blob =
+            try own.first
+            ?? database.query("SELECT value FROM limits_meta WHERE key = 'defaults'", []) { $0.blob(at: 0) }.first
+        guard let blob else { return LimitsState() }
+        return try WireJSON.decode(LimitsState.self, from: blob)
+    }
+}
+
 final class LimitsStore {
     let database: Database
     /// One limits worker per store: held for the store's life (`limits.lock` in its folder).
@@ -109,7 +134,7 @@ final class LimitsStore {
             name: "limits.lock",
             what: "the limits store (--data-dir)"
         )
-        let database = try Database(path: directory + "/limits.sqlite")
+        let database = try Database(path: LimitsWorker.storePath(dataDirectory: directory))
         // First, so the set-up waits out a reader's lock (a tool or test reading the store) instead of failing.
         try database.pragma("busy_timeout", 5000)
         try database.pragma("journal_mode", "wal")

@@ -84,21 +84,26 @@ public final class SignalWatcher: @unchecked Sendable {  // @unchecked: the sour
 /// SIGTERM right after it: create this (it watches `signals` at once) before the worker starts, then ``arm(_:)``
 /// it with the stop once the worker exists. A stop requested before `arm` runs as soon as it is armed, so a SIGTERM
 /// is never the default action (death by signal) nor lost. Keep it alive as long as the signals must be watched.
+///
+/// The one stop primitive of the workers (``isRequested`` to ask, ``wait()`` to wait for it).
 public final class PendingStop: Sendable {
     private final class Core: Sendable {
         struct State {
             var requested = false
             var action: (@Sendable () -> Void)?
+            var waiters: [CheckedContinuation<Void, Never>] = []
         }
 
         let state = Mutex(State())
 
         func request() {
-            let action = state.withLock { state -> (@Sendable () -> Void)? in
+            let (action, waiters) = state.withLock { state in
                 state.requested = true
-                return state.action
+                defer { state.waiters.removeAll() }
+                return (state.action, state.waiters)
             }
             action?()
+            for waiter in waiters { waiter.resume() }
         }
     }
 
@@ -125,4 +130,16 @@ public final class PendingStop: Sendable {
 
     /// Whether a stop was requested.
     public var isRequested: Bool { core.state.withLock { $0.requested } }
+
+    /// Returns once a stop is requested (at once when one was).
+    public func wait() async {
+        let core = self.core
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let requested = core.state.withLock { state in
+                if !state.requested { state.waiters.append(continuation) }
+                return state.requested
+            }
+            if requested { continuation.resume() }
+        }
+    }
 }

@@ -4,7 +4,7 @@ import ZeroMQ
 
 extension AskRelayCluster {
     /// The first statistics snapshot (``BrokerSnapshot``: counters since the broker started, gauges now; there
-    /// with ``AskRelayCluster/Durability/off`` too, unlike ``LedgerEntry``, but up to a second old and from zero
+    /// with ``AskRelayCluster/Durability/off`` too, unlike ``AskRelayCluster/ledger(_:)``, but up to a second old and from zero
     /// again after a restart) the broker publishes from now on that satisfies `condition` (by default the
     /// next one). - Throws: ``ClusterError`` naming the last snapshot seen when none did within `timeout`.
     public func stats(

@@ -258,10 +258,10 @@ public final class AskRelayCluster: Sendable {
         }
         let deadline = ContinuousClock.now + timeout
         try admin.send(change, timeout: timeout)
-        let store = folder + "/limits-data/limits.sqlite"
+        let store = folder + "/limits-data"
         var last: LimitsState?
         while ContinuousClock.now < deadline {
-            if let state = try? StoreReader.limitsState(store: store, child: change.child) {
+            if let state = try? StoreReader.limitsState(dataDirectory: store, child: change.child) {
                 if StoreReader.shows(change, in: state) { return }
                 last = state
             }
@@ -276,15 +276,16 @@ public final class AskRelayCluster: Sendable {
 
     /// A child's limits state as the limits worker stored it (its own, else the defaults).
     public func limitsState(of child: String) throws -> LimitsState {
-        try StoreReader.limitsState(store: folder + "/limits-data/limits.sqlite", child: child)
+        try StoreReader.limitsState(dataDirectory: folder + "/limits-data", child: child)
     }
 
     // MARK: Ledger
 
-    /// The broker's ledger entry for `question`, read from its journal; `nil` when it holds none.
+    /// The broker's record of `question` in its ledger, read from its journal; `nil` when it holds none (not asked
+    /// yet, or forgotten after `--closed-retention`).
     /// - Throws: ``ClusterError`` with ``Durability/off`` (no journal).
-    public func ledger(_ question: UUID) throws -> LedgerEntry? {
-        try StoreReader.ledgerEntry(journal: folder + "/broker-data/journal.sqlite3", question: question)
+    public func ledger(_ question: UUID) throws -> QuestionRecord? {
+        try StoreReader.question(brokerData: folder + "/broker-data", question: question)
     }
 
     /// Waits until the ledger entry of `question` satisfies `condition` (polling the journal every 10 ms).
@@ -293,11 +294,11 @@ public final class AskRelayCluster: Sendable {
     public func waitForLedger(
         _ question: UUID,
         timeout: Duration = .seconds(15),
-        until condition: @escaping @Sendable (LedgerEntry) -> Bool
-    ) async throws -> LedgerEntry {
+        until condition: @escaping @Sendable (QuestionRecord) -> Bool
+    ) async throws -> QuestionRecord {
         try await run {
             let deadline = ContinuousClock.now + timeout
-            var last: LedgerEntry?
+            var last: QuestionRecord?
             while ContinuousClock.now < deadline {
                 if let entry = try self.ledger(question) {
                     if condition(entry) { return entry }
@@ -307,7 +308,7 @@ public final class AskRelayCluster: Sendable {
             }
             throw ClusterError(
                 "question \(question): the ledger did not reach the expected state within \(durationText(timeout)); "
-                    + "last: \(last.map { "\($0)" } ?? "no entry")"
+                    + "last: \(last.map(StoreReader.describe) ?? "no entry")"
             )
         }
     }

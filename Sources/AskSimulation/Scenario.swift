@@ -176,38 +176,3 @@ extension Scenario {
         return .seconds(30) + .nanoseconds(Int64(min(window * 3, 86_400) * 1e9)) + grace * 2 + .seconds(2)
     }
 }
-
-/// A think-time distribution as the parent worker's `--think` flag spells it.
-public enum ThinkTime: Sendable, Equatable {
-    case fixed(Duration)
-    case uniform(Duration, Duration)
-    case exponential(Duration)
-
-    public init?(_ text: String) {
-        let parts = text.split(separator: ":", maxSplits: 1).map(String.init)
-        guard parts.count == 2 else { return nil }
-        switch parts[0] {
-        case "fixed":
-            guard let value = parseDuration(parts[1]) else { return nil }
-            self = .fixed(value)
-        case "exponential":
-            guard let value = parseDuration(parts[1]) else { return nil }
-            self = .exponential(value)
-        case "uniform":
-            let bounds = parts[1].split(separator: "-").map(String.init)
-            guard bounds.count == 2, let low = parseDuration(bounds[0]), let high = parseDuration(bounds[1]),
-                low <= high
-            else { return nil }
-            self = .uniform(low, high)
-        default: return nil
-        }
-    }
-
-    /// The mean think time.
-    public var mean: Duration {
-        switch self {
-        case .fixed(let value), .exponential(let value): value
-        case .uniform(let low, let high): (low + high) / 2
-        }
-    }
-}

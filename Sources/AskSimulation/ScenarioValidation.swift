@@ -1,3 +1,4 @@
+import AskAgents
 import AskBroker
 import AskCLI
 import AskModel
@@ -156,11 +157,9 @@ extension Scenario {
         try within(contactsPerChild, Bounds.contactsPerChild, "contactsPerChild")
         try fraction(guardians.approveProbability, "guardians.approveProbability")
         try fraction(guardians.neverAnswerRatio, "guardians.neverAnswerRatio")
-        guard ThinkTime(guardians.think) != nil else {
-            throw ScenarioError(
-                field: "guardians.think",
-                "must be fixed:D, uniform:D-D or exponential:D, got '\(guardians.think)'"
-            )
+        // The parent's --think grammar, which the scenario's value is passed to (docs/workers.md, "Think time").
+        do { _ = try ThinkTime.parse(guardians.think) } catch {
+            throw ScenarioError(field: "guardians.think", error.message)
         }
         for (name, weight) in actions where !(weight.isFinite && weight >= 0) || !Self.knownActions.contains(name) {
             throw ScenarioError(

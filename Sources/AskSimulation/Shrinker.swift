@@ -101,7 +101,7 @@ public struct Shrinker: Sendable {
             stopped = stop.reason
         }
         let minimalPath = (outputDirectory as NSString).appendingPathComponent("minimal-scenario.json")
-        try WireDates.encode(state.best).write(to: URL(fileURLWithPath: minimalPath))
+        try ReportJSON.simulationFile(state.best).write(to: URL(fileURLWithPath: minimalPath))
         let summary = ShrinkSummary(
             invariant: invariant,
             original: original,
@@ -113,7 +113,7 @@ public struct Shrinker: Sendable {
             stopped: stopped,
             removed: Self.changes(from: original, to: state.best)
         )
-        try WireDates.encode(summary, escapingSlashes: false).write(
+        try ReportJSON.simulationFile(summary, escapingSlashes: false).write(
             to: URL(fileURLWithPath: (outputDirectory as NSString).appendingPathComponent("shrink.json"))
         )
         for line in summary.lines { progress(line) }
@@ -202,7 +202,7 @@ public struct Shrinker: Sendable {
         _ clock: ContinuousClock.Instant
     ) throws -> Bool {
         guard (try? candidate.validate()) != nil else { return false }
-        let key = (try? WireDates.encoder().encode(candidate)) ?? Data()
+        let key = (try? ReportJSON.simulationFileEncoder().encode(candidate)) ?? Data()
         if let known = state.played[key] { return known }
         if stopRequested() { throw StopShrinking(reason: .interrupted) }
         if ContinuousClock.now - clock >= budget { throw StopShrinking(reason: .budget) }

@@ -264,7 +264,7 @@ public final class Simulation: Sendable {
             try checkpoint()
             try RosterEntry.write(plan.roster(index), to: plan.rosterPath(index))
         }
-        try WireDates.encode(scenario).write(
+        try ReportJSON.simulationFile(scenario).write(
             to: URL(fileURLWithPath: (runDirectory as NSString).appendingPathComponent("scenario.json"))
         )
         try checkpoint()
@@ -642,16 +642,18 @@ public final class SimulationInterruption: Sendable {
     }
 }
 
-/// JSON encoders for files the simulation writes.
-enum WireDates {
-    static func encoder() -> JSONEncoder {
-        ReportJSON.encoder(escapingSlashes: true, isoDates: true)
+/// The files the simulation writes (scenario.json, minimal-scenario.json, report.json, shrink.json): the report
+/// encoder with ISO 8601 dates and, as those files always had, `/` escaped.
+extension ReportJSON {
+    /// The encoder of those files.
+    static func simulationFileEncoder() -> JSONEncoder {
+        encoder(escapingSlashes: true, isoDates: true)
     }
 
-    /// `value` as an indented file (scenario.json, minimal-scenario.json, report.json, shrink.json), with an empty
-    /// list or object written `[]` / `{}`: Foundation's pretty printer on Linux writes `[\n\n  ]`.
-    static func encode(_ value: some Encodable, escapingSlashes: Bool = true) throws -> Data {
-        let data = try ReportJSON.encoder(escapingSlashes: escapingSlashes, isoDates: true).encode(value)
+    /// `value` as an indented file, with an empty list or object written `[]` / `{}`: Foundation's pretty printer
+    /// on Linux writes `[\n\n  ]`.
+    static func simulationFile(_ value: some Encodable, escapingSlashes: Bool = true) throws -> Data {
+        let data = try encoder(escapingSlashes: escapingSlashes, isoDates: true).encode(value)
         return collapsingEmptyContainers(data)
     }
 

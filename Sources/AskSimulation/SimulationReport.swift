@@ -163,7 +163,7 @@ public struct SimulationReport: Codable, Sendable {
 
     /// report.json: sorted keys, ISO dates, pretty printed.
     public func jsonData() throws -> Data {
-        try WireDates.encode(self)
+        try ReportJSON.simulationFile(self)
     }
 
     /// Writes report.json and report.html into `directory` (created if needed). - Returns: the two paths.

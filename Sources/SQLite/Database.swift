@@ -70,6 +70,24 @@ public final class Database {
         if creates { try Self.syncDirectory(of: path) }
     }
 
+    /// Opens the existing database at `path` read-only: for a reader beside the process that owns the file (a
+    /// tool or a test reading a running broker's journal). It creates nothing and writes nothing; in WAL mode it
+    /// sees the last committed state and takes no lock a writer waits for.
+    /// - Throws: `SQLiteError` if the file does not exist or cannot be opened.
+    public init(readingOnly path: String) throws {
+        _ = Self.faultVFSInstalled
+        var handle: OpaquePointer?
+        let rc = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil)
+        guard rc == SQLITE_OK, let handle else {
+            let error = SQLiteError(code: rc, db: handle, operation: "sqlite3_open_v2(\(path), read-only)")
+            sqlite3_close_v2(handle)
+            throw error
+        }
+        sqlite3_extended_result_codes(handle, 1)
+        self.connection = Connection(handle: handle)
+        self.path = path
+    }
+
     /// Debug builds: the fault VFS (CFaultVFS) becomes the default VFS of the process when `ASKRELAY_FAULT_VFS` is
     /// set, before the first database opens. Release builds have no fault VFS and ignore the variable.
     private static let faultVFSInstalled: Bool = {

@@ -7,7 +7,6 @@ import AskProtocol
 import AskRelayProcesses
 import Foundation
 import SQLite
-import Synchronization
 import ZeroMQ
 
 /// `askrelay-child`: parses flags, builds the child worker (one connection, many children), plays its flows.
@@ -24,15 +23,10 @@ struct ChildMain: Command {
         Durations take a unit: 250ms, 2s, 5m, 48h (at most 100d). See docs/workers.md.
         """
     static let options: [OptionSpec] =
-        [
-            .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
-            .value(
-                "brokers",
-                "LIST",
-                env: "ASKRELAY_BROKERS",
-                help:
-                    "sharded brokers NAME=URL[,NAME=URL...]: one connection per shard of the hosted families; replaces --broker"
-            ),
+        WorkerFlags.brokerOptions(
+            brokersHelp:
+                "sharded brokers NAME=URL[,NAME=URL...]: one connection per shard of the hosted families; replaces --broker"
+        ) + [
             .value("child", "ID@FAMILY", env: "ASKRELAY_CHILDREN", repeatable: true, help: "a child to host"),
             .value("families", "N", env: "ASKRELAY_FAMILIES", default: "0", help: "generated families"),
             .value(
@@ -149,14 +143,15 @@ struct ChildMain: Command {
                 env: "ASKRELAY_POWER_LOSS_SAFE",
                 help: "fsync the response record before each ACK: a power cut loses no response"
             ),
-        ] + OptionSpec.workerConnection(logLevels: AskLogger.Level.allCases.map(\.description))
+        ] + WorkerFlags.connectionOptions
 
     let configuration: ChildWorkerConfiguration
-    let logLevel: AskLogger.Level
-    let metricsEndpoint: MetricsEndpoint?
+    let flags: WorkerFlags
     let stay: Bool
 
     init(arguments: Arguments) throws {
+        let flags = try WorkerFlags(arguments: arguments, role: .child, worker: Self.name)
+        self.flags = flags
         var children: [ChildIdentity] = []
         let listed = arguments.strings("child").flatMap { $0.split(separator: ",").map(String.init) }
         for text in listed {
@@ -174,7 +169,7 @@ struct ChildMain: Command {
         children += ContactGenerator.children(families: families, childrenPerFamily: perFamily, idPrefix: prefix)
         if children.isEmpty {
             // With no children given, host exactly those the --curve-key file lists.
-            let claims = (try? CurveOptions.endpoints(keyFile: arguments.string("curve-key"))) ?? []
+            let claims = (try? CurveOptions.endpoints(keyFile: flags.curveKeyFile)) ?? []
             children = claims.compactMap { claim in
                 guard claim.address.hasPrefix("child/"), let family = claim.family else { return nil }
                 return ChildIdentity(id: String(claim.address.dropFirst("child/".count)), family: family)
@@ -185,7 +180,7 @@ struct ChildMain: Command {
         }
         do {
             try CurveOptions.check(
-                keyFile: arguments.string("curve-key"),
+                keyFile: flags.curveKeyFile,
                 role: .child,
                 worker: Self.name,
                 claims: children.map { EndpointClaim(address: $0.address, family: $0.family) },
@@ -193,13 +188,8 @@ struct ChildMain: Command {
                     + "or use a key that lists them"
             )
         } catch { throw UsageError(error.message) }
-        var configuration = ChildWorkerConfiguration(
-            broker: try arguments.requireEndpoint("broker", binding: false),
-            children: children
-        )
-        configuration.brokers = try arguments.parsed("brokers") { text in
-            try BrokerList(parsing: text) { EndpointSyntax.problem($0, binding: false) }
-        }
+        var configuration = ChildWorkerConfiguration(broker: flags.broker, children: children)
+        configuration.brokers = flags.brokers
         configuration.seed = try arguments.uint64("seed") ?? configuration.seed
         configuration.recordsPath = arguments.string("records")
         configuration.stateDirectory = arguments.string("state-dir")
@@ -226,24 +216,11 @@ struct ChildMain: Command {
         configuration.expireAfter = try arguments.duration("expire-after")
         configuration.grace = try arguments.duration("grace") ?? .seconds(2)
         configuration.center.askTimeout = try arguments.duration("ask-timeout") ?? .seconds(10)
-        configuration.center.heartbeatInterval =
-            try arguments.duration("heartbeat", in: .milliseconds(10)...ValueBounds.maximumDuration) ?? .seconds(1)
-        do {
-            configuration.center.curve = try CurveOptions.load(
-                keyFile: arguments.string("curve-key"),
-                brokerKey: arguments.string("broker-key")
-            )
-        } catch {
-            throw UsageError("\(error)")
-        }
+        configuration.center.heartbeatInterval = flags.heartbeat
+        configuration.center.curve = flags.curve
         configuration.center.workerName = "askrelay-child[\(ProcessInfo.processInfo.processIdentifier)]"
         self.configuration = configuration
-        let level = try arguments.choice("log-level", AskLogger.Level.allCases.map(\.description), ignoringCase: true)
-        logLevel = level.flatMap(AskLogger.Level.init(name:)) ?? .info
         stay = arguments.flag("stay")
-        metricsEndpoint = try arguments.checked("metrics-endpoint", MetricsEndpoint.problem).flatMap(
-            MetricsEndpoint.init(parsing:)
-        )
     }
 
     func validate() throws {
@@ -251,100 +228,60 @@ struct ChildMain: Command {
     }
 
     func run() async throws -> Int32 {
-        let logger = AskLogger(label: "askrelay-child", level: logLevel)
-        let metrics: WorkerMetrics?
-        do { metrics = try metricsEndpoint.map { try WorkerMetrics(endpoint: $0, logger: logger) } } catch {
-            printError("askrelay-child: \(error)")
-            return ExitCode.unavailable
-        }
-        let shown = metrics.map { "\($0.endpoint)" }
-        // Before the worker starts, so a SIGTERM right after the ready line stops it (exit 0) instead of killing it.
-        let stop = PendingStop(signals: [SIGTERM, SIGINT]) { signal in
-            logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
-        }
-        let worker: ChildWorker
-        do {
-            worker = try ChildWorker(configuration: configuration, logger: logger, context: try ZMQContext())
-        } catch {
-            logger.error("child worker could not start", metadata: ["error": "\(error)"])
-            printError("askrelay-child: \(error)")
+        let (configuration, stay) = (self.configuration, self.stay)
+        return await WorkerLifecycle(name: Self.name, flags: flags).run(
+            worker: "child worker",
             // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
-            let badPath = (error as? OwnerLockError)?.code == .unusable || error is RecordsFileError
-            return badPath ? ExitCode.usage : ExitCode.unavailable
-        }
-        metrics?.attach(worker.centers.readConnectionCounters, registries: [worker.flowMetrics.registry])
-        let stopping = StopSignal()
-        let children = configuration.children.count
-        let play = Task {
-            // Waits for the broker as long as it takes; SIGTERM cancels, and so does a refusal for good.
-            while !(await worker.waitUntilRegistered(timeout: .seconds(5))) {
-                if Task.isCancelled || worker.connectionFailure != nil { return ChildWorkerSummary() }
-            }
-            printLine(ReadyLine(["children": "\(children)", "metrics": shown]).text)
-            return await worker.run()
-        }
-        stop.arm {
-            stopping.fire()
-            play.cancel()
-            // Stopping the center ends calls waiting on the broker at once; unfinished flows are not recorded.
-            Task { await worker.stop() }
-        }
-        let summary = await play.value
-        if let failure = worker.connectionFailure {
-            // Refused for good (or the connection died): no 'done' line, the flows did not run.
-            await worker.stop()
-            _ = stop
-            printError("askrelay-child: \(failure.message)")
-            return ExitCode.unavailable
-        }
-        if !stopping.fired {
-            printLine("done flows=\(summary.flows)")
-            let outcomes = summary.outcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(
-                separator: ","
+            isBadUsage: { ($0 as? OwnerLockError)?.code == .unusable || $0 is RecordsFileError }
+        ) { context in
+            let worker = try ChildWorker(
+                configuration: configuration,
+                logger: context.logger,
+                context: try ZMQContext()
             )
-            logger.info("flows done", metadata: ["outcomes": "\(outcomes)", "stray": "\(summary.strayResponses)"])
-            if stay { await stopping.wait() }
-        } else {
-            logger.notice("stopped", metadata: ["flows": "\(summary.flows)"])
+            let (children, logger, stop) = (configuration.children.count, context.logger, context.stop)
+            let play = Task {
+                // Waits for the broker as long as it takes; SIGTERM cancels, and so does a refusal for good.
+                while !(await worker.waitUntilRegistered(timeout: .seconds(5))) {
+                    if Task.isCancelled || worker.connectionFailure != nil { return ChildWorkerSummary() }
+                }
+                printLine(ReadyLine(["children": "\(children)", "metrics": context.metrics]).text)
+                return await worker.run()
+            }
+            return WorkerLifecycle.Service(
+                counters: worker.centers.readConnectionCounters,
+                registries: [worker.flowMetrics.registry],
+                stop: {
+                    play.cancel()
+                    // Stopping the center ends calls waiting on the broker at once; unfinished flows are not recorded.
+                    Task { await worker.stop() }
+                }
+            ) {
+                let summary = await play.value
+                if let failure = worker.connectionFailure {
+                    // Refused for good (or the connection died): no 'done' line, the flows did not run.
+                    await worker.stop()
+                    return failure
+                }
+                if !stop.isRequested {
+                    printLine("done flows=\(summary.flows)")
+                    let outcomes = summary.outcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+                        .joined(separator: ",")
+                    logger.info(
+                        "flows done",
+                        metadata: ["outcomes": "\(outcomes)", "stray": "\(summary.strayResponses)"]
+                    )
+                    if stay { await stop.wait() }
+                } else {
+                    logger.notice("stopped", metadata: ["flows": "\(summary.flows)"])
+                }
+                await worker.stop()
+                return nil
+            }
         }
-        await worker.stop()
-        _ = stop
-        metrics?.stop()
-        return ExitCode.success
     }
 
     static func main() async {
         exit(await CommandRunner.run(ChildMain.self))
-    }
-}
-
-/// A one-shot flag set by the signal handler, which tasks can wait for.
-final class StopSignal: Sendable {
-    private struct State {
-        var fired = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
-    }
-
-    private let state = Mutex(State())
-
-    var fired: Bool { state.withLock { $0.fired } }
-
-    func fire() {
-        let waiters = state.withLock { state in
-            state.fired = true
-            defer { state.waiters.removeAll() }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    func wait() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let fired = state.withLock { state in
-                if !state.fired { state.waiters.append(continuation) }
-                return state.fired
-            }
-            if fired { continuation.resume() }
-        }
     }
 }

@@ -7,7 +7,6 @@ import AskProtocol
 import AskRelayProcesses
 import Foundation
 import SQLite
-import Synchronization
 import ZeroMQ
 
 /// `askrelay-limits`: parses flags, opens the limits store, serves `limits/<id>` until SIGTERM or SIGINT.
@@ -23,15 +22,10 @@ struct LimitsMain: Command {
         See docs/workers.md.
         """
     static let options: [OptionSpec] =
-        [
-            .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
-            .value(
-                "brokers",
-                "LIST",
-                env: "ASKRELAY_BROKERS",
-                help:
-                    "sharded brokers NAME=URL[,NAME=URL...], with --shard-name: serve that broker's shard; replaces --broker"
-            ),
+        WorkerFlags.brokerOptions(
+            brokersHelp:
+                "sharded brokers NAME=URL[,NAME=URL...], with --shard-name: serve that broker's shard; replaces --broker"
+        ) + [
             .value(
                 "shard-name",
                 "NAME",
@@ -58,19 +52,17 @@ struct LimitsMain: Command {
                 env: "ASKRELAY_POWER_LOSS_SAFE",
                 help: "fsync every store commit (synchronous=FULL): a power cut loses nothing acknowledged"
             ),
-        ] + OptionSpec.workerConnection(logLevels: AskLogger.Level.allCases.map(\.description))
+        ] + WorkerFlags.connectionOptions
 
     let configuration: LimitsWorkerConfiguration
-    let logLevel: AskLogger.Level
-    let metricsEndpoint: MetricsEndpoint?
+    let flags: WorkerFlags
 
     init(arguments: Arguments) throws {
+        let flags = try WorkerFlags(arguments: arguments, role: .limits, worker: Self.name)
+        self.flags = flags
         var configuration = LimitsWorkerConfiguration()
-        configuration.broker = try arguments.requireEndpoint("broker", binding: false)
-        let brokers = try arguments.parsed("brokers") { text in
-            try BrokerList(parsing: text) { EndpointSyntax.problem($0, binding: false) }
-        }
-        switch (brokers, arguments.string("shard-name")) {
+        configuration.broker = flags.broker
+        switch (flags.brokers, arguments.string("shard-name")) {
         case (nil, nil): break
         case (let brokers?, let name?):
             guard let entry = brokers.entry(named: name) else {
@@ -95,19 +87,11 @@ struct LimitsMain: Command {
         configuration.dataDirectory = try arguments.require("data-dir")
         configuration.reset = arguments.flag("reset")
         configuration.powerLossSafe = arguments.flag("power-loss-safe")
-        configuration.heartbeat =
-            try arguments.duration("heartbeat", in: .milliseconds(10)...ValueBounds.maximumDuration) ?? .seconds(1)
-        do {
-            configuration.curve = try CurveOptions.load(
-                keyFile: arguments.string("curve-key"),
-                brokerKey: arguments.string("broker-key")
-            )
-        } catch {
-            throw UsageError("\(error)")
-        }
+        configuration.heartbeat = flags.heartbeat
+        configuration.curve = flags.curve
         do {
             try CurveOptions.check(
-                keyFile: arguments.string("curve-key"),
+                keyFile: flags.curveKeyFile,
                 role: .limits,
                 worker: Self.name,
                 claims: [EndpointClaim(address: "limits/\(configuration.id)")],
@@ -120,32 +104,18 @@ struct LimitsMain: Command {
             }
         }
         self.configuration = configuration
-        metricsEndpoint = try arguments.checked("metrics-endpoint", MetricsEndpoint.problem).flatMap(
-            MetricsEndpoint.init(parsing:)
-        )
-        let level = try arguments.choice("log-level", AskLogger.Level.allCases.map(\.description), ignoringCase: true)
-        logLevel = level.flatMap(AskLogger.Level.init(name:)) ?? .info
     }
 
     func run() async throws -> Int32 {
-        let logger = AskLogger(label: "askrelay-limits", level: logLevel)
         let configuration = self.configuration
-        let ready = ReadyOnce()
-        let metrics: WorkerMetrics?
-        do { metrics = try metricsEndpoint.map { try WorkerMetrics(endpoint: $0, logger: logger) } } catch {
-            printError("askrelay-limits: \(error)")
-            return ExitCode.unavailable
-        }
-        let shown = metrics.map { "\($0.endpoint)" }
-        // Before the worker starts: its ready line comes from the connection thread, and a SIGTERM right after it
-        // must stop it (exit 0), not kill it.
-        let stop = PendingStop(signals: [SIGTERM, SIGINT]) { signal in
-            logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
-        }
-        let worker: LimitsWorker
-        do {
+        return await WorkerLifecycle(name: Self.name, flags: flags).run(
+            worker: "limits worker",
+            // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
+            isBadUsage: { ($0 as? OwnerLockError)?.code == .unusable }
+        ) { context in
+            let (ready, logger, shown) = (ReadyOnce(), context.logger, context.metrics)
             // Opening the SQLite store blocks: keep it off the cooperative pool.
-            worker = try await onDedicatedThread(name: "limits-open") {
+            let worker = try await onDedicatedThread(name: "limits-open") {
                 try LimitsWorker(configuration: configuration, logger: logger, context: ZMQContext()) { children in
                     ready.once {
                         printLine(
@@ -154,23 +124,13 @@ struct LimitsMain: Command {
                     }
                 }
             }
-        } catch {
-            logger.error("limits worker could not start", metadata: ["error": "\(error)"])
-            printError("askrelay-limits: \(error)")
-            // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
-            return (error as? OwnerLockError)?.code == .unusable ? ExitCode.usage : ExitCode.unavailable
+            return .blocking(
+                counters: worker.runtime.readConnectionCounters,
+                stop: { worker.stop() },
+                wait: { worker.wait() },
+                failure: { worker.runtime.failure }
+            )
         }
-        metrics?.attach(worker.runtime.readConnectionCounters)
-        stop.arm { worker.stop() }
-        try await onDedicatedThread(name: "limits-wait") { worker.wait() }
-        _ = stop
-        metrics?.stop()
-        // A connection that ended by itself (refused for good, or dead) is a failure, not a stop.
-        if let failure = worker.runtime.failure {
-            printError("askrelay-limits: \(failure.message)")
-            return ExitCode.unavailable
-        }
-        return ExitCode.success
     }
 
     static func main() async {

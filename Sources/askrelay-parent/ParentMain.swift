@@ -6,7 +6,6 @@ import AskMetrics
 import AskProtocol
 import AskRelayProcesses
 import Foundation
-import Synchronization
 import ZeroMQ
 
 /// `askrelay-parent`: parses flags, builds the guardians, answers their questions until SIGTERM or SIGINT.
@@ -23,15 +22,10 @@ struct ParentMain: Command {
         does not accept), or a connection that dies, exits 69 with the reason. See docs/workers.md.
         """
     static let options: [OptionSpec] =
-        [
-            .value("broker", "URL", env: "ASKRELAY_BROKER", default: "tcp://127.0.0.1:5555", help: "broker endpoint"),
-            .value(
-                "brokers",
-                "LIST",
-                env: "ASKRELAY_BROKERS",
-                help:
-                    "sharded brokers NAME=URL[,NAME=URL...]: one connection per shard of the hosted families; replaces --broker"
-            ),
+        WorkerFlags.brokerOptions(
+            brokersHelp:
+                "sharded brokers NAME=URL[,NAME=URL...]: one connection per shard of the hosted families; replaces --broker"
+        ) + [
             .value(
                 "guardian",
                 "ID@FAMILY",
@@ -83,7 +77,7 @@ struct ParentMain: Command {
             ),
             .value("seed", "N", env: "ASKRELAY_SEED", default: "1", help: "seed of every guardian's random streams"),
             .value("records", "FILE", env: "ASKRELAY_RECORDS", help: "append one JSON line per answer attempt"),
-        ] + OptionSpec.workerConnection(logLevels: AskLogger.Level.allCases.map(\.description)) + testingOptions
+        ] + WorkerFlags.connectionOptions + testingOptions
 
     #if DEBUG
         /// Debug (testing) builds only: a release parent cannot be told to break the expiry rule.
@@ -99,38 +93,19 @@ struct ParentMain: Command {
     #endif
 
     let configuration: ParentWorkerConfiguration
-    let brokers: BrokerList
-    let heartbeat: Duration
-    let curve: (keys: CurveKeyPair, serverKey: String)?
-    let logLevel: AskLogger.Level
-    let metricsEndpoint: MetricsEndpoint?
+    let flags: WorkerFlags
 
     init(arguments: Arguments) throws {
-        brokers =
-            try arguments.parsed("brokers") { text in
-                try BrokerList(parsing: text) { EndpointSyntax.problem($0, binding: false) }
-            } ?? BrokerList(single: try arguments.requireEndpoint("broker", binding: false))
-        heartbeat =
-            try arguments.duration("heartbeat", in: .milliseconds(10)...ValueBounds.maximumDuration) ?? .seconds(1)
-        do {
-            curve = try CurveOptions.load(
-                keyFile: arguments.string("curve-key"),
-                brokerKey: arguments.string("broker-key")
-            )
-        } catch {
-            throw UsageError("\(error)")
-        }
-        let keyFile = arguments.string("curve-key")
-        do {
-            try CurveOptions.check(keyFile: keyFile, role: .guardian, worker: Self.name, claims: [], hint: "")
-        } catch { throw UsageError(error.message) }
+        let flags = try WorkerFlags(arguments: arguments, role: .guardian, worker: Self.name)
+        self.flags = flags
+        let keyFile = flags.curveKeyFile
         let seed = try arguments.uint64("seed") ?? 1
         let guardianFlags = arguments.strings("guardian")
         let roster = arguments.string("roster")
         let families = try arguments.int("families", in: 1...1_000_000)
         let sources = [!guardianFlags.isEmpty, roster != nil, families != nil].filter { $0 }.count
         // With none of those, a --curve-key whose file lists the key's addresses says whom to host.
-        let fromKey = sources == 0 ? (try? CurveOptions.endpoints(keyFile: arguments.string("curve-key"))) ?? [] : []
+        let fromKey = sources == 0 ? (try? CurveOptions.endpoints(keyFile: keyFile)) ?? [] : []
         guard sources == 1 || !fromKey.isEmpty else {
             throw UsageError(
                 "give the guardians with exactly one of --guardian, --roster or --families (or a --curve-key that lists them)"
@@ -200,61 +175,39 @@ struct ParentMain: Command {
         } catch let error as AgentConfigurationError {
             throw UsageError(error.message)
         }
-        metricsEndpoint = try arguments.checked("metrics-endpoint", MetricsEndpoint.problem).flatMap(
-            MetricsEndpoint.init(parsing:)
-        )
-        let level = try arguments.choice("log-level", AskLogger.Level.allCases.map(\.description), ignoringCase: true)
-        logLevel = level.flatMap(AskLogger.Level.init(name:)) ?? .info
     }
 
     func run() async throws -> Int32 {
-        let logger = AskLogger(label: "askrelay-parent", level: logLevel)
-        if configuration.answerAfterExpiry {
-            logger.warning("--answer-after-expiry: guardians answer AFTER expiry on purpose (checker tests only)")
-        }
-        let configuration = self.configuration
-        let ready = ReadyOnce()
-        let count = configuration.guardians.count
-        let metrics: WorkerMetrics?
-        do { metrics = try metricsEndpoint.map { try WorkerMetrics(endpoint: $0, logger: logger) } } catch {
-            printError("askrelay-parent: \(error)")
-            return ExitCode.unavailable
-        }
-        let shown = metrics.map { "\($0.endpoint)" }
-        // Before the worker starts: its ready line comes from a connection thread, and a SIGTERM right after it
-        // must stop it (exit 0), not kill it.
-        let stop = PendingStop(signals: [SIGTERM, SIGINT]) { signal in
-            logger.notice("signal received, stopping", metadata: ["signal": "\(signal)"])
-        }
-        let worker: ParentWorker
-        do {
-            worker = try ParentWorker(
+        let (configuration, flags) = (self.configuration, self.flags)
+        return await WorkerLifecycle(name: Self.name, flags: flags).run(
+            worker: "parent worker",
+            // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
+            isBadUsage: { $0 is RecordsFileError }
+        ) { context in
+            if configuration.answerAfterExpiry {
+                context.logger.warning(
+                    "--answer-after-expiry: guardians answer AFTER expiry on purpose (checker tests only)"
+                )
+            }
+            let ready = ReadyOnce()
+            let count = configuration.guardians.count
+            let worker = try ParentWorker(
                 configuration: configuration,
-                brokers: brokers,
-                heartbeat: heartbeat,
-                curve: curve,
-                logger: logger,
+                brokers: flags.brokers ?? BrokerList(single: flags.broker),
+                heartbeat: flags.heartbeat,
+                curve: flags.curve,
+                logger: context.logger,
                 context: ZMQContext()
             ) {
-                ready.once { printLine(ReadyLine(["guardians": "\(count)", "metrics": shown]).text) }
+                ready.once { printLine(ReadyLine(["guardians": "\(count)", "metrics": context.metrics]).text) }
             }
-        } catch {
-            logger.error("parent worker could not start", metadata: ["error": "\(error)"])
-            printError("askrelay-parent: \(error)")
-            // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
-            return error is RecordsFileError ? ExitCode.usage : ExitCode.unavailable
+            return .blocking(
+                counters: worker.connections.readConnectionCounters,
+                stop: { worker.stop() },
+                wait: { worker.wait() },
+                failure: { worker.failure }
+            )
         }
-        metrics?.attach(worker.connections.readConnectionCounters)
-        stop.arm { worker.stop() }
-        try await onDedicatedThread(name: "parent-wait") { worker.wait() }
-        _ = stop
-        metrics?.stop()
-        // A connection that ended by itself (refused for good, or dead) is a failure, not a stop.
-        if let failure = worker.failure {
-            printError("askrelay-parent: \(failure.message)")
-            return ExitCode.unavailable
-        }
-        return ExitCode.success
     }
 
     static func main() async {

@@ -244,10 +244,10 @@ struct ScenarioTests {
 
     @Test("the scenario files the simulation writes show an empty list as []")
     func emptyListsPrintShort() throws {
-        let text = String(decoding: try WireDates.encode(Scenario()), as: UTF8.self)
+        let text = String(decoding: try ReportJSON.simulationFile(Scenario()), as: UTF8.self)
         #expect(text.contains(#""faults" : [],"#) || text.contains(#""faults" : []"#), "\(text)")
         #expect(!text.contains("[\n"), "\(text)")
-        #expect(try Scenario.parse(WireDates.encode(Scenario())) == Scenario())
+        #expect(try Scenario.parse(ReportJSON.simulationFile(Scenario())) == Scenario())
     }
 
     @Test("a drain bound of more than 10 minutes of wall time is named before the run, with the flag that accepts it")
@@ -279,13 +279,16 @@ struct ScenarioTests {
         #expect(faults.faults.contains { $0.process == "broker" && $0.action == .kill && $0.restartAfter != nil })
     }
 
-    @Test("think times parse like the parent's --think flag")
-    func thinkTimes() {
-        #expect(ThinkTime("fixed:200ms") == .fixed(.milliseconds(200)))
-        #expect(ThinkTime("uniform:50ms-2s") == .uniform(.milliseconds(50), .seconds(2)))
-        #expect(ThinkTime("exponential:300ms") == .exponential(.milliseconds(300)))
-        #expect(ThinkTime("uniform:2s-1s") == nil)
-        #expect(ThinkTime("gaussian:1s") == nil)
+    @Test("guardians.think takes the parent's --think grammar, which the scenario passes it to")
+    func thinkTimes() throws {
+        for text in ["fixed:200ms", "uniform:50ms-2s", "exponential:300ms", "1.5s"] {
+            let scenario = try parse(#"{"guardians": {"think": "\#(text)"}}"#)
+            #expect(scenario.guardians.think == text)
+            #expect(try ThinkTime.parse(scenario.guardians.think) == ThinkTime.parse(text))
+        }
+        for text in ["uniform:2s-1s", "gaussian:1s", "fixed:abc"] {
+            #expect(error(#"{"guardians": {"think": "\#(text)"}}"#)?.field == "guardians.think", "\(text)")
+        }
     }
 
     @Test("derived seeds differ per process and repeat per seed; the limits state is seeded")

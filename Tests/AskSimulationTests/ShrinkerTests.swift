@@ -1,3 +1,4 @@
+import AskProtocol
 import Foundation
 import Synchronization
 import Testing
@@ -131,7 +132,7 @@ struct ShrinkerTests {
         #expect(summary.stopped == nil)
         let played = log.values
         #expect(summary.replays.count == played.count)
-        let distinct = Set(played.compactMap { try? WireDates.encoder().encode($0) })
+        let distinct = Set(played.compactMap { try? ReportJSON.simulationFileEncoder().encode($0) })
         #expect(distinct.count == played.count, "no scenario is replayed twice")
         #expect(summary.removed.contains("families 240 → 3"))
         #expect(summary.removed.contains("1 fault(s) moved earlier"))

@@ -62,8 +62,12 @@ public final class Broker {
     /// The time at the start of this loop turn: stamps on the hot path (last heard, last sent, delivered, accepted)
     /// use it instead of reading the clock once per message.
     var turnNow = ContinuousClock.now
-    /// Wall-clock time at the start of this loop turn (message creation times).
-    var turnDate = Date()
+    /// ``BrokerConfiguration/clock``'s time at the start of this loop turn (message creation times).
+    var turnDate: Date
+    /// Wakes the loop when a driven clock is advanced in this process (`nil` for the real clock).
+    let clockWake: WakeSignal?
+    /// The clock observer that signals `clockWake`.
+    let clockObserver: Int
     var lastHousekeeping = ContinuousClock.now
     var lastAckScan = ContinuousClock.now
     var statsPublisher: StatsPublisher?
@@ -108,6 +112,15 @@ public final class Broker {
         self.configuration = configuration
         self.logger = logger
         self.wake = wake
+        turnDate = configuration.clock.now
+        if configuration.clock.isDriven {
+            let clockWake = try WakeSignal()
+            clockObserver = configuration.clock.addAdvanceObserver { clockWake.signal() }
+            self.clockWake = clockWake
+        } else {
+            clockWake = nil
+            clockObserver = 0
+        }
         ownership = try Self.claimOwnership(configuration)
         journal = try Journal(directory: configuration.dataDirectory, durability: configuration.durability)
         ledger = QuestionLedger(configuration: configuration)
@@ -147,6 +160,8 @@ public final class Broker {
         publishMetrics(now: .now)
     }
 
+    deinit { configuration.clock.removeAdvanceObserver(clockObserver) }
+
     /// One broker per journal and per ipc path: a second broker on either is refused before it touches anything,
     /// with the pid of the one that holds it. (libzmq would otherwise unlink a served ipc socket and bind over it.)
     static func claimOwnership(_ configuration: BrokerConfiguration) throws(OwnerLockError) -> [OwnerLock] {
@@ -172,6 +187,7 @@ public final class Broker {
         let socketIndex = poller.add(socket)
         let wakeIndex = poller.add(fileDescriptor: wake.readDescriptor)
         let zapIndex = authenticator?.add(to: &poller)
+        let clockIndex = clockWake.map { poller.add(fileDescriptor: $0.readDescriptor) }
         logger.notice(
             "broker ready",
             metadata: [
@@ -203,12 +219,14 @@ public final class Broker {
             // the broker read nothing meanwhile, and silence it could not observe does not count against peers.
             let blind = turnNow - previousTurn - .milliseconds(timeout)
             if blind > configuration.heartbeatInterval { forgiveStall(blind) }
-            turnDate = Date()
+            turnDate = configuration.clock.now
             turn = TurnProfile()
             if poller.isReady(wakeIndex) {
                 wake.drain()
                 stopping = true
             }
+            // A driven clock was advanced: this turn's timers look at the new time.
+            if let clockIndex, poller.isReady(clockIndex) { clockWake?.drain() }
             if let zapIndex, poller.isReady(zapIndex) {
                 authenticator?.serve()
             }
@@ -237,7 +255,7 @@ public final class Broker {
             milliseconds = min(milliseconds, max(0, (since + configuration.ackedDeleteDelay - .now).milliseconds + 1))
         }
         if let deadline = ledger.nextDeadline {
-            let left = Date().distance(to: deadline)
+            let left = configuration.clock.now.distance(to: deadline)
             milliseconds = min(milliseconds, max(0, Int(left * 1000) + 1))
         }
         return milliseconds

@@ -76,6 +76,9 @@ public final class DrivenClock: AskClock {
     /// How far the clock has been advanced since it was made.
     public var elapsed: Duration { state.withLock { $0.offset } }
 
+    /// ``sleep(for:)`` calls waiting for a later time (a test's evidence that a sleeper is parked, not lost).
+    public var sleepers: Int { state.withLock { $0.sleepers.count } }
+
     /// The start plus ``elapsed``. From a start at a whole millisecond, advanced by whole milliseconds, it is the
     /// canonical date of that millisecond (``Foundation/Date/init(wireMilliseconds:)``), so comparisons with
     /// deadlines truncated to whole milliseconds are exact, with no floating-point hair on either side.

@@ -85,8 +85,7 @@ extension Broker {
             throw WireError(.invalidJSON, "clock.advance moves forward only: milliseconds must be 0 or more")
         }
         clock.advance(by: .milliseconds(advance.milliseconds))
-        turnDate = clock.now
-        if ledger.nextDeadline.map({ $0 <= turnDate }) ?? false { expireQuestions() }
+        if ledger.nextDeadline.map({ $0 <= clock.now }) ?? false { expireQuestions() }
         logger.info("clock advanced", metadata: ["ms": "\(advance.milliseconds)", "now": "\(clock.now)"])
     }
 

@@ -62,8 +62,9 @@ public final class Broker {
     /// The time at the start of this loop turn: stamps on the hot path (last heard, last sent, delivered, accepted)
     /// use it instead of reading the clock once per message.
     var turnNow = ContinuousClock.now
-    /// ``BrokerConfiguration/clock``'s time at the start of this loop turn (message creation times).
-    var turnDate: Date
+    /// Wall-clock time at the start of this loop turn (message creation times, accepted ids): real time, like the
+    /// transport's other stamps, also under a driven ``BrokerConfiguration/clock``.
+    var turnDate = Date()
     /// Wakes the loop when a driven clock is advanced in this process (`nil` for the real clock).
     let clockWake: WakeSignal?
     /// The clock observer that signals `clockWake`.
@@ -112,7 +113,6 @@ public final class Broker {
         self.configuration = configuration
         self.logger = logger
         self.wake = wake
-        turnDate = configuration.clock.now
         if configuration.clock.isDriven {
             let clockWake = try WakeSignal()
             clockObserver = configuration.clock.addAdvanceObserver { clockWake.signal() }
@@ -219,7 +219,7 @@ public final class Broker {
             // the broker read nothing meanwhile, and silence it could not observe does not count against peers.
             let blind = turnNow - previousTurn - .milliseconds(timeout)
             if blind > configuration.heartbeatInterval { forgiveStall(blind) }
-            turnDate = configuration.clock.now
+            turnDate = Date()
             turn = TurnProfile()
             if poller.isReady(wakeIndex) {
                 wake.drain()

@@ -67,8 +67,8 @@ public final class Broker {
     var turnDate = Date()
     /// Wakes the loop when a driven clock is advanced in this process (`nil` for the real clock).
     let clockWake: WakeSignal?
-    /// The clock observer that signals `clockWake`.
-    let clockObserver: Int
+    /// The clock observer that signals `clockWake` (registered last in `init`, so a failed start leaves none).
+    var clockObserver = 0
     var lastHousekeeping = ContinuousClock.now
     var lastAckScan = ContinuousClock.now
     var statsPublisher: StatsPublisher?
@@ -113,14 +113,7 @@ public final class Broker {
         self.configuration = configuration
         self.logger = logger
         self.wake = wake
-        if configuration.clock.isDriven {
-            let clockWake = try WakeSignal()
-            clockObserver = configuration.clock.addAdvanceObserver { clockWake.signal() }
-            self.clockWake = clockWake
-        } else {
-            clockWake = nil
-            clockObserver = 0
-        }
+        clockWake = configuration.clock.isDriven ? try WakeSignal() : nil
         ownership = try Self.claimOwnership(configuration)
         journal = try Journal(directory: configuration.dataDirectory, durability: configuration.durability)
         ledger = QuestionLedger(configuration: configuration)
@@ -158,6 +151,7 @@ public final class Broker {
         try recover()
         // A scrape right after the ready line sees the recovered state, not an empty page.
         publishMetrics(now: .now)
+        if let clockWake { clockObserver = configuration.clock.addAdvanceObserver { clockWake.signal() } }
     }
 
     deinit { configuration.clock.removeAdvanceObserver(clockObserver) }

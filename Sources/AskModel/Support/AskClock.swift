@@ -2,8 +2,8 @@ import Foundation
 import Synchronization
 
 /// The time AskRelay's rules read: when a question expires, when its pending window ends, how long a closed question
-/// is remembered. The broker, its ledger and the client centers take one (``SystemClock`` by default), so a test
-/// can give them a ``DrivenClock`` and move time forward instead of waiting for it.
+/// is remembered. The broker and its ledger, `AskCenter` and the parent worker take one (``SystemClock`` by
+/// default), so a test can give them a ``DrivenClock`` and move time forward instead of waiting for it.
 ///
 /// A clock has two faces: ``now`` (the wall time, what expiry dates are compared with) and ``instant`` (a
 /// monotonic instant for intervals and timers). A driven clock moves both together, by exactly what it is advanced.
@@ -28,11 +28,6 @@ public protocol AskClock: Sendable {
     func removeAdvanceObserver(_ token: Int)
 }
 
-extension AskClock where Self == SystemClock {
-    /// The real clock, the default everywhere.
-    public static var system: SystemClock { SystemClock() }
-}
-
 /// The real clock: `Date()` and `ContinuousClock.now`.
 public struct SystemClock: AskClock {
     public init() {}
@@ -47,9 +42,10 @@ public struct SystemClock: AskClock {
 /// A clock that stands still until a test advances it (``advance(by:)``): expiry and pending windows are then
 /// decided at exactly the time the test set, with no wait and no race against a real deadline.
 ///
-/// It starts at a given wall time (by default the real time when it was made, in whole milliseconds) and at the real monotonic instant of
-/// then; both move by exactly what ``advance(by:)`` adds. Advancing resumes every ``sleep(for:)`` that is now due
-/// and calls every advance observer (a poll loop's wake signal), in that order, before it returns.
+/// It starts at a given wall time (by default the real time when it was made, in whole milliseconds) and at the
+/// real monotonic instant of then; both move by exactly what ``advance(by:)`` adds. Advancing resumes every
+/// ``sleep(for:)`` that is now due and calls every advance observer (a poll loop's wake signal), in that order,
+/// before it returns.
 public final class DrivenClock: AskClock {
     private struct State {
         var offset: Duration = .zero

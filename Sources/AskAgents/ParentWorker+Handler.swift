@@ -30,7 +30,7 @@ final class ParentWorkerHandler: WorkerHandler {
     let onRegistered: @Sendable () -> Void
     let onEvent: @Sendable (ParentWorkerEvent) -> Void
     let records: JSONLinesWriter?
-    let start = ContinuousClock.now
+    let start: ContinuousClock.Instant
     var guardians: [String: Guardian] = [:]
     var held: [HeldKey: Held] = [:]
     /// When held questions are due; an entry whose instant no longer matches its question's `decideAt` is stale.
@@ -45,6 +45,7 @@ final class ParentWorkerHandler: WorkerHandler {
         onEvent: @escaping @Sendable (ParentWorkerEvent) -> Void
     ) {
         self.configuration = configuration
+        start = configuration.clock.instant
         self.logger = logger
         self.onRegistered = onRegistered
         self.onEvent = onEvent
@@ -108,7 +109,8 @@ final class ParentWorkerHandler: WorkerHandler {
         finish(id, result: error.code.rawValue)
     }
 
-    func tick(_ connection: WorkerConnection, now: ContinuousClock.Instant) {
+    func tick(_ connection: WorkerConnection, now _: ContinuousClock.Instant) {
+        let now = configuration.clock.instant
         while let top = due.peek, top.at <= now {
             due.pop()
             guard let item = held[top.payload], item.decideAt == top.at else { continue }
@@ -122,8 +124,8 @@ final class ParentWorkerHandler: WorkerHandler {
         let key = HeldKey(guardian: guardian, question: question.question.id)
         guard held[key] == nil else { return }
         onEvent(.received(guardian: guardian, question: key.question))
-        let now = ContinuousClock.now
-        let date = Date()
+        let now = configuration.clock.instant
+        let date = configuration.clock.now
         if configuration.answerAfterExpiry {
             schedule(
                 key,
@@ -143,7 +145,7 @@ final class ParentWorkerHandler: WorkerHandler {
         guard var item = held[key] else { return }
         if configuration.answerAfterExpiry && closed.reason == .expired {
             // Checker tests: answer now that the broker says it expired.
-            item.decideAt = .now
+            item.decideAt = configuration.clock.instant
             schedule(key, item)
             return
         }
@@ -152,7 +154,7 @@ final class ParentWorkerHandler: WorkerHandler {
 
     private func decide(_ key: HeldKey, _ item: Held, now: ContinuousClock.Instant, connection: WorkerConnection) {
         guard var guardian = guardians[key.guardian] else { return }
-        let date = Date()
+        let date = configuration.clock.now
         let question = item.question.question
         var choice: PermissionChoice?
         let deadline = item.question.expiresAt ?? question.expirationDate

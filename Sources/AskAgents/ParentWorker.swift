@@ -82,6 +82,9 @@ public struct ParentWorkerConfiguration: Sendable {
     public var seed: UInt64 = 1
     /// JSON Lines file of ``GuardianAnswerRecord``s; `nil` writes none.
     public var recordsPath: String?
+    /// The time think times, offline periods and expiry are decided by: the real clock by default; a test gives
+    /// the ``DrivenClock`` its broker runs. The connection's loop looks at it at least every 50 ms.
+    public var clock: any AskClock = SystemClock()
     #if DEBUG
         /// Debug (testing) builds, checker tests only: answer right after each question's expiry instead of before it.
         public var answerAfterExpiry = false

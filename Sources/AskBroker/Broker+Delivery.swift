@@ -172,7 +172,7 @@ extension Broker {
                 totalQueued -= 1
                 continue
             }
-            if let expiresAt = envelope.expiresAt, expiresAt <= Date().timeIntervalSince1970 {
+            if let expiresAt = envelope.expiresAt, expiresAt <= configuration.clock.now.timeIntervalSince1970 {
                 // Past its deadline (a question for a guardian who was away): nobody may act on it any more.
                 totalQueued -= 1
                 stats.expiredUndelivered += 1

@@ -7,7 +7,7 @@ import ZeroMQ
 extension Broker {
     func timers() throws {
         let now = ContinuousClock.now
-        if ledger.nextDeadline.map({ $0 <= Date() }) ?? false {
+        if ledger.nextDeadline.map({ $0 <= configuration.clock.now }) ?? false {
             let started = ContinuousClock.now
             expireQuestions()
             turn.expiry += ContinuousClock.now - started
@@ -88,7 +88,7 @@ extension Broker {
     /// Forgets questions closed longer than `--closed-retention` ago, in memory and in the journal (one range
     /// DELETE on the `question_closed` index), with every housekeeping pass.
     func forgetClosedQuestions() {
-        let horizon = Date().addingTimeInterval(-configuration.closedRetention.seconds)
+        let horizon = configuration.clock.now.addingTimeInterval(-configuration.closedRetention.seconds)
         let count = ledger.forgetClosed(before: horizon)
         guard count > 0 else { return }
         turn.forgottenQuestions += count

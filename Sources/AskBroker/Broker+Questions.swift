@@ -9,7 +9,7 @@ extension Broker {
         throws(WireError)
     {
         let body = Array(input[parsed.bodyFrame])
-        let now = Date()
+        let now = configuration.clock.now
         switch (to, kind) {
         case (_, MessageKind.ask.rawValue):
             try handleAsk(session: session, from: from, to: to, id: id, subject: parsed.subject, body: body, now: now)
@@ -58,9 +58,35 @@ extension Broker {
             let answer = try decodeBody(GuardianAnswer.self, body)
             try Self.checkSubject(parsed.subject, answer.questionID)
             try handleAnswer(session: session, from: from, answer: answer, now: now)
+        case ("broker", ClockAdvance.kind):
+            try advanceClock(session: session, body: body)
         default:
             throw WireError(.unknownKind, "the broker handles send, cancel and answer; got '\(kind)'")
         }
+    }
+
+    /// `clock.advance` (tests only): moves a driven clock forward and runs the expiry pass at the new time in this
+    /// turn, so the `closed` notices of what expired go out with the observer's ACK.
+    func advanceClock(session: Session, body: [UInt8]) throws(WireError) {
+        guard session.role == .observer else {
+            throw WireError(.forbidden, "only an observer may advance the broker's clock")
+        }
+        guard let clock = configuration.clock as? DrivenClock else {
+            throw WireError(
+                .forbidden,
+                "this broker keeps real time: clock.advance needs a broker started with --driven-clock (tests only)"
+            )
+        }
+        let advance: ClockAdvance
+        do { advance = try JSONDecoder().decode(ClockAdvance.self, from: Data(body)) } catch {
+            throw WireError(.invalidJSON, "clock.advance takes {\"milliseconds\": N}: \(describeDecoding(error))")
+        }
+        guard advance.milliseconds >= 0 else {
+            throw WireError(.invalidJSON, "clock.advance moves forward only: milliseconds must be 0 or more")
+        }
+        clock.advance(by: .milliseconds(advance.milliseconds))
+        if ledger.nextDeadline.map({ $0 <= clock.now }) ?? false { expireQuestions() }
+        logger.info("clock advanced", metadata: ["ms": "\(advance.milliseconds)", "now": "\(clock.now)"])
     }
 
     /// Every kind about a question carries the question's id as its subject (docs/protocol.md §5.4): a missing or
@@ -444,7 +470,7 @@ extension Broker {
     }
 
     func expireQuestions() {
-        let now = Date()
+        let now = configuration.clock.now
         for questionID in ledger.due(now: now) {
             turn.expired += 1
             do { try expire(questionID, now: now) } catch {

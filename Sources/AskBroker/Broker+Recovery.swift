@@ -66,7 +66,7 @@ extension Broker {
         }
         let rostersLoaded = clock.now
         let deleted = try journal.deleteQuestions(
-            closedBefore: Date().addingTimeInterval(-configuration.closedRetention.seconds)
+            closedBefore: configuration.clock.now.addingTimeInterval(-configuration.closedRetention.seconds)
         )
         ledger.reserveCapacity(try journal.questionCount())
         let (open, closed) = try ledger.restore(from: journal)

@@ -146,7 +146,7 @@ extension Broker {
         for (id, previous) in turnLedgerUndo {
             if let previous {
                 // Its deadline may have been consumed by an expiry of this turn: it comes again shortly.
-                ledger.putBack(id, previous, notBefore: Date().addingTimeInterval(0.25))
+                ledger.putBack(id, previous, notBefore: configuration.clock.now.addingTimeInterval(0.25))
             } else {
                 ledger.remove(id)
             }

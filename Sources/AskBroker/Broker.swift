@@ -63,8 +63,13 @@ public final class Broker {
     /// The time at the start of this loop turn: stamps on the hot path (last heard, last sent, delivered, accepted)
     /// use it instead of reading the clock once per message.
     var turnNow = ContinuousClock.now
-    /// Wall-clock time at the start of this loop turn (message creation times).
+    /// Wall-clock time at the start of this loop turn (message creation times, accepted ids): real time, like the
+    /// transport's other stamps, also under a driven ``BrokerConfiguration/clock``.
     var turnDate = Date()
+    /// Wakes the loop when a driven clock is advanced in this process (`nil` for the real clock).
+    let clockWake: WakeSignal?
+    /// The clock observer that signals `clockWake` (registered last in `init`, so a failed start leaves none).
+    var clockObserver = 0
     var lastHousekeeping = ContinuousClock.now
     var lastAckScan = ContinuousClock.now
     var statsPublisher: StatsPublisher?
@@ -109,6 +114,7 @@ public final class Broker {
         self.configuration = configuration
         self.logger = logger
         self.wake = wake
+        clockWake = configuration.clock.isDriven ? try WakeSignal() : nil
         ownership = try Self.claimOwnership(configuration)
         journal = try Journal(directory: configuration.dataDirectory, durability: configuration.durability)
         ledger = QuestionLedger(configuration: configuration)
@@ -146,7 +152,10 @@ public final class Broker {
         try recover()
         // A scrape right after the ready line sees the recovered state, not an empty page.
         publishMetrics(now: .now)
+        if let clockWake { clockObserver = configuration.clock.addAdvanceObserver { clockWake.signal() } }
     }
+
+    deinit { configuration.clock.removeAdvanceObserver(clockObserver) }
 
     /// One broker per journal and per ipc path: a second broker on either is refused before it touches anything,
     /// with the pid of the one that holds it. (libzmq would otherwise unlink a served ipc socket and bind over it.)
@@ -173,6 +182,7 @@ public final class Broker {
         let socketIndex = poller.add(socket)
         let wakeIndex = poller.add(fileDescriptor: wake.readDescriptor)
         let zapIndex = authenticator?.add(to: &poller)
+        let clockIndex = clockWake.map { poller.add(fileDescriptor: $0.readDescriptor) }
         logger.notice(
             "broker ready",
             metadata: [
@@ -210,6 +220,8 @@ public final class Broker {
                 wake.drain()
                 stopping = true
             }
+            // A driven clock was advanced: this turn's timers look at the new time.
+            if let clockIndex, poller.isReady(clockIndex) { clockWake?.drain() }
             if let zapIndex, poller.isReady(zapIndex) {
                 authenticator?.serve()
             }
@@ -238,7 +250,7 @@ public final class Broker {
             milliseconds = min(milliseconds, max(0, (since + configuration.ackedDeleteDelay - .now).milliseconds + 1))
         }
         if let deadline = ledger.nextDeadline {
-            let left = Date().distance(to: deadline)
+            let left = configuration.clock.now.distance(to: deadline)
             milliseconds = min(milliseconds, max(0, Int(left * 1000) + 1))
         }
         return milliseconds

@@ -72,6 +72,11 @@ public struct BrokerConfiguration: Sendable {
     public var isSecure: Bool { curveSecretFile != nil && principalsFile != nil }
     /// Test-only: crash with SIGKILL at an exact point (`--crash-at`, fault tests only). Unarmed by default.
     public var crashAt = CrashPoints()
+    /// The time the ledger's rules read: question expiry, the pending window, the closed-question retention. The
+    /// real clock by default; a test gives a ``DrivenClock`` (in a process: `--driven-clock`, advanced with
+    /// `clock.advance` from an observer). Heartbeats, liveness, redelivery, accepted ids and message creation times
+    /// keep real time: the peers in other processes do.
+    public var clock: any AskClock = SystemClock()
 
     public init() {}
 

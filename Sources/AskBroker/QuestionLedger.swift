@@ -156,7 +156,9 @@ struct QuestionLedger {
         let old = entries.updateValue(entry, forKey: id)
         if let old { stateCounts[old.state.ordinal] -= 1 }
         stateCounts[entry.state.ordinal] += 1
-        if entry.state.isClosed && old?.state.isClosed != true { closedOrder.append((closedAt ?? Date(), id)) }
+        if entry.state.isClosed && old?.state.isClosed != true {
+            closedOrder.append((closedAt ?? configuration.clock.now, id))
+        }
     }
 
     /// Forgets the questions that closed before `horizon`: their entries leave memory (the broker deletes their

@@ -130,6 +130,9 @@ public final class AskCenter: Sendable {
         public var curve: (keys: CurveKeyPair, serverKey: String)?
         /// How the response record (`askcenter.sqlite` in the state directory) survives a power loss.
         public var recordDurability: RecordDurability = .processCrashSafe
+        /// The time `ask` checks a question's `expirationDate` against (the broker checks it again with its own).
+        /// The real clock by default; a test whose broker runs a driven clock gives the same one.
+        public var clock: any AskClock = SystemClock()
 
         /// The defaults above.
         public init() {}
@@ -298,7 +301,7 @@ public final class AskCenter: Sendable {
 
     func ask(_ question: AnyPermissionQuestion, child: String) async throws(AskError) {
         guard children[child] != nil else { throw .systemError("child '\(child)' is not hosted by this ask center") }
-        try question.validate(now: Date())
+        try question.validate(now: options.clock.now)
         let timeout = options.askTimeout
         let result = await withCheckedContinuation { (continuation: PendingCalls.AskContinuation) in
             // Registered (or refused, once stopped) atomically before the job exists: see `PendingCalls`.

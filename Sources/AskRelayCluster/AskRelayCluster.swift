@@ -73,6 +73,9 @@ public final class AskRelayCluster: Sendable {
     private let extra = Mutex<[ClusterProcess]>([])
     private let stopped = Mutex(false)
     private let clientLogPath: String
+    /// With ``Options/drivenClock``: the test's copy of the broker's question time, advanced with it by
+    /// ``advanceClock(by:timeout:)`` (it starts when the cluster starts, within milliseconds of the broker's).
+    public let clock: DrivenClock?
 
     /// Every child of the roster with its family, for `AskCenter`.
     public var children: [ChildIdentity] {
@@ -144,6 +147,8 @@ public final class AskRelayCluster: Sendable {
         if let retention = options.closedRetention {
             brokerArguments += ["--closed-retention", durationText(retention)]
         }
+        if options.drivenClock { brokerArguments.append("--driven-clock") }
+        clock = options.drivenClock ? DrivenClock() : nil
         if let curve {
             brokerArguments += [
                 "--curve-secret-file", curve.folder + "/" + KeySet.brokerKeyFile,
@@ -237,6 +242,29 @@ public final class AskRelayCluster: Sendable {
         if removingFolder { scratch.remove() }
     }
 
+    // MARK: Driven clock
+
+    /// Moves the broker's driven clock (``Options/drivenClock``) and ``clock`` forward by `duration` (whole
+    /// milliseconds), through the observer session's `clock.advance`. Returns once the broker acknowledged it:
+    /// by then it has expired every question due at the new time, in the same turn, and the `closed` notices are
+    /// on their way, so a test can await them without waiting for any deadline.
+    /// - Throws: ``ClusterError`` when the cluster keeps real time, or the broker refuses or does not answer within
+    ///   `timeout` (real time).
+    public func advanceClock(by duration: Duration, timeout: Duration = .seconds(15)) async throws {
+        try await offThePool { try self.advanceClockBlocking(by: duration, timeout: timeout) }
+    }
+
+    /// ``advanceClock(by:timeout:)`` blocking the calling thread.
+    public func advanceClockBlocking(by duration: Duration, timeout: Duration = .seconds(15)) throws {
+        guard let clock else {
+            throw ClusterError("advanceClock needs a cluster started with options.drivenClock = true")
+        }
+        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        guard milliseconds >= 0 else { throw ClusterError("advanceClock moves forward only, not by \(duration)") }
+        try admin.advanceClock(milliseconds: milliseconds, timeout: timeout)
+        clock.advance(by: .milliseconds(milliseconds))
+    }
+
     // MARK: Limits administration
 
     /// Changes a child's limits state at run time through the limits worker's admin message (`limits.admin`,
@@ -326,7 +354,8 @@ public final class AskRelayCluster: Sendable {
     }
 
     /// An `AskCenter` hosting `children` (default: every child of the roster), connected to the broker with the
-    /// cluster's heartbeat and CURVE key, logging to `clients.log`. Stop it (`await center.stop()`) before the
+    /// cluster's heartbeat and CURVE key (and, with ``Options/drivenClock``, the cluster's ``clock``), logging to
+    /// `clients.log`. Stop it (`await center.stop()`) before the
     /// cluster.
     public func makeAskCenter(
         children: [ChildIdentity]? = nil,
@@ -336,6 +365,7 @@ public final class AskRelayCluster: Sendable {
         var options = options
         options.heartbeatInterval = self.options.heartbeat
         if options.curve == nil { options.curve = clientCurve(.child) }
+        if let clock { options.clock = clock }
         return try AskCenter(
             broker: endpoint,
             children: children ?? self.children,

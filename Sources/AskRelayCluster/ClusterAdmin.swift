@@ -38,21 +38,35 @@ final class ClusterAdmin: Sendable {
     /// Sends `change` to the limits service and waits for the broker's answer.
     /// - Throws: ``ClusterError`` when the broker refuses it (its code and reason) or says nothing in `timeout`.
     func send(_ change: LimitsAdminChange, timeout: Duration) throws {
+        try send("limits.admin for child '\(change.child)'", timeout: timeout) { connection in
+            connection.send(change, from: Self.address, to: "limits")
+        }
+    }
+
+    /// Sends `clock.advance` to the broker and waits for its answer (the broker has run its expiry pass by then).
+    /// - Throws: ``ClusterError`` when the broker refuses it (its code and reason) or says nothing in `timeout`.
+    func advanceClock(milliseconds: Int64, timeout: Duration) throws {
+        let body = Array(try JSONEncoder().encode(ClockAdvance(milliseconds: milliseconds)))
+        try send("clock.advance by \(milliseconds) ms", timeout: timeout) { connection in
+            connection.send(from: Self.address, to: "broker", kind: ClockAdvance.kind, body: body)
+        }
+    }
+
+    private func send(
+        _ what: String,
+        timeout: Duration,
+        _ transmit: @escaping @Sendable (WorkerConnection) -> MessageID
+    ) throws {
         let answer = OneShotAnswer()
         runtime.submit { [state] connection, _ in
-            let id = connection.send(change, from: Self.address, to: "limits")
+            let id = transmit(connection)
             state.waiters.withLock { $0[id] = answer }
         }
         guard let result = answer.wait(timeout: timeout) else {
             let failure = runtime.failure.map { ": \($0.message)" } ?? ""
-            throw ClusterError(
-                "the broker did not acknowledge limits.admin for child '\(change.child)' within "
-                    + "\(durationText(timeout))\(failure)"
-            )
+            throw ClusterError("the broker did not acknowledge \(what) within \(durationText(timeout))\(failure)")
         }
-        if let refusal = result {
-            throw ClusterError("the broker refused limits.admin for child '\(change.child)': \(refusal)")
-        }
+        if let refusal = result { throw ClusterError("the broker refused \(what): \(refusal)") }
     }
 
     func stop() { runtime.stop() }

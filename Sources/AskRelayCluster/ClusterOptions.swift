@@ -46,6 +46,10 @@ extension AskRelayCluster {
         public var timeScale: Double = 1
         /// The broker's `--closed-retention`; `nil`: the broker's default.
         public var closedRetention: Duration?
+        /// Starts the broker with `--driven-clock` (testing builds only): question time (expiry, the pending
+        /// window, the closed-question retention) stands still until ``AskRelayCluster/advanceClock(by:timeout:)``
+        /// moves it, so a test of timing rules waits for no deadline. Heartbeats keep real time.
+        public var drivenClock = false
         /// `--log-level` of every process.
         public var logLevel = "info"
         /// How long each process may take to print its `ready` line.

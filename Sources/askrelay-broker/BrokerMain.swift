@@ -178,7 +178,11 @@ struct BrokerMain: Command {
                 "POINT[:N]",
                 env: "ASKRELAY_CRASH_AT",
                 help: "testing builds only: SIGKILL itself at the N-th accept, commit, fanout, answer or expiry"
-            )
+            ),
+            .flag(
+                "driven-clock",
+                help: "testing builds only: question time stands still until an observer sends clock.advance"
+            ),
         ]
     #else
         static let testingOptions: [OptionSpec] = []
@@ -227,6 +231,8 @@ struct BrokerMain: Command {
                 }
                 configuration.crashAt = points
             }
+            // No environment variable: a broker keeps real time unless its command line says otherwise.
+            if arguments.flag("driven-clock") { configuration.clock = DrivenClock() }
         #endif
         self.configuration = configuration
         let level = try arguments.choice("log-level", AskLogger.Level.allCases.map(\.description), ignoringCase: true)
@@ -244,6 +250,9 @@ struct BrokerMain: Command {
                 "test-only crash hook armed (--crash-at)",
                 metadata: ["point": "\(point.rawValue)", "occurrence": "\(configuration.crashAt.occurrence)"]
             )
+        }
+        if configuration.clock.isDriven {
+            logger.warning("test-only driven clock: question time moves only with clock.advance (--driven-clock)")
         }
         if configuration.allowInsecure {
             logger.warning("serving without CURVE on non-loopback endpoints (--allow-insecure)")

@@ -350,6 +350,13 @@ let provocations: [Provocation] = [
             )
         }
     },
+    .init("invalid-json.clock-advance", "a clock.advance that moves backwards") {
+        try inWorld(configure: { $0.clock = DrivenClock() }) { w in
+            let body = utf8(#"{"milliseconds":-1}"#)
+            let id = try w.observer.sendMessage(from: "observer/o1", to: "broker", kind: ClockAdvance.kind, body: body)
+            return try w.refusal(w.observer, id)
+        }
+    },
     .init("invalid-json.body", "a send body without questionID") {
         try inWorld { w in
             let id = try w.child.sendMessage(
@@ -623,6 +630,20 @@ let provocations: [Provocation] = [
                 from: "child/c1",
                 to: "limits"
             )
+            return try w.refusal(w.child, id)
+        }
+    },
+    .init("forbidden.clock-advance", "an observer advancing the clock of a broker that keeps real time") {
+        try inWorld { w in
+            let body = utf8(#"{"milliseconds":1000}"#)
+            let id = try w.observer.sendMessage(from: "observer/o1", to: "broker", kind: ClockAdvance.kind, body: body)
+            return try w.refusal(w.observer, id)
+        }
+    },
+    .init("forbidden.clock-advance", "a child advancing a driven clock") {
+        try inWorld(configure: { $0.clock = DrivenClock() }) { w in
+            let body = utf8(#"{"milliseconds":1000}"#)
+            let id = try w.child.sendMessage(from: "child/c1", to: "broker", kind: ClockAdvance.kind, body: body)
             return try w.refusal(w.child, id)
         }
     },

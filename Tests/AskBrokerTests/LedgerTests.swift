@@ -36,14 +36,24 @@ final class FlowHarness {
 
     func stop() { broker.stop() }
 
-    static func question(expiresIn: TimeInterval? = nil) -> AnyPermissionQuestion {
+    /// A question about one phone number, expiring `expiresIn` seconds after `now` (the real time by default; a
+    /// driven broker's clock time for a test that drives it).
+    static func question(expiresIn: TimeInterval? = nil, now: Date = Date()) -> AnyPermissionQuestion {
         var question = AnyPermissionQuestion(
             PermissionQuestion<CommunicationTopic>(
                 handle: CommunicationHandle(value: "+15551234567", kind: .phoneNumber)
             )
         )
-        if let expiresIn { question.expirationDate = Date().addingTimeInterval(expiresIn) }
+        if let expiresIn, let start = now.wireMilliseconds {
+            // Whole milliseconds added to whole milliseconds: no floating-point hair below the intended deadline.
+            question.expirationDate = Date(wireMilliseconds: start + Int64((expiresIn * 1000).rounded()))
+        }
         return question
+    }
+
+    /// A driven clock at a whole second, so deadlines (whole milliseconds) fall exactly where a test puts them.
+    static func drivenClock() -> DrivenClock {
+        DrivenClock(start: Date(wireMilliseconds: Date().wireMilliseconds! / 1000 * 1000))
     }
 
     /// ask → limits admits → child gets presented.
@@ -193,30 +203,90 @@ struct LedgerTests {
 
     @Test("expiry: guardians are told the question closed as expired, and a later answer is refused")
     func expiry() throws {
-        let flow = try FlowHarness()
+        let clock = FlowHarness.drivenClock()
+        let flow = try FlowHarness { $0.clock = clock }
         defer { flow.stop() }
-        let question = FlowHarness.question(expiresIn: 0.6)
+        let question = FlowHarness.question(expiresIn: 60, now: clock.now)
         try flow.askAndPresent(question)
         try flow.sendToGuardians(question)
+        clock.advance(by: .seconds(60))
         let closed = try flow.guardian1.expectDelivery(kind: "closed")
+        #expect(closed.subject == MessageID(uuid: question.id))
         #expect(try closed.decode(QuestionClosed.self).reason == .expired)
         let late = try flow.answer(flow.guardian1, "guardian/g1", question, choice: PermissionChoice.approve.id)
         #expect(try flow.guardian1.expectNack(late).code == ErrorCode.expired.rawValue)
         #expect(try flow.child.receivesNothing(within: .milliseconds(200)) { $0.kind == "response" })
     }
 
+    @Test("on a driven clock an answer a millisecond before the deadline is accepted, and at the deadline it expires")
+    func expiryBoundary() throws {
+        let clock = FlowHarness.drivenClock()
+        let flow = try FlowHarness { $0.clock = clock }
+        defer { flow.stop() }
+        let answered = FlowHarness.question(expiresIn: 10, now: clock.now)
+        let expiring = FlowHarness.question(expiresIn: 10, now: clock.now)
+        for question in [answered, expiring] {
+            try flow.askAndPresent(question)
+            try flow.sendToGuardians(question)
+        }
+        clock.advance(by: .milliseconds(9_999))
+        let answer = try flow.answer(flow.guardian1, "guardian/g1", answered, choice: PermissionChoice.approve.id)
+        try flow.guardian1.expectAck(answer)
+        #expect(try flow.child.expectDelivery(kind: "response").subject == MessageID(uuid: answered.id))
+        clock.advance(by: .milliseconds(1))
+        // g1 answered the first question, so its next `closed` is the second one's expiry.
+        let closed = try flow.guardian1.expectDelivery(kind: "closed")
+        #expect(closed.subject == MessageID(uuid: expiring.id))
+        #expect(try closed.decode(QuestionClosed.self).reason == .expired)
+        let late = try flow.answer(flow.guardian1, "guardian/g1", expiring, choice: PermissionChoice.approve.id)
+        #expect(try flow.guardian1.expectNack(late).code == ErrorCode.expired.rawValue)
+    }
+
+    @Test("clock.advance is refused by a broker that keeps real time, and from a session that is not an observer")
+    func clockAdvanceRefusals() throws {
+        let body = Array(try JSONEncoder().encode(ClockAdvance(milliseconds: 1000)))
+        do {
+            let flow = try FlowHarness()
+            defer { flow.stop() }
+            let observer = try RawPeer(context: flow.context, endpoint: flow.broker.endpoint)
+            try observer.register(role: .observer, ["observer/o1"])
+            let id = try observer.sendMessage(from: "observer/o1", to: "broker", kind: ClockAdvance.kind, body: body)
+            let refusal = try observer.expectNack(id)
+            #expect(refusal.code == ErrorCode.forbidden.rawValue)
+            #expect(refusal.reason.contains("--driven-clock"))
+        }
+        let clock = FlowHarness.drivenClock()
+        let flow = try FlowHarness { $0.clock = clock }
+        defer { flow.stop() }
+        let id = try flow.child.sendMessage(from: "child/c1", to: "broker", kind: ClockAdvance.kind, body: body)
+        #expect(try flow.child.expectNack(id).code == ErrorCode.forbidden.rawValue)
+        #expect(clock.elapsed == .zero)
+        // An observer moves it, and the ACK comes after the expiry pass: the `closed` notice is already routed.
+        let question = FlowHarness.question(expiresIn: 1, now: clock.now)
+        try flow.askAndPresent(question)
+        try flow.sendToGuardians(question)
+        let observer = try RawPeer(context: flow.context, endpoint: flow.broker.endpoint)
+        try observer.register(role: .observer, ["observer/o1"])
+        let moved = try observer.sendMessage(from: "observer/o1", to: "broker", kind: ClockAdvance.kind, body: body)
+        try observer.expectAck(moved)
+        #expect(clock.elapsed == .seconds(1))
+        #expect(try flow.guardian1.expectDelivery(kind: "closed").subject == MessageID(uuid: question.id))
+    }
+
     @Test("a question that expired while a guardian was away is not delivered when the guardian comes back")
     func expiredQuestionNotDeliveredLate() throws {
-        let flow = try FlowHarness()
+        let clock = FlowHarness.drivenClock()
+        let flow = try FlowHarness { $0.clock = clock }
         defer { flow.stop() }
         let away = try RawPeer(context: flow.context, endpoint: flow.broker.endpoint)
         try away.register(role: .guardian, ["guardian/g3"], family: "f1")
         var bye = Multipart()
         WireEncoder.bye(into: &bye)
         try away.send(bye)
-        let question = FlowHarness.question(expiresIn: 0.5)
+        let question = FlowHarness.question(expiresIn: 60, now: clock.now)
         try flow.askAndPresent(question)
         try flow.sendToGuardians(question)
+        clock.advance(by: .seconds(60))
         // The present guardians are told when it expires: after that, g3 comes back.
         _ = try flow.guardian1.expectDelivery(kind: "closed")
         let back = try RawPeer(context: flow.context, endpoint: flow.broker.endpoint)
@@ -228,18 +298,30 @@ struct LedgerTests {
 
     @Test("the pending window, scaled by time-scale, abandons a question presented but never sent")
     func abandoned() throws {
-        // 48 h / 864,000 = 200 ms.
-        let flow = try FlowHarness { $0.timeScale = 864_000 }
+        // 48 h / 1,000 = 172.8 s, passed on a driven clock.
+        let clock = FlowHarness.drivenClock()
+        let flow = try FlowHarness {
+            $0.timeScale = 1_000
+            $0.clock = clock
+        }
         defer { flow.stop() }
         let abandoned = FlowHarness.question()
         try flow.askAndPresent(abandoned)
         let sent = FlowHarness.question()
         try flow.askAndPresent(sent)
         try flow.sendToGuardians(sent)
+        clock.advance(by: .milliseconds(172_799))
+        // A question presented a millisecond before the window of the first two ends has a window of its own.
+        let later = FlowHarness.question()
+        try flow.askAndPresent(later)
+        clock.advance(by: .milliseconds(1))
         // The sent one expires too (same window): its closed notice is the signal that the window has passed.
-        _ = try flow.guardian1.expectDelivery(kind: "closed")
+        let closed = try flow.guardian1.expectDelivery(kind: "closed")
+        #expect(closed.subject == MessageID(uuid: sent.id))
         let send = try flow.child.send(SendQuestion(questionID: abandoned.id), from: "child/c1", to: "broker")
         #expect(try flow.child.expectNack(send).code == ErrorCode.expired.rawValue)
+        let sendLater = try flow.child.send(SendQuestion(questionID: later.id), from: "child/c1", to: "broker")
+        try flow.child.expectAck(sendLater)
     }
 
     @Test("a child's limits traffic sticks to one limits worker while it lives, and moves when it dies")
@@ -321,12 +403,14 @@ struct LedgerTests {
 
     @Test("a question whose deadline passes during admission is refused to the child once; the late result is dropped")
     func deadlineDuringAdmission() throws {
-        let flow = try FlowHarness()
+        let clock = FlowHarness.drivenClock()
+        let flow = try FlowHarness { $0.clock = clock }
         defer { flow.stop() }
-        let question = FlowHarness.question(expiresIn: 0.5)
+        let question = FlowHarness.question(expiresIn: 60, now: clock.now)
         try flow.child.expectAck(try flow.child.send(AskRequest(question: question), from: "child/c1", to: "limits"))
         let ask = try flow.limits.expectDelivery(kind: "ask")
         try flow.limits.ack([ask.id!])
+        clock.advance(by: .seconds(60))
         // The limits worker is slow: the broker refuses on its behalf when the deadline passes.
         let refusal = try flow.child.expectDelivery(kind: "ask.result")
         #expect(refusal.from == "broker")

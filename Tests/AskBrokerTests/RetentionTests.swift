@@ -30,8 +30,10 @@ struct RetentionTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let statsEndpoint = "ipc://\(directory.path)/stats.sock"
+        let clock = FlowHarness.drivenClock()
         let flow = try FlowHarness(durability: .batch, directory: directory) {
-            $0.closedRetention = .seconds(1)
+            $0.closedRetention = .seconds(600)
+            $0.clock = clock
             $0.statsEndpoint = statsEndpoint
             $0.statsInterval = .milliseconds(20)
         }
@@ -44,7 +46,13 @@ struct RetentionTests {
         let repeated = try flow.child.send(AskRequest(question: question), from: "child/c1", to: "limits")
         #expect(try flow.child.expectNack(repeated).code == ErrorCode.duplicateQuestion.rawValue)
         #expect(try journalQuestions(directory) == [MessageID(uuid: question.id)])
+        // A millisecond before the retention ends it is still remembered.
+        clock.advance(by: .milliseconds(599_999))
+        let stillClosed = try flow.answer(flow.guardian2, "guardian/g2", question, choice: PermissionChoice.decline.id)
+        #expect(try flow.guardian2.expectNack(stillClosed).code == ErrorCode.alreadyClosed.rawValue)
 
+        // Closed longer than the retention ago (strictly): forgotten by the next housekeeping pass.
+        clock.advance(by: .milliseconds(2))
         let forgotten = try stats.expect(timeout: .seconds(10)) { $0.forgottenQuestions == 1 }
         #expect(forgotten.ledger["answered"] == nil)
         // A snapshot is published before its turn commits: the next one comes after that commit.

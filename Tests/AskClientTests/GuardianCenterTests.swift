@@ -19,15 +19,22 @@ final class GuardianRig: @unchecked Sendable {
     let child: AskCenter
     let guardians: GuardianCenter
     let events: Collector<GuardianCenter.Event>
+    /// The broker's and the child center's clock (a test that drives time gives a ``DrivenClock``).
+    let clock: any AskClock
 
-    init() async throws {
+    init(clock: any AskClock = SystemClock()) async throws {
         let endpoint = "ipc://\(sockets.path)/broker.sock"
-        broker = try TestBroker { $0.endpoints = [endpoint] }
+        self.clock = clock
+        broker = try TestBroker {
+            $0.endpoints = [endpoint]
+            $0.clock = clock
+        }
         let context = try ZMQContext()
         self.context = context
         limits = try await Self.limitsPeer(context: context, endpoint: endpoint)
         var childOptions = AskCenter.Options()
         childOptions.heartbeatInterval = .milliseconds(200)
+        childOptions.clock = clock
         child = try AskCenter(
             broker: endpoint,
             children: [ChildIdentity(id: "c1", family: "f1")],
@@ -62,8 +69,11 @@ final class GuardianRig: @unchecked Sendable {
     /// peer; the centers reconnect by themselves.
     func restartBroker() async throws {
         broker.stop()
-        let endpoint = self.endpoint
-        broker = try TestBroker { $0.endpoints = [endpoint] }
+        let (endpoint, clock) = (self.endpoint, self.clock)
+        broker = try TestBroker {
+            $0.endpoints = [endpoint]
+            $0.clock = clock
+        }
         limits = try await Self.limitsPeer(context: context, endpoint: endpoint)
     }
 
@@ -102,9 +112,10 @@ final class GuardianRig: @unchecked Sendable {
     }
 }
 
-func communicationQuestion(expiresIn: TimeInterval? = nil) -> PermissionQuestion<CommunicationTopic> {
+func communicationQuestion(expiresIn: TimeInterval? = nil, now: Date = Date()) -> PermissionQuestion<CommunicationTopic>
+{
     var question = PermissionQuestion(handle: CommunicationHandle(value: "+15550100", kind: .phoneNumber))
-    if let expiresIn { question.expirationDate = Date().addingTimeInterval(expiresIn) }
+    if let expiresIn { question.expirationDate = now.addingTimeInterval(expiresIn) }
     return question
 }
 
@@ -165,12 +176,15 @@ struct GuardianCenterTests {
 
     @Test("an expired question shows closed(expired) at every guardian, and answering it is refused with expired")
     func expiredQuestion() async throws {
-        let rig = try await GuardianRig()
+        let clock = DrivenClock()
+        let rig = try await GuardianRig(clock: clock)
         do {
-            let question = communicationQuestion(expiresIn: 1.5)
+            let question = communicationQuestion(expiresIn: 60, now: clock.now)
             try await rig.present(question)
             try await rig.child.child("c1").send(question.id)
             // Two questions, then two closed notices when the broker expires it.
+            #expect(await rig.events.wait(for: 2, timeout: .seconds(10)))
+            clock.advance(by: .seconds(60))
             #expect(await rig.events.wait(for: 4, timeout: .seconds(10)))
             #expect(rig.closed.count == 2)
             #expect(rig.closed.allSatisfy { $0.questionID == question.id && $0.reason == .expired })

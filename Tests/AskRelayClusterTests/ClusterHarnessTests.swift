@@ -73,6 +73,31 @@ struct ClusterHarnessTests {
         )
     }
 
+    @Test("advanceClock: refused without drivenClock; with it the broker's question time and cluster.clock move")
+    func drivenClock() async throws {
+        let real = try await AskRelayCluster.start()
+        defer { real.stop() }
+        #expect(real.clock == nil)
+        let refusal = await #expect(throws: ClusterError.self) { try await real.advanceClock(by: .seconds(1)) }
+        #expect(refusal?.description.contains("drivenClock") == true)
+
+        var options = AskRelayCluster.Options(curve: true)
+        options.drivenClock = true
+        let cluster = try await AskRelayCluster.start(options)
+        defer { cluster.stop() }
+        let clock = try #require(cluster.clock)
+        try await cluster.advanceClock(by: .seconds(7200))
+        #expect(clock.elapsed == .seconds(7200))
+        #expect(cluster.broker.log.contains("clock advanced"))
+        // The cluster's center checks an expiration at the driven time: an hour after the real time is past.
+        let app = try cluster.makeAskCenter()
+        var question = PermissionQuestion(handle: CommunicationHandle(value: "+15550100", kind: .phoneNumber))
+        question.expirationDate = Date().addingTimeInterval(3600)
+        let error = await #expect(throws: AskError.self) { try await app.child("c1-1").ask(question) }
+        #expect(error?.caseName == "invalidQuestion", "\(String(describing: error))")
+        await app.stop()
+    }
+
     @Test("an admin change sent while no limits worker is registered is applied once one registers")
     func adminChangeWhileLimitsIsDown() async throws {
         let cluster = try await AskRelayCluster.start()

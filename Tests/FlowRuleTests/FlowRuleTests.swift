@@ -92,30 +92,40 @@ struct FlowRuleTests {
 
     @Test(
         "a presented question that is never sent is abandoned when the pending window ends",
-        .askRelayCluster { $0.pendingWindow = .seconds(2) }
+        .askRelayCluster { $0.drivenClock = true }
     )
     func pendingStateExpires() async throws {
         let cluster = try currentCluster()
         try await withClients(cluster) { children, _ in
             let question = PermissionQuestion(handle: friend)
             try await children.child("c1-1").ask(question)
-            let entry = try await cluster.waitForLedger(question.id) { $0.state.isClosed }
-            #expect(entry.state == .abandoned)
+            // The default window, 48 hours, a millisecond short: still pending.
+            try await cluster.advanceClock(by: .seconds(48 * 3600) - .milliseconds(1))
+            #expect(try cluster.ledger(question.id)?.state == .presented)
+            try await cluster.advanceClock(by: .milliseconds(1))
+            // The broker expired it before acknowledging the advance, and journaled it before that.
+            #expect(try cluster.ledger(question.id)?.state == .abandoned)
             let error = await #expect(throws: SheetError.self) { try await children.child("c1-1").send(question.id) }
             #expect(error?.code == .expired)
         }
     }
 
-    @Test("no answer is accepted after the question's expiry; guardians are told it expired", .askRelayCluster())
+    @Test(
+        "no answer is accepted after the question's expiry; guardians are told it expired",
+        .askRelayCluster { $0.drivenClock = true }
+    )
     func noAnswerAfterExpiry() async throws {
         let cluster = try currentCluster()
+        let clock = try #require(cluster.clock)
         try await withClients(cluster) { children, guardians in
             let responses = Collected(children.child("c1-1").responses(for: CommunicationTopic.self))
             let events = Collected(guardians.events())
             var question = PermissionQuestion(handle: friend)
-            question.expirationDate = Date().addingTimeInterval(3)
+            question.expirationDate = clock.now.addingTimeInterval(3600)
             try await children.child("c1-1").ask(question)
             try await children.child("c1-1").send(question.id)
+            try await cluster.advanceClock(by: .seconds(3600))
+            // The broker routed the `closed` notices before it acknowledged the advance: they are on their way.
             let expired = await events.first(within: .seconds(10)) {
                 if case .closed(let closed) = $0 { closed.reason == .expired } else { false }
             }

@@ -156,11 +156,18 @@ public enum ErrorTable {
             "the body is not JSON of its kind's shape (protocol-messages.md §3); the reason names the field"
         ),
         .init(
+            "invalid-json.clock-advance",
+            .invalidJSON,
+            "SEND `clock.advance` (tests only)",
+            .message,
+            "the body is not `{\"milliseconds\": N}` with N ≥ 0"
+        ),
+        .init(
             "unknown-kind",
             .unknownKind,
             "SEND to `broker`",
             .message,
-            "the kind is not `send`, `cancel` or `answer`"
+            "the kind is not `send`, `cancel` or `answer` (or, tests only, `clock.advance`)"
         ),
         .init("bad-subject.ask", .badSubject, "SEND `ask`", .message, "the subject is missing or is not `question.id`"),
         .init(
@@ -249,6 +256,13 @@ public enum ErrorTable {
             "SEND `limits.admin`",
             .message,
             "the session is not an observer session"
+        ),
+        .init(
+            "forbidden.clock-advance",
+            .forbidden,
+            "SEND `clock.advance`",
+            .message,
+            "the session is not an observer session, or the broker was not started with `--driven-clock` (tests only)"
         ),
         .init(
             "forbidden.other-child",

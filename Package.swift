@@ -143,10 +143,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // Test helpers shared by test targets: a hand-driven protocol peer, temporary folders.
+        // Test helpers with no dependency (Foundation only), for every test target: temporary folders, off-pool work,
+        // collected events with deadlines, an HTTP client.
+        .target(name: "AskTestKit", path: "Tests/AskTestKit", swiftSettings: strict),
+        // Test helpers over the broker and the wire: an in-process broker, a hand-driven protocol peer, a stats
+        // reader. Re-exports AskTestKit.
         .target(
             name: "AskTestSupport",
-            dependencies: ["AskProtocol", "ZeroMQ", "AskBroker", "AskLogging"],
+            dependencies: ["AskTestKit", "AskProtocol", "ZeroMQ", "AskBroker", "AskLogging"],
             path: "Tests/AskTestSupport",
             swiftSettings: strict
         ),
@@ -154,10 +158,14 @@ let package = Package(
         // The protocol fuzz target: libFuzzer with `make fuzz`, a corpus replayer otherwise.
         .executableTarget(name: "askrelay-fuzz", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
 
-        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ"], swiftSettings: strict),
-        .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: strict),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ", "AskTestKit"], swiftSettings: strict),
+        .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "AskTestKit"], swiftSettings: strict),
         .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),
-        .testTarget(name: "AskMetricsTests", dependencies: ["AskMetrics", "AskLogging"], swiftSettings: strict),
+        .testTarget(
+            name: "AskMetricsTests",
+            dependencies: ["AskMetrics", "AskLogging", "AskTestKit"],
+            swiftSettings: strict
+        ),
         // A program that depends on AskModel alone; AskModelTests runs `ldd` on it to show the model needs no libzmq.
         .executableTarget(
             name: "askmodel-linkcheck",
@@ -173,7 +181,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "AskProtocolWireTests", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
-        .testTarget(name: "JournalTests", dependencies: ["AskBroker", "SQLite"], swiftSettings: strict),
+        .testTarget(name: "JournalTests", dependencies: ["AskBroker", "SQLite", "AskTestKit"], swiftSettings: strict),
         .testTarget(
             name: "AskBrokerTests",
             dependencies: ["AskBroker", "AskAgents", "AskProtocol", "ZeroMQ", "AskLogging", "AskTestSupport"],
@@ -196,12 +204,13 @@ let package = Package(
             name: "AskSimulationTests",
             dependencies: [
                 "AskSimulation", "AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI",
+                "AskTestKit",
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "AskLoadTests",
-            dependencies: ["AskLoad", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI"],
+            dependencies: ["AskLoad", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI", "AskTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -223,8 +232,9 @@ let package = Package(
             dependencies: ["AskRelayCluster", "AskCLI", "AskClient", "AskModel"],
             swiftSettings: strict
         ),
-        // Every rule of the ask flow against real processes, written as a team would: only the public products.
-        .testTarget(name: "FlowRuleTests", dependencies: ["AskRelayTesting"], swiftSettings: strict),
+        // Every rule of the ask flow against real processes, written as a team would: only the public products (and the
+        // dependency-free test helpers).
+        .testTarget(name: "FlowRuleTests", dependencies: ["AskRelayTesting", "AskTestKit"], swiftSettings: strict),
         // docs/architecture.md's table of targets against `swift package dump-package`.
         .testTarget(name: "PackageLayoutTests", swiftSettings: strict),
         // Real processes: broker, workers and askrelay executables started by the tests.

@@ -17,7 +17,7 @@ struct ParentWorkerTests {
         let data = TempDirectory()
         let limits: LimitsWorker
         var parent: ParentWorker?
-        let events = LPEvents<ParentWorkerEvent>()
+        let events = Collected<ParentWorkerEvent>()
         let child: RawPeer
         var recordsPath: String { data.path + "/answers.jsonl" }
         /// Taken just before the parent worker starts.
@@ -30,20 +30,20 @@ struct ParentWorkerTests {
             limitsConfiguration.broker = broker.endpoint
             limitsConfiguration.dataDirectory = data.path + "/limits"
             limitsConfiguration.heartbeat = .milliseconds(200)
-            let limitsReady = LPEvents<Int>()
+            let limitsReady = Collected<Int>()
             limits = try LimitsWorker(
                 configuration: limitsConfiguration,
                 logger: .silent(),
                 context: context,
-                onRegistered: { limitsReady.add($0) }
+                onRegistered: { limitsReady.append($0) }
             )
-            _ = try limitsReady.wait { _ in true }
+            _ = try limitsReady.expect { _ in true }
 
             var configuration = ParentWorkerConfiguration(guardians: guardians)
             configuration.seed = 7
             configuration.recordsPath = data.path + "/answers.jsonl"
             configuration.answerAfterExpiry = answerAfterExpiry
-            let registered = LPEvents<Bool>()
+            let registered = Collected<Bool>()
             let events = self.events
             parentStarted = .now
             parent = try ParentWorker(
@@ -52,10 +52,10 @@ struct ParentWorkerTests {
                 heartbeat: .milliseconds(200),
                 logger: .silent(),
                 context: context,
-                onRegistered: { registered.add(true) },
-                onEvent: { events.add($0) }
+                onRegistered: { registered.append(true) },
+                onEvent: { events.append($0) }
             )
-            _ = try registered.wait { _ in true }
+            _ = try registered.expect { _ in true }
 
             child = try RawPeer(context: context, endpoint: broker.endpoint)
             try child.register(role: .child, ["child/c1"], family: "f1")
@@ -80,7 +80,7 @@ struct ParentWorkerTests {
         }
 
         func result(for q: AnyPermissionQuestion, guardian: String? = nil) throws -> GuardianAnswerRecord {
-            let event = try events.wait {
+            let event = try events.expect {
                 if case .answerResult(let record) = $0 {
                     return record.question == q.id && (guardian == nil || record.guardian == guardian)
                 }
@@ -119,7 +119,7 @@ struct ParentWorkerTests {
         defer { setup.stop() }
         let q = question([phone("+14155550124")])
         try setup.child.askAndSend(q, child: "c1")
-        _ = try setup.events.wait {
+        _ = try setup.events.expect {
             if case .dropped(_, let id, "never") = $0 { return id == q.id }; return false
         }
         #expect(try setup.child.receivesNothing(within: .milliseconds(300)) { $0.kind == AnyPermissionResponse.kind })
@@ -147,7 +147,7 @@ struct ParentWorkerTests {
         defer { setup.stop() }
         let q = question([phone("+14155550126")], expiresIn: 0.3)
         try setup.child.askAndSend(q, child: "c1")
-        let dropped = try setup.events.wait(timeout: .seconds(5)) {
+        let dropped = try setup.events.expect(within: .seconds(5)) {
             if case .dropped(_, let id, _) = $0 { return id == q.id }
             return false
         }
@@ -155,7 +155,7 @@ struct ParentWorkerTests {
         #expect(why == "closed-expired" || why == "expired")
         // Past the think time: still no answer from the guardian.
         #expect(throws: TestFailure.self) {
-            try setup.events.wait(timeout: .milliseconds(1300)) {
+            try setup.events.expect(within: .milliseconds(1300)) {
                 if case .answered = $0 { return true }; return false
             }
         }
@@ -181,7 +181,7 @@ struct ParentWorkerTests {
         defer { setup.stop() }
         let q = question([phone("+14155550128")])
         try setup.child.askAndSend(q, child: "c1")
-        _ = try setup.events.wait {
+        _ = try setup.events.expect {
             if case .received(_, let id) = $0 { return id == q.id }; return false
         }
         let response: AnyPermissionResponse

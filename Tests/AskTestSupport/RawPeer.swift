@@ -2,16 +2,6 @@ import AskProtocol
 import Foundation
 import ZeroMQ
 
-/// A fresh temporary folder, removed by `cleanup()`.
-public struct TempDirectory: Sendable {
-    public let path: String
-    public init() {
-        path = NSTemporaryDirectory() + "askrelay-test-" + UUID().uuidString
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    public func cleanup() { try? FileManager.default.removeItem(atPath: path) }
-}
-
 /// What a raw peer received, decoded enough for assertions.
 public struct Received: CustomStringConvertible, Sendable {
     public var command: WireCommand
@@ -238,9 +228,4 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
         }
         return true
     }
-}
-
-public struct TestFailure: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }

@@ -215,7 +215,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AskStoriesTests",
-            dependencies: ["AskStories", "AskModel", "AskCLI"],
+            dependencies: ["AskStories", "AskModel", "AskCLI", "AskTestKit"],
             exclude: ["Fixtures"],
             swiftSettings: strict
         ),
@@ -229,14 +229,14 @@ let package = Package(
         // The harness itself, with real processes.
         .testTarget(
             name: "AskRelayClusterTests",
-            dependencies: ["AskRelayCluster", "AskCLI", "AskClient", "AskModel"],
+            dependencies: ["AskRelayCluster", "AskCLI", "AskClient", "AskModel", "AskTestKit"],
             swiftSettings: strict
         ),
         // Every rule of the ask flow against real processes, written as a team would: only the public products (and the
         // dependency-free test helpers).
         .testTarget(name: "FlowRuleTests", dependencies: ["AskRelayTesting", "AskTestKit"], swiftSettings: strict),
         // docs/architecture.md's table of targets against `swift package dump-package`.
-        .testTarget(name: "PackageLayoutTests", swiftSettings: strict),
+        .testTarget(name: "PackageLayoutTests", dependencies: ["AskTestKit"], swiftSettings: strict),
         // Real processes: broker, workers and askrelay executables started by the tests.
         .testTarget(
             name: "IntegrationTests",

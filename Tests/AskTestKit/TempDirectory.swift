@@ -1,7 +1,9 @@
 import Foundation
 
 /// A fresh folder under the system temporary folder, made by `init` and removed by ``cleanup()`` or, at the latest,
-/// when the last reference goes. The one temporary folder of the tests: take it instead of building a path by hand.
+/// when the last reference goes. The one temporary folder of the tests: take it instead of building a path by hand,
+/// and keep it to the end of the scope that uses its path with `defer { folder.cleanup() }` (a value no longer used
+/// may be released early, and its folder with it).
 public final class TempDirectory: Sendable {
     /// The folder, without a trailing slash.
     public let path: String

@@ -11,11 +11,7 @@ struct RoutingTests {
     func relay() throws {
         let broker = try TestBroker()
         defer { broker.stop() }
-        let context = try ZMQContext()
-        let client = try RawPeer(context: context, endpoint: broker.endpoint)
-        let echo = try RawPeer(context: context, endpoint: broker.endpoint)
-        try client.register(role: .client, ["client/1"])
-        try echo.register(role: .echo, ["echo/1"])
+        let (_, client, echo) = try Self.clientAndEcho(broker)
         let id = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: Array("hello".utf8))
         try client.expectAck(id)
         let delivery = try echo.expectDelivery()
@@ -152,6 +148,16 @@ struct RoutingTests {
         try expectNoRedelivery(of: "echo/1", after: echo, broker: broker, context: context)
     }
 
+    /// A context and two registered raw peers on `broker`: `client/1` and `echo/1`.
+    static func clientAndEcho(_ broker: TestBroker) throws -> (ZMQContext, RawPeer, RawPeer) {
+        let context = try ZMQContext()
+        let client = try RawPeer(context: context, endpoint: broker.endpoint)
+        let echo = try RawPeer(context: context, endpoint: broker.endpoint)
+        try client.register(role: .client, ["client/1"])
+        try echo.register(role: .echo, ["echo/1"])
+        return (context, client, echo)
+    }
+
     /// `owner` leaves; whoever takes `address` over next must get no delivery (everything was acknowledged).
     func expectNoRedelivery(of address: String, after owner: RawPeer, broker: TestBroker, context: ZMQContext) throws {
         try owner.bye()
@@ -164,11 +170,7 @@ struct RoutingTests {
     func probeComesBehindEarlierDeliveries() throws {
         let broker = try TestBroker()
         defer { broker.stop() }
-        let context = try ZMQContext()
-        let client = try RawPeer(context: context, endpoint: broker.endpoint)
-        let echo = try RawPeer(context: context, endpoint: broker.endpoint)
-        try client.register(role: .client, ["client/1"])
-        try echo.register(role: .echo, ["echo/1"])
+        let (_, client, echo) = try Self.clientAndEcho(broker)
         try client.expectAck(try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [1]))
         #expect(try echo.receivesNothing { $0.command == .deliver } == false)
         // The probe changed nothing: the delivery is still there to take, and the session still routes.
@@ -181,11 +183,7 @@ struct RoutingTests {
     func duplicateSend() throws {
         let broker = try TestBroker()
         defer { broker.stop() }
-        let context = try ZMQContext()
-        let client = try RawPeer(context: context, endpoint: broker.endpoint)
-        let echo = try RawPeer(context: context, endpoint: broker.endpoint)
-        try client.register(role: .client, ["client/1"])
-        try echo.register(role: .echo, ["echo/1"])
+        let (_, client, echo) = try Self.clientAndEcho(broker)
         let id = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [1])
         try client.expectAck(id)
         try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [1], id: id)

@@ -160,10 +160,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // Test helpers shared by test targets: a hand-driven protocol peer, temporary folders.
+        // Test helpers with no dependency (Foundation only), for every test target: temporary folders, off-pool work,
+        // collected events with deadlines, an HTTP client.
+        .target(name: "AskTestKit", path: "Tests/AskTestKit", swiftSettings: strict),
+        // Test helpers over the broker and the wire: an in-process broker, a hand-driven protocol peer, a stats
+        // reader. Re-exports AskTestKit.
         .target(
             name: "AskTestSupport",
-            dependencies: ["AskProtocol", "ZeroMQ", "AskBroker", "AskLogging"],
+            dependencies: ["AskTestKit", "AskProtocol", "ZeroMQ", "AskBroker", "AskLogging"],
             path: "Tests/AskTestSupport",
             swiftSettings: strict
         ),
@@ -172,12 +176,16 @@ let package = Package(
         // (AskModelTests checks its link with ldd).
         .executableTarget(name: "askrelay-fuzz", dependencies: ["AskProtocol"], swiftSettings: strict),
 
-        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ"], swiftSettings: strict),
-        .testTarget(name: "SQLiteTests", dependencies: ["SQLite"], swiftSettings: strict),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "CZeroMQ", "AskTestKit"], swiftSettings: strict),
+        .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "AskTestKit"], swiftSettings: strict),
         .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),
         // The supervisor, RelayProcess, ReadyLine, the executables lookup and scratch folders, with real processes.
         .testTarget(name: "AskRelayProcessesTests", dependencies: ["AskRelayProcesses"], swiftSettings: strict),
-        .testTarget(name: "AskMetricsTests", dependencies: ["AskMetrics", "AskLogging"], swiftSettings: strict),
+        .testTarget(
+            name: "AskMetricsTests",
+            dependencies: ["AskMetrics", "AskLogging", "AskTestKit"],
+            swiftSettings: strict
+        ),
         // A program that depends on AskModel alone; AskModelTests runs `ldd` on it to show the model needs no libzmq.
         .executableTarget(
             name: "askmodel-linkcheck",
@@ -203,7 +211,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "AskProtocolWireTests", dependencies: ["AskProtocol"], swiftSettings: strict),
-        .testTarget(name: "JournalTests", dependencies: ["AskBroker", "SQLite"], swiftSettings: strict),
+        .testTarget(name: "JournalTests", dependencies: ["AskBroker", "SQLite", "AskTestKit"], swiftSettings: strict),
         .testTarget(
             name: "AskBrokerTests",
             dependencies: [
@@ -230,17 +238,18 @@ let package = Package(
             name: "AskSimulationTests",
             dependencies: [
                 "AskSimulation", "AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI",
+                "AskTestKit",
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "AskLoadTests",
-            dependencies: ["AskLoad", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI"],
+            dependencies: ["AskLoad", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI", "AskTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "AskStoriesTests",
-            dependencies: ["AskStories", "AskModel", "AskRelayProcesses"],
+            dependencies: ["AskStories", "AskModel", "AskRelayProcesses", "AskTestKit"],
             exclude: ["Fixtures"],
             swiftSettings: strict
         ),
@@ -254,13 +263,14 @@ let package = Package(
         // The harness itself, with real processes.
         .testTarget(
             name: "AskRelayClusterTests",
-            dependencies: ["AskRelayCluster", "AskRelayProcesses", "AskClient", "AskModel"],
+            dependencies: ["AskRelayCluster", "AskRelayProcesses", "AskClient", "AskModel", "AskTestKit"],
             swiftSettings: strict
         ),
-        // Every rule of the ask flow against real processes, written as a team would: only the public products.
-        .testTarget(name: "FlowRuleTests", dependencies: ["AskRelayTesting"], swiftSettings: strict),
+        // Every rule of the ask flow against real processes, written as a team would: only the public products (and the
+        // dependency-free test helpers).
+        .testTarget(name: "FlowRuleTests", dependencies: ["AskRelayTesting", "AskTestKit"], swiftSettings: strict),
         // docs/architecture.md's table of targets against `swift package dump-package`.
-        .testTarget(name: "PackageLayoutTests", swiftSettings: strict),
+        .testTarget(name: "PackageLayoutTests", dependencies: ["AskTestKit"], swiftSettings: strict),
         // Real processes: broker, workers and askrelay executables started by the tests.
         .testTarget(
             name: "IntegrationTests",

@@ -1,4 +1,4 @@
-// Support for LimitsWorkerTests and ParentWorkerTests: an event collector and ask helpers for a raw child peer.
+// Support for LimitsWorkerTests and ParentWorkerTests: ask helpers for a raw child peer.
 import AskAgents
 import AskBroker
 import AskLogging
@@ -8,34 +8,6 @@ import Foundation
 import Synchronization
 import Testing
 import ZeroMQ
-
-/// Collects events from a worker's thread; tests wait for one with a deadline.
-final class LPEvents<Event: Sendable>: Sendable {
-    private let events = Mutex<[Event]>([])
-    private let signal = DispatchSemaphore(value: 0)
-
-    func add(_ event: Event) {
-        events.withLock { $0.append(event) }
-        signal.signal()
-    }
-
-    var all: [Event] { events.withLock { $0 } }
-
-    /// The first event after the first `skip` matching `matches` (seen before or arriving within `timeout`).
-    func wait(after skip: Int = 0, timeout: Duration = .seconds(5), _ matches: (Event) -> Bool) throws -> Event {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            if let found = events.withLock({ $0.dropFirst(skip).first(where: matches) }) { return found }
-            let left = ContinuousClock.now.duration(to: deadline)
-            guard left > .zero else { throw TestFailure("no matching event within \(timeout); got \(all)") }
-            _ = signal.wait(timeout: .now() + .milliseconds(Int(min(left, .milliseconds(100)).seconds * 1000) + 1))
-        }
-    }
-}
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
 
 /// Ask-and-send helpers for a child peer.
 extension RawPeer {

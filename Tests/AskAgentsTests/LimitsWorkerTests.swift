@@ -27,7 +27,7 @@ struct LimitsWorkerTests {
         let context: ZMQContext
         let data: TempDirectory
         var worker: LimitsWorker?
-        let events = LPEvents<LimitsWorkerEvent>()
+        let events = Collected<LimitsWorkerEvent>()
         let child: RawPeer
 
         init(
@@ -50,15 +50,15 @@ struct LimitsWorkerTests {
             configuration.dataDirectory = data.path
             configuration.reset = reset
             configuration.heartbeat = .milliseconds(200)
-            let registered = LPEvents<Int>()
+            let registered = Collected<Int>()
             let events = self.events
             worker = try LimitsWorker(
                 configuration: configuration,
                 logger: .silent(),
                 context: context,
-                onRegistered: { registered.add($0) }
-            ) { events.add($0) }
-            _ = try registered.wait { _ in true }
+                onRegistered: { registered.append($0) }
+            ) { events.append($0) }
+            _ = try registered.expect { _ in true }
         }
 
         func stop() {
@@ -107,7 +107,7 @@ struct LimitsWorkerTests {
             to: "broker"
         )
         try guardian.expectAck(answer)
-        _ = try setup.events.wait {
+        _ = try setup.events.expect {
             if case .learnt(let child, let handles) = $0 { return child == "ok" && handles == [friend] }
             return false
         }
@@ -195,7 +195,7 @@ struct LimitsWorkerTests {
     private func change(_ setup: Setup, _ observer: RawPeer, _ change: LimitsAdminChange) throws {
         let before = setup.events.all.count
         try observer.expectAck(try observer.send(change, from: "observer/test", to: "limits"))
-        _ = try setup.events.wait(after: before) {
+        _ = try setup.events.expect(after: before) {
             if case .changed(let child, _) = $0 { return child == change.child }
             return false
         }

@@ -1,4 +1,5 @@
 import AskProtocol
+import AskTestSupport
 import Foundation
 import Testing
 
@@ -25,8 +26,8 @@ struct RecoveryReadTests {
     /// accepted ids, and a write the broker's connection has not committed (the restart deletes old closed
     /// questions in an open transaction before it scans) neither blocks the read nor shows in it.
     @Test func readsWhatWasCommittedBesideAnOpenWrite() throws {
-        let directory = NSTemporaryDirectory() + "recovery-read-" + UUID().uuidString
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = TempDirectory(prefix: "recovery-read")
+        let directory = scratch.path
         let journal = try Journal(directory: directory, durability: .batch)
         for seq in 1...5 { try journal.storeMessage(Self.stored(Int64(seq), to: "guardian/a")) }
         for seq in 6...7 { try journal.storeMessage(Self.stored(Int64(seq), to: "guardian/b")) }
@@ -56,9 +57,8 @@ struct RecoveryReadTests {
     }
 
     @Test func aMissingTableIsAnError() throws {
-        let directory = NSTemporaryDirectory() + "recovery-read-" + UUID().uuidString
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let scratch = TempDirectory(prefix: "recovery-read")
+        let directory = scratch.path
         let read = RecoveryRead(path: directory + "/empty.sqlite3", acceptedSince: Date())
         #expect(throws: (any Error).self) { try read.wait() }
     }

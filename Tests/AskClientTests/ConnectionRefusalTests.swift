@@ -19,13 +19,6 @@ final class EndWatcher: WorkerHandler, @unchecked Sendable {
     func ended(_ connection: WorkerConnection, failure: WorkerConnectionError) { self.failure = failure }
 }
 
-/// Runs `body` off the cooperative pool and waits for it.
-func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
-}
-
 @Suite("refusals that can never succeed end the connection", .timeLimit(.minutes(1)), .serialized)
 struct ConnectionRefusalTests {
     func configuration(_ broker: String, role: SessionRole, _ claims: [EndpointClaim]) -> WorkerConfiguration {
@@ -49,7 +42,7 @@ struct ConnectionRefusalTests {
             logger: AskLogger(label: "test", level: .warning),
             context: try ZMQContext()
         ) { watcher }
-        try await offPool { runtime.wait() }
+        try await blocking { runtime.wait() }
         // Ended by the refusal itself, not after retries: the failure is the broker's `forbidden`, and the broker
         // refused exactly one HELLO (below).
         #expect(runtime.failure?.code == .forbidden)
@@ -93,7 +86,7 @@ struct ConnectionRefusalTests {
             try holder.send(beat)
         }
         if runtime.failure == nil { runtime.stop() }  // the time limit passed: do not wait on.
-        try await offPool { runtime.wait() }
+        try await blocking { runtime.wait() }
         let elapsed = ContinuousClock.now - start
         #expect(runtime.failure?.code == .addressTaken)
         #expect(elapsed >= .seconds(1), "retried for the patience first (\(elapsed))")
@@ -115,7 +108,7 @@ struct ConnectionRefusalTests {
         ) { watcher }
         // Every call on the context's sockets fails with ETERM from now on.
         context.shutdown()
-        try await offPool { runtime.wait() }
+        try await blocking { runtime.wait() }
         #expect(runtime.failure != nil)
         #expect(runtime.failure?.message.contains("failed") == true)
         #expect(watcher.failure != nil)
@@ -280,7 +273,7 @@ struct SlowHandshakeTests {
                 if connection.isRegistered { registered.set() }
                 done.signal()
             }
-            _ = try await offPool { done.wait(timeout: .now() + .milliseconds(100)) }
+            _ = try await blocking { done.wait(timeout: .now() + .milliseconds(100)) }
         }
         runtime.stop()
         #expect(registered.isSet, "registered within 10 s")

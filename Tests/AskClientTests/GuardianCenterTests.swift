@@ -18,7 +18,7 @@ final class GuardianRig: @unchecked Sendable {
     var endpoint: String { "ipc://\(sockets.path)/broker.sock" }
     let child: AskCenter
     let guardians: GuardianCenter
-    let events: Collector<GuardianCenter.Event>
+    let events: Collected<GuardianCenter.Event>
     /// The broker's and the child center's clock (a test that drives time gives a ``DrivenClock``).
     let clock: any AskClock
 
@@ -52,7 +52,7 @@ final class GuardianRig: @unchecked Sendable {
             context: ClientContext(context),
             options: options
         )
-        events = Collector(guardians.events())
+        events = Collected(guardians.events())
         #expect(await child.waitUntilRegistered(timeout: .seconds(5)))
         #expect(await guardians.waitUntilRegistered(timeout: .seconds(5)))
     }
@@ -97,10 +97,10 @@ final class GuardianRig: @unchecked Sendable {
 
     /// The events so far that are questions / closed notices.
     var questions: [GuardianCenter.Question] {
-        events.items.compactMap { if case .question(let q) = $0 { q } else { nil } }
+        events.all.compactMap { if case .question(let q) = $0 { q } else { nil } }
     }
     var closed: [GuardianCenter.Closed] {
-        events.items.compactMap { if case .closed(let c) = $0 { c } else { nil } }
+        events.all.compactMap { if case .closed(let c) = $0 { c } else { nil } }
     }
 
     func stop() async {
@@ -125,13 +125,13 @@ struct GuardianCenterTests {
     func firstAnswerWins() async throws {
         let rig = try await GuardianRig()
         do {
-            let responses = Collector(rig.child.child("c1").responses(for: CommunicationTopic.self))
+            let responses = Collected(rig.child.child("c1").responses(for: CommunicationTopic.self))
             defer { responses.cancel() }
             let question = communicationQuestion()
             try await rig.present(question)
             try await rig.child.child("c1").send(question.id)
 
-            #expect(await rig.events.wait(for: 2, timeout: .seconds(5)))
+            #expect(await rig.events.wait(for: 2, within: .seconds(5)).count >= 2)
             let delivered = rig.questions
             #expect(Set(delivered.map(\.guardian.id)) == ["g1", "g2"])
             let first = try #require(delivered.first { $0.guardian.id == "g1" })
@@ -151,12 +151,12 @@ struct GuardianCenterTests {
             let approve = try #require(question.choices.first { $0.answer == .approval })
             try await first.answer(approve.id)
 
-            #expect(await responses.wait(for: 1, timeout: .seconds(5)))
-            #expect(responses.items.first?.question.id == question.id)
-            #expect(responses.items.first?.choice == approve)
+            #expect(await responses.wait(for: 1, within: .seconds(5)).count >= 1)
+            #expect(responses.all.first?.question.id == question.id)
+            #expect(responses.all.first?.choice == approve)
 
             // g2 hears that g1 won, and its own answer is refused with already-closed.
-            #expect(await rig.events.wait(for: 3, timeout: .seconds(5)))
+            #expect(await rig.events.wait(for: 3, within: .seconds(5)).count >= 3)
             #expect(rig.closed.count == 1)
             let closed = try #require(rig.closed.first)
             #expect(closed.guardian.id == "g2")
@@ -169,7 +169,7 @@ struct GuardianCenterTests {
             } catch {
                 #expect(error.code == .alreadyClosed)
             }
-            #expect(responses.items.count == 1)
+            #expect(responses.all.count == 1)
         }
         await rig.stop()
     }
@@ -183,9 +183,9 @@ struct GuardianCenterTests {
             try await rig.present(question)
             try await rig.child.child("c1").send(question.id)
             // Two questions, then two closed notices when the broker expires it.
-            #expect(await rig.events.wait(for: 2, timeout: .seconds(10)))
+            #expect(await rig.events.wait(for: 2, within: .seconds(10)).count >= 2)
             clock.advance(by: .seconds(60))
-            #expect(await rig.events.wait(for: 4, timeout: .seconds(10)))
+            #expect(await rig.events.wait(for: 4, within: .seconds(10)).count >= 4)
             #expect(rig.closed.count == 2)
             #expect(rig.closed.allSatisfy { $0.questionID == question.id && $0.reason == .expired })
             #expect(rig.closed.allSatisfy { $0.answeredBy == nil })
@@ -214,7 +214,7 @@ struct GuardianCenterTests {
                 #expect(error.code == .cancelled)
             }
             // The broker delivers in order: had it sent g1 anything about the question, it would be here by now.
-            #expect(rig.events.items.isEmpty)
+            #expect(rig.events.all.isEmpty)
         }
         await rig.stop()
     }
@@ -229,16 +229,16 @@ struct GuardianCenterTests {
             #expect(await rig.guardians.waitForRegistration(after: before, timeout: .seconds(20)))
             #expect(await rig.child.waitForRegistration(after: childBefore, timeout: .seconds(20)))
 
-            let responses = Collector(rig.child.child("c1").responses(for: CommunicationTopic.self))
+            let responses = Collected(rig.child.child("c1").responses(for: CommunicationTopic.self))
             defer { responses.cancel() }
             let question = communicationQuestion()
             try await rig.present(question)
             try await rig.child.child("c1").send(question.id)
-            #expect(await rig.events.wait(for: 2, timeout: .seconds(5)))
+            #expect(await rig.events.wait(for: 2, within: .seconds(5)).count >= 2)
             let held = try #require(rig.questions.first { $0.guardian.id == "g1" })
             try await held.answer(question.choices[0].id)
-            #expect(await responses.wait(for: 1, timeout: .seconds(5)))
-            #expect(responses.items.first?.choice == question.choices[0])
+            #expect(await responses.wait(for: 1, within: .seconds(5)).count >= 1)
+            #expect(responses.all.first?.choice == question.choices[0])
         }
         await rig.stop()
     }

@@ -1,3 +1,4 @@
+import AskTestKit
 import Foundation
 import Testing
 
@@ -71,8 +72,8 @@ struct LoadSweepTests {
             throughputSamples: [ThroughputSample(run: "a", elapsedS: 1, perSecond: 90, phase: "measuring")]
         )
         #expect(report.table.last == "throughput=150 knee=150 knee_found=false")
-        let directory = NSTemporaryDirectory() + "load-report-" + UUID().uuidString
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = TempDirectory(prefix: "load-report")
+        let directory = scratch.path + "/report"
         try report.write(to: directory)
         let html = try String(contentsOfFile: directory + "/load.html", encoding: .utf8)
         // latency vs rate, per-step percentiles, throughput

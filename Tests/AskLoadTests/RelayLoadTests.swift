@@ -2,6 +2,7 @@ import AskCLI
 import AskBroker
 import AskLogging
 import AskProtocol
+import AskTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -9,37 +10,11 @@ import ZeroMQ
 
 @testable import AskLoad
 
-/// A broker in-process on an OS-chosen loopback port, in a fresh temp folder; `stop()` ends it.
-final class InProcessBroker {
-    let service: BrokerService
-    let directory: String
-    var endpoint: String { service.endpoints[0] }
-
-    init() throws {
-        directory = NSTemporaryDirectory() + "askrelay-loadtest-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        var configuration = BrokerConfiguration()
-        configuration.endpoints = ["tcp://127.0.0.1:*"]
-        configuration.dataDirectory = directory
-        configuration.durability = .off
-        service = try BrokerService(
-            configuration: configuration,
-            logger: AskLogger(label: "load-test-broker", level: .warning)
-        )
-    }
-
-    func stop() {
-        service.stop()
-        try? service.wait()
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-}
-
 @Suite("RelayLoad", .serialized, .timeLimit(.minutes(2)))
 struct RelayLoadTests {
     @Test("a short closed-loop relay run reports sane figures")
     func closedLoop() throws {
-        let broker = try InProcessBroker()
+        let broker = try TestBroker(logLevel: .warning)
         defer { broker.stop() }
         var options = RelayLoadOptions()
         options.durationSeconds = 1
@@ -100,7 +75,7 @@ struct RelayLoadTests {
 
     @Test("open loop counts queueing delay: a 2 ms echo worker at 1000/s has p50 far above 2 ms")
     func openLoopQueueing() throws {
-        let broker = try InProcessBroker()
+        let broker = try TestBroker(logLevel: .warning)
         defer { broker.stop() }
         var options = RelayLoadOptions()
         options.durationSeconds = 1
@@ -122,7 +97,7 @@ struct RelayLoadTests {
 
     @Test("progress is current at low rates and has a last update at the end (throughput samples cover the run)")
     func progressAtLowRate() throws {
-        let broker = try InProcessBroker()
+        let broker = try TestBroker(logLevel: .warning)
         defer { broker.stop() }
         var options = RelayLoadOptions()
         options.durationSeconds = 1.5
@@ -140,8 +115,9 @@ struct RelayLoadTests {
         let seen = updates.withLock { $0 }
         #expect(result.errors == 0)
         let first = try #require(seen.first)
-        // About 200 by the first tick (~1 s); counts kept back until 256 had completed would show none.
-        #expect(Double(first.completed) >= 0.5 * 200 * first.elapsedSeconds, "first update \(first)")
+        // About 200 by the first tick (~1 s); counts kept back until 256 had completed would show none. (No floor on
+        // the rate: a loaded machine completes fewer in the same second, and that is not what this test is about.)
+        #expect(first.completed > 0, "first update \(first)")
         #expect(seen.last?.completed == result.completed, "updates \(seen)")
         #expect(seen.last?.phase == "draining")
     }

@@ -1,4 +1,5 @@
 import AskLogging
+import AskTestKit
 import Foundation
 import Synchronization
 import Testing
@@ -8,75 +9,6 @@ import Testing
 #if canImport(Glibc)
     import Glibc
 #endif
-
-/// A blocking TCP client with a receive timeout, so that a server that never answers fails the test, not hangs it.
-final class TestClient {
-    let fd: Int32
-
-    init(port: UInt16, receiveTimeout: Duration = .seconds(10)) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var timeout = timeval(tv_sec: Int(receiveTimeout.components.seconds), tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
-        let connected = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-        if !connected {
-            close(fd)
-            throw POSIXError(.ECONNREFUSED)
-        }
-    }
-
-    deinit { close(fd) }
-
-    /// - Returns: whether every byte went out (a server that closed early may refuse the rest).
-    @discardableResult
-    func send(_ text: String) -> Bool { send(Array(text.utf8)) }
-
-    @discardableResult
-    func send(_ bytes: [UInt8]) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            let count = bytes.withUnsafeBytes {
-                Glibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
-            }
-            if count <= 0 { return false }
-            offset += count
-        }
-        return true
-    }
-
-    /// Whether nothing has come from the server, not even its close, right now (without waiting).
-    func hasNothingYet() -> Bool {
-        var byte: UInt8 = 0
-        return recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
-    }
-
-    /// Reads until the server closes (or the receive timeout, which returns what came).
-    func readAll() -> String {
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = recv(fd, &buffer, buffer.count, 0)
-            if count <= 0 { break }
-            received += buffer[0..<count]
-        }
-        return String(decoding: received, as: UTF8.self)
-    }
-
-    /// One request, the whole response.
-    static func request(_ port: UInt16, _ text: String) throws -> String {
-        let client = try TestClient(port: port)
-        client.send(text)
-        return client.readAll()
-    }
-}
 
 func statusLine(_ response: String) -> String {
     // "\r\n" is one Character: split on the string.
@@ -102,13 +34,13 @@ func body(_ response: String) -> String {
     @Test func scrape() throws {
         let server = try server(page: "# TYPE m counter\nm 1\n")
         #expect(server.endpoint.port != 0)
-        let response = try TestClient.request(server.endpoint.port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        let response = try HTTPClient.request(server.endpoint.port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(statusLine(response) == "HTTP/1.1 200 OK")
         #expect(response.contains("\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"))
         #expect(response.contains("\r\nContent-Length: 21\r\n"))
         #expect(response.contains("\r\nConnection: close\r\n"))
         #expect(body(response) == "# TYPE m counter\nm 1\n")
-        let head = try TestClient.request(server.endpoint.port, "HEAD /metrics HTTP/1.0\r\n\r\n")
+        let head = try HTTPClient.request(server.endpoint.port, "HEAD /metrics HTTP/1.0\r\n\r\n")
         #expect(statusLine(head) == "HTTP/1.1 200 OK")
         #expect(body(head) == "")
     }
@@ -116,12 +48,12 @@ func body(_ response: String) -> String {
     @Test func statuses() throws {
         let server = try server()
         let port = server.endpoint.port
-        #expect(statusLine(try TestClient.request(port, "GET / HTTP/1.1\r\n\r\n")) == "HTTP/1.1 404 Not Found")
-        #expect(statusLine(try TestClient.request(port, "GET /metricsx HTTP/1.1\r\n\r\n")) == "HTTP/1.1 404 Not Found")
-        let post = try TestClient.request(port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+        #expect(statusLine(try HTTPClient.request(port, "GET / HTTP/1.1\r\n\r\n")) == "HTTP/1.1 404 Not Found")
+        #expect(statusLine(try HTTPClient.request(port, "GET /metricsx HTTP/1.1\r\n\r\n")) == "HTTP/1.1 404 Not Found")
+        let post = try HTTPClient.request(port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
         #expect(statusLine(post) == "HTTP/1.1 405 Method Not Allowed")
         #expect(post.contains("\r\nAllow: GET, HEAD\r\n"))
-        let bad = try TestClient.request(port, "hello there\r\n\r\n")
+        let bad = try HTTPClient.request(port, "hello there\r\n\r\n")
         #expect(statusLine(bad) == "HTTP/1.1 400 Bad Request")
         #expect(body(bad).contains("METHOD TARGET HTTP/1.x"))
     }
@@ -130,13 +62,13 @@ func body(_ response: String) -> String {
         var limits = MetricsServerLimits()
         limits.maxRequestBytes = 1024
         let server = try server(limits)
-        let client = try TestClient(port: server.endpoint.port)
+        let client = try HTTPClient(port: server.endpoint.port)
         // 64 KiB of headers that never end: the server answers after 1 KiB and reads the rest away.
         client.send("GET /metrics HTTP/1.1\r\n" + String(repeating: "X-Junk: 0123456789abcdef\r\n", count: 2600))
         let response = client.readAll()
         #expect(statusLine(response) == "HTTP/1.1 431 Request Header Fields Too Large")
         #expect(body(response).contains("at most 1024 bytes"))
-        let next = try TestClient.request(server.endpoint.port, "GET /metrics HTTP/1.1\r\n\r\n")
+        let next = try HTTPClient.request(server.endpoint.port, "GET /metrics HTTP/1.1\r\n\r\n")
         #expect(statusLine(next) == "HTTP/1.1 200 OK")
     }
 
@@ -145,9 +77,9 @@ func body(_ response: String) -> String {
         // Past the suite's time limit: the slow client cannot be cut while this test runs.
         limits.timeout = .seconds(600)
         let server = try server(limits)
-        let slow = try TestClient(port: server.endpoint.port)
+        let slow = try HTTPClient(port: server.endpoint.port)
         slow.send("GET /metrics HTTP/1.1\r\nHost: ")
-        let scrape = try TestClient.request(server.endpoint.port, "GET /metrics HTTP/1.1\r\n\r\n")
+        let scrape = try HTTPClient.request(server.endpoint.port, "GET /metrics HTTP/1.1\r\n\r\n")
         #expect(statusLine(scrape) == "HTTP/1.1 200 OK", "the scrape waited for the slow client")
         // The scrape was answered while the slow client was still in the middle of its request: it has received
         // nothing yet, and finishing its request now gets it the page, not a 408.
@@ -160,7 +92,7 @@ func body(_ response: String) -> String {
         var limits = MetricsServerLimits()
         limits.timeout = .seconds(2)
         let server = try server(limits)
-        let slow = try TestClient(port: server.endpoint.port)
+        let slow = try HTTPClient(port: server.endpoint.port)
         let started = ContinuousClock.now
         slow.send("GET /metrics HTTP/1.1\r\nHost: ")
         // The slow client never finishes: it gets 408 and is closed once its time is up (readAll returns at EOF).
@@ -175,20 +107,20 @@ func body(_ response: String) -> String {
         limits.timeout = .seconds(30)
         let server = try server(limits)
         let port = server.endpoint.port
-        var held: [TestClient] = []
+        var held: [HTTPClient] = []
         for _ in 0..<4 {
-            let client = try TestClient(port: port)
+            let client = try HTTPClient(port: port)
             client.send("GET /metrics HTTP/1.1\r\n")
             held.append(client)
         }
         // The kernel queues connections in order, so the server takes the four above in before this one.
-        let refused = try TestClient.request(port, "GET /metrics HTTP/1.1\r\n\r\n")
+        let refused = try HTTPClient.request(port, "GET /metrics HTTP/1.1\r\n\r\n")
         #expect(statusLine(refused) == "HTTP/1.1 503 Service Unavailable")
         // Finishing one held request (and closing, as `Connection: close` asks) frees its slot.
         held[0].send("\r\n")
         #expect(statusLine(held[0].readAll()) == "HTTP/1.1 200 OK")
         held.removeFirst()
-        #expect(statusLine(try TestClient.request(port, "GET /metrics HTTP/1.1\r\n\r\n")) == "HTTP/1.1 200 OK")
+        #expect(statusLine(try HTTPClient.request(port, "GET /metrics HTTP/1.1\r\n\r\n")) == "HTTP/1.1 200 OK")
     }
 
     @Test func manyConnectionsAtOnce() throws {
@@ -196,9 +128,9 @@ func body(_ response: String) -> String {
         let server = try server(page: page)
         let port = server.endpoint.port
         // All connected and asking before any response is read: the server holds at most 32 and refuses the rest.
-        var clients: [TestClient] = []
+        var clients: [HTTPClient] = []
         for _ in 0..<100 {
-            let client = try TestClient(port: port)
+            let client = try HTTPClient(port: port)
             client.send("GET /metrics HTTP/1.1\r\n\r\n")
             clients.append(client)
         }
@@ -209,7 +141,7 @@ func body(_ response: String) -> String {
         #expect(ok.count + busy.count == 100, "\(Set(results.map { statusLine($0) }))")
         #expect(ok.count >= 32)
         #expect(ok.allSatisfy { body($0) == page })
-        #expect(statusLine(try TestClient.request(port, "GET /metrics HTTP/1.1\r\n\r\n")) == "HTTP/1.1 200 OK")
+        #expect(statusLine(try HTTPClient.request(port, "GET /metrics HTTP/1.1\r\n\r\n")) == "HTTP/1.1 200 OK")
     }
 
     @Test func endpointInUseIsAClearError() throws {
@@ -228,6 +160,6 @@ func body(_ response: String) -> String {
         let port = server.endpoint.port
         server.stop()
         server.stop()
-        #expect(throws: (any Error).self) { _ = try TestClient(port: port) }
+        #expect(throws: (any Error).self) { _ = try HTTPClient(port: port) }
     }
 }

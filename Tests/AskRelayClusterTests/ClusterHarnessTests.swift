@@ -1,3 +1,4 @@
+import AskTestKit
 import AskClient
 import AskModel
 import AskRelayCluster
@@ -32,9 +33,9 @@ struct ClusterHarnessTests {
 
     @Test("a missing executable is one clear error naming the folder and the fix")
     func missingExecutable() throws {
-        let empty = FileManager.default.temporaryDirectory.path + "/askrelay-empty-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: empty) }
+        let scratch = TempDirectory(prefix: "askrelay-empty")
+        defer { scratch.cleanup() }
+        let empty = scratch.path
         var options = AskRelayCluster.Options()
         options.binDirectory = empty
         let error = #expect(throws: ClusterError.self) { try AskRelayCluster(options) }

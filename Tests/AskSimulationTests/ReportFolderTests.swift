@@ -1,3 +1,4 @@
+import AskTestKit
 import Foundation
 import SQLite
 import Testing
@@ -6,7 +7,8 @@ import Testing
 
 @Suite("A report folder is new or empty; --clean empties only what askrelay wrote")
 struct ReportFolderTests {
-    let root = NSTemporaryDirectory() + "askrelay-report-folder-" + UUID().uuidString
+    let scratch = TempDirectory(prefix: "askrelay-report-folder")
+    var root: String { scratch.path }
 
     func message(_ body: () throws -> Void) -> String? {
         do {
@@ -19,7 +21,7 @@ struct ReportFolderTests {
 
     @Test("created with its parents; an empty one is fine; a used one is refused, then emptied by clean")
     func lifecycle() throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { scratch.cleanup() }
         let folder = root + "/a/b"
         try ReportFolder.prepare(folder, clean: false)
         #expect(FileManager.default.fileExists(atPath: folder))
@@ -35,7 +37,7 @@ struct ReportFolderTests {
 
     @Test("clean leaves a folder alone that holds anything askrelay does not write")
     func foreignFiles() throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { scratch.cleanup() }
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         try Data("x".utf8).write(to: URL(fileURLWithPath: root + "/report.json"))
         try Data("x".utf8).write(to: URL(fileURLWithPath: root + "/thesis.tex"))
@@ -46,7 +48,7 @@ struct ReportFolderTests {
 
     @Test("a file, or a path under a file, is named in one message")
     func files() throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { scratch.cleanup() }
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         let file = root + "/file"
         try Data("x".utf8).write(to: URL(fileURLWithPath: file))
@@ -64,7 +66,8 @@ struct ReportFolderTests {
 
 @Suite("A report folder a live run holds is never emptied")
 struct ReportFolderLockTests {
-    let root = NSTemporaryDirectory() + "askrelay-report-lock-" + UUID().uuidString
+    let scratch = TempDirectory(prefix: "askrelay-report-lock")
+    var root: String { scratch.path }
 
     func message(_ body: () throws -> Void) -> String? {
         do {
@@ -77,7 +80,7 @@ struct ReportFolderLockTests {
 
     @Test("a folder whose simulate.lock a live run holds is refused with its pid, with and without clean")
     func heldFolderIsRefused() throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { scratch.cleanup() }
         let live = try OwnerLock.claim(folder: root, name: "simulate.lock", what: "the report folder")
         try Data("{}".utf8).write(to: URL(fileURLWithPath: root + "/scenario.json"))
         try FileManager.default.createDirectory(atPath: root + "/keys", withIntermediateDirectories: true)
@@ -93,7 +96,7 @@ struct ReportFolderLockTests {
 
     @Test("claim with clean keeps the lock file it holds and empties the rest; the lock is held until released")
     func cleanKeepsTheLock() throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { scratch.cleanup() }
         try FileManager.default.createDirectory(atPath: root + "/logs", withIntermediateDirectories: true)
         try Data("{}".utf8).write(to: URL(fileURLWithPath: root + "/report.json"))
         var lock: OwnerLockHolder? = OwnerLockHolder(try ReportFolder.claim(root, clean: true))
@@ -106,7 +109,7 @@ struct ReportFolderLockTests {
 
     @Test("clean takes a folder a sharded run wrote (broker-data-b0, limits-data-b1)")
     func shardedLayout() throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { scratch.cleanup() }
         for name in ["broker-data-b0", "broker-data-b1", "limits-data-b0", "limits-data-b1", "logs"] {
             try FileManager.default.createDirectory(atPath: root + "/" + name, withIntermediateDirectories: true)
         }
@@ -118,7 +121,7 @@ struct ReportFolderLockTests {
 
     @Test("a shrink folder: clean takes only what askrelay shrink writes")
     func shrinkFolder() throws {
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        defer { scratch.cleanup() }
         try FileManager.default.createDirectory(atPath: root + "/replay-01/logs", withIntermediateDirectories: true)
         try Data("{}".utf8).write(to: URL(fileURLWithPath: root + "/shrink.json"))
         try Data("{}".utf8).write(to: URL(fileURLWithPath: root + "/minimal-scenario.json"))

@@ -1,3 +1,4 @@
+import AskTestKit
 import AskAgents
 import Foundation
 import Testing
@@ -21,8 +22,8 @@ struct ReportTests {
 
     @Test("report.json has the required keys and counts")
     func jsonKeys() throws {
-        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("report-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = TempDirectory(prefix: "report")
+        let directory = scratch.path + "/report"
         let paths = try report().write(to: directory)
         let object = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: paths.json))) as? [String: Any]

@@ -1,4 +1,5 @@
 import AskProtocol
+import AskTestKit
 import Foundation
 import Synchronization
 import Testing
@@ -79,7 +80,7 @@ struct ShrinkerTests {
     }
 
     /// A replay that breaks `invariant` when the scenario has the fault at 4s, at least 3 families and 2 flows.
-    static func fakeReplay(log: Recorder<Scenario>) -> Shrinker.Replay {
+    static func fakeReplay(log: Collected<Scenario>) -> Shrinker.Replay {
         { scenario, _ in
             log.append(scenario)
             let fails =
@@ -103,8 +104,8 @@ struct ShrinkerTests {
 
     @Test("the shrinker removes the unrelated faults, halves counts and duration, moves the fault earlier")
     func shrinksAFakeRun() throws {
-        let folder = NSTemporaryDirectory() + "askrelay-shrink-" + UUID().uuidString
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = TempDirectory(prefix: "askrelay-shrink")
+        let folder = scratch.path + "/run"
         var original = Scenario()
         original.faults = [
             .init(at: .seconds(1), process: "broker", action: .kill, restartAfter: .seconds(1)),
@@ -112,8 +113,8 @@ struct ShrinkerTests {
             .init(at: .seconds(4), process: "limits", action: .kill, restartAfter: .seconds(1)),
             .init(at: .seconds(6), process: "child-2", action: .term, restartAfter: .seconds(1)),
         ]
-        let log = Recorder<Scenario>()
-        let lines = Recorder<String>()
+        let log = Collected<Scenario>()
+        let lines = Collected<String>()
         let summary = try Shrinker(
             original: original,
             invariant: .guardiansHonourExpiry,
@@ -130,7 +131,7 @@ struct ShrinkerTests {
         #expect(minimal.childProcesses == 1 && minimal.parentProcesses == 1)
         #expect(minimal.duration == .milliseconds(1250))
         #expect(summary.stopped == nil)
-        let played = log.values
+        let played = log.all
         #expect(summary.replays.count == played.count)
         let distinct = Set(played.compactMap { try? ReportJSON.simulationFileEncoder().encode($0) })
         #expect(distinct.count == played.count, "no scenario is replayed twice")
@@ -142,7 +143,7 @@ struct ShrinkerTests {
         let last = try #require(summary.replays.last { $0.failed })
         #expect(summary.minimalReport == last.folder)
         #expect(last.folder.hasPrefix(folder + "/replay-"))
-        let printed = lines.values
+        let printed = lines.all
         #expect(printed.contains { $0.hasPrefix("replay 1: faults 4 → 0 (kept none): does not break") })
         #expect(printed.contains { $0.hasPrefix("shrunk [guardians-honour-expiry] in \(played.count) replays") })
         #expect(FileManager.default.fileExists(atPath: folder + "/shrink.json"))
@@ -156,10 +157,10 @@ struct ShrinkerTests {
             .init(at: .seconds(4), process: "limits", action: .kill),
         ]
         for (budget, stopAfter) in [(Duration.zero, Int.max), (.seconds(60), 4)] {
-            let folder = NSTemporaryDirectory() + "askrelay-shrink-" + UUID().uuidString
-            defer { try? FileManager.default.removeItem(atPath: folder) }
-            let log = Recorder<Scenario>()
-            let lines = Recorder<String>()
+            let scratch = TempDirectory(prefix: "askrelay-shrink")
+            let folder = scratch.path + "/run"
+            let log = Collected<Scenario>()
+            let lines = Collected<String>()
             let summary = try Shrinker(
                 original: original,
                 invariant: .guardiansHonourExpiry,
@@ -168,9 +169,9 @@ struct ShrinkerTests {
                 originalReport: "/somewhere/original",
                 replay: Self.fakeReplay(log: log),
                 progress: { line in lines.append(line) },
-                stopRequested: { log.values.count >= stopAfter }
+                stopRequested: { log.all.count >= stopAfter }
             ).run()
-            let printed = lines.values
+            let printed = lines.all
             if budget == .zero {
                 #expect(summary.stopped == .budget)
                 #expect(summary.replays.isEmpty)
@@ -194,8 +195,8 @@ struct ShrinkerTests {
 
     @Test("--clean empties a report folder that holds a shrink folder (simulate --shrink wrote it)")
     func cleanTakesTheShrinkFolder() throws {
-        let folder = NSTemporaryDirectory() + "askrelay-shrink-" + UUID().uuidString
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = TempDirectory(prefix: "askrelay-shrink")
+        let folder = scratch.path + "/run"
         try FileManager.default.createDirectory(atPath: folder + "/shrink/replay-01", withIntermediateDirectories: true)
         try Data("{}".utf8).write(to: URL(fileURLWithPath: folder + "/report.json"))
         try ReportFolder.prepare(folder, clean: true)
@@ -216,11 +217,4 @@ struct ShrinkerTests {
             try Shrinker.target(InvariantResult(violations: [], checked: [], notes: []), named: nil)
         }
     }
-}
-
-/// Values appended from any thread.
-final class Recorder<Value: Sendable>: Sendable {
-    private let storage = Mutex<[Value]>([])
-    func append(_ value: Value) { storage.withLock { $0.append(value) } }
-    var values: [Value] { storage.withLock { $0 } }
 }

@@ -1,4 +1,5 @@
 import AskRelayProcesses
+import AskTestKit
 import Foundation
 import Testing
 
@@ -58,12 +59,6 @@ struct AskRelayTestCommandTests {
         }
     }
 
-    func temporaryFolder() throws -> URL {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("askrelay-test-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        return folder
-    }
-
     /// The `testcase` elements of a JUnit file: their attributes, and whether each holds a `failure`.
     final class Cases: NSObject, XMLParserDelegate {
         var cases: [[String: String]] = []
@@ -84,8 +79,9 @@ struct AskRelayTestCommandTests {
 
     @Test("docs/stories passes: exit 0, one PASS line and one testcase per story, the summary line")
     func docsStoriesPass() throws {
-        let folder = try temporaryFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let scratch = TempDirectory(prefix: "askrelay-test")
+        defer { scratch.cleanup() }
+        let folder = scratch.url
         let stories = try FileManager.default.contentsOfDirectory(
             atPath: Self.root.appendingPathComponent("docs/stories").path
         ).filter { $0.hasSuffix(".json") }
@@ -115,8 +111,9 @@ struct AskRelayTestCommandTests {
 
     @Test("a story written to fail: exit 1, its failing step named with expected and got, in the JUnit file too")
     func failingStory() throws {
-        let folder = try temporaryFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let scratch = TempDirectory(prefix: "askrelay-test")
+        defer { scratch.cleanup() }
+        let folder = scratch.url
         let junit = folder.appendingPathComponent("out.xml")
         let run = try askrelay(
             [
@@ -141,8 +138,9 @@ struct AskRelayTestCommandTests {
 
     @Test("a malformed story: exit 64 naming the file and the field, and nothing run, not even the good stories")
     func malformedStory() throws {
-        let folder = try temporaryFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let scratch = TempDirectory(prefix: "askrelay-test")
+        defer { scratch.cleanup() }
+        let folder = scratch.url
         let malformed = Self.fixtures.appendingPathComponent("malformed-story.json").path
         let logs = folder.appendingPathComponent("logs")
         let run = try askrelay(
@@ -164,8 +162,9 @@ struct AskRelayTestCommandTests {
         "a --logs folder that holds anything, or a --junit file in no writable folder: exit 64 before anything starts"
     )
     func logsFolderNotEmpty() throws {
-        let folder = try temporaryFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let scratch = TempDirectory(prefix: "askrelay-test")
+        defer { scratch.cleanup() }
+        let folder = scratch.url
         let logs = folder.appendingPathComponent("logs")
         try FileManager.default.createDirectory(
             at: logs.appendingPathComponent("01-limits-not-enabled/broker-data"),
@@ -194,8 +193,9 @@ struct AskRelayTestCommandTests {
 
     @Test("the caller's ASKRELAY_* variables do not reach the story's processes")
     func callerEnvironmentIsNotTheStorys() throws {
-        let folder = try temporaryFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let scratch = TempDirectory(prefix: "askrelay-test")
+        defer { scratch.cleanup() }
+        let folder = scratch.url
         // Both would stop the broker at start (exit 64) if they reached it.
         let run = try askrelay(
             [
@@ -210,8 +210,9 @@ struct AskRelayTestCommandTests {
 
     @Test("processes that cannot start: exit 2, the story shown as ERROR with the reason")
     func processesCannotStart() throws {
-        let folder = try temporaryFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let scratch = TempDirectory(prefix: "askrelay-test")
+        defer { scratch.cleanup() }
+        let folder = scratch.url
         let empty = folder.appendingPathComponent("no-executables")
         try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: true)
         let run = try askrelay(
@@ -245,8 +246,9 @@ struct AskRelayTestCommandTests {
 
     @Test("a bad --junit (a folder, a missing folder, one nobody can write into): exit 64 before anything starts")
     func badJUnitPaths() throws {
-        let folder = try temporaryFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let scratch = TempDirectory(prefix: "askrelay-test")
+        defer { scratch.cleanup() }
+        let folder = scratch.url
         let existing = folder.appendingPathComponent("emptydir")
         try FileManager.default.createDirectory(at: existing, withIntermediateDirectories: true)
         let missing = folder.appendingPathComponent("nodir/x.xml").path
@@ -281,8 +283,9 @@ struct AskRelayTestCommandTests {
 
     @Test("a bad value in ASKRELAY_TEST_JUNIT or ASKRELAY_TEST_LOGS is reported under the variable's name")
     func variablesNamed() throws {
-        let folder = try temporaryFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let scratch = TempDirectory(prefix: "askrelay-test")
+        defer { scratch.cleanup() }
+        let folder = scratch.url
         let file = folder.appendingPathComponent("a-file")
         FileManager.default.createFile(atPath: file.path, contents: Data("x".utf8))
         let missing = folder.appendingPathComponent("nodir/x.xml").path
@@ -313,8 +316,9 @@ struct AskRelayTestCommandTests {
         arguments: [SIGINT, SIGTERM]
     )
     func interrupted(signal: Int32) throws {
-        let folder = try temporaryFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let scratch = TempDirectory(prefix: "askrelay-test")
+        defer { scratch.cleanup() }
+        let folder = scratch.url
         let temporary = folder.appendingPathComponent("tmp")
         try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
         let junit = folder.appendingPathComponent("out.xml")
@@ -353,8 +357,9 @@ struct AskRelayTestCommandTests {
 
     @Test("without --logs: the temporary folders go when every story passed; kept, and named once, when one failed")
     func temporaryFolders() throws {
-        let folder = try temporaryFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let scratch = TempDirectory(prefix: "askrelay-test")
+        defer { scratch.cleanup() }
+        let folder = scratch.url
         let temporary = folder.appendingPathComponent("tmp")
         try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
         let pass = try askrelay(

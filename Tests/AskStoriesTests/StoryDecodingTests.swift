@@ -1,3 +1,4 @@
+import AskTestKit
 import AskModel
 import AskStories
 import Foundation
@@ -252,9 +253,9 @@ struct StoryDecodingTests {
 
     @Test("a folder means its *.json files, sorted; a missing path is named")
     func folders() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stories-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let scratch = TempDirectory(prefix: "stories")
+        defer { scratch.cleanup() }
+        let folder = scratch.url
         for name in ["b.json", "a.json", "notes.txt"] {
             try Data(Self.minimal.utf8).write(to: folder.appendingPathComponent(name))
         }

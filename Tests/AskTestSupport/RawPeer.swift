@@ -2,16 +2,6 @@ import AskProtocol
 import Foundation
 import ZeroMQ
 
-/// A fresh temporary folder, removed by `cleanup()`.
-public struct TempDirectory: Sendable {
-    public let path: String
-    public init() {
-        path = NSTemporaryDirectory() + "askrelay-test-" + UUID().uuidString
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    public func cleanup() { try? FileManager.default.removeItem(atPath: path) }
-}
-
 /// What a raw peer received, decoded enough for assertions.
 public struct Received: CustomStringConvertible, Sendable {
     public var command: WireCommand
@@ -228,7 +218,50 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
         }
     }
 
-    /// Whether a message matching `matches` is already here or arrives within `window`.
+    /// Whether nothing matching `matches` is here or comes before the first message matching `marker`: a later
+    /// message on the same path, which shows that the path delivers and that whatever would have come came by then.
+    /// The marker stays in the backlog for the test to take.
+    /// - Throws: ``TestFailure`` when no marker comes within `timeout` (the check would prove nothing).
+    public func receivesNothing(
+        before marker: (Received) -> Bool,
+        timeout: Duration = .seconds(5),
+        _ matches: (Received) -> Bool
+    ) throws -> Bool {
+        for message in backlog {
+            if marker(message) { return true }
+            if matches(message) { return false }
+        }
+        let deadline = ContinuousClock.now + timeout
+        while let message = try next(timeout: ContinuousClock.now.duration(to: deadline)) {
+            backlog.append(message)
+            if marker(message) { return true }
+            if matches(message) { return false }
+        }
+        throw TestFailure("the marker did not come within \(timeout); backlog: \(backlog)")
+    }
+
+    /// Sends a SEND from an address this session does not serve: the broker refuses it at once, with a `forbidden`
+    /// NACK on this connection, behind everything it sent here before it read the probe. Changes nothing else.
+    /// - Returns: the probe's id, which its NACK carries.
+    public func probe() throws -> MessageID {
+        try sendMessage(from: "probe/not-served", to: "probe/nobody", kind: "probe", body: [])
+    }
+
+    /// Whether nothing matching `matches` is here or comes before the broker's answer to a ``probe()`` sent now:
+    /// what the broker sent this session before it read the probe has all come. For something the broker would send
+    /// in reply to an event it has already handled (a SEND or ACK already acknowledged, a registration already
+    /// welcomed); not for what a timer or another process would send later.
+    public func receivesNothing(_ matches: (Received) -> Bool) throws -> Bool {
+        let probe = try probe()
+        let isAnswer: (Received) -> Bool = { $0.command == .nack && $0.id == probe }
+        let nothing = try receivesNothing(before: isAnswer, matches)
+        backlog.removeAll(where: isAnswer)
+        return nothing
+    }
+
+    /// Whether a message matching `matches` is already here or arrives within `window`. A window proves nothing by
+    /// itself (it passes when the message is merely slow): pair it with evidence that the message would have come
+    /// in it, or take ``receivesNothing(before:timeout:_:)`` or ``receivesNothing(_:)``.
     public func receivesNothing(within window: Duration, _ matches: (Received) -> Bool) throws -> Bool {
         if backlog.contains(where: matches) { return false }
         let deadline = ContinuousClock.now + window
@@ -238,9 +271,4 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
         }
         return true
     }
-}
-
-public struct TestFailure: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }

@@ -8,13 +8,14 @@ public final class TestBroker: @unchecked Sendable {  // @unchecked: immutable a
     public let service: BrokerService
     public let directory: TempDirectory
     private let ownsDirectory: Bool
-    /// Everything the broker logged, for assertions.
+    /// Everything the broker logged at `logLevel` or above, for assertions.
     public let logs = MemorySink()
     public var endpoint: String { service.endpoints[0] }
 
     public init(
         durability: Durability = .off,
         directory: TempDirectory? = nil,
+        logLevel: AskLogger.Level = .debug,
         configure: (inout BrokerConfiguration) -> Void = { _ in }
     ) throws {
         ownsDirectory = directory == nil
@@ -30,7 +31,7 @@ public final class TestBroker: @unchecked Sendable {  // @unchecked: immutable a
         self.directory = directory
         service = try BrokerService(
             configuration: configuration,
-            logger: AskLogger(label: "test-broker", level: .debug, sink: logs)
+            logger: AskLogger(label: "test-broker", level: logLevel, sink: logs)
         )
     }
 

@@ -1,4 +1,5 @@
 import AskRelayTesting
+import AskTestKit
 import Foundation
 import Testing
 

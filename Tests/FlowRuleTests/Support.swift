@@ -1,4 +1,5 @@
 import AskRelayTesting
+import AskTestKit
 import Foundation
 import Synchronization
 import Testing
@@ -8,55 +9,6 @@ func currentCluster() throws -> AskRelayCluster { try #require(AskRelayCluster.c
 
 /// A handle the tests ask about.
 let friend = CommunicationHandle(value: "+15550100", kind: .phoneNumber)
-
-/// Everything an `AsyncStream` yields, kept as it arrives, so a test can wait for the n-th element (and, with
-/// ``responsesThroughMarker(_:children:guardians:child:guardian:)``, show that nothing more came).
-final class Collected<Element: Sendable>: Sendable {
-    private final class Storage: Sendable {
-        let items = Mutex<[Element]>([])
-    }
-    private let storage = Storage()
-    private let task: Task<Void, Never>
-
-    init(_ stream: AsyncStream<Element>) {
-        let storage = self.storage
-        task = Task { for await item in stream { storage.items.withLock { $0.append(item) } } }
-    }
-
-    /// The elements of `stream` that `transform` maps to a value.
-    init<Source: Sendable>(_ stream: AsyncStream<Source>, _ transform: @escaping @Sendable (Source) -> Element?) {
-        let storage = self.storage
-        task = Task {
-            for await source in stream {
-                if let item = transform(source) { storage.items.withLock { $0.append(item) } }
-            }
-        }
-    }
-
-    deinit { task.cancel() }
-
-    var all: [Element] { storage.items.withLock { $0 } }
-
-    /// Waits until at least `count` elements came (polled with a deadline). - Returns: them, or what came by then.
-    @discardableResult
-    func wait(for count: Int = 1, within timeout: Duration = .seconds(15)) async -> [Element] {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline && all.count < count {
-            try? await Task.sleep(for: .milliseconds(10))  // allowed: a poll with a deadline
-        }
-        return all
-    }
-
-    /// The first element that satisfies `predicate`, waiting up to `timeout` for it.
-    func first(within timeout: Duration = .seconds(15), where predicate: (Element) -> Bool) async -> Element? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let match = all.first(where: predicate) { return match }
-            try? await Task.sleep(for: .milliseconds(10))  // allowed: a poll with a deadline
-        }
-        return all.first(where: predicate)
-    }
-}
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes. - Returns: whether it held.
 func eventually(within timeout: Duration = .seconds(15), _ condition: () async throws -> Bool) async rethrows

@@ -1,4 +1,5 @@
 import AskRelayProcesses
+import AskTestSupport
 import Foundation
 import Testing
 
@@ -305,11 +306,10 @@ enum Tool {
 
     /// Runs a tool to completion; stdout and stderr go to files (no pipe can fill up and block it).
     static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) -> ToolRun {
-        let directory = NSTemporaryDirectory() + "askrelay-tool-" + UUID().uuidString
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scratch = TempDirectory(prefix: "askrelay-tool")
+        defer { scratch.cleanup() }
         do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            let (out, err) = (directory + "/stdout", directory + "/stderr")
+            let (out, err) = (scratch.appending("stdout"), scratch.appending("stderr"))
             _ = FileManager.default.createFile(atPath: out, contents: nil)
             _ = FileManager.default.createFile(atPath: err, contents: nil)
             let process = Process()

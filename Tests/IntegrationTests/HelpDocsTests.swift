@@ -1,4 +1,5 @@
 import AskRelayProcesses
+import AskTestSupport
 import Foundation
 import Testing
 
@@ -418,10 +419,9 @@ struct UsageExitTests {
 
     @Test("a scenario duration past 100d is bad usage, naming the field")
     func scenarioDuration() throws {
-        let directory = NSTemporaryDirectory() + "askrelay-usage-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let path = directory + "/scenario.json"
+        let scratch = TempDirectory(prefix: "askrelay-usage")
+        defer { scratch.cleanup() }
+        let path = scratch.appending("scenario.json")
         try #"{"duration": 1e12}"#.write(toFile: path, atomically: true, encoding: .utf8)
         let run = try Run(["askrelay", "simulate", "--scenario", path])
         #expect(run.status == 64, "stderr: \(run.stderr)")
@@ -436,10 +436,9 @@ struct UsageExitTests {
         var stderr: String
 
         init(_ command: [String], environment: [String: String] = [:]) throws {
-            let directory = NSTemporaryDirectory() + "askrelay-usage-" + UUID().uuidString
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            let (out, err) = (directory + "/stdout", directory + "/stderr")
+            let scratch = TempDirectory(prefix: "askrelay-usage")
+            defer { scratch.cleanup() }
+            let (out, err) = (scratch.appending("stdout"), scratch.appending("stderr"))
             _ = FileManager.default.createFile(atPath: out, contents: nil)
             _ = FileManager.default.createFile(atPath: err, contents: nil)
             // Foundation starts it as the leader of a process group of its own: a command that went wrong and still
@@ -448,7 +447,7 @@ struct UsageExitTests {
             process.executableURL = Executables.built.appendingPathComponent(command[0])
             process.arguments = Array(command.dropFirst())
             process.environment = Tool.cleanEnvironment.merging(environment) { _, new in new }
-            process.currentDirectoryURL = URL(fileURLWithPath: directory)
+            process.currentDirectoryURL = scratch.url
             process.standardInput = FileHandle.nullDevice
             process.standardOutput = FileHandle(forWritingAtPath: out)
             process.standardError = FileHandle(forWritingAtPath: err)

@@ -153,17 +153,16 @@ struct MetricsEndpointTests {
             attempts += 1
             // 16 clients that stop in the middle of their request line and 15 that connect and send nothing: one
             // slot of 32 is left, and a scrape takes it.
-            var held: [Int32] = []
-            defer { for fd in held { close(fd) } }
+            var held: [HTTPClient] = []
             for index in 0..<31 {
-                let fd = try openHTTPConnection(port: port)
-                if index < 16 { _ = send(fd, "GET /metr", 9, Int32(MSG_NOSIGNAL)) }
-                held.append(fd)
+                let client = try HTTPClient(port: port)
+                if index < 16 { client.send("GET /metr") }
+                held.append(client)
             }
             let scraped = try scrape(port)
             // With every slot held, a scrape is refused rather than left waiting.
-            held.append(try openHTTPConnection(port: port))
-            let refused = try httpRequest(port: port, "GET /metrics HTTP/1.1\r\n\r\n")
+            held.append(try HTTPClient(port: port))
+            let refused = try HTTPClient.request(port, "GET /metrics HTTP/1.1\r\n\r\n")
             let owner = try RawPeer(context: context, endpoint: endpoint)
             try owner.register(role: .guardian, ["guardian/g\(attempts)"], family: "f1")
             let client = try RawPeer(context: context, endpoint: endpoint)
@@ -176,7 +175,7 @@ struct MetricsEndpointTests {
             )
             try client.expectAck(id)
             let delivery = try owner.expectDelivery(kind: "echo")
-            guard held.allSatisfy(receivedNothingYet) else { continue }
+            guard held.allSatisfy({ $0.hasNothingYet() }) else { continue }
             shown = true
             #expect(scraped.contains("askrelay_broker_sessions"))
             #expect(refused.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"), "\(refused.prefix(100))")

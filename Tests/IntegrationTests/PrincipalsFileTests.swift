@@ -1,4 +1,5 @@
 import AskKeys
+import AskTestSupport
 import AskProtocol
 import AskRelayProcesses
 import Foundation
@@ -80,10 +81,9 @@ struct PrincipalsFileTests {
 
     @Test("JSON that is not a principals file: the field named as a path, not a DecodingError")
     func wrongShape() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("principals-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let path = folder.path + "/principals.json"
+        let scratch = TempDirectory(prefix: "principals")
+        defer { scratch.cleanup() }
+        let path = scratch.appending("principals.json")
         try Data(#"{"version": 1, "principals": [{"publicKey": "x", "id": "a"}]}"#.utf8).write(
             to: URL(fileURLWithPath: path)
         )

@@ -116,9 +116,9 @@ func poll<T: Sendable>(timeout: Duration, _ probe: @escaping @Sendable () -> T?)
 
 /// The first element of a stream, or `nil` after `timeout`.
 func first<T: Sendable>(_ stream: AsyncStream<T>, timeout: Duration = .seconds(15)) async -> T? {
-    let collector = Collector(stream)
+    let collector = Collected(stream)
     defer { collector.cancel() }
-    return await collector.wait(for: 1, timeout: timeout) ? collector.items.first : nil
+    return await collector.wait(for: 1, within: timeout).first
 }
 
 @Suite("Workers as real processes, the test as the child app", .timeLimit(.minutes(3)), .serialized)
@@ -210,7 +210,7 @@ struct WorkerProcessTests {
         try world.startParent(["mum@fa"], policy: "approve")
         let center = try await world.center([ChildIdentity(id: "kid", family: "fa")])
         let child = center.child("kid")
-        let collector = Collector(child.responses(for: CommunicationTopic.self))
+        let collector = Collected(child.responses(for: CommunicationTopic.self))
         defer { collector.cancel() }
         let cancelled = PermissionQuestion<CommunicationTopic>(handle: phone("+14155550114"))
         try await child.ask(cancelled)
@@ -218,10 +218,10 @@ struct WorkerProcessTests {
         let sent = PermissionQuestion<CommunicationTopic>(handle: phone("+14155550115"))
         try await child.ask(sent)
         try await child.send(sent.id)
-        #expect(await collector.wait(for: 1))
+        #expect(await collector.wait(for: 1).count >= 1)
         // The ledger shows the cancelled one closed as cancelled: it can never be answered.
         #expect(try await world.waitForStats { (($0["ledger"] as? [String: Int])?["cancelled"] ?? 0) == 1 })
-        #expect(collector.items.map(\.question.id) == [sent.id])
+        #expect(collector.all.map(\.question.id) == [sent.id])
         await center.stop()
     }
 
@@ -232,7 +232,7 @@ struct WorkerProcessTests {
         let parent = try world.startParent(["late@fl"], policy: "approve", extra: ["--answer-after-expiry"])
         let center = try await world.center([ChildIdentity(id: "kid", family: "fl")])
         let child = center.child("kid")
-        let collector = Collector(child.responses(for: CommunicationTopic.self))
+        let collector = Collected(child.responses(for: CommunicationTopic.self))
         defer { collector.cancel() }
         var question = PermissionQuestion<CommunicationTopic>(handle: phone("+14155550116"))
         question.expirationDate = Date().addingTimeInterval(1)
@@ -249,7 +249,7 @@ struct WorkerProcessTests {
         #expect(parent.isRunning)
         #expect(answered.result == ErrorCode.expired.rawValue)
         #expect(answered.answeredAt >= question.expirationDate!)
-        #expect(collector.items.isEmpty)
+        #expect(collector.all.isEmpty)
         await center.stop()
     }
 
@@ -337,16 +337,16 @@ struct WorkerProcessTests {
         // Wait until the guardian has answered while the child was away.
         #expect(try await world.waitForStats { (($0["ledger"] as? [String: Int])?["answered"] ?? 0) == 1 })
         let again = try await world.center([ChildIdentity(id: "kid", family: "fa")], state: "kid-state")
-        let collector = Collector(again.child("kid").responses(for: CommunicationTopic.self))
+        let collector = Collected(again.child("kid").responses(for: CommunicationTopic.self))
         defer { collector.cancel() }
-        #expect(await collector.wait(for: 1))
-        #expect(collector.items.map(\.question.id) == [question.id])
+        #expect(await collector.wait(for: 1).count >= 1)
+        #expect(collector.all.map(\.question.id) == [question.id])
         await again.stop()
         // A third start surfaces nothing again: the response was recorded as surfaced.
         let third = try await world.center([ChildIdentity(id: "kid", family: "fa")], state: "kid-state")
-        let none = Collector(third.child("kid").responses(for: CommunicationTopic.self))
+        let none = Collected(third.child("kid").responses(for: CommunicationTopic.self))
         defer { none.cancel() }
-        #expect(await none.wait(for: 1, timeout: .milliseconds(800)) == false)
+        #expect(await none.wait(for: 1, within: .milliseconds(800)).count < 1)
         await third.stop()
     }
 

@@ -1,18 +1,10 @@
+import AskTestKit
 import AskProtocol
 import Foundation
 import SQLite
 import Testing
 
 @testable import AskBroker
-
-/// A fresh directory under the system temporary folder, removed when the test ends.
-final class TemporaryDirectory {
-    let path: String
-    init() {
-        path = NSTemporaryDirectory() + "journal-tests-" + UUID().uuidString
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
 
 /// Whole milliseconds, so values round-trip exactly.
 func at(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
@@ -56,7 +48,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
 
 @Suite struct JournalTests {
     @Test func createsPrivateDirectoryAndWALFile() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path + "/state", durability: .strict)
         let attributes = try FileManager.default.attributesOfItem(atPath: dir.path + "/state")
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o700)
@@ -71,7 +63,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
     }
 
     @Test func messagesKeepSeqOrderAndEveryField() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .strict)
         let stored = [
             message(3, body: [], subject: MessageID(high: 1, low: 2), expiresAt: at(1_800_000_000_123)),
@@ -97,7 +89,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
     }
 
     @Test func readsOneRecipientInOrderAndSummarizesWithoutBodies() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         for seq in [5, 1, 3, 2, 8] as [Int64] {
             try journal.storeMessage(message(seq, to: seq % 2 == 0 ? "mum" : "dad"))
@@ -118,7 +110,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
     }
 
     @Test func theWriterNeverCheckpointsItsOwnThreadDoes() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         // The WAL is emptied past 16 MiB here (256 MiB in the broker).
         let journal = try Journal(directory: dir.path, durability: .batch, walRestartFrames: 4_096)
         #expect(try journal.database!.integerPragma("wal_autocheckpoint") == 0)
@@ -148,7 +140,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
     }
 
     @Test func deletesManyCopiesAtOnce() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         for seq in 1...200 as ClosedRange<Int64> { try journal.storeMessage(message(seq)) }
         try journal.commitIfNeeded()
@@ -162,7 +154,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
     }
 
     @Test func upgradesAVersion1File() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         do {
             // A journal as the version-1 broker wrote it.
             try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
@@ -215,7 +207,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
 
     @Test(arguments: [Durability.strict, .batch])
     func nothingIsVisibleToAnotherConnectionBeforeCommit(durability: Durability) throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let writer = try Journal(directory: dir.path, durability: durability)
         try writer.storeMessage(message(1))
         try writer.saveQuestion(question(1, state: .sent, createdMs: 1000))
@@ -239,7 +231,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
 
     @Test(arguments: [Durability.strict, .batch])
     func uncommittedWritesAreLostAndCommittedOnesSurvive(durability: Durability) throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         do {
             let journal = try Journal(directory: dir.path, durability: durability)
             try journal.storeMessage(message(1))
@@ -258,7 +250,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
     }
 
     @Test func discardPendingWritesRollsBackTheTurn() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         try journal.storeMessage(message(1))
         try journal.commitIfNeeded()
@@ -270,7 +262,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
     }
 
     @Test func questionsSaveUpdateLoadAndPurge() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .strict)
         var open = question(1, state: .presented, createdMs: 1_000)
         open.choiceIDs = ["a\"b", "ü", ""]
@@ -317,7 +309,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
 
     @Test("deleting closed questions by time is a range on the question_closed index, not a table scan")
     func closedQuestionsDeleteByIndex() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         let plan = try journal.database!.prepare(
             "EXPLAIN QUERY PLAN DELETE FROM question INDEXED BY question_closed WHERE closed = 1 AND coalesce(closed_ms, created_ms) < ?1"
@@ -329,7 +321,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
     }
 
     @Test func guardiansAreIdempotent() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         try journal.addGuardian(family: "smith", guardian: "mum")
         try journal.addGuardian(family: "smith", guardian: "mum")
@@ -344,7 +336,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
     }
 
     @Test func acceptedIDsRoundTripAndAreForgotten() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .strict)
         let old = MessageID(high: 0, low: 1)
         let recent = MessageID(high: .max, low: .max)
@@ -364,8 +356,9 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
     }
 
     @Test func offStoresNothing() throws {
-        let dir = TemporaryDirectory()
-        let journal = try Journal(directory: dir.path, durability: .off)
+        let scratch = TempDirectory(prefix: "journal-tests")
+        let folder = scratch.appending("state")
+        let journal = try Journal(directory: folder, durability: .off)
         try journal.storeMessage(message(1))
         try journal.saveQuestion(question(1, state: .sent, createdMs: 1))
         try journal.addGuardian(family: "f", guardian: "g")
@@ -379,11 +372,11 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         #expect(try journal.loadGuardians().isEmpty)
         #expect(try journal.loadAccepted(since: .distantPast).isEmpty)
         #expect(journal.path == nil)
-        #expect(!FileManager.default.fileExists(atPath: dir.path))
+        #expect(!FileManager.default.fileExists(atPath: folder))
     }
 
     @Test func refusesANewerSchema() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         do {
             let journal = try Journal(directory: dir.path, durability: .batch)
             try journal.database!.setUserVersion(Journal.schemaVersion + 1)
@@ -394,7 +387,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
     }
 
     @Test func refusesAFileWhereTheDirectoryShouldBe() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
         #expect(FileManager.default.createFile(atPath: dir.path + "/file", contents: Data()))
         let error = try #require(throws: JournalError.self) {
@@ -405,7 +398,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
 
     @Test(arguments: [Durability.strict, .batch])
     func diskFullRollsBackTheTurnAndTheJournalStaysUsable(durability: Durability) throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: durability)
         let committed = (1...3).map { message(Int64($0)) }
         for m in committed { try journal.storeMessage(m) }

@@ -1,3 +1,4 @@
+import AskTestKit
 import AskProtocol
 import Foundation
 import SQLite
@@ -47,7 +48,7 @@ struct MessageLogTests {
     }
 
     @Test func aTurnsCopiesAreOneRowReadAsCopiesAndSurviveAReopen() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         let copies = (1...5).map { message(Int64($0), to: "echo/\($0 % 2)") }
         for m in copies { journal.logMessage(m) }
@@ -63,7 +64,7 @@ struct MessageLogTests {
     }
 
     @Test func doneEntriesAreRecordedAndAnEmptiedRowIsDeletedWithItsDoneRows() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         for seq in Int64(1)...3 { journal.logMessage(message(seq)) }
         try journal.commitIfNeeded()
@@ -90,7 +91,7 @@ struct MessageLogTests {
     }
 
     @Test func aDeleteOfATableCopyAndOfALogEntryInOneCall() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         try journal.storeMessage(message(1, to: "away"))
         journal.logMessage(message(2))
@@ -102,7 +103,7 @@ struct MessageLogTests {
     }
 
     @Test func aRolledBackTurnLeavesNoLogRow() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         journal.logMessage(message(1))
         journal.discardPendingWrites()
@@ -112,7 +113,7 @@ struct MessageLogTests {
     }
 
     @Test func movingToTheTableKeepsOneCopy() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         for seq in Int64(1)...3 { journal.logMessage(message(seq)) }
         try journal.commitIfNeeded()
@@ -130,7 +131,7 @@ struct MessageLogTests {
     }
 
     @Test func aRolledBackMoveIsMadeAgainAtTheNextCommit() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         journal.logMessage(message(1, to: "away"))
         journal.logMessage(message(2))
@@ -148,7 +149,7 @@ struct MessageLogTests {
     }
 
     @Test func aRolledBackAcknowledgementLeavesTheEntryLive() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         journal.logMessage(message(1))
         try journal.commitIfNeeded()
@@ -163,7 +164,7 @@ struct MessageLogTests {
     }
 
     @Test func foldingMovesLiveEntriesToTheTableOnceAndEmptiesTheLog() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         try journal.storeMessage(message(1, to: "away"))
         for seq in Int64(2)...4 { journal.logMessage(message(seq)) }
@@ -183,7 +184,7 @@ struct MessageLogTests {
     }
 
     @Test func anOldRowWithLiveEntriesMovesToTheTable() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         journal.logMessage(message(1, to: "slow"))
         journal.logMessage(message(2))
@@ -207,7 +208,7 @@ struct MessageLogTests {
     }
 
     @Test func aLiveOldRowIsMovedAfterMaxSegmentsRows() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         // Nothing is acknowledged: the log grows to maxSegments rows, then the oldest moves per commit.
         for seq in Int64(1)...Int64(MessageLogIndex.maxSegments + 3) {

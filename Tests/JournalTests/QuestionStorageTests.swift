@@ -1,3 +1,4 @@
+import AskTestKit
 import AskProtocol
 import Foundation
 import SQLite
@@ -79,7 +80,7 @@ import Testing
 @Suite struct QuestionStorageTests {
     @Test("a list the parser declines goes to JSONDecoder: JSONEncoder's escapes read, garbage is a bad row")
     func loadFallsBackToTheDecoder() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         let q = question(1, state: .sent, createdMs: 1_000)
         try journal.saveQuestion(q)
@@ -95,7 +96,7 @@ import Testing
 
     @Test("updateQuestion changes the state columns only; questionJSON reads the stored JSON back, both by row and id")
     func updateAndReadBack() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         let q = question(1, state: .presented, createdMs: 1_000)
         let other = question(2, state: .sent, createdMs: 0)
@@ -127,7 +128,7 @@ import Testing
 
     @Test("the question JSON lives in question_json under its row's seq and is deleted with its question")
     func questionJSONFollowsItsQuestion() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         var first = question(1, state: .sent, createdMs: 1_000)
         first.question = Array(#"{"title":"first"}"#.utf8)
@@ -148,7 +149,7 @@ import Testing
 
     @Test("forEachLedgerQuestion gives every question's ledger fields only, with when a closed one closed")
     func openQuestions() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .batch)
         let records = [
             question(1, state: .admitting, createdMs: 1_000),

@@ -1,3 +1,4 @@
+import AskTestKit
 import Foundation
 import Testing
 
@@ -219,9 +220,9 @@ struct PackageLayoutTests {
     /// Package.swift as SwiftPM reads it, with a scratch folder of its own (the running `swift test` holds the lock on
     /// .build).
     static func packageLayout() throws -> Layout {
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("layout-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: scratch) }
+        let folder = TempDirectory(prefix: "layout")
+        defer { folder.cleanup() }
+        let scratch = folder.url
         let output = scratch.appendingPathComponent("dump.json")
         let errors = scratch.appendingPathComponent("stderr.txt")
         FileManager.default.createFile(atPath: output.path, contents: nil)

@@ -1,20 +1,11 @@
+import AskTestKit
 import Foundation
 import SQLite
 import Testing
 
-/// A fresh directory under the system temporary folder, removed when the test ends.
-final class TemporaryDirectory {
-    let path: String
-    init() throws {
-        path = NSTemporaryDirectory() + "sqlite-tests-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
-
 @Suite struct DatabaseTests {
     @Test func createWriteAndReopenPersists() throws {
-        let dir = try TemporaryDirectory()
+        let dir = TempDirectory(prefix: "sqlite-tests")
         let file = dir.path + "/test.sqlite3"
         do {
             let db = try Database(path: file)
@@ -30,7 +21,7 @@ final class TemporaryDirectory {
     }
 
     @Test func openingAFileInAMissingDirectoryThrows() throws {
-        let dir = try TemporaryDirectory()
+        let dir = TempDirectory(prefix: "sqlite-tests")
         #expect(throws: SQLiteError.self) { _ = try Database(path: dir.path + "/missing/x.sqlite3") }
     }
 
@@ -156,7 +147,7 @@ final class TemporaryDirectory {
     }
 
     @Test func pragmasReadAndWrite() throws {
-        let dir = try TemporaryDirectory()
+        let dir = TempDirectory(prefix: "sqlite-tests")
         let db = try Database(path: dir.path + "/p.sqlite3")
         #expect(try db.pragma("journal_mode", "wal") == .text("wal"))
         try db.setUserVersion(7)

@@ -1,19 +1,14 @@
+import AskTestKit
 import Foundation
 import SQLite
 import Testing
 
 @Suite("OwnerLock: one owner per folder")
 struct OwnerLockTests {
-    func temporaryFolder() -> String {
-        let path = NSTemporaryDirectory() + "ownerlock-" + UUID().uuidString
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }
-
     @Test("a second claim is refused with this pid, and freed when the first owner goes")
     func secondClaimRefused() throws {
-        let folder = temporaryFolder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = TempDirectory(prefix: "ownerlock")
+        let folder = scratch.path
         var first: OwnerLock? = try OwnerLock.claim(folder: folder + "/data", name: "x.lock", what: "the test folder")
         let error = #expect(throws: OwnerLockError.self) {
             _ = try OwnerLock.claim(folder: folder + "/data", name: "x.lock", what: "the test folder")
@@ -28,8 +23,8 @@ struct OwnerLockTests {
 
     @Test("a file where a folder belongs, and a folder under a file, give one readable sentence")
     func unusableFolders() throws {
-        let folder = temporaryFolder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = TempDirectory(prefix: "ownerlock")
+        let folder = scratch.path
         let file = folder + "/plain"
         try "x".write(toFile: file, atomically: true, encoding: .utf8)
         let isFile = #expect(throws: OwnerLockError.self) { try OwnerLock.prepareFolder(file, what: "the data dir") }

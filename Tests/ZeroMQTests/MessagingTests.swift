@@ -1,3 +1,4 @@
+import AskTestKit
 import Foundation
 import Testing
 import ZeroMQ
@@ -7,7 +8,7 @@ struct MessagingTests {
     @Test("DEALER to ROUTER and back keeps every frame, empty and 1 MiB ones included", arguments: Transport.allCases)
     func multipartRoundTrip(transport: Transport) throws {
         let context = try ZMQContext()
-        let directory = try TemporaryDirectory()
+        let directory = TempDirectory(prefix: "zmqtests")
         let router = try makeSocket(context, .router)
         let endpoint = try router.bind(transport.bindEndpoint(in: directory))
         let dealer = try makeSocket(context, .dealer)

@@ -51,9 +51,15 @@ struct MonitorTests {
         let context = try ZMQContext()
         let socket = try makeSocket(context, .router)
         let events = try socket.monitor(.accepted)
-        _ = try socket.bind("tcp://127.0.0.1:*")
-        // `listening` was not asked for, so nothing arrives.
+        let endpoint = try socket.bind("tcp://127.0.0.1:*")
+        // `listening` was not asked for, so nothing arrives: the waits time out with nil.
         #expect(try events.next(timeoutMilliseconds: 100) == nil)
         #expect(try events.waitFor(.all, timeoutMilliseconds: 100) == nil)
+        // Evidence that the filter, not a slow monitor, kept `listening` out: the first event that comes is the
+        // `accepted` of a connection made after the bind (`listening`, had it passed, would be ahead of it).
+        let client = try makeSocket(context, .dealer)
+        try client.connect(endpoint)
+        let first = try events.next(timeoutMilliseconds: 5_000)
+        #expect(first?.event == .accepted, "\(String(describing: first))")
     }
 }

@@ -1,3 +1,4 @@
+import AskTestKit
 import Foundation
 import Synchronization
 import Testing
@@ -19,29 +20,12 @@ enum Transport: String, CaseIterable, Sendable, CustomTestStringConvertible {
     var testDescription: String { rawValue }
 
     /// An endpoint to bind: unique inproc names, ipc paths under `directory`, OS-chosen tcp ports.
-    func bindEndpoint(in directory: TemporaryDirectory) -> String {
+    func bindEndpoint(in directory: TempDirectory) -> String {
         switch self {
         case .inproc: "inproc://test-\(UUID().uuidString)"
         case .ipc: "ipc://\(directory.path)/socket-\(UUID().uuidString.prefix(8))"
         case .tcp: "tcp://127.0.0.1:*"
         }
-    }
-}
-
-/// A fresh directory for ipc endpoints, removed when released.
-final class TemporaryDirectory {
-    let path: String
-
-    init() throws {
-        var template = Array((NSTemporaryDirectory() + "/zmqtests-XXXXXX").utf8CString)
-        guard let made = mkdtemp(&template) else {
-            throw CocoaError(.fileWriteUnknown)
-        }
-        path = String(cString: made)
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(atPath: path)
     }
 }
 

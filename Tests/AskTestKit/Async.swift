@@ -1,0 +1,103 @@
+import Foundation
+import Synchronization
+
+/// Runs blocking work (a raw peer waiting on its socket, a thread joined) on a thread of its own, off the cooperative
+/// pool, and resumes the caller with its result.
+public func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try work() }) }
+        thread.start()
+    }
+}
+
+/// Everything that came, in order: appended from any thread, or read from an `AsyncStream` in the background. Tests
+/// wait for a count or for a match, each with a deadline (`wait` and `first` from async code, ``expect`` from a
+/// blocking test).
+public final class Collected<Element: Sendable>: Sendable {
+    private let items = Mutex<[Element]>([])
+    private let arrived = NSCondition()
+    private let reader = Mutex<Task<Void, Never>?>(nil)
+
+    public init() {}
+
+    /// Reads `stream` into the list until it ends or this goes.
+    public convenience init(_ stream: AsyncStream<Element>) {
+        self.init(stream) { $0 }
+    }
+
+    /// Reads into the list the elements of `stream` that `transform` maps to a value.
+    public init<Source: Sendable>(
+        _ stream: AsyncStream<Source>,
+        _ transform: @escaping @Sendable (Source) -> Element?
+    ) {
+        let task = Task { [weak self] in
+            for await source in stream {
+                guard let self else { return }
+                if let item = transform(source) { self.append(item) }
+            }
+        }
+        reader.withLock { $0 = task }
+    }
+
+    deinit { reader.withLock { $0?.cancel() } }
+
+    /// Adds `item` and wakes the waiters.
+    public func append(_ item: Element) {
+        items.withLock { $0.append(item) }
+        arrived.lock()
+        arrived.broadcast()
+        arrived.unlock()
+    }
+
+    /// What came so far.
+    public var all: [Element] { items.withLock { $0 } }
+
+    /// Stops reading the stream.
+    public func cancel() { reader.withLock { $0?.cancel() } }
+
+    /// Waits until at least `count` elements came (polled every 10 ms with a deadline).
+    /// - Returns: all that came, which is fewer than `count` when the deadline passed first.
+    @discardableResult
+    public func wait(for count: Int = 1, within timeout: Duration = .seconds(15)) async -> [Element] {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline && all.count < count {
+            try? await Task.sleep(for: .milliseconds(10))  // allowed: a poll with a deadline
+        }
+        return all
+    }
+
+    /// The first element after the first `skip` that satisfies `matches`, come before or within `timeout` (polled
+    /// every 10 ms); `nil` when none came by then.
+    public func first(
+        after skip: Int = 0,
+        within timeout: Duration = .seconds(15),
+        where matches: (Element) -> Bool
+    ) async -> Element? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let match = all.dropFirst(skip).first(where: matches) { return match }
+            try? await Task.sleep(for: .milliseconds(10))  // allowed: a poll with a deadline
+        }
+        return all.dropFirst(skip).first(where: matches)
+    }
+
+    /// ``first(after:within:where:)`` for a blocking test (a worker on a thread of its own): blocks the calling
+    /// thread, woken by every ``append(_:)``.
+    /// - Throws: ``TestFailure`` listing what came when nothing matched by the deadline.
+    public func expect(
+        after skip: Int = 0,
+        within timeout: Duration = .seconds(5),
+        where matches: (Element) -> Bool
+    ) throws -> Element {
+        let deadline = Date() + Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        arrived.lock()
+        defer { arrived.unlock() }
+        while true {
+            if let match = all.dropFirst(skip).first(where: matches) { return match }
+            guard arrived.wait(until: deadline) else {
+                if let match = all.dropFirst(skip).first(where: matches) { return match }
+                throw TestFailure("no matching element within \(timeout); got \(all)")
+            }
+        }
+    }
+}

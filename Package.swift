@@ -118,7 +118,8 @@ let package = Package(
         .target(
             name: "AskRelayCluster",
             dependencies: [
-                "AskClient", "AskRelayProcesses", "AskLogging", "AskProtocol", "AskKeys", "AskBroker", "AskAgents", "ZeroMQ",
+                "AskClient", "AskRelayProcesses", "AskLogging", "AskProtocol", "AskKeys", "AskBroker", "AskAgents",
+                "ZeroMQ",
             ],
             swiftSettings: strict
         ),

@@ -251,7 +251,7 @@ public final class AskRelayCluster: Sendable {
     /// - Throws: ``ClusterError`` when the cluster keeps real time, or the broker refuses or does not answer within
     ///   `timeout` (real time).
     public func advanceClock(by duration: Duration, timeout: Duration = .seconds(15)) async throws {
-        try await offThePool { try self.advanceClockBlocking(by: duration, timeout: timeout) }
+        try await run { try self.advanceClockBlocking(by: duration, timeout: timeout) }
     }
 
     /// ``advanceClock(by:timeout:)`` blocking the calling thread.
@@ -259,7 +259,7 @@ public final class AskRelayCluster: Sendable {
         guard let clock else {
             throw ClusterError("advanceClock needs a cluster started with options.drivenClock = true")
         }
-        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        let milliseconds = Int64(duration.milliseconds)
         guard milliseconds >= 0 else { throw ClusterError("advanceClock moves forward only, not by \(duration)") }
         try admin.advanceClock(milliseconds: milliseconds, timeout: timeout)
         clock.advance(by: .milliseconds(milliseconds))

@@ -200,7 +200,7 @@ struct ParentWorkerTests {
         var q = question([phone("+14155550127")])
         q.expirationDate = clock.now.addingTimeInterval(60)
         try setup.child.askAndSend(q, child: "c1")
-        _ = try setup.events.wait {
+        _ = try setup.events.expect {
             if case .received(_, let id) = $0 { return id == q.id }; return false
         }
         clock.advance(by: .seconds(60))

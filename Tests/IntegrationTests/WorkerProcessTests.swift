@@ -18,7 +18,7 @@ final class ProcessWorld: @unchecked Sendable {
     let directory: ScratchFolder
     let cluster: AskRelayCluster
     var endpoint: String { cluster.endpoint }
-    var context: ZMQContext { cluster.context }
+    var context: ZMQContext { cluster.context.zmq }
 
     static let state = """
         {"children": {

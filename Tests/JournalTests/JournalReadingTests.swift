@@ -1,6 +1,7 @@
 import AskProtocol
 import Foundation
 import SQLite
+import AskTestKit
 import Testing
 
 @testable import AskBroker
@@ -9,7 +10,7 @@ import Testing
 @Suite struct JournalReadingTests {
     @Test("a reader beside an open journal sees each committed state of a question, and only committed ones")
     func readsCommittedQuestions() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         let journal = try Journal(directory: dir.path, durability: .strict)
         let path = try #require(journal.path)
         let sent = question(1, state: .sent, createdMs: 1000)
@@ -42,7 +43,7 @@ import Testing
 
     @Test("reading opens the file read-only: a missing journal is an error, and no file is created")
     func createsNothing() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDirectory(prefix: "journal-tests")
         try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
         let path = dir.path + "/" + Journal.fileName
         #expect(throws: SQLiteError.self) { try Journal.readQuestion(MessageID(high: 1, low: 1), journalAt: path) }

@@ -161,9 +161,15 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // Test helpers with no dependency (Foundation only), for every test target: temporary folders, off-pool work,
-        // collected events with deadlines, an HTTP client.
-        .target(name: "AskTestKit", path: "Tests/AskTestKit", swiftSettings: strict),
+        // Test helpers over the process harness alone (Foundation and AskModel below it), for every test target:
+        // temporary folders and off-pool work (AskRelayProcesses' ScratchFolder and onDedicatedThread), collected
+        // events with deadlines, an HTTP client.
+        .target(
+            name: "AskTestKit",
+            dependencies: ["AskRelayProcesses"],
+            path: "Tests/AskTestKit",
+            swiftSettings: strict
+        ),
         // Test helpers over the broker and the wire: an in-process broker, a hand-driven protocol peer, a stats
         // reader. Re-exports AskTestKit.
         .target(

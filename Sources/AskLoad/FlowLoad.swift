@@ -275,7 +275,7 @@ public enum FlowLoad {
             }
         } catch {
             let opened = connections.flatMap { $0.opened.map(\.member) }
-            blocking { for center in opened { await center.stop() } }
+            waitingForAsync { for center in opened { await center.stop() } }
             throw error
         }
         // Every child's shard is open already (``AskCenter/sharded``), so `member` only looks it up.
@@ -287,10 +287,10 @@ public enum FlowLoad {
         defer {
             tracker.cancelAll()
             let stopCenters = centers
-            blocking { for center in stopCenters { await center.stop() } }
+            waitingForAsync { for center in stopCenters { await center.stop() } }
         }
         let allCenters = centers
-        let registered = blocking { () async -> Bool in
+        let registered = waitingForAsync { () async -> Bool in
             for center in allCenters where !(await center.waitUntilRegistered(timeout: .seconds(15))) { return false }
             return true
         }
@@ -594,7 +594,7 @@ final class FlowTracker: Sendable {
 }
 
 /// Runs `body` on the cooperative pool and blocks the calling (dedicated) thread until it returns.
-func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+func waitingForAsync<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
     let result = OneShot<T>()
     Task.detached { result.fulfill(await body()) }
     return result.wait()!

@@ -38,8 +38,7 @@ public struct Histogram: Sendable {
 
     /// Counts one duration, in seconds.
     public mutating func observe(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        observe(Double(seconds) + Double(attoseconds) * 1e-18)
+        observe(duration / .seconds(1))
     }
 
     /// The cumulative counts Prometheus exposes: `cumulative[i]` observations `<= bounds[i]`, the last `count`.

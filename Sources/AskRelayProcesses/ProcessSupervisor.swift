@@ -143,7 +143,7 @@ package final class SupervisorCore: @unchecked Sendable {  // @unchecked: `inter
             if interruptible && interruptedBy != nil { return false }
             let remaining = ContinuousClock.now.duration(to: deadline)
             if remaining <= .zero { return false }
-            _ = condition.wait(until: Date().addingTimeInterval(min(remaining.secondsValue, 0.5)))
+            _ = condition.wait(until: Date().addingTimeInterval(min(remaining / .seconds(1), 0.5)))
         }
         return true
     }

@@ -12,15 +12,14 @@ public final class ScratchFolder: Sendable {
 
     /// Makes the folder. - Throws: ``RelayProcessError`` naming the path when it cannot be made.
     public init(prefix: String) throws {
+        // mkdtemp: a new folder (mode 0700) whose name no other folder had, made atomically.
         let base = FileManager.default.temporaryDirectory.path
-        path = base + "/\(prefix)-\(UUID().uuidString.prefix(8).lowercased())"
-        do {
-            try FileManager.default.createDirectory(
-                atPath: path,
-                withIntermediateDirectories: true,
-                attributes: [.posixPermissions: 0o700]
-            )
-        } catch { throw RelayProcessError("cannot create the folder \(path): \(error)") }
+        var template = Array((base + "/\(prefix)-XXXXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else {
+            let reason = String(cString: strerror(errno))
+            throw RelayProcessError("cannot create a folder \(prefix)-... in \(base): \(reason)")
+        }
+        path = String(cString: made)
     }
 
     /// Removes the folder and everything in it, once. - Returns: `true` the first time.

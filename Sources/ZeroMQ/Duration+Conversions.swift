@@ -1,7 +1,7 @@
 /// Conversions of `Duration` for the C APIs and timers that take plain numbers.
 extension Duration {
     /// The duration in seconds, as a `Double`.
-    public var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    public var seconds: Double { self / .seconds(1) }
 
     /// Whole milliseconds, rounded down (`zmq_poll` timeouts, millisecond fields on the wire).
     public var milliseconds: Int {

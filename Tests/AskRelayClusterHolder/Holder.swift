@@ -41,9 +41,7 @@ struct Holder {
             let start = ContinuousClock.now
             let cluster = try AskRelayCluster(options)
             let elapsed = start.duration(to: .now)
-            milliseconds.append(
-                Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1e3
-            )
+            milliseconds.append(elapsed / .milliseconds(1))
             cluster.stop()
         }
         let sorted = milliseconds.sorted()

@@ -1,13 +1,11 @@
+import AskRelayProcesses
 import Foundation
 import Synchronization
 
 /// Runs blocking work (a raw peer waiting on its socket, a thread joined) on a thread of its own, off the cooperative
 /// pool, and resumes the caller with its result.
 public func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread { continuation.resume(with: Result { try work() }) }
-        thread.start()
-    }
+    try await onDedicatedThread(name: "askrelay-test", work)
 }
 
 /// Everything that came, in order: appended from any thread, or read from an `AsyncStream` in the background. Tests
@@ -89,7 +87,7 @@ public final class Collected<Element: Sendable>: Sendable {
         within timeout: Duration = .seconds(5),
         where matches: (Element) -> Bool
     ) throws -> Element {
-        let deadline = Date() + Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        let deadline = Date() + timeout / .seconds(1)
         arrived.lock()
         defer { arrived.unlock() }
         while true {

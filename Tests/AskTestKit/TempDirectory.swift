@@ -1,3 +1,4 @@
+import AskRelayProcesses
 import Foundation
 
 /// A fresh folder under the system temporary folder, made by `init` and removed by ``cleanup()`` or, at the latest,
@@ -5,20 +6,16 @@ import Foundation
 /// and keep it to the end of the scope that uses its path with `defer { folder.cleanup() }` (a value no longer used
 /// may be released early, and its folder with it).
 public final class TempDirectory: Sendable {
+    /// The folder itself: AskRelayProcesses' ``ScratchFolder``, the one place a temporary folder is made.
+    private let folder: ScratchFolder
+
     /// The folder, without a trailing slash.
-    public let path: String
+    public var path: String { folder.path }
 
     /// - Parameter prefix: the start of the folder's name (the rest is unique), for a reader of /tmp.
     public init(prefix: String = "askrelay-test") {
-        let base = NSTemporaryDirectory().hasSuffix("/") ? NSTemporaryDirectory() : NSTemporaryDirectory() + "/"
-        var template = Array((base + "\(prefix)-XXXXXX").utf8CString)
-        if let made = mkdtemp(&template) {
-            path = String(cString: made)
-        } else {
-            // mkdtemp fails only when the system temporary folder does: the test fails where it first uses `path`.
-            path = base + "\(prefix)-" + UUID().uuidString
-            try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        }
+        // Only a broken system temporary folder fails here, and then no test can run: say so and stop.
+        do { folder = try ScratchFolder(prefix: prefix) } catch { fatalError("TempDirectory: \(error)") }
     }
 
     /// `name` inside the folder.
@@ -28,7 +25,7 @@ public final class TempDirectory: Sendable {
     public var url: URL { URL(fileURLWithPath: path, isDirectory: true) }
 
     /// Removes the folder and everything in it (again: nothing happens).
-    public func cleanup() { try? FileManager.default.removeItem(atPath: path) }
+    public func cleanup() { _ = folder.remove() }
 
     deinit { cleanup() }
 }

@@ -139,7 +139,7 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
         while true {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { return nil }
-            let ms = Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) + 1
+            let ms = left.milliseconds + 1
             guard try socket.wait(timeoutMilliseconds: ms), try socket.receive(into: &buffer, .dontWait) else {
                 continue
             }

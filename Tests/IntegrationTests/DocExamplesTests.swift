@@ -670,7 +670,7 @@ enum DocExamples {
             "output (last 80 lines):\n" + output.suffix(80).map { "    " + $0 }.joined(separator: "\n")
             + (stderr.isEmpty ? "" : "\nsetsid: \(stderr)")
         guard let verdict else { return BlockResult(failure: nil, knownFailures: knownFailures, outputTail: tail) }
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed / .seconds(1)
         let failure = """
             \(block.location): \(verdict) after \(String(format: "%.1f", seconds)) s
             block, as run:

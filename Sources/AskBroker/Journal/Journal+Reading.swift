@@ -27,19 +27,6 @@ extension Journal {
         try s.bind(id, at: 1)
         defer { s.reset() }
         guard try s.step() else { return nil }
-        return QuestionRecord(
-            id: try s.messageID(at: 0),
-            child: s.text(at: 1),
-            family: s.text(at: 2),
-            state: try s.questionState(at: 3),
-            createdAt: Self.date(s.int64(at: 4)),
-            expiresAt: Self.date(s.int64(at: 5)),
-            question: s.blob(at: 6),
-            choiceIDs: try s.stringList(at: 7),
-            approvalChoiceIDs: try s.stringList(at: 8),
-            answeredBy: s.isNull(at: 9) ? nil : s.text(at: 9),
-            answerChoiceID: s.isNull(at: 10) ? nil : s.text(at: 10),
-            closedAt: s.isNull(at: 11) ? nil : Self.date(s.int64(at: 11))
-        )
+        return try questionRecord(s)
     }
 }

@@ -565,22 +565,27 @@ public final class Journal {
         let s = try db.prepare(
             openOnly ? columns + " WHERE closed = 0 ORDER BY created_ms, id" : columns + " ORDER BY created_ms, id"
         )
-        return try s.rows { row in
-            QuestionRecord(
-                id: try row.messageID(at: 0),
-                child: row.text(at: 1),
-                family: row.text(at: 2),
-                state: try row.questionState(at: 3),
-                createdAt: Self.date(row.int64(at: 4)),
-                expiresAt: Self.date(row.int64(at: 5)),
-                question: row.blob(at: 6),
-                choiceIDs: try row.stringList(at: 7),
-                approvalChoiceIDs: try row.stringList(at: 8),
-                answeredBy: row.isNull(at: 9) ? nil : row.text(at: 9),
-                answerChoiceID: row.isNull(at: 10) ? nil : row.text(at: 10),
-                closedAt: row.isNull(at: 11) ? nil : Self.date(row.int64(at: 11))
-            )
-        }
+        return try s.rows(Self.questionRecord)
+    }
+
+    /// The question record in the current row of a statement that selects, in order: id, child, family, state,
+    /// created_ms, expires_ms, the question's JSON, choice_ids, approval_choice_ids, answered_by, answer_choice_id,
+    /// closed_ms (the broker's recovery and the read API share it).
+    static func questionRecord(_ row: Statement) throws -> QuestionRecord {
+        QuestionRecord(
+            id: try row.messageID(at: 0),
+            child: row.text(at: 1),
+            family: row.text(at: 2),
+            state: try row.questionState(at: 3),
+            createdAt: Self.date(row.int64(at: 4)),
+            expiresAt: Self.date(row.int64(at: 5)),
+            question: row.blob(at: 6),
+            choiceIDs: try row.stringList(at: 7),
+            approvalChoiceIDs: try row.stringList(at: 8),
+            answeredBy: row.isNull(at: 9) ? nil : row.text(at: 9),
+            answerChoiceID: row.isNull(at: 10) ? nil : row.text(at: 10),
+            closedAt: row.isNull(at: 11) ? nil : Self.date(row.int64(at: 11))
+        )
     }
 
     /// Calls `body` with what the ledger keeps in memory of each question, open or closed (no question JSON, no

@@ -2,9 +2,9 @@ import Foundation
 import Synchronization
 
 /// A temporary folder of its own (mode 0700) under the system's temporary folder (`TMPDIR`, else `/tmp`), named
-/// `<prefix>-<6 random letters and digits>` (mkdtemp), removed with its contents by ``remove()``: the one way Sources make one (a
-/// cluster's folder, a simulation's ipc sockets; an ipc path must stay under about 100 bytes, so keep the prefix
-/// short).
+/// `<prefix>-<6 random letters and digits>` (mkdtemp), removed with its contents by ``remove()``: the one way
+/// Sources make one (a cluster's folder, a simulation's ipc sockets; an ipc path must stay under about 100 bytes, so
+/// keep the prefix short).
 public final class ScratchFolder: Sendable {
     /// The folder's path.
     public let path: String

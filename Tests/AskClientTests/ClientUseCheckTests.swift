@@ -20,26 +20,31 @@ struct ClientUseCheckTests {
         throw CancellationError()
     }
 
-    @Test("askclient-usecheck registers its child and its guardian with a real broker, then stops them")
-    func registersWithBroker() async throws {
-        let broker = try TestBroker()
-        defer { broker.stop() }
+    /// Runs askclient-usecheck with `arguments` to its end (it ends by itself: registered or not within its waits,
+    /// it stops its centers and exits); returns what it printed and its exit status.
+    static func run(_ arguments: [String]) async throws -> (printed: String, status: Int32) {
         let process = Process()
-        process.executableURL = try Self.executable()
-        process.arguments = [broker.endpoint]
+        process.executableURL = try executable()
+        process.arguments = arguments
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        // The program ends by itself: registered or not within its 10 s waits, it stops its centers and exits.
         defer { if process.isRunning { process.terminate() } }
-        let printed = try await blocking {
+        return try await blocking {
             let data = output.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
-            return String(decoding: data, as: UTF8.self)
+            return (String(decoding: data, as: UTF8.self), process.terminationStatus)
         }
+    }
+
+    @Test("askclient-usecheck registers its child and its guardian with a real broker, then stops them")
+    func registersWithBroker() async throws {
+        let broker = try TestBroker()
+        defer { broker.stop() }
+        let (printed, status) = try await Self.run([broker.endpoint])
         #expect(printed == "registered\n")
-        #expect(process.terminationStatus == 0)
+        #expect(status == 0)
     }
 
     @Test("without a reachable broker it says it is not registered (the check above can fail)")
@@ -48,20 +53,8 @@ struct ClientUseCheckTests {
         let broker = try TestBroker()
         let endpoint = broker.endpoint
         broker.stop()
-        let process = Process()
-        process.executableURL = try Self.executable()
-        process.arguments = [endpoint, "1"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
-        let printed = try await blocking {
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return String(decoding: data, as: UTF8.self)
-        }
+        let (printed, status) = try await Self.run([endpoint, "1"])
         #expect(printed == "not registered\n")
-        #expect(process.terminationStatus == 1)
+        #expect(status == 1)
     }
 }

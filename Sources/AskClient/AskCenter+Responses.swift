@@ -14,9 +14,9 @@ struct DeliveredResponse: Sendable {
 /// A response goes to every stream of its topic for its child and to every center-wide stream of its topic. With no
 /// such stream it waits in arrival order until one opens.
 ///
-/// Every hand-over runs on the connection thread (the owner of the record), under the lock, after `commit` — the
-/// caller's surfaced mark — returned: a stream never holds a response the record could hand out again at the next
-/// start. A stream is opened in two steps: ``subscribe(child:topicID:yield:finish:)`` on the caller's thread (the
+/// Every hand-over runs on the connection thread (the owner of the record), after `commit` — the caller's surfaced
+/// mark, made under the lock — returned: a stream never holds a response the record could hand out again at the
+/// next start. A stream is opened in two steps: ``subscribe(child:topicID:yield:finish:)`` on the caller's thread (the
 /// stream exists, gets nothing yet) and ``open(_:commit:)`` on the connection thread (it takes the waiting ones).
 final class ResponseHub: Sendable {
     struct Subscriber {
@@ -56,8 +56,18 @@ final class ResponseHub: Sendable {
         state = Mutex(State(waiting: waiting))
     }
 
-    // Streams are given responses under the lock (an `AsyncStream` yield only buffers), so a response published
-    // while a new stream takes the waiting ones can never overtake them.
+    // Every hand-over runs on the connection thread, so responses reach their streams in the order of the
+    // hand-overs, each after its commit. The streams are given them after the lock is released: a yield resumes
+    // the task waiting on the stream, which takes that task's status lock, while cancelling that task takes the
+    // status lock first and then this lock (the stream's termination handler unsubscribes). Yielding under the
+    // lock deadlocked the two (a test that dropped its stream while a response came hung for good).
+
+    /// A hand-over decided under the lock, given to the streams after it.
+    private typealias Given = [(subscriber: Subscriber, response: DeliveredResponse)]
+
+    private static func give(_ given: Given) {
+        for (subscriber, response) in given { subscriber.yield(response) }
+    }
 
     /// Gives `response` to the matching streams, after `commit` (called only when a stream matches, under the
     /// lock, with the ids about to be given) returns: the caller commits them as surfaced there, so a crash can
@@ -65,7 +75,7 @@ final class ResponseHub: Sendable {
     /// throws, no stream gets it and it waits, behind any earlier one that waits for the same reason.
     @discardableResult
     func publish(_ response: DeliveredResponse, commit: ([UUID]) throws -> Void = { _ in }) -> Outcome {
-        state.withLock { state in
+        let (outcome, given) = state.withLock { state -> (Outcome, Given) in
             guard !state.stalled else {
                 state.waiting.append(response)
                 return Self.handOver(&state, commit: commit)
@@ -73,16 +83,17 @@ final class ResponseHub: Sendable {
             let takers = state.subscribers.values.filter { $0.matches(response) }
             guard !takers.isEmpty else {
                 state.waiting.append(response)
-                return .nothing
+                return (.nothing, [])
             }
             guard (try? commit([response.response.question.id])) != nil else {
                 state.waiting.append(response)
                 state.stalled = true
-                return .failed
+                return (.failed, [])
             }
-            for subscriber in takers { subscriber.yield(response) }
-            return .delivered(1)
+            return (.delivered(1), takers.map { ($0, response) })
         }
+        Self.give(given)
+        return outcome
     }
 
     /// Adds a stream that gets nothing until ``open(_:commit:)`` runs. On a finished hub it calls `finish` at once.
@@ -108,27 +119,32 @@ final class ResponseHub: Sendable {
     /// ``publish(_:commit:)``). A token unsubscribed or finished meanwhile does nothing.
     @discardableResult
     func open(_ token: Int, commit: ([UUID]) throws -> Void) -> Outcome {
-        state.withLock { state in
-            guard let subscriber = state.opening.removeValue(forKey: token) else { return .nothing }
+        let (outcome, given) = state.withLock { state -> (Outcome, Given) in
+            guard let subscriber = state.opening.removeValue(forKey: token) else { return (.nothing, []) }
             state.subscribers[token] = subscriber
             return Self.handOver(&state, commit: commit)
         }
+        Self.give(given)
+        return outcome
     }
 
     /// Gives the waiting responses that have an open stream to it, after `commit`; a no-op unless ``isStalled``.
     @discardableResult
     func retry(commit: ([UUID]) throws -> Void) -> Outcome {
-        state.withLock { state in
-            guard state.stalled else { return .nothing }
+        let (outcome, given) = state.withLock { state -> (Outcome, Given) in
+            guard state.stalled else { return (.nothing, []) }
             return Self.handOver(&state, commit: commit)
         }
+        Self.give(given)
+        return outcome
     }
 
     /// Whether a waiting response has an open stream (its commit failed): ``retry(commit:)`` has work.
     var isStalled: Bool { state.withLock { $0.stalled } }
 
-    /// Commits and gives every waiting response that has an open stream, in arrival order, all or none.
-    private static func handOver(_ state: inout State, commit: ([UUID]) throws -> Void) -> Outcome {
+    /// Commits every waiting response that has an open stream, in arrival order, all or none, and takes them out
+    /// of the waiting ones. - Returns: what each stream is to be given, once the lock is released.
+    private static func handOver(_ state: inout State, commit: ([UUID]) throws -> Void) -> (Outcome, Given) {
         let subscribers = Array(state.subscribers.values)
         var given: [(index: Int, takers: [Subscriber])] = []
         for (index, response) in state.waiting.enumerated() {
@@ -137,19 +153,20 @@ final class ResponseHub: Sendable {
         }
         guard !given.isEmpty else {
             state.stalled = false
-            return .nothing
+            return (.nothing, [])
         }
         guard (try? commit(given.map { state.waiting[$0.index].response.question.id })) != nil else {
             state.stalled = true
-            return .failed
+            return (.failed, [])
         }
+        var deliveries: Given = []
         for (index, takers) in given {
-            for subscriber in takers { subscriber.yield(state.waiting[index]) }
+            for subscriber in takers { deliveries.append((subscriber, state.waiting[index])) }
         }
         let taken = Set(given.map(\.index))
         state.waiting = state.waiting.enumerated().filter { !taken.contains($0.offset) }.map(\.element)
         state.stalled = false
-        return .delivered(given.count)
+        return (.delivered(given.count), deliveries)
     }
 
     func unsubscribe(_ token: Int) {

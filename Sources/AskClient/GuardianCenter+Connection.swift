@@ -35,14 +35,16 @@ final class GuardianEvents: Sendable {
         return stream
     }
 
+    /// Called on the connection thread only, so events reach each stream in order. The streams are given the event
+    /// after the lock is released: a yield resumes the task waiting on a stream, which takes that task's status
+    /// lock, while cancelling that task takes its status lock and then this one (the termination handler), so a
+    /// yield under the lock could deadlock with a consumer that goes away.
     func publish(_ event: GuardianCenter.Event) {
-        state.withLock { state in
-            if state.streams.isEmpty {
-                state.kept.append(event)
-            } else {
-                for stream in state.streams.values { stream.yield(event) }
-            }
+        let streams = state.withLock { state -> [AsyncStream<GuardianCenter.Event>.Continuation] in
+            if state.streams.isEmpty { state.kept.append(event) }
+            return Array(state.streams.values)
         }
+        for stream in streams { stream.yield(event) }
     }
 
     func finish() {

@@ -123,9 +123,10 @@ final class ParentWorkerHandler: WorkerHandler {
     private func receive(_ question: GuardianQuestion, guardian: String) {
         let key = HeldKey(guardian: guardian, question: question.question.id)
         guard held[key] == nil else { return }
-        onEvent(.received(guardian: guardian, question: key.question))
+        // The time is read before the event: a test that drives the clock on `.received` moves it after this.
         let now = configuration.clock.instant
         let date = configuration.clock.now
+        onEvent(.received(guardian: guardian, question: key.question))
         if configuration.answerAfterExpiry {
             schedule(
                 key,

@@ -9,7 +9,7 @@ APT_PACKAGES := libzmq3-dev libsqlite3-dev pkg-config
 # What only the tests add: docker-compose for `docker-compose config` (ComposeTests), python3-yaml and python3-venv
 # for Tests/Deploy/validate-manifests.py, whose Kubernetes API models (PyPI's client) go into a virtual environment
 # under .build, never into the system Python.
-TEST_APT_PACKAGES := docker-compose python3-yaml python3-venv
+TEST_APT_PACKAGES := docker-compose python3-yaml python3-venv gdb
 PIP_PACKAGES := kubernetes==37.0.2
 VENV := .build/venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -65,13 +65,17 @@ build: test-deps
 release: deps
 	$(SWIFT) build -c release
 
+# The bound on the test run's wall time (about 17 minutes on 2 cores): past it, Tests/watchdog.sh prints every
+# thread's backtrace and ends the run (docs/contributing.md, "When a test run hangs").
+TEST_WATCHDOG ?= 2400
+
 # Every test suite, then a bounded fuzzing run. Tests run one at a time: many start real processes and wait on
 # sockets, and on a 2-core machine parallel tests starve each other's cooperative threads. The release build is
 # what DocExamplesTests runs every documented example against (docs/contributing.md).
 test: test-deps lint
 	$(SWIFT) build -c release
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --no-parallel
+	Tests/watchdog.sh $(TEST_WATCHDOG) $(SWIFT) test --skip-build --no-parallel
 	$(MAKE) package-test
 	$(MAKE) fuzz-smoke
 

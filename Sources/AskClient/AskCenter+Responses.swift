@@ -56,11 +56,13 @@ final class ResponseHub: Sendable {
         state = Mutex(State(waiting: waiting))
     }
 
-    // Every hand-over runs on the connection thread, so responses reach their streams in the order of the
-    // hand-overs, each after its commit. The streams are given them after the lock is released: a yield resumes
-    // the task waiting on the stream, which takes that task's status lock, while cancelling that task takes the
-    // status lock first and then this lock (the stream's termination handler unsubscribes). Yielding under the
-    // lock deadlocked the two (a test that dropped its stream while a response came hung for good).
+    // The streams are given their responses after `state`'s lock is released: a yield resumes the task waiting on
+    // the stream, which takes that task's status lock, while cancelling that task takes the status lock first and
+    // then `state`'s lock (the stream's termination handler unsubscribes). Yielding under that lock deadlocked the
+    // two (a test that dropped its stream while a response came hung for good). Hand-overs still reach the streams
+    // in the order they were decided, whatever thread makes them: each holds `handing` from its decision to its
+    // last yield, and nothing takes `handing` while holding `state` or a task's status lock.
+    private let handing = Mutex(())
 
     /// A hand-over decided under the lock, given to the streams after it.
     private typealias Given = [(subscriber: Subscriber, response: DeliveredResponse)]
@@ -75,25 +77,27 @@ final class ResponseHub: Sendable {
     /// throws, no stream gets it and it waits, behind any earlier one that waits for the same reason.
     @discardableResult
     func publish(_ response: DeliveredResponse, commit: ([UUID]) throws -> Void = { _ in }) -> Outcome {
-        let (outcome, given) = state.withLock { state -> (Outcome, Given) in
-            guard !state.stalled else {
-                state.waiting.append(response)
-                return Self.handOver(&state, commit: commit)
+        handing.withLock { _ in
+            let (outcome, given) = state.withLock { state -> (Outcome, Given) in
+                guard !state.stalled else {
+                    state.waiting.append(response)
+                    return Self.handOver(&state, commit: commit)
+                }
+                let takers = state.subscribers.values.filter { $0.matches(response) }
+                guard !takers.isEmpty else {
+                    state.waiting.append(response)
+                    return (.nothing, [])
+                }
+                guard (try? commit([response.response.question.id])) != nil else {
+                    state.waiting.append(response)
+                    state.stalled = true
+                    return (.failed, [])
+                }
+                return (.delivered(1), takers.map { ($0, response) })
             }
-            let takers = state.subscribers.values.filter { $0.matches(response) }
-            guard !takers.isEmpty else {
-                state.waiting.append(response)
-                return (.nothing, [])
-            }
-            guard (try? commit([response.response.question.id])) != nil else {
-                state.waiting.append(response)
-                state.stalled = true
-                return (.failed, [])
-            }
-            return (.delivered(1), takers.map { ($0, response) })
+            Self.give(given)
+            return outcome
         }
-        Self.give(given)
-        return outcome
     }
 
     /// Adds a stream that gets nothing until ``open(_:commit:)`` runs. On a finished hub it calls `finish` at once.
@@ -119,24 +123,28 @@ final class ResponseHub: Sendable {
     /// ``publish(_:commit:)``). A token unsubscribed or finished meanwhile does nothing.
     @discardableResult
     func open(_ token: Int, commit: ([UUID]) throws -> Void) -> Outcome {
-        let (outcome, given) = state.withLock { state -> (Outcome, Given) in
-            guard let subscriber = state.opening.removeValue(forKey: token) else { return (.nothing, []) }
-            state.subscribers[token] = subscriber
-            return Self.handOver(&state, commit: commit)
+        handing.withLock { _ in
+            let (outcome, given) = state.withLock { state -> (Outcome, Given) in
+                guard let subscriber = state.opening.removeValue(forKey: token) else { return (.nothing, []) }
+                state.subscribers[token] = subscriber
+                return Self.handOver(&state, commit: commit)
+            }
+            Self.give(given)
+            return outcome
         }
-        Self.give(given)
-        return outcome
     }
 
     /// Gives the waiting responses that have an open stream to it, after `commit`; a no-op unless ``isStalled``.
     @discardableResult
     func retry(commit: ([UUID]) throws -> Void) -> Outcome {
-        let (outcome, given) = state.withLock { state -> (Outcome, Given) in
-            guard state.stalled else { return (.nothing, []) }
-            return Self.handOver(&state, commit: commit)
+        handing.withLock { _ in
+            let (outcome, given) = state.withLock { state -> (Outcome, Given) in
+                guard state.stalled else { return (.nothing, []) }
+                return Self.handOver(&state, commit: commit)
+            }
+            Self.give(given)
+            return outcome
         }
-        Self.give(given)
-        return outcome
     }
 
     /// Whether a waiting response has an open stream (its commit failed): ``retry(commit:)`` has work.

@@ -16,7 +16,7 @@ final class Authenticator {
     private(set) var principals: [String: PrincipalEntry]
     private let socket: ZMQSocket
     private let logger: AskLogger
-    private var loadedModification: Date?
+    private var loadedModification: FileVersion?
     private var lastCheck = ContinuousClock.now
     private(set) var handshakesAllowed = 0
     private(set) var handshakesRefused = 0
@@ -109,7 +109,21 @@ final class Authenticator {
         }
     }
 
-    static func modification(of path: String) -> Date? {
-        (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
+    /// What tells one version of the file from the next: the modification time alone does not, since the file
+    /// system stamps it from a coarse clock (two saves within a few milliseconds get the same time); a save
+    /// (atomic: a new file renamed over the old) also changes the inode, and mostly the size.
+    struct FileVersion: Equatable {
+        var modified: Date?
+        var size: UInt64?
+        var inode: UInt64?
+    }
+
+    static func modification(of path: String) -> FileVersion? {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return nil }
+        return FileVersion(
+            modified: attributes[.modificationDate] as? Date,
+            size: (attributes[.size] as? NSNumber)?.uint64Value,
+            inode: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value
+        )
     }
 }

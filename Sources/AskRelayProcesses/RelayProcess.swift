@@ -183,9 +183,15 @@ public final class RelayProcess: Sendable {
         return try wait(timeout: .seconds(30))
     }
 
-    /// SIGSTOP: the process stays alive but runs nothing (its sockets stay open, it answers nothing) until
-    /// ``resume()``.
-    public func suspend() { process.signal(SIGSTOP, expected: true) }
+    /// SIGSTOP, and waits until every thread of the process is stopped: the kernel stops them after kill(2) returns,
+    /// so without the wait a message sent next could still be handled (a story's "stop, then ask" once got its
+    /// answer). The process stays alive but runs nothing (its sockets stay open, it answers nothing) until
+    /// ``resume()``. - Throws: ``RelayProcessError`` if it is gone, or not stopped within 30 s.
+    public func suspend() throws {
+        process.signal(SIGSTOP, expected: true)
+        guard let pid else { throw RelayProcessError("\(name) is not running; nothing to suspend") }
+        try ProcessState.waitUntilStopped(pid, timeout: .seconds(30))
+    }
 
     /// SIGCONT after ``suspend()``.
     public func resume() { process.signal(SIGCONT) }

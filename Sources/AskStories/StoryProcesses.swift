@@ -64,7 +64,7 @@ final class StoryProcesses: Sendable {
                     try process.kill()
                 case .stop:
                     guard process.isRunning else { return "\(name.rawValue) is not running" }
-                    process.suspend()
+                    try process.suspend()
                 case .cont:
                     guard process.isRunning else { return "\(name.rawValue) is not running" }
                     process.resume()

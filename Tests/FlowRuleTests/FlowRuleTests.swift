@@ -245,7 +245,7 @@ struct FlowRuleTests {
             let question = PermissionQuestion(handle: friend)
             try await children.child("c1-1").ask(question)
             try await children.child("c1-1").send(question.id)
-            cluster.broker.suspend()
+            try await cluster.run { try cluster.broker.suspend() }
             // Stopped long enough for the clients to notice the broker is silent (3 heartbeats of 250 ms).
             #expect(await eventually { !children.isConnected && !guardians.isConnected })
             cluster.broker.resume()

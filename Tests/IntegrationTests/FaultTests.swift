@@ -86,27 +86,6 @@ enum FaultSupport {
         return Run(exit: exit, report: report, stdout: askrelay.output, directory: reportDirectory)
     }
 
-    /// Waits until every thread of `pid` is stopped (state `T`): a SIGSTOP takes effect after kill(2) returns.
-    /// - Throws: if the process is gone, or not stopped within 30 s.
-    static func waitUntilStopped(_ pid: Int32) throws {
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
-            guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else {
-                throw ProcessFailure("process \(pid) is gone")
-            }
-            let states = tasks.map { task -> Character? in
-                guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
-                    let close = stat.lastIndex(of: ")")
-                else { return nil }
-                // "pid (comm) S ...": the state follows the command's closing parenthesis and a space.
-                return stat[close...].dropFirst(2).first
-            }
-            if !states.isEmpty && states.allSatisfy({ $0 == "T" }) { return }
-            usleep(1000)  // allowed: a poll with a deadline (the kernel tells no one when a thread stops)
-        }
-        throw ProcessFailure("process \(pid) was not stopped within 30 s of SIGSTOP")
-    }
-
     /// Reads `client` and `echo` in turn (each answers the broker's heartbeats as it reads, so neither falls silent
     /// while the other waits) until the client has the ACK of `id` and the echo peer its DELIVER.
     /// - Throws: a TestFailure when they have not come within 10 s (a hang guard, as `expectAck`'s).
@@ -305,7 +284,7 @@ struct SlowConsumerTests {
 
         parent.signal(SIGSTOP)
         // The stop takes effect after kill(2) returns: from here on the guardian consumes nothing.
-        try FaultSupport.waitUntilStopped(parent.pid ?? 0)
+        try ProcessState.waitUntilStopped(parent.pid ?? 0, timeout: .seconds(30))
         // Keep offering for 1.5 s of stop: longer than the broker's liveness (3 × 200 ms), so it also declares the
         // guardian dead and keeps its queue (in the journal) for when it comes back.
         let stoppedAt = ContinuousClock.now
@@ -378,7 +357,7 @@ struct StalledBrokerTests {
         // kill(2) returns before the stop takes effect: a thread of the broker that is running goes on until the
         // kernel stops it, and a SEND sent at once could still be read, routed and acknowledged (the client then
         // "received something" during the stall). From the moment every thread is seen stopped, nothing can.
-        try FaultSupport.waitUntilStopped(broker.pid ?? 0)
+        try ProcessState.waitUntilStopped(broker.pid ?? 0, timeout: .seconds(30))
         // Sent while the broker is stopped: it waits in the socket, behind nothing else from this peer.
         let id = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: Array("ping".utf8))
         // A stopped broker says nothing; one second of that is the stall. The ACK of this SEND, which does come once

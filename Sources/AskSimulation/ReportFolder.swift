@@ -122,9 +122,9 @@ public enum ReportFolder {
     private static func create(_ path: String, flag: String) throws {
         let manager = FileManager.default
         var isFolder: ObjCBool = false
-        var ancestor = (path as NSString).deletingLastPathComponent
+        var ancestor = parent(of: path)
         while !ancestor.isEmpty && !manager.fileExists(atPath: ancestor) {
-            ancestor = (ancestor as NSString).deletingLastPathComponent
+            ancestor = parent(of: ancestor)
         }
         if ancestor.isEmpty { ancestor = "." }
         if manager.fileExists(atPath: ancestor, isDirectory: &isFolder), !isFolder.boolValue {
@@ -149,6 +149,17 @@ public enum ReportFolder {
                 )
             }
         }
+    }
+
+    /// The folder `path` is in: what comes before its last `/` (trailing ones ignored), `/` for a top-level path,
+    /// `""` for a bare name. Foundation's `deletingLastPathComponent` crashed on a one-character name
+    /// (`--report-dir r`), so the report folder's ancestors are found here.
+    static func parent(of path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "" }
+        let head = trimmed[..<slash]
+        return head.isEmpty ? "/" : String(head)
     }
 
     static func isWritten(_ name: String, _ contents: Contents) -> Bool {

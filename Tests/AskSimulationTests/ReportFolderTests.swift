@@ -19,6 +19,17 @@ struct ReportFolderTests {
         }
     }
 
+    @Test(
+        "the folder a report path is in, for one-character and bare names too (Foundation's deletingLastPathComponent crashed on 'r')",
+        arguments: [
+            ("r", ""), ("rr", ""), ("r/", ""), ("a/b", "a"), ("a/b/", "a"), ("/r", "/"), ("/", "/"), ("/a/b/c", "/a/b"),
+            ("./r", "."),
+        ]
+    )
+    func parentOfAPath(_ path: String, _ parent: String) {
+        #expect(ReportFolder.parent(of: path) == parent)
+    }
+
     @Test("created with its parents; an empty one is fine; a used one is refused, then emptied by clean")
     func lifecycle() throws {
         defer { scratch.cleanup() }

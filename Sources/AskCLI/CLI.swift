@@ -20,6 +20,9 @@ public enum ExitCode {
     public static let success: Int32 = 0
     /// The command ran and found a failure (an invariant broken, a target missed, a peer unreachable).
     public static let failure: Int32 = 1
+    /// The verdict is unknown beyond what the user allows: more flows' ends undecided than `--max-unknown` (and no
+    /// violation, which is `failure`).
+    public static let unknownVerdict: Int32 = 3
     /// Bad usage: unknown flag, missing value, invalid value (`EX_USAGE`).
     public static let usage: Int32 = 64
     /// A resource the command needs is unavailable (`EX_UNAVAILABLE`).

@@ -73,12 +73,11 @@ public struct InvariantInputs: Sendable {
     /// never learns the answer was accepted), so the broker's ledger stands in as the evidence of that answer.
     public var interruptedParentRuns: [InterruptedRun]
     /// Runs of child processes that our own signal ended (a fault, or a drain that outlived its bound): the flows
-    /// they had in flight are never recorded (askrelay-child records finished flows only), so those questions' missing
-    /// records, and their open ledger entries when the broker stopped before their deadline, are noted, not counted
-    /// as violations.
+    /// they had in flight are never recorded (askrelay-child records finished flows only): the ledger decides those
+    /// it closed, and those it still had open when the broker stopped, before their deadline, are unknown.
     public var interruptedRuns: [InterruptedRun]
-    /// When the broker was told to stop at the end of the run; a question still open then is excused only if it was
-    /// interrupted and its deadline had not passed.
+    /// When the broker was told to stop at the end of the run; a question still open then is unknown only if it was
+    /// interrupted and its deadline had not passed (else a violation).
     public var brokerStoppedAt: Date?
     /// Every power-cut fault played, with its journal check.
     public var powerCuts: [PowerCutCheck]
@@ -200,21 +199,96 @@ public enum Invariant: String, Codable, Sendable, CaseIterable {
     case journalSurvivesPowerCuts = "journal-survives-power-cuts"
 }
 
+/// A run's three-valued verdict, as Jepsen gives one: `valid` when every invariant held for every flow, `invalid`
+/// when one was violated, `unknown` when none was but some flows' ends could not be decided (``UnknownFlows``).
+public enum Verdict: String, Codable, Sendable {
+    case valid, invalid, unknown
+}
+
+/// Flows of one interrupted process run whose end the run cannot tell: the process died with them in flight, so no
+/// child recorded how they ended, and the broker's ledger (the witness) still had them open when it stopped, before
+/// their deadline. In-flight flows whose ledger entry closed are decided by it (``InvariantResult/decidedByLedger``).
+public struct UnknownFlows: Codable, Sendable, Hashable {
+    /// The process whose run ended with them in flight (`child-1`).
+    public var process: String
+    /// Why they are unknown, in words.
+    public var reason: String
+    public var count: Int
+    /// The first of their question ids (at most the checker's `maxIDs`).
+    public var questions: [UUID]
+
+    public init(process: String, reason: String, count: Int, questions: [UUID]) {
+        self.process = process
+        self.reason = reason
+        self.count = count
+        self.questions = questions
+    }
+}
+
+/// One invariant's outcome: `holds`, `violated`, or `undecided` for some flows (and held for the rest).
+public struct InvariantStatus: Codable, Sendable, Hashable {
+    public enum Status: String, Codable, Sendable { case holds, violated, undecided }
+    public var invariant: Invariant
+    public var status: Status
+    /// The flows it could not be decided for (0 unless `undecided`).
+    public var undecidedFlows: Int
+
+    public init(invariant: Invariant, status: Status, undecidedFlows: Int = 0) {
+        self.invariant = invariant
+        self.status = status
+        self.undecidedFlows = undecidedFlows
+    }
+}
+
 /// The checker's verdict.
 public struct InvariantResult: Codable, Sendable {
     public var ok: Bool { violations.isEmpty }
     public var violations: [InvariantViolation]
     /// Invariants that were checked.
     public var checked: [Invariant]
-    /// What was skipped or excused, in words.
+    /// What was skipped, in words.
     public var notes: [String]
+    /// Flows whose end could not be decided, per interrupted run.
+    public var unknown: [UnknownFlows]
+    /// Flows in flight in a process run our signal ended whose ends the broker's ledger decided: ledger state →
+    /// count (their child records died with the process).
+    public var decidedByLedger: [String: Int]
 
-    enum CodingKeys: String, CodingKey { case ok, violations, checked, notes }
+    /// How many flows' ends could not be decided.
+    public var unknownCount: Int { unknown.reduce(0) { $0 + $1.count } }
 
-    public init(violations: [InvariantViolation], checked: [Invariant], notes: [String]) {
+    public var verdict: Verdict { !ok ? .invalid : unknownCount > 0 ? .unknown : .valid }
+
+    /// Each checked invariant: violated, undecided for the unknown flows (only `ends-exactly-once` depends on how a
+    /// flow ended), or holds.
+    public var statuses: [InvariantStatus] {
+        let violated = Set(violations.map(\.invariant))
+        return checked.map { invariant in
+            if violated.contains(invariant) { return InvariantStatus(invariant: invariant, status: .violated) }
+            if invariant == .endsExactlyOnce && unknownCount > 0 {
+                return InvariantStatus(invariant: invariant, status: .undecided, undecidedFlows: unknownCount)
+            }
+            return InvariantStatus(invariant: invariant, status: .holds)
+        }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case ok, verdict, violations, checked, statuses, notes, unknown
+        case decidedByLedger = "decided_by_ledger"
+    }
+
+    public init(
+        violations: [InvariantViolation],
+        checked: [Invariant],
+        notes: [String],
+        unknown: [UnknownFlows] = [],
+        decidedByLedger: [String: Int] = [:]
+    ) {
         self.violations = violations
         self.checked = checked
         self.notes = notes
+        self.unknown = unknown
+        self.decidedByLedger = decidedByLedger
     }
 
     public init(from decoder: any Decoder) throws {
@@ -222,14 +296,20 @@ public struct InvariantResult: Codable, Sendable {
         violations = try c.decode([InvariantViolation].self, forKey: .violations)
         checked = try c.decode([Invariant].self, forKey: .checked)
         notes = try c.decode([String].self, forKey: .notes)
+        unknown = try c.decodeIfPresent([UnknownFlows].self, forKey: .unknown) ?? []
+        decidedByLedger = try c.decodeIfPresent([String: Int].self, forKey: .decidedByLedger) ?? [:]
     }
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(ok, forKey: .ok)
+        try c.encode(verdict, forKey: .verdict)
         try c.encode(violations, forKey: .violations)
         try c.encode(checked, forKey: .checked)
+        try c.encode(statuses, forKey: .statuses)
         try c.encode(notes, forKey: .notes)
+        try c.encode(unknown, forKey: .unknown)
+        try c.encode(decidedByLedger, forKey: .decidedByLedger)
     }
 }
 
@@ -269,8 +349,10 @@ public enum InvariantChecker {
                 )
             }
         }
-        // Per interrupted run: questions without a child record, and how many of them were still open.
-        var excused: [InterruptedRun: (missing: Int, open: Int)] = [:]
+        // Questions without a child record asked by a process run our signal ended: the ledger decides those it
+        // closed; those it still had open when the broker stopped, before their deadline, are unknown.
+        var decided: [InterruptedRun: [String: Int]] = [:]
+        var undecided: [InterruptedRun: [UUID]] = [:]
         if let ledgerByQuestion {
             for (id, entry) in ledgerByQuestion {
                 let interruption =
@@ -281,7 +363,7 @@ public enum InvariantChecker {
                             $0.timeIntervalSince(entry.expiresAt) > ledgerTimerSlack
                         } ?? false
                     if let interruption, !deadlinePassed {
-                        excused[interruption, default: (0, 0)].open += 1
+                        undecided[interruption, default: []].append(id)
                     } else {
                         violate(
                             .endsExactlyOnce,
@@ -289,17 +371,15 @@ public enum InvariantChecker {
                             id
                         )
                     }
+                } else if let interruption {
+                    decided[interruption, default: [:]][entry.state.rawValue, default: 0] += 1
                 }
-                if childByQuestion[id] == nil {
-                    if let interruption {
-                        excused[interruption, default: (0, 0)].missing += 1
-                    } else {
-                        violate(
-                            .endsExactlyOnce,
-                            "the ledger has the question (state \(entry.state.rawValue)) but no child recorded how it ended",
-                            id
-                        )
-                    }
+                if childByQuestion[id] == nil && interruption == nil {
+                    violate(
+                        .endsExactlyOnce,
+                        "the ledger has the question (state \(entry.state.rawValue)) but no child recorded how it ended",
+                        id
+                    )
                 }
             }
             for (id, record) in primary {
@@ -319,14 +399,34 @@ public enum InvariantChecker {
         } else {
             notes.append("ledger checks skipped: the broker is external (--broker), its journal was not read")
         }
+        var unknown: [UnknownFlows] = []
+        var decidedByLedger: [String: Int] = [:]
         for run in inputs.interruptedRuns {
-            guard let count = excused[run] else { continue }
-            let open =
-                count.open > 0
-                ? "; \(count.open) of them still open in the ledger when the broker stopped, before their deadline" : ""
-            notes.append(
-                "\(count.missing) question(s) were in flight in \(run.process) when it was \(run.cause): no child record (askrelay-child records finished flows only)\(open)"
-            )
+            let byState = decided[run] ?? [:]
+            let open = undecided[run] ?? []
+            guard !byState.isEmpty || !open.isEmpty else { continue }
+            decidedByLedger.merge(byState, uniquingKeysWith: +)
+            let decidedCount = byState.values.reduce(0, +)
+            var line =
+                "\(run.process) was \(run.cause) with \(decidedCount + open.count) question(s) in flight (no child "
+                + "record: askrelay-child records finished flows only)"
+            if decidedCount > 0 {
+                let states = byState.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+                line += "; the ledger decided \(decidedCount) (\(states))"
+            }
+            if !open.isEmpty { line += "; \(open.count) unknown" }
+            notes.append(line)
+            if !open.isEmpty {
+                unknown.append(
+                    UnknownFlows(
+                        process: run.process,
+                        reason: "\(run.cause) with them in flight; still open in the ledger when the broker stopped, "
+                            + "before their deadline",
+                        count: open.count,
+                        questions: Array(open.sorted { $0.uuidString < $1.uuidString }.prefix(maxIDs))
+                    )
+                )
+            }
         }
 
         // response-needs-accepted-answer, no-answer-after-expiry
@@ -442,7 +542,13 @@ public enum InvariantChecker {
         var checked = Invariant.allCases
         if inputs.processes.isEmpty { checked.removeAll { $0 == .processesExitCleanly } }
         if inputs.powerCuts.isEmpty { checked.removeAll { $0 == .journalSurvivesPowerCuts } }
-        return InvariantResult(violations: violations, checked: checked, notes: notes)
+        return InvariantResult(
+            violations: violations,
+            checked: checked,
+            notes: notes,
+            unknown: unknown,
+            decidedByLedger: decidedByLedger
+        )
     }
 
     private struct Key: Hashable {

@@ -11,16 +11,18 @@ enum ReportHTML {
 
     static func render(_ report: SimulationReport) -> String {
         let verdict =
-            report.invariants.ok
-            ? "<span class=ok>invariants OK</span>"
-            : "<span class=bad>invariants FAILED (\(report.invariants.violations.count))</span>"
+            switch report.invariants.verdict {
+            case .valid: "<span class=ok>invariants OK</span>"
+            case .invalid: "<span class=bad>invariants FAILED (\(report.invariants.violations.count))</span>"
+            case .unknown: "<span class=unknown>invariants UNKNOWN (\(report.invariants.unknownCount) flows)</span>"
+            }
         var html = """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8"><title>AskRelay simulation report</title>
             <style>
             body { font: 15px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px 32px; color: #1d1f23; max-width: 1100px; }
             h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
-            .meta { color: #555; } .ok { color: #1f7a3f; font-weight: 600; } .bad { color: #b3261e; font-weight: 600; }
+            .meta { color: #555; } .ok { color: #1f7a3f; font-weight: 600; } .bad { color: #b3261e; font-weight: 600; } .unknown { color: #9a6700; font-weight: 600; }
             table { border-collapse: collapse; margin: 6px 0; } td, th { padding: 3px 12px 3px 0; text-align: left; }
             td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
             .grid { display: flex; gap: 48px; flex-wrap: wrap; } .swatch { display: inline-block; width: 11px; height: 11px; border-radius: 2px; margin-right: 6px; vertical-align: -1px; }
@@ -51,10 +53,27 @@ enum ReportHTML {
         html += "<h2>Outcomes over time (flows ending per second)</h2>\n" + timelineChart(report)
 
         html += "<h2>Invariants</h2>"
-        if report.invariants.ok {
+        if report.invariants.verdict == .valid {
             html +=
                 "<p class=ok>All \(report.invariants.checked.count) invariants hold: \(report.invariants.checked.map { "<code>\($0.rawValue)</code>" }.joined(separator: " "))</p>"
         } else {
+            html += "<table><tr><th>invariant</th><th>verdict</th></tr>"
+            for status in report.invariants.statuses {
+                let text =
+                    switch status.status {
+                    case .holds: "<span class=ok>holds</span>"
+                    case .violated: "<span class=bad>violated</span>"
+                    case .undecided: "<span class=unknown>undecided for \(status.undecidedFlows) flows</span>"
+                    }
+                html += "<tr><td><code>\(status.invariant.rawValue)</code></td><td>\(text)</td></tr>"
+            }
+            html += "</table>"
+            for group in report.invariants.unknown {
+                html +=
+                    "<p class=unknown>\(esc(group.process)): \(group.count) flow(s) unknown: \(esc(group.reason))</p>"
+            }
+        }
+        if !report.invariants.ok {
             html += "<ul>"
             for violation in report.invariants.violations {
                 let ids = (violation.questions.map { $0.uuidString.lowercased() } + violation.processes).joined(

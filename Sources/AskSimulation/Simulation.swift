@@ -163,8 +163,16 @@ public struct SimulationResult: Sendable {
     public var report: SimulationReport
     public var reportJSON: String
     public var reportHTML: String
-    /// 0 when every invariant held, 1 otherwise.
-    public var exitCode: Int32 { report.invariants.ok ? ExitCode.success : ExitCode.failure }
+    /// 0 when every invariant held, 1 otherwise (unknown flows never fail the run).
+    public var exitCode: Int32 { exitCode(maxUnknown: nil) }
+
+    /// 1 when an invariant was violated; 3 (``ExitCode/unknownVerdict``) when none was but more than `maxUnknown`
+    /// flows' ends are unknown (`nil`: no bound); 0 otherwise.
+    public func exitCode(maxUnknown: Int?) -> Int32 {
+        if !report.invariants.ok { return ExitCode.failure }
+        if let maxUnknown, report.invariants.unknownCount > maxUnknown { return ExitCode.unknownVerdict }
+        return ExitCode.success
+    }
 }
 
 /// Plays a scenario with real processes: broker → limits → parents → children, the fault schedule on time, then a

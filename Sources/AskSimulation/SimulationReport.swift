@@ -180,7 +180,12 @@ public struct SimulationReport: Codable, Sendable {
     /// The summary table printed on stdout.
     public var summaryTable: String {
         var lines: [String] = []
-        let verdict = invariants.ok ? "OK" : "FAILED (\(invariants.violations.count) violation(s))"
+        let verdict =
+            switch invariants.verdict {
+            case .valid: "OK"
+            case .invalid: "FAILED (\(invariants.violations.count) violation(s))"
+            case .unknown: "UNKNOWN (\(invariants.unknownCount) flow(s) undecided; no violation)"
+            }
         lines.append("AskRelay simulation — seed \(seed), broker \(broker), \(String(format: "%.1f", wallSeconds)) s")
         lines.append("")
         lines.append("outcome          count")
@@ -216,6 +221,12 @@ public struct SimulationReport: Codable, Sendable {
         if shardFaults != nil { lines.append("") }
         lines.append("invariants       \(verdict)")
         for violation in invariants.violations.prefix(20) { lines.append("  ✗ \(violation)") }
+        for status in invariants.statuses where status.status == .undecided {
+            lines.append("  ? [\(status.invariant.rawValue)] undecided for \(status.undecidedFlows) flow(s)")
+        }
+        for group in invariants.unknown {
+            lines.append("  ? \(group.process): \(group.count) flow(s) unknown: \(group.reason)")
+        }
         for note in invariants.notes + notes { lines.append("  note: \(note)") }
         return lines.joined(separator: "\n")
     }

@@ -16,7 +16,8 @@ struct Simulate: Command {
         the ones in flight), stops the rest with SIGTERM, checks the invariants and writes report.json and
         report.html into --report-dir, which must be new or empty (--clean empties it). Progress goes to stderr
         once a second; the summary table to stdout.
-        Exit codes: 0 every invariant held, 1 an invariant failed, a process could not start or Ctrl-C, 64 bad usage.
+        Exit codes: 0 every invariant held, 1 an invariant failed, a process could not start or Ctrl-C, 3 more flows
+        ended unknown than --max-unknown, 64 bad usage.
         Flags override the scenario file. Durations take a unit: 250ms, 2s, 5m, 48h (at most 100d).
         See docs/simulation.md.
         """
@@ -107,6 +108,13 @@ struct Simulate: Command {
         .value("wrap-parent", "COMMAND", env: "ASKRELAY_WRAP_PARENT", help: "command prefix of every parent worker"),
         .value("wrap-child", "COMMAND", env: "ASKRELAY_WRAP_CHILD", help: "command prefix of every child worker"),
         .flag("quiet", env: "ASKRELAY_QUIET", help: "no progress lines on stderr"),
+        .value(
+            "max-unknown",
+            "N",
+            env: "ASKRELAY_MAX_UNKNOWN",
+            help:
+                "exit 3 when more than N flows' ends are unknown (0...100000000; by default they are reported and never fail the run)"
+        ),
         .flag(
             "shrink",
             env: "ASKRELAY_SHRINK",
@@ -127,6 +135,8 @@ struct Simulate: Command {
     let wrappers: CommandWrappers
     let shrink: Bool
     let shrinkFlags: ShrinkFlags
+    /// `--max-unknown`: `nil` when unknown flows never fail the run.
+    let maxUnknown: Int?
     /// Every option of the run; validated before the report folder is touched.
     let options: SimulationOptions
     /// The report folder, claimed in `validate()` and held until the command ends.
@@ -196,6 +206,7 @@ struct Simulate: Command {
         wrappers.child = try words("wrap-child")
         self.wrappers = wrappers
         shrink = arguments.flag("shrink")
+        maxUnknown = try arguments.int("max-unknown", in: 0...100_000_000)
         shrinkFlags = try ShrinkFlags(arguments: arguments)
         for name in ["shrink-budget", "shrink-invariant"] where !shrink && arguments.sources[name] == .commandLine {
             throw UsageError("--\(name) goes with --shrink")
@@ -262,15 +273,22 @@ struct Simulate: Command {
         printLine("")
         printLine("report: \(result.reportJSON)")
         printLine("        \(result.reportHTML)")
-        guard shrink else { return result.exitCode }
+        let exitCode = result.exitCode(maxUnknown: maxUnknown)
+        if exitCode == ExitCode.unknownVerdict, let maxUnknown {
+            printError(
+                "askrelay simulate: \(result.report.invariants.unknownCount) flow(s) ended unknown, more than "
+                    + "--max-unknown \(maxUnknown) allows (exit 3; docs/simulation.md, \"Verdicts\")"
+            )
+        }
+        guard shrink else { return exitCode }
         if result.report.invariants.ok {
             printLine("shrink: every invariant held; nothing to shrink")
-            return result.exitCode
+            return exitCode
         }
         let invariant: Invariant
         do { invariant = try Shrinker.target(result.report.invariants, named: shrinkFlags.invariant) } catch {
             printError("askrelay simulate: --shrink: \(error)")
-            return result.exitCode
+            return exitCode
         }
         printLine("")
         _ = try await shrinkFlags.shrink(
@@ -281,6 +299,6 @@ struct Simulate: Command {
             originalReport: reportDirectory,
             logger: AskLogger(label: "askrelay-shrink", level: max(logLevel, .warning))
         )
-        return result.exitCode
+        return exitCode
     }
 }

@@ -306,7 +306,9 @@ struct InvariantCheckerTests {
         #expect(!result.violations.contains { $0.invariant == .endsExactlyOnce })
     }
 
-    @Test("missing records of a child run our signal ended are noted, not violations, only for that run's questions")
+    @Test(
+        "a killed child's in-flight question the ledger closed is decided by the ledger, not a violation, only for that run's questions"
+    )
     func interruptedChild() {
         var run = SyntheticRun()
         run.children.removeAll { $0.question == run.ids["expired"] }
@@ -321,11 +323,13 @@ struct InvariantCheckerTests {
         inputs.interruptedRuns = [killed]
         let result = run.check(inputs)
         #expect(result.ok, "\(result.violations)")
+        // The ledger closed it (expired): a definite end, so the verdict is valid, and the count says so.
+        #expect(result.verdict == .valid && result.unknown.isEmpty)
+        #expect(result.decidedByLedger == ["expired": 1])
         #expect(
             result.notes.contains {
-                $0.hasPrefix(
-                    "1 question(s) were in flight in child-1 when it was killed by the fault schedule (SIGKILL)"
-                )
+                $0.hasPrefix("child-1 was killed by the fault schedule (SIGKILL) with 1 question(s) in flight")
+                    && $0.contains("the ledger decided 1 (expired 1)")
             },
             "\(result.notes)"
         )
@@ -338,8 +342,8 @@ struct InvariantCheckerTests {
         expectViolation(run.check(inputs), .endsExactlyOnce, question: run.ids["expired"])
     }
 
-    @Test("an interrupted question still open when the broker stopped is excused only before its deadline")
-    func interruptedOpenQuestion() {
+    @Test("an interrupted question still open when the broker stopped is unknown before its deadline, else a violation")
+    func interruptedOpenQuestion() throws {
         var run = SyntheticRun()
         let id = run.ids["expired"]!
         run.children.removeAll { $0.question == id }
@@ -359,11 +363,30 @@ struct InvariantCheckerTests {
         inputs.brokerStoppedAt = run.t0.addingTimeInterval(2)
         let result = run.check(inputs)
         #expect(result.ok, "\(result.violations)")
+        // Not excused: unknown, with its process, reason and id, and ends-exactly-once undecided for it.
+        #expect(result.verdict == .unknown)
+        #expect(result.unknownCount == 1)
+        #expect(result.unknown.first?.process == "child-1" && result.unknown.first?.questions == [id])
+        #expect(result.unknown.first?.reason.contains("still open in the ledger when the broker stopped") == true)
+        #expect(
+            result.statuses.first { $0.invariant == .endsExactlyOnce }
+                == InvariantStatus(invariant: .endsExactlyOnce, status: .undecided, undecidedFlows: 1)
+        )
+        #expect(result.statuses.filter { $0.status == .holds }.count == result.checked.count - 1)
         #expect(
             result.notes.contains {
-                $0.contains("SIGTERM) after its drain bound") && $0.contains("1 of them still open")
+                $0.contains("SIGTERM) after its drain bound") && $0.contains("; 1 unknown")
             }
         )
+        // The verdict travels in report.json, and an older report without it still decodes.
+        let data = try JSONEncoder().encode(result)
+        let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(object["verdict"] as? String == "unknown")
+        #expect(try JSONDecoder().decode(InvariantResult.self, from: data).unknownCount == 1)
+        let older = try JSONSerialization.data(
+            withJSONObject: ["ok": true, "violations": [], "checked": ["ends-exactly-once"], "notes": []]
+        )
+        #expect(try JSONDecoder().decode(InvariantResult.self, from: older).verdict == .valid)
         // Stopped well after the deadline: the broker should have expired it.
         inputs.brokerStoppedAt = run.t0.addingTimeInterval(10)
         expectViolation(run.check(inputs), .endsExactlyOnce, question: id)

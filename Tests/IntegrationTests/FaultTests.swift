@@ -221,6 +221,18 @@ struct WorkerKillTests {
         }
         // The restarted processes did work: the restarted child played flows, guardians answered after 2.3 s.
         #expect((run.outcomes["approved"] ?? 0) + (run.outcomes["denied"] ?? 0) > 0, "\(run.outcomes)")
+        // What the killed child had in flight is decided by the ledger (it closed every question, below) or unknown,
+        // never silently excused: the note's count is the sum of the two, and the verdict says which.
+        let invariants = try #require(run.report["invariants"] as? [String: Any])
+        let decided = (invariants["decided_by_ledger"] as? [String: Int] ?? [:]).values.reduce(0, +)
+        let unknown = (invariants["unknown"] as? [[String: Any]] ?? []).compactMap { $0["count"] as? Int }.reduce(0, +)
+        let inFlight = invariants["notes"].flatMap { $0 as? [String] }?.first {
+            $0.hasPrefix("child-1 was killed by the fault schedule (SIGKILL) with ")
+        }
+        if let inFlight {
+            #expect(inFlight.contains("with \(decided + unknown) question(s) in flight"), "\(inFlight)")
+        }
+        #expect(unknown == 0 && invariants["verdict"] as? String == "valid", "\(invariants)")
         // Nothing waited past its deadline: every question of the ledger is closed, and none closed later than
         // its deadline plus the broker's timer slack.
         let ledger = try run.ledger()
@@ -232,6 +244,51 @@ struct WorkerKillTests {
                 "question \(question.id) closed \(closedAt.timeIntervalSince(question.expiresAt)) s after its deadline"
             )
         }
+    }
+}
+
+/// A child process killed for good with questions in flight that nobody answers: the broker stops long before their
+/// deadline, so no one can tell how they would have ended. They are unknown, not excused and not violations.
+@Suite("Fault: a child killed with questions nobody will answer in flight", .timeLimit(.minutes(3)), .serialized)
+struct UnknownVerdictTests {
+    static let scenario = """
+        {"seed": 5, "families": 3, "childProcesses": 1, "parentProcesses": 1, "flowsPerChild": 2,
+         "childThink": "50ms", "timeScale": 2000, "cancelProbability": 0, "abandonProbability": 0, "invalidRatio": 0,
+         "ratios": {"limitsEnabled": 1, "contactSyncSetUp": 1, "eligible": 1, "knownHandle": 0},
+         "guardians": {"neverAnswerRatio": 1},
+         "faults": [{"at": "1500ms", "process": "child-1", "action": "kill"}]}
+        """
+
+    @Test("the verdict is unknown with the flows named; exit 0 by default, 3 with --max-unknown 0")
+    func unknownFlows() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let run = try FaultSupport.simulate(Self.scenario, directory: directory)
+        #expect(run.exit == .exited(0), "\(run.stdout)")
+        #expect(run.invariants["verdict"] as? String == "unknown", "\(run.invariants)")
+        let unknown = try #require((run.invariants["unknown"] as? [[String: Any]])?.first, "\(run.invariants)")
+        #expect(unknown["process"] as? String == "child-1")
+        // Each of the 3 children asks one question at a time, which no guardian answers (the `never` policy): one
+        // each in flight at the kill, unless a loaded machine had not let a child ask yet.
+        let count = try #require(unknown["count"] as? Int, "\(unknown)")
+        #expect((1...3).contains(count), "\(unknown)")
+        #expect((unknown["questions"] as? [String])?.count == count)
+        let statuses = run.invariants["statuses"] as? [[String: Any]] ?? []
+        let ends = statuses.first { $0["invariant"] as? String == "ends-exactly-once" }
+        #expect(ends?["status"] as? String == "undecided" && ends?["undecidedFlows"] as? Int == count, "\(statuses)")
+        #expect(
+            run.stdout.contains { $0.hasPrefix("invariants       UNKNOWN (\(count) flow(s) undecided") },
+            "\(run.stdout)"
+        )
+        #expect(
+            run.stdout.contains { $0.hasPrefix("  ? child-1: \(count) flow(s) unknown: killed by the fault schedule") }
+        )
+
+        let strict = TempDirectory()
+        defer { strict.cleanup() }
+        let bounded = try FaultSupport.simulate(Self.scenario, directory: strict, flags: ["--max-unknown", "0"])
+        #expect(bounded.exit == .exited(3), "\(bounded.stdout)")
+        #expect(bounded.invariants["verdict"] as? String == "unknown")
     }
 }
 

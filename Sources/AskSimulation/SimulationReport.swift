@@ -1,3 +1,4 @@
+import AskCLI
 import AskAgents
 import AskModel
 import Foundation
@@ -176,6 +177,10 @@ public struct SimulationReport: Codable, Sendable {
         try Data(ReportHTML.render(self).utf8).write(to: URL(fileURLWithPath: html))
         return (json, html)
     }
+
+    /// The exit code of the verdict, for `askrelay simulate` and `askrelay check` alike: 0 when every invariant
+    /// held, 1 otherwise.
+    public var exitCode: Int32 { invariants.ok ? ExitCode.success : ExitCode.failure }
 
     /// The summary table printed on stdout.
     public var summaryTable: String {

@@ -49,9 +49,9 @@ struct RunCheckTests {
     }
 
     /// A run folder with `scenario.json`, `facts` and one approved flow; its guardian record says `result`.
-    func writeRun(facts: RunFacts, answer result: String) throws {
+    func writeRun(facts: RunFacts, answer result: String, scenario: Scenario = scenario) throws {
         try FileManager.default.createDirectory(atPath: folder + "/records", withIntermediateDirectories: true)
-        try ReportJSON.simulationFile(Self.scenario).write(to: URL(fileURLWithPath: folder + "/scenario.json"))
+        try ReportJSON.simulationFile(scenario).write(to: URL(fileURLWithPath: folder + "/scenario.json"))
         try facts.write(into: folder)
         let question = UUID()
         let asked = Self.start.addingTimeInterval(2)
@@ -200,5 +200,19 @@ struct RunCheckTests {
         let unclean = try RunCheck.recheck(folder: folder)
         #expect(unclean.invariants.violations.map(\.invariant) == [.processesExitCleanly])
         #expect(unclean.invariants.violations.first?.processes == ["child-1"])
+    }
+
+    @Test("a sharded run's journals are read per shard; a missing one is noted, never created")
+    func shardedJournals() throws {
+        defer { scratch.cleanup() }
+        var scenario = Self.scenario
+        scenario.brokers = 2
+        scenario.durability = "batch"
+        try writeRun(facts: Self.facts(), answer: "accepted", scenario: scenario)
+        let report = try RunCheck.recheck(folder: folder)
+        let note = "could not read the broker's journal: \(folder)/broker-data-b0 does not exist"
+        #expect(report.notes.contains(note), "\(report.notes)")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/broker-data-b0"))
+        #expect(!FileManager.default.fileExists(atPath: folder + "/broker-data"))
     }
 }

@@ -124,7 +124,7 @@ public struct PowerCutCheck: Codable, Sendable, Hashable {
 /// questions or answers: from its start until the next run of the same process registered (`nil`: none did). The
 /// next run asks and answers only once registered, and this run's last messages may reach the broker after the
 /// next run started (a stopped broker reads them when it continues).
-public struct InterruptedRun: Sendable, Hashable {
+public struct InterruptedRun: Codable, Sendable, Hashable {
     public var process: String
     /// Id prefix of the children or guardians the process hosts (`c1-`, `g2-`).
     public var idPrefix: String

@@ -173,7 +173,7 @@ public enum ReportFolder {
     static func isWrittenByAskRelay(_ name: String) -> Bool {
         let fixed: Set<String> = [
             "logs", "records", "broker-data", "limits-data", "keys", "limits-state.json", "scenario.json",
-            "report.json", "report.html", "load.json", "load.html", lockName, "shrink",
+            "report.json", "report.html", "load.json", "load.html", lockName, "shrink", RunFacts.fileName,
         ]
         if fixed.contains(name) { return true }
         if name.hasPrefix("child-") && name.hasSuffix("-state") { return true }

@@ -164,15 +164,10 @@ public struct SimulationResult: Sendable {
     public var reportJSON: String
     public var reportHTML: String
     /// 0 when every invariant held, 1 otherwise (unknown flows never fail the run).
-    public var exitCode: Int32 { exitCode(maxUnknown: nil) }
+    public var exitCode: Int32 { report.exitCode }
 
-    /// 1 when an invariant was violated; 3 (``ExitCode/unknownVerdict``) when none was but more than `maxUnknown`
-    /// flows' ends are unknown (`nil`: no bound); 0 otherwise.
-    public func exitCode(maxUnknown: Int?) -> Int32 {
-        if !report.invariants.ok { return ExitCode.failure }
-        if let maxUnknown, report.invariants.unknownCount > maxUnknown { return ExitCode.unknownVerdict }
-        return ExitCode.success
-    }
+    /// See ``SimulationReport/exitCode(maxUnknown:)``.
+    public func exitCode(maxUnknown: Int?) -> Int32 { report.exitCode(maxUnknown: maxUnknown) }
 }
 
 /// Plays a scenario with real processes: broker → limits → parents → children, the fault schedule on time, then a
@@ -462,77 +457,25 @@ public final class Simulation: Sendable {
         try checkpoint()
         let wallSeconds = (ContinuousClock.now - clockStart).seconds
 
-        // 4. Check and report.
+        // 4. Check and report: what only this process knows goes into run-facts.json first, and the check reads it
+        // back with the records and journals, exactly as `askrelay check` does later (RunCheck).
         scratch.phase = "checking the invariants"
-        var childRecords: [ChildFlowRecord] = []
-        var guardianRecords: [GuardianAnswerRecord] = []
-        var unreadable = 0
-        for index in 1...scenario.childProcesses {
-            let read = JSONLinesWriter.read(ChildFlowRecord.self, path: plan.childRecordsPath(index))
-            childRecords += read.values
-            unreadable += read.unreadable
-        }
-        for index in 1...scenario.parentProcesses {
-            let read = JSONLinesWriter.read(GuardianAnswerRecord.self, path: plan.parentRecordsPath(index))
-            guardianRecords += read.values
-            unreadable += read.unreadable
-        }
-        var ledger: [QuestionRecord]?
-        if options.externalBroker == nil {
-            if scenario.durability == "off" {
-                notes.append("ledger checks skipped: durability 'off' keeps no journal")
-            } else {
-                // Every shard's journal: a question lives in exactly one of them (its family's shard).
-                do {
-                    var questions: [QuestionRecord] = []
-                    for shard in plan.brokers == nil ? ["b0"] : scenario.shardNames {
-                        questions += try Journal(
-                            directory: plan.brokerDataDirectory(shard),
-                            durability: Durability(rawValue: scenario.durability) ?? .batch
-                        )
-                        .loadQuestions(openOnly: false)
-                    }
-                    ledger = questions
-                } catch {
-                    notes.append("could not read the broker's journal: \(error)")
-                }
-            }
-        }
-        let exits = supervisor.all.map(Self.exitReport)
-        let inputs = InvariantInputs(
-            childRecords: childRecords,
-            guardianRecords: guardianRecords,
-            ledger: ledger,
-            processes: exits,
-            unreadableLines: unreadable,
+        try RunFacts(
+            externalBroker: options.externalBroker,
+            startedAt: startedAt,
+            wallSeconds: wallSeconds,
+            playStartedAt: playStartDate,
+            brokerStoppedAt: brokerStoppedAt,
+            processes: supervisor.all.map(Self.exitReport),
             // A parent run our signal ended (kill, or term: it cannot wait forever for the result of an answer the
             // broker accepted just before going down) may have lost the record of an accepted answer.
             interruptedParentRuns: FaultRunner.interruptedRuns(parents),
             interruptedRuns: FaultRunner.interruptedRuns(children, endTerminated: faults.endTerminated),
-            brokerStoppedAt: brokerStoppedAt,
-            powerCuts: faults.powerCuts
+            powerCuts: faults.powerCuts,
+            notes: notes
         )
-        var result = InvariantChecker.check(inputs)
-        if ledger == nil && options.externalBroker == nil && !result.notes.isEmpty {
-            result.notes.removeAll { $0.contains("--broker") }
-        }
-        let report = SimulationReport.build(
-            scenario: scenario,
-            broker: options.externalBroker ?? "internal",
-            startedAt: startedAt,
-            wallSeconds: wallSeconds,
-            childRecords: childRecords,
-            guardianRecords: guardianRecords,
-            invariants: result,
-            processes: exits,
-            notes: notes,
-            shardFaults: ShardFaultFigures.measure(
-                scenario: scenario,
-                brokers: plan.brokers,
-                playStart: playStartDate,
-                records: childRecords
-            )
-        )
+        .write(into: runDirectory)
+        let report = try RunCheck.report(folder: runDirectory, scenario: scenario)
         let paths = try report.write(to: runDirectory)
         return SimulationResult(report: report, reportJSON: paths.json, reportHTML: paths.html)
     }

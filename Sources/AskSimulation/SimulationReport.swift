@@ -1,3 +1,4 @@
+import AskCLI
 import AskAgents
 import AskModel
 import Foundation
@@ -175,6 +176,18 @@ public struct SimulationReport: Codable, Sendable {
         try jsonData().write(to: URL(fileURLWithPath: json))
         try Data(ReportHTML.render(self).utf8).write(to: URL(fileURLWithPath: html))
         return (json, html)
+    }
+
+    /// The exit code of the verdict, for `askrelay simulate` and `askrelay check` alike: 0 when every invariant
+    /// held, 1 otherwise.
+    public var exitCode: Int32 { exitCode(maxUnknown: nil) }
+
+    /// 1 when an invariant was violated; 3 (``ExitCode/unknownVerdict``) when none was but more than `maxUnknown`
+    /// flows' ends are unknown (`nil`: no bound); 0 otherwise.
+    public func exitCode(maxUnknown: Int?) -> Int32 {
+        if !invariants.ok { return ExitCode.failure }
+        if let maxUnknown, invariants.unknownCount > maxUnknown { return ExitCode.unknownVerdict }
+        return ExitCode.success
     }
 
     /// The summary table printed on stdout.

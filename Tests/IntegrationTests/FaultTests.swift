@@ -284,6 +284,14 @@ struct UnknownVerdictTests {
             run.stdout.contains { $0.hasPrefix("  ? child-1: \(count) flow(s) unknown: killed by the fault schedule") }
         )
 
+        // askrelay check on the folder gives the same verdict, and takes the same bound.
+        let askrelay = Executables.built.appendingPathComponent("askrelay").path
+        let check = Tool.run(askrelay, ["check", run.directory])
+        #expect(check.status == 0, "\(check.stderr)")
+        #expect(check.stdout.contains("invariants       UNKNOWN (\(count) flow(s) undecided"), "\(check.stdout)")
+        #expect(Tool.run(askrelay, ["check", run.directory, "--max-unknown", "0"]).status == 3)
+        #expect(Tool.run(askrelay, ["check", run.directory, "--max-unknown", "\(count)"]).status == 0)
+
         let strict = TempDirectory()
         defer { strict.cleanup() }
         let bounded = try FaultSupport.simulate(Self.scenario, directory: strict, flags: ["--max-unknown", "0"])

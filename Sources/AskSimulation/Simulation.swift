@@ -523,6 +523,15 @@ public final class Simulation: Sendable {
                 brokers: plan.brokers,
                 playStart: playStartDate,
                 records: childRecords
+            ),
+            coverage: FaultCoverage.measure(
+                plays: faults.plays,
+                playStart: playStartDate,
+                scenario: scenario,
+                brokers: plan.brokers,
+                childRecords: childRecords,
+                guardianRecords: guardianRecords,
+                ledger: ledger
             )
         )
         let paths = try report.write(to: runDirectory)

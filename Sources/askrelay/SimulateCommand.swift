@@ -16,7 +16,9 @@ struct Simulate: Command {
         the ones in flight), stops the rest with SIGTERM, checks the invariants and writes report.json and
         report.html into --report-dir, which must be new or empty (--clean empties it). Progress goes to stderr
         once a second; the summary table to stdout.
-        Exit codes: 0 every invariant held, 1 an invariant failed, a process could not start or Ctrl-C, 64 bad usage.
+        Exit codes: 0 every invariant held, 1 an invariant failed, a process could not start or Ctrl-C, 2 every
+        invariant held but --require-coverage found a vacuous fault (one that touched no question in flight),
+        64 bad usage.
         Flags override the scenario file. Durations take a unit: 250ms, 2s, 5m, 48h (at most 100d).
         See docs/simulation.md.
         """
@@ -113,6 +115,12 @@ struct Simulate: Command {
             help:
                 "when an invariant fails, shrink the scenario to the smallest that still breaks it (into REPORT_DIR/shrink)"
         ),
+        .flag(
+            "require-coverage",
+            env: "ASKRELAY_REQUIRE_COVERAGE",
+            help:
+                "fail the run (exit 2) when a fault was vacuous: it touched no question in flight, or did not play"
+        ),
     ]
     static let options = simulateOptions + ShrinkFlags.options
 
@@ -126,6 +134,7 @@ struct Simulate: Command {
     let endpoint: String?
     let wrappers: CommandWrappers
     let shrink: Bool
+    let requireCoverage: Bool
     let shrinkFlags: ShrinkFlags
     /// Every option of the run; validated before the report folder is touched.
     let options: SimulationOptions
@@ -196,6 +205,7 @@ struct Simulate: Command {
         wrappers.child = try words("wrap-child")
         self.wrappers = wrappers
         shrink = arguments.flag("shrink")
+        requireCoverage = arguments.flag("require-coverage")
         shrinkFlags = try ShrinkFlags(arguments: arguments)
         for name in ["shrink-budget", "shrink-invariant"] where !shrink && arguments.sources[name] == .commandLine {
             throw UsageError("--\(name) goes with --shrink")
@@ -262,10 +272,14 @@ struct Simulate: Command {
         printLine("")
         printLine("report: \(result.reportJSON)")
         printLine("        \(result.reportHTML)")
-        guard shrink else { return result.exitCode }
+        if requireCoverage, let failure = result.report.coverageFailure {
+            printError("askrelay simulate: --require-coverage: \(failure)")
+        }
+        let exitCode = result.exitCode(requireCoverage: requireCoverage)
+        guard shrink else { return exitCode }
         if result.report.invariants.ok {
             printLine("shrink: every invariant held; nothing to shrink")
-            return result.exitCode
+            return exitCode
         }
         let invariant: Invariant
         do { invariant = try Shrinker.target(result.report.invariants, named: shrinkFlags.invariant) } catch {

@@ -25,6 +25,8 @@ final class FaultRunner {
         var at: Duration
         var process: String
         var action: Action
+        /// The scenario fault it plays (its index in `faults`); `nil` for a resume or an undo.
+        var fault: Int? = nil
     }
 
     enum Action {
@@ -62,6 +64,8 @@ final class FaultRunner {
     private(set) var powerCuts: [PowerCutCheck] = []
     /// Pids of child runs told to finish because they outlived `duration` plus the drain bound.
     private(set) var endTerminated: Set<pid_t> = []
+    /// Every fault of the schedule, as played (or skipped), for the coverage.
+    private(set) var plays: [FaultPlay] = []
     private var steps: [Step]
     private var restarts: [String: PendingRestart] = [:]
     private var readyWaits: [String: ContinuousClock.Instant] = [:]
@@ -114,6 +118,8 @@ final class FaultRunner {
                 )
             }
         }
+        // Each step of a scenario fault knows which one it is (for the coverage): one step per fault, in order.
+        for index in steps.indices { steps[index].fault = index }
         for child in children { playingSince[child.name] = start }
     }
 
@@ -157,6 +163,7 @@ final class FaultRunner {
             finishChildren(now)
             if children.allSatisfy({ !$0.isRunning }) && nothingPending {
                 for step in steps where !isUndo(step) {
+                    skipped(step, "every child had finished")
                     notes.append(
                         "fault at \(step.at.text) (\(step.process.isEmpty ? "run" : step.process)) not played: every child had finished"
                     )
@@ -282,6 +289,7 @@ final class FaultRunner {
                 "fault: run",
                 metadata: ["command": "\(command.joined(separator: " "))", "at": "\(step.at.text)"]
             )
+            played(step, now)
             let token = undo.map { undos.add($0) }
             commands.launch(command, step: step.at, undo: token.map { ($0, undoAfter) }, supervisor: supervisor)
             return
@@ -297,6 +305,7 @@ final class FaultRunner {
         }
         guard let process = processes[step.process] else {
             notes.append("fault at \(step.at.text): no process '\(step.process)' in this run; skipped")
+            skipped(step, "no process '\(step.process)' in this run")
             return
         }
         switch step.action {
@@ -320,8 +329,10 @@ final class FaultRunner {
             guard process.isRunning else {
                 let why = restarts[step.process] != nil ? "was down, its restart pending" : "had already exited"
                 notes.append("fault at \(step.at.text): \(step.process) \(why); \(signalName(number)) skipped")
+                skipped(step, "\(step.process) \(why)")
                 return
             }
+            played(step, now)
             if number == SIGSTOP {
                 process.signal(SIGSTOP)
                 let until = step.at + (follow ?? .seconds(1))
@@ -339,8 +350,10 @@ final class FaultRunner {
             guard process.isRunning else {
                 let why = restarts[step.process] != nil ? "was down, its restart pending" : "had already exited"
                 notes.append("fault at \(step.at.text): \(step.process) \(why); power cut skipped")
+                skipped(step, "\(step.process) \(why)")
                 return
             }
+            played(step, now)
             // The fault VFS holds every write since the last fsync in the process: SIGKILL loses them.
             process.signal(SIGKILL, expected: true)
             ended(step.process, restartAfter: follow, now: now)
@@ -351,6 +364,18 @@ final class FaultRunner {
             powerCuts.append(PowerCutCheck(process: step.process, at: (now - start).text, integrity: integrity))
         case .run, .undo: break
         }
+    }
+
+    /// Notes that the scenario fault `step` plays now.
+    private func played(_ step: Step, _ now: ContinuousClock.Instant) {
+        guard let index = step.fault else { return }
+        plays.append(FaultPlay(index: index, fault: scenario.faults[index], playedAt: now - start))
+    }
+
+    /// Notes that the scenario fault `step` did not play, and why.
+    private func skipped(_ step: Step, _ why: String) {
+        guard let index = step.fault else { return }
+        plays.append(FaultPlay(index: index, fault: scenario.faults[index], playedAt: nil, skipped: why))
     }
 
     /// Bookkeeping for a process a fault just ended: no stop, drain or ready wait is pending for it any more; with

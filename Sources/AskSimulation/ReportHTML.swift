@@ -111,6 +111,29 @@ enum ReportHTML {
             }
             html += "</table>"
         }
+        if let coverage = report.coverage {
+            html +=
+                "<h2>Coverage</h2><p class=meta>Questions in flight on the process each fault hit, at the moment it played, by state. A fault that touched none is <span class=bad>vacuous</span>.</p>"
+                + "<table><tr><th>fault</th><th>target</th><th class=n>played (s)</th>"
+                + FaultCoverage.State.allCases.map { "<th class=n>\($0.rawValue)</th>" }.joined()
+                + "<th class=n>touched</th><th>verdict</th></tr>"
+            for entry in coverage {
+                let played = entry.playedAt.map { String(format: "%.2f", $0) } ?? "not played"
+                let counts = FaultCoverage.State.allCases.map { state in
+                    "<td class=n>\(entry.flows?[state.rawValue].map(String.init) ?? "—")</td>"
+                }
+                let verdict =
+                    entry.vacuous
+                    ? "<span class=bad>vacuous</span>"
+                    : entry.measured ? "<span class=ok>touched</span>" : "not measured"
+                let note = entry.note.map { " <small>\(esc($0))</small>" } ?? ""
+                html +=
+                    "<tr><td><code>faults[\(entry.fault)]</code> \(esc(entry.action)) at \(esc(entry.at))</td>"
+                    + "<td>\(esc(entry.target))</td><td class=n>\(played)</td>" + counts.joined()
+                    + "<td class=n>\(entry.touched.map(String.init) ?? "—")</td><td>\(verdict)\(note)</td></tr>"
+            }
+            html += "</table>"
+        }
         html += "</body></html>\n"
         return html
     }

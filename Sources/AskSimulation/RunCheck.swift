@@ -39,6 +39,9 @@ public struct RunFacts: Codable, Sendable, Equatable {
     public var interruptedRuns: [InterruptedRun]
     /// Every power cut played, with its journal's integrity check.
     public var powerCuts: [PowerCutCheck]
+    /// Every fault of the schedule as it played (when, on what) or why it did not, uncounted: the check counts
+    /// what each touched (``FaultCoverage/recount(_:scenario:brokers:childRecords:guardianRecords:ledger:)``).
+    public var faults: [FaultCoverage]
     /// What the run itself noted (faults, drain), before the check's own notes.
     public var notes: [String]
 
@@ -52,6 +55,7 @@ public struct RunFacts: Codable, Sendable, Equatable {
         interruptedParentRuns: [InterruptedRun],
         interruptedRuns: [InterruptedRun],
         powerCuts: [PowerCutCheck],
+        faults: [FaultCoverage] = [],
         notes: [String]
     ) {
         format = Self.currentFormat
@@ -64,6 +68,7 @@ public struct RunFacts: Codable, Sendable, Equatable {
         self.interruptedParentRuns = interruptedParentRuns
         self.interruptedRuns = interruptedRuns
         self.powerCuts = powerCuts
+        self.faults = faults
         self.notes = notes
     }
 
@@ -241,6 +246,14 @@ public enum RunCheck {
                 brokers: plan.brokers,
                 playStart: facts.playStartedAt,
                 records: childRecords
+            ),
+            coverage: FaultCoverage.recount(
+                facts.faults,
+                scenario: scenario,
+                brokers: plan.brokers,
+                childRecords: childRecords,
+                guardianRecords: guardianRecords,
+                ledger: ledger
             )
         )
     }

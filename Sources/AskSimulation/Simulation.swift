@@ -472,6 +472,7 @@ public final class Simulation: Sendable {
             interruptedParentRuns: FaultRunner.interruptedRuns(parents),
             interruptedRuns: FaultRunner.interruptedRuns(children, endTerminated: faults.endTerminated),
             powerCuts: faults.powerCuts,
+            faults: FaultCoverage.entries(plays: faults.plays, playStart: playStartDate),
             notes: notes
         )
         .write(into: runDirectory)

@@ -59,11 +59,13 @@ public struct SimulationReport: Codable, Sendable {
     public var notes: [String]
     /// With several brokers: what each broker fault did to the flows of its shard and of the others.
     public var shardFaults: [ShardFaultFigures]?
+    /// With a fault schedule: what each fault touched (docs/simulation.md, "Coverage"); `nil` without faults.
+    public var coverage: [FaultCoverage]?
 
     enum CodingKeys: String, CodingKey {
         case seed, scenario, broker, startedAt, wallSeconds, flows, questions, outcomes, askErrors, timeline,
             guardianAnswers
-        case invariants, processes, notes
+        case invariants, processes, notes, coverage
         case throughputFlowsPerSecond = "throughput_flows_per_s"
         case latencyMs = "latency_ms"
         case shardFaults = "shard_faults"
@@ -88,7 +90,8 @@ public struct SimulationReport: Codable, Sendable {
         invariants: InvariantResult,
         processes: [ProcessExitReport],
         notes: [String] = [],
-        shardFaults: [ShardFaultFigures] = []
+        shardFaults: [ShardFaultFigures] = [],
+        coverage: [FaultCoverage] = []
     ) -> SimulationReport {
         var outcomes: [String: Int] = [:]
         for outcome in FlowOutcome.allCases { outcomes[outcome.rawValue] = 0 }
@@ -158,7 +161,8 @@ public struct SimulationReport: Codable, Sendable {
             invariants: invariants,
             processes: processes,
             notes: notes,
-            shardFaults: shardFaults.isEmpty ? nil : shardFaults
+            shardFaults: shardFaults.isEmpty ? nil : shardFaults,
+            coverage: coverage.isEmpty ? nil : coverage
         )
     }
 
@@ -232,6 +236,15 @@ public struct SimulationReport: Codable, Sendable {
             lines += figures.summaryLines
         }
         if shardFaults != nil { lines.append("") }
+        if let coverage {
+            let vacuous = coverage.filter(\.vacuous).count
+            lines.append(
+                "coverage         \(coverage.count) fault\(coverage.count == 1 ? "" : "s"), \(vacuous) vacuous"
+                    + " (questions in flight on the process each fault hit, when it played)"
+            )
+            for entry in coverage { lines.append("  \(entry.summaryLine)") }
+            lines.append("")
+        }
         lines.append("invariants       \(verdict)")
         for violation in invariants.violations.prefix(20) { lines.append("  ✗ \(violation)") }
         for status in invariants.statuses where status.status == .undecided {

@@ -14,7 +14,7 @@ struct CheckCommand: Command {
         broker's journal, checks every invariant with the checker askrelay simulate uses and prints the same
         summary. report.json and report.html are not rewritten (they stay the run's).
         Exit codes: 0 every invariant held, 1 an invariant failed (as askrelay simulate), 3 more flows ended unknown
-        than --max-unknown, 64 bad usage (no such
+        than --max-unknown, 2 a vacuous fault with --require-coverage, 64 bad usage (no such
         folder, not a finished run's folder), 65 a folder written by an askrelay of another report format (no
         run-facts.json, or another format number), 75 a live askrelay simulate still writes the folder.
         See docs/simulation.md.
@@ -26,14 +26,21 @@ struct CheckCommand: Command {
             "N",
             env: "ASKRELAY_CHECK_MAX_UNKNOWN",
             help: "exit 3 when more than N flows' ends are unknown (0...100000000), as askrelay simulate --max-unknown"
-        )
+        ),
+        .flag(
+            "require-coverage",
+            env: "ASKRELAY_CHECK_REQUIRE_COVERAGE",
+            help: "exit 2 when a fault was vacuous (touched no question in flight), as askrelay simulate"
+        ),
     ]
 
     let reportDirectory: String
     let maxUnknown: Int?
+    let requireCoverage: Bool
 
     init(arguments: Arguments) throws {
         maxUnknown = try arguments.int("max-unknown", in: 0...100_000_000)
+        requireCoverage = arguments.flag("require-coverage")
         guard arguments.positionals.count == 1, let folder = arguments.positionals.first else {
             throw UsageError(
                 arguments.positionals.isEmpty
@@ -53,6 +60,9 @@ struct CheckCommand: Command {
         printLine(report.summaryTable)
         printLine("")
         printLine("checked: \(reportDirectory) (records, journals, \(RunFacts.fileName); report.json not rewritten)")
-        return report.exitCode(maxUnknown: maxUnknown)
+        if let why = report.exitReason(maxUnknown: maxUnknown, requireCoverage: requireCoverage) {
+            printError("askrelay check: \(why)")
+        }
+        return report.exitCode(maxUnknown: maxUnknown, requireCoverage: requireCoverage)
     }
 }

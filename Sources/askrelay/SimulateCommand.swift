@@ -17,7 +17,8 @@ struct Simulate: Command {
         report.html into --report-dir, which must be new or empty (--clean empties it). Progress goes to stderr
         once a second; the summary table to stdout.
         Exit codes: 0 every invariant held, 1 an invariant failed, a process could not start or Ctrl-C, 3 more flows
-        ended unknown than --max-unknown, 64 bad usage.
+        ended unknown than --max-unknown, 2 every invariant held but --require-coverage found a vacuous fault (one
+        that touched no question in flight), 64 bad usage.
         Flags override the scenario file. Durations take a unit: 250ms, 2s, 5m, 48h (at most 100d).
         See docs/simulation.md.
         """
@@ -121,6 +122,12 @@ struct Simulate: Command {
             help:
                 "when an invariant fails, shrink the scenario to the smallest that still breaks it (into REPORT_DIR/shrink)"
         ),
+        .flag(
+            "require-coverage",
+            env: "ASKRELAY_REQUIRE_COVERAGE",
+            help:
+                "fail the run (exit 2) when a fault was vacuous: it touched no question in flight, or did not play"
+        ),
     ]
     static let options = simulateOptions + ShrinkFlags.options
 
@@ -134,6 +141,7 @@ struct Simulate: Command {
     let endpoint: String?
     let wrappers: CommandWrappers
     let shrink: Bool
+    let requireCoverage: Bool
     let shrinkFlags: ShrinkFlags
     /// `--max-unknown`: `nil` when unknown flows never fail the run.
     let maxUnknown: Int?
@@ -207,6 +215,7 @@ struct Simulate: Command {
         self.wrappers = wrappers
         shrink = arguments.flag("shrink")
         maxUnknown = try arguments.int("max-unknown", in: 0...100_000_000)
+        requireCoverage = arguments.flag("require-coverage")
         shrinkFlags = try ShrinkFlags(arguments: arguments)
         for name in ["shrink-budget", "shrink-invariant"] where !shrink && arguments.sources[name] == .commandLine {
             throw UsageError("--\(name) goes with --shrink")
@@ -273,12 +282,9 @@ struct Simulate: Command {
         printLine("")
         printLine("report: \(result.reportJSON)")
         printLine("        \(result.reportHTML)")
-        let exitCode = result.exitCode(maxUnknown: maxUnknown)
-        if exitCode == ExitCode.unknownVerdict, let maxUnknown {
-            printError(
-                "askrelay simulate: \(result.report.invariants.unknownCount) flow(s) ended unknown, more than "
-                    + "--max-unknown \(maxUnknown) allows (exit 3; docs/simulation.md, \"Verdicts\")"
-            )
+        let exitCode = result.report.exitCode(maxUnknown: maxUnknown, requireCoverage: requireCoverage)
+        if let why = result.report.exitReason(maxUnknown: maxUnknown, requireCoverage: requireCoverage) {
+            printError("askrelay simulate: \(why)")
         }
         guard shrink else { return exitCode }
         if result.report.invariants.ok {

@@ -134,11 +134,24 @@ struct ParentWorkerTests {
     }
 
     @Test func firstOfTwoGuardiansWinsAndTheOtherIsRefusedAlreadyClosed() throws {
-        // Both think for no time, so both answer in the same loop turn, before the broker can close the question.
-        let setup = try Setup(guardians: [Self.guardian("g1", .approveAll), Self.guardian("g2", .denyAll)])
+        // Both think one second on a driven clock that moves only once both hold the question: the worker's tick
+        // then decides both in one turn and sends both answers before it can read the broker's close. (With no think
+        // time, a loaded machine let the first answer's close arrive before the second guardian decided.)
+        let clock = DrivenClock()
+        let think = ThinkTime.fixed(.seconds(1))
+        let setup = try Setup(
+            guardians: [Self.guardian("g1", .approveAll, think: think), Self.guardian("g2", .denyAll, think: think)],
+            clock: clock
+        )
         defer { setup.stop() }
         let q = question([phone("+14155550125")])
         try setup.child.askAndSend(q, child: "c1")
+        for guardian in ["g1", "g2"] {
+            _ = try setup.events.expect {
+                if case .received(guardian, let id) = $0 { return id == q.id }; return false
+            }
+        }
+        clock.advance(by: .seconds(1))
         let response = try setup.response(for: q)
         let first = try setup.result(for: q, guardian: "g1")
         let second = try setup.result(for: q, guardian: "g2")

@@ -8,8 +8,9 @@ SWIFT ?= swift
 APT_PACKAGES := libzmq3-dev libsqlite3-dev pkg-config
 # What only the tests add: docker-compose for `docker-compose config` (ComposeTests), python3-yaml and python3-venv
 # for Tests/Deploy/validate-manifests.py, whose Kubernetes API models (PyPI's client) go into a virtual environment
-# under .build, never into the system Python.
-TEST_APT_PACKAGES := docker-compose python3-yaml python3-venv gdb
+# under .build, never into the system Python; prometheus (/usr/bin/prometheus and /usr/bin/promtool) for
+# PrometheusTests (deploy/prometheus's rules and their unit tests, a real Prometheus scraping the processes).
+TEST_APT_PACKAGES := docker-compose python3-yaml python3-venv gdb prometheus
 PIP_PACKAGES := kubernetes==37.0.2
 VENV := .build/venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -25,7 +26,7 @@ help:
 	@echo "make test       install missing packages, lint, build, run every test"
 	@echo "make lint       swift format lint --strict (what make test checks first); make format fixes most findings"
 	@echo "make deps       install what the build and make simulate need (libzmq3-dev, libsqlite3-dev) when missing"
-	@echo "make test-deps  also what the tests need: docker-compose, python3-yaml, python3-venv, and PyPI's"
+	@echo "make test-deps  also what the tests need: docker-compose, python3-yaml, python3-venv, prometheus, and PyPI's"
 	@echo "                kubernetes client into $(VENV)"
 	@echo "make release    build release executables into .build/release"
 	@echo "make bench      run the side-by-side benchmarks (wrapper vs C, codec, relay vs zmq_proxy)"

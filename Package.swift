@@ -122,7 +122,7 @@ let package = Package(
             name: "AskRelayCluster",
             dependencies: [
                 "AskClient", "AskRelayProcesses", "AskLogging", "AskProtocol", "AskKeys", "AskBroker", "AskAgents",
-                "ZeroMQ",
+                "ZeroMQ", "AskLinks",
             ],
             swiftSettings: strict
         ),

@@ -57,6 +57,9 @@ let package = Package(
         // guard, RelayProcess (a process awaited by its ready line, with fault control), the ReadyLine the
         // executables print, the executables lookup, scratch folders and the off-pool helper.
         .target(name: "AskRelayProcesses", dependencies: ["AskModel"], swiftSettings: strict),
+        // Userspace links between a process and its broker with faults a test turns on and off (partition, one-way
+        // partition, delay, reset, stall): plain sockets and one poll thread, Foundation only.
+        .target(name: "AskLinks", swiftSettings: strict),
 
         // The model: PermissionKit-shaped Codable types, validation, message bodies and their JSON. Foundation only,
         // no libzmq (AskModelTests checks the link of askmodel-linkcheck with ldd).
@@ -119,7 +122,7 @@ let package = Package(
             name: "AskRelayCluster",
             dependencies: [
                 "AskClient", "AskRelayProcesses", "AskLogging", "AskProtocol", "AskKeys", "AskBroker", "AskAgents",
-                "ZeroMQ",
+                "ZeroMQ", "AskLinks",
             ],
             swiftSettings: strict
         ),
@@ -276,6 +279,12 @@ let package = Package(
         // Every rule of the ask flow against real processes, written as a team would: only the public products (and the
         // dependency-free test helpers).
         .testTarget(name: "FlowRuleTests", dependencies: ["AskRelayTesting", "AskTestKit"], swiftSettings: strict),
+        // The links: the relay with plain sockets, and through the cluster harness with real processes.
+        .testTarget(
+            name: "AskLinksTests",
+            dependencies: ["AskLinks", "AskRelayTesting", "AskTestKit"],
+            swiftSettings: strict
+        ),
         // docs/architecture.md's table of targets against `swift package dump-package`.
         .testTarget(name: "PackageLayoutTests", dependencies: ["AskTestKit"], swiftSettings: strict),
         // Real processes: broker, workers and askrelay executables started by the tests.

@@ -73,6 +73,8 @@ public final class AskRelayCluster: Sendable {
     private let extra = Mutex<[ClusterProcess]>([])
     private let stopped = Mutex(false)
     private let clientLogPath: String
+    /// With ``Options/links``: each worker's and center's link to the broker (ClusterLinks.swift).
+    let links: ClusterLinks
     /// With ``Options/drivenClock``: the test's copy of the broker's question time, advanced with it by
     /// ``advanceClock(by:timeout:)`` (it starts when the cluster starts, within milliseconds of the broker's).
     public let clock: DrivenClock?
@@ -130,6 +132,12 @@ public final class AskRelayCluster: Sendable {
         context = try ClientContext()
         supervisor = ProcessSupervisor()
         group = try ProcessGroupGuard()
+        links = ClusterLinks(
+            enabled: options.links,
+            folder: folder,
+            ipc: options.transport == .ipc,
+            logger: AskLogger(label: "cluster.link", level: .info, sink: FileSink(path: clientLogPath))
+        )
 
         var curve: CurveMaterial?
         if options.curve { curve = try Self.writeKeys(options: options, folder: folder + "/keys") }
@@ -178,7 +186,8 @@ public final class AskRelayCluster: Sendable {
             self.broker = broker
 
             var limitsArguments = [
-                "--broker", bound, "--id", "limits-1", "--data-dir", folder + "/limits-data",
+                "--broker", try links.endpoint(for: "limits", upstream: bound), "--id", "limits-1", "--data-dir",
+                folder + "/limits-data",
                 "--heartbeat", durationText(options.heartbeat), "--log-level", options.logLevel,
             ]
             if let curve, let key = curve.keyFile(.limits) {
@@ -209,6 +218,7 @@ public final class AskRelayCluster: Sendable {
             )
         } catch {
             for process in started.reversed() { _ = try? process.kill() }
+            links.stopAll()
             group.release()
             throw error
         }
@@ -238,6 +248,7 @@ public final class AskRelayCluster: Sendable {
         for process in processes.reversed() where process.isRunning {
             if (try? process.terminate(timeout: .seconds(10))) == nil { _ = try? process.kill() }
         }
+        links.stopAll()
         group.release()
         if removingFolder { scratch.remove() }
     }
@@ -366,14 +377,17 @@ public final class AskRelayCluster: Sendable {
         options.heartbeatInterval = self.options.heartbeat
         if options.curve == nil { options.curve = clientCurve(.child) }
         if let clock { options.clock = clock }
-        return try AskCenter(
-            broker: endpoint,
+        let name = links.nextName("askcenter")
+        let center = try AskCenter(
+            broker: try links.endpoint(for: name, upstream: endpoint),
             children: children ?? self.children,
             stateDirectory: stateDirectory,
             logger: clientLogger("askcenter"),
             context: context,
             options: options
         )
+        links.register(center, as: name)
+        return center
     }
 
     /// A `GuardianCenter` hosting `guardians` (default: every guardian of the roster), connected to the broker
@@ -386,13 +400,16 @@ public final class AskRelayCluster: Sendable {
         var options = options
         options.heartbeatInterval = self.options.heartbeat
         if options.curve == nil { options.curve = clientCurve(.guardian) }
-        return try GuardianCenter(
-            broker: endpoint,
+        let name = links.nextName("guardiancenter")
+        let center = try GuardianCenter(
+            broker: try links.endpoint(for: name, upstream: endpoint),
             guardians: guardians ?? self.guardians.map { GuardianIdentity(id: $0.id, family: $0.family) },
             logger: clientLogger("guardiancenter"),
             context: context,
             options: options
         )
+        links.register(center, as: name)
+        return center
     }
 
     // MARK: Worker processes
@@ -419,7 +436,8 @@ public final class AskRelayCluster: Sendable {
         let kind = executable.replacingOccurrences(of: "askrelay-", with: "")
         let name = name ?? "\(kind)-\(extra.withLock { list in list.filter { $0.name.hasPrefix(kind) }.count } + 1)"
         var full = [
-            "--broker", endpoint, "--heartbeat", durationText(options.heartbeat), "--log-level", options.logLevel,
+            "--broker", try links.endpoint(for: name, upstream: endpoint), "--heartbeat",
+            durationText(options.heartbeat), "--log-level", options.logLevel,
         ]
         if let curve, let key = curve.keyFile(role) {
             full += ["--curve-key", key, "--broker-key", curve.brokerPublicFile]

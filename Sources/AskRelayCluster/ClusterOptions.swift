@@ -61,6 +61,11 @@ extension AskRelayCluster {
         public var brokerArguments: [String] = []
         /// Extra `askrelay-limits` arguments (appended last).
         public var limitsArguments: [String] = []
+        /// Gives the limits worker, every worker process the cluster starts and every center it makes a link of
+        /// its own to the broker (a ``FaultLink``, named `limits`, `parent-1`, `askcenter-1`, ...), so a test can
+        /// partition, delay, stall or reset one of them: ``AskRelayCluster/link(_:)``,
+        /// ``AskRelayCluster/link(for:)-(AskCenter)``. The cluster's own admin session connects directly.
+        public var links = false
         /// Prefix of the cluster's temporary folder name (`<prefix>-<random>` in the temporary directory).
         public var folderPrefix = "askrelay-cluster"
 

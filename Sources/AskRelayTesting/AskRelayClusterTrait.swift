@@ -69,6 +69,7 @@ extension Trait where Self == AskRelayClusterTrait {
     ///   - durability: the broker's journal mode.
     ///   - transport: tcp on a port the OS picks, or an ipc path in the cluster's folder.
     ///   - families, guardiansPerFamily, childrenPerFamily: the roster (`f1`, `g1-1`, `c1-1`, ...).
+    ///   - links: a ``FaultLink`` between the broker and each worker process and center (``AskRelayCluster/Options/links``).
     ///   - configure: changes to the remaining ``AskRelayCluster/Options``.
     public static func askRelayCluster(
         curve: Bool = false,
@@ -77,6 +78,7 @@ extension Trait where Self == AskRelayClusterTrait {
         families: Int = 1,
         guardiansPerFamily: Int = 2,
         childrenPerFamily: Int = 1,
+        links: Bool = false,
         configure: (inout AskRelayCluster.Options) -> Void = { _ in }
     ) -> Self {
         var options = AskRelayCluster.Options(
@@ -87,6 +89,7 @@ extension Trait where Self == AskRelayClusterTrait {
             guardiansPerFamily: guardiansPerFamily,
             childrenPerFamily: childrenPerFamily
         )
+        options.links = links
         configure(&options)
         return AskRelayClusterTrait(options: options)
     }

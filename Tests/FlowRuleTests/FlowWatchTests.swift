@@ -127,8 +127,35 @@ struct FlowWatchTests {
             // The quiet window is over once the marker is being asked.
             #expect(await eventually { !flow.markers.isEmpty })
             try await guardians.answer(questionID: question.id, choiceID: PermissionChoice.approve.id, as: "g1-2")
-            cluster.limits.resume()
+            try await cluster.run { try cluster.limits.resume() }
             try await expectation.value
         }
+    }
+
+    @Test("two guardians on connections of their own answer at once: exactly one is accepted", .askRelayCluster())
+    func guardiansRaceOnTwoConnections() async throws {
+        let cluster = try currentCluster()
+        let app = try cluster.makeAskCenter()
+        let mum = try cluster.makeGuardianCenter(guardians: [GuardianIdentity(id: "g1-1", family: "f1")])
+        let dad = try cluster.makeGuardianCenter(guardians: [GuardianIdentity(id: "g1-2", family: "f1")])
+        let flow = FlowWatch(children: app, guardians: mum)
+        let question = PermissionQuestion(handle: friend)
+        try await app.child("c1-1").ask(question)
+        try await app.child("c1-1").send(question.id)
+        try await flow.expectQuestion(question.id, at: "g1-1", within: .seconds(10))
+        #expect(await dad.waitUntilRegistered())
+        let id = question.id
+        // docs/testing.md, "One connection per guardian, for races":
+        async let first: Void = mum.answer(questionID: id, choiceID: PermissionChoice.approve.id, as: "g1-1")
+        async let second: Void = dad.answer(questionID: id, choiceID: PermissionChoice.decline.id, as: "g1-2")
+        var accepted = 0
+        do { try await first; accepted += 1 } catch { #expect(error as? GuardianAnswerError == .alreadyClosed) }
+        do { try await second; accepted += 1 } catch { #expect(error as? GuardianAnswerError == .alreadyClosed) }
+        #expect(accepted == 1)
+        let response = try await flow.expectResponse(to: id, within: .seconds(10))
+        #expect(try cluster.ledger(id)?.answerChoiceID == response.choice.id)
+        await app.stop()
+        await mum.stop()
+        await dad.stop()
     }
 }

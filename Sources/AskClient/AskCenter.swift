@@ -24,6 +24,9 @@ public struct ChildIdentity: Sendable, Hashable, Codable {
 }
 
 /// Why `send` or `cancel` of a presented question failed.
+///
+/// ``refusal`` names a broker's refusal as a ``QuestionRefusal``. Two errors are equal when their case and code are
+/// (the reason text is not compared), so a test writes `#expect(throws: SheetError.expired) { ... }`.
 public enum SheetError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The broker refused it; `code` says why (`expired`, `cancelled`, `not-sent`, `unknown-question`, ...).
     case refused(code: ErrorCode, reason: String)

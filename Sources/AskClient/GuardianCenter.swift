@@ -25,7 +25,9 @@ public struct GuardianIdentity: Sendable, Hashable, Codable {
 ///
 /// ``refused(_:reason:)`` carries the broker's code (docs/protocol.md §7): `already-closed` (another guardian's
 /// answer won), `expired`, `cancelled`, `invalid-choice`, `not-sent`, `not-presented`, `unknown-question`,
-/// `not-guardian`, and the rest of the table. The other cases are the client's own.
+/// `not-guardian`, and the rest of the table; ``refusal`` names it as a ``QuestionRefusal``. The other cases are the
+/// client's own. Two errors are equal when their case and code are (the reason text is not compared), so a test
+/// writes `#expect(throws: GuardianAnswerError.alreadyClosed) { ... }`.
 public enum GuardianAnswerError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The broker refused the answer with `code`; `reason` is its NACK text. The answer changed nothing.
     case refused(ErrorCode, reason: String)

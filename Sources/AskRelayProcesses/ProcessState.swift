@@ -26,4 +26,17 @@ public enum ProcessState {
         }
         throw RelayProcessError("process \(pid) was not stopped within \(timeout) of SIGSTOP")
     }
+
+    /// Waits until no thread of `pid` is stopped (state `T`) any more: a SIGCONT takes effect after kill(2) returns.
+    /// - Throws: ``RelayProcessError`` if the process is gone, or still stopped after `timeout`.
+    public static func waitUntilContinued(_ pid: Int32, timeout: Duration) throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let states = threadStates(pid)
+            if states.isEmpty { throw RelayProcessError("process \(pid) is gone") }
+            if !states.contains("T") { return }
+            usleep(1000)  // allowed: a poll with a deadline (the kernel tells no one when a thread continues)
+        }
+        throw RelayProcessError("process \(pid) was still stopped \(timeout) after SIGCONT")
+    }
 }

@@ -14,8 +14,12 @@ import Synchronization
 ///
 /// Fault control: ``kill()`` (SIGKILL), ``suspend()`` / ``resume()`` (SIGSTOP / SIGCONT), ``terminate(timeout:)``
 /// (SIGTERM, returning the exit status), ``restart(timeout:)`` (same arguments, waits for its ready line), ``stop()``
-/// (SIGTERM, then SIGKILL, never failing). Every call blocks its thread until its effect is visible (the exit reaped,
-/// the ready line read): run them off the cooperative pool (``onDedicatedThread(name:_:)``) in async code.
+/// (SIGTERM, then SIGKILL, never failing). One convention: each of the five fault calls blocks its thread until its
+/// effect is visible (the exit reaped, every thread stopped or running again, the ready line read), and throws
+/// ``RelayProcessError`` when that state cannot be reached — the process is gone (``suspend()``, ``resume()``), still
+/// running (``restart(timeout:)``), or the effect did not show within its timeout. ``kill()`` and
+/// ``terminate(timeout:)`` of a process that already ended return how it ended. Run them off the cooperative pool
+/// (``onDedicatedThread(name:_:)``) in async code.
 ///
 /// A process with a supervisor of its own is stopped (``stop()``) when it is released; one of a shared supervisor is
 /// the supervisor's to end.
@@ -188,13 +192,21 @@ public final class RelayProcess: Sendable {
     /// answer). The process stays alive but runs nothing (its sockets stay open, it answers nothing) until
     /// ``resume()``. - Throws: ``RelayProcessError`` if it is gone, or not stopped within 30 s.
     public func suspend() throws {
+        guard process.isRunning, let pid else { throw RelayProcessError("\(name) is not running; nothing to suspend") }
         process.signal(SIGSTOP, expected: true)
-        guard let pid else { throw RelayProcessError("\(name) is not running; nothing to suspend") }
         try ProcessState.waitUntilStopped(pid, timeout: .seconds(30))
     }
 
-    /// SIGCONT after ``suspend()``.
-    public func resume() { process.signal(SIGCONT) }
+    /// SIGCONT after ``suspend()``, and waits until no thread of the process is stopped any more.
+    /// - Throws: ``RelayProcessError`` if it is gone (killed, exited: there is nothing to continue), or still stopped
+    ///   after 30 s.
+    public func resume() throws {
+        guard process.isRunning, let pid else { throw RelayProcessError("\(name) is not running; nothing to resume") }
+        process.signal(SIGCONT)
+        do { try ProcessState.waitUntilContinued(pid, timeout: .seconds(30)) } catch {
+            throw RelayProcessError("\(name) could not be resumed: \(error)")
+        }
+    }
 
     /// SIGTERM (continuing a stopped process) and waits for the exit. - Returns: the exit status (`exit 0` for the
     /// askrelay executables' clean drain). - Throws: ``RelayProcessError`` when it has not exited in `timeout` (it

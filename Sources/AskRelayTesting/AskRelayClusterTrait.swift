@@ -21,13 +21,24 @@ import Testing
 ///   last test) ended, however it ended; a cluster that cannot start fails the test with the reason.
 /// - When the test recorded an issue or threw, each process's log (stdout, then stderr) and the clients' log are
 ///   attached to it with `Attachment.record`, named `<process>.log`, so a CI page shows them; the cluster's
-///   folder is then kept (its path is in the attachments) instead of removed.
+///   folder is then kept instead of removed, and its path is printed once, on stderr:
+///   `AskRelayTesting: "<test>" failed; its cluster's folder is kept: <path>` (``reportKeptFolder``).
 /// - On a suite it applies to the suite as a whole (one cluster shared by its tests, which run one at a time
 ///   then only if the suite is `.serialized`); put it on each `@Test` for a cluster per test.
 public struct AskRelayClusterTrait: TestTrait, SuiteTrait, TestScoping {
     public let options: AskRelayCluster.Options
+    /// Where the line naming a failed test's kept folder goes: stderr, unless a test of the trait itself catches it.
+    public let reportKeptFolder: @Sendable (String) -> Void
 
-    public init(options: AskRelayCluster.Options) { self.options = options }
+    public init(options: AskRelayCluster.Options) {
+        self.init(options: options) { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+    }
+
+    /// A trait whose kept-folder line goes to `reportKeptFolder` instead of stderr.
+    public init(options: AskRelayCluster.Options, reportKeptFolder: @escaping @Sendable (String) -> Void) {
+        self.options = options
+        self.reportKeptFolder = reportKeptFolder
+    }
 
     public var isRecursive: Bool { false }
 
@@ -57,6 +68,9 @@ public struct AskRelayClusterTrait: TestTrait, SuiteTrait, TestScoping {
             for log in cluster.logs {
                 Attachment.record(log.text, named: "\(log.name).log")
             }
+            reportKeptFolder(
+                "AskRelayTesting: \"\(test.displayName ?? test.name)\" failed; its cluster's folder is kept: \(cluster.folder)"
+            )
         }
         if let thrown { throw thrown }
     }

@@ -67,7 +67,7 @@ final class StoryProcesses: Sendable {
                     try process.suspend()
                 case .cont:
                     guard process.isRunning else { return "\(name.rawValue) is not running" }
-                    process.resume()
+                    try process.resume()
                 case .term:
                     guard process.isRunning else { return "\(name.rawValue) is not running" }
                     let status = try process.terminate(timeout: .seconds(15))

@@ -22,6 +22,30 @@ struct ModelTests {
         #expect(SignificantAppUpdateTopic.topicID == "significantAppUpdate")
     }
 
+    @Test("a question is built with its contacts, actions and expiry at once; the expiry is kept to the millisecond")
+    func builtWhole() throws {
+        let mum = CommunicationHandle(value: "+15550100", kind: .phoneNumber)
+        let gran = CommunicationHandle(value: "gran@example.org", kind: .emailAddress)
+        let expiry = Date(timeIntervalSince1970: 1_800_000_000.123_456)
+        let q = PermissionQuestion(handles: [mum, gran], actions: [.message, .audioCall], expirationDate: expiry)
+        #expect(q.topic.handles == [mum, gran])
+        #expect(q.topic.actions == [.message, .audioCall])
+        let milliseconds = try #require(q.expirationDate).timeIntervalSince1970 * 1000
+        #expect(milliseconds.rounded() == 1_800_000_000_123 && abs(milliseconds - milliseconds.rounded()) < 0.001)
+        #expect(q.choices == [.approve, .decline] && q.defaultChoice == .decline)
+        // The same as setting the property afterwards.
+        var set = PermissionQuestion(handles: [mum, gran], actions: [.message, .audioCall])
+        set.id = q.id
+        set.expirationDate = expiry
+        #expect(set == q)
+        #expect(PermissionQuestion(handle: mum, expirationDate: expiry).expirationDate == q.expirationDate)
+        let update = PermissionQuestion(significantAppUpdateTopic: .init(description: "v2"), expirationDate: expiry)
+        #expect(update.expirationDate == q.expirationDate)
+        let topic = PermissionQuestion(communicationTopic: q.topic, expirationDate: expiry)
+        #expect(topic.topic == q.topic && topic.expirationDate == q.expirationDate)
+        try q.validate(now: expiry.addingTimeInterval(-1))
+    }
+
     @Test("the default choice is the most restrictive one")
     func mostRestrictive() {
         let yes = PermissionChoice(id: "y", title: "Y", answer: .approval)

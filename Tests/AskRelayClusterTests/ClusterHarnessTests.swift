@@ -130,11 +130,19 @@ struct ClusterHarnessTests {
         // suspend() returns once the kernel has stopped it.
         try await cluster.run { try cluster.limits.suspend() }
         #expect(try procState(cluster.limits.pid ?? 0) == "T")
-        cluster.limits.resume()
+        // resume() returns once it runs again.
+        try await cluster.run { try cluster.limits.resume() }
+        #expect(try procState(cluster.limits.pid ?? 0) != "T")
         try await cluster.changeLimits(LimitsAdminChange(child: "c1-1", eligible: true))
 
         let exit = try await cluster.run { try cluster.limits.terminate() }
         #expect(exit == .exited(0))
+        // A process that is gone cannot be suspended or resumed: both say so.
+        let resumed = await #expect(throws: RelayProcessError.self) {
+            try await cluster.run { try cluster.limits.resume() }
+        }
+        #expect(resumed?.description.contains("limits is not running") == true)
+        await #expect(throws: RelayProcessError.self) { try await cluster.run { try cluster.limits.suspend() } }
         try await cluster.run { try cluster.limits.restart() }
         #expect(try cluster.limitsState(of: "c1-1").eligible)
     }

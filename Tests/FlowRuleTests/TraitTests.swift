@@ -41,6 +41,25 @@ struct TraitTests {
         #expect(FileManager.default.fileExists(atPath: folder + "/limits.log"))
     }
 
+    @Test("a failing test's kept folder is named once; a passing test names none")
+    func keptFolderNamedOnce() async throws {
+        let lines = Mutex<[String]>([])
+        let trait = AskRelayClusterTrait(options: .init()) { line in lines.withLock { $0.append(line) } }
+        let kept = Mutex<String?>(nil)
+        await withKnownIssue("the body fails on purpose") {
+            let folder = try await clusterFolder(of: trait) { Issue.record("deliberate failure") }
+            kept.withLock { $0 = folder }
+        }
+        let folder = try #require(kept.withLock { $0 })
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let said = lines.withLock { $0 }
+        #expect(said.count == 1)
+        #expect(said.first?.hasSuffix("its cluster's folder is kept: \(folder)") == true, "\(said)")
+        #expect(said.first?.contains("keptFolderNamedOnce") == true || said.first?.contains("named once") == true)
+        _ = try await clusterFolder(of: trait) {}
+        #expect(lines.withLock { $0.count } == 1)
+    }
+
     @Test("a test that throws keeps the folder too, and the error reaches the test")
     func throwingTest() async throws {
         struct Deliberate: Error {}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The outside-package check: docs/testing.md's tutorial, played as a reader would, in a temporary folder outside
 # the checkout. The folder holds `AskRelay` (a link to this checkout) beside the tutorial's package, so the page's
-# `.package(path: "../AskRelay")` is this checkout. Every block the page marks `<!-- tutorial: file PATH -->` is
+# `.package(path: "../AskRelay")` is this checkout. Then the same manifest against the checkout linked under
+# another name, `askrelay-main` (renamed_check below): the page's rule for a folder not named AskRelay. Every block the page marks `<!-- tutorial: file PATH -->` is
 # written to PATH (relative to that folder), every block marked `<!-- tutorial: run -->` is run, in the page's
 # order, in one shell that stops at the first failing command. It proves the products build and work as a
 # dependency (no test-only resources, no unsafe flags, no target that only builds inside the repository) and that
@@ -67,6 +68,35 @@ if (cd "$work" && TMPDIR="$work/tmp" SWIFT="$SWIFT" bash "$work/tutorial.sh") > 
     status=0
 fi
 grep -E "^package-test:|error:|Test run|✘|passed|failed|^[0-9]+$" "$work/tutorial.log" || true
+
+# A checkout in a folder not named AskRelay: SwiftPM names a path dependency by its folder (the identity is the
+# path's last component, not the manifest's name), so the page tells the reader to use the folder's name in both
+# places. The tutorial's manifest, with that done, must resolve against the checkout linked as `askrelay-main`;
+# as written (`package: "AskRelay"`) it must be refused with SwiftPM's "unknown package 'AskRelay'", the error the
+# page quotes. Resolving the package graph is where the name matters; the build after it is the tutorial's own.
+renamed_check() {
+    local manifest="$work/ChildSafetyTests/Package.swift"
+    [ -f "$manifest" ] || { echo "package-test: no tutorial manifest at $manifest"; return 1; }
+    ln -s "$checkout" "$work/askrelay-main"
+    for variant in renamed as-written; do
+        mkdir -p "$work/$variant/Tests/AskFlowTests"
+        cp "$work/ChildSafetyTests/Tests/AskFlowTests/AskFlowTests.swift" "$work/$variant/Tests/AskFlowTests/"
+        sed 's|"\.\./AskRelay"|"../askrelay-main"|' "$manifest" > "$work/$variant/Package.swift"
+    done
+    sed -i 's|package: "AskRelay"|package: "askrelay-main"|' "$work/renamed/Package.swift"
+    if ! (cd "$work/renamed" && TMPDIR="$work/tmp" "$SWIFT" package show-dependencies) > "$work/renamed.log" 2>&1; then
+        echo "package-test: the tutorial with the checkout in askrelay-main did not resolve:"; cat "$work/renamed.log"
+        return 1
+    fi
+    grep -q "askrelay-main<$work/askrelay-main" "$work/renamed.log" || {
+        echo "package-test: askrelay-main is not the renamed package's dependency:"; cat "$work/renamed.log"; return 1; }
+    (cd "$work/as-written" && TMPDIR="$work/tmp" "$SWIFT" package show-dependencies) > "$work/as-written.log" 2>&1 || true
+    grep -q "unknown package 'AskRelay' in dependencies of target 'AskFlowTests'" "$work/as-written.log" || {
+        echo "package-test: package: \"AskRelay\" against a folder named askrelay-main was not refused as the page says:"
+        cat "$work/as-written.log"; return 1; }
+    echo "package-test: the checkout as askrelay-main: resolves with package: \"askrelay-main\", refused with \"AskRelay\""
+}
+if [ $status = 0 ] && ! renamed_check; then status=1; fi
 
 # Nothing in the checkout may have changed (its own .build included).
 changed=$(find "$checkout" -path "$checkout/.git" -prune -o -newer "$marker" -print -quit 2>/dev/null || true)

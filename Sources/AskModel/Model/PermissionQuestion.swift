@@ -95,25 +95,48 @@ public struct PermissionQuestion<Topic: QuestionTopic>: Sendable, Hashable, Iden
 
 extension PermissionQuestion where Topic == CommunicationTopic {
     /// Asks to communicate with one handle, with the default actions and approve/decline choices.
-    public init(handle: CommunicationHandle) {
-        self.init(handles: [handle])
+    /// - Parameter expirationDate: when answering stops (truncated to milliseconds); `nil`: no expiry of its own.
+    public init(handle: CommunicationHandle, expirationDate: Date? = nil) {
+        self.init(handles: [handle], expirationDate: expirationDate)
     }
 
-    /// Asks to communicate with several handles, with the default actions and approve/decline choices.
-    public init(handles: [CommunicationHandle]) {
-        self.init(communicationTopic: CommunicationTopic(personInformation: handles.map { .init(handle: $0) }))
+    /// Asks to communicate with several handles at once (one question, one answer for all of them), with
+    /// approve/decline choices.
+    ///
+    /// ```swift
+    /// let question = PermissionQuestion(
+    ///     handles: [mum, gran], actions: [.message, .audioCall], expirationDate: Date().addingTimeInterval(3600))
+    /// ```
+    /// - Parameters:
+    ///   - handles: the people, in the order the app lists them.
+    ///   - actions: what the child wants to do with them; ``CommunicationTopic/defaultActions`` (message) by default.
+    ///   - expirationDate: when answering stops (truncated to milliseconds); `nil`: no expiry of its own.
+    public init(
+        handles: [CommunicationHandle],
+        actions: Set<CommunicationTopic.Action> = CommunicationTopic.defaultActions,
+        expirationDate: Date? = nil
+    ) {
+        self.init(
+            communicationTopic: CommunicationTopic(
+                personInformation: handles.map { .init(handle: $0) },
+                actions: actions
+            ),
+            expirationDate: expirationDate
+        )
     }
 
     /// Asks about a communication topic with approve/decline choices.
-    public init(communicationTopic: CommunicationTopic) {
-        self.init(topic: communicationTopic)
+    /// - Parameter expirationDate: when answering stops (truncated to milliseconds); `nil`: no expiry of its own.
+    public init(communicationTopic: CommunicationTopic, expirationDate: Date? = nil) {
+        self.init(topic: communicationTopic, expirationDate: expirationDate)
     }
 }
 
 extension PermissionQuestion where Topic == SignificantAppUpdateTopic {
     /// Asks about a significant app update with approve/decline choices.
-    public init(significantAppUpdateTopic: SignificantAppUpdateTopic) {
-        self.init(topic: significantAppUpdateTopic)
+    /// - Parameter expirationDate: when answering stops (truncated to milliseconds); `nil`: no expiry of its own.
+    public init(significantAppUpdateTopic: SignificantAppUpdateTopic, expirationDate: Date? = nil) {
+        self.init(topic: significantAppUpdateTopic, expirationDate: expirationDate)
     }
 }
 

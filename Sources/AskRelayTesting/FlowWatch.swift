@@ -1,0 +1,378 @@
+import AskClient
+import AskModel
+import Foundation
+import Synchronization
+import Testing
+
+/// What a test's clients hear, recorded from the watch's creation on, with the story steps' deadline-aware
+/// expectations (docs/stories.md: `expectQuestion`, `expectNoQuestion`, `expectResponse`, `expectNoResponse`,
+/// `expectClosed`):
+///
+/// ```swift
+/// let flow = FlowWatch(children: app, guardians: guardians)
+/// try await app.child("c1-1").ask(question)
+/// try await app.child("c1-1").send(question.id)
+/// let delivered = try await flow.expectQuestion(question.id, at: "g1-1", within: .seconds(10))
+/// try await delivered.answer(PermissionChoice.approve.id)
+/// try await flow.expectResponse(to: question.id, choice: .approve, within: .seconds(10))
+/// try await flow.expectClosed(question.id, at: "g1-2", reason: .answered, answeredBy: "g1-1", within: .seconds(10))
+/// try await flow.expectNoResponse(to: question.id, during: .seconds(1))
+/// ```
+///
+/// Contracts:
+/// - **Recording.** The watch opens the guardian center's `events()` and the ask center's response streams of
+///   both topics when it is made; make it before the flow starts, and before the test opens its own streams (a
+///   center keeps what arrived while no stream was open for the first one opened).
+/// - **Deadlines.** An `expect...(within:)` returns as soon as what it expects is there (already, or when it comes),
+///   and fails at its deadline: a deadline is a bound on waiting, never a pause. No expectation polls.
+/// - **Evidence.** `expectNoQuestion` and `expectNoResponse` wait `during`, then prove that nothing is still on
+///   its way: a marker question (a fresh handle) travels the same path — asked by the same child (or a child of
+///   the guardian's family), sent, delivered to the same guardian, answered, its response back to the same child.
+///   The broker keeps one ordered queue per recipient, so once the marker arrived, whatever was queued before it
+///   arrived first. The marker needs the child's limits on (it is asked like any question); its id is in
+///   ``markers``, and the test's own streams see it too. For a significant-app-update question the response
+///   evidence is the communication stream's (the marker's topic), which the center fills in the same order.
+/// - **Failures** are recorded as issues at the caller's line (`try #require` style: the call throws after
+///   recording), saying what was expected and what came.
+public final class FlowWatch: Sendable {
+    /// A response a hosted child got.
+    public struct Response: Sendable, Hashable {
+        /// The hosted child.
+        public let child: String
+        /// The question it answers.
+        public let questionID: UUID
+        /// The winning guardian's choice.
+        public let choice: PermissionChoice
+    }
+
+    private struct Waiter {
+        let matches: @Sendable (State) -> Bool
+        let continuation: CheckedContinuation<Bool, Never>
+    }
+
+    private struct State {
+        var events: [GuardianCenter.Event] = []
+        var responses: [Response] = []
+        var markers: Set<UUID> = []
+        var waiters: [UInt64: Waiter] = [:]
+        var next: UInt64 = 0
+    }
+
+    /// The children's center.
+    public let children: AskCenter
+    /// The guardians' center.
+    public let guardians: GuardianCenter
+    private let state = Mutex(State())
+    private let readers = Mutex<[Task<Void, Never>]>([])
+
+    /// Starts recording what `guardians` hears and what `children` gets. The watch stops recording when a center
+    /// stops (its streams finish) or when the watch is released.
+    public init(children: AskCenter, guardians: GuardianCenter) {
+        self.children = children
+        self.guardians = guardians
+        let events = guardians.events()
+        let communication = children.responses(for: CommunicationTopic.self)
+        let updates = children.responses(for: SignificantAppUpdateTopic.self)
+        let tasks = [
+            Task { [weak self] in
+                for await event in events { self?.append { $0.events.append(event) } }
+            },
+            Task { [weak self] in
+                for await delivered in communication {
+                    let response = Response(
+                        child: delivered.child,
+                        questionID: delivered.response.question.id,
+                        choice: delivered.response.choice
+                    )
+                    self?.append { $0.responses.append(response) }
+                }
+            },
+            Task { [weak self] in
+                for await delivered in updates {
+                    let response = Response(
+                        child: delivered.child,
+                        questionID: delivered.response.question.id,
+                        choice: delivered.response.choice
+                    )
+                    self?.append { $0.responses.append(response) }
+                }
+            },
+        ]
+        readers.withLock { $0 = tasks }
+    }
+
+    deinit {
+        for task in readers.withLock({ $0 }) { task.cancel() }
+    }
+
+    /// Every event the guardians heard, in order.
+    public var events: [GuardianCenter.Event] { state.withLock { $0.events } }
+    /// Every response the children got, in order.
+    public var responses: [Response] { state.withLock { $0.responses } }
+    /// The ids of the marker questions the `expectNo...` calls asked.
+    public var markers: Set<UUID> { state.withLock { $0.markers } }
+
+    // MARK: Expectations
+
+    /// Expects question `id` to reach guardian `guardian` (already, or within `within`).
+    /// - Returns: the delivered question, to answer.
+    @discardableResult
+    public func expectQuestion(
+        _ id: UUID,
+        at guardian: String,
+        within: Duration,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> GuardianCenter.Question {
+        _ = await wait(within) { Self.question(id, at: guardian, in: $0.events) != nil }
+        guard let question = state.withLock({ Self.question(id, at: guardian, in: $0.events) }) else {
+            try fail(
+                "question \(id) at \(guardian) within \(within)",
+                got: describe(questionsAt: guardian),
+                sourceLocation
+            )
+        }
+        return question
+    }
+
+    /// Expects the child's response to question `id` (already, or within `within`), with `choice` when given, and
+    /// only one.
+    @discardableResult
+    public func expectResponse(
+        to id: UUID,
+        choice: PermissionChoice? = nil,
+        within: Duration,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> Response {
+        _ = await wait(within) { $0.responses.contains { $0.questionID == id } }
+        let got = state.withLock { $0.responses.filter { $0.questionID == id } }
+        guard let first = got.first else {
+            try fail("a response to \(id) within \(within)", got: "none", sourceLocation)
+        }
+        if let choice, first.choice.id != choice.id {
+            try fail("a response to \(id) with choice \(choice.id)", got: "choice \(first.choice.id)", sourceLocation)
+        }
+        if got.count > 1 {
+            try fail(
+                "one response to \(id)",
+                got: "\(got.count): \(got.map(\.choice.id).joined(separator: ", "))",
+                sourceLocation
+            )
+        }
+        return first
+    }
+
+    /// Expects guardian `guardian` to be told question `id` closed with `reason` (and, when given, `answeredBy`),
+    /// already or within `within`.
+    @discardableResult
+    public func expectClosed(
+        _ id: UUID,
+        at guardian: String,
+        reason: QuestionClosed.Reason,
+        answeredBy: String? = nil,
+        within: Duration,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> GuardianCenter.Closed {
+        _ = await wait(within) { Self.closed(id, at: guardian, in: $0.events) != nil }
+        let wanted = "closed \(reason.rawValue)" + (answeredBy.map { " by \($0)" } ?? "") + " at \(guardian)"
+        guard let closed = state.withLock({ Self.closed(id, at: guardian, in: $0.events) }) else {
+            try fail("\(wanted) within \(within)", got: "no closed notice for \(id)", sourceLocation)
+        }
+        if closed.reason != reason || (answeredBy != nil && closed.answeredBy != answeredBy) {
+            let got = "closed \(closed.reason.rawValue)" + (closed.answeredBy.map { " by \($0)" } ?? "")
+            try fail(wanted, got: got, sourceLocation)
+        }
+        return closed
+    }
+
+    /// Expects question `id` not to reach guardian `guardian` during `during`, then proves it is not on its way:
+    /// a marker question of a child of the guardian's family reaches the guardian with `id` still absent.
+    public func expectNoQuestion(
+        _ id: UUID,
+        at guardian: String,
+        during: Duration,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let came = await wait(during) { Self.question(id, at: guardian, in: $0.events) != nil }
+        if !came {
+            guard let family = guardians.guardians[guardian]?.family,
+                let child = children.children.values.filter({ $0.family == family }).map(\.id).min()
+            else {
+                try fail(
+                    "evidence that \(id) did not reach \(guardian)",
+                    got: "no hosted child of \(guardian)'s family to ask a marker",
+                    sourceLocation
+                )
+            }
+            try await marker(child: child, guardian: guardian, within: during + .seconds(30), sourceLocation)
+        }
+        if state.withLock({ Self.question(id, at: guardian, in: $0.events) }) != nil {
+            try fail(
+                "no question \(id) at \(guardian) for \(during)",
+                got: "question \(id) at \(guardian)" + (came ? "" : " (before the marker)"),
+                sourceLocation
+            )
+        }
+    }
+
+    /// Expects no (further) response to question `id` during `during`, then proves none is on its way: a marker
+    /// question of the same child (`child`, else the child the question was delivered from, else the center's only
+    /// child) comes back answered with no other response to `id`. After ``expectResponse(to:choice:within:sourceLocation:)``
+    /// it proves the response came once.
+    public func expectNoResponse(
+        to id: UUID,
+        child: String? = nil,
+        during: Duration,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let before = state.withLock { $0.responses.filter { $0.questionID == id }.count }
+        let came = await wait(during) { $0.responses.filter { $0.questionID == id }.count > before }
+        if !came {
+            let asker =
+                child ?? state.withLock { Self.asker(of: id, in: $0) }
+                ?? children.children.keys.first.flatMap {
+                    children.children.count == 1 ? $0 : nil
+                }
+            guard let asker, let family = children.children[asker]?.family,
+                let guardian = guardians.guardians.values.filter({ $0.family == family }).map(\.id).min()
+            else {
+                try fail(
+                    "evidence that no response to \(id) is on its way",
+                    got: "no child to ask a marker from (pass child:) or no hosted guardian of its family",
+                    sourceLocation
+                )
+            }
+            try await marker(child: asker, guardian: guardian, within: during + .seconds(30), sourceLocation)
+        }
+        let got = state.withLock { $0.responses.filter { $0.questionID == id } }
+        if got.count > before {
+            try fail(
+                "no \(before == 0 ? "" : "further ")response to \(id) for \(during)",
+                got: "\(got.count - before) more (\(got.dropFirst(before).map(\.choice.id).joined(separator: ", ")))",
+                sourceLocation
+            )
+        }
+    }
+
+    // MARK: Evidence
+
+    /// Asks, sends and answers a marker question: `child` asks it, `guardian` gets it and approves, `child` gets
+    /// the response. Each leg is an expectation of its own, bounded by `within`.
+    private func marker(
+        child: String,
+        guardian: String,
+        within: Duration,
+        _ sourceLocation: SourceLocation
+    ) async throws {
+        let handle = CommunicationHandle(value: "+1555\(UInt32.random(in: 1_000_000...9_999_999))", kind: .phoneNumber)
+        let marker = PermissionQuestion(handle: handle)
+        state.withLock { _ = $0.markers.insert(marker.id) }
+        do {
+            try await children.child(child).ask(marker)
+            try await children.child(child).send(marker.id)
+        } catch {
+            try fail("a marker question asked and sent by \(child)", got: "\(error)", sourceLocation)
+        }
+        let delivered = try await expectQuestion(
+            marker.id,
+            at: guardian,
+            within: within,
+            sourceLocation: sourceLocation
+        )
+        do {
+            try await delivered.answer(PermissionChoice.approve.id)
+        } catch {
+            try fail("the marker question answered by \(guardian)", got: "\(error)", sourceLocation)
+        }
+        try await expectResponse(to: marker.id, within: within, sourceLocation: sourceLocation)
+    }
+
+    // MARK: Recording
+
+    private func append(_ change: (inout State) -> Void) {
+        let ready: [CheckedContinuation<Bool, Never>] = state.withLock { state in
+            change(&state)
+            var ready: [CheckedContinuation<Bool, Never>] = []
+            for (token, waiter) in state.waiters where waiter.matches(state) {
+                ready.append(waiter.continuation)
+                state.waiters[token] = nil
+            }
+            return ready
+        }
+        for continuation in ready { continuation.resume(returning: true) }
+    }
+
+    /// Waits until `matches` holds, for at most `timeout`. - Returns: `false` if the deadline came first.
+    private func wait(_ timeout: Duration, until matches: @escaping @Sendable (State) -> Bool) async -> Bool {
+        let token: UInt64 = state.withLock { state in
+            state.next += 1
+            return state.next
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let done = state.withLock { state -> Bool in
+                    if matches(state) { return true }
+                    state.waiters[token] = Waiter(matches: matches, continuation: continuation)
+                    return false
+                }
+                if done {
+                    continuation.resume(returning: true)
+                    return
+                }
+                if Task.isCancelled {
+                    expire(token)
+                    return
+                }
+                Task {
+                    try? await Task.sleep(for: timeout)  // the deadline of this wait, not a readiness guess
+                    self.expire(token)
+                }
+            }
+        } onCancel: {
+            expire(token)
+        }
+    }
+
+    private func expire(_ token: UInt64) {
+        let waiter = state.withLock { $0.waiters.removeValue(forKey: token) }
+        waiter?.continuation.resume(returning: false)
+    }
+
+    private func fail(_ expected: String, got: String, _ sourceLocation: SourceLocation) throws -> Never {
+        let flowAsExpected = false
+        try #require(flowAsExpected, "expected \(expected); got \(got)", sourceLocation: sourceLocation)
+        preconditionFailure("#require(false) returned")
+    }
+
+    private func describe(questionsAt guardian: String) -> String {
+        let ids = state.withLock { state in
+            state.events.compactMap { event -> UUID? in
+                if case .question(let question) = event, question.guardian.id == guardian { return question.id }
+                return nil
+            }
+        }
+        return ids.isEmpty ? "no question at \(guardian)" : "questions \(ids.map(\.uuidString).joined(separator: ", "))"
+    }
+
+    private static func question(_ id: UUID, at guardian: String, in events: [GuardianCenter.Event])
+        -> GuardianCenter.Question?
+    {
+        for case .question(let question) in events where question.id == id && question.guardian.id == guardian {
+            return question
+        }
+        return nil
+    }
+
+    private static func closed(_ id: UUID, at guardian: String, in events: [GuardianCenter.Event])
+        -> GuardianCenter.Closed?
+    {
+        for case .closed(let closed) in events where closed.questionID == id && closed.guardian.id == guardian {
+            return closed
+        }
+        return nil
+    }
+
+    private static func asker(of id: UUID, in state: State) -> String? {
+        for case .question(let question) in state.events where question.id == id { return question.child }
+        return nil
+    }
+}

@@ -225,8 +225,8 @@ struct PackageLayoutTests {
         let scratch = folder.url
         let output = scratch.appendingPathComponent("dump.json")
         let errors = scratch.appendingPathComponent("stderr.txt")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
-        FileManager.default.createFile(atPath: errors.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
 
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")

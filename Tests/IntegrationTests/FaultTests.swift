@@ -45,7 +45,8 @@ enum FaultSupport {
 
     /// Runs `askrelay simulate` with `scenario`; `whileRunning` gets the `running: ...` pids once every process is
     /// ready and runs while the simulation plays; `insecure` turns CURVE off, for tests whose raw peers talk to its
-    /// broker. - Returns: the exit and report.json.
+    /// broker. Every run's folder is checked again with `askrelay check`, which must give the run's own verdict.
+    /// - Returns: the exit and report.json.
     static func simulate(
         _ scenario: String,
         directory: TempDirectory,
@@ -83,7 +84,33 @@ enum FaultSupport {
             "no report.json; askrelay \(exit); stderr:\n\(log.suffix(3000))"
         )
         let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-        return Run(exit: exit, report: report, stdout: askrelay.output, directory: reportDirectory)
+        let run = Run(exit: exit, report: report, stdout: askrelay.output, directory: reportDirectory)
+        try expectSameVerdictFromCheck(run, flags: flags)
+        return run
+    }
+
+    /// `askrelay check` on the run's folder gives the run's own verdict (issue 28): the same exit code and the same
+    /// invariant lines of the summary, with the verdict flags the run had.
+    static func expectSameVerdictFromCheck(_ run: Run, flags: [String]) throws {
+        guard case .exited(let code) = run.exit else { return }
+        var checkFlags: [String] = []
+        if let index = flags.firstIndex(of: "--max-unknown"), index + 1 < flags.count {
+            checkFlags += ["--max-unknown", flags[index + 1]]
+        }
+        if flags.contains("--require-coverage") { checkFlags.append("--require-coverage") }
+        let check = Tool.run(
+            Executables.built.appendingPathComponent("askrelay").path,
+            ["check", run.directory] + checkFlags
+        )
+        #expect(check.status == code, "askrelay check exited \(check.status), the run \(code): \(check.stderr)")
+        func verdictLines(_ lines: [String]) -> [String] {
+            guard let start = lines.firstIndex(where: { $0.hasPrefix("invariants ") }) else { return [] }
+            return Array(lines[start...].prefix { $0.hasPrefix("invariants ") || $0.hasPrefix("  ") })
+        }
+        let checked = verdictLines(
+            check.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        )
+        #expect(!checked.isEmpty && checked == verdictLines(run.stdout), "\(checked) vs \(verdictLines(run.stdout))")
     }
 
     /// Reads `client` and `echo` in turn (each answers the broker's heartbeats as it reads, so neither falls silent

@@ -27,8 +27,11 @@ let package = Package(
         .executable(name: "askrelay-child", targets: ["askrelay-child"]),
     ],
     targets: [
-        // C libraries through pkg-config.
-        .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"])]),
+        // C libraries: SQLite through pkg-config; libzmq without it, since libzmq.pc's private requirements
+        // (krb5-gssapi) add `-isystem /usr/include/mit-krb5`, which SwiftPM refuses with a warning in every build,
+        // ours and a dependent package's. zmq.h is in /usr/include and the module map links zmq (make deps installs
+        // libzmq3-dev).
+        .systemLibrary(name: "CZeroMQ"),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
 
         // Byte-level values that need no libzmq: a multipart message as one storage plus frame boundaries, a CURVE

@@ -287,7 +287,7 @@ struct AskRelayTestCommandTests {
         defer { scratch.cleanup() }
         let folder = scratch.url
         let file = folder.appendingPathComponent("a-file")
-        FileManager.default.createFile(atPath: file.path, contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: file.path, contents: Data("x".utf8))
         let missing = folder.appendingPathComponent("nodir/x.xml").path
         let junit = try askrelay(
             [Self.story("limits-not-enabled")],

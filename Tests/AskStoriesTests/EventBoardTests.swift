@@ -10,7 +10,6 @@ struct EventBoardTests {
         let board = EventBoard<Int>()
         // The matcher first runs when the wait registers: it says so, and only then are events appended.
         let (checked, checking) = AsyncStream<Void>.makeStream()
-        let start = ContinuousClock.now
         async let matched = board.wait(timeout: .seconds(30)) { events in
             checking.yield()
             return events.contains(2)

@@ -259,7 +259,7 @@ struct WorkerProcessTests {
         defer { world.stop() }
         try world.startParent(["quick@f2"], policy: "approve", think: "fixed:10ms")
         let slow = try RawPeer(context: world.context, endpoint: world.endpoint)
-        try await blocking { try slow.register(role: .guardian, ["guardian/slow"], family: "f2") }
+        _ = try await blocking { try slow.register(role: .guardian, ["guardian/slow"], family: "f2") }
         let center = try await world.center([ChildIdentity(id: "kid", family: "f2")])
         let child = center.child("kid")
         let responses = child.responses(for: CommunicationTopic.self)

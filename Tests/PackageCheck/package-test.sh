@@ -68,6 +68,14 @@ if (cd "$work" && TMPDIR="$work/tmp" SWIFT="$SWIFT" bash "$work/tutorial.sh") > 
     status=0
 fi
 grep -E "^package-test:|error:|Test run|✘|passed|failed|^[0-9]+$" "$work/tutorial.log" || true
+# The dependent package's build prints no warning that comes from AskRelay: none about the checkout's files, and
+# none of SwiftPM's about a system library's flags (libzmq's pkg-config file once added `-isystem` to every build).
+warnings=$(grep -E "warning:" "$work/tutorial.log" | grep -E "$checkout|prohibited flag" || true)
+if [ -n "$warnings" ]; then
+    echo "package-test: the dependent package's build printed warnings from AskRelay:"
+    echo "$warnings" | head -20
+    status=1
+fi
 
 # A checkout in a folder not named AskRelay: SwiftPM names a path dependency by its folder (the identity is the
 # path's last component, not the manifest's name), so the page tells the reader to use the folder's name in both

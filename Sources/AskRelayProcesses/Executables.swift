@@ -16,6 +16,12 @@ public enum Executables {
     /// The executable whose presence marks the folder.
     public static let marker = "askrelay-broker"
 
+    /// What to do when the executables are missing. A dependent package's own `swift build` builds only its own
+    /// products, so the executables are built in the AskRelay checkout, and the variable names that folder.
+    static let howToBuild =
+        "run `swift build` in the AskRelay checkout (a dependent package's own build does not build the askrelay "
+        + "executables), or set \(environmentVariable) to the folder holding them (that checkout's .build/debug)"
+
     /// The folder of the executables: `explicit`, else `ASKRELAY_BIN_DIR` in `environment`, else the running
     /// program's folder or the first of its parents holding ``marker``.
     /// - Throws: ``RelayProcessError`` naming where it looked when that folder does not hold ``marker``.
@@ -26,8 +32,7 @@ public enum Executables {
         let candidates = candidates(explicit, environment: environment)
         if let found = candidates.folders.first(where: holdsMarker) { return found }
         throw RelayProcessError(
-            "\(marker) not found in \(candidates.looked); build with `swift build` or set \(environmentVariable) to "
-                + "the folder holding the askrelay executables"
+            "\(marker) not found in \(candidates.looked); \(howToBuild)"
         )
     }
 
@@ -47,8 +52,7 @@ public enum Executables {
         let path = (folder as NSString).appendingPathComponent(name)
         guard FileManager.default.isExecutableFile(atPath: path) else {
             throw RelayProcessError(
-                "\(name) not found in \(folder); build with `swift build` or set \(environmentVariable) to the folder "
-                    + "holding the askrelay executables"
+                "\(name) not found in \(folder); \(howToBuild)"
             )
         }
         return path

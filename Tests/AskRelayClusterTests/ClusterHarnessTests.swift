@@ -41,8 +41,9 @@ struct ClusterHarnessTests {
         let error = #expect(throws: ClusterError.self) { try AskRelayCluster(options) }
         #expect(
             error?.description
-                == "askrelay-broker not found in \(empty); build with `swift build` or set ASKRELAY_BIN_DIR to the "
-                + "folder holding the askrelay executables"
+                == "askrelay-broker not found in \(empty); run `swift build` in the AskRelay checkout (a dependent "
+                + "package's own build does not build the askrelay executables), or set ASKRELAY_BIN_DIR to the folder "
+                + "holding them (that checkout's .build/debug)"
         )
     }
 

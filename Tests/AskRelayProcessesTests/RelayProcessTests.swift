@@ -77,8 +77,9 @@ struct ExecutablesTests {
         }
         #expect(
             error?.description
-                == "askrelay-broker not found in \(scratch.path); build with `swift build` or set ASKRELAY_BIN_DIR to "
-                + "the folder holding the askrelay executables"
+                == "askrelay-broker not found in \(scratch.path); run `swift build` in the AskRelay checkout (a dependent "
+                + "package's own build does not build the askrelay executables), or set ASKRELAY_BIN_DIR to the folder "
+                + "holding them (that checkout's .build/debug)"
         )
         #expect(Executables.directoryOrFirstCandidate(environment: ["ASKRELAY_BIN_DIR": scratch.path]) == scratch.path)
         let missing = #expect(throws: RelayProcessError.self) {

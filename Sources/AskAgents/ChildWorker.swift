@@ -179,6 +179,17 @@ public final class ChildWorker: Sendable {
         return summary
     }
 
+    /// Deliveries its ask centers dropped as repeats: responses already recorded, and messages their connections had
+    /// already seen (``ReachedSituation/redeliveryDeduplicated``). After ``stop()``, the counts at the stop.
+    public func redeliveriesDeduplicated() async -> Int {
+        var total = 0
+        for (_, center) in centers.opened {
+            let counters = await center.counters()
+            total += counters.responsesDuplicate + counters.connection.duplicates
+        }
+        return total
+    }
+
     /// Stops the ask centers and closes the records.
     public func stop() async {
         for (_, center) in centers.opened { await center.stop() }

@@ -239,6 +239,9 @@ extension Broker {
         guard sendToPeer(owner) else { return false }
         if carried > 0 { owner.pendingAcks.removeFirst(carried) }
         if let metrics, envelope.deliveredAt == nil { metrics.routed(createdAt: envelope.createdAt) }
+        if envelope.seq <= reached.storedBeforeStart, envelope.seq > 0, envelope.deliveredAt == nil {
+            noteRestartCrossing(envelope)
+        }
         envelope.deliveredAt = turnNow
         if crashPoints.isArmed { crashPoints.delivered(kind: envelope.kind, subject: envelope.subject) }
         return true

@@ -303,7 +303,10 @@ extension Broker {
     func handleSendQuestion(session: Session, from: String, questionID: MessageID, now: Date) throws(WireError) {
         let now = now.truncatedToWireMilliseconds  // as an answer's: whole milliseconds against the deadline
         var entry = try ownEntry(questionID, from: from)
-        guard entry.state == .presented else { throw QuestionLedger.refusal(for: entry.state, wanted: "send") }
+        guard entry.state == .presented else {
+            if entry.state == .cancelled { reached.note(.sendRacingCancel, questionID) }
+            throw QuestionLedger.refusal(for: entry.state, wanted: "send")
+        }
         guard now < entry.expiresAt else { throw WireError(.expired, "the question expired at \(entry.expiresAt)") }
         let question = try questionJSON(questionID, entry)
         let body = try LedgerBodies.guardianQuestion(
@@ -333,6 +336,7 @@ extension Broker {
     func handleCancel(session: Session, from: String, questionID: MessageID, now: Date) throws(WireError) {
         var entry = try ownEntry(questionID, from: from)
         guard entry.state == .presented || entry.state == .admitting else {
+            if entry.state == .sent { reached.note(.sendRacingCancel, questionID) }
             throw QuestionLedger.refusal(for: entry.state, wanted: "cancel")
         }
         entry.state = .cancelled
@@ -361,7 +365,10 @@ extension Broker {
             try expire(questionID, now: now)
             entry = ledger.entries[questionID]!
         }
-        guard entry.state == .sent else { throw QuestionLedger.refusal(for: entry.state, wanted: "answer") }
+        guard entry.state == .sent else {
+            if entry.state == .answered { reached.noteLateAnswer(questionID, now: now) }
+            throw QuestionLedger.refusal(for: entry.state, wanted: "answer")
+        }
         let json = try questionJSON(questionID, entry)
         let question: AnyPermissionQuestion
         do { question = try WireJSON.decode(AnyPermissionQuestion.self, from: json) } catch {
@@ -407,6 +414,12 @@ extension Broker {
                 body: closed
             )
         }
+        reached.noteAccepted(
+            questionID,
+            now: now,
+            expiresAt: entry.expiresAt,
+            childAway: mailboxes[child]?.owner == nil
+        )
         crashPoints.answerAccepted()
         if choice.answer == .approval {
             try route(

@@ -38,6 +38,7 @@ extension Broker {
             }
         }
         nextSeq = max(nextSeq, tables.maxSeq + 1)
+        reached.storedBeforeStart = tables.maxSeq
         accepted = tables.accepted
         if messages > 0 || openQuestions > 0 {
             logger.notice(

@@ -77,6 +77,8 @@ public final class Broker {
     var metrics: BrokerMetrics?
     /// CURVE authentication, when configured.
     let authenticator: Authenticator?
+    /// `--reached-log`, when configured, and what its situations need to remember (``Broker+Reached.swift``).
+    var reached: ReachedCounter
     /// Test-only crash hooks (`--crash-at`); unarmed unless configured.
     var crashPoints: CrashPoints
     /// Refusal lines per peer (its routing id): a peer repeating bad input gets a few lines, then a count.
@@ -118,6 +120,7 @@ public final class Broker {
         ownership = try Self.claimOwnership(configuration)
         journal = try Journal(directory: configuration.dataDirectory, durability: configuration.durability)
         ledger = QuestionLedger(configuration: configuration)
+        reached = ReachedCounter(log: try configuration.reachedLog.map(ReachedLog.init(path:)))
         crashPoints = configuration.crashAt
         if crashPoints.isArmed { crashPoints.arm(dataDirectory: configuration.dataDirectory) }
         socket = try context.socket(.router)

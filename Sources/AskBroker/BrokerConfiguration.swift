@@ -68,6 +68,10 @@ public struct BrokerConfiguration: Sendable {
     /// Sharding: the deployment's broker list, the same every worker is given.
     public var brokers: BrokerList?
 
+    /// Where to append a JSON line each time the broker reaches an interesting situation (``ReachedSituation``;
+    /// docs/simulation.md, "Reached situations"); `nil`: nowhere. `askrelay simulate` sets it.
+    public var reachedLog: String?
+
     /// Whether CURVE authentication is on.
     public var isSecure: Bool { curveSecretFile != nil && principalsFile != nil }
     /// Test-only: crash with SIGKILL at an exact point (`--crash-at`, fault tests only). Unarmed by default.

@@ -349,12 +349,13 @@ extension SimulationReport {
     public static let coverageFailure: Int32 = 2
 
     /// The run's exit, for `askrelay simulate` and `askrelay check` alike: 1 for a violated invariant; else 3 for
-    /// more unknown flows than `maxUnknown`; else, with `requireCoverage`, 2 (``coverageFailure``) for a vacuous
-    /// fault; else 0.
+    /// more unknown flows than `maxUnknown`; else 2 (``coverageFailure``) for a situation of the scenario's
+    /// `expect.reached` never reached or, with `requireCoverage`, a vacuous fault; else 0.
     public func exitCode(maxUnknown: Int?, requireCoverage: Bool) -> Int32 {
         let verdict = exitCode(maxUnknown: maxUnknown)
-        guard verdict == 0, requireCoverage, coverageFailure != nil else { return verdict }
-        return Self.coverageFailure
+        guard verdict == 0 else { return verdict }
+        if expectationFailure != nil || (requireCoverage && coverageFailure != nil) { return Self.coverageFailure }
+        return verdict
     }
 
     /// The one line on stderr that says why ``exitCode(maxUnknown:requireCoverage:)`` is 3 or 2; `nil` otherwise
@@ -364,7 +365,9 @@ extension SimulationReport {
         case ExitCode.unknownVerdict:
             "\(invariants.unknownCount) flow(s) ended unknown, more than --max-unknown \(maxUnknown ?? 0) allows "
                 + "(exit 3; docs/simulation.md, \"Verdicts\")"
-        case Self.coverageFailure: coverageFailure.map { "--require-coverage: \($0)" }
+        case Self.coverageFailure:
+            [expectationFailure, requireCoverage ? coverageFailure.map { "--require-coverage: \($0)" } : nil]
+                .compactMap { $0 }.joined(separator: "; ")
         default: nil
         }
     }

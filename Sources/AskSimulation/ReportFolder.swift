@@ -172,7 +172,7 @@ public enum ReportFolder {
     /// What `askrelay simulate` (one broker or sharded) and `askrelay load` put into a report folder.
     static func isWrittenByAskRelay(_ name: String) -> Bool {
         let fixed: Set<String> = [
-            "logs", "records", "broker-data", "limits-data", "keys", "limits-state.json", "scenario.json",
+            "logs", "records", "reached", "broker-data", "limits-data", "keys", "limits-state.json", "scenario.json",
             "report.json", "report.html", "load.json", "load.html", lockName, "shrink", RunFacts.fileName,
         ]
         if fixed.contains(name) { return true }

@@ -134,6 +134,22 @@ enum ReportHTML {
             }
             html += "</table>"
         }
+        if let reached = report.reached {
+            html +=
+                "<h2>Reached situations</h2><p class=meta>How often the run reached each interesting situation, counted by the process where it happened. A situation the scenario's <code>expect.reached</code> requires and the run never reached fails the run.</p>"
+                + "<table><tr><th>situation</th><th class=n>count</th><th>counted by</th><th>questions (first)</th><th>required</th></tr>"
+            for entry in reached {
+                let by = entry.processes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+                    .joined(separator: ", ")
+                let required =
+                    entry.required
+                    ? (entry.count > 0 ? "<span class=ok>reached</span>" : "<span class=bad>not reached</span>") : ""
+                html +=
+                    "<tr><td><code>\(esc(entry.situation))</code></td><td class=n>\(entry.count)</td><td>\(esc(by))</td>"
+                    + "<td><small>\(esc(entry.questions.joined(separator: " ")))</small></td><td>\(required)</td></tr>"
+            }
+            html += "</table>"
+        }
         html += "</body></html>\n"
         return html
     }

@@ -254,7 +254,8 @@ public enum RunCheck {
                 childRecords: childRecords,
                 guardianRecords: guardianRecords,
                 ledger: ledger
-            )
+            ),
+            reached: ReachedCount.read(folder: folder, required: scenario.expect.reached)
         )
     }
 

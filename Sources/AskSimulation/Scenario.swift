@@ -60,8 +60,18 @@ public struct Scenario: Codable, Sendable, Equatable {
     /// Brokers, each the shard of some families (docs/scaling.md): with more than one, they are named `b0 ...`,
     /// their processes `broker-b0 ...`, each has a limits worker `limits-b0 ...`, and every worker gets the list.
     public var brokers = 1
+    /// What the run must have exercised, besides every invariant holding (docs/simulation.md, "Reached situations").
+    public var expect = Expect()
 
     public init() {}
+
+    /// What a run must have exercised.
+    public struct Expect: Codable, Sendable, Equatable {
+        /// Situations (``ReachedSituation`` names) the run must reach at least once; one never reached fails the run
+        /// with exit 2.
+        public var reached: [String] = []
+        public init() {}
+    }
 
     /// Children's limits state and known handles, as fractions in 0...1.
     public struct Ratios: Codable, Sendable, Equatable {

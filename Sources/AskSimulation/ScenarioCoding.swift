@@ -1,5 +1,6 @@
 import AskBroker
 import AskCLI
+import AskProtocol
 import Foundation
 
 // Codable with defaults; unknown keys are refused, so a typo is not silently ignored.
@@ -11,6 +12,7 @@ extension Scenario {
         case groupQuestionRatio, invalidRatio, cancelProbability, abandonProbability, contactsPerChild, guardians,
             childThink, pendingWindow, expireAfter
         case timeScale, duration, flowsPerChild, grace, durability, faults, answerAfterExpiry, brokerCrashAt, brokers
+        case expect
     }
 
     public init(from decoder: any Decoder) throws {
@@ -55,6 +57,7 @@ extension Scenario {
         answerAfterExpiry = try c.decodeIfPresent(Bool.self, forKey: .answerAfterExpiry) ?? d.answerAfterExpiry
         brokerCrashAt = try c.decodeIfPresent(String.self, forKey: .brokerCrashAt)
         brokers = try c.decodeWholeNumber(.brokers) ?? d.brokers
+        expect = try c.decodeIfPresent(Expect.self, forKey: .expect) ?? d.expect
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -90,6 +93,7 @@ extension Scenario {
         try c.encode(answerAfterExpiry, forKey: .answerAfterExpiry)
         try c.encodeIfPresent(brokerCrashAt, forKey: .brokerCrashAt)
         if brokers != 1 { try c.encode(brokers, forKey: .brokers) }
+        if expect != Expect() { try c.encode(expect, forKey: .expect) }
     }
 }
 
@@ -104,6 +108,23 @@ extension Scenario.Ratios {
         contactSyncSetUp = try c.decodeIfPresent(Double.self, forKey: .contactSyncSetUp) ?? d.contactSyncSetUp
         eligible = try c.decodeIfPresent(Double.self, forKey: .eligible) ?? d.eligible
         knownHandle = try c.decodeIfPresent(Double.self, forKey: .knownHandle) ?? d.knownHandle
+    }
+}
+
+extension Scenario.Expect {
+    enum CodingKeys: String, CodingKey, CaseIterable { case reached }
+
+    public init(from decoder: any Decoder) throws {
+        try refuseUnknownKeys(decoder, CodingKeys.allCases.map(\.rawValue))
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        reached = try c.decodeIfPresent([String].self, forKey: .reached) ?? []
+        let known = ReachedSituation.allCases.map(\.rawValue)
+        for (index, name) in reached.enumerated() where !known.contains(name) {
+            throw ScenarioError(
+                field: "expect.reached[\(index)]",
+                "'\(name)' is not a situation askrelay counts; use one of \(known.joined(separator: ", "))"
+            )
+        }
     }
 }
 

@@ -234,7 +234,7 @@ public final class Simulation: Sendable {
         let folder = try options.reportFolder ?? ReportFolder.claim(runDirectory, clean: false)
         scratch.folder = folder
         try checkpoint()
-        for folder in ["logs", "records"] {
+        for folder in ["logs", "records", "reached"] {
             try fileManager.createDirectory(
                 atPath: (runDirectory as NSString).appendingPathComponent(folder),
                 withIntermediateDirectories: true

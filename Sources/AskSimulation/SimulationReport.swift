@@ -61,11 +61,14 @@ public struct SimulationReport: Codable, Sendable {
     public var shardFaults: [ShardFaultFigures]?
     /// With a fault schedule: what each fault touched (docs/simulation.md, "Coverage"); `nil` without faults.
     public var coverage: [FaultCoverage]?
+    /// Every interesting situation and how often the run reached it (docs/simulation.md, "Reached situations");
+    /// `nil` for a run whose processes kept no reached logs.
+    public var reached: [ReachedCount]?
 
     enum CodingKeys: String, CodingKey {
         case seed, scenario, broker, startedAt, wallSeconds, flows, questions, outcomes, askErrors, timeline,
             guardianAnswers
-        case invariants, processes, notes, coverage
+        case invariants, processes, notes, coverage, reached
         case throughputFlowsPerSecond = "throughput_flows_per_s"
         case latencyMs = "latency_ms"
         case shardFaults = "shard_faults"
@@ -91,7 +94,8 @@ public struct SimulationReport: Codable, Sendable {
         processes: [ProcessExitReport],
         notes: [String] = [],
         shardFaults: [ShardFaultFigures] = [],
-        coverage: [FaultCoverage] = []
+        coverage: [FaultCoverage] = [],
+        reached: [ReachedCount]? = nil
     ) -> SimulationReport {
         var outcomes: [String: Int] = [:]
         for outcome in FlowOutcome.allCases { outcomes[outcome.rawValue] = 0 }
@@ -162,7 +166,8 @@ public struct SimulationReport: Codable, Sendable {
             processes: processes,
             notes: notes,
             shardFaults: shardFaults.isEmpty ? nil : shardFaults,
-            coverage: coverage.isEmpty ? nil : coverage
+            coverage: coverage.isEmpty ? nil : coverage,
+            reached: reached
         )
     }
 
@@ -243,6 +248,10 @@ public struct SimulationReport: Codable, Sendable {
                     + " (questions in flight on the process each fault hit, when it played)"
             )
             for entry in coverage { lines.append("  \(entry.summaryLine)") }
+            lines.append("")
+        }
+        if reached != nil {
+            lines += reachedLines
             lines.append("")
         }
         lines.append("invariants       \(verdict)")

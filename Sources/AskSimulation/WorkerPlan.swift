@@ -71,6 +71,10 @@ public struct WorkerPlan: Sendable {
     public func parentRecordsPath(_ index: Int) -> String { path("records", "parent-\(index).jsonl") }
     public func logPath(_ process: String) -> String { path("logs", "\(process).log") }
     public var brokerDataDirectory: String { path("broker-data") }
+    /// The folder of the reached logs (``ReachedLog``), one per process that counts situations.
+    public var reachedDirectory: String { path("reached") }
+    /// The reached log of `process` (`broker`, `broker-b1`, `child-2`): a restarted process appends to its own.
+    public func reachedPath(_ process: String) -> String { path("reached", "\(process).jsonl") }
 
     /// Child process `index` names its children `c<index>-<family>-<child>` (askrelay-child's `--id-prefix`).
     public static func childPrefix(_ index: Int) -> String { "c\(index)-" }
@@ -149,6 +153,7 @@ public struct WorkerPlan: Sendable {
             "--time-scale", format(scenario.timeScale), "--pending-window", scenario.pendingWindow.text,
             "--closed-retention", (scenario.duration + .seconds(3600)).text,
             "--heartbeat", Self.heartbeat, "--stats-endpoint", statsEndpoint, "--log-level", logLevel,
+            "--reached-log", reachedPath(brokerProcess(shard)),
         ] + sharding + (scenario.brokerCrashAt.map { ["--crash-at", $0] } ?? [])
     }
 
@@ -196,6 +201,7 @@ public struct WorkerPlan: Sendable {
                 "--group-ratio", format(scenario.groupQuestionRatio), "--app-update-ratio", format(appUpdates),
                 "--pending-window", scenario.pendingWindow.text, "--time-scale", format(scenario.timeScale),
                 "--grace", scenario.grace.text, "--heartbeat", Self.heartbeat, "--log-level", logLevel,
+                "--reached-log", reachedPath("child-\(index)"),
             ]
         if let expireAfter = scenario.expireAfter { arguments += ["--expire-after", expireAfter.text] }
         return arguments

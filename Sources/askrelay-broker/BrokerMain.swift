@@ -168,6 +168,13 @@ struct BrokerMain: Command {
                 env: "ASKRELAY_BROKERS",
                 help: "the deployment's broker list, NAME=URL[,NAME=URL...], the same every worker is given"
             ),
+            .value(
+                "reached-log",
+                "FILE",
+                env: "ASKRELAY_REACHED_LOG",
+                help:
+                    "append a JSON line per interesting situation reached (docs/simulation.md, \"Reached situations\")"
+            ),
         ] + testingOptions
 
     #if DEBUG
@@ -219,6 +226,7 @@ struct BrokerMain: Command {
         configuration.curveSecretFile = arguments.string("curve-secret-file")
         configuration.principalsFile = arguments.string("principals")
         configuration.shardName = arguments.string("shard-name")
+        configuration.reachedLog = arguments.string("reached-log")
         configuration.brokers = try arguments.parsed("brokers") { text in
             try BrokerList(parsing: text) { EndpointSyntax.problem($0, binding: false) }
         }

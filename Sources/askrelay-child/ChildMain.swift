@@ -40,6 +40,12 @@ struct ChildMain: Command {
             .value("seed", "N", env: "ASKRELAY_SEED", default: "1", help: "seed of contacts, choices and think times"),
             .value("records", "FILE", env: "ASKRELAY_RECORDS", help: "append one JSON line per finished flow"),
             .value(
+                "reached-log",
+                "FILE",
+                env: "ASKRELAY_REACHED_LOG",
+                help: "append the redeliveries its ask centers deduplicated, one JSON line at exit (docs/simulation.md)"
+            ),
+            .value(
                 "state-dir",
                 "DIR",
                 env: "ASKRELAY_STATE_DIR",
@@ -148,6 +154,7 @@ struct ChildMain: Command {
     let configuration: ChildWorkerConfiguration
     let flags: WorkerFlags
     let stay: Bool
+    let reachedLog: String?
 
     init(arguments: Arguments) throws {
         let flags = try WorkerFlags(arguments: arguments, role: .child, worker: Self.name)
@@ -221,6 +228,7 @@ struct ChildMain: Command {
         configuration.center.workerName = "askrelay-child[\(ProcessInfo.processInfo.processIdentifier)]"
         self.configuration = configuration
         stay = arguments.flag("stay")
+        reachedLog = arguments.string("reached-log")
     }
 
     func validate() throws {
@@ -228,12 +236,15 @@ struct ChildMain: Command {
     }
 
     func run() async throws -> Int32 {
-        let (configuration, stay) = (self.configuration, self.stay)
+        let (configuration, stay, reachedLog) = (self.configuration, self.stay, self.reachedLog)
         return await WorkerLifecycle(name: Self.name, flags: flags).run(
             worker: "child worker",
             // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
-            isBadUsage: { ($0 as? OwnerLockError)?.code == .unusable || $0 is RecordsFileError }
+            isBadUsage: {
+                ($0 as? OwnerLockError)?.code == .unusable || $0 is RecordsFileError || $0 is ReachedLogError
+            }
         ) { context in
+            let reached = try reachedLog.map(ReachedLog.init(path:))
             let worker = try ChildWorker(
                 configuration: configuration,
                 logger: context.logger,
@@ -276,6 +287,7 @@ struct ChildMain: Command {
                     logger.notice("stopped", metadata: ["flows": "\(summary.flows)"])
                 }
                 await worker.stop()
+                reached?.note(.redeliveryDeduplicated, count: await worker.redeliveriesDeduplicated())
                 return nil
             }
         }

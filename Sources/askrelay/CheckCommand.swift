@@ -14,7 +14,8 @@ struct CheckCommand: Command {
         broker's journal, checks every invariant with the checker askrelay simulate uses and prints the same
         summary. report.json and report.html are not rewritten (they stay the run's).
         Exit codes: 0 every invariant held, 1 an invariant failed (as askrelay simulate), 3 more flows ended unknown
-        than --max-unknown, 2 a vacuous fault with --require-coverage, 64 bad usage (no such
+        than --max-unknown, 2 a situation of expect.reached never reached or a vacuous fault with
+        --require-coverage, 64 bad usage (no such
         folder, not a finished run's folder), 65 a folder written by an askrelay of another report format (no
         run-facts.json, or another format number), 75 a live askrelay simulate still writes the folder.
         See docs/simulation.md.

@@ -17,7 +17,8 @@ struct Simulate: Command {
         report.html into --report-dir, which must be new or empty (--clean empties it). Progress goes to stderr
         once a second; the summary table to stdout.
         Exit codes: 0 every invariant held, 1 an invariant failed, a process could not start or Ctrl-C, 3 more flows
-        ended unknown than --max-unknown, 2 every invariant held but --require-coverage found a vacuous fault (one
+        ended unknown than --max-unknown, 2 every invariant held but the run did not exercise what was asked: a
+        situation of the scenario's expect.reached never reached, or with --require-coverage a vacuous fault (one
         that touched no question in flight), 64 bad usage.
         Flags override the scenario file. Durations take a unit: 250ms, 2s, 5m, 48h (at most 100d).
         See docs/simulation.md.

@@ -111,6 +111,13 @@ enum FaultSupport {
             check.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         )
         #expect(!checked.isEmpty && checked == verdictLines(run.stdout), "\(checked) vs \(verdictLines(run.stdout))")
+        // The reached situations are counted again from the reached logs: the same lines.
+        func reachedLines(_ lines: [String]) -> [String] {
+            guard let start = lines.firstIndex(where: { $0.hasPrefix("reached ") }) else { return [] }
+            return Array(lines[start...].prefix { $0.hasPrefix("reached ") || $0.hasPrefix("  ") })
+        }
+        let checkLines = check.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(reachedLines(checkLines) == reachedLines(run.stdout), "reached: \(reachedLines(checkLines))")
     }
 
     /// Reads `client` and `echo` in turn (each answers the broker's heartbeats as it reads, so neither falls silent

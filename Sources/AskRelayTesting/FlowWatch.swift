@@ -189,16 +189,13 @@ public final class FlowWatch: Sendable {
     ) async throws {
         let came = await board.wait(timeout: during) { Self.question(id, at: guardian, in: Self.events(in: $0)) != nil }
         if !came {
-            guard let family = guardians.guardians[guardian]?.family,
-                let child = children.children.values.filter({ $0.family == family }).map(\.id).min()
-            else {
-                try fail(
-                    "evidence that \(id) did not reach \(guardian)",
-                    got: "no hosted child of \(guardian)'s family to ask a marker",
-                    sourceLocation
-                )
-            }
-            try await marker(child: child, guardian: guardian, within: during + .seconds(30), sourceLocation)
+            try await proveNothingMore(
+                asker: nil,
+                guardian: guardian,
+                after: during,
+                "\(id) did not reach \(guardian)",
+                sourceLocation
+            )
         }
         if Self.question(id, at: guardian, in: events) != nil {
             try fail(
@@ -229,16 +226,13 @@ public final class FlowWatch: Sendable {
                 ?? children.children.keys.first.flatMap {
                     children.children.count == 1 ? $0 : nil
                 }
-            guard let asker, let family = children.children[asker]?.family,
-                let guardian = guardians.guardians.values.filter({ $0.family == family }).map(\.id).min()
-            else {
-                try fail(
-                    "evidence that no response to \(id) is on its way",
-                    got: "no child to ask a marker from (pass child:) or no hosted guardian of its family",
-                    sourceLocation
-                )
-            }
-            try await marker(child: asker, guardian: guardian, within: during + .seconds(30), sourceLocation)
+            try await proveNothingMore(
+                asker: asker,
+                guardian: nil,
+                after: during,
+                "no response to \(id) is on its way",
+                sourceLocation
+            )
         }
         let got = responses.filter { $0.questionID == id }
         if got.count > before {
@@ -251,6 +245,38 @@ public final class FlowWatch: Sendable {
     }
 
     // MARK: Evidence
+
+    /// The evidence of an `expectNo...` call after its quiet `during`: a marker question between `asker` and
+    /// `guardian` (the one not given is the hosted member of the other's family with the lowest id), each leg bounded
+    /// by `during` plus 30 s. Fails, expecting `evidence`, when there is no such pair to ask it.
+    private func proveNothingMore(
+        asker: String?,
+        guardian: String?,
+        after during: Duration,
+        _ evidence: String,
+        _ sourceLocation: SourceLocation
+    ) async throws {
+        let family =
+            asker.flatMap { children.children[$0]?.family } ?? guardian.flatMap { guardians.guardians[$0]?.family }
+        let child =
+            asker
+            ?? family.flatMap { family in
+                children.children.values.filter { $0.family == family }.map(\.id).min()
+            }
+        let answerer =
+            guardian
+            ?? family.flatMap { family in
+                guardians.guardians.values.filter { $0.family == family }.map(\.id).min()
+            }
+        guard let child, let answerer else {
+            let missing =
+                if let given = asker ?? guardian {
+                    "no hosted child and guardian of \(given)'s family to pass a marker between"
+                } else { "no child to ask a marker from (pass child:)" }
+            try fail("evidence that \(evidence)", got: missing, sourceLocation)
+        }
+        try await marker(child: child, guardian: answerer, within: during + .seconds(30), sourceLocation)
+    }
 
     /// Asks, sends and answers a marker question: `child` asks it, `guardian` gets it and approves, `child` gets
     /// the response. Each leg is an expectation of its own, bounded by `within`.

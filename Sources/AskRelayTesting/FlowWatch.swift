@@ -45,24 +45,19 @@ public final class FlowWatch: Sendable {
         public let choice: PermissionChoice
     }
 
-    private struct Waiter {
-        let matches: @Sendable (State) -> Bool
-        let continuation: CheckedContinuation<Bool, Never>
-    }
-
-    private struct State {
-        var events: [GuardianCenter.Event] = []
-        var responses: [Response] = []
-        var markers: Set<UUID> = []
-        var waiters: [UInt64: Waiter] = [:]
-        var next: UInt64 = 0
+    /// One thing the watch heard: a guardian event or a child's response, in the order they came.
+    private enum Heard: Sendable {
+        case event(GuardianCenter.Event)
+        case response(Response)
     }
 
     /// The children's center.
     public let children: AskCenter
     /// The guardians' center.
     public let guardians: GuardianCenter
-    private let state = Mutex(State())
+    /// What was heard, awaited by the expectations.
+    private let board = EventBoard<Heard>()
+    private let markerIDs = Mutex<Set<UUID>>([])
     private let readers = Mutex<[Task<Void, Never>]>([])
 
     /// Starts recording what `guardians` hears and what `children` gets. The watch stops recording when a center
@@ -75,7 +70,7 @@ public final class FlowWatch: Sendable {
         let updates = children.responses(for: SignificantAppUpdateTopic.self)
         let tasks = [
             Task { [weak self] in
-                for await event in events { self?.append { $0.events.append(event) } }
+                for await event in events { self?.board.append(.event(event)) }
             },
             Task { [weak self] in
                 for await delivered in communication {
@@ -84,7 +79,7 @@ public final class FlowWatch: Sendable {
                         questionID: delivered.response.question.id,
                         choice: delivered.response.choice
                     )
-                    self?.append { $0.responses.append(response) }
+                    self?.board.append(.response(response))
                 }
             },
             Task { [weak self] in
@@ -94,7 +89,7 @@ public final class FlowWatch: Sendable {
                         questionID: delivered.response.question.id,
                         choice: delivered.response.choice
                     )
-                    self?.append { $0.responses.append(response) }
+                    self?.board.append(.response(response))
                 }
             },
         ]
@@ -106,11 +101,11 @@ public final class FlowWatch: Sendable {
     }
 
     /// Every event the guardians heard, in order.
-    public var events: [GuardianCenter.Event] { state.withLock { $0.events } }
+    public var events: [GuardianCenter.Event] { Self.events(in: board.events) }
     /// Every response the children got, in order.
-    public var responses: [Response] { state.withLock { $0.responses } }
+    public var responses: [Response] { Self.responses(in: board.events) }
     /// The ids of the marker questions the `expectNo...` calls asked.
-    public var markers: Set<UUID> { state.withLock { $0.markers } }
+    public var markers: Set<UUID> { markerIDs.withLock { $0 } }
 
     // MARK: Expectations
 
@@ -123,8 +118,8 @@ public final class FlowWatch: Sendable {
         within: Duration,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> GuardianCenter.Question {
-        _ = await wait(within) { Self.question(id, at: guardian, in: $0.events) != nil }
-        guard let question = state.withLock({ Self.question(id, at: guardian, in: $0.events) }) else {
+        _ = await board.wait(timeout: within) { Self.question(id, at: guardian, in: Self.events(in: $0)) != nil }
+        guard let question = Self.question(id, at: guardian, in: events) else {
             try fail(
                 "question \(id) at \(guardian) within \(within)",
                 got: describe(questionsAt: guardian),
@@ -143,8 +138,8 @@ public final class FlowWatch: Sendable {
         within: Duration,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> Response {
-        _ = await wait(within) { $0.responses.contains { $0.questionID == id } }
-        let got = state.withLock { $0.responses.filter { $0.questionID == id } }
+        _ = await board.wait(timeout: within) { Self.responses(in: $0).contains { $0.questionID == id } }
+        let got = responses.filter { $0.questionID == id }
         guard let first = got.first else {
             try fail("a response to \(id) within \(within)", got: "none", sourceLocation)
         }
@@ -172,9 +167,9 @@ public final class FlowWatch: Sendable {
         within: Duration,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> GuardianCenter.Closed {
-        _ = await wait(within) { Self.closed(id, at: guardian, in: $0.events) != nil }
+        _ = await board.wait(timeout: within) { Self.closed(id, at: guardian, in: Self.events(in: $0)) != nil }
         let wanted = "closed \(reason.rawValue)" + (answeredBy.map { " by \($0)" } ?? "") + " at \(guardian)"
-        guard let closed = state.withLock({ Self.closed(id, at: guardian, in: $0.events) }) else {
+        guard let closed = Self.closed(id, at: guardian, in: events) else {
             try fail("\(wanted) within \(within)", got: "no closed notice for \(id)", sourceLocation)
         }
         if closed.reason != reason || (answeredBy != nil && closed.answeredBy != answeredBy) {
@@ -192,20 +187,17 @@ public final class FlowWatch: Sendable {
         during: Duration,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
-        let came = await wait(during) { Self.question(id, at: guardian, in: $0.events) != nil }
+        let came = await board.wait(timeout: during) { Self.question(id, at: guardian, in: Self.events(in: $0)) != nil }
         if !came {
-            guard let family = guardians.guardians[guardian]?.family,
-                let child = children.children.values.filter({ $0.family == family }).map(\.id).min()
-            else {
-                try fail(
-                    "evidence that \(id) did not reach \(guardian)",
-                    got: "no hosted child of \(guardian)'s family to ask a marker",
-                    sourceLocation
-                )
-            }
-            try await marker(child: child, guardian: guardian, within: during + .seconds(30), sourceLocation)
+            try await proveNothingMore(
+                asker: nil,
+                guardian: guardian,
+                after: during,
+                "\(id) did not reach \(guardian)",
+                sourceLocation
+            )
         }
-        if state.withLock({ Self.question(id, at: guardian, in: $0.events) }) != nil {
+        if Self.question(id, at: guardian, in: events) != nil {
             try fail(
                 "no question \(id) at \(guardian) for \(during)",
                 got: "question \(id) at \(guardian)" + (came ? "" : " (before the marker)"),
@@ -224,26 +216,25 @@ public final class FlowWatch: Sendable {
         during: Duration,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
-        let before = state.withLock { $0.responses.filter { $0.questionID == id }.count }
-        let came = await wait(during) { $0.responses.filter { $0.questionID == id }.count > before }
+        let before = responses.filter { $0.questionID == id }.count
+        let came = await board.wait(timeout: during) {
+            Self.responses(in: $0).filter { $0.questionID == id }.count > before
+        }
         if !came {
             let asker =
-                child ?? state.withLock { Self.asker(of: id, in: $0) }
+                child ?? Self.asker(of: id, in: events)
                 ?? children.children.keys.first.flatMap {
                     children.children.count == 1 ? $0 : nil
                 }
-            guard let asker, let family = children.children[asker]?.family,
-                let guardian = guardians.guardians.values.filter({ $0.family == family }).map(\.id).min()
-            else {
-                try fail(
-                    "evidence that no response to \(id) is on its way",
-                    got: "no child to ask a marker from (pass child:) or no hosted guardian of its family",
-                    sourceLocation
-                )
-            }
-            try await marker(child: asker, guardian: guardian, within: during + .seconds(30), sourceLocation)
+            try await proveNothingMore(
+                asker: asker,
+                guardian: nil,
+                after: during,
+                "no response to \(id) is on its way",
+                sourceLocation
+            )
         }
-        let got = state.withLock { $0.responses.filter { $0.questionID == id } }
+        let got = responses.filter { $0.questionID == id }
         if got.count > before {
             try fail(
                 "no \(before == 0 ? "" : "further ")response to \(id) for \(during)",
@@ -255,6 +246,38 @@ public final class FlowWatch: Sendable {
 
     // MARK: Evidence
 
+    /// The evidence of an `expectNo...` call after its quiet `during`: a marker question between `asker` and
+    /// `guardian` (the one not given is the hosted member of the other's family with the lowest id), each leg bounded
+    /// by `during` plus 30 s. Fails, expecting `evidence`, when there is no such pair to ask it.
+    private func proveNothingMore(
+        asker: String?,
+        guardian: String?,
+        after during: Duration,
+        _ evidence: String,
+        _ sourceLocation: SourceLocation
+    ) async throws {
+        let family =
+            asker.flatMap { children.children[$0]?.family } ?? guardian.flatMap { guardians.guardians[$0]?.family }
+        let child =
+            asker
+            ?? family.flatMap { family in
+                children.children.values.filter { $0.family == family }.map(\.id).min()
+            }
+        let answerer =
+            guardian
+            ?? family.flatMap { family in
+                guardians.guardians.values.filter { $0.family == family }.map(\.id).min()
+            }
+        guard let child, let answerer else {
+            let missing =
+                if let given = asker ?? guardian {
+                    "no hosted child and guardian of \(given)'s family to pass a marker between"
+                } else { "no child to ask a marker from (pass child:)" }
+            try fail("evidence that \(evidence)", got: missing, sourceLocation)
+        }
+        try await marker(child: child, guardian: answerer, within: during + .seconds(30), sourceLocation)
+    }
+
     /// Asks, sends and answers a marker question: `child` asks it, `guardian` gets it and approves, `child` gets
     /// the response. Each leg is an expectation of its own, bounded by `within`.
     private func marker(
@@ -265,7 +288,7 @@ public final class FlowWatch: Sendable {
     ) async throws {
         let handle = CommunicationHandle(value: "+1555\(UInt32.random(in: 1_000_000...9_999_999))", kind: .phoneNumber)
         let marker = PermissionQuestion(handle: handle)
-        state.withLock { _ = $0.markers.insert(marker.id) }
+        markerIDs.withLock { _ = $0.insert(marker.id) }
         do {
             try await children.child(child).ask(marker)
             try await children.child(child).send(marker.id)
@@ -286,57 +309,6 @@ public final class FlowWatch: Sendable {
         try await expectResponse(to: marker.id, within: within, sourceLocation: sourceLocation)
     }
 
-    // MARK: Recording
-
-    private func append(_ change: (inout State) -> Void) {
-        let ready: [CheckedContinuation<Bool, Never>] = state.withLock { state in
-            change(&state)
-            var ready: [CheckedContinuation<Bool, Never>] = []
-            for (token, waiter) in state.waiters where waiter.matches(state) {
-                ready.append(waiter.continuation)
-                state.waiters[token] = nil
-            }
-            return ready
-        }
-        for continuation in ready { continuation.resume(returning: true) }
-    }
-
-    /// Waits until `matches` holds, for at most `timeout`. - Returns: `false` if the deadline came first.
-    private func wait(_ timeout: Duration, until matches: @escaping @Sendable (State) -> Bool) async -> Bool {
-        let token: UInt64 = state.withLock { state in
-            state.next += 1
-            return state.next
-        }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let done = state.withLock { state -> Bool in
-                    if matches(state) { return true }
-                    state.waiters[token] = Waiter(matches: matches, continuation: continuation)
-                    return false
-                }
-                if done {
-                    continuation.resume(returning: true)
-                    return
-                }
-                if Task.isCancelled {
-                    expire(token)
-                    return
-                }
-                Task {
-                    try? await Task.sleep(for: timeout)  // the deadline of this wait, not a readiness guess
-                    self.expire(token)
-                }
-            }
-        } onCancel: {
-            expire(token)
-        }
-    }
-
-    private func expire(_ token: UInt64) {
-        let waiter = state.withLock { $0.waiters.removeValue(forKey: token) }
-        waiter?.continuation.resume(returning: false)
-    }
-
     private func fail(_ expected: String, got: String, _ sourceLocation: SourceLocation) throws -> Never {
         let flowAsExpected = false
         try #require(flowAsExpected, "expected \(expected); got \(got)", sourceLocation: sourceLocation)
@@ -344,11 +316,9 @@ public final class FlowWatch: Sendable {
     }
 
     private func describe(questionsAt guardian: String) -> String {
-        let ids = state.withLock { state in
-            state.events.compactMap { event -> UUID? in
-                if case .question(let question) = event, question.guardian.id == guardian { return question.id }
-                return nil
-            }
+        let ids = events.compactMap { event -> UUID? in
+            if case .question(let question) = event, question.guardian.id == guardian { return question.id }
+            return nil
         }
         return ids.isEmpty ? "no question at \(guardian)" : "questions \(ids.map(\.uuidString).joined(separator: ", "))"
     }
@@ -371,8 +341,16 @@ public final class FlowWatch: Sendable {
         return nil
     }
 
-    private static func asker(of id: UUID, in state: State) -> String? {
-        for case .question(let question) in state.events where question.id == id { return question.child }
+    private static func asker(of id: UUID, in events: [GuardianCenter.Event]) -> String? {
+        for case .question(let question) in events where question.id == id { return question.child }
         return nil
+    }
+
+    private static func events(in heard: [Heard]) -> [GuardianCenter.Event] {
+        heard.compactMap { if case .event(let event) = $0 { event } else { nil } }
+    }
+
+    private static func responses(in heard: [Heard]) -> [Response] {
+        heard.compactMap { if case .response(let response) = $0 { response } else { nil } }
     }
 }

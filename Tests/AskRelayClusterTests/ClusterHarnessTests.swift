@@ -130,10 +130,11 @@ struct ClusterHarnessTests {
 
         // suspend() returns once the kernel has stopped it.
         try await cluster.run { try cluster.limits.suspend() }
-        #expect(try procState(cluster.limits.pid ?? 0) == "T")
+        #expect(ProcessState.state(cluster.limits.pid ?? 0) == "T")
         // resume() returns once it runs again.
         try await cluster.run { try cluster.limits.resume() }
-        #expect(try procState(cluster.limits.pid ?? 0) != "T")
+        let running = try #require(ProcessState.state(cluster.limits.pid ?? 0), "limits is gone")
+        #expect(running != "T")
         try await cluster.changeLimits(LimitsAdminChange(child: "c1-1", eligible: true))
 
         let exit = try await cluster.run { try cluster.limits.terminate() }
@@ -163,29 +164,16 @@ struct ClusterHarnessTests {
         let broker = try #require(ready["broker"].flatMap { pid_t($0) })
         let limits = try #require(ready["limits"].flatMap { pid_t($0) })
         defer { try? FileManager.default.removeItem(atPath: ready["folder"] ?? "/nonexistent") }
-        #expect(isAlive(broker) && isAlive(limits))
+        #expect(ProcessState.isAlive(broker) && ProcessState.isAlive(limits))
         try holder.kill()
         // Polled with a deadline: these are not our children, so there is no exit to wait for.
         let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline && (isAlive(broker) || isAlive(limits)) {
+        while ContinuousClock.now < deadline && (ProcessState.isAlive(broker) || ProcessState.isAlive(limits)) {
             usleep(10_000)  // allowed: a poll with a deadline
         }
-        #expect(!isAlive(broker), "the broker outlived the process that started it")
-        #expect(!isAlive(limits), "the limits worker outlived the process that started it")
+        #expect(!ProcessState.isAlive(broker), "the broker outlived the process that started it")
+        #expect(!ProcessState.isAlive(limits), "the limits worker outlived the process that started it")
     }
-}
-
-/// The state letter of `/proc/<pid>/stat` (`R`, `S`, `T` stopped, `Z` zombie).
-func procState(_ pid: pid_t) throws -> String {
-    let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
-    guard let close = stat.lastIndex(of: ")") else { return "?" }
-    return String(stat[stat.index(close, offsetBy: 2)])
-}
-
-/// Running (a zombie waiting for its reaper counts as dead).
-func isAlive(_ pid: pid_t) -> Bool {
-    guard kill(pid, 0) == 0 else { return false }
-    return (try? procState(pid)) != "Z"
 }
 
 @Suite("AskRelayCluster statistics")

@@ -151,7 +151,7 @@ struct DocExamplesTests {
         #expect(term == "stopped by SIGTERM\n", "the block's background process did not see SIGTERM")
         let pidText = try String(contentsOf: folder.work.appendingPathComponent("pid"), encoding: .utf8)
         let pid = try #require(Int32(pidText.split(separator: " ")[1].trimmingCharacters(in: .whitespacesAndNewlines)))
-        #expect(kill(pid, 0) != 0 || DocExamples.isZombie(pid), "the block's background process \(pid) still runs")
+        #expect(kill(pid, 0) != 0 || ProcessState.isZombie(pid), "the block's background process \(pid) still runs")
     }
 }
 
@@ -715,20 +715,11 @@ enum DocExamples {
     static func sessionMembers(_ session: Int32) -> [Int32] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap { entry -> Int32? in
-            guard let pid = Int32(entry), let fields = statFields(pid) else { return nil }
+            guard let pid = Int32(entry), let fields = ProcessState.statFields(pid) else { return nil }
             // After "pid (comm)": state ppid pgrp session ...
             guard fields.count > 3, fields[0] != "Z", Int32(fields[3]) == session else { return nil }
             return pid
         }
-    }
-
-    static func isZombie(_ pid: Int32) -> Bool { statFields(pid)?.first == "Z" }
-
-    private static func statFields(_ pid: Int32) -> [Substring]? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return nil }
-        return stat[stat.index(after: close)...].split(separator: " ")
     }
 }
 

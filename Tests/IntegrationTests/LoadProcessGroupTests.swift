@@ -8,14 +8,6 @@ import Testing
 /// a ProcessGroupGuard's group): a broker that outlived a killed load once held a test suite's pipes for minutes.
 @Suite("askrelay load's processes die with it", .timeLimit(.minutes(2)))
 struct LoadProcessGroupTests {
-    /// Whether `pid` is still a live process (a zombie waiting for its reaper counts as gone).
-    static func isAlive(_ pid: Int32) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return false }
-        return stat[stat.index(after: close)...].split(separator: " ").first != "Z"
-    }
-
     @Test("kill -9 of askrelay load ends the broker, the limits worker and the parents it started")
     func killedLoadLeavesNothing() throws {
         let directory = TempDirectory()
@@ -42,9 +34,9 @@ struct LoadProcessGroupTests {
         load.signal(SIGKILL)
         _ = try load.wait(timeout: .seconds(30))
         let gone = ContinuousClock.now + .seconds(30)
-        while started.contains(where: Self.isAlive) && ContinuousClock.now < gone {
+        while started.contains(where: ProcessState.isAlive) && ContinuousClock.now < gone {
             usleep(20_000)  // allowed: a poll with a deadline (the children are not ours to wait for)
         }
-        #expect(started.filter(Self.isAlive).isEmpty, "still running after load's SIGKILL: \(started)")
+        #expect(started.filter(ProcessState.isAlive).isEmpty, "still running after load's SIGKILL: \(started)")
     }
 }

@@ -54,7 +54,7 @@ struct WatchdogTests {
         let sleeper = try #require(pid_t(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
         // Killed with its group; orphaned, it may still wait to be reaped by whoever adopted it.
         #expect(
-            kill(sleeper, 0) != 0 || DocExamples.isZombie(sleeper),
+            kill(sleeper, 0) != 0 || ProcessState.isZombie(sleeper),
             "the background sleep \(sleeper) of the hung command still runs"
         )
     }

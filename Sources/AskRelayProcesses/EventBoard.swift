@@ -1,9 +1,10 @@
 import Foundation
 import Synchronization
 
-/// Events appended by connection threads and awaited by the story's steps: a wait ends as soon as an appended event
-/// (or one already there) satisfies it, or at its deadline, never by polling.
-final class EventBoard<Event: Sendable>: Sendable {
+/// Events appended from any thread and awaited with deadlines (a story's steps, `AskRelayTesting`'s `FlowWatch`): a
+/// wait ends as soon as an appended event (or one already there) satisfies it, or at its deadline, never by polling.
+/// Package access: the targets of this package share it; it is no part of a product's public API.
+package final class EventBoard<Event: Sendable>: Sendable {
     private struct Waiter {
         let matches: @Sendable ([Event]) -> Bool
         let continuation: CheckedContinuation<Bool, Never>
@@ -17,9 +18,13 @@ final class EventBoard<Event: Sendable>: Sendable {
 
     private let state = Mutex(State())
 
-    var events: [Event] { state.withLock { $0.events } }
+    package init() {}
 
-    func append(_ event: Event) {
+    /// Every event appended so far, in order.
+    package var events: [Event] { state.withLock { $0.events } }
+
+    /// Adds `event` and ends the waits it (with the events before it) satisfies.
+    package func append(_ event: Event) {
         let ready: [CheckedContinuation<Bool, Never>] = state.withLock { state in
             state.events.append(event)
             var ready: [CheckedContinuation<Bool, Never>] = []
@@ -34,7 +39,7 @@ final class EventBoard<Event: Sendable>: Sendable {
 
     /// Waits until `matches` holds for the events so far, for at most `timeout`; a cancelled task stops waiting.
     /// - Returns: `false` if the deadline (or the cancellation) came first.
-    func wait(timeout: Duration, until matches: @escaping @Sendable ([Event]) -> Bool) async -> Bool {
+    package func wait(timeout: Duration, until matches: @escaping @Sendable ([Event]) -> Bool) async -> Bool {
         let token: UInt64 = state.withLock { state in
             state.next += 1
             return state.next

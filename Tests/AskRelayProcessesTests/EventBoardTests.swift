@@ -1,7 +1,6 @@
+import AskRelayProcesses
 import Foundation
 import Testing
-
-@testable import AskStories
 
 @Suite("event board: waits end on an event or at their deadline", .timeLimit(.minutes(1)))
 struct EventBoardTests {

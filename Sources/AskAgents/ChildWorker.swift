@@ -27,6 +27,10 @@ public struct ChildWorkerConfiguration: Sendable {
     public var cancelProbability = 0.1
     /// Presented questions neither sent nor cancelled (they end as `abandoned` when the pending window closes).
     public var abandonProbability = 0.0
+    /// Sent questions the child also cancels at the same moment (a double tap: Send and dismiss at once), racing the
+    /// two at the broker: whichever it takes first wins and the other is refused (docs/simulation.md,
+    /// `send-racing-cancel`). The flow ends `cancelled` when the cancel won, and goes on as sent when the send did.
+    public var raceCancelProbability = 0.0
     public var contactsPerChild = 8
     /// Share of contacts the system knows beforehand (the simulation seeds the limits state with the same list).
     public var knownRatio = 0.2
@@ -67,6 +71,7 @@ public struct ChildWorkerConfiguration: Sendable {
         if flows == nil && duration == nil { problems.append("give --flows or --duration (or both)") }
         for (name, p) in [
             ("cancel-probability", cancelProbability), ("abandon-probability", abandonProbability),
+            ("race-cancel-probability", raceCancelProbability),
             ("known-ratio", knownRatio), ("invalid-ratio", invalidRatio), ("group-ratio", groupRatio),
             ("app-update-ratio", appUpdateRatio),
         ] where !(0...1).contains(p) {
@@ -372,9 +377,38 @@ public final class ChildWorker: Sendable {
         // When the child sends, not when the broker's ACK comes back: the broker delivers the question to the
         // guardians in the same turn as that ACK (deliveries first), so a guardian may hold it before the ACK does.
         let sentAt = Date()
-        do {
-            try await session.send(question.id)
-        } catch {
+        // Drawn only when racing is on, so the seeds of runs without it keep every other draw.
+        let racing = configuration.raceCancelProbability > 0 && random.unit() < configuration.raceCancelProbability
+        let sent: Result<Void, SheetError>
+        if racing {
+            let id = question.id
+            let send = { () async throws(SheetError) in try await session.send(id) }
+            let cancel = { () async throws(SheetError) in try await session.cancel(id) }
+            let cancelled: Result<Void, SheetError>
+            // The call made here goes out first (the other waits for its task to start): either may win.
+            if random.unit() < 0.5 {
+                async let sending = Self.outcome(send)
+                cancelled = await Self.outcome(cancel)
+                sent = await sending
+            } else {
+                async let cancelling = Self.outcome(cancel)
+                sent = await Self.outcome(send)
+                cancelled = await cancelling
+            }
+            if case .success = cancelled {
+                // The broker took the cancel first (the send was refused as cancelled): no guardian sees it.
+                router.forget(question.id)
+                approvals.cancelled(question.id)
+                record.outcome = .cancelled
+                record.closedAt = Date()
+                router.finished(record)
+                return record
+            }
+        } else {
+            let id = question.id
+            sent = await Self.outcome { () async throws(SheetError) in try await session.send(id) }
+        }
+        if case .failure(let error) = sent {
             router.forget(question.id)
             if Task.isCancelled { return nil }
             logger.info("send refused", metadata: ["question": "\(question.id)", "error": "\(error)"])
@@ -430,6 +464,18 @@ public final class ChildWorker: Sendable {
         }
         router.finished(record)
         return record
+    }
+}
+
+extension ChildWorker {
+    /// A sheet call's result as a value, so two can run at once (``ChildWorkerConfiguration/raceCancelProbability``).
+    static func outcome(_ call: () async throws(SheetError) -> Void) async -> Result<Void, SheetError> {
+        do {
+            try await call()
+            return .success(())
+        } catch {
+            return .failure(error)
+        }
     }
 }
 

@@ -30,6 +30,9 @@ public struct Scenario: Codable, Sendable, Equatable {
     public var cancelProbability = 0.1
     /// Probability that a child neither sends nor cancels, so the question is abandoned when the window closes.
     public var abandonProbability = 0.03
+    /// Probability that a child that sends also cancels at the same moment, racing the two at the broker
+    /// (askrelay-child `--race-cancel-probability`; reaches `send-racing-cancel`).
+    public var raceCancelProbability = 0.0
     /// Generated contacts per child (askrelay-child `--contacts`); `ratios.knownHandle` of them are known.
     public var contactsPerChild = 8
     public var guardians = Guardians()

@@ -12,7 +12,7 @@ extension Scenario {
         case groupQuestionRatio, invalidRatio, cancelProbability, abandonProbability, contactsPerChild, guardians,
             childThink, pendingWindow, expireAfter
         case timeScale, duration, flowsPerChild, grace, durability, faults, answerAfterExpiry, brokerCrashAt, brokers
-        case expect
+        case expect, raceCancelProbability
     }
 
     public init(from decoder: any Decoder) throws {
@@ -39,6 +39,8 @@ extension Scenario {
         invalidRatio = try c.decodeIfPresent(Double.self, forKey: .invalidRatio) ?? d.invalidRatio
         cancelProbability = try c.decodeIfPresent(Double.self, forKey: .cancelProbability) ?? d.cancelProbability
         abandonProbability = try c.decodeIfPresent(Double.self, forKey: .abandonProbability) ?? d.abandonProbability
+        raceCancelProbability =
+            try c.decodeIfPresent(Double.self, forKey: .raceCancelProbability) ?? d.raceCancelProbability
         contactsPerChild = try c.decodeWholeNumber(.contactsPerChild) ?? d.contactsPerChild
         guardians = try c.decodeIfPresent(Guardians.self, forKey: .guardians) ?? d.guardians
         childThink = try c.decodeDuration(.childThink) ?? d.childThink
@@ -75,6 +77,7 @@ extension Scenario {
         try c.encode(invalidRatio, forKey: .invalidRatio)
         try c.encode(cancelProbability, forKey: .cancelProbability)
         try c.encode(abandonProbability, forKey: .abandonProbability)
+        if raceCancelProbability != 0 { try c.encode(raceCancelProbability, forKey: .raceCancelProbability) }
         try c.encode(contactsPerChild, forKey: .contactsPerChild)
         try c.encode(guardians, forKey: .guardians)
         try c.encode(childThink.text, forKey: .childThink)

@@ -154,6 +154,7 @@ extension Scenario {
         try fraction(invalidRatio, "invalidRatio")
         try fraction(cancelProbability, "cancelProbability")
         try fraction(abandonProbability, "abandonProbability")
+        try fraction(raceCancelProbability, "raceCancelProbability")
         try within(contactsPerChild, Bounds.contactsPerChild, "contactsPerChild")
         try fraction(guardians.approveProbability, "guardians.approveProbability")
         try fraction(guardians.neverAnswerRatio, "guardians.neverAnswerRatio")

@@ -204,6 +204,9 @@ public struct WorkerPlan: Sendable {
                 "--reached-log", reachedPath("child-\(index)"),
             ]
         if let expireAfter = scenario.expireAfter { arguments += ["--expire-after", expireAfter.text] }
+        if scenario.raceCancelProbability > 0 {
+            arguments += ["--race-cancel-probability", format(scenario.raceCancelProbability)]
+        }
         return arguments
     }
 

@@ -80,6 +80,13 @@ struct ChildMain: Command {
                 default: "0",
                 help: "neither send nor cancel; wait out the pending window"
             ),
+            .value(
+                "race-cancel-probability",
+                "P",
+                env: "ASKRELAY_RACE_CANCEL_PROBABILITY",
+                default: "0",
+                help: "of the sends, cancel at the same moment too; the broker takes whichever comes first"
+            ),
             .value("contacts", "N", env: "ASKRELAY_CONTACTS", default: "8", help: "generated contacts per child"),
             .value(
                 "known-ratio",
@@ -213,6 +220,7 @@ struct ChildMain: Command {
         configuration.think = try arguments.duration("think") ?? .milliseconds(100)
         configuration.cancelProbability = try arguments.double("cancel-probability", in: 0...1) ?? 0.1
         configuration.abandonProbability = try arguments.double("abandon-probability", in: 0...1) ?? 0
+        configuration.raceCancelProbability = try arguments.double("race-cancel-probability", in: 0...1) ?? 0
         configuration.contactsPerChild = try arguments.int("contacts", in: 1...100_000) ?? 8
         configuration.knownRatio = try arguments.double("known-ratio", in: 0...1) ?? 0.2
         configuration.invalidRatio = try arguments.double("invalid-ratio", in: 0...1) ?? 0

@@ -143,4 +143,23 @@ struct ReachedCountTests {
         }
         #expect(throws: ScenarioError.self) { try Scenario.parse(Data(#"{"expect": {"reach": []}}"#.utf8)) }
     }
+
+    @Test("raceCancelProbability is a fraction, reaches the child as --race-cancel-probability, and only when set")
+    func raceCancel() throws {
+        let racing = try Scenario.parse(Data(#"{"raceCancelProbability": 0.25}"#.utf8))
+        #expect(racing.raceCancelProbability == 0.25)
+        let arguments = WorkerPlan(scenario: racing, brokerEndpoint: "ipc:///b", runDirectory: "/r")
+            .childArguments(1, logLevel: "info")
+        let index = try #require(arguments.firstIndex(of: "--race-cancel-probability"))
+        #expect(arguments[index + 1] == "0.25")
+        #expect(try Scenario.parse(JSONEncoder().encode(racing)) == racing)
+        let plain = WorkerPlan(scenario: Scenario(), brokerEndpoint: "ipc:///b", runDirectory: "/r")
+        #expect(!plain.childArguments(1, logLevel: "info").contains("--race-cancel-probability"))
+        #expect(!String(decoding: try JSONEncoder().encode(Scenario()), as: UTF8.self).contains("raceCancel"))
+        #expect {
+            try Scenario.parse(Data(#"{"raceCancelProbability": 1.5}"#.utf8))
+        } throws: { error in
+            (error as? ScenarioError)?.field == "raceCancelProbability"
+        }
+    }
 }

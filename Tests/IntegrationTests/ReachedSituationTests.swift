@@ -15,7 +15,7 @@ struct ReachedSituationTests {
         return Dictionary(uniqueKeysWithValues: entries.map { ($0["situation"] as? String ?? "", $0) })
     }
 
-    @Test("docs/scenarios/reached.json reaches the three situations it requires, counted by the broker, and exits 0")
+    @Test("docs/scenarios/reached.json reaches the four situations it requires, counted by the broker, and exits 0")
     func exampleScenario() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
@@ -28,14 +28,17 @@ struct ReachedSituationTests {
         #expect(run.exit == .exited(0), "\(run.exit)")
         let reached = Self.reached(run)
         #expect(reached.keys.sorted() == ReachedSituation.allCases.map(\.rawValue).sorted())
-        for name in ["guardians-racing", "answer-while-child-away", "response-after-restart"] {
+        for name in ["guardians-racing", "answer-while-child-away", "response-after-restart", "send-racing-cancel"] {
             let entry = try #require(reached[name], "\(name) missing: \(reached)")
             #expect(entry["required"] as? Bool == true)
             #expect((entry["count"] as? Int ?? 0) > 0, "\(name): \(entry)")
             #expect((entry["processes"] as? [String: Int])?.keys.sorted() == ["broker"], "\(name): \(entry)")
             #expect(!((entry["questions"] as? [String]) ?? []).isEmpty, "\(name): \(entry)")
         }
-        #expect(reached["send-racing-cancel"]?["required"] as? Bool == false)
+        #expect(reached["answer-near-expiry"]?["required"] as? Bool == false)
+        // Both ends of the race: a cancel that won ends its flow cancelled, a send that won is answered.
+        #expect((run.outcomes["cancelled"] ?? 0) > 0, "\(run.outcomes)")
+        #expect((run.outcomes["approved"] ?? 0) + (run.outcomes["denied"] ?? 0) > 0, "\(run.outcomes)")
         #expect(run.stdout.contains { $0.hasPrefix("reached ") && $0.contains("of 6 situations") })
         #expect(run.stdout.contains { $0.hasPrefix("  answer-while-child-away") && $0.hasSuffix("required") })
         let html = try String(contentsOfFile: run.directory + "/report.html", encoding: .utf8)

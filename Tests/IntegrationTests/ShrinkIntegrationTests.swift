@@ -267,4 +267,37 @@ struct ShrinkIntegrationTests {
             #expect(!FileManager.default.fileExists(atPath: folder + "/shrink"), "a refused command wrote nothing")
         }
     }
+
+    @Test("a passing run whose report.json claims a violation has nothing to shrink: the records give the verdict")
+    func verdictFromRecords() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let run = try FaultSupport.simulate(Self.passing, directory: directory, timeout: .seconds(120))
+        #expect(run.exit == .exited(0) && run.ok, "violations: \(run.violations)")
+        // report.json edited by hand to say the run broke guardians-honour-expiry; the records do not show it.
+        let reportPath = run.directory + "/report.json"
+        var report = try Self.json(reportPath)
+        var invariants = try #require(report["invariants"] as? [String: Any])
+        invariants["ok"] = false
+        invariants["violations"] = [
+            [
+                "invariant": "guardians-honour-expiry", "questions": [String](), "processes": [String](),
+                "message": "claimed by hand",
+            ] as [String: Any]
+        ]
+        report["invariants"] = invariants
+        try JSONSerialization.data(withJSONObject: report).write(to: URL(fileURLWithPath: reportPath))
+        #expect(Self.broke(try Self.readRun(run.directory), "guardians-honour-expiry"), "the edit did not take")
+
+        for extra in [[], ["--shrink-invariant", "guardians-honour-expiry"]] {
+            let refused = try UsageExitTests.Run(["askrelay", "shrink", run.directory] + extra)
+            #expect(refused.status == 64, "\(extra): exit \(refused.status); stderr: \(refused.stderr)")
+            #expect(
+                refused.stderr.contains("every invariant held in that run; there is nothing to shrink"),
+                "\(extra): \(refused.stderr)"
+            )
+            #expect(refused.stderr.contains("report.json is not read"), "\(refused.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: run.directory + "/shrink"), "a refused command wrote nothing")
+    }
 }

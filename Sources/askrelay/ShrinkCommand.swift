@@ -12,13 +12,15 @@ struct ShrinkCommand: Command {
     static let abstract = "shrink a failed simulation's scenario to the smallest one that still breaks its invariant"
     static let positionalHelp: String? = "REPORT_DIR"
     static let discussion = """
-        Reads REPORT_DIR/scenario.json and REPORT_DIR/report.json of an `askrelay simulate` run that broke an
-        invariant, then replays smaller scenarios: faults removed (delta debugging), families, processes, children
-        and flows reduced, duration halved, faults moved earlier. A smaller scenario is kept when its replay breaks
-        the same invariant. Each replay gets its own report folder inside --shrink-dir; the smallest failing
-        scenario is written there as minimal-scenario.json (input to askrelay simulate --scenario), with shrink.json.
+        Checks a finished `askrelay simulate` run again from REPORT_DIR as askrelay check does (scenario.json,
+        run-facts.json, records, journals; report.json is not read) and shrinks for the invariant that check finds
+        broken: replays smaller scenarios, with faults removed (delta debugging), families, processes, children and
+        flows reduced, duration halved, faults moved earlier. A smaller scenario is kept when its replay breaks the
+        same invariant. Each replay gets its own report folder inside --shrink-dir; the smallest failing scenario is
+        written there as minimal-scenario.json (input to askrelay simulate --scenario), with shrink.json.
         Exit codes: 0 shrinking ended (within the budget or when it was spent), 1 interrupted or a folder could not
-        be written, 64 bad usage (no such report, every invariant held, bad flag).
+        be written, 64 bad usage (not a finished run's folder, one of another report format or a live run's, every
+        invariant held, bad flag).
         See docs/simulation.md.
         """
     static let options: [OptionSpec] =
@@ -53,27 +55,21 @@ struct ShrinkCommand: Command {
         }
         reportDirectory = folder
         flags = try ShrinkFlags(arguments: arguments)
+        // The verdict as this build's checker gives it (askrelay check): the records, journals and run-facts.json
+        // checked again, not report.json, which an older build (or a hand) may have written.
+        let checked: SimulationReport
+        do { checked = try RunCheck.recheck(folder: folder) } catch { throw UsageError(error.message) }
         let scenarioPath = (folder as NSString).appendingPathComponent("scenario.json")
-        let reportPath = (folder as NSString).appendingPathComponent("report.json")
-        for path in [scenarioPath, reportPath] where !FileManager.default.fileExists(atPath: path) {
-            throw UsageError(
-                "'\(folder)' holds no \((path as NSString).lastPathComponent): give the report folder of a finished askrelay simulate run"
-            )
-        }
         do { scenario = try Scenario.load(path: scenarioPath) } catch let error as ScenarioError {
             throw UsageError("\(scenarioPath): \(error)")
         }
-        let invariants: InvariantResult
         do {
-            let data = try Data(contentsOf: URL(fileURLWithPath: reportPath))
-            invariants = try JSONDecoder().decode(ReportInvariants.self, from: data).invariants
-        } catch {
+            invariant = try Shrinker.target(checked.invariants, named: flags.invariant)
+        } catch let error as ShrinkError {
             throw UsageError(
-                "\(reportPath) is not the report.json of askrelay simulate (\(error)): give the report folder of a finished run"
+                "'\(folder)' checked again from its records and journals (as askrelay check; report.json is not "
+                    + "read): \(error)"
             )
-        }
-        do { invariant = try Shrinker.target(invariants, named: flags.invariant) } catch let error as ShrinkError {
-            throw UsageError("\(reportPath): \(error)")
         }
         shrinkDirectory = arguments.string("shrink-dir") ?? (folder as NSString).appendingPathComponent("shrink")
         cleanShrinkDirectory = arguments.flag("clean")
@@ -106,11 +102,6 @@ struct ShrinkCommand: Command {
             logger: logger
         )
         return summary.stopped == .interrupted ? ExitCode.failure : ExitCode.success
-    }
-
-    /// The part of report.json the shrinker needs.
-    struct ReportInvariants: Decodable {
-        var invariants: InvariantResult
     }
 }
 

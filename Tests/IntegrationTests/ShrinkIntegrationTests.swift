@@ -180,14 +180,10 @@ struct ShrinkIntegrationTests {
     func cleanShrinkFolder() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        // A failed run's folder, as askrelay simulate leaves it (the two files askrelay shrink reads).
-        let failed = directory.path + "/failed"
-        try FileManager.default.createDirectory(atPath: failed, withIntermediateDirectories: true)
-        try Data(Self.small.utf8).write(to: URL(fileURLWithPath: failed + "/scenario.json"))
-        let violation = #"{"invariant": "guardians-honour-expiry", "questions": [], "processes": [], "message": "x"}"#
-        try Data(#"{"invariants": {"violations": [\#(violation)], "checked": [], "notes": []}}"#.utf8).write(
-            to: URL(fileURLWithPath: failed + "/report.json")
-        )
+        // A failed run's folder, as askrelay simulate leaves it: askrelay shrink checks it again (records, journals).
+        let run = try FaultSupport.simulate(Self.small, directory: directory, timeout: .seconds(120))
+        #expect(Self.broke(run, "guardians-honour-expiry"), "\(run.violations)")
+        let failed = run.directory
         // A shrink folder an earlier shrink wrote.
         let used = directory.path + "/shrunk"
         try FileManager.default.createDirectory(atPath: used + "/replay-01", withIntermediateDirectories: true)
@@ -221,19 +217,36 @@ struct ShrinkIntegrationTests {
         #expect(FileManager.default.fileExists(atPath: foreign + "/notes.txt"))
     }
 
+    /// Holds every invariant, and quick: `small` without the checker's test hook.
+    static let passing = """
+        {"seed": 3, "families": 4, "flowsPerChild": 1, "childThink": "100ms", "grace": "500ms",
+         "cancelProbability": 0, "abandonProbability": 0, "invalidRatio": 0, "guardians": {"neverAnswerRatio": 0}}
+        """
+
     @Test("bad usage exits 64, names the problem and writes nothing")
     func badUsage() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let passed = directory.path + "/passed"
-        try FileManager.default.createDirectory(atPath: passed, withIntermediateDirectories: true)
-        try Data("{}".utf8).write(to: URL(fileURLWithPath: passed + "/scenario.json"))
-        try Data(#"{"invariants": {"ok": true, "violations": [], "checked": [], "notes": []}}"#.utf8).write(
-            to: URL(fileURLWithPath: passed + "/report.json")
-        )
+        let run = try FaultSupport.simulate(Self.passing, directory: directory, timeout: .seconds(120))
+        #expect(run.exit == .exited(0) && run.ok, "violations: \(run.violations)")
+        let passed = run.directory
+        // Not a run's folder: nothing in it, or what an older build left (report.json, no run-facts.json).
+        let empty = directory.path + "/empty"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        let older = directory.path + "/older"
+        try FileManager.default.createDirectory(atPath: older, withIntermediateDirectories: true)
+        try Data(Self.small.utf8).write(to: URL(fileURLWithPath: older + "/scenario.json"))
+        let violation = #"{"invariant": "guardians-honour-expiry", "questions": [], "processes": [], "message": "x"}"#
+        try Data(#"{"invariants": {"ok": false, "violations": [\#(violation)], "checked": [], "notes": []}}"#.utf8)
+            .write(to: URL(fileURLWithPath: older + "/report.json"))
         let cases: [([String], String)] = [
             (["askrelay", "shrink"], "give the report folder of a failed askrelay simulate run (REPORT_DIR)"),
-            (["askrelay", "shrink", directory.path + "/none"], "holds no scenario.json: give the report folder"),
+            (
+                ["askrelay", "shrink", directory.path + "/none"],
+                "no such folder '\(directory.path)/none': give the report folder"
+            ),
+            (["askrelay", "shrink", empty], "'\(empty)' holds no scenario.json"),
+            (["askrelay", "shrink", older], "'\(older)' was written by an older askrelay"),
             (["askrelay", "shrink", passed], "every invariant held in that run; there is nothing to shrink"),
             (
                 ["askrelay", "shrink", passed, "--shrink-invariant", "no-such"],
@@ -250,6 +263,41 @@ struct ShrinkIntegrationTests {
             #expect(run.status == 64, "\(command): exit \(run.status); stderr: \(run.stderr)")
             #expect(run.stderr.contains(message), "\(command): \(run.stderr)")
         }
-        #expect(!FileManager.default.fileExists(atPath: passed + "/shrink"), "a refused command wrote nothing")
+        for folder in [passed, empty, older] {
+            #expect(!FileManager.default.fileExists(atPath: folder + "/shrink"), "a refused command wrote nothing")
+        }
+    }
+
+    @Test("a passing run whose report.json claims a violation has nothing to shrink: the records give the verdict")
+    func verdictFromRecords() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let run = try FaultSupport.simulate(Self.passing, directory: directory, timeout: .seconds(120))
+        #expect(run.exit == .exited(0) && run.ok, "violations: \(run.violations)")
+        // report.json edited by hand to say the run broke guardians-honour-expiry; the records do not show it.
+        let reportPath = run.directory + "/report.json"
+        var report = try Self.json(reportPath)
+        var invariants = try #require(report["invariants"] as? [String: Any])
+        invariants["ok"] = false
+        invariants["violations"] = [
+            [
+                "invariant": "guardians-honour-expiry", "questions": [String](), "processes": [String](),
+                "message": "claimed by hand",
+            ] as [String: Any]
+        ]
+        report["invariants"] = invariants
+        try JSONSerialization.data(withJSONObject: report).write(to: URL(fileURLWithPath: reportPath))
+        #expect(Self.broke(try Self.readRun(run.directory), "guardians-honour-expiry"), "the edit did not take")
+
+        for extra in [[], ["--shrink-invariant", "guardians-honour-expiry"]] {
+            let refused = try UsageExitTests.Run(["askrelay", "shrink", run.directory] + extra)
+            #expect(refused.status == 64, "\(extra): exit \(refused.status); stderr: \(refused.stderr)")
+            #expect(
+                refused.stderr.contains("every invariant held in that run; there is nothing to shrink"),
+                "\(extra): \(refused.stderr)"
+            )
+            #expect(refused.stderr.contains("report.json is not read"), "\(refused.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: run.directory + "/shrink"), "a refused command wrote nothing")
     }
 }

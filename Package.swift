@@ -97,7 +97,7 @@ let package = Package(
             name: "AskSimulation",
             dependencies: [
                 "AskProtocol", "AskKeys", "AskAgents", "AskBroker", "ZeroMQ", "AskLogging", "AskCLI",
-                "AskRelayProcesses", "SQLite",
+                "AskRelayProcesses", "SQLite", "AskLinks",
             ],
             swiftSettings: strict
         ),

@@ -203,8 +203,15 @@ extension FaultCoverage {
                 return entry
             }
             var counts = Dictionary(uniqueKeysWithValues: State.allCases.map { ($0.rawValue, 0) })
+            // A lasting link fault touches every question in flight while it lasts, in the stage it was in when
+            // the fault first reached it; any other fault what was in flight at the moment it played.
+            let fault = scenario.faults.indices.contains(entry.fault) ? scenario.faults[entry.fault] : nil
+            let lasting = fault.map { [.partition, .delay, .stall].contains($0.action) } ?? false
+            let until = lasting ? fault?.healAfter.map { time.addingTimeInterval($0.seconds) } ?? .distantFuture : time
             for flight in flights where scope.serves(flight) {
-                if let state = flight.state(at: time) { counts[state.rawValue, default: 0] += 1 }
+                let at = lasting ? max(time, flight.start) : time
+                guard at <= until, let state = flight.state(at: at) else { continue }
+                counts[state.rawValue, default: 0] += 1
             }
             let touched = counts.values.reduce(0, +)
             entry.measured = true

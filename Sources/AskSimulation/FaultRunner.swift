@@ -1,6 +1,7 @@
 import AskCLI
 import AskLogging
 import AskBroker
+import AskLinks
 import AskRelayProcesses
 import Foundation
 import SQLite
@@ -36,6 +37,10 @@ final class FaultRunner {
         case resume
         case run([String], undo: [String]?, undoAfter: Duration)
         case undo(Int)
+        /// A fault on the process's link to the broker, healed after the duration (or at the end of the run).
+        case link(LinkFault, healAfter: Duration?)
+        /// Every connection of the process's link reset.
+        case linkReset
     }
 
     /// A process that a fault ended (or is ending), to be started again `after` its exit.
@@ -58,6 +63,8 @@ final class FaultRunner {
     let commands = CommandRuns()
     /// Each broker's journal folder, for the integrity check after its power cuts.
     let journalDirectories: [String: String]
+    /// Each worker process's link to the broker, when the scenario has link faults.
+    let links: [String: FaultLink]
 
     private(set) var notes: [String] = []
     /// Every power cut played, with the journal's `integrity_check` just after it.
@@ -84,9 +91,11 @@ final class FaultRunner {
         options: SimulationOptions,
         logger: AskLogger,
         undos: PendingUndos,
-        journalDirectories: [String: String] = [:]
+        journalDirectories: [String: String] = [:],
+        links: [String: FaultLink] = [:]
     ) {
         self.journalDirectories = journalDirectories
+        self.links = links
         self.supervisor = supervisor
         self.children = children
         self.start = start
@@ -116,6 +125,14 @@ final class FaultRunner {
                     process: fault.process,
                     action: .signal(SIGSTOP, restartAfter: fault.continueAfter ?? .seconds(1))
                 )
+            case .partition, .delay, .stall:
+                Step(
+                    at: fault.at,
+                    process: fault.process,
+                    action: .link(Self.linkFault(fault), healAfter: fault.healAfter)
+                )
+            case .reset:
+                Step(at: fault.at, process: fault.process, action: .linkReset)
             }
         }
         // Each step of a scenario fault knows which one it is (for the coverage): one step per fault, in order.
@@ -301,6 +318,38 @@ final class FaultRunner {
             )
             commands.launch(command, step: step.at, undo: nil, supervisor: supervisor)
             return
+        case .link(let fault, let healAfter):
+            guard let link = links[step.process] else {
+                notes.append("fault at \(step.at.text): no link of '\(step.process)' in this run; skipped")
+                skipped(step, "no link of '\(step.process)' in this run")
+                return
+            }
+            logger.notice(
+                "fault: link",
+                metadata: [
+                    "process": "\(step.process)", "fault": "\(fault)", "at": "\(step.at.text)",
+                    "heal_after": "\(healAfter?.text ?? "end of run")", "played": "\((now - start).text)",
+                ]
+            )
+            played(step, now)
+            link.apply(fault, for: healAfter)
+            return
+        case .linkReset:
+            guard let link = links[step.process] else {
+                notes.append("fault at \(step.at.text): no link of '\(step.process)' in this run; skipped")
+                skipped(step, "no link of '\(step.process)' in this run")
+                return
+            }
+            played(step, now)
+            let connections = link.reset()
+            logger.notice(
+                "fault: link reset",
+                metadata: [
+                    "process": "\(step.process)", "connections": "\(connections)", "at": "\(step.at.text)",
+                    "played": "\((now - start).text)",
+                ]
+            )
+            return
         case .signal, .powerCut, .resume: break
         }
         guard let process = processes[step.process] else {
@@ -362,7 +411,22 @@ final class FaultRunner {
             let integrity =
                 journalDirectories[step.process].map(Self.journalIntegrity) ?? ["no journal folder for this process"]
             powerCuts.append(PowerCutCheck(process: step.process, at: (now - start).text, integrity: integrity))
-        case .run, .undo: break
+        case .run, .undo, .link, .linkReset: break
+        }
+    }
+
+    /// The link fault a scenario fault plays (validated: `delay` has its delay).
+    static func linkFault(_ fault: Scenario.Fault) -> LinkFault {
+        let direction: LinkDirection =
+            switch fault.direction ?? .both {
+            case .both: .both
+            case .toBroker: .toBroker
+            case .fromBroker: .fromBroker
+            }
+        switch fault.action {
+        case .delay: return .delay(fault.delay ?? .zero, jitter: fault.jitter ?? .zero, direction)
+        case .stall: return .stall
+        default: return .partition(direction)
         }
     }
 

@@ -100,6 +100,17 @@ enum ReportHTML {
                         "continue after \($0.text)"
                     } ?? (fault.action == .stop ? "continue after 1s" : "—")
                 var target = fault.process
+                var action = fault.action.rawValue
+                if fault.action.isLink {
+                    target += "'s link"
+                    if let direction = fault.direction, direction != .both { action += " \(direction.rawValue)" }
+                    if let delay = fault.delay {
+                        action += " \(delay.text)" + (fault.jitter.map { " jitter \($0.text)" } ?? "")
+                    }
+                    if fault.action != .reset {
+                        then = fault.healAfter.map { "heal after \($0.text)" } ?? "until the end"
+                    }
+                }
                 if fault.action == .run {
                     target = (fault.command ?? []).joined(separator: " ")
                     if let undo = fault.undo {
@@ -107,7 +118,7 @@ enum ReportHTML {
                     }
                 }
                 html +=
-                    "<tr><td>\(fault.at.text)</td><td>\(esc(target))</td><td>\(fault.action.rawValue)</td><td>\(esc(then))</td></tr>"
+                    "<tr><td>\(fault.at.text)</td><td>\(esc(target))</td><td>\(esc(action))</td><td>\(esc(then))</td></tr>"
             }
             html += "</table>"
         }

@@ -17,6 +17,22 @@ extension Scenario {
             /// Runs `command` (no process involved), then `undo` after `undoAfter`: network partitions in
             /// multi-host tests (`ip -n NS link set DEV down` / `up`).
             case run
+            /// The process's link to the broker holds the bytes in `direction` (both ways by default) until
+            /// `healAfter` (or the end of the run), then lets them flow in order (docs/simulation.md, "Link faults").
+            case partition
+            /// Every chunk on the process's link in `direction` waits `delay` plus a random part of `jitter`.
+            case delay
+            /// The link stops reading both ways: the peers' writes stall on TCP flow control, nothing is lost.
+            case stall
+            /// Every connection of the process's link is cut with a TCP RST, as a crashed peer's would be.
+            case reset
+
+            /// A fault on the process's link to its broker rather than on the process.
+            public var isLink: Bool { [.partition, .delay, .stall, .reset].contains(self) }
+        }
+        /// Link faults: `both` (default), `toBroker` or `fromBroker`, for `partition` and `delay`.
+        public enum Direction: String, Codable, Sendable, CaseIterable {
+            case both, toBroker, fromBroker
         }
         public var at: Duration
         /// `broker`, `limits`, `parent-<n>` or `child-<n>` (1-based); empty for `run`.
@@ -29,6 +45,14 @@ extension Scenario {
         /// For `run`: run this `undoAfter` later, and on every exit path if the run ends first.
         public var undo: [String]?
         public var undoAfter: Duration?
+        /// For `partition` and `delay`: which way the fault holds or slows the bytes (`nil`: both).
+        public var direction: Direction?
+        /// For `delay`: the added latency, and the most of a uniform random extra (per chunk).
+        public var delay: Duration?
+        public var jitter: Duration?
+        /// For `partition`, `delay` and `stall`: the fault ends (heals) this long after it starts; `nil`: at the
+        /// end of the run.
+        public var healAfter: Duration?
 
         public init(
             at: Duration,
@@ -42,6 +66,25 @@ extension Scenario {
             self.action = action
             self.restartAfter = restartAfter
             self.continueAfter = continueAfter
+        }
+
+        /// A link fault on `process`'s link to the broker.
+        public init(
+            at: Duration,
+            link process: String,
+            action: Action,
+            direction: Direction? = nil,
+            delay: Duration? = nil,
+            jitter: Duration? = nil,
+            healAfter: Duration? = nil
+        ) {
+            self.at = at
+            self.process = process
+            self.action = action
+            self.direction = direction
+            self.delay = delay
+            self.jitter = jitter
+            self.healAfter = healAfter
         }
 
         /// A `run` fault: `command` at `at`, then `undo` (if any) `undoAfter` later (default 1s).
@@ -59,6 +102,7 @@ extension Scenario {
 extension Scenario.Fault {
     enum CodingKeys: String, CodingKey, CaseIterable {
         case at, process, action, restartAfter, continueAfter, command, undo, undoAfter
+        case direction, delay, jitter, healAfter
     }
 
     public init(from decoder: any Decoder) throws {
@@ -72,7 +116,7 @@ extension Scenario.Fault {
         guard let action = Action(rawValue: actionText) else {
             throw ScenarioError(
                 field: Scenario.path(c.codingPath + [CodingKeys.action]),
-                "must be kill, stop, term, power-cut or run, got '\(actionText)'"
+                "must be one of \(Action.allCases.map(\.rawValue).joined(separator: ", ")), got '\(actionText)'"
             )
         }
         self.action = action
@@ -86,6 +130,18 @@ extension Scenario.Fault {
         command = try c.decodeIfPresent([String].self, forKey: .command)
         undo = try c.decodeIfPresent([String].self, forKey: .undo)
         undoAfter = try c.decodeDuration(.undoAfter) ?? (undo == nil ? nil : .seconds(1))
+        if let text = try c.decodeIfPresent(String.self, forKey: .direction) {
+            guard let direction = Direction(rawValue: text) else {
+                throw ScenarioError(
+                    field: Scenario.path(c.codingPath + [CodingKeys.direction]),
+                    "must be both, toBroker or fromBroker, got '\(text)'"
+                )
+            }
+            self.direction = direction
+        }
+        delay = try c.decodeDuration(.delay)
+        jitter = try c.decodeDuration(.jitter)
+        healAfter = try c.decodeDuration(.healAfter)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -98,5 +154,9 @@ extension Scenario.Fault {
         try c.encodeIfPresent(command, forKey: .command)
         try c.encodeIfPresent(undo, forKey: .undo)
         try c.encodeIfPresent(undoAfter?.text, forKey: .undoAfter)
+        try c.encodeIfPresent(direction?.rawValue, forKey: .direction)
+        try c.encodeIfPresent(delay?.text, forKey: .delay)
+        try c.encodeIfPresent(jitter?.text, forKey: .jitter)
+        try c.encodeIfPresent(healAfter?.text, forKey: .healAfter)
     }
 }

@@ -233,6 +233,18 @@ extension Scenario {
             if fault.command != nil || fault.undo != nil || fault.undoAfter != nil {
                 throw ScenarioError(field: "faults[\(index)].command", "only a 'run' fault takes command/undo")
             }
+            if fault.action.isLink {
+                try validateLinkFault(fault, index)
+                continue
+            }
+            for (value, name) in [(fault.direction != nil, "direction"), (fault.delay != nil, "delay")]
+                + [(fault.jitter != nil, "jitter"), (fault.healAfter != nil, "healAfter")] where value
+            {
+                throw ScenarioError(
+                    field: "faults[\(index)].\(name)",
+                    "only a link fault (partition, delay, stall, reset) takes \(name)"
+                )
+            }
             let valid = processNames
             guard valid.contains(fault.process) else {
                 throw ScenarioError(
@@ -253,6 +265,63 @@ extension Scenario {
                     "only a 'stop' fault continues; use restartAfter"
                 )
             }
+        }
+    }
+
+    /// A link fault names a worker process (each has a link to its broker; the broker has none of its own), takes
+    /// only the fields of its kind, and needs one broker (one link per process).
+    private func validateLinkFault(_ fault: Fault, _ index: Int) throws {
+        let field = "faults[\(index)]"
+        if brokers > 1 {
+            throw ScenarioError(
+                field: "\(field).action",
+                "link faults need one broker (brokers is \(brokers)): a link per process and shard is not built yet; "
+                    + "use kill, stop or term on a shard's processes"
+            )
+        }
+        let workers = processNames.filter { !$0.hasPrefix("broker") }
+        guard workers.contains(fault.process) else {
+            throw ScenarioError(
+                field: "\(field).process",
+                "a link fault is on a worker's link to the broker: must be one of \(workers.joined(separator: ", ")), "
+                    + "got '\(fault.process)'"
+                    + (fault.process.hasPrefix("broker")
+                        ? " (every worker's link ends at the broker: fault those)" : "")
+            )
+        }
+        if fault.restartAfter != nil || fault.continueAfter != nil {
+            throw ScenarioError(
+                field: "\(field).\(fault.restartAfter != nil ? "restartAfter" : "continueAfter")",
+                "a link fault ends with healAfter; the process is not stopped or restarted"
+            )
+        }
+        let action = fault.action.rawValue
+        if fault.direction != nil && ![.partition, .delay].contains(fault.action) {
+            throw ScenarioError(field: "\(field).direction", "only partition and delay take a direction, not \(action)")
+        }
+        if fault.action == .delay {
+            guard let delay = fault.delay, delay > .zero, delay <= .seconds(60) else {
+                throw ScenarioError(
+                    field: "\(field).delay",
+                    fault.delay == nil
+                        ? "a delay fault needs delay (for example \"100ms\")"
+                        : "must be from 1ms to 60s, got \(fault.delay!.text)"
+                )
+            }
+            if let jitter = fault.jitter, jitter > .seconds(60) {
+                throw ScenarioError(field: "\(field).jitter", "must be at most 60s, got \(jitter.text)")
+            }
+        } else if fault.delay != nil || fault.jitter != nil {
+            throw ScenarioError(
+                field: "\(field).\(fault.delay != nil ? "delay" : "jitter")",
+                "only a delay fault takes \(fault.delay != nil ? "delay" : "jitter"), not \(action)"
+            )
+        }
+        if fault.action == .reset, fault.healAfter != nil {
+            throw ScenarioError(field: "\(field).healAfter", "a reset is instant; it has nothing to heal")
+        }
+        if let heal = fault.healAfter, heal <= .zero {
+            throw ScenarioError(field: "\(field).healAfter", "must be longer than 0, got \(heal.text)")
         }
     }
 

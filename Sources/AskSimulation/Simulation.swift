@@ -1,6 +1,7 @@
 import AskAgents
 import AskBroker
 import AskCLI
+import AskLinks
 import AskLogging
 import AskProtocol
 import AskRelayProcesses
@@ -353,6 +354,20 @@ public final class Simulation: Sendable {
                 plan = WorkerPlan(scenario: scenario, brokerEndpoint: bound, runDirectory: runDirectory)
             }
         }
+        // Link faults: every worker process reaches the broker through a link of its own on loopback, which this
+        // process owns and faults (docs/simulation.md, "Link faults"); without them nothing stands in between.
+        var links: [String: FaultLink] = [:]
+        defer { for link in links.values { link.stop() } }
+        if scenario.faults.contains(where: \.action.isLink) {
+            let logger = self.logger
+            for name in scenario.processNames where !name.hasPrefix("broker") {
+                let link = try FaultLink(name: name, upstream: plan.brokerEndpoint) { line in
+                    logger.notice("link", metadata: ["link": "\(name)", "event": "\(line)"])
+                }
+                links[name] = link
+                plan.links[name] = link.endpoint
+            }
+        }
         var limitsWorkers: [SupervisedProcess] = []
         for shard in plan.brokers == nil ? ["b0"] : scenario.shardNames {
             limitsWorkers.append(
@@ -429,10 +444,13 @@ public final class Simulation: Sendable {
                 uniqueKeysWithValues: scenario.shardNames.map {
                     (plan.brokerProcess($0), plan.brokerDataDirectory($0))
                 }
-            )
+            ),
+            links: links
         )
         try faults.run()
         notes += faults.notes
+        // A link fault that outlived the play (no healAfter) ends with it: the drain's BYEs and last ACKs go through.
+        for link in links.values { link.heal() }
 
         // 3. Drain: parents, limits, then the broker, each by SIGTERM.
         progress.stop()

@@ -245,7 +245,7 @@ public struct SimulationReport: Codable, Sendable {
             let vacuous = coverage.filter(\.vacuous).count
             lines.append(
                 "coverage         \(coverage.count) fault\(coverage.count == 1 ? "" : "s"), \(vacuous) vacuous"
-                    + " (questions in flight on the process each fault hit, when it played)"
+                    + " (questions in flight on the process each fault hit, when it played or, for a lasting link fault, while it lasted)"
             )
             for entry in coverage { lines.append("  \(entry.summaryLine)") }
             lines.append("")

@@ -59,8 +59,14 @@ public struct WorkerPlan: Sendable {
     public func brokerDataDirectory(_ name: String) -> String {
         brokers == nil ? brokerDataDirectory : path("broker-data-\(name)")
     }
-    /// How workers are told where the brokers are: `--broker URL`, or `--brokers LIST` when sharded.
-    var brokerFlag: [String] { brokers.map { ["--brokers", $0.description] } ?? ["--broker", brokerEndpoint] }
+    /// With link faults, where each worker process reaches the broker instead: its link (``FaultLink/endpoint``).
+    public var links: [String: String] = [:]
+
+    /// How `process` is told where the brokers are: `--broker URL` (its link's, when it has one), or
+    /// `--brokers LIST` when sharded.
+    func brokerFlag(_ process: String) -> [String] {
+        brokers.map { ["--brokers", $0.description] } ?? ["--broker", links[process] ?? brokerEndpoint]
+    }
 
     func path(_ parts: String...) -> String {
         parts.reduce(runDirectory) { ($0 as NSString).appendingPathComponent($1) }
@@ -162,7 +168,8 @@ public struct WorkerPlan: Sendable {
 
     public func limitsArguments(shard: String = "b0", logLevel: String) -> [String] {
         let broker =
-            brokers.map { ["--brokers", $0.description, "--shard-name", shard] } ?? ["--broker", brokerEndpoint]
+            brokers.map { ["--brokers", $0.description, "--shard-name", shard] }
+            ?? ["--broker", links[limitsProcess(shard)] ?? brokerEndpoint]
         return broker + [
             "--id", "limits-1", "--state", limitsStatePath, "--data-dir",
             brokers == nil ? path("limits-data") : path("limits-data-\(shard)"),
@@ -174,7 +181,7 @@ public struct WorkerPlan: Sendable {
         let probability = scenario.guardians.approveProbability
         let policy = probability >= 1 ? "approve" : probability <= 0 ? "deny" : "probability:\(format(probability))"
         var arguments =
-            brokerFlag + [
+            brokerFlag("parent-\(index)") + [
                 "--seed", String(SeedDerivation.seed(scenario.seed, "parent-\(index)")),
                 "--records", parentRecordsPath(index), "--roster", rosterPath(index),
                 "--policy", policy, "--think", scenario.guardians.think, "--heartbeat", Self.heartbeat, "--log-level",
@@ -188,7 +195,7 @@ public struct WorkerPlan: Sendable {
         let topicTotal = scenario.topics.values.reduce(0, +)
         let appUpdates = topicTotal > 0 ? (scenario.topics["significantAppUpdate"] ?? 0) / topicTotal : 0
         var arguments =
-            brokerFlag + [
+            brokerFlag("child-\(index)") + [
                 "--seed", String(childSeed(index)),
                 "--records", childRecordsPath(index), "--state-dir", path("child-\(index)-state"),
                 "--families", String(scenario.families), "--children-per-family", String(scenario.childrenPerFamily),

@@ -1,0 +1,112 @@
+import AskLinks
+import Foundation
+import Testing
+
+@testable import AskSimulation
+
+/// Link faults in a scenario (issue 30): what they read as, what the runner plays, and every bad specification
+/// refused with the field it is in (askrelay simulate exits 64 with that line).
+@Suite("Scenario link faults")
+struct LinkFaultScenarioTests {
+    static func parse(_ faults: String, _ extra: String = "") throws -> Scenario {
+        try Scenario.parse(Data(#"{\#(extra)"faults": [\#(faults)]}"#.utf8))
+    }
+
+    static func error(_ faults: String, _ extra: String = "") -> ScenarioError? {
+        do {
+            _ = try parse(faults, extra)
+            return nil
+        } catch {
+            return error as? ScenarioError
+        }
+    }
+
+    @Test("partition, delay, stall and reset read with their fields, round-trip, and become the link's faults")
+    func reads() throws {
+        let scenario = try Self.parse(
+            """
+            {"at": "1s", "process": "parent-1", "action": "partition", "direction": "toBroker", "healAfter": "3s"},
+            {"at": "0s", "process": "limits", "action": "delay", "delay": "100ms", "jitter": "20ms"},
+            {"at": "2s", "process": "child-2", "action": "reset"},
+            {"at": "3s", "process": "parent-2", "action": "stall", "healAfter": "1s"}
+            """
+        )
+        #expect(scenario.faults.map(\.action) == [.partition, .delay, .reset, .stall])
+        #expect(scenario.faults.allSatisfy { $0.action.isLink })
+        #expect(scenario.faults[0].direction == .toBroker && scenario.faults[0].healAfter == .seconds(3))
+        #expect(scenario.faults[1].delay == .milliseconds(100) && scenario.faults[1].jitter == .milliseconds(20))
+        #expect(try Scenario.parse(JSONEncoder().encode(scenario)) == scenario)
+        #expect(FaultRunner.linkFault(scenario.faults[0]) == .partition(.toBroker))
+        #expect(
+            FaultRunner.linkFault(scenario.faults[1]) == .delay(.milliseconds(100), jitter: .milliseconds(20), .both)
+        )
+        #expect(FaultRunner.linkFault(scenario.faults[3]) == .stall)
+        #expect(!Scenario.Fault.Action.kill.isLink && !Scenario.Fault.Action.run.isLink)
+    }
+
+    @Test("each bad link fault is refused with the field it is in, and what to do")
+    func refusals() {
+        let cases: [(faults: String, extra: String, field: String, text: String)] = [
+            (
+                #"{"at": "1s", "process": "parent-1", "action": "cut"}"#, "", "faults[0].action",
+                "partition, delay, stall, reset"
+            ),
+            (
+                #"{"at": "1s", "process": "parent-1", "action": "partition", "direction": "up"}"#, "",
+                "faults[0].direction", "must be both, toBroker or fromBroker, got 'up'"
+            ),
+            (#"{"at": "1s", "process": "limits", "action": "delay"}"#, "", "faults[0].delay", "needs delay"),
+            (
+                #"{"at": "1s", "process": "limits", "action": "delay", "delay": "2m"}"#, "", "faults[0].delay",
+                "must be from 1ms to 60s, got 2m"
+            ),
+            (
+                #"{"at": "1s", "process": "broker", "action": "partition"}"#, "", "faults[0].process",
+                "every worker's link ends at the broker"
+            ),
+            (#"{"at": "1s", "process": "parent-9", "action": "stall"}"#, "", "faults[0].process", "got 'parent-9'"),
+            (
+                #"{"at": "1s", "process": "parent-1", "action": "partition"}"#, #""brokers": 2, "#,
+                "faults[0].action", "link faults need one broker (brokers is 2)"
+            ),
+            (
+                #"{"at": "1s", "process": "parent-1", "action": "partition", "restartAfter": "1s"}"#, "",
+                "faults[0].restartAfter", "ends with healAfter"
+            ),
+            (
+                #"{"at": "1s", "process": "child-1", "action": "reset", "healAfter": "1s"}"#, "", "faults[0].healAfter",
+                "instant"
+            ),
+            (
+                #"{"at": "1s", "process": "child-1", "action": "stall", "direction": "toBroker"}"#, "",
+                "faults[0].direction", "only partition and delay take a direction"
+            ),
+            (
+                #"{"at": "1s", "process": "child-1", "action": "partition", "delay": "1s"}"#, "", "faults[0].delay",
+                "only a delay fault takes delay"
+            ),
+            (
+                #"{"at": "1s", "process": "child-1", "action": "kill", "healAfter": "1s"}"#, "", "faults[0].healAfter",
+                "only a link fault"
+            ),
+        ]
+        for entry in cases {
+            let error = Self.error(entry.faults, entry.extra)
+            #expect(
+                error?.field == entry.field,
+                "\(entry.faults): \(error.map(String.init(describing:)) ?? "accepted")"
+            )
+            #expect(error?.message.contains(entry.text) == true, "\(entry.faults): \(error?.message ?? "accepted")")
+        }
+    }
+
+    @Test("a worker's broker flag is its link's endpoint when it has one")
+    func planLinks() {
+        var plan = WorkerPlan(scenario: Scenario(), brokerEndpoint: "ipc:///b", runDirectory: "/r")
+        plan.links = ["parent-1": "tcp://127.0.0.1:7001", "limits": "tcp://127.0.0.1:7002"]
+        #expect(plan.parentArguments(1, logLevel: "info").starts(with: ["--broker", "tcp://127.0.0.1:7001"]))
+        #expect(plan.parentArguments(2, logLevel: "info").starts(with: ["--broker", "ipc:///b"]))
+        #expect(plan.limitsArguments(logLevel: "info").starts(with: ["--broker", "tcp://127.0.0.1:7002"]))
+        #expect(plan.childArguments(1, logLevel: "info").starts(with: ["--broker", "ipc:///b"]))
+    }
+}

@@ -1,0 +1,111 @@
+import AskAgents
+import AskSimulation
+import AskTestSupport
+import Foundation
+import Testing
+
+/// Link faults in real simulations (issue 30): every worker reaches the broker through a link that askrelay
+/// simulate owns and faults; each run is checked again with askrelay check (FaultSupport).
+@Suite("askrelay simulate: link faults", .timeLimit(.minutes(5)), .serialized)
+struct LinkFaultSimulationTests {
+    static func p50(_ run: FaultSupport.Run, _ stage: String) -> Double? {
+        ((run.report["latency_ms"] as? [String: Any])?[stage] as? [String: Any])?["p50"] as? Double
+    }
+
+    static func coverage(_ run: FaultSupport.Run) -> [[String: Any]] {
+        run.report["coverage"] as? [[String: Any]] ?? []
+    }
+
+    @Test("docs/scenarios/network.json: every kind of link fault plays, touches flows, and every invariant holds")
+    func networkScenario() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let scenario = try String(
+            contentsOf: Repository.root.appendingPathComponent("docs/scenarios/network.json"),
+            encoding: .utf8
+        )
+        let run = try FaultSupport.simulate(scenario, directory: directory, flags: ["--require-coverage"])
+        #expect(run.ok, "violations: \(run.violations); notes: \(run.notes)")
+        #expect(run.exit == .exited(0), "\(run.exit)")
+        let entries = Self.coverage(run)
+        #expect(entries.map { $0["action"] as? String } == ["partition", "delay", "reset", "stall", "partition"])
+        for entry in entries {
+            #expect(entry["played"] as? Bool == true && entry["vacuous"] as? Bool == false, "\(entry)")
+        }
+        // The one-way partition outlived the liveness window: the broker stopped hearing parent-1 and ended its
+        // session, and the parent registered again after the heal (its process never stopped).
+        #expect(run.log("broker").contains("reason=\"missed 3 heartbeats\" worker=askrelay-parent"), "broker log")
+        #expect(run.runs(of: "parent-1").count == 1)
+        let html = try String(contentsOfFile: run.directory + "/report.html", encoding: .utf8)
+        #expect(html.contains("parent-1&#39;s link") || html.contains("parent-1's link"), "fault schedule")
+        #expect(html.contains("partition toBroker") && html.contains("delay toBroker 100ms"))
+        #expect(html.contains("heal after 3s") && html.contains("until the end"))
+    }
+
+    @Test("a 100 ms delay toward the broker on the limits link moves ask → presented p50 by at least 100 ms")
+    func limitsDelay() throws {
+        let base = """
+            "seed": 8, "families": 20, "flowsPerChild": 3, "childThink": "200ms", "invalidRatio": 0,
+            "ratios": {"knownHandle": 0}, "guardians": {"think": "fixed:100ms"}
+            """
+        let delayed =
+            #"{\#(base), "faults": [{"at": "0s", "process": "limits", "action": "delay", "delay": "100ms", "direction": "toBroker"}]}"#
+        // The baseline in the same test, alternating: without, with, without.
+        var without: [Double] = []
+        var with: [Double] = []
+        for (index, json) in ["{\(base)}", delayed, "{\(base)}"].enumerated() {
+            let directory = TempDirectory()
+            defer { directory.cleanup() }
+            let run = try FaultSupport.simulate(json, directory: directory)
+            #expect(run.ok, "violations: \(run.violations)")
+            let p50 = try #require(Self.p50(run, "ask_to_presented"), "\(run.report["latency_ms"] ?? "no latency")")
+            if index == 1 { with.append(p50) } else { without.append(p50) }
+        }
+        let baseline = try #require(without.max())
+        let moved = try #require(with.first) - baseline
+        print("ask → presented p50: \(without) ms without the delay, \(with) ms with it: moved \(moved) ms")
+        #expect(moved >= 100, "p50 without \(without), with \(with)")
+        #expect(without.allSatisfy { $0 < 100 }, "the baseline itself is under the delay: \(without)")
+    }
+
+    @Test(
+        "a partition longer than the liveness window, healed: the guardians' waiting questions are delivered and answered, no flow left open"
+    )
+    func longPartition() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        // One parent process: every answer comes through the partitioned link. Expiry (24h / 7200 = 12 s) is far
+        // longer than the partition (3 s) plus the liveness window (1.5 s).
+        let json = """
+            {"seed": 9, "families": 10, "parentProcesses": 1, "flowsPerChild": 3, "childThink": "300ms",
+             "timeScale": 7200, "cancelProbability": 0, "abandonProbability": 0, "invalidRatio": 0,
+             "ratios": {"knownHandle": 0}, "guardians": {"think": "fixed:100ms", "neverAnswerRatio": 0},
+             "faults": [{"at": "1s", "process": "parent-1", "action": "partition", "healAfter": "3s"}]}
+            """
+        let run = try FaultSupport.simulate(json, directory: directory)
+        #expect(run.ok, "violations: \(run.violations); notes: \(run.notes)")
+        #expect(run.exit == .exited(0), "\(run.exit)")
+        #expect((run.invariants["unknown"] as? [Any] ?? []).isEmpty, "\(run.invariants)")
+        #expect(run.outcomes["expired"] == 0 && run.outcomes["abandoned"] == 0, "\(run.outcomes)")
+        #expect(run.log("broker").contains("reason=\"missed 3 heartbeats\" worker=askrelay-parent"), "broker log")
+        // Questions sent while the link was cut reached the guardians after the heal and were answered.
+        let entry = try #require(Self.coverage(run).first)
+        let played = try #require((entry["time"] as? String).flatMap(RecordJSON.parse), "\(entry)")
+        let healed = played.addingTimeInterval(3)
+        let children =
+            JSONLinesWriter.read(ChildFlowRecord.self, path: run.directory + "/records/child-1.jsonl").values
+            + JSONLinesWriter.read(ChildFlowRecord.self, path: run.directory + "/records/child-2.jsonl").values
+        let sentDuring = Set(
+            children.filter { ($0.sentAt.map { $0 > played && $0 < healed }) ?? false }.compactMap(\.question)
+        )
+        #expect(!sentDuring.isEmpty, "no question was sent during the partition")
+        let answers = JSONLinesWriter.read(GuardianAnswerRecord.self, path: run.directory + "/records/parent-1.jsonl")
+        let answeredAfter = answers.values.filter {
+            sentDuring.contains($0.question) && $0.result == "accepted" && $0.receivedAt >= healed
+        }
+        #expect(
+            Set(answeredAfter.map(\.question)) == sentDuring,
+            "sent during: \(sentDuring.count), answered after the heal: \(answeredAfter.count)"
+        )
+    }
+}

@@ -129,6 +129,8 @@ bench: release
 	.build/release/askrelay bench wrapper
 	.build/release/askrelay bench codec
 	.build/release/askrelay bench frames
+	.build/release/askrelay bench link --inflight 1
+	.build/release/askrelay bench link --inflight 100
 	.build/release/askrelay load --mode relay --baseline proxy
 
 # load.html of three short runs (relay with its baseline, flows, a relay sweep) rendered by headless Chromium,

@@ -141,7 +141,7 @@ let package = Package(
             name: "askrelay",
             dependencies: [
                 "ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol", "AskKeys", "AskSimulation", "AskLoad", "AskBroker",
-                "AskLogging", "AskStories", "AskRelayProcesses",
+                "AskLogging", "AskStories", "AskRelayProcesses", "AskLinks",
             ],
             swiftSettings: strict
         ),

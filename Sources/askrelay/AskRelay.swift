@@ -23,5 +23,7 @@ struct AskRelay: CommandGroup {
 struct Bench: CommandGroup {
     static let name = "bench"
     static let abstract = "micro-benchmarks measured side by side with a baseline"
-    static let subcommands: [any Command.Type] = [WrapperBench.self, CodecBench.self, FramesBench.self]
+    static let subcommands: [any Command.Type] = [
+        WrapperBench.self, CodecBench.self, FramesBench.self, LinkBench.self,
+    ]
 }

@@ -102,7 +102,13 @@ func alternatingRounds(
 
 /// The echo workload through the wrapper.
 enum WrapperEcho {
-    static func run(seconds: Double, size: Int, inflight: Int) throws -> Double {
+    /// - Parameter via: where the DEALER connects, given the ROUTER's endpoint (`bench link` puts a link between).
+    static func run(
+        seconds: Double,
+        size: Int,
+        inflight: Int,
+        via: (String) throws -> String = { $0 }
+    ) throws -> Double {
         let context = try ZMQContext()
         let router = try context.socket(.router)
         try router.set(.linger, 0)
@@ -125,7 +131,7 @@ enum WrapperEcho {
 
         let dealer = try context.socket(.dealer)
         try dealer.set(.linger, 0)
-        try dealer.connect(endpoint)
+        try dealer.connect(try via(endpoint))
         let payload = [UInt8](repeating: 0x61, count: size)
         let count = try payload.withUnsafeBytes { bytes -> Int in
             for _ in 0..<inflight { try dealer.send(bytes) }

@@ -197,15 +197,25 @@ extension FaultCoverage {
                 entry.note = "a command: the scenario does not say which processes it affects"
                 return entry
             }
-            guard let scope = Scope(process: entry.target, scenario: scenario, brokers: brokers) else {
+            let fault = scenario.faults.indices.contains(entry.fault) ? scenario.faults[entry.fault] : nil
+            guard
+                var scope = Scope(process: entry.target, scenario: scenario, brokers: brokers)
+                    ?? Scope(group: entry.target)
+            else {
                 entry.vacuous = false
                 entry.note = "'\(entry.target)' is not a process whose flows are known"
                 return entry
             }
+            if let shard = fault?.shard, let brokers, fault?.action.isLink == true {
+                // A link to one shard carries only the questions of that shard's families.
+                let whole = scope
+                scope = Scope(description: "\(whole.description), of shard \(shard)") {
+                    whole.serves($0) && brokers.shard(family: $0.family).name == shard
+                }
+            }
             var counts = Dictionary(uniqueKeysWithValues: State.allCases.map { ($0.rawValue, 0) })
             // A lasting link fault touches every question in flight while it lasts, in the stage it was in when
             // the fault first reached it; any other fault what was in flight at the moment it played.
-            let fault = scenario.faults.indices.contains(entry.fault) ? scenario.faults[entry.fault] : nil
             let lasting = fault.map { [.partition, .delay, .stall].contains($0.action) } ?? false
             let until = lasting ? fault?.healAfter.map { time.addingTimeInterval($0.seconds) } ?? .distantFuture : time
             for flight in flights where scope.serves(flight) {
@@ -232,6 +242,19 @@ extension FaultCoverage {
 struct Scope {
     var description: String
     var serves: (Flight) -> Bool
+
+    init(description: String, serves: @escaping (Flight) -> Bool) {
+        self.description = description
+        self.serves = serves
+    }
+
+    /// A group of worker processes a link fault may name: each serves every family, so together they serve every
+    /// question. `nil` for any other name.
+    init?(group: String) {
+        guard Scenario.Fault.linkGroups.contains(group) else { return nil }
+        description = "every question (\(group == "workers" ? "every worker process" : "all \(group)"))"
+        serves = { _ in true }
+    }
 
     /// `nil` for a name that is no process of the run's plan.
     init?(process: String, scenario: Scenario, brokers: BrokerList?) {

@@ -319,7 +319,8 @@ final class FaultRunner {
             commands.launch(command, step: step.at, undo: nil, supervisor: supervisor)
             return
         case .link(let fault, let healAfter):
-            guard let link = links[step.process] else {
+            let targets = linkTargets(step)
+            guard !targets.isEmpty else {
                 notes.append("fault at \(step.at.text): no link of '\(step.process)' in this run; skipped")
                 skipped(step, "no link of '\(step.process)' in this run")
                 return
@@ -327,26 +328,28 @@ final class FaultRunner {
             logger.notice(
                 "fault: link",
                 metadata: [
-                    "process": "\(step.process)", "fault": "\(fault)", "at": "\(step.at.text)",
-                    "heal_after": "\(healAfter?.text ?? "end of run")", "played": "\((now - start).text)",
+                    "links": "\(targets.map(\.name).joined(separator: ","))", "fault": "\(fault)",
+                    "at": "\(step.at.text)", "heal_after": "\(healAfter?.text ?? "end of run")",
+                    "played": "\((now - start).text)",
                 ]
             )
             played(step, now)
-            link.apply(fault, for: healAfter)
+            for link in targets { link.apply(fault, for: healAfter) }
             return
         case .linkReset:
-            guard let link = links[step.process] else {
+            let targets = linkTargets(step)
+            guard !targets.isEmpty else {
                 notes.append("fault at \(step.at.text): no link of '\(step.process)' in this run; skipped")
                 skipped(step, "no link of '\(step.process)' in this run")
                 return
             }
             played(step, now)
-            let connections = link.reset()
+            let connections = targets.map { $0.reset() }.reduce(0, +)
             logger.notice(
                 "fault: link reset",
                 metadata: [
-                    "process": "\(step.process)", "connections": "\(connections)", "at": "\(step.at.text)",
-                    "played": "\((now - start).text)",
+                    "links": "\(targets.map(\.name).joined(separator: ","))", "connections": "\(connections)",
+                    "at": "\(step.at.text)", "played": "\((now - start).text)",
                 ]
             )
             return
@@ -412,6 +415,18 @@ final class FaultRunner {
                 journalDirectories[step.process].map(Self.journalIntegrity) ?? ["no journal folder for this process"]
             powerCuts.append(PowerCutCheck(process: step.process, at: (now - start).text, integrity: integrity))
         case .run, .undo, .link, .linkReset: break
+        }
+    }
+
+    /// The links a link fault's step acts on: those of its process (or group), to its shard when it names one.
+    private func linkTargets(_ step: Step) -> [FaultLink] {
+        guard let index = step.fault else { return [] }
+        let fault = scenario.faults[index]
+        return links.sorted { $0.key < $1.key }.compactMap { name, link in
+            let parts = name.split(separator: "@", maxSplits: 1).map(String.init)
+            guard parts.count == 2, fault.targets(parts[0]) else { return nil }
+            if let shard = fault.shard, shard != parts[1] { return nil }
+            return link
         }
     }
 

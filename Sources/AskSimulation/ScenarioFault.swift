@@ -53,6 +53,22 @@ extension Scenario {
         /// For `partition`, `delay` and `stall`: the fault ends (heals) this long after it starts; `nil`: at the
         /// end of the run.
         public var healAfter: Duration?
+        /// For link faults with several brokers: only the link to this shard (`b<k>`); `nil`: every link of the
+        /// process.
+        public var shard: String?
+
+        /// The process groups a link fault may name instead of one process.
+        public static let linkGroups = ["parents", "children", "workers"]
+
+        /// Whether `process` (a process name) is what this fault's `process` names: itself, or a group it is in.
+        public func targets(_ process: String) -> Bool {
+            switch self.process {
+            case "parents": process.hasPrefix("parent-")
+            case "children": process.hasPrefix("child-")
+            case "workers": !process.hasPrefix("broker")
+            default: process == self.process
+            }
+        }
 
         public init(
             at: Duration,
@@ -102,7 +118,7 @@ extension Scenario {
 extension Scenario.Fault {
     enum CodingKeys: String, CodingKey, CaseIterable {
         case at, process, action, restartAfter, continueAfter, command, undo, undoAfter
-        case direction, delay, jitter, healAfter
+        case direction, delay, jitter, healAfter, shard
     }
 
     public init(from decoder: any Decoder) throws {
@@ -142,6 +158,7 @@ extension Scenario.Fault {
         delay = try c.decodeDuration(.delay)
         jitter = try c.decodeDuration(.jitter)
         healAfter = try c.decodeDuration(.healAfter)
+        shard = try c.decodeIfPresent(String.self, forKey: .shard)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -158,5 +175,6 @@ extension Scenario.Fault {
         try c.encodeIfPresent(delay?.text, forKey: .delay)
         try c.encodeIfPresent(jitter?.text, forKey: .jitter)
         try c.encodeIfPresent(healAfter?.text, forKey: .healAfter)
+        try c.encodeIfPresent(shard, forKey: .shard)
     }
 }

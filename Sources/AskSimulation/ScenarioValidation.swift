@@ -238,8 +238,11 @@ extension Scenario {
                 continue
             }
             for (value, name) in [(fault.direction != nil, "direction"), (fault.delay != nil, "delay")]
-                + [(fault.jitter != nil, "jitter"), (fault.healAfter != nil, "healAfter")] where value
-            {
+                + [
+                    (fault.jitter != nil, "jitter"), (fault.healAfter != nil, "healAfter"),
+                    (fault.shard != nil, "shard"),
+                ]
+            where value {
                 throw ScenarioError(
                     field: "faults[\(index)].\(name)",
                     "only a link fault (partition, delay, stall, reset) takes \(name)"
@@ -268,26 +271,34 @@ extension Scenario {
         }
     }
 
-    /// A link fault names a worker process (each has a link to its broker; the broker has none of its own), takes
-    /// only the fields of its kind, and needs one broker (one link per process).
+    /// A link fault names a worker process or a group of them (each has a link to each broker it uses; a broker
+    /// has none of its own), optionally one shard's link, and takes only the fields of its kind.
     private func validateLinkFault(_ fault: Fault, _ index: Int) throws {
         let field = "faults[\(index)]"
-        if brokers > 1 {
-            throw ScenarioError(
-                field: "\(field).action",
-                "link faults need one broker (brokers is \(brokers)): a link per process and shard is not built yet; "
-                    + "use kill, stop or term on a shard's processes"
-            )
-        }
         let workers = processNames.filter { !$0.hasPrefix("broker") }
-        guard workers.contains(fault.process) else {
+        guard workers.contains(fault.process) || Fault.linkGroups.contains(fault.process) else {
             throw ScenarioError(
                 field: "\(field).process",
-                "a link fault is on a worker's link to the broker: must be one of \(workers.joined(separator: ", ")), "
-                    + "got '\(fault.process)'"
+                "a link fault is on a worker's link to the broker: must be one of \(workers.joined(separator: ", ")) "
+                    + "or a group (\(Fault.linkGroups.joined(separator: ", "))), got '\(fault.process)'"
                     + (fault.process.hasPrefix("broker")
                         ? " (every worker's link ends at the broker: fault those)" : "")
             )
+        }
+        if let shard = fault.shard {
+            guard shardNames.contains(shard) else {
+                throw ScenarioError(
+                    field: "\(field).shard",
+                    "must be one of \(shardNames.joined(separator: ", ")) (the brokers of this scenario), got '\(shard)'"
+                )
+            }
+            if fault.process.hasPrefix("limits-"), fault.process != "limits-\(shard)" {
+                throw ScenarioError(
+                    field: "\(field).shard",
+                    "\(fault.process) has a link to its own shard only (\(fault.process.dropFirst("limits-".count))), "
+                        + "not to \(shard)"
+                )
+            }
         }
         if fault.restartAfter != nil || fault.continueAfter != nil {
             throw ScenarioError(

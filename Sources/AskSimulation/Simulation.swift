@@ -360,12 +360,16 @@ public final class Simulation: Sendable {
         defer { for link in links.values { link.stop() } }
         if scenario.faults.contains(where: \.action.isLink) {
             let logger = self.logger
-            for name in scenario.processNames where !name.hasPrefix("broker") {
-                let link = try FaultLink(name: name, upstream: plan.brokerEndpoint) { line in
-                    logger.notice("link", metadata: ["link": "\(name)", "event": "\(line)"])
+            for process in scenario.processNames where !process.hasPrefix("broker") {
+                for shard in plan.shards(of: process) {
+                    let name = WorkerPlan.linkName(process, shard)
+                    let upstream = plan.brokers?.entry(named: shard)?.endpoint ?? plan.brokerEndpoint
+                    let link = try FaultLink(name: name, upstream: upstream) { line in
+                        logger.notice("link", metadata: ["link": "\(name)", "event": "\(line)"])
+                    }
+                    links[name] = link
+                    plan.links[name] = link.endpoint
                 }
-                links[name] = link
-                plan.links[name] = link.endpoint
             }
         }
         var limitsWorkers: [SupervisedProcess] = []

@@ -59,13 +59,28 @@ public struct WorkerPlan: Sendable {
     public func brokerDataDirectory(_ name: String) -> String {
         brokers == nil ? brokerDataDirectory : path("broker-data-\(name)")
     }
-    /// With link faults, where each worker process reaches the broker instead: its link (``FaultLink/endpoint``).
+    /// With link faults, where each worker process reaches each broker instead: its link to it
+    /// (``FaultLink/endpoint``), by ``linkName(_:_:)``.
     public var links: [String: String] = [:]
 
-    /// How `process` is told where the brokers are: `--broker URL` (its link's, when it has one), or
-    /// `--brokers LIST` when sharded.
+    /// The link of `process` to the broker of `shard` (`b0` with one broker): `parent-1@b0`.
+    public static func linkName(_ process: String, _ shard: String) -> String { "\(process)@\(shard)" }
+
+    /// The shards `process` connects to: a sharded limits worker its own, every other worker all of them.
+    public func shards(of process: String) -> [String] {
+        guard let brokers else { return ["b0"] }
+        if process.hasPrefix("limits-") { return [String(process.dropFirst("limits-".count))] }
+        return brokers.entries.map(\.name)
+    }
+
+    /// How `process` is told where the brokers are: `--broker URL`, or `--brokers LIST` when sharded, each through
+    /// the process's link to it when it has one.
     func brokerFlag(_ process: String) -> [String] {
-        brokers.map { ["--brokers", $0.description] } ?? ["--broker", links[process] ?? brokerEndpoint]
+        guard let brokers else { return ["--broker", links[Self.linkName(process, "b0")] ?? brokerEndpoint] }
+        let entries = brokers.entries.map {
+            BrokerEntry(name: $0.name, endpoint: links[Self.linkName(process, $0.name)] ?? $0.endpoint)
+        }
+        return ["--brokers", ((try? BrokerList(entries)) ?? brokers).description]
     }
 
     func path(_ parts: String...) -> String {
@@ -167,9 +182,7 @@ public struct WorkerPlan: Sendable {
     static let heartbeat = "500ms"
 
     public func limitsArguments(shard: String = "b0", logLevel: String) -> [String] {
-        let broker =
-            brokers.map { ["--brokers", $0.description, "--shard-name", shard] }
-            ?? ["--broker", links[limitsProcess(shard)] ?? brokerEndpoint]
+        let broker = brokerFlag(limitsProcess(shard)) + (brokers == nil ? [] : ["--shard-name", shard])
         return broker + [
             "--id", "limits-1", "--state", limitsStatePath, "--data-dir",
             brokers == nil ? path("limits-data") : path("limits-data-\(shard)"),

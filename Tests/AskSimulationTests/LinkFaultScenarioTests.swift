@@ -66,8 +66,20 @@ struct LinkFaultScenarioTests {
             ),
             (#"{"at": "1s", "process": "parent-9", "action": "stall"}"#, "", "faults[0].process", "got 'parent-9'"),
             (
-                #"{"at": "1s", "process": "parent-1", "action": "partition"}"#, #""brokers": 2, "#,
-                "faults[0].action", "link faults need one broker (brokers is 2)"
+                #"{"at": "1s", "process": "parent-1", "action": "partition", "shard": "b2"}"#, #""brokers": 2, "#,
+                "faults[0].shard", "must be one of b0, b1 (the brokers of this scenario), got 'b2'"
+            ),
+            (
+                #"{"at": "1s", "process": "limits-b0", "action": "stall", "shard": "b1"}"#, #""brokers": 2, "#,
+                "faults[0].shard", "limits-b0 has a link to its own shard only (b0), not to b1"
+            ),
+            (
+                #"{"at": "1s", "process": "guardians", "action": "stall"}"#, "", "faults[0].process",
+                "or a group (parents, children, workers), got 'guardians'"
+            ),
+            (
+                #"{"at": "1s", "process": "parent-1", "action": "kill", "shard": "b0"}"#, "", "faults[0].shard",
+                "only a link fault"
             ),
             (
                 #"{"at": "1s", "process": "parent-1", "action": "partition", "restartAfter": "1s"}"#, "",
@@ -103,10 +115,28 @@ struct LinkFaultScenarioTests {
     @Test("a worker's broker flag is its link's endpoint when it has one")
     func planLinks() {
         var plan = WorkerPlan(scenario: Scenario(), brokerEndpoint: "ipc:///b", runDirectory: "/r")
-        plan.links = ["parent-1": "tcp://127.0.0.1:7001", "limits": "tcp://127.0.0.1:7002"]
+        plan.links = ["parent-1@b0": "tcp://127.0.0.1:7001", "limits@b0": "tcp://127.0.0.1:7002"]
         #expect(plan.parentArguments(1, logLevel: "info").starts(with: ["--broker", "tcp://127.0.0.1:7001"]))
         #expect(plan.parentArguments(2, logLevel: "info").starts(with: ["--broker", "ipc:///b"]))
         #expect(plan.limitsArguments(logLevel: "info").starts(with: ["--broker", "tcp://127.0.0.1:7002"]))
         #expect(plan.childArguments(1, logLevel: "info").starts(with: ["--broker", "ipc:///b"]))
+        // Sharded: one link per process and shard; a sharded limits worker has one to its own shard only.
+        var scenario = Scenario()
+        scenario.brokers = 2
+        var sharded = WorkerPlan(scenario: scenario, brokerEndpoint: "", runDirectory: "/r", socketDirectory: "/s")
+        #expect(sharded.shards(of: "parent-1") == ["b0", "b1"] && sharded.shards(of: "limits-b1") == ["b1"])
+        sharded.links = ["parent-1@b1": "tcp://127.0.0.1:7011", "limits-b1@b1": "tcp://127.0.0.1:7012"]
+        #expect(
+            sharded.parentArguments(1, logLevel: "info").starts(with: [
+                "--brokers", "b0=ipc:///s/broker-b0.ipc,b1=tcp://127.0.0.1:7011",
+            ])
+        )
+        #expect(
+            sharded.limitsArguments(shard: "b1", logLevel: "info").starts(with: [
+                "--brokers", "b0=ipc:///s/broker-b0.ipc,b1=tcp://127.0.0.1:7012", "--shard-name", "b1",
+            ])
+        )
+        let group = try? LinkFaultScenarioTests.parse(#"{"at": "1s", "process": "parents", "action": "stall"}"#)
+        #expect(group?.faults[0].targets("parent-2") == true && group?.faults[0].targets("child-1") == false)
     }
 }

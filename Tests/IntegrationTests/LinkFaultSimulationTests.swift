@@ -109,3 +109,31 @@ struct LinkFaultSimulationTests {
         )
     }
 }
+
+extension LinkFaultSimulationTests {
+    @Test("sharded: a partition of parent-1's link to b1 ends its session on broker-b1 only; groups and shard scopes")
+    func shardedLinks() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let json = """
+            {"seed": 5, "brokers": 2, "families": 20, "flowsPerChild": 3, "childThink": "300ms", "timeScale": 7200,
+             "guardians": {"think": "fixed:200ms", "neverAnswerRatio": 0},
+             "faults": [
+               {"at": "1s", "process": "parent-1", "shard": "b1", "action": "partition", "healAfter": "3s"},
+               {"at": "0s", "process": "limits-b0", "action": "delay", "delay": "100ms", "direction": "toBroker"},
+               {"at": "2s", "process": "children", "action": "reset"}]}
+            """
+        let run = try FaultSupport.simulate(json, directory: directory)
+        #expect(run.ok, "violations: \(run.violations); notes: \(run.notes)")
+        #expect(run.exit == .exited(0), "\(run.exit)")
+        // The partition cut parent-1 from b1 only: b1 ended a parent's session, b0 never did (it heard every
+        // parent throughout; positive evidence that b0's log would show it is b1's line, same format).
+        #expect(run.log("broker-b1").contains("reason=\"missed 3 heartbeats\" worker=askrelay-parent"))
+        #expect(!run.log("broker-b0").contains("reason=\"missed 3 heartbeats\""))
+        let entries = Self.coverage(run)
+        #expect(entries.count == 3)
+        #expect((entries.first?["serves"] as? String)?.hasSuffix("of shard b1") == true, "\(entries)")
+        #expect((entries.last?["serves"] as? String)?.contains("all children") == true, "\(entries)")
+        for entry in entries { #expect(entry["vacuous"] as? Bool == false, "\(entry)") }
+    }
+}

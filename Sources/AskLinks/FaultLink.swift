@@ -127,13 +127,18 @@ public struct LinkCounters: Sendable, Equatable, CustomStringConvertible {
 /// link.heal()                      // they flow again, in order
 /// link.delay(.milliseconds(100))   // every chunk waits 100 ms in each direction
 /// link.reset()                     // RST to both sides of every connection; new ones are accepted again
+/// link.bandwidth(20_000, direction: .fromBroker)  // the broker's bytes at 20 kB/s at most
+/// link.apply(LinkMessageFault(.drop, .toBroker, kind: "answer", count: 1))  // the first answer is lost
 /// ```
 ///
 /// Contracts:
 /// - One thread (`askrelay-link-<name>`) polls every socket of the link; it sleeps until a socket is ready, a
 ///   delayed chunk is due, a fault's duration ends, or a call changes something. No busy loop.
 /// - A fault call returns once the link's thread applied it: a byte the thread had not written yet when
-///   ``apply(_:for:)`` returned is subject to the fault. ``reset()`` returns once every connection is closed.
+///   ``apply(_:for:)`` returned is subject to the fault (a message fault: a message the thread had not read yet).
+///   ``reset()`` returns once every connection is closed.
+/// - Message faults read ZMTP 3 with the NULL mechanism only: on a CURVE connection they are refused, logged
+///   (`message fault refused: CURVE`) and counted; ``LinkFault/refusal(curve:)`` says so beforehand.
 /// - Faults add up (``heal()`` ends them all, ``heal(_:)`` one); with several delays in one direction the largest
 ///   applies. Each fault's start and end is given to `log`.
 /// - The link holds at most 16 MiB per direction of a connection; beyond that it stops reading that side, so TCP

@@ -19,7 +19,9 @@ struct MessageFaultTests {
         #expect(LinkMessageCommand.allCases.map(\.description) == WireCommand.allCases.map(\.description))
     }
 
-    @Test("the first answer is dropped whole, in 1-byte and odd chunks: the stream stays valid ZMTP and the rest passes")
+    @Test(
+        "the first answer is dropped whole, in 1-byte and odd chunks: the stream stays valid ZMTP and the rest passes"
+    )
     func dropFirstAnswer() async throws {
         let fault = LinkMessageFault(.drop, .toBroker, command: .send, kind: "answer", count: 1)
         #expect(fault.description == "drop SEND answer toBroker first 1")
@@ -32,7 +34,8 @@ struct MessageFaultTests {
         // commands stand alone and pass.
         let dropped = zmtp(answer1)
         let split = dropped.count - (1 + 8 + 300)
-        let sent = handshake + zmtp(other) + Array(dropped[..<split]) + ping() + Array(dropped[split...])
+        let sent =
+            handshake + zmtp(other) + Array(dropped[..<split]) + ping() + Array(dropped[split...])
             + zmtp(answer2) + zmtp(marker)
         let expected = handshake + zmtp(other) + ping() + zmtp(answer2) + zmtp(marker)
 
@@ -45,12 +48,15 @@ struct MessageFaultTests {
             #expect(try await blocking { try upstream.read(count: expected.count) } == expected)
             #expect(await link.wait { $0.bytesToBroker == expected.count })
             let counters = link.counters
-            #expect(counters[fault] == {
-                var c = LinkMessageCounters()
-                c.matched = 2
-                c.dropped = 1
-                return c
-            }())
+            #expect(
+                counters[fault]
+                    == {
+                        var c = LinkMessageCounters()
+                        c.matched = 2
+                        c.dropped = 1
+                        return c
+                    }()
+            )
             #expect(counters.droppedToBroker == dropped.count && counters.heldToBroker == 0, "\(counters)")
             #expect(!upstream.hasInput())
         }
@@ -75,7 +81,9 @@ struct MessageFaultTests {
         #expect(counters.bytesFromBroker == counters.readFromBroker + response.count)
     }
 
-    @Test("drop with a probability and a count: it takes `count` of the matching messages, then none; same seed, same ones")
+    @Test(
+        "drop with a probability and a count: it takes `count` of the matching messages, then none; same seed, same ones"
+    )
     func probabilityAndCount() async throws {
         func run(_ name: String) async throws -> [UInt8] {
             let (link, process, upstream, close) = try connected(name)
@@ -89,7 +97,10 @@ struct MessageFaultTests {
             // The marker after the 40 answers arrives: positive evidence that the rest passed.
             let kept = sent.count - 3 * zmtp(ask(.send, kind: "answer", id: 1)).count
             let got = try await blocking { try upstream.read(count: kept) }
-            #expect(Array(got.suffix(zmtp(ask(.send, kind: "cancel", id: 99)).count)) == zmtp(ask(.send, kind: "cancel", id: 99)))
+            #expect(
+                Array(got.suffix(zmtp(ask(.send, kind: "cancel", id: 99)).count))
+                    == zmtp(ask(.send, kind: "cancel", id: 99))
+            )
             #expect(await link.wait { $0.bytesToBroker == kept })
             #expect(link.counters[fault].matched == 40 && link.counters[fault].dropped == 3, "\(link.counters)")
             #expect(!upstream.hasInput())

@@ -29,7 +29,8 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
         let until: ContinuousClock.Instant?
         var random: LinkRandom
         var taken = 0
-        var refusedOn: Set<ObjectIdentifier> = []
+        /// The serials of the connections it was refused on.
+        var refusedOn: Set<Int> = []
 
         init(_ fault: LinkFault, until: ContinuousClock.Instant?) {
             self.fault = fault
@@ -282,18 +283,27 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
     }
 
     /// Recomputes when each held chunk is due after the delays changed (a chunk keeps its arrival and its draw).
+    /// A message held by a message delay is due at once when no such fault is left.
     private func refreshDue() {
         let policy = currentPolicy()
+        let delaysMessages = active.contains {
+            if case .message(let fault) = $0.fault, case .delay = fault.action { true } else { false }
+        }
+        let now = ContinuousClock.now
         for connection in connections {
             connection.toBroker.refresh(delay: policy.delayToBroker)
             connection.fromBroker.refresh(delay: policy.delayFromBroker)
+            if !delaysMessages {
+                connection.toBroker.stream.expedite(now: now)
+                connection.fromBroker.stream.expedite(now: now)
+            }
         }
     }
 
     private func acceptAll(_ listener: Int32) {
         while let fd = LinkSockets.accept(listener) {
-            connections.append(LinkConnection(down: fd))
             counters.accepted += 1
+            connections.append(LinkConnection(down: fd, serial: counters.accepted))
         }
     }
 
@@ -455,7 +465,7 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
     private func refuseIfUnreadable(_ connection: LinkConnection, toBroker: Bool) {
         let stream = (toBroker ? connection.toBroker : connection.fromBroker).stream
         guard let mechanism = stream.mechanism, mechanism != "NULL" else { return }
-        let id = ObjectIdentifier(connection)
+        let id = connection.serial
         for index in active.indices {
             guard case .message(let fault) = active[index].fault,
                 fault.direction.includes(toBroker ? .toBroker : .fromBroker), !active[index].refusedOn.contains(id)
@@ -647,7 +657,13 @@ final class LinkConnection {
     var unreadable = false
     private(set) var closed = false
 
-    init(down: Int32) { self.down = down }
+    /// Its number among the connections the link accepted (1, 2, ...).
+    let serial: Int
+
+    init(down: Int32, serial: Int) {
+        self.down = down
+        self.serial = serial
+    }
 
     /// RST to both sides; what was held is dropped.
     func abort() {

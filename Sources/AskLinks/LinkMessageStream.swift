@@ -186,6 +186,11 @@ final class LinkMessageStream {
         return count
     }
 
+    /// Makes every delayed message due by `now` (its fault ended).
+    func expedite(now: ContinuousClock.Instant) {
+        for index in delayed.indices where delayed[index].due > now { delayed[index].due = now }
+    }
+
     /// Forgets everything held (the connection was reset).
     func drop() {
         held = []

@@ -117,7 +117,7 @@ struct MessageFaultTests {
         print("links: probability 0.3, count 3, seed 42 dropped answers \(missing.sorted())")
     }
 
-    @Test("a delayed message is held at least its delay and a later message overtakes it")
+    @Test("a delayed message is held at least its delay and a later message overtakes it; a heal lets it go at once")
     func delayOvertaken() async throws {
         let (link, process, upstream, close) = try connected("mdelay")
         defer { close() }
@@ -133,6 +133,17 @@ struct MessageFaultTests {
         #expect(ContinuousClock.now - start >= .milliseconds(200))
         #expect(await link.wait { $0.bytesToBroker == handshake.count + next.count + answer.count })
         #expect(link.counters[fault].delayed == 1 && link.counters.heldToBroker == 0)
+
+        // Healed, a message still held by a delay is due at once.
+        link.heal()
+        let long = LinkMessageFault(.delay(.seconds(60)), .toBroker, kind: "answer")
+        link.apply(long)
+        let again = zmtp(ask(.send, kind: "answer", id: 3))
+        process.write(again)
+        #expect(await link.wait { $0[long].delayed == 1 })
+        #expect(!upstream.hasInput())
+        link.heal(.message(long))
+        #expect(try await blocking { try upstream.read(count: again.count) } == again)
     }
 
     @Test("a CURVE greeting: the link cannot read it, says so once per fault and connection, and passes every byte")

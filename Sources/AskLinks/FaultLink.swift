@@ -33,6 +33,14 @@ public enum LinkFault: Sendable, Hashable, CustomStringConvertible {
     /// control stops their writes (a zero window), as a hung middlebox or a peer that stopped reading does. New
     /// connections are accepted and connected upstream; nothing moves on them either.
     case stall
+    /// Bytes in `direction` leave the link at `bytesPerSecond` at most, in order, none lost: a byte is delivered
+    /// no earlier than the time the bytes waiting before it, and it, take at that rate since they were ready (a
+    /// serial line of that speed). With several limits in one direction the smallest applies. It acts after a
+    /// delay: a delayed chunk waits for its turn on the line once it is due.
+    case bandwidth(bytesPerSecond: Int, LinkDirection)
+    /// Drop, delay or duplicate whole AskRelay messages of a kind (``LinkMessageFault``). Messages the link reads
+    /// once it is applied are judged; bytes it held already are not. Needs the peers to run without CURVE.
+    case message(LinkMessageFault)
 
     /// ``delay(_:jitter:_:)`` without jitter.
     public static func delay(_ delay: Duration, _ direction: LinkDirection = .both) -> LinkFault {
@@ -45,6 +53,8 @@ public enum LinkFault: Sendable, Hashable, CustomStringConvertible {
         case .delay(let delay, let jitter, let direction):
             "delay \(linkDurationText(delay))\(jitter == .zero ? "" : " jitter \(linkDurationText(jitter))") \(direction)"
         case .stall: "stall"
+        case .bandwidth(let rate, let direction): "bandwidth \(rate) B/s \(direction)"
+        case .message(let fault): fault.description
         }
     }
 }
@@ -76,16 +86,32 @@ public struct LinkCounters: Sendable, Equatable, CustomStringConvertible {
     public var resets = 0
     /// Upstream connections the broker refused (it was down): the process's connection was reset.
     public var refused = 0
+    /// Bytes of the messages a message fault dropped, to the broker and from it.
+    public var droppedToBroker = 0
+    public var droppedFromBroker = 0
+    /// Bytes of the copies a message fault added (duplicates), to the broker and from it.
+    public var duplicatedToBroker = 0
+    public var duplicatedFromBroker = 0
+    /// Connections whose messages the link cannot read: a greeting named CURVE (or another mechanism than NULL).
+    public var unreadable = 0
+    /// What the message faults did, all together.
+    public var messages = LinkMessageCounters()
+    /// What each message fault did, by fault (summed over the times an equal fault was applied).
+    public var messageFaults: [LinkMessageFault: LinkMessageCounters] = [:]
 
     public init() {}
 
-    /// Bytes the link holds now, to the broker and from it.
-    public var heldToBroker: Int { readToBroker - bytesToBroker }
-    public var heldFromBroker: Int { readFromBroker - bytesFromBroker }
+    /// Bytes the link holds now, to the broker and from it (a delayed message's too).
+    public var heldToBroker: Int { readToBroker + duplicatedToBroker - droppedToBroker - bytesToBroker }
+    public var heldFromBroker: Int { readFromBroker + duplicatedFromBroker - droppedFromBroker - bytesFromBroker }
+
+    /// What `fault` did so far (zeros when it never matched).
+    public subscript(fault: LinkMessageFault) -> LinkMessageCounters { messageFaults[fault] ?? LinkMessageCounters() }
 
     public var description: String {
         "to broker \(bytesToBroker)/\(readToBroker) B, from broker \(bytesFromBroker)/\(readFromBroker) B, "
             + "accepted \(accepted), open \(open), resets \(resets), refused \(refused)"
+            + (messageFaults.isEmpty && unreadable == 0 ? "" : "; messages: \(messages), unreadable \(unreadable)")
     }
 }
 
@@ -101,13 +127,18 @@ public struct LinkCounters: Sendable, Equatable, CustomStringConvertible {
 /// link.heal()                      // they flow again, in order
 /// link.delay(.milliseconds(100))   // every chunk waits 100 ms in each direction
 /// link.reset()                     // RST to both sides of every connection; new ones are accepted again
+/// link.bandwidth(20_000, direction: .fromBroker)  // the broker's bytes at 20 kB/s at most
+/// link.apply(LinkMessageFault(.drop, .toBroker, kind: "answer", count: 1))  // the first answer is lost
 /// ```
 ///
 /// Contracts:
 /// - One thread (`askrelay-link-<name>`) polls every socket of the link; it sleeps until a socket is ready, a
 ///   delayed chunk is due, a fault's duration ends, or a call changes something. No busy loop.
 /// - A fault call returns once the link's thread applied it: a byte the thread had not written yet when
-///   ``apply(_:for:)`` returned is subject to the fault. ``reset()`` returns once every connection is closed.
+///   ``apply(_:for:)`` returned is subject to the fault (a message fault: a message the thread had not read yet).
+///   ``reset()`` returns once every connection is closed.
+/// - Message faults read ZMTP 3 with the NULL mechanism only: on a CURVE connection they are refused, logged
+///   (`message fault refused: CURVE`) and counted; ``LinkFault/refusal(curve:)`` says so beforehand.
 /// - Faults add up (``heal()`` ends them all, ``heal(_:)`` one); with several delays in one direction the largest
 ///   applies. Each fault's start and end is given to `log`.
 /// - The link holds at most 16 MiB per direction of a connection; beyond that it stops reading that side, so TCP
@@ -191,6 +222,23 @@ public final class FaultLink: Sendable {
         for duration: Duration? = nil
     ) {
         apply(.delay(delay, jitter: jitter, direction), for: duration)
+    }
+
+    /// ``LinkFault/bandwidth(bytesPerSecond:_:)``: bytes in `direction` leave the link at `bytesPerSecond` at most.
+    public func bandwidth(_ bytesPerSecond: Int, direction: LinkDirection = .both, for duration: Duration? = nil) {
+        apply(.bandwidth(bytesPerSecond: bytesPerSecond, direction), for: duration)
+    }
+
+    /// ``LinkFault/message(_:)``: drops, delays or duplicates the messages `fault` matches.
+    public func apply(_ fault: LinkMessageFault, for duration: Duration? = nil) {
+        apply(.message(fault), for: duration)
+    }
+
+    /// Why `fault` would do nothing on this link now: a message fault while a connection of the link is one it
+    /// cannot read (CURVE), as ``LinkFault/refusal(curve:)`` words it; `nil` otherwise. Before any connection
+    /// exists only the supervisor knows: ask ``LinkFault/refusal(curve:)``.
+    public func refusal(of fault: LinkFault) -> String? {
+        fault.refusal(curve: loop.published.withLock { $0.unreadableOpen > 0 })
     }
 
     /// ``LinkFault/stall``: nothing is read or delivered, new connections are accepted.

@@ -18,6 +18,36 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
     struct Published: Sendable {
         var counters = LinkCounters()
         var faults: [LinkFault] = []
+        /// Open connections the link cannot read (CURVE).
+        var unreadableOpen = 0
+    }
+
+    /// A fault in effect, with what a message fault needs: its draws, how many messages it took, and the
+    /// connections it was refused on.
+    struct Active {
+        let fault: LinkFault
+        let until: ContinuousClock.Instant?
+        var random: LinkRandom
+        var taken = 0
+        /// The serials of the connections it was refused on.
+        var refusedOn: Set<Int> = []
+
+        init(_ fault: LinkFault, until: ContinuousClock.Instant?) {
+            self.fault = fault
+            self.until = until
+            if case .message(let message) = fault {
+                random = LinkRandom(seed: message.seed)
+            } else {
+                random = LinkRandom(seed: 0)
+            }
+        }
+    }
+
+    /// A bandwidth limit's line in one direction: the bytes it may send now (its credit grows at the rate while
+    /// bytes wait, and is zero when none do).
+    struct Pacer {
+        var credit = 0.0
+        var since: ContinuousClock.Instant?
     }
 
     /// Counters and faults as the thread last published them, for any thread.
@@ -33,7 +63,9 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
     private let ipcPath: String?
     private let log: @Sendable (String) -> Void
     private var connections: [LinkConnection] = []
-    private var active: [(fault: LinkFault, until: ContinuousClock.Instant?)] = []
+    private var active: [Active] = []
+    private var pacerToBroker = Pacer()
+    private var pacerFromBroker = Pacer()
     private var counters = LinkCounters()
     private var running = true
 
@@ -149,11 +181,20 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
         for (command, semaphore) in commands {
             switch command {
             case .apply(let fault, let duration):
-                active.append((fault, duration.map { ContinuousClock.now + $0 }))
+                active.append(Active(fault, until: duration.map { ContinuousClock.now + $0 }))
                 log(
                     "link \(name): \(fault) starts"
                         + (duration.map { " for \(linkDurationText($0))" } ?? " until healed")
                 )
+                if case .message(let message) = fault {
+                    if counters.messageFaults[message] == nil {
+                        counters.messageFaults[message] = LinkMessageCounters()
+                    }
+                    for connection in connections where !connection.closed {
+                        refuseIfUnreadable(connection, toBroker: true)
+                        refuseIfUnreadable(connection, toBroker: false)
+                    }
+                }
                 refreshDue()
             case .heal(let only):
                 let ending = active.filter { only == nil || $0.fault == only }
@@ -193,15 +234,32 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
         var partitioned = false
         var delayToBroker: (Duration, Duration) = (.zero, .zero)
         var delayFromBroker: (Duration, Duration) = (.zero, .zero)
+        var bandwidthToBroker: Int?
+        var bandwidthFromBroker: Int?
+        var watchToBroker = false
+        var watchFromBroker = false
 
         func holds(_ toBroker: Bool) -> Bool { toBroker ? holdToBroker : holdFromBroker }
         func delay(_ toBroker: Bool) -> (Duration, Duration) { toBroker ? delayToBroker : delayFromBroker }
+        func bandwidth(_ toBroker: Bool) -> Int? { toBroker ? bandwidthToBroker : bandwidthFromBroker }
+        func watches(_ toBroker: Bool) -> Bool { toBroker ? watchToBroker : watchFromBroker }
     }
 
     private func currentPolicy() -> Policy {
         var policy = Policy()
-        for (fault, _) in active {
-            switch fault {
+        for entry in active {
+            switch entry.fault {
+            case .bandwidth(let rate, let direction):
+                let rate = max(1, rate)
+                if direction.includes(.toBroker) {
+                    policy.bandwidthToBroker = min(policy.bandwidthToBroker ?? rate, rate)
+                }
+                if direction.includes(.fromBroker) {
+                    policy.bandwidthFromBroker = min(policy.bandwidthFromBroker ?? rate, rate)
+                }
+            case .message(let message):
+                if message.direction.includes(.toBroker) { policy.watchToBroker = true }
+                if message.direction.includes(.fromBroker) { policy.watchFromBroker = true }
             case .partition(let direction):
                 policy.partitioned = true
                 if direction.includes(.toBroker) { policy.holdToBroker = true }
@@ -225,18 +283,27 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
     }
 
     /// Recomputes when each held chunk is due after the delays changed (a chunk keeps its arrival and its draw).
+    /// A message held by a message delay is due at once when no such fault is left.
     private func refreshDue() {
         let policy = currentPolicy()
+        let delaysMessages = active.contains {
+            if case .message(let fault) = $0.fault, case .delay = fault.action { true } else { false }
+        }
+        let now = ContinuousClock.now
         for connection in connections {
             connection.toBroker.refresh(delay: policy.delayToBroker)
             connection.fromBroker.refresh(delay: policy.delayFromBroker)
+            if !delaysMessages {
+                connection.toBroker.stream.expedite(now: now)
+                connection.fromBroker.stream.expedite(now: now)
+            }
         }
     }
 
     private func acceptAll(_ listener: Int32) {
         while let fd = LinkSockets.accept(listener) {
-            connections.append(LinkConnection(down: fd))
             counters.accepted += 1
+            connections.append(LinkConnection(down: fd, serial: counters.accepted))
         }
     }
 
@@ -299,9 +366,13 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
             var buffer = [UInt8](repeating: 0, count: Self.chunkSize)
             let count = read(fd, &buffer, buffer.count)
             if count > 0 {
-                pipe.append(Array(buffer[0..<count]), delay: policy.delay(!upSide), now: .now)
                 if upSide { counters.readFromBroker += count } else { counters.readToBroker += count }
+                take(buffer[0..<count], into: pipe, of: connection, toBroker: !upSide, policy: policy)
             } else if count == 0 {
+                var out: [UInt8] = []
+                pipe.stream.finish(out: &out)
+                pipe.stream.release(now: .now, out: &out)
+                if !out.isEmpty { pipe.append(out, delay: policy.delay(!upSide), now: .now) }
                 pipe.eof = true
             } else if errno != EAGAIN && errno != EINTR {
                 // ECONNRESET and the like: the peer is gone; the other side hears a reset too.
@@ -318,12 +389,117 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
         if !connection.closed { deliver(connection, policy: policy, now: .now) }
     }
 
-    /// Writes what is due in each direction that no fault holds, until the socket would block.
+    /// Passes bytes read from one side through that direction's message stream (which judges messages while a
+    /// message fault watches) into the pipe.
+    private func take(
+        _ bytes: ArraySlice<UInt8>,
+        into pipe: LinkPipe,
+        of connection: LinkConnection,
+        toBroker: Bool,
+        policy: Policy
+    ) {
+        let stream = pipe.stream
+        let (droppedBefore, addedBefore) = (stream.droppedBytes, stream.addedBytes)
+        let knewMechanism = stream.mechanism != nil
+        let now = ContinuousClock.now
+        var out: [UInt8] = []
+        stream.feed(bytes, now: now, watching: policy.watches(toBroker), out: &out) { info in
+            judge(info, toBroker: toBroker)
+        }
+        stream.release(now: now, out: &out)
+        if !out.isEmpty { pipe.append(out, delay: policy.delay(toBroker), now: now) }
+        if toBroker {
+            counters.droppedToBroker += stream.droppedBytes - droppedBefore
+            counters.duplicatedToBroker += stream.addedBytes - addedBefore
+        } else {
+            counters.droppedFromBroker += stream.droppedBytes - droppedBefore
+            counters.duplicatedFromBroker += stream.addedBytes - addedBefore
+        }
+        if !knewMechanism, let mechanism = stream.mechanism, mechanism != "NULL" {
+            if !connection.unreadable {
+                connection.unreadable = true
+                counters.unreadable += 1
+            }
+            refuseIfUnreadable(connection, toBroker: toBroker)
+        }
+    }
+
+    /// What the message faults in effect do with a message read in one direction: every fault that matches counts
+    /// it; the first that takes it (its count not used up, its draw won) decides.
+    private func judge(_ info: LinkMessageInfo, toBroker: Bool) -> LinkMessageDecision {
+        var decision = LinkMessageDecision.pass
+        for index in active.indices {
+            guard case .message(let fault) = active[index].fault,
+                fault.direction.includes(toBroker ? .toBroker : .fromBroker),
+                fault.matches(command: info.command, kind: info.kind)
+            else { continue }
+            counters.messages.matched += 1
+            counters.messageFaults[fault, default: LinkMessageCounters()].matched += 1
+            guard decision == .pass else { continue }
+            if let count = fault.count, active[index].taken >= count { continue }
+            if fault.probability < 1, active[index].random.next() >= fault.probability { continue }
+            active[index].taken += 1
+            switch fault.action {
+            case .drop:
+                decision = .drop
+                counters.messages.dropped += 1
+                counters.messageFaults[fault, default: LinkMessageCounters()].dropped += 1
+            case .duplicate:
+                decision = .duplicate
+                counters.messages.duplicated += 1
+                counters.messageFaults[fault, default: LinkMessageCounters()].duplicated += 1
+            case .delay(let delay):
+                decision = .delay(delay)
+                counters.messages.delayed += 1
+                counters.messageFaults[fault, default: LinkMessageCounters()].delayed += 1
+            }
+            if let count = fault.count, active[index].taken == count {
+                log("link \(name): \(fault) took its \(count) message\(count == 1 ? "" : "s"); it takes no more")
+            }
+        }
+        return decision
+    }
+
+    /// A message fault in effect on a connection whose `toBroker` direction the link cannot read (CURVE) does
+    /// nothing there: said once per fault and connection, in the log and the fault's `refused` counter.
+    private func refuseIfUnreadable(_ connection: LinkConnection, toBroker: Bool) {
+        let stream = (toBroker ? connection.toBroker : connection.fromBroker).stream
+        guard let mechanism = stream.mechanism, mechanism != "NULL" else { return }
+        let id = connection.serial
+        for index in active.indices {
+            guard case .message(let fault) = active[index].fault,
+                fault.direction.includes(toBroker ? .toBroker : .fromBroker), !active[index].refusedOn.contains(id)
+            else { continue }
+            active[index].refusedOn.insert(id)
+            counters.messages.refused += 1
+            counters.messageFaults[fault, default: LinkMessageCounters()].refused += 1
+            log(
+                "link \(name): message fault refused: \(mechanism) (\(fault)): the link cannot read this connection's "
+                    + "messages; run the link's peers without CURVE, or use a byte fault (partition, delay, "
+                    + "bandwidth, reset, stall)"
+            )
+        }
+    }
+
+    /// Writes what is due in each direction that no fault holds, until the socket would block (or a bandwidth
+    /// limit's credit is spent).
     private func deliver(_ connection: LinkConnection, policy: Policy, now: ContinuousClock.Instant) {
         guard !connection.closed else { return }
+        pace(policy: policy, now: now)
+        for (pipe, toBroker) in [(connection.toBroker, true), (connection.fromBroker, false)] {
+            var out: [UInt8] = []
+            if pipe.stream.release(now: now, out: &out) > 0 {
+                pipe.append(out, delay: policy.delay(toBroker), now: now)
+            }
+        }
         if connection.upState == .connected, !policy.holdToBroker {
-            let written = connection.toBroker.flush(to: connection.up, now: now)
+            let written = connection.toBroker.flush(
+                to: connection.up,
+                now: now,
+                limit: policy.bandwidthToBroker == nil ? Int.max : Int(pacerToBroker.credit)
+            )
             guard written >= 0 else { return connection.abort() }
+            if policy.bandwidthToBroker != nil { pacerToBroker.credit -= Double(written) }
             counters.bytesToBroker += written
             if connection.toBroker.finished && !connection.upShut {
                 shutdown(connection.up, Int32(SHUT_WR))
@@ -331,8 +507,13 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
             }
         }
         if !policy.holdFromBroker {
-            let written = connection.fromBroker.flush(to: connection.down, now: now)
+            let written = connection.fromBroker.flush(
+                to: connection.down,
+                now: now,
+                limit: policy.bandwidthFromBroker == nil ? Int.max : Int(pacerFromBroker.credit)
+            )
             guard written >= 0 else { return connection.abort() }
+            if policy.bandwidthFromBroker != nil { pacerFromBroker.credit -= Double(written) }
             counters.bytesFromBroker += written
             if connection.fromBroker.finished && !connection.downShut {
                 shutdown(connection.down, Int32(SHUT_WR))
@@ -347,6 +528,49 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
         }
     }
 
+    /// Whether bytes in one direction are ready to go (due, not held, the socket writable) on some connection.
+    private func ready(toBroker: Bool, policy: Policy, now: ContinuousClock.Instant) -> Bool {
+        guard !policy.holds(toBroker) else { return false }
+        return connections.contains { connection in
+            guard !connection.closed, !toBroker || connection.upState == .connected else { return false }
+            let pipe = toBroker ? connection.toBroker : connection.fromBroker
+            return !pipe.blocked && (pipe.nextDue.map { $0 <= now } ?? false)
+        }
+    }
+
+    /// Grows each bandwidth limit's credit at its rate while bytes wait for it; with none waiting it is zero, so
+    /// a byte never leaves earlier than the bytes before it and it take at that rate.
+    private func pace(policy: Policy, now: ContinuousClock.Instant) {
+        func update(_ pacer: inout Pacer, rate: Int?, waiting: Bool) {
+            guard let rate, waiting else {
+                pacer = Pacer()
+                return
+            }
+            if let since = pacer.since {
+                let cap = max(1, Double(rate) / 10)
+                pacer.credit = min(cap, pacer.credit + (now - since) / .seconds(1) * Double(rate))
+            }
+            pacer.since = now
+        }
+        update(
+            &pacerToBroker,
+            rate: policy.bandwidthToBroker,
+            waiting: policy.bandwidthToBroker != nil && ready(toBroker: true, policy: policy, now: now)
+        )
+        update(
+            &pacerFromBroker,
+            rate: policy.bandwidthFromBroker,
+            waiting: policy.bandwidthFromBroker != nil && ready(toBroker: false, policy: policy, now: now)
+        )
+    }
+
+    /// When a bandwidth limit has credit for its next bytes (a tenth of a second's worth at most, at least 1 B).
+    private func paceWake(_ pacer: Pacer, rate: Int, now: ContinuousClock.Instant) -> ContinuousClock.Instant {
+        let quantum = max(1, Double(rate) / 100)
+        let missing = max(0, quantum - pacer.credit)
+        return (pacer.since ?? now) + .seconds(missing / Double(rate))
+    }
+
     private func closeFinished() {
         connections.removeAll { $0.closed }
     }
@@ -358,11 +582,24 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
             if next.map({ instant < $0 }) ?? true { next = instant }
         }
         for entry in active { consider(entry.until) }
+        func considerPipe(_ pipe: LinkPipe, toBroker: Bool) {
+            if let due = pipe.nextDue, let rate = policy.bandwidth(toBroker), due <= now {
+                consider(paceWake(toBroker ? pacerToBroker : pacerFromBroker, rate: rate, now: now))
+            } else {
+                consider(pipe.nextDue)
+            }
+        }
         for connection in connections where !connection.closed {
             if !policy.holdToBroker, connection.upState == .connected, !connection.toBroker.blocked {
-                consider(connection.toBroker.nextDue)
+                considerPipe(connection.toBroker, toBroker: true)
             }
-            if !policy.holdFromBroker, !connection.fromBroker.blocked { consider(connection.fromBroker.nextDue) }
+            if !policy.holdFromBroker, !connection.fromBroker.blocked {
+                considerPipe(connection.fromBroker, toBroker: false)
+            }
+            // A delayed message goes in at a message boundary; off one, the next read brings the stream to one.
+            for pipe in [connection.toBroker, connection.fromBroker] where pipe.stream.atBoundary {
+                consider(pipe.stream.nextDue)
+            }
         }
         guard let next else { return -1 }
         let wait = next - now
@@ -376,8 +613,9 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
         counters.open = connections.filter { !$0.closed }.count
         let faults = active.map(\.fault)
         let counters = self.counters
+        let unreadableOpen = connections.filter { !$0.closed && $0.unreadable }.count
         let changedNow = published.withLock { published -> Bool in
-            defer { published = Published(counters: counters, faults: faults) }
+            defer { published = Published(counters: counters, faults: faults, unreadableOpen: unreadableOpen) }
             return published.counters != counters || published.faults != faults
         }
         if changedNow {
@@ -415,9 +653,17 @@ final class LinkConnection {
     let fromBroker = LinkPipe()
     var upShut = false
     var downShut = false
+    /// A greeting on it named CURVE (or another mechanism than NULL): the link cannot read its messages.
+    var unreadable = false
     private(set) var closed = false
 
-    init(down: Int32) { self.down = down }
+    /// Its number among the connections the link accepted (1, 2, ...).
+    let serial: Int
+
+    init(down: Int32, serial: Int) {
+        self.down = down
+        self.serial = serial
+    }
 
     /// RST to both sides; what was held is dropped.
     func abort() {
@@ -457,8 +703,10 @@ final class LinkPipe {
     var eof = false
     /// The last write would have blocked: wait for POLLOUT.
     var blocked = false
+    /// The bytes read in this direction, as ZMTP: what message faults see; it hands the pipe what goes on.
+    let stream = LinkMessageStream()
 
-    var finished: Bool { eof && bytes == 0 }
+    var finished: Bool { eof && bytes == 0 && stream.idle }
 
     var nextDue: ContinuousClock.Instant? { head < chunks.count ? chunks[head].due : nil }
 
@@ -480,12 +728,18 @@ final class LinkPipe {
         }
     }
 
-    /// Writes the due chunks to `fd` until it would block. - Returns: bytes written, or -1 when the peer is gone.
-    func flush(to fd: Int32, now: ContinuousClock.Instant) -> Int {
+    /// Writes the due chunks to `fd` until it would block, `limit` bytes at most. - Returns: bytes written, or -1
+    /// when the peer is gone.
+    func flush(to fd: Int32, now: ContinuousClock.Instant, limit: Int = .max) -> Int {
         var written = 0
-        while head < chunks.count, chunks[head].due <= now, !blocked {
+        while head < chunks.count, chunks[head].due <= now, !blocked, written < limit {
             let count = chunks[head].bytes.withUnsafeBytes { raw in
-                send(fd, raw.baseAddress! + chunks[head].offset, raw.count - chunks[head].offset, Int32(MSG_NOSIGNAL))
+                send(
+                    fd,
+                    raw.baseAddress! + chunks[head].offset,
+                    min(raw.count - chunks[head].offset, limit - written),
+                    Int32(MSG_NOSIGNAL)
+                )
             }
             if count < 0 {
                 if errno == EAGAIN || errno == EWOULDBLOCK {
@@ -513,5 +767,6 @@ final class LinkPipe {
         chunks.removeAll()
         head = 0
         bytes = 0
+        stream.drop()
     }
 }

@@ -229,7 +229,8 @@ struct FaultLinkTests {
         let process = try Peer(connectingTo: link.endpoint)
         defer { process.close() }
         #expect(try await blocking { process.readError() } == ECONNRESET)
-        #expect(link.counters.refused == 1)
+        // The link publishes its counters after it reset the connection: wait, not read.
+        #expect(await link.wait { $0.refused == 1 })
         link.stop()
         #expect(throws: (any Error).self) { try Peer(connectingTo: link.endpoint) }
     }

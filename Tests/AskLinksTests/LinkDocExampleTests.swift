@@ -2,7 +2,7 @@ import AskRelayTesting
 import Foundation
 import Testing
 
-/// The example of docs/testing.md ("Faults between a process and its broker"), run as written; the second test
+/// The examples of docs/testing.md ("Faults between a process and its broker"), run as written; the last test
 /// checks that the document shows exactly this code.
 @Suite("the links example of docs/testing.md", .serialized, .timeLimit(.minutes(1)))
 struct LinkDocExampleTests {
@@ -32,21 +32,48 @@ struct LinkDocExampleTests {
     }
     // doc-example: end
 
-    @Test("docs/testing.md shows the example above, line for line")
-    func documentShowsTheExample() throws {
+    // doc-example: begin messages
+    @Test(.askRelayCluster(links: true))
+    func answerLostOnce() async throws {
+        let cluster = try #require(AskRelayCluster.current)
+        let app = try cluster.makeAskCenter()
+        let guardians = try cluster.makeGuardianCenter()
+        #expect(await guardians.waitUntilRegistered())
+        var questions = guardians.questions().makeAsyncIterator()
+        var responses = app.child("c1-1").responses(for: CommunicationTopic.self).makeAsyncIterator()
+        let link = try cluster.link(for: guardians)
+
+        // The guardians' first answer never reaches the broker; the center sends it again, same id, after 2 s.
+        let lost = LinkMessageFault(.drop, .toBroker, command: .send, kind: "answer", count: 1)
+        link.apply(lost)
+        link.bandwidth(20_000, direction: .fromBroker)  // and the broker's bytes come at 20 kB/s at most
+        let question = PermissionQuestion(handle: CommunicationHandle(value: "+15550101", kind: .phoneNumber))
+        try await app.child("c1-1").ask(question)
+        try await app.child("c1-1").send(question.id)
+        let delivered = try #require(await questions.next())
+        try await delivered.answer(PermissionChoice.approve.id)  // returns once the broker took the retry
+        #expect(try #require(await responses.next()).choice == .approve)
+        #expect(link.counters[lost].dropped == 1)
+        await app.stop()
+        await guardians.stop()
+    }
+    // doc-example: end messages
+
+    @Test("docs/testing.md shows the examples above, line for line", arguments: ["", " messages"])
+    func documentShowsTheExample(_ name: String) throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
         let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
         let lines = source.components(separatedBy: "\n")
-        let begin = try #require(lines.firstIndex { $0.hasSuffix("// doc-example: begin") })
-        let end = try #require(lines.firstIndex { $0.hasSuffix("// doc-example: end") })
+        let begin = try #require(lines.firstIndex { $0.hasSuffix("// doc-example: begin\(name)") })
+        let end = try #require(lines.firstIndex { $0.hasSuffix("// doc-example: end\(name)") })
         let example = lines[(begin + 1)..<end].map { $0.hasPrefix("    ") ? String($0.dropFirst(4)) : $0 }
 
         let document = try String(
             contentsOf: root.appendingPathComponent("docs/testing.md"),
             encoding: .utf8
         ).components(separatedBy: "\n")
-        let marker = "<!-- example: Tests/AskLinksTests/LinkDocExampleTests.swift -->"
+        let marker = "<!-- example: Tests/AskLinksTests/LinkDocExampleTests.swift\(name) -->"
         let start = try #require(document.firstIndex(of: marker), "docs/testing.md has no '\(marker)'")
         try #require(document[start + 1] == "```swift")
         let close = try #require(document[(start + 2)...].firstIndex(of: "```"))

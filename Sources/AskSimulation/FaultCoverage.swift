@@ -12,12 +12,19 @@ public struct FaultPlay: Sendable, Equatable {
     /// When it played, after the children started; `nil`: it did not play (`skipped` says why).
     public var playedAt: Duration?
     public var skipped: String?
+    /// A message fault: the messages it matched and took on every link it was on, read when the play ended.
+    public var messages: (matched: Int, taken: Int)?
 
     public init(index: Int, fault: Scenario.Fault, playedAt: Duration?, skipped: String? = nil) {
         self.index = index
         self.fault = fault
         self.playedAt = playedAt
         self.skipped = skipped
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.index == rhs.index && lhs.fault == rhs.fault && lhs.playedAt == rhs.playedAt && lhs.skipped == rhs.skipped
+            && lhs.messages?.matched == rhs.messages?.matched && lhs.messages?.taken == rhs.messages?.taken
     }
 }
 
@@ -63,6 +70,10 @@ public struct FaultCoverage: Codable, Sendable, Equatable {
     public var vacuous: Bool
     /// Why it did not play, why it is not measured, or what the count cannot see.
     public var note: String?
+    /// A message fault: the messages that matched it while it was in effect, and those it took (dropped, delayed
+    /// or duplicated), counted by its links. Such a fault touched what it took: it is vacuous when it took none.
+    public var messagesMatched: Int?
+    public var messagesTaken: Int?
 
     /// One line of the summary table.
     var summaryLine: String {
@@ -70,6 +81,11 @@ public struct FaultCoverage: Codable, Sendable, Equatable {
         guard played else { return "\(name): not played (\(note ?? "")) — vacuous" }
         let when = String(format: "played %.2f s", playedAt ?? 0)
         guard measured else { return "\(name), \(when): not measured (\(note ?? ""))" }
+        if let taken = messagesTaken {
+            let took =
+                "took \(taken) of \(messagesMatched ?? 0) matching message\((messagesMatched ?? 0) == 1 ? "" : "s")"
+            return "\(name), \(when): \(took)\(taken == 0 ? " — vacuous" : "")"
+        }
         guard let touched, touched > 0 else { return "\(name), \(when): no question in flight — vacuous" }
         let states = State.allCases.compactMap { state -> String? in
             guard let count = flows?[state.rawValue], count > 0 else { return nil }
@@ -83,6 +99,7 @@ public struct FaultCoverage: Codable, Sendable, Equatable {
 extension FaultCoverage {
     enum CodingKeys: String, CodingKey {
         case fault, at, target, action, played, playedAt, time, serves, measured, flows, touched, vacuous, note
+        case messagesMatched, messagesTaken
     }
 
     /// `time` to the microsecond (``RecordJSON``, as the records it is compared with): the report's ISO 8601 dates
@@ -107,6 +124,8 @@ extension FaultCoverage {
         touched = try c.decodeIfPresent(Int.self, forKey: .touched)
         vacuous = try c.decode(Bool.self, forKey: .vacuous)
         note = try c.decodeIfPresent(String.self, forKey: .note)
+        messagesMatched = try c.decodeIfPresent(Int.self, forKey: .messagesMatched)
+        messagesTaken = try c.decodeIfPresent(Int.self, forKey: .messagesTaken)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -124,6 +143,8 @@ extension FaultCoverage {
         try c.encodeIfPresent(touched, forKey: .touched)
         try c.encode(vacuous, forKey: .vacuous)
         try c.encodeIfPresent(note, forKey: .note)
+        try c.encodeIfPresent(messagesMatched, forKey: .messagesMatched)
+        try c.encodeIfPresent(messagesTaken, forKey: .messagesTaken)
     }
 
     /// The coverage of every fault of the schedule, played or not, in the schedule's order.
@@ -165,7 +186,9 @@ extension FaultCoverage {
                 time: play.playedAt.map { playStart.addingTimeInterval($0.seconds) },
                 measured: false,
                 vacuous: false,
-                note: play.skipped
+                note: play.skipped,
+                messagesMatched: play.messages?.matched,
+                messagesTaken: play.messages?.taken
             )
         }
     }
@@ -192,6 +215,14 @@ extension FaultCoverage {
                 entry.vacuous = true
                 return entry
             }
+            if let taken = entry.messagesTaken {
+                // A message fault touched the messages it took, as its links counted them.
+                entry.measured = true
+                entry.serves = "the messages on its links"
+                entry.touched = taken
+                entry.vacuous = taken == 0
+                return entry
+            }
             guard entry.action != Scenario.Fault.Action.run.rawValue else {
                 entry.vacuous = false
                 entry.note = "a command: the scenario does not say which processes it affects"
@@ -216,7 +247,7 @@ extension FaultCoverage {
             var counts = Dictionary(uniqueKeysWithValues: State.allCases.map { ($0.rawValue, 0) })
             // A lasting link fault touches every question in flight while it lasts, in the stage it was in when
             // the fault first reached it; any other fault what was in flight at the moment it played.
-            let lasting = fault.map { [.partition, .delay, .stall].contains($0.action) } ?? false
+            let lasting = fault?.action.lasts ?? false
             let until = lasting ? fault?.healAfter.map { time.addingTimeInterval($0.seconds) } ?? .distantFuture : time
             for flight in flights where scope.serves(flight) {
                 let at = lasting ? max(time, flight.start) : time

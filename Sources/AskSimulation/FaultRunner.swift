@@ -125,11 +125,14 @@ final class FaultRunner {
                     process: fault.process,
                     action: .signal(SIGSTOP, restartAfter: fault.continueAfter ?? .seconds(1))
                 )
-            case .partition, .delay, .stall:
+            case .partition, .delay, .stall, .bandwidth, .drop, .duplicate, .delayMessage:
                 Step(
                     at: fault.at,
                     process: fault.process,
-                    action: .link(Self.linkFault(fault), healAfter: fault.healAfter)
+                    action: .link(
+                        Self.linkFault(fault, seed: Self.messageSeed(options.scenario)),
+                        healAfter: fault.healAfter
+                    )
                 )
             case .reset:
                 Step(at: fault.at, process: fault.process, action: .linkReset)
@@ -421,6 +424,10 @@ final class FaultRunner {
     /// The links a link fault's step acts on: those of its process (or group), to its shard when it names one.
     private func linkTargets(_ step: Step) -> [FaultLink] {
         guard let index = step.fault else { return [] }
+        return linkTargets(of: index)
+    }
+
+    private func linkTargets(of index: Int) -> [FaultLink] {
         let fault = scenario.faults[index]
         return links.sorted { $0.key < $1.key }.compactMap { name, link in
             let parts = name.split(separator: "@", maxSplits: 1).map(String.init)
@@ -431,16 +438,55 @@ final class FaultRunner {
     }
 
     /// The link fault a scenario fault plays (validated: `delay` has its delay).
-    static func linkFault(_ fault: Scenario.Fault) -> LinkFault {
+    /// The seed of every message fault's draws in a run of `scenario`.
+    static func messageSeed(_ scenario: Scenario) -> UInt64 { SeedDerivation.seed(scenario.seed, "link-fault") }
+
+    /// Reads, once the play ended, what each message fault that played matched and took on its links (before the
+    /// links heal and stop): its coverage.
+    func countMessages() {
+        for index in plays.indices where plays[index].playedAt != nil && plays[index].fault.action.isMessage {
+            guard case .message(let fault) = Self.linkFault(plays[index].fault, seed: Self.messageSeed(scenario))
+            else { continue }
+            var matched = 0
+            var taken = 0
+            for link in linkTargets(of: plays[index].index) {
+                let counters = link.counters.messageFaults[fault] ?? LinkMessageCounters()
+                matched += counters.matched
+                taken += counters.taken
+            }
+            plays[index].messages = (matched, taken)
+        }
+    }
+
+    /// - Parameter seed: the seed of a message fault's draws (one per run and scenario seed: the same run takes the
+    ///   same messages).
+    static func linkFault(_ fault: Scenario.Fault, seed: UInt64 = 0) -> LinkFault {
         let direction: LinkDirection =
             switch fault.direction ?? .both {
             case .both: .both
             case .toBroker: .toBroker
             case .fromBroker: .fromBroker
             }
+        func message(_ action: LinkMessageFault.Action) -> LinkFault {
+            .message(
+                LinkMessageFault(
+                    action,
+                    direction,
+                    command: fault.messageCommand.flatMap(Scenario.messageCommand),
+                    kind: fault.kind,
+                    probability: fault.probability ?? 1,
+                    count: fault.count,
+                    seed: seed
+                )
+            )
+        }
         switch fault.action {
         case .delay: return .delay(fault.delay ?? .zero, jitter: fault.jitter ?? .zero, direction)
         case .stall: return .stall
+        case .bandwidth: return .bandwidth(bytesPerSecond: fault.bytesPerSecond ?? 1, direction)
+        case .drop: return message(.drop)
+        case .duplicate: return message(.duplicate)
+        case .delayMessage: return message(.delay(fault.delay ?? .zero))
         default: return .partition(direction)
         }
     }

@@ -107,6 +107,14 @@ enum ReportHTML {
                     if let delay = fault.delay {
                         action += " \(delay.text)" + (fault.jitter.map { " jitter \($0.text)" } ?? "")
                     }
+                    if let rate = fault.bytesPerSecond { action += " \(rate) B/s" }
+                    let what = [fault.messageCommand, fault.kind].compactMap { $0 }
+                    if fault.action.isMessage {
+                        action += " " + (what.isEmpty ? "every message" : what.joined(separator: " "))
+                    }
+                    if let probability = fault.probability { action += " p \(probability)" }
+                    if let count = fault.count { action += " first \(count)" }
+                    if let shard = fault.shard { target += " to \(shard)" }
                     if fault.action != .reset {
                         then = fault.healAfter.map { "heal after \($0.text)" } ?? "until the end"
                     }

@@ -19,7 +19,7 @@ public struct RunFacts: Codable, Sendable, Equatable {
     public static let fileName = "run-facts.json"
     /// The format this build writes and the only one it reads. Raise it whenever a field is added, removed or
     /// changes meaning; a folder of another format is refused (``RunCheck/incompatibleExitCode``).
-    public static let currentFormat = 1
+    public static let currentFormat = 2
 
     public var format: Int
     /// The running broker the run used (`--broker`): no journal of it was read. `nil`: simulate started its own.

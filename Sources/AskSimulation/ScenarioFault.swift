@@ -26,9 +26,22 @@ extension Scenario {
             case stall
             /// Every connection of the process's link is cut with a TCP RST, as a crashed peer's would be.
             case reset
+            /// The link carries at most `bytesPerSecond` in `direction`; the rest waits, in order.
+            case bandwidth
+            /// The link drops the messages of `messageCommand` and/or `kind` in `direction` (with `probability`, at
+            /// most `count`): a message lost on the wire. Needs the processes to run without CURVE (`--insecure`).
+            case drop
+            /// The link sends each matching message twice, byte for byte.
+            case duplicate
+            /// The link holds each matching message `delay`; later messages overtake it.
+            case delayMessage = "delay-message"
 
             /// A fault on the process's link to its broker rather than on the process.
-            public var isLink: Bool { [.partition, .delay, .stall, .reset].contains(self) }
+            public var isLink: Bool { !([.kill, .stop, .term, .powerCut, .run] as [Action]).contains(self) }
+            /// A link fault on messages, which the link can read only without CURVE.
+            public var isMessage: Bool { [.drop, .duplicate, .delayMessage].contains(self) }
+            /// A link fault that lasts (until `healAfter` or the end of the play), not an instant one.
+            public var lasts: Bool { isLink && self != .reset }
         }
         /// Link faults: `both` (default), `toBroker` or `fromBroker`, for `partition` and `delay`.
         public enum Direction: String, Codable, Sendable, CaseIterable {
@@ -56,6 +69,15 @@ extension Scenario {
         /// For link faults with several brokers: only the link to this shard (`b<k>`); `nil`: every link of the
         /// process.
         public var shard: String?
+        /// For `bandwidth`: the most bytes per second the link carries in `direction`.
+        public var bytesPerSecond: Int?
+        /// For message faults: only messages of this command (`SEND`, `DELIVER`, `ACK`, ...) and/or of this
+        /// application kind (`answer`, `response`, `ask.result`, ...); neither: every message.
+        public var messageCommand: String?
+        public var kind: String?
+        /// For message faults: the chance that a matching message is taken (default 1), and at most how many.
+        public var probability: Double?
+        public var count: Int?
 
         /// The process groups a link fault may name instead of one process.
         public static let linkGroups = ["parents", "children", "workers"]
@@ -118,7 +140,7 @@ extension Scenario {
 extension Scenario.Fault {
     enum CodingKeys: String, CodingKey, CaseIterable {
         case at, process, action, restartAfter, continueAfter, command, undo, undoAfter
-        case direction, delay, jitter, healAfter, shard
+        case direction, delay, jitter, healAfter, shard, bytesPerSecond, messageCommand, kind, probability, count
     }
 
     public init(from decoder: any Decoder) throws {
@@ -159,6 +181,11 @@ extension Scenario.Fault {
         jitter = try c.decodeDuration(.jitter)
         healAfter = try c.decodeDuration(.healAfter)
         shard = try c.decodeIfPresent(String.self, forKey: .shard)
+        bytesPerSecond = try c.decodeIfPresent(Int.self, forKey: .bytesPerSecond)
+        messageCommand = try c.decodeIfPresent(String.self, forKey: .messageCommand)
+        kind = try c.decodeIfPresent(String.self, forKey: .kind)
+        probability = try c.decodeIfPresent(Double.self, forKey: .probability)
+        count = try c.decodeIfPresent(Int.self, forKey: .count)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -176,5 +203,10 @@ extension Scenario.Fault {
         try c.encodeIfPresent(jitter?.text, forKey: .jitter)
         try c.encodeIfPresent(healAfter?.text, forKey: .healAfter)
         try c.encodeIfPresent(shard, forKey: .shard)
+        try c.encodeIfPresent(bytesPerSecond, forKey: .bytesPerSecond)
+        try c.encodeIfPresent(messageCommand, forKey: .messageCommand)
+        try c.encodeIfPresent(kind, forKey: .kind)
+        try c.encodeIfPresent(probability, forKey: .probability)
+        try c.encodeIfPresent(count, forKey: .count)
     }
 }

@@ -1,6 +1,7 @@
 import AskAgents
 import AskBroker
 import AskCLI
+import AskLinks
 import AskModel
 import Foundation
 
@@ -240,7 +241,9 @@ extension Scenario {
             for (value, name) in [(fault.direction != nil, "direction"), (fault.delay != nil, "delay")]
                 + [
                     (fault.jitter != nil, "jitter"), (fault.healAfter != nil, "healAfter"),
-                    (fault.shard != nil, "shard"),
+                    (fault.shard != nil, "shard"), (fault.bytesPerSecond != nil, "bytesPerSecond"),
+                    (fault.messageCommand != nil, "messageCommand"), (fault.kind != nil, "kind"),
+                    (fault.probability != nil, "probability"), (fault.count != nil, "count"),
                 ]
             where value {
                 throw ScenarioError(
@@ -307,17 +310,21 @@ extension Scenario {
             )
         }
         let action = fault.action.rawValue
-        if fault.direction != nil && ![.partition, .delay].contains(fault.action) {
-            throw ScenarioError(field: "\(field).direction", "only partition and delay take a direction, not \(action)")
+        if fault.direction != nil && [.stall, .reset].contains(fault.action) {
+            throw ScenarioError(field: "\(field).direction", "\(action) takes no direction: it acts both ways")
         }
-        if fault.action == .delay {
+        try validateMessageAndBandwidth(fault, index)
+        if fault.action == .delay || fault.action == .delayMessage {
             guard let delay = fault.delay, delay > .zero, delay <= .seconds(60) else {
                 throw ScenarioError(
                     field: "\(field).delay",
                     fault.delay == nil
-                        ? "a delay fault needs delay (for example \"100ms\")"
+                        ? "a \(action) fault needs delay (for example \"100ms\")"
                         : "must be from 1ms to 60s, got \(fault.delay!.text)"
                 )
+            }
+            if fault.action == .delayMessage, fault.jitter != nil {
+                throw ScenarioError(field: "\(field).jitter", "only a delay fault takes jitter, not \(action)")
             }
             if let jitter = fault.jitter, jitter > .seconds(60) {
                 throw ScenarioError(field: "\(field).jitter", "must be at most 60s, got \(jitter.text)")
@@ -325,7 +332,7 @@ extension Scenario {
         } else if fault.delay != nil || fault.jitter != nil {
             throw ScenarioError(
                 field: "\(field).\(fault.delay != nil ? "delay" : "jitter")",
-                "only a delay fault takes \(fault.delay != nil ? "delay" : "jitter"), not \(action)"
+                "only a delay or delay-message fault takes \(fault.delay != nil ? "delay" : "jitter"), not \(action)"
             )
         }
         if fault.action == .reset, fault.healAfter != nil {
@@ -334,6 +341,55 @@ extension Scenario {
         if let heal = fault.healAfter, heal <= .zero {
             throw ScenarioError(field: "\(field).healAfter", "must be longer than 0, got \(heal.text)")
         }
+    }
+
+    /// The fields only `bandwidth` and the message faults take, each on its own kind and in range.
+    private func validateMessageAndBandwidth(_ fault: Fault, _ index: Int) throws {
+        let field = "faults[\(index)]"
+        let action = fault.action.rawValue
+        if fault.action == .bandwidth {
+            guard let rate = fault.bytesPerSecond, (100...1_000_000_000).contains(rate) else {
+                throw ScenarioError(
+                    field: "\(field).bytesPerSecond",
+                    fault.bytesPerSecond == nil
+                        ? "a bandwidth fault needs bytesPerSecond (for example 20000)"
+                        : "must be from 100 to 1000000000, got \(fault.bytesPerSecond!)"
+                )
+            }
+        } else if fault.bytesPerSecond != nil {
+            throw ScenarioError(field: "\(field).bytesPerSecond", "only a bandwidth fault takes it, not \(action)")
+        }
+        guard fault.action.isMessage else {
+            for (value, name) in [(fault.messageCommand != nil, "messageCommand"), (fault.kind != nil, "kind")]
+                + [(fault.probability != nil, "probability"), (fault.count != nil, "count")] where value
+            {
+                throw ScenarioError(
+                    field: "\(field).\(name)",
+                    "only a message fault (drop, duplicate, delay-message) takes \(name), not \(action)"
+                )
+            }
+            return
+        }
+        if let command = fault.messageCommand, Self.messageCommand(command) == nil {
+            throw ScenarioError(
+                field: "\(field).messageCommand",
+                "must be one of \(LinkMessageCommand.allCases.map(\.description).joined(separator: ", ")), got '\(command)'"
+            )
+        }
+        if let kind = fault.kind, kind.isEmpty {
+            throw ScenarioError(field: "\(field).kind", "must name a message kind (answer, response, ask.result, ...)")
+        }
+        if let probability = fault.probability, !(probability > 0 && probability <= 1) {
+            throw ScenarioError(field: "\(field).probability", "must be in (0, 1], got \(probability)")
+        }
+        if let count = fault.count, !(1...1_000_000).contains(count) {
+            throw ScenarioError(field: "\(field).count", "must be from 1 to 1000000, got \(count)")
+        }
+    }
+
+    /// `SEND`, `deliver`, ...: the message command a message fault names (any case).
+    static func messageCommand(_ text: String) -> LinkMessageCommand? {
+        LinkMessageCommand.allCases.first { $0.description == text.uppercased() }
     }
 
     /// A power cut needs the fault VFS, a broker to cut and a journal that promises to keep what it acknowledged.

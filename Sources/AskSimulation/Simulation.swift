@@ -83,6 +83,15 @@ extension SimulationOptions {
                 )
             }
         }
+        // A link reads messages only without CURVE: a message fault would silently do nothing, so it is refused.
+        for (index, fault) in scenario.faults.enumerated() where fault.action.isMessage {
+            if curve, let refusal = FaultRunner.linkFault(fault).refusal(curve: true) {
+                throw SimulationOptionError(
+                    "scenario field 'faults[\(index)].action': \(refusal); here: add \(origin("insecure")) so the "
+                        + "processes run without CURVE"
+                )
+            }
+        }
         if scenario.brokers > 1, externalBroker != nil || brokerEndpoint != nil {
             let name = externalBroker != nil ? "broker" : "endpoint"
             throw SimulationOptionError(
@@ -452,6 +461,7 @@ public final class Simulation: Sendable {
             links: links
         )
         try faults.run()
+        faults.countMessages()
         notes += faults.notes
         // A link fault that outlived the play (no healAfter) ends with it: the drain's BYEs and last ACKs go through.
         for link in links.values { link.heal() }

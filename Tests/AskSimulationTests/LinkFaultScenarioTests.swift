@@ -41,6 +41,32 @@ struct LinkFaultScenarioTests {
             FaultRunner.linkFault(scenario.faults[1]) == .delay(.milliseconds(100), jitter: .milliseconds(20), .both)
         )
         #expect(FaultRunner.linkFault(scenario.faults[3]) == .stall)
+        let messages = try Self.parse(
+            #"{"at": "0s", "process": "parent-1", "action": "drop", "direction": "toBroker", "messageCommand": "send", "kind": "answer", "probability": 0.5, "count": 2}, {"at": "0s", "process": "limits", "action": "bandwidth", "bytesPerSecond": 20000, "direction": "fromBroker"}"#
+        )
+        let drop = LinkMessageFault(
+            .drop,
+            .toBroker,
+            command: .send,
+            kind: "answer",
+            probability: 0.5,
+            count: 2,
+            seed: 7
+        )
+        #expect(FaultRunner.linkFault(messages.faults[0], seed: 7) == .message(drop))
+        #expect(FaultRunner.linkFault(messages.faults[1]) == .bandwidth(bytesPerSecond: 20000, .fromBroker))
+        #expect(try Scenario.parse(JSONEncoder().encode(messages)) == messages)
+        // With CURVE (simulate's default) a message fault is refused before anything starts, naming the field.
+        var options = SimulationOptions(scenario: messages, reportDirectory: "/nonexistent")
+        options.curve = true
+        #expect {
+            try options.validate()
+        } throws: { error in
+            "\(error)".contains("scenario field 'faults[0].action': message fault refused: CURVE")
+                && "\(error)".contains("add option '--insecure'")
+        }
+        options.curve = false
+        #expect(throws: Never.self) { try options.validate() }
         #expect(!Scenario.Fault.Action.kill.isLink && !Scenario.Fault.Action.run.isLink)
     }
 
@@ -82,6 +108,34 @@ struct LinkFaultScenarioTests {
                 "only a link fault"
             ),
             (
+                #"{"at": "1s", "process": "limits", "action": "bandwidth"}"#, "", "faults[0].bytesPerSecond",
+                "needs bytesPerSecond"
+            ),
+            (
+                #"{"at": "1s", "process": "limits", "action": "bandwidth", "bytesPerSecond": 10}"#, "",
+                "faults[0].bytesPerSecond", "must be from 100 to 1000000000, got 10"
+            ),
+            (
+                #"{"at": "1s", "process": "parent-1", "action": "drop", "messageCommand": "POST"}"#, "",
+                "faults[0].messageCommand", "must be one of HELLO, WELCOME, HEARTBEAT, SEND, DELIVER, ACK, NACK, BYE"
+            ),
+            (
+                #"{"at": "1s", "process": "parent-1", "action": "drop", "kind": "answer", "probability": 0}"#, "",
+                "faults[0].probability", "must be in (0, 1], got 0"
+            ),
+            (
+                #"{"at": "1s", "process": "parent-1", "action": "duplicate", "count": 0}"#, "", "faults[0].count",
+                "must be from 1 to 1000000, got 0"
+            ),
+            (
+                #"{"at": "1s", "process": "parent-1", "action": "partition", "kind": "answer"}"#, "", "faults[0].kind",
+                "only a message fault (drop, duplicate, delay-message) takes kind"
+            ),
+            (
+                #"{"at": "1s", "process": "parent-1", "action": "delay-message", "kind": "answer"}"#, "",
+                "faults[0].delay", "a delay-message fault needs delay"
+            ),
+            (
                 #"{"at": "1s", "process": "parent-1", "action": "partition", "restartAfter": "1s"}"#, "",
                 "faults[0].restartAfter", "ends with healAfter"
             ),
@@ -91,11 +145,11 @@ struct LinkFaultScenarioTests {
             ),
             (
                 #"{"at": "1s", "process": "child-1", "action": "stall", "direction": "toBroker"}"#, "",
-                "faults[0].direction", "only partition and delay take a direction"
+                "faults[0].direction", "stall takes no direction: it acts both ways"
             ),
             (
                 #"{"at": "1s", "process": "child-1", "action": "partition", "delay": "1s"}"#, "", "faults[0].delay",
-                "only a delay fault takes delay"
+                "only a delay or delay-message fault takes delay"
             ),
             (
                 #"{"at": "1s", "process": "child-1", "action": "kill", "healAfter": "1s"}"#, "", "faults[0].healAfter",

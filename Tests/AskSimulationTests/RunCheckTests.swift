@@ -128,10 +128,12 @@ struct RunCheckTests {
         try Data("{}".utf8).write(to: URL(fileURLWithPath: folder + "/report.json"))
         let path = folder + "/" + RunFacts.fileName
         let text = try String(contentsOfFile: path, encoding: .utf8)
+        let current = RunFacts.currentFormat
         for (replacement, words) in [
-            ("\"format\" : 0", "format 0"), ("\"format\" : 2", "format 2"), ("\"formerly\" : 1", "no format field"),
+            ("\"format\" : 0", "format 0"), ("\"format\" : \(current + 1)", "format \(current + 1)"),
+            ("\"formerly\" : 1", "no format field"),
         ] {
-            try Data(text.replacingOccurrences(of: "\"format\" : 1", with: replacement).utf8)
+            try Data(text.replacingOccurrences(of: "\"format\" : \(current)", with: replacement).utf8)
                 .write(to: URL(fileURLWithPath: path))
             let error = try #require(refusal { _ = try RunCheck.recheck(folder: folder) }, "\(replacement)")
             #expect(error.kind == .incompatible)

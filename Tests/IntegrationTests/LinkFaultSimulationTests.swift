@@ -24,14 +24,30 @@ struct LinkFaultSimulationTests {
             contentsOf: Repository.root.appendingPathComponent("docs/scenarios/network.json"),
             encoding: .utf8
         )
-        let run = try FaultSupport.simulate(scenario, directory: directory, flags: ["--require-coverage"])
+        // Message faults read the messages: the processes run without CURVE.
+        let run = try FaultSupport.simulate(
+            scenario,
+            directory: directory,
+            flags: ["--insecure", "--require-coverage"]
+        )
         #expect(run.ok, "violations: \(run.violations); notes: \(run.notes)")
         #expect(run.exit == .exited(0), "\(run.exit)")
         let entries = Self.coverage(run)
-        #expect(entries.map { $0["action"] as? String } == ["partition", "delay", "reset", "stall", "partition"])
+        #expect(
+            entries.map { $0["action"] as? String } == [
+                "partition", "delay", "drop", "duplicate", "reset", "delay-message", "stall", "bandwidth", "partition",
+            ]
+        )
         for entry in entries {
             #expect(entry["played"] as? Bool == true && entry["vacuous"] as? Bool == false, "\(entry)")
         }
+        // Each message fault took what its count allows, as its links counted: 2 answers lost on the wire (their
+        // SENDs retried), 3 responses delivered twice (deduplicated by the child's ask center), 4 ask.results late.
+        #expect(entries.map { $0["messagesTaken"] as? Int } == [nil, nil, 2, 3, nil, 4, nil, nil, nil], "\(entries)")
+        let reached = (run.report["reached"] as? [[String: Any]] ?? []).first {
+            $0["situation"] as? String == "redelivery-deduplicated"
+        }
+        #expect((reached?["count"] as? Int ?? 0) >= 3, "\(reached ?? [:])")
         // The one-way partition outlived the liveness window: the broker stopped hearing parent-1 and ended its
         // session, and the parent registered again after the heal (its process never stopped).
         #expect(run.log("broker").contains("reason=\"missed 3 heartbeats\" worker=askrelay-parent"), "broker log")
@@ -39,6 +55,7 @@ struct LinkFaultSimulationTests {
         let html = try String(contentsOfFile: run.directory + "/report.html", encoding: .utf8)
         #expect(html.contains("parent-1&#39;s link") || html.contains("parent-1's link"), "fault schedule")
         #expect(html.contains("partition toBroker") && html.contains("delay toBroker 100ms"))
+        #expect(html.contains("drop toBroker answer first 2") && html.contains("bandwidth 20000 B/s"))
         #expect(html.contains("heal after 3s") && html.contains("until the end"))
     }
 

@@ -218,3 +218,35 @@ struct ShrinkerTests {
         }
     }
 }
+
+extension ShrinkerTests {
+    @Test("link faults shrink like the others: the unrelated ones go, the one that matters moves earlier")
+    func shrinksLinkFaults() throws {
+        let scratch = TempDirectory(prefix: "askrelay-shrink")
+        defer { scratch.cleanup() }
+        let folder = scratch.path + "/run"
+        var original = Scenario()
+        original.faults = [
+            .init(at: .seconds(1), link: "parent-1", action: .partition, direction: .toBroker, healAfter: .seconds(3)),
+            .init(at: .seconds(2), link: "child-2", action: .reset),
+            .init(at: .seconds(4), link: "limits", action: .delay, delay: .milliseconds(100)),
+            .init(at: .seconds(5), link: "parent-2", action: .stall, healAfter: .seconds(1)),
+        ]
+        let log = Collected<Scenario>()
+        let summary = try Shrinker(
+            original: original,
+            invariant: .guardiansHonourExpiry,
+            outputDirectory: folder,
+            budget: .seconds(60),
+            replay: Self.fakeReplay(log: log),
+            progress: { _ in }
+        ).run()
+        let minimal = summary.minimal
+        #expect(minimal.faults.count == 1, "\(minimal.faults)")
+        let kept = try #require(minimal.faults.first)
+        #expect(kept.process == "limits" && kept.action == .delay && kept.delay == .milliseconds(100))
+        #expect(kept.at == .zero)
+        #expect(summary.removed.first == "faults 4 → 1 (3 removed)")
+        #expect(try Scenario.load(path: folder + "/minimal-scenario.json") == minimal)
+    }
+}

@@ -266,6 +266,27 @@ enum ReportHTML {
                     "<rect x=\"\(x + 0.5)\" y=\"\(y)\" width=\"\(max(1, columnWidth - 1))\" height=\"\(h)\" fill=\"\(outcomeColors[outcome.rawValue] ?? "#999")\"><title>\(bucket.second)s \(outcome.rawValue): \(count)</title></rect>"
             }
         }
+        // The faults on the same axis: a band while one lasts (until its heal, continue or restart), a line for
+        // an instant one, each labelled with its index in the schedule.
+        if let start = report.timelineStart {
+            let span = Double(buckets.count)
+            for entry in report.coverage ?? [] {
+                guard let time = entry.time else { continue }
+                let fault =
+                    report.scenario.faults.indices.contains(entry.fault) ? report.scenario.faults[entry.fault] : nil
+                let lasting = fault.flatMap { $0.healAfter ?? $0.continueAfter ?? $0.restartAfter }?.seconds ?? 0
+                // A fault at 0s plays as the children start, a moment before the first ask: it is drawn from 0.
+                let offset = time.timeIntervalSince(start)
+                let from = max(0, offset)
+                guard offset <= span, offset + lasting >= -1 else { continue }
+                let x = left + width * from / span
+                let w = max(2, width * min(offset + lasting - from, span - from) / span)
+                let title = "faults[\(entry.fault)] \(entry.action) \(entry.target) at \(entry.at)"
+                svg +=
+                    "<rect x=\"\(x)\" y=\"\(top)\" width=\"\(w)\" height=\"\(height)\" fill=\"#7a5af8\" fill-opacity=\"0.15\" stroke=\"#7a5af8\" stroke-opacity=\"0.6\"><title>\(esc(title))</title></rect>"
+                    + "<text x=\"\(x + 2)\" y=\"\(top + 12)\" font-size=\"10\" fill=\"#5b3fd6\">f\(entry.fault)</text>"
+            }
+        }
         let labelEvery = max(1, buckets.count / 12)
         for (index, bucket) in buckets.enumerated() where index % labelEvery == 0 {
             svg +=

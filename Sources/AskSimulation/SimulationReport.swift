@@ -53,6 +53,8 @@ public struct SimulationReport: Codable, Sendable {
     /// Stage name → percentiles in milliseconds.
     public var latencyMs: [String: StageLatency]
     public var timeline: [TimelineBucket]
+    /// The moment second 0 of `timeline` starts (the first ask): where the faults go on it.
+    public var timelineStart: Date?
     public var guardianAnswers: [String: Int]
     public var invariants: InvariantResult
     public var processes: [ProcessExitReport]
@@ -72,6 +74,7 @@ public struct SimulationReport: Codable, Sendable {
         case throughputFlowsPerSecond = "throughput_flows_per_s"
         case latencyMs = "latency_ms"
         case shardFaults = "shard_faults"
+        case timelineStart = "timeline_start"
     }
 
     /// Latency stages in report order, with what each measures.
@@ -161,6 +164,7 @@ public struct SimulationReport: Codable, Sendable {
             askErrors: askErrors,
             latencyMs: latency,
             timeline: timeline,
+            timelineStart: childRecords.isEmpty ? nil : first,
             guardianAnswers: guardianAnswers,
             invariants: invariants,
             processes: processes,

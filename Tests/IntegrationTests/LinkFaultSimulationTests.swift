@@ -56,6 +56,9 @@ struct LinkFaultSimulationTests {
         #expect(html.contains("parent-1&#39;s link") || html.contains("parent-1's link"), "fault schedule")
         #expect(html.contains("partition toBroker") && html.contains("delay toBroker 100ms"))
         #expect(html.contains("drop toBroker answer first 2") && html.contains("bandwidth 20000 B/s"))
+        // Every fault is on the timeline too: a band (or a line) labelled with its index, titled with what it was.
+        for index in entries.indices { #expect(html.contains(">f\(index)</text>"), "f\(index) not on the timeline") }
+        #expect(html.contains("<title>faults[0] partition parent-1 at 1s</title>"))
         #expect(html.contains("heal after 3s") && html.contains("until the end"))
     }
 

@@ -1,5 +1,6 @@
 import AskModel
 import AskProtocol
+import AskRelayCluster
 import Foundation
 
 /// Reads the steps in order, so that a step may only name a question an earlier `ask` step named, a child or a
@@ -115,6 +116,7 @@ struct StepReader {
                     removeKnown: try fields["removeKnown"]?.handles()
                 )
             )
+        case "network": action = try network(body)
         default:
             let fields = try body.object(known: ["process", "action"])
             action = .fault(
@@ -196,6 +198,92 @@ struct StepReader {
             ),
             expect: expectation
         )
+    }
+
+    /// The longest `delay` or `jitter` of a network step.
+    static let longestDelay: Duration = .seconds(60)
+    /// The longest `for` of a network step.
+    static let longestFault: Duration = .seconds(3600)
+
+    /// `{"on": N, "fault": F, "direction": D, "delay": D, "jitter": D, "for": D}`: which fields a fault takes is
+    /// checked here, so that a field the fault would ignore is refused rather than silently dropped.
+    func network(_ body: Field) throws -> Step.Action {
+        let fields = try body.object(known: ["on", "fault", "direction", "delay", "jitter", "for"])
+        let target = try self.target(body.required(fields, "on"))
+        let name = try body.required(fields, "fault").oneOf(NetworkAction.names)
+        let takes: [String: [String]] = [
+            "partition": ["direction", "for"], "delay": ["direction", "delay", "jitter", "for"], "stall": ["for"],
+            "reset": [], "heal": [],
+        ]
+        for key in ["direction", "delay", "jitter", "for"] where fields[key] != nil && !takes[name]!.contains(key) {
+            let which = ["partition", "delay", "stall"].filter { takes[$0]!.contains(key) }
+            let listed =
+                which.count == 1
+                ? "a \(which[0]) has" : which.dropLast().joined(separator: ", ") + " and \(which.last!) have"
+            throw fields[key]!.error("a \(name) has no \(key); only \(listed) one")
+        }
+        let direction = try fields["direction"].map {
+            LinkDirection(rawValue: try $0.oneOf(LinkDirection.allCases.map(\.rawValue)))!
+        }
+        var duration: Duration?
+        if let field = fields["for"] {
+            let value = try field.duration()
+            guard value > .zero, value <= Self.longestFault else {
+                throw field.error("must be longer than 0 and at most \(durationText(Self.longestFault))")
+            }
+            duration = value
+        }
+        switch name {
+        case "partition":
+            return .network(on: target, .fault(.partition(direction ?? .both), for: duration))
+        case "delay":
+            let delay = try body.required(fields, "delay").duration()
+            guard delay > .zero, delay <= Self.longestDelay else {
+                throw fields["delay"]!.error("must be longer than 0 and at most \(durationText(Self.longestDelay))")
+            }
+            var jitter = Duration.zero
+            if let field = fields["jitter"] {
+                jitter = try field.duration()
+                guard jitter <= Self.longestDelay else {
+                    throw field.error("must be at most \(durationText(Self.longestDelay))")
+                }
+            }
+            return .network(on: target, .fault(.delay(delay, jitter: jitter, direction ?? .both), for: duration))
+        case "stall": return .network(on: target, .fault(.stall, for: duration))
+        case "reset": return .network(on: target, .reset)
+        default: return .network(on: target, .heal)
+        }
+    }
+
+    /// A child, a guardian or `limits`; `child/ID` or `guardian/ID` when an id alone would be ambiguous.
+    func target(_ field: Field) throws -> LinkTarget {
+        let text = try field.string()
+        func named(_ id: Substring) -> Field { Field(file: field.file, path: field.path, value: .string(String(id))) }
+        if text.hasPrefix("child/") { return .child(try child(named(text.dropFirst(6)))) }
+        if text.hasPrefix("guardian/") { return .guardian(try guardian(named(text.dropFirst(9)))) }
+        var found: [LinkTarget] = []
+        if text == "limits" { found.append(.limits) }
+        if children[text] != nil { found.append(.child(text)) }
+        if guardians[text] != nil { found.append(.guardian(text)) }
+        guard found.count <= 1 else {
+            let spelled = found.map { target -> String in
+                switch target {
+                case .child(let id): "\"child/\(id)\""
+                case .guardian(let id): "\"guardian/\(id)\""
+                case .limits: "\"limits\" (the limits worker)"
+                }
+            }
+            throw field.error(
+                "\"\(text)\" names more than one process; say \(spelled.joined(separator: " or "))"
+            )
+        }
+        guard let target = found.first else {
+            let known = ["limits"] + children.keys.sorted() + guardians.keys.sorted()
+            throw field.error(
+                "\"\(text)\" is not a child, a guardian or limits (known: \(known.joined(separator: ", ")))"
+            )
+        }
+        return target
     }
 
     func refusal(_ field: Field?, values: [String]) throws -> RefusalExpectation {

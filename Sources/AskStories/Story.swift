@@ -1,4 +1,5 @@
 import AskModel
+import AskRelayCluster
 import Foundation
 
 /// A story file read and checked: who takes part, the limits state they start with, and the steps played in order
@@ -15,7 +16,16 @@ public struct Story: Sendable, Equatable {
     public var broker: BrokerSettings
     /// How long a child's `ask` waits for the limits service before `systemError` (AskCenter's `askTimeout`).
     public var askTimeout: Duration
+    /// How long a guardian's `answer` waits for the broker's acknowledgement before `timed-out`
+    /// (GuardianCenter's `answerTimeout`); the answer is still retried after that.
+    public var answerTimeout: Duration = .seconds(10)
     public var steps: [Step]
+
+    /// Whether a step faults the network: then every child, guardian and the limits worker reach the broker
+    /// through a link of their own (one center per child and per guardian).
+    public var usesLinks: Bool {
+        steps.contains { if case .network = $0.action { true } else { false } }
+    }
 
     /// Every child of every family, with its family.
     public var children: [String: String] {
@@ -83,6 +93,7 @@ public struct Step: Sendable, Equatable {
         case knownHandles(child: String, handles: [CommunicationHandle], expect: [CommunicationHandle])
         case limits(LimitsAdminChange)
         case fault(process: StoryProcess, action: FaultAction)
+        case network(on: LinkTarget, NetworkAction)
 
         /// The step's key in the file.
         public var keyword: String {
@@ -99,6 +110,7 @@ public struct Step: Sendable, Equatable {
             case .knownHandles: "knownHandles"
             case .limits: "limits"
             case .fault: "fault"
+            case .network: "network"
             }
         }
     }
@@ -106,7 +118,7 @@ public struct Step: Sendable, Equatable {
     /// The step keys a step may have (exactly one of them).
     public static let keywords = [
         "ask", "send", "cancel", "answer", "expectQuestion", "expectNoQuestion", "expectResponse", "expectNoResponse",
-        "expectClosed", "knownHandles", "limits", "fault",
+        "expectClosed", "knownHandles", "limits", "fault", "network",
     ]
 }
 
@@ -181,4 +193,41 @@ public enum FaultAction: String, Sendable, CaseIterable {
     case term
     /// Start it again (after kill or term) on the same journal or store, and wait for its ready line.
     case restart
+}
+
+/// Whose link to the broker a `network` step acts on.
+public enum LinkTarget: Sendable, Hashable, CustomStringConvertible {
+    case child(String)
+    case guardian(String)
+    case limits
+
+    /// `child ann`, `guardian mum`, `the limits worker`.
+    public var description: String {
+        switch self {
+        case .child(let id): "child \(id)"
+        case .guardian(let id): "guardian \(id)"
+        case .limits: "the limits worker"
+        }
+    }
+}
+
+/// What a `network` step does to a link (``FaultLink``).
+public enum NetworkAction: Sendable, Hashable, CustomStringConvertible {
+    /// A lasting fault (partition, delay, stall), until a `heal` or for its duration.
+    case fault(LinkFault, for: Duration?)
+    /// RST to both sides of every connection of the link; what it held is dropped.
+    case reset
+    /// Ends every fault of the link: held bytes flow, in order.
+    case heal
+
+    /// The fault names of the step's `fault` field.
+    public static let names = ["partition", "delay", "stall", "reset", "heal"]
+
+    public var description: String {
+        switch self {
+        case .fault(let fault, let duration): "\(fault)" + (duration.map { " for \(durationText($0))" } ?? "")
+        case .reset: "reset"
+        case .heal: "heal"
+        }
+    }
 }

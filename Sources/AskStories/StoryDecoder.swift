@@ -202,7 +202,9 @@ struct StoryReader {
     let root: Field
     let defaultName: String
 
-    static let topKeys = ["name", "description", "families", "limits", "broker", "askTimeout", "steps"]
+    static let topKeys = [
+        "name", "description", "families", "limits", "broker", "askTimeout", "answerTimeout", "steps",
+    ]
 
     func story() throws -> Story {
         let fields = try root.object(known: Self.topKeys)
@@ -229,6 +231,10 @@ struct StoryReader {
             }
         }
         guard story.askTimeout > .zero else { throw fields["askTimeout"]!.error("must be longer than 0") }
+        if let field = fields["answerTimeout"] {
+            story.answerTimeout = try field.duration()
+            guard story.answerTimeout > .zero else { throw field.error("must be longer than 0") }
+        }
         var steps = StepReader(children: story.children, guardians: story.guardians)
         let items = try root.required(fields, "steps").array()
         guard !items.isEmpty else { throw root.child("steps", .null).error("a story needs at least one step") }

@@ -30,6 +30,8 @@ final class StoryProcesses: Sendable {
         options.pendingWindow = story.broker.pendingWindow
         options.binDirectory = binDirectory
         options.folderPrefix = "askrelay-story"
+        // A network step faults the link of a child, a guardian or the limits worker.
+        options.links = story.usesLinks
         let cluster = try await AskRelayCluster.start(options)
         let processes = StoryProcesses(cluster: cluster, logs: logs)
         do {

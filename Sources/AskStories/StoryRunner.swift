@@ -123,9 +123,16 @@ public struct StoryRunner: Sendable {
 final class StorySession: Sendable {
     let story: Story
     let processes: StoryProcesses
-    let center: AskCenter
-    let guardians: GuardianCenter?
-    /// What the guardians saw, from the center's event stream.
+    /// The center of each child: one for all of them, or with links one per child (each with its own link).
+    let centers: [String: AskCenter]
+    /// The center of each guardian: one for all of them, or with links one per guardian.
+    let guardianCenters: [String: GuardianCenter]
+    /// With links: the link of each child, guardian and the limits worker, and the cluster's name for it.
+    let links: [LinkTarget: (name: String, link: FaultLink)]
+    /// By link name: the bytes toward the broker it had read and never delivered, as of its last reset.
+    let lostToBroker = Mutex<[String: Int]>([:])
+    let logger: AskLogger
+    /// What the guardians saw, from the centers' event streams.
     let guardianEvents = EventBoard<GuardianEvent>()
     /// Responses the children surfaced, in order: (question id, choice id).
     let responses = EventBoard<(UUID, String)>()
@@ -136,46 +143,85 @@ final class StorySession: Sendable {
     private init(
         story: Story,
         processes: StoryProcesses,
-        center: AskCenter,
-        guardians: GuardianCenter?
+        centers: [String: AskCenter],
+        guardianCenters: [String: GuardianCenter],
+        links: [LinkTarget: (name: String, link: FaultLink)]
     ) {
         self.story = story
         self.processes = processes
-        self.center = center
-        self.guardians = guardians
+        self.centers = centers
+        self.guardianCenters = guardianCenters
+        self.links = links
+        logger = processes.cluster.clientLogger("story")
         readers = Mutex([])
+    }
+
+    /// Each center once, in the order of the ids it hosts.
+    var askCenters: [AskCenter] { Self.unique(centers) }
+    var allGuardianCenters: [GuardianCenter] { Self.unique(guardianCenters) }
+
+    private static func unique<Center: AnyObject>(_ centers: [String: Center]) -> [Center] {
+        var seen: Set<ObjectIdentifier> = []
+        return centers.sorted { $0.key < $1.key }.map(\.value).filter { seen.insert(ObjectIdentifier($0)).inserted }
     }
 
     static func start(_ story: Story, processes: StoryProcesses) async throws -> StorySession {
         let cluster = processes.cluster
-        var options = AskCenter.Options()
-        options.askTimeout = story.askTimeout
-        options.workerName = "story-children"
-        let center = try cluster.makeAskCenter(
-            children: story.children.sorted { $0.key < $1.key }.map { ChildIdentity(id: $0.key, family: $0.value) },
-            stateDirectory: cluster.folder + "/children-state",
-            options: options
-        )
-        var guardians: GuardianCenter?
-        if !story.guardians.isEmpty {
-            var guardianOptions = GuardianCenter.Options()
-            guardianOptions.heartbeatInterval = cluster.options.heartbeat
-            guardianOptions.workerName = "story-guardians"
-            guardianOptions.curve = cluster.clientCurve(.guardian)
-            guardians = try GuardianCenter(
-                broker: cluster.endpoint,
-                guardians: story.guardians.sorted { $0.key < $1.key }.map {
-                    GuardianIdentity(id: $0.key, family: $0.value)
-                },
-                logger: cluster.clientLogger("story-guardians"),
-                context: cluster.context,
-                options: guardianOptions
-            )
+        let perPerson = story.usesLinks
+        var centers: [String: AskCenter] = [:]
+        var guardianCenters: [String: GuardianCenter] = [:]
+        var links: [LinkTarget: (name: String, link: FaultLink)] = [:]
+        do {
+            let children = story.children.sorted { $0.key < $1.key }.map {
+                ChildIdentity(id: $0.key, family: $0.value)
+            }
+            for group in perPerson ? children.map({ [$0] }) : [children] {
+                var options = AskCenter.Options()
+                options.askTimeout = story.askTimeout
+                options.workerName = perPerson ? "story-child-\(group[0].id)" : "story-children"
+                let center = try cluster.makeAskCenter(
+                    children: group,
+                    stateDirectory: cluster.folder + "/children-state" + (perPerson ? "/\(group[0].id)" : ""),
+                    options: options
+                )
+                for child in group { centers[child.id] = center }
+                if perPerson { links[.child(group[0].id)] = try Self.link(of: center, in: cluster) }
+            }
+            let guardians = story.guardians.sorted { $0.key < $1.key }.map {
+                GuardianIdentity(id: $0.key, family: $0.value)
+            }
+            for group in perPerson ? guardians.map({ [$0] }) : (guardians.isEmpty ? [] : [guardians]) {
+                var options = GuardianCenter.Options()
+                options.answerTimeout = story.answerTimeout
+                options.workerName = perPerson ? "story-guardian-\(group[0].id)" : "story-guardians"
+                let center = try cluster.makeGuardianCenter(guardians: group, options: options)
+                for guardian in group { guardianCenters[guardian.id] = center }
+                if perPerson { links[.guardian(group[0].id)] = try Self.link(of: center, in: cluster) }
+            }
+            if perPerson { links[.limits] = ("limits", try cluster.link("limits")) }
+        } catch {
+            for center in Self.unique(centers) { await center.stop() }
+            for center in Self.unique(guardianCenters) { await center.stop() }
+            throw error
         }
-        let session = StorySession(story: story, processes: processes, center: center, guardians: guardians)
-        let registered = await center.waitUntilRegistered(timeout: .seconds(15))
-        let guardiansRegistered = await guardians?.waitUntilRegistered(timeout: .seconds(15)) ?? true
-        guard registered, guardiansRegistered else {
+        let session = StorySession(
+            story: story,
+            processes: processes,
+            centers: centers,
+            guardianCenters: guardianCenters,
+            links: links
+        )
+        for (target, link) in links.sorted(by: { $0.value.name < $1.value.name }) {
+            session.logger.notice("link \(link.name) carries \(target)")
+        }
+        var registered = true
+        for center in session.askCenters where !(await center.waitUntilRegistered(timeout: .seconds(15))) {
+            registered = false
+        }
+        for center in session.allGuardianCenters where !(await center.waitUntilRegistered(timeout: .seconds(15))) {
+            registered = false
+        }
+        guard registered else {
             await session.stop()
             throw StoryRunError("the story's children or guardians did not register with the broker within 15 s")
         }
@@ -183,11 +229,20 @@ final class StorySession: Sendable {
         return session
     }
 
+    private static func link(of center: AskCenter, in cluster: AskRelayCluster) throws -> (String, FaultLink) {
+        let link = try cluster.link(for: center)
+        return (link.name, link)
+    }
+
+    private static func link(of center: GuardianCenter, in cluster: AskRelayCluster) throws -> (String, FaultLink) {
+        let link = try cluster.link(for: center)
+        return (link.name, link)
+    }
+
     private func readResponses() {
-        let center = self.center
         let board = responses
         let guardianBoard = guardianEvents
-        if let guardians {
+        for guardians in allGuardianCenters {
             let events = Task {
                 for await event in guardians.events() {
                     switch event {
@@ -209,23 +264,30 @@ final class StorySession: Sendable {
             }
             readers.withLock { $0.append(events) }
         }
-        let communication = Task {
-            for await delivered in center.responses(for: CommunicationTopic.self) {
-                board.append((delivered.response.question.id, delivered.response.choice.id))
+        for center in askCenters {
+            let communication = Task {
+                for await delivered in center.responses(for: CommunicationTopic.self) {
+                    board.append((delivered.response.question.id, delivered.response.choice.id))
+                }
             }
-        }
-        let update = Task {
-            for await delivered in center.responses(for: SignificantAppUpdateTopic.self) {
-                board.append((delivered.response.question.id, delivered.response.choice.id))
+            let update = Task {
+                for await delivered in center.responses(for: SignificantAppUpdateTopic.self) {
+                    board.append((delivered.response.question.id, delivered.response.choice.id))
+                }
             }
+            readers.withLock { $0 += [communication, update] }
         }
-        readers.withLock { $0 += [communication, update] }
     }
 
+    /// Stops the clients; with links, says what each link carried (bytes read and delivered each way, resets), so
+    /// the story's clients.log shows what the faults did.
     func stop() async {
-        await center.stop()
-        await guardians?.stop()
+        for center in askCenters { await center.stop() }
+        for center in allGuardianCenters { await center.stop() }
         for reader in readers.withLock({ $0 }) { reader.cancel() }
+        for (target, link) in links.sorted(by: { $0.value.name < $1.value.name }) {
+            logger.notice("link \(link.name) (\(target)) at the end: \(link.link.counters)")
+        }
     }
 
     /// Plays the steps in order, until the task is cancelled. - Returns: the first failure (the step playing when
@@ -249,7 +311,9 @@ final class StorySession: Sendable {
         case .ask(let ask, let expect):
             let question = build(ask)
             var got = "presented"
-            do { try await center.child(ask.child).ask(question) } catch { got = error.caseName + detail(error) }
+            do { try await centers[ask.child]!.child(ask.child).ask(question) } catch {
+                got = error.caseName + detail(error)
+            }
             let wanted = expect.description
             if got != wanted && !got.hasPrefix(wanted + " (") { return fail(wanted, got) }
         case .send(let name, let expect), .cancel(let name, let expect):
@@ -258,16 +322,18 @@ final class StorySession: Sendable {
             var got = "accepted"
             do {
                 if case .send = step.action {
-                    try await center.child(child).send(question.id)
+                    try await centers[child]!.child(child).send(question.id)
                 } else {
-                    try await center.child(child).cancel(question.id)
+                    try await centers[child]!.child(child).cancel(question.id)
                 }
             } catch {
                 got = error.code?.rawValue ?? (error == .timedOut ? "timed-out" : "\(error)")
             }
             if got != expect.description { return fail(expect.description, got) }
         case .answer(let guardian, let name, let choice, let expect):
-            guard let guardians else { return fail(expect.description, "no guardian connection") }
+            guard let guardians = guardianCenters[guardian] else {
+                return fail(expect.description, "no guardian connection")
+            }
             var got = "accepted"
             do {
                 try await guardians.answer(questionID: question(name).id, choiceID: choice, as: guardian)
@@ -330,7 +396,7 @@ final class StorySession: Sendable {
             }
         case .knownHandles(let child, let handles, let expect):
             do {
-                let known = try await center.child(child).limits.knownHandles(in: Set(handles))
+                let known = try await centers[child]!.child(child).limits.knownHandles(in: Set(handles))
                 let got = Set(known.map(\.value))
                 let wanted = Set(expect.map(\.value))
                 if got != wanted {
@@ -350,6 +416,41 @@ final class StorySession: Sendable {
             if let problem = await processes.fault(action, on: process) {
                 return fail("\(action.rawValue) of \(process.rawValue)", problem)
             }
+        case .network(let target, let action):
+            return network(action, on: target, step: step)
+        }
+        return nil
+    }
+
+    /// Plays a network step on the target's link. A reset fails when there was no connection to reset: a fault
+    /// that silently did nothing must not let a story pass.
+    private func network(_ action: NetworkAction, on target: LinkTarget, step: Step) -> StepFailure? {
+        guard let (name, link) = links[target] else {
+            return StepFailure(step: step.label, expected: "a link of \(target)", got: "none")
+        }
+        switch action {
+        case .fault(let fault, let duration):
+            link.apply(fault, for: duration)
+            logger.notice("\(step.label): \(action) on \(target) (link \(name))")
+        case .reset:
+            let count = link.reset()
+            // Every connection is closed now, so what the link read toward the broker and did not deliver is gone
+            // (dropped by this reset, or earlier with a connection its process closed); the counters keep it.
+            let after = link.counters
+            let lost = lostToBroker.withLock { lost -> Int in
+                defer { lost[name] = after.heldToBroker }
+                return after.heldToBroker - lost[name, default: 0]
+            }
+            let connections = "\(count) connection\(count == 1 ? "" : "s")"
+            logger.notice(
+                "\(step.label): reset on \(target) (link \(name)): \(connections) reset; \(lost) B read toward the broker since the last reset were never delivered; \(after)"
+            )
+            if count == 0 {
+                return StepFailure(step: step.label, expected: "a connection of \(target) reset", got: "none open")
+            }
+        case .heal:
+            link.heal()
+            logger.notice("\(step.label): heal on \(target) (link \(name)); \(link.counters)")
         }
         return nil
     }

@@ -282,4 +282,149 @@ struct StoryDecodingTests {
                 == .answer(guardian: "mum", question: "q1", choice: "askrelay.approve", expect: .refused("timed-out"))
         )
     }
+
+    @Test("network steps decode: each fault, its direction, delay, jitter and duration, on a child, a guardian, limits")
+    func networkSteps() throws {
+        let story = try parse(
+            steps(
+                """
+                {"network": {"on": "mum", "fault": "partition", "direction": "toBroker"}},
+                {"network": {"on": "dad", "fault": "partition", "for": "2s"}},
+                {"network": {"on": "limits", "fault": "delay", "delay": "100ms"}},
+                {"network": {"on": "c1", "fault": "delay", "delay": "50ms", "jitter": "10ms", "direction": "fromBroker"}},
+                {"network": {"on": "guardian/mum", "fault": "stall", "for": "500ms"}},
+                {"name": "cut", "network": {"on": "child/c2", "fault": "reset"}},
+                {"network": {"on": "mum", "fault": "heal"}}
+                """
+            )
+        )
+        #expect(story.usesLinks)
+        #expect(
+            story.steps.dropFirst().map(\.action) == [
+                .network(on: .guardian("mum"), .fault(.partition(.toBroker), for: nil)),
+                .network(on: .guardian("dad"), .fault(.partition(.both), for: .seconds(2))),
+                .network(on: .limits, .fault(.delay(.milliseconds(100), jitter: .zero, .both), for: nil)),
+                .network(
+                    on: .child("c1"),
+                    .fault(.delay(.milliseconds(50), jitter: .milliseconds(10), .fromBroker), for: nil)
+                ),
+                .network(on: .guardian("mum"), .fault(.stall, for: .milliseconds(500))),
+                .network(on: .child("c2"), .reset),
+                .network(on: .guardian("mum"), .heal),
+            ]
+        )
+        #expect(story.steps[6].label == "step 6 \"cut\" (network)")
+        #expect(try parse(Self.minimal).usesLinks == false)
+    }
+
+    @Test("answerTimeout: GuardianCenter's answer timeout, 10 s unless the story says")
+    func answerTimeout() throws {
+        #expect(try parse(Self.minimal).answerTimeout == .seconds(10))
+        let story = try parse(
+            """
+            {"families": [{"id": "f", "children": ["c1"]}], "answerTimeout": "500ms",
+             "steps": [{"ask": {"child": "c1", "question": "q1", "handles": []}}]}
+            """
+        )
+        #expect(story.answerTimeout == .milliseconds(500))
+        #expect(
+            error(#"{"families": [{"id": "f", "children": ["c1"]}], "answerTimeout": "0s", "steps": [{"send": "q1"}]}"#)
+                == "story.json: answerTimeout: must be longer than 0"
+        )
+    }
+
+    @Test(
+        "a bad network step is refused with its field",
+        arguments: [
+            (
+                #"{"network": {"on": "gran", "fault": "partition"}}"#,
+                "steps[1].network.on: \"gran\" is not a child, a guardian or limits (known: limits, c1, c2, dad, mum)"
+            ),
+            (
+                #"{"network": {"on": "broker", "fault": "partition"}}"#,
+                "steps[1].network.on: \"broker\" is not a child, a guardian or limits"
+            ),
+            (
+                #"{"network": {"on": "child/mum", "fault": "reset"}}"#,
+                "steps[1].network.on: \"mum\" is not a child of any family (c1, c2)"
+            ),
+            (
+                #"{"network": {"on": "guardian/c1", "fault": "reset"}}"#,
+                "steps[1].network.on: \"c1\" is not a guardian of any family (dad, mum)"
+            ),
+            (#"{"network": {"fault": "partition"}}"#, "steps[1].network.on: is required"),
+            (#"{"network": {"on": "mum"}}"#, "steps[1].network.fault: is required"),
+            (
+                #"{"network": {"on": "mum", "fault": "drop"}}"#,
+                "steps[1].network.fault: unknown value \"drop\"; expected one of partition, delay, stall, reset, heal"
+            ),
+            (
+                #"{"network": {"on": "mum", "fault": "partition", "direction": "up"}}"#,
+                "steps[1].network.direction: unknown value \"up\"; expected one of toBroker, fromBroker, both"
+            ),
+            (
+                #"{"network": {"on": "mum", "fault": "reset", "direction": "toBroker"}}"#,
+                "steps[1].network.direction: a reset has no direction; only partition and delay have one"
+            ),
+            (
+                #"{"network": {"on": "mum", "fault": "partition", "delay": "1s"}}"#,
+                "steps[1].network.delay: a partition has no delay; only a delay has one"
+            ),
+            (
+                #"{"network": {"on": "mum", "fault": "heal", "for": "1s"}}"#,
+                "steps[1].network.for: a heal has no for; only partition, delay and stall have one"
+            ),
+            (#"{"network": {"on": "limits", "fault": "delay"}}"#, "steps[1].network.delay: is required"),
+            (
+                #"{"network": {"on": "limits", "fault": "delay", "delay": "fast"}}"#,
+                "steps[1].network.delay: expected a duration such as"
+            ),
+            (
+                #"{"network": {"on": "limits", "fault": "delay", "delay": "0ms"}}"#,
+                "steps[1].network.delay: must be longer than 0 and at most 1m"
+            ),
+            (
+                #"{"network": {"on": "limits", "fault": "delay", "delay": "2m"}}"#,
+                "steps[1].network.delay: must be longer than 0 and at most 1m"
+            ),
+            (
+                #"{"network": {"on": "limits", "fault": "delay", "delay": "1s", "jitter": "61s"}}"#,
+                "steps[1].network.jitter: must be at most 1m"
+            ),
+            (
+                #"{"network": {"on": "mum", "fault": "stall", "for": "0s"}}"#,
+                "steps[1].network.for: must be longer than 0 and at most 1h"
+            ),
+            (
+                #"{"network": {"on": "mum", "fault": "partition", "loss": 0.5}}"#,
+                "steps[1].network.loss: unknown field; known: on, fault, direction, delay, jitter, for"
+            ),
+            (#"{"network": "mum"}"#, "steps[1].network: expected an object, found a string"),
+        ]
+    )
+    func badNetworkSteps(step: String, message: String) {
+        let got = error(steps(step))
+        #expect(got.hasPrefix("story.json: " + message), "got: \(got)")
+    }
+
+    @Test("an id that names two processes (a child and a guardian, or limits) must be spelled child/ or guardian/")
+    func ambiguousNetworkTarget() throws {
+        func story(_ on: String) -> String {
+            """
+            {"families": [{"id": "f", "children": ["sam", "limits"], "guardians": ["sam"]}],
+             "steps": [{"network": {"on": "\(on)", "fault": "reset"}}]}
+            """
+        }
+        #expect(
+            error(story("sam"))
+                == "story.json: steps[0].network.on: \"sam\" names more than one process; say \"child/sam\" or \"guardian/sam\""
+        )
+        #expect(
+            error(story("limits"))
+                == "story.json: steps[0].network.on: \"limits\" names more than one process; "
+                + "say \"limits\" (the limits worker) or \"child/limits\""
+        )
+        #expect(try parse(story("guardian/sam")).steps[0].action == .network(on: .guardian("sam"), .reset))
+        #expect(try parse(story("child/limits")).steps[0].action == .network(on: .child("limits"), .reset))
+    }
 }

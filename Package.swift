@@ -193,7 +193,11 @@ let package = Package(
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "AskTestKit"], swiftSettings: strict),
         .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),
         // The supervisor, RelayProcess, ReadyLine, the executables lookup and scratch folders, with real processes.
-        .testTarget(name: "AskRelayProcessesTests", dependencies: ["AskRelayProcesses"], swiftSettings: strict),
+        .testTarget(
+            name: "AskRelayProcessesTests",
+            dependencies: ["AskRelayProcesses", "AskTestKit"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "AskMetricsTests",
             dependencies: ["AskMetrics", "AskLogging", "AskTestKit"],
@@ -217,9 +221,12 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The model's tests. The process harness (AskRelayProcesses, AskTestKit: Foundation and AskModel, no libzmq)
+        // finds the linkcheck programs; the ldd checks look at those programs, not at the one test binary SwiftPM links
+        // every test target into.
         .testTarget(
             name: "AskModelTests",
-            dependencies: ["AskModel"],
+            dependencies: ["AskModel", "AskRelayProcesses", "AskTestKit"],
             resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),
@@ -235,7 +242,8 @@ let package = Package(
         .testTarget(
             name: "AskClientTests",
             dependencies: [
-                "AskClient", "AskBroker", "AskProtocol", "AskKeys", "ZeroMQ", "AskLogging", "AskTestSupport",
+                "AskClient", "AskBroker", "AskProtocol", "AskKeys", "ZeroMQ", "AskLogging", "AskRelayProcesses",
+                "AskTestSupport",
             ],
             swiftSettings: strict
         ),

@@ -177,10 +177,10 @@ let package = Package(
             swiftSettings: strict
         ),
         // Test helpers over the broker and the wire: an in-process broker, a hand-driven protocol peer, a stats
-        // reader. Re-exports AskTestKit.
+        // reader (the cluster harness's stats subscription). Re-exports AskTestKit.
         .target(
             name: "AskTestSupport",
-            dependencies: ["AskTestKit", "AskProtocol", "ZeroMQ", "AskBroker", "AskLogging"],
+            dependencies: ["AskTestKit", "AskProtocol", "ZeroMQ", "AskBroker", "AskLogging", "AskRelayCluster"],
             path: "Tests/AskTestSupport",
             swiftSettings: strict
         ),

@@ -296,7 +296,7 @@ let package = Package(
             dependencies: ["AskLinks", "AskRelayTesting", "AskTestKit"],
             swiftSettings: strict
         ),
-        // docs/architecture.md's table of targets against `swift package dump-package`.
+        // docs/architecture.md's table of targets (and README.md's Layout rows) against `swift package dump-package`.
         .testTarget(name: "PackageLayoutTests", dependencies: ["AskTestKit"], swiftSettings: strict),
         // Real processes: broker, workers and askrelay executables started by the tests.
         .testTarget(

@@ -177,10 +177,10 @@ let package = Package(
             swiftSettings: strict
         ),
         // Test helpers over the broker and the wire: an in-process broker, a hand-driven protocol peer, a stats
-        // reader. Re-exports AskTestKit.
+        // reader (the cluster harness's stats subscription). Re-exports AskTestKit.
         .target(
             name: "AskTestSupport",
-            dependencies: ["AskTestKit", "AskProtocol", "ZeroMQ", "AskBroker", "AskLogging"],
+            dependencies: ["AskTestKit", "AskProtocol", "ZeroMQ", "AskBroker", "AskLogging", "AskRelayCluster"],
             path: "Tests/AskTestSupport",
             swiftSettings: strict
         ),
@@ -193,7 +193,11 @@ let package = Package(
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "AskTestKit"], swiftSettings: strict),
         .testTarget(name: "AskCLITests", dependencies: ["AskCLI"], swiftSettings: strict),
         // The supervisor, RelayProcess, ReadyLine, the executables lookup and scratch folders, with real processes.
-        .testTarget(name: "AskRelayProcessesTests", dependencies: ["AskRelayProcesses"], swiftSettings: strict),
+        .testTarget(
+            name: "AskRelayProcessesTests",
+            dependencies: ["AskRelayProcesses", "AskTestKit"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "AskMetricsTests",
             dependencies: ["AskMetrics", "AskLogging", "AskTestKit"],
@@ -217,9 +221,12 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The model's tests. The process harness (AskRelayProcesses, AskTestKit: Foundation and AskModel, no libzmq)
+        // finds the linkcheck programs; the ldd checks look at those programs, not at the one test binary SwiftPM links
+        // every test target into.
         .testTarget(
             name: "AskModelTests",
-            dependencies: ["AskModel"],
+            dependencies: ["AskModel", "AskRelayProcesses", "AskTestKit"],
             resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),
@@ -235,7 +242,8 @@ let package = Package(
         .testTarget(
             name: "AskClientTests",
             dependencies: [
-                "AskClient", "AskBroker", "AskProtocol", "AskKeys", "ZeroMQ", "AskLogging", "AskTestSupport",
+                "AskClient", "AskBroker", "AskProtocol", "AskKeys", "ZeroMQ", "AskLogging", "AskRelayProcesses",
+                "AskTestSupport",
             ],
             swiftSettings: strict
         ),
@@ -288,7 +296,7 @@ let package = Package(
             dependencies: ["AskLinks", "AskRelayTesting", "AskTestKit"],
             swiftSettings: strict
         ),
-        // docs/architecture.md's table of targets against `swift package dump-package`.
+        // docs/architecture.md's table of targets (and README.md's Layout rows) against `swift package dump-package`.
         .testTarget(name: "PackageLayoutTests", dependencies: ["AskTestKit"], swiftSettings: strict),
         // Real processes: broker, workers and askrelay executables started by the tests.
         .testTarget(

@@ -102,7 +102,7 @@ public struct LoadExperiment: Sendable {
             case .relay: (table, figures) = sweep != nil ? try experiment.runRelaySweep() : try experiment.runRelay()
             }
         } catch {
-            if logs.temporary && logs.isMade { printError("askrelay load: logs kept in \(logs.path)/") }
+            if logs.temporary, let path = logs.path { printError("askrelay load: logs kept in \(path)/") }
             throw error
         }
         logs.removeIfTemporary()
@@ -416,34 +416,44 @@ public struct LoadOutcome: Sendable {
 /// The folder the processes of a load run log into, `DIR/logs` (`--report-dir`, else a temporary folder): made and
 /// named on stderr when the first process starts, so a run that starts none (or fails before) leaves nothing.
 final class LoadLogFolder: Sendable {
-    let path: String
+    private let reportDirectory: String?
+    /// The folder once made, with the scratch folder holding it when it is temporary.
+    private let made = Mutex<(path: String, scratch: ScratchFolder?)?>(nil)
+
+    init(reportDirectory: String?) { self.reportDirectory = reportDirectory }
+
     /// Not in a `--report-dir`: removed when the run succeeds.
-    let temporary: Bool
-    private let made = Mutex(false)
+    var temporary: Bool { reportDirectory == nil }
 
-    init(reportDirectory: String?) {
-        temporary = reportDirectory == nil
-        path = (reportDirectory ?? NSTemporaryDirectory() + "askrelay-load-logs-" + UUID().uuidString) + "/logs"
-    }
-
-    var isMade: Bool { made.withLock { $0 } }
+    /// The folder's path, once made.
+    var path: String? { made.withLock { $0?.path } }
 
     /// Makes the folder and names it, the first time. - Returns: its path.
     func make() throws -> String {
         try made.withLock { made in
-            guard !made else { return }
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-            made = true
+            if let made { return made.path }
+            var scratch: ScratchFolder?
+            let base: String
+            if let reportDirectory {
+                base = reportDirectory
+            } else {
+                let folder = try ScratchFolder(prefix: "askrelay-load-logs")
+                scratch = folder
+                base = folder.path
+            }
+            let path = base + "/logs"
+            do { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
+                scratch?.remove()
+                throw error
+            }
+            made = (path, scratch)
             printError(
                 "askrelay load: the logs of the processes it starts go to \(path)/"
                     + (temporary ? " (removed when the run succeeds; --report-dir keeps them)" : "")
             )
+            return path
         }
-        return path
     }
 
-    func removeIfTemporary() {
-        guard temporary && isMade else { return }
-        try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent)
-    }
+    func removeIfTemporary() { made.withLock { $0?.scratch }?.remove() }
 }

@@ -19,10 +19,26 @@ extension AskRelayCluster {
         timeout: Duration = .seconds(5),
         where condition: (BrokerSnapshot) -> Bool = { _ in true }
     ) throws -> BrokerSnapshot {
-        let socket = try context.zmq.socket(.sub)
+        try StatsSubscription(context: context.zmq, endpoint: statsEndpoint).first(timeout: timeout, where: condition)
+    }
+}
+
+/// A subscription to a broker's statistics endpoint (a SUB socket on its `stats` topic): the snapshots it publishes
+/// from now on, awaited with a deadline. The one wait for a snapshot, of the cluster and of the tests' stats reader;
+/// one thread at a time.
+package final class StatsSubscription: @unchecked Sendable {  // @unchecked: one blocking call at a time.
+    private let socket: ZMQSocket
+
+    package init(context: ZMQContext, endpoint: String) throws {
+        socket = try context.socket(.sub)
         try socket.set(.linger, 0)
         try socket.set(.subscribe, Array("stats".utf8))
-        try socket.connect(statsEndpoint)
+        try socket.connect(endpoint)
+    }
+
+    /// The first snapshot published from now on that satisfies `condition`.
+    /// - Throws: ``ClusterError`` naming the last snapshot seen when none did within `timeout`.
+    package func first(timeout: Duration, where condition: (BrokerSnapshot) -> Bool) throws -> BrokerSnapshot {
         let deadline = ContinuousClock.now + timeout
         var last: BrokerSnapshot?
         while ContinuousClock.now < deadline {
@@ -35,9 +51,12 @@ extension AskRelayCluster {
             if condition(snapshot) { return snapshot }
             last = snapshot
         }
+        let seen = last.map {
+            "sessions \($0.sessions), ledger \($0.ledger), queued \($0.queued), spilled \($0.spilled), "
+                + "inflight \($0.inflight)"
+        }
         throw ClusterError(
-            "no broker statistics snapshot matched within \(durationText(timeout)); last: "
-                + (last.map { "sessions \($0.sessions), ledger \($0.ledger), queued \($0.queued)" } ?? "none")
+            "no broker statistics snapshot matched within \(durationText(timeout)); last: \(seen ?? "none")"
         )
     }
 }

@@ -53,10 +53,23 @@ public final class ProcessSupervisor: @unchecked Sendable {
         base.filter { !$0.key.hasPrefix("ASKRELAY_") }
     }
 
-    /// Starts `executable` with `arguments` in ``inheritedEnvironment(_:)`` plus `environment` (`environment` alone
-    /// with `replacingEnvironment`); stderr goes to `logPath` (appended; `/dev/stderr`: copied to our own stderr).
-    /// With `processGroup` (a ``ProcessGroupGuard``'s), every run of it joins that group.
-    /// - Throws: ``SupervisorError`` if the process cannot be spawned.
+    /// Starts `launch` (its environment: ``ProcessLaunch/startingEnvironment``; its stderr: its `logPath`, appended).
+    /// - Throws: ``SupervisorError`` if the process cannot be spawned or the supervisor was interrupted.
+    @discardableResult
+    public func start(_ launch: ProcessLaunch) throws -> SupervisedProcess {
+        let process = SupervisedProcess(core: core, launch: launch)
+        condition.lock()
+        if let signal = core.interruptedBy {
+            condition.unlock()
+            throw SupervisorError(process: launch.name, "not started: interrupted by \(signalName(signal))")
+        }
+        processes.append(process)
+        condition.unlock()
+        try process.spawn()
+        return process
+    }
+
+    /// ``start(_:)`` of a ``ProcessLaunch`` with these fields.
     @discardableResult
     public func start(
         name: String,
@@ -67,25 +80,17 @@ public final class ProcessSupervisor: @unchecked Sendable {
         logPath: String? = nil,
         processGroup: pid_t? = nil
     ) throws -> SupervisedProcess {
-        let process = SupervisedProcess(
-            core: core,
-            name: name,
-            executable: executable,
-            arguments: arguments,
-            environment: environment,
-            replacingEnvironment: replacingEnvironment,
-            logPath: logPath,
-            processGroup: processGroup
+        try start(
+            ProcessLaunch(
+                name: name,
+                executable: executable,
+                arguments: arguments,
+                environment: environment,
+                replacingEnvironment: replacingEnvironment,
+                logPath: logPath,
+                processGroup: processGroup
+            )
         )
-        condition.lock()
-        if let signal = core.interruptedBy {
-            condition.unlock()
-            throw SupervisorError(process: name, "not started: interrupted by \(signalName(signal))")
-        }
-        processes.append(process)
-        condition.unlock()
-        try process.spawn()
-        return process
     }
 
     /// Sends SIGKILL to every running process (continuing stopped ones) and waits briefly for their exits.
@@ -152,20 +157,27 @@ package final class SupervisorCore: @unchecked Sendable {  // @unchecked: `inter
 /// One supervised executable; restartable with the same arguments.
 // @unchecked: mutable state is guarded by the supervisor's condition.
 public final class SupervisedProcess: @unchecked Sendable {
-    public let name: String
-    public let executable: String
+    /// What was started: the arguments of the current run (``restart(arguments:)`` may change them).
+    public var launch: ProcessLaunch {
+        var launch = initialLaunch
+        launch.arguments = arguments
+        return launch
+    }
+    public var name: String { initialLaunch.name }
+    public var executable: String { initialLaunch.executable }
     /// The arguments of the current run (``restart(arguments:)`` may change them).
     public var arguments: [String] {
         condition.lock()
         defer { condition.unlock() }
         return argumentsStorage
     }
-    public let environment: [String: String]
+    public var environment: [String: String] { initialLaunch.environment }
     /// `environment` is the whole environment, not additions to ours.
-    public let replacingEnvironment: Bool
-    public let logPath: String?
+    public var replacingEnvironment: Bool { initialLaunch.replacingEnvironment }
+    public var logPath: String? { initialLaunch.logPath }
     /// The process group every run joins (`nil`: the supervisor's own group).
-    public let processGroup: pid_t?
+    public var processGroup: pid_t? { initialLaunch.processGroup }
+    private let initialLaunch: ProcessLaunch
     private let supervisor: SupervisorCore
     private var condition: NSCondition { supervisor.condition }
 
@@ -180,24 +192,10 @@ public final class SupervisedProcess: @unchecked Sendable {
     private var stderrTailStorage: [String] = []
     private static let stderrTailLines = 3
 
-    init(
-        core: SupervisorCore,
-        name: String,
-        executable: String,
-        arguments: [String],
-        environment: [String: String],
-        replacingEnvironment: Bool = false,
-        logPath: String?,
-        processGroup: pid_t? = nil
-    ) {
+    init(core: SupervisorCore, launch: ProcessLaunch) {
         self.supervisor = core
-        self.name = name
-        self.executable = executable
-        self.argumentsStorage = arguments
-        self.processGroup = processGroup
-        self.environment = environment
-        self.replacingEnvironment = replacingEnvironment
-        self.logPath = logPath
+        self.initialLaunch = launch
+        self.argumentsStorage = launch.arguments
     }
 
     /// Every run so far, the current one last.
@@ -270,7 +268,7 @@ public final class SupervisedProcess: @unchecked Sendable {
     /// Waits for the current run's stdout line that starts with `prefix` (default `ready`).
     /// - Returns: the line. - Throws: ``SupervisorError`` if the process exits first or the deadline passes.
     @discardableResult
-    public func waitForLine(prefix: String = "ready", timeout: Duration) throws -> String {
+    public func waitForLine(prefix: String = ReadyLine.word, timeout: Duration) throws -> String {
         let deadline = ContinuousClock.now + timeout
         var found: String?
         var exited: ProcessExitStatus?
@@ -290,7 +288,7 @@ public final class SupervisedProcess: @unchecked Sendable {
             return false
         }
         if let found {
-            if prefix == "ready" {
+            if prefix == ReadyLine.word {
                 condition.lock()
                 if !incarnationsStorage.isEmpty { incarnationsStorage[incarnationsStorage.count - 1].readyLine = found }
                 condition.unlock()
@@ -315,7 +313,7 @@ public final class SupervisedProcess: @unchecked Sendable {
 
     /// The current run's state with respect to its line starting with `prefix`, without waiting, for predicates of
     /// ``ProcessSupervisor/wait(until:_:)`` (which hold the lock): a loop that watches many processes at once.
-    public func readinessUnlocked(prefix: String = "ready") -> Readiness {
+    public func readinessUnlocked(prefix: String = ReadyLine.word) -> Readiness {
         let from = lineCursorOfIncarnation.last ?? 0
         if let line = linesStorage[from...].first(where: { $0.hasPrefix(prefix) }) { return .ready(line) }
         if let exit = incarnationsStorage.last?.exit, openReaders == 0 { return .exited(exit) }
@@ -323,11 +321,11 @@ public final class SupervisedProcess: @unchecked Sendable {
     }
 
     /// ``readinessUnlocked(prefix:)`` taking the lock; a `ready` line found is kept as the run's ``Incarnation/readyLine``.
-    public func readiness(prefix: String = "ready") -> Readiness {
+    public func readiness(prefix: String = ReadyLine.word) -> Readiness {
         condition.lock()
         defer { condition.unlock() }
         let state = readinessUnlocked(prefix: prefix)
-        if case .ready(let line) = state, prefix == "ready", !incarnationsStorage.isEmpty {
+        if case .ready(let line) = state, prefix == ReadyLine.word, !incarnationsStorage.isEmpty {
             incarnationsStorage[incarnationsStorage.count - 1].readyLine = line
         }
         return state
@@ -418,8 +416,7 @@ public final class SupervisedProcess: @unchecked Sendable {
         posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
         posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
 
-        var merged = replacingEnvironment ? [:] : ProcessSupervisor.inheritedEnvironment()
-        for (key, value) in environment { merged[key] = value }
+        let merged = initialLaunch.startingEnvironment
         let argv = [executable] + argumentsStorage
         let cArgs = argv.map { strdup($0) } + [nil]
         let cEnv = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -483,7 +480,7 @@ public final class SupervisedProcess: @unchecked Sendable {
 
     private func deliver(_ line: String) {
         condition.lock()
-        if line.hasPrefix("ready"), let last = incarnationsStorage.indices.last,
+        if ReadyLine(parsing: line) != nil, let last = incarnationsStorage.indices.last,
             incarnationsStorage[last].readyAt == nil
         {
             incarnationsStorage[last].readyAt = Date()

@@ -37,16 +37,42 @@ public final class RelayProcess: Sendable {
     /// The arguments of the next restart (a broker's are rewritten to the endpoint it bound first).
     private let restartArguments = Mutex<[String]?>(nil)
 
-    /// Starts `executable` with `arguments` (it does not wait for its ready line: ``waitUntilReady(timeout:)``).
+    /// Starts `launch` (it does not wait for its ready line: ``waitUntilReady(timeout:)``); its stderr goes to its
+    /// `logPath` (appended; created empty if missing; `nil` or `/dev/stderr`: copied to ours).
+    /// - Parameters:
+    ///   - supervisor: a supervisor shared with other processes (a cluster's); `nil`: one of its own.
+    ///   - readyTimeout: how long ``waitUntilReady(timeout:)`` and ``restart(timeout:)`` wait by default.
+    /// - Throws: ``RelayProcessError`` when the executable is not an executable file or cannot be spawned.
+    public init(_ launch: ProcessLaunch, supervisor: ProcessSupervisor? = nil, readyTimeout: Duration = .seconds(30))
+        throws
+    {
+        var launch = launch
+        let logPath = launch.logPath ?? "/dev/stderr"
+        launch.logPath = logPath
+        if logPath != "/dev/stderr", !FileManager.default.fileExists(atPath: logPath) {
+            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        }
+        let owner = supervisor ?? ProcessSupervisor()
+        do { process = try owner.start(launch) } catch {
+            let program = (launch.executable as NSString).lastPathComponent
+            throw RelayProcessError("\(program) could not be started: \(error)")
+        }
+        name = launch.name
+        self.logPath = logPath
+        self.readyTimeout = readyTimeout
+        self.supervisor = owner
+        ownsSupervisor = supervisor == nil
+        Self.running.withLock { $0[ObjectIdentifier(self)] = process }
+    }
+
+    /// ``init(_:supervisor:readyTimeout:)`` of a ``ProcessLaunch`` with these fields.
     /// - Parameters:
     ///   - name: the process's name in messages (default: the executable's file name).
     ///   - environment: added to ours without its `ASKRELAY_*` variables (see
     ///     ``ProcessSupervisor/inheritedEnvironment(_:)``); the whole environment with `replacingEnvironment`.
     ///   - logPath: where its stderr goes (appended; created empty if missing); `/dev/stderr`: copied to ours.
     ///   - processGroup: the group every run joins (a ``ProcessGroupGuard``'s); `nil`: ours.
-    ///   - supervisor: a supervisor shared with other processes (a cluster's); `nil`: one of its own.
-    /// - Throws: ``RelayProcessError`` when `executable` is not an executable file or cannot be spawned.
-    public init(
+    public convenience init(
         name: String? = nil,
         executable: String,
         arguments: [String],
@@ -57,30 +83,16 @@ public final class RelayProcess: Sendable {
         supervisor: ProcessSupervisor? = nil,
         readyTimeout: Duration = .seconds(30)
     ) throws {
-        let name = name ?? (executable as NSString).lastPathComponent
-        if logPath != "/dev/stderr", !FileManager.default.fileExists(atPath: logPath) {
-            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        }
-        let owner = supervisor ?? ProcessSupervisor()
-        do {
-            process = try owner.start(
-                name: name,
-                executable: executable,
-                arguments: arguments,
-                environment: environment,
-                replacingEnvironment: replacingEnvironment,
-                logPath: logPath,
-                processGroup: processGroup
-            )
-        } catch {
-            throw RelayProcessError("\((executable as NSString).lastPathComponent) could not be started: \(error)")
-        }
-        self.name = name
-        self.logPath = logPath
-        self.readyTimeout = readyTimeout
-        self.supervisor = owner
-        ownsSupervisor = supervisor == nil
-        Self.running.withLock { $0[ObjectIdentifier(self)] = process }
+        let launch = ProcessLaunch(
+            name: name,
+            executable: executable,
+            arguments: arguments,
+            environment: environment,
+            replacingEnvironment: replacingEnvironment,
+            logPath: logPath,
+            processGroup: processGroup
+        )
+        try self.init(launch, supervisor: supervisor, readyTimeout: readyTimeout)
     }
 
     /// Starts a server that this program alone ends (`askrelay load`'s broker, proxy and workers): with a supervisor of

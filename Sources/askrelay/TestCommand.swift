@@ -116,15 +116,17 @@ struct TestCommand: Command {
 
     func run() async throws -> Int32 {
         let folder: String
+        /// The run's temporary folder (without `--logs`).
+        var scratch: ScratchFolder?
         if let logs {
             folder = logs
             do { try FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true) } catch {
                 throw UsageError("\(logsOrigin) '\(logs)' cannot be made: \(error.localizedDescription)")
             }
         } else {
-            folder = (NSTemporaryDirectory() as NSString).appendingPathComponent(
-                "askrelay-test-\(ProcessInfo.processInfo.processIdentifier)-\(Int(Date().timeIntervalSince1970))"
-            )
+            let made = try ScratchFolder(prefix: "askrelay-test")
+            scratch = made
+            folder = made.path
         }
         let environment = ProcessInfo.processInfo.environment
         // Looked up before the ASKRELAY_* variables go (ASKRELAY_BIN_DIR among them); a folder without the
@@ -159,7 +161,7 @@ struct TestCommand: Command {
             }
         }
         // Every story passed: nobody needs the logs of a temporary folder (a --logs folder was asked for; it stays).
-        if logs == nil && run.exitCode == 0 { try? FileManager.default.removeItem(atPath: folder) }
+        if run.exitCode == 0 { scratch?.remove() }
         return run.exitCode
     }
 }

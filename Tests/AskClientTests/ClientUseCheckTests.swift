@@ -1,3 +1,4 @@
+import AskRelayProcesses
 import AskTestSupport
 import Foundation
 import Testing
@@ -6,18 +7,10 @@ import Testing
 /// ZeroMQ type. Here it runs against a real broker, so the centers it builds that way are shown to work too.
 @Suite("A client use without ZeroMQ")
 struct ClientUseCheckTests {
-    /// `askclient-usecheck` in the build folder next to the test binary; the test fails when it is missing.
+    /// `askclient-usecheck` in the built executables' folder (the one lookup, ``Executables``); the test fails when it
+    /// is missing.
     static func executable() throws -> URL {
-        var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        while url.path != "/" {
-            url.deleteLastPathComponent()
-            let candidate = url.appendingPathComponent("askclient-usecheck")
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-        }
-        Issue.record(
-            "askclient-usecheck is not built next to \(CommandLine.arguments[0]); run `swift build --build-tests`"
-        )
-        throw CancellationError()
+        URL(fileURLWithPath: try Executables.path(of: "askclient-usecheck", in: try Executables.directory()))
     }
 
     /// Runs askclient-usecheck with `arguments` to its end (it ends by itself: registered or not within its waits,

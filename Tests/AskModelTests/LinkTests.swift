@@ -1,4 +1,6 @@
 import AskModel
+import AskRelayProcesses
+import AskTestKit
 import Foundation
 import Testing
 
@@ -10,19 +12,10 @@ import Testing
 /// replayer `askrelay-fuzz`, whose only dependency is AskProtocol.
 @Suite("The model and the wire codec link without libzmq")
 struct LinkTests {
-    /// `name` in the build folder next to the test binary; the test fails when it is missing.
+    /// `name` in the built executables' folder (AskRelayProcesses' one lookup, ``Executables``: `ASKRELAY_BIN_DIR`,
+    /// else next to the test binary or in a parent); the test fails when it is missing.
     static func linkCheckExecutable(_ name: String = "askmodel-linkcheck") throws -> URL {
-        var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        var found: URL?
-        while found == nil, url.path != "/" {
-            url.deleteLastPathComponent()
-            let candidate = url.appendingPathComponent(name)
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { found = candidate }
-        }
-        return try #require(
-            found,
-            "\(name) is not built next to \(CommandLine.arguments[0]); run `swift build --build-tests`"
-        )
+        URL(fileURLWithPath: try Executables.path(of: name, in: try Executables.directory()))
     }
 
     /// The shared libraries `executable` loads, as `ldd` prints them; fails unless it is a dynamically linked Swift
@@ -75,10 +68,9 @@ struct LinkTests {
         for frame in [[0x41, 0x53, 0x4B, 1], [4], header, Array("{}".utf8)] as [[UInt8]] {
             input += [UInt8(frame.count), 0] + frame
         }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("wire-link-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let file = folder.appendingPathComponent("send")
+        let folder = TempDirectory(prefix: "wire-link")
+        defer { folder.cleanup() }
+        let file = folder.url.appendingPathComponent("send")
         try Data(input).write(to: file)
         let (status, output) = try Self.run(replayer, [file.path])
         #expect(status == 0)

@@ -154,6 +154,33 @@ struct RelayProcessTests {
         #expect(text.contains("stderr of early (\(scratch.path)/early.log)"))
     }
 
+    @Test("one ProcessLaunch: its name defaults to the executable's, its environment and stderr reach the process")
+    func launch() throws {
+        let scratch = try ScratchFolder(prefix: "askrelay-relay")
+        defer { scratch.remove() }
+        var launch = ProcessLaunch(
+            executable: "/bin/sh",
+            arguments: ["-c", "echo \"$GREETING\" >&2; echo \"ready home=${HOME:-none}\""],
+            environment: ["GREETING": "hello", "ASKRELAY_FAMILIES": "9"],
+            replacingEnvironment: true
+        )
+        #expect(launch.name == "sh")
+        #expect(launch.startingEnvironment == ["GREETING": "hello", "ASKRELAY_FAMILIES": "9"])
+        launch.replacingEnvironment = false
+        #expect(launch.startingEnvironment["GREETING"] == "hello")
+        // Ours without ASKRELAY_*, then what the launch adds (an ASKRELAY_ variable it names included).
+        #expect(launch.startingEnvironment["PATH"] == ProcessInfo.processInfo.environment["PATH"])
+        #expect(launch.startingEnvironment["ASKRELAY_FAMILIES"] == "9")
+        launch.replacingEnvironment = true
+        launch.logPath = scratch.path + "/sh.log"
+        let process = try RelayProcess(launch)
+        defer { process.stop() }
+        #expect(try process.waitUntilReady(timeout: .seconds(20)) == "ready home=none")
+        #expect(process.process.launch == launch)
+        _ = try process.process.waitForEnd(timeout: .seconds(20))
+        #expect(process.log.contains("hello"))
+    }
+
     @Test("a missing executable is an error naming it")
     func missing() {
         let error = #expect(throws: RelayProcessError.self) {

@@ -1,3 +1,4 @@
+import AskTestKit
 import Foundation
 import Synchronization
 import Testing
@@ -6,11 +7,9 @@ import Testing
 
 @Suite("ProcessSupervisor with real processes", .timeLimit(.minutes(1)))
 struct SupervisorTests {
-    let directory: String = {
-        let path = (NSTemporaryDirectory() as NSString).appendingPathComponent("supervisor-\(UUID().uuidString)")
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }()
+    /// A folder of this test's own, removed when the test ends (with the suite's instance).
+    let folder = TempDirectory(prefix: "supervisor")
+    var directory: String { folder.path }
 
     /// A shell that writes to stderr, says ready with its pid, then blocks until it is signalled (stderr first: once
     /// the ready line is seen, the log line is written, so a SIGKILL right after cannot come before it).

@@ -1,4 +1,5 @@
 import AskRelayProcesses
+import AskTestSupport
 import Foundation
 import Testing
 
@@ -20,7 +21,7 @@ struct DocExamplesTests {
         let blocks = try DocExamples.blocks(in: document)
         let commands = try DocExamples.variablesByCommand()
         let folder = try DocExamples.makeFolder()
-        defer { try? FileManager.default.removeItem(at: folder.root) }
+        defer { folder.cleanup() }
         for block in blocks {
             let exceptions = DocExamples.exceptions.filter { $0.matches(block) }
             if let skip = exceptions.lazy.compactMap(\.skipReason).first {
@@ -113,7 +114,7 @@ struct DocExamplesTests {
     @Test("blocks are found with their line, a failing block names its file, line and output, and its processes end")
     func runnerReportsAndCleansUp() throws {
         let folder = try DocExamples.makeFolder()
-        defer { try? FileManager.default.removeItem(at: folder.root) }
+        defer { folder.cleanup() }
         let markdown = """
             text
             ```json
@@ -159,7 +160,7 @@ extension DocExamplesTests {
     @Test("a failed background command fails its block; no signal is blocked; a known failure does not stop a block")
     func backgroundAndKnownFailures() throws {
         let folder = try DocExamples.makeFolder()
-        defer { try? FileManager.default.removeItem(at: folder.root) }
+        defer { folder.cleanup() }
         // The loop ends once the shell has reaped the background command, so its status is known at the end.
         let background = DocBlock(
             file: "b.md",
@@ -468,17 +469,19 @@ enum DocExamples {
     }
 
     struct Folder {
-        /// Removed at the end: holds `work` and the scripts and logs.
-        var root: URL
+        /// Removed at the end (``cleanup()``): holds `work` and the scripts and logs.
+        let directory: TempDirectory
+        var root: URL { directory.url }
         /// The blocks' working directory: `.build` and `docs` link to the checkout's.
-        var work: URL
+        var work: URL { root.appendingPathComponent("work") }
+
+        func cleanup() { directory.cleanup() }
     }
 
     static func makeFolder() throws -> Folder {
-        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
-            "askrelay-docs-" + UUID().uuidString.prefix(8)
-        )
-        let work = root.appendingPathComponent("work")
+        let folder = Folder(directory: TempDirectory(prefix: "askrelay-docs"))
+        let root = folder.root
+        let work = folder.work
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(
             at: root.appendingPathComponent("scripts"),
@@ -490,7 +493,7 @@ enum DocExamples {
                 withDestinationURL: Repository.root.appendingPathComponent(name)
             )
         }
-        return Folder(root: root, work: work)
+        return folder
     }
 
     /// What every command refuses in any of its variables; given to the variables of the commands a block does not
@@ -731,10 +734,9 @@ extension DocExamplesTests {
     @Test("the systemd units of docs/deployment.md start as written and stop cleanly on SIGTERM")
     func deploymentUnitsStart() throws {
         let page = try DeploymentPage(Repository.root.appendingPathComponent("docs/deployment.md").path)
-        let root = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
-            "askrelay-units-" + UUID().uuidString.prefix(8)
-        )
-        defer { try? FileManager.default.removeItem(at: root) }
+        let folder = TempDirectory(prefix: "askrelay-units")
+        defer { folder.cleanup() }
+        let root = folder.url
         let release = Repository.root.appendingPathComponent(".build/release").path
         func rewrite(_ text: String) -> String {
             text.replacingOccurrences(of: "/usr/local/bin", with: release)

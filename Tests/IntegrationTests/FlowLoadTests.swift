@@ -19,9 +19,8 @@ struct FlowLoadTests {
     func load(_ flags: [String], directory: TempDirectory) throws -> Run {
         let reportDirectory = directory.path + "/report"
         let askrelay = try RelayProcess(
-            name: "askrelay",
-            executable: Executables.built.appendingPathComponent("askrelay").path,
-            arguments: ["load"] + flags + ["--report-dir", reportDirectory],
+            "askrelay",
+            ["load"] + flags + ["--report-dir", reportDirectory],
             logPath: directory.path + "/askrelay.log"
         )
         // The last stdout line is read by then (stdout is read on another thread than the exit is seen on).
@@ -57,9 +56,8 @@ struct FlowLoadTests {
         defer { directory.cleanup() }
         let reportDirectory = directory.path + "/report"
         let askrelay = try RelayProcess(
-            name: "askrelay",
-            executable: Executables.built.appendingPathComponent("askrelay").path,
-            arguments: [
+            "askrelay",
+            [
                 "load", "--mode", "pending", "--endpoints", "30", "--families", "10", "--questions", "120",
                 "--inflight", "20",
                 "--report-dir", reportDirectory,
@@ -120,9 +118,8 @@ struct FlowLoadTests {
         let reportDirectory = directory.path + "/report"
         let stderrPath = directory.path + "/askrelay.log"
         let askrelay = try RelayProcess(
-            name: "askrelay",
-            executable: Executables.built.appendingPathComponent("askrelay").path,
-            arguments: [
+            "askrelay",
+            [
                 "load", "--mode", "relay", "--duration", "10m", "--warmup", "0s", "--connections", "1",
                 "--echo-workers", "1", "--report-dir", reportDirectory, "--threshold", "errors==0",
             ],
@@ -263,9 +260,8 @@ struct FlowLoadTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let askrelay = try RelayProcess(
-            name: "askrelay",
-            executable: Executables.built.appendingPathComponent("askrelay").path,
-            arguments: ["load", "--mode", "flows", "--endpoints", "2", "--families", "5"],
+            "askrelay",
+            ["load", "--mode", "flows", "--endpoints", "2", "--families", "5"],
             logPath: directory.path + "/askrelay.log"
         )
         #expect(try askrelay.wait(timeout: .seconds(20)) == .exited(64))

@@ -1,4 +1,5 @@
 import AskRelayProcesses
+import AskTestSupport
 import Foundation
 import Testing
 
@@ -31,11 +32,17 @@ struct KubernetesManifestTests {
         return run
     }
 
-    /// A copy of deploy/kubernetes with one file changed by `edit`, in a fresh temporary folder.
-    static func brokenCopy(_ file: String, _ edit: (String) -> String) throws -> URL {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("askrelay-k8s-" + UUID().uuidString)
-        try FileManager.default.copyItem(at: manifests, to: folder)
-        let path = folder.appendingPathComponent(file)
+    /// A copy of deploy/kubernetes with one file changed by `edit`: a fresh temporary folder (removed by its
+    /// `cleanup()`).
+    static func brokenCopy(_ file: String, _ edit: (String) -> String) throws -> TempDirectory {
+        let folder = TempDirectory(prefix: "askrelay-k8s")
+        for name in try FileManager.default.contentsOfDirectory(atPath: manifests.path) {
+            try FileManager.default.copyItem(
+                at: manifests.appendingPathComponent(name),
+                to: folder.url.appendingPathComponent(name)
+            )
+        }
+        let path = folder.url.appendingPathComponent(file)
         let text = try String(contentsOf: path, encoding: .utf8)
         let changed = edit(text)
         #expect(changed != text, "the edit of \(file) changed nothing")
@@ -60,8 +67,8 @@ struct KubernetesManifestTests {
         let folder = try Self.brokenCopy("broker.yaml") {
             $0.replacingOccurrences(of: "terminationGracePeriodSeconds: 30", with: "terminationGracePeriod: 30")
         }
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let run = try Self.validate(folder)
+        defer { folder.cleanup() }
+        let run = try Self.validate(folder.url)
         #expect(run.status == 1)
         #expect(
             run.stderr.contains("broker.yaml[1] StatefulSet/askrelay-broker")
@@ -73,8 +80,8 @@ struct KubernetesManifestTests {
     @Test("a number where the API wants a string fails (an unquoted flag value in args)")
     func wrongTypeFails() throws {
         let folder = try Self.brokenCopy("child.yaml") { $0.replacingOccurrences(of: "- \"10\"", with: "- 10") }
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let run = try Self.validate(folder)
+        defer { folder.cleanup() }
+        let run = try Self.validate(folder.url)
         #expect(run.status == 1)
         #expect(run.stderr.contains("args.6: Input should be a valid string"), "\(run.stderr)")
     }
@@ -84,8 +91,8 @@ struct KubernetesManifestTests {
         let folder = try Self.brokenCopy("broker.yaml") {
             $0.replacingOccurrences(of: "replicas: 3", with: "replicas: 4")
         }
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let run = try Self.validate(folder)
+        defer { folder.cleanup() }
+        let run = try Self.validate(folder.url)
         #expect(run.status == 1)
         #expect(run.stderr.contains("ASKRELAY_BROKERS is"), "\(run.stderr)")
     }
@@ -95,8 +102,8 @@ struct KubernetesManifestTests {
         let folder = try Self.brokenCopy("parent.yaml") {
             $0.replacingOccurrences(of: "- --think", with: "- --thinking")
         }
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let run = try Self.validate(folder)
+        defer { folder.cleanup() }
+        let run = try Self.validate(folder.url)
         #expect(run.status == 1)
         #expect(run.stderr.contains("askrelay-parent --help does not list --thinking"), "\(run.stderr)")
     }
@@ -106,8 +113,8 @@ struct KubernetesManifestTests {
         let folder = try Self.brokenCopy("broker.yaml") {
             $0.replacingOccurrences(of: "name: ASKRELAY_METRICS_ENDPOINT", with: "name: ASKRELAY_METRICS")
         }
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let run = try Self.validate(folder)
+        defer { folder.cleanup() }
+        let run = try Self.validate(folder.url)
         #expect(run.status == 1)
         #expect(run.stderr.contains("askrelay-broker reads no ASKRELAY_METRICS "), "\(run.stderr)")
     }
@@ -120,8 +127,8 @@ struct KubernetesManifestTests {
                 with: "startupProbe:\n            httpGet:"
             )
         }
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let run = try Self.validate(folder)
+        defer { folder.cleanup() }
+        let run = try Self.validate(folder.url)
         #expect(run.status == 1)
         #expect(run.stderr.contains("StatefulSet askrelay-broker container limits: no readinessProbe"), "\(run.stderr)")
     }

@@ -139,11 +139,11 @@ struct LoadHostsTests {
     ) throws -> (RelayProcess, String) {
         // Its temporary folders (data, and the logs it keeps when the run fails, as several tests make it) in ours.
         let process = try RelayProcess(
+            "askrelay",
+            ["load", "--coordinator", "tcp://127.0.0.1:*"] + flags,
             name: name,
-            executable: Self.askrelay,
-            arguments: ["load", "--coordinator", "tcp://127.0.0.1:*"] + flags,
-            environment: ["TMPDIR": directory.path],
-            logPath: directory.path + "/\(name).log"
+            logPath: directory.path + "/\(name).log",
+            environment: ProcessSupervisor.inheritedEnvironment().merging(["TMPDIR": directory.path]) { $1 }
         )
         return (process, try Self.listening(process))
     }
@@ -155,9 +155,9 @@ struct LoadHostsTests {
         _ flags: [String] = []
     ) throws -> RelayProcess {
         try RelayProcess(
+            "askrelay",
+            ["load", "--agent", endpoint, "--control-timeout", "20s"] + flags,
             name: name,
-            executable: Self.askrelay,
-            arguments: ["load", "--agent", endpoint, "--control-timeout", "20s"] + flags,
             logPath: directory.path + "/\(name).log"
         )
     }
@@ -213,9 +213,9 @@ struct LoadHostsTests {
             Self.workload + ["--load-hosts", "1", "--control-timeout", "30s"]
         )
         let second = try RelayProcess(
+            "askrelay",
+            ["load", "--coordinator", endpoint, "--load-hosts", "1"] + Self.workload,
             name: "second",
-            executable: Self.askrelay,
-            arguments: ["load", "--coordinator", endpoint, "--load-hosts", "1"] + Self.workload,
             logPath: directory.path + "/second.log"
         )
         #expect(try second.wait(timeout: .seconds(20)) == .exited(1))
@@ -295,9 +295,9 @@ struct LoadHostsTests {
         defer { directory.cleanup() }
         let endpoint = "ipc://\(directory.path)/nobody"
         let agent = try RelayProcess(
+            "askrelay",
+            ["load", "--agent", endpoint, "--control-timeout", "1s"],
             name: "agent",
-            executable: Self.askrelay,
-            arguments: ["load", "--agent", endpoint, "--control-timeout", "1s"],
             logPath: directory.path + "/agent.log"
         )
         #expect(try agent.wait(timeout: .seconds(20)) == .exited(1))
@@ -324,17 +324,6 @@ struct LoadHostsTests {
                 "--coordinator and --agent exclude each other"
             ),
         ]
-        for (flags, message) in cases {
-            let log = directory.path + "/usage-\(UUID().uuidString).log"
-            let run = try RelayProcess(
-                name: "askrelay",
-                executable: Self.askrelay,
-                arguments: ["load"] + flags,
-                logPath: log
-            )
-            #expect(try run.wait(timeout: .seconds(20)) == .exited(64), "\(flags)")
-            #expect(Self.text(log).contains(message), "\(flags): \(Self.text(log))")
-            #expect(run.output.isEmpty)
-        }
+        for (flags, message) in cases { try expectUsageError(["load"] + flags, message, logDirectory: directory.path) }
     }
 }

@@ -13,9 +13,8 @@ struct LoadProcessGroupTests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let load = try RelayProcess(
-            name: "askrelay",
-            executable: Executables.built.appendingPathComponent("askrelay").path,
-            arguments: [
+            "askrelay",
+            [
                 "load", "--mode", "flows", "--endpoints", "10", "--families", "4", "--duration", "600s", "--warmup",
                 "0s", "--report-dir", directory.path + "/report",
             ],

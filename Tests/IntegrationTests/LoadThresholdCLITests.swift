@@ -13,9 +13,8 @@ struct LoadThresholdCLITests {
         let directory = TempDirectory()
         defer { directory.cleanup() }
         let askrelay = try RelayProcess(
-            name: "askrelay",
-            executable: Executables.built.appendingPathComponent("askrelay").path,
-            arguments: ["load"] + flags,
+            "askrelay",
+            ["load"] + flags,
             logPath: directory.path + "/askrelay.log"
         )
         let exit = try askrelay.wait(timeout: .seconds(90))

@@ -83,9 +83,8 @@ struct MultiHostTests {
         let logPath = directory.path + "/askrelay.log"
         let wrap = { (host: String) in lab.exec(host).joined(separator: " ") }
         let askrelay = try RelayProcess(
-            name: "askrelay",
-            executable: Executables.built.appendingPathComponent("askrelay").path,
-            arguments: [
+            "askrelay",
+            [
                 "simulate", "--scenario", scenarioPath, "--report-dir", report, "--quiet",
                 // Not loopback and no CURVE yet: the broker must be told it may serve insecurely.
                 "--endpoint", "tcp://\(lab.address("broker")):5555", "--insecure",

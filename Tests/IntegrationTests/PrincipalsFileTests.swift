@@ -13,16 +13,17 @@ struct PrincipalsFileTests {
     /// A key folder from `askrelay keys generate` whose principals.json is cut in the middle of its fifth line, and
     /// the message every reader must give for it.
     struct TruncatedKeys {
-        let folder: URL
+        /// The temporary folder holding `keys` and the logs, removed by ``cleanup()``.
+        let directory = TempDirectory(prefix: "principals")
+        var folder: URL { directory.url }
         let keys: String
         let principals: String
         let message: String
 
         init() throws {
-            folder = FileManager.default.temporaryDirectory.appendingPathComponent("principals-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            keys = folder.path + "/keys"
-            let generate = try RelayProcess("askrelay", ["keys", "generate", "--out", keys], logDirectory: folder.path)
+            let folder = directory.path
+            keys = folder + "/keys"
+            let generate = try RelayProcess("askrelay", ["keys", "generate", "--out", keys], logDirectory: folder)
             guard try generate.wait(timeout: .seconds(20)).code == 0 else {
                 throw ProcessFailure("askrelay keys generate failed")
             }
@@ -36,6 +37,8 @@ struct PrincipalsFileTests {
             message = "principals file \(principals): not valid JSON at line 5, column \(column): "
         }
 
+        func cleanup() { directory.cleanup() }
+
         func stderr(of process: RelayProcess) -> String {
             (try? String(contentsOfFile: process.logPath, encoding: .utf8)) ?? ""
         }
@@ -44,7 +47,7 @@ struct PrincipalsFileTests {
     @Test("askrelay keys list and keys add: the line and column, what to do, and nothing written")
     func keysCommands() throws {
         let keys = try TruncatedKeys()
-        defer { try? FileManager.default.removeItem(at: keys.folder) }
+        defer { keys.cleanup() }
         let before = try FileManager.default.contentsOfDirectory(atPath: keys.keys).sorted()
         let list = try RelayProcess("askrelay", ["keys", "list", "--dir", keys.keys], logDirectory: keys.folder.path)
         #expect(try list.wait(timeout: .seconds(20)).code == 1)
@@ -64,7 +67,7 @@ struct PrincipalsFileTests {
     @Test("the broker refuses to start on it, naming the line and column")
     func broker() throws {
         let keys = try TruncatedKeys()
-        defer { try? FileManager.default.removeItem(at: keys.folder) }
+        defer { keys.cleanup() }
         let broker = try RelayProcess(
             "askrelay-broker",
             [

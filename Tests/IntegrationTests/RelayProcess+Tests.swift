@@ -1,5 +1,6 @@
 import AskRelayProcesses
 import Foundation
+import Testing
 
 extension Executables {
     /// The built executables' folder by the one lookup (`ASKRELAY_BIN_DIR`, else next to the test bundle or in one
@@ -8,10 +9,31 @@ extension Executables {
 }
 
 extension RelayProcess {
-    /// Starts `executable` (from ``Executables/built``, or `executableURL`) with `arguments`, its stderr in a log file
-    /// of its own in `logDirectory`; stopped (``stop(grace:)``) when released, so a test ends it in `defer` or not at
-    /// all.
-    /// - Parameter environment: the whole environment of the process (default: the test's own without `ASKRELAY_*`).
+    /// Starts `executable` (from ``Executables/built``, or `executableURL`) with `arguments`, its stderr in
+    /// `logPath`; stopped (``stop(grace:)``) when released, so a test ends it in `defer` or not at all.
+    /// - Parameters:
+    ///   - name: its name in messages (default: `executable`).
+    ///   - environment: the whole environment of the process (default: the test's own without `ASKRELAY_*`).
+    convenience init(
+        _ executable: String,
+        _ arguments: [String],
+        name: String? = nil,
+        logPath: String,
+        executableURL: URL? = nil,
+        environment: [String: String]? = nil
+    ) throws {
+        let launch = ProcessLaunch(
+            name: name ?? executable,
+            executable: (executableURL ?? Executables.built.appendingPathComponent(executable)).path,
+            arguments: arguments,
+            environment: environment ?? [:],
+            replacingEnvironment: environment != nil,
+            logPath: logPath
+        )
+        try self.init(launch)
+    }
+
+    /// The same with its stderr in a log file of its own in `logDirectory`.
     convenience init(
         _ executable: String,
         _ arguments: [String],
@@ -20,12 +42,11 @@ extension RelayProcess {
         environment: [String: String]? = nil
     ) throws {
         try self.init(
-            name: executable,
-            executable: (executableURL ?? Executables.built.appendingPathComponent(executable)).path,
-            arguments: arguments,
-            environment: environment ?? [:],
-            replacingEnvironment: environment != nil,
-            logPath: logDirectory + "/\(executable)-\(UUID().uuidString.prefix(8)).log"
+            executable,
+            arguments,
+            logPath: logDirectory + "/\(executable)-\(UUID().uuidString.prefix(8)).log",
+            executableURL: executableURL,
+            environment: environment
         )
     }
 
@@ -38,6 +59,21 @@ extension RelayProcess {
 
     /// SIGKILL and reap, never failing (cleanup).
     func kill9() { _ = try? kill() }
+}
+
+/// Runs `executable` (default `askrelay`) with `arguments` to its end and expects a usage error: exit 64, `message` in
+/// its stderr, nothing on its stdout.
+func expectUsageError(
+    _ arguments: [String],
+    _ message: String,
+    executable: String = "askrelay",
+    logDirectory: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) throws {
+    let run = try RelayProcess(executable, arguments, logDirectory: logDirectory)
+    #expect(try run.wait(timeout: .seconds(20)) == .exited(64), "\(arguments)", sourceLocation: sourceLocation)
+    #expect(run.stderr.contains(message), "\(arguments): \(run.stderr)", sourceLocation: sourceLocation)
+    #expect(run.output.isEmpty, "\(run.output)", sourceLocation: sourceLocation)
 }
 
 /// A test's own failure, with its message.

@@ -11,8 +11,6 @@ import ZeroMQ
 /// load's children, its limits workers (one per shard) and parents use the list, and flows complete on both shards.
 @Suite("askrelay load against a broker list (sharded brokers)", .timeLimit(.minutes(3)), .serialized)
 struct ShardedLoadTests {
-    static var askrelay: String { Executables.built.appendingPathComponent("askrelay").path }
-
     /// A short closed-loop flows workload; families f1...f10 fall on both shards of b0, b1.
     static let workload = [
         "--mode", "flows", "--endpoints", "20", "--families", "10", "--inflight", "16", "--duration", "1s",
@@ -63,12 +61,10 @@ struct ShardedLoadTests {
         let path = brokers.directory.path
         let log = path + "/load.log"
         let load = try RelayProcess(
-            name: "load",
-            executable: Self.askrelay,
-            arguments: [
-                "load", "--brokers", brokers.list, "--report-dir", path + "/report", "--threshold", "errors==0",
-            ]
+            "askrelay",
+            ["load", "--brokers", brokers.list, "--report-dir", path + "/report", "--threshold", "errors==0"]
                 + Self.workload,
+            name: "load",
             logPath: log
         )
         #expect(try load.wait(timeout: .seconds(90)) == .exited(0), "\(Self.text(log).suffix(3000))")
@@ -94,12 +90,12 @@ struct ShardedLoadTests {
         defer { brokers.stop() }
         let path = brokers.directory.path
         let coordinator = try RelayProcess(
-            name: "coordinator",
-            executable: Self.askrelay,
-            arguments: [
+            "askrelay",
+            [
                 "load", "--coordinator", "tcp://127.0.0.1:*", "--load-hosts", "2", "--brokers", brokers.list,
                 "--report-dir", path + "/report", "--control-timeout", "30s",
             ] + Self.workload,
+            name: "coordinator",
             logPath: path + "/coordinator.log"
         )
         let line = try coordinator.waitForLine(startingWith: "coordinator listening=", timeout: .seconds(30))
@@ -107,9 +103,9 @@ struct ShardedLoadTests {
         // agent-1 takes the coordinator's list; agent-2 gives its own (no --mode: an agent's is the coordinator's).
         let agents = try [[], ["--brokers", brokers.list]].enumerated().map { index, flags in
             try RelayProcess(
+                "askrelay",
+                ["load", "--agent", endpoint, "--control-timeout", "20s"] + flags,
                 name: "agent-\(index + 1)",
-                executable: Self.askrelay,
-                arguments: ["load", "--agent", endpoint, "--control-timeout", "20s"] + flags,
                 logPath: path + "/agent-\(index + 1).log"
             )
         }
@@ -146,17 +142,6 @@ struct ShardedLoadTests {
             (["--mode", "flows", "--brokers", "tcp://127.0.0.1:1"], "has no '='"),
             (["--mode", "flows", "--brokers", "b0=127.0.0.1:1"], "broker 'b0'"),
         ]
-        for (flags, message) in cases {
-            let log = directory.path + "/usage-\(UUID().uuidString).log"
-            let run = try RelayProcess(
-                name: "askrelay",
-                executable: Self.askrelay,
-                arguments: ["load"] + flags,
-                logPath: log
-            )
-            #expect(try run.wait(timeout: .seconds(20)) == .exited(64), "\(flags)")
-            #expect(Self.text(log).contains(message), "\(flags): \(Self.text(log))")
-            #expect(run.output.isEmpty)
-        }
+        for (flags, message) in cases { try expectUsageError(["load"] + flags, message, logDirectory: directory.path) }
     }
 }

@@ -3,7 +3,8 @@ import Foundation
 import Testing
 
 /// docs/architecture.md's "Targets" tables against Package.swift as SwiftPM reads it (`swift package dump-package`),
-/// both ways: a target, product or dependency that one side has and the other lacks fails here.
+/// both ways: a target, product or dependency that one side has and the other lacks fails here; and README.md's
+/// "Layout" table has a row for every target under Sources/.
 @Suite("Package layout")
 struct PackageLayoutTests {
     /// One row of a table: a target (kind, dependencies) or a product (kind, targets).
@@ -31,6 +32,41 @@ struct PackageLayoutTests {
         let products = Self.differences(package: package.products, documented: documented.products, what: "product")
         let found = (targets + products).joined(separator: "\n")
         #expect(found.isEmpty, "docs/architecture.md (## Targets) disagrees with Package.swift:\n\(found)")
+    }
+
+    @Test("README.md's Layout table has a row for every target under Sources/")
+    func readmeLayoutNamesEveryTarget() throws {
+        let package = try Self.packageLayout()
+        let text = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let rows = try Self.readmeLayoutPaths(text)
+        let folders = Set(package.folders.values.filter { $0.hasPrefix("Sources/") })
+        try #require(folders.contains("Sources/AskModel"), "no Sources/ targets read: \(folders.sorted())")
+        let missing = folders.filter { folder in !rows.contains { Self.layoutPath($0, covers: folder) } }
+        #expect(missing.isEmpty, "README.md (## Layout) has no row for \(missing.sorted().joined(separator: ", "))")
+    }
+
+    @Test("the Layout table's paths are read from its first column, a trailing * covering a prefix")
+    func readmeLayoutPathsAreRead() throws {
+        let text = """
+            # AskRelay
+
+            ## Layout
+
+            | path | what |
+            |---|---|
+            | `Sources/CZeroMQ`, `Sources/CSQLite` | system libraries, not `Sources/Other` |
+            | `Sources/askrelay*` | thin executables |
+
+            ## Documentation
+
+            | `Sources/Later` | not in the table |
+            """
+        let rows = try Self.readmeLayoutPaths(text)
+        #expect(rows == ["Sources/CZeroMQ", "Sources/CSQLite", "Sources/askrelay*"])
+        #expect(Self.layoutPath("Sources/askrelay*", covers: "Sources/askrelay-broker"))
+        #expect(Self.layoutPath("Sources/CSQLite", covers: "Sources/CSQLite"))
+        #expect(!Self.layoutPath("Sources/CSQLite", covers: "Sources/CSQLiteExtra"))
+        #expect(!Self.layoutPath("Sources/askrelay*", covers: "Sources/AskModel"))
     }
 
     @Test("a dependency, a target or a product that differs is named")
@@ -211,6 +247,28 @@ struct PackageLayoutTests {
             }
         }
         return layout
+    }
+
+    /// The paths in the first column of README.md's `## Layout` table (each in backticks; several to a cell).
+    static func readmeLayoutPaths(_ text: String) throws -> [String] {
+        guard let start = text.range(of: "\n## Layout\n") else {
+            throw LayoutError("README.md has no '## Layout' section")
+        }
+        var paths: [String] = []
+        for line in text[start.upperBound...].split(separator: "\n") {
+            if line.hasPrefix("## ") { break }
+            guard line.hasPrefix("|"),
+                let cell = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().first
+            else { continue }
+            let quoted = cell.split(separator: "`", omittingEmptySubsequences: false)
+            paths += stride(from: 1, to: quoted.count - 1, by: 2).map { String(quoted[$0]) }
+        }
+        return paths
+    }
+
+    /// Whether a Layout row's path names `folder`: the same path, or a prefix of it when the path ends in `*`.
+    static func layoutPath(_ path: String, covers folder: String) -> Bool {
+        path.hasSuffix("*") ? folder.hasPrefix(path.dropLast()) : path == folder
     }
 
     static func unquoted(_ cell: Substring) -> String {

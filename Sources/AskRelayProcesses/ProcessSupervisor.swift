@@ -69,30 +69,6 @@ public final class ProcessSupervisor: @unchecked Sendable {
         return process
     }
 
-    /// ``start(_:)`` of a ``ProcessLaunch`` with these fields.
-    @discardableResult
-    public func start(
-        name: String,
-        executable: String,
-        arguments: [String],
-        environment: [String: String] = [:],
-        replacingEnvironment: Bool = false,
-        logPath: String? = nil,
-        processGroup: pid_t? = nil
-    ) throws -> SupervisedProcess {
-        try start(
-            ProcessLaunch(
-                name: name,
-                executable: executable,
-                arguments: arguments,
-                environment: environment,
-                replacingEnvironment: replacingEnvironment,
-                logPath: logPath,
-                processGroup: processGroup
-            )
-        )
-    }
-
     /// Sends SIGKILL to every running process (continuing stopped ones) and waits briefly for their exits.
     public func killAll(deadline: Duration = .seconds(5)) {
         let running = all.filter { $0.isRunning }

@@ -316,24 +316,27 @@ public final class Simulation: Sendable {
                 ]
             )
             let path = try executable(binary)
-            guard let wrapper = prefix.first else {
-                return try supervisor.start(
+            // A `--wrap-*` prefix runs the executable (`ip netns exec NS askrelay-parent ...`).
+            let program = try prefix.first.map(Self.resolveProgram) ?? path
+            let wrapped = prefix.isEmpty ? [] : Array(prefix.dropFirst()) + [path]
+            return try supervisor.start(
+                ProcessLaunch(
                     name: name,
-                    executable: path,
-                    arguments: arguments + curve,
+                    executable: program,
+                    arguments: wrapped + arguments + curve,
                     environment: processEnvironment,
                     replacingEnvironment: true,
                     logPath: plan.logPath(name)
                 )
-            }
-            return try supervisor.start(
-                name: name,
-                executable: try Self.resolveProgram(wrapper),
-                arguments: Array(prefix.dropFirst()) + [path] + arguments + curve,
-                environment: processEnvironment,
-                replacingEnvironment: true,
-                logPath: plan.logPath(name)
             )
+        }
+        /// Starts a group of processes, then waits for each one's ready line: a group is ready before the next starts.
+        func startGroup(_ binary: String, _ members: [(name: String, arguments: [String])]) throws
+            -> [SupervisedProcess]
+        {
+            let started = try members.map { try start($0.name, binary, $0.arguments) }
+            for process in started { try process.waitForLine(timeout: options.readyTimeout) }
+            return started
         }
 
         // 1. broker, limits, parents, children: each group waits for its ready lines before the next starts.
@@ -381,40 +384,25 @@ public final class Simulation: Sendable {
                 }
             }
         }
-        var limitsWorkers: [SupervisedProcess] = []
-        for shard in plan.brokers == nil ? ["b0"] : scenario.shardNames {
-            limitsWorkers.append(
-                try start(
-                    plan.limitsProcess(shard),
-                    "askrelay-limits",
-                    plan.limitsArguments(shard: shard, logLevel: options.workerLogLevel)
-                )
-            )
-        }
-        for limits in limitsWorkers { try limits.waitForLine(timeout: options.readyTimeout) }
+        let limitsWorkers = try startGroup(
+            "askrelay-limits",
+            (plan.brokers == nil ? ["b0"] : scenario.shardNames).map {
+                (plan.limitsProcess($0), plan.limitsArguments(shard: $0, logLevel: options.workerLogLevel))
+            }
+        )
         services += limitsWorkers
-        var parents: [SupervisedProcess] = []
-        for index in 1...scenario.parentProcesses {
-            parents.append(
-                try start(
-                    "parent-\(index)",
-                    "askrelay-parent",
-                    plan.parentArguments(index, logLevel: options.workerLogLevel)
-                )
-            )
-        }
-        for parent in parents { try parent.waitForLine(timeout: options.readyTimeout) }
-        var children: [SupervisedProcess] = []
-        for index in 1...scenario.childProcesses {
-            children.append(
-                try start(
-                    "child-\(index)",
-                    "askrelay-child",
-                    plan.childArguments(index, logLevel: options.workerLogLevel)
-                )
-            )
-        }
-        for child in children { try child.waitForLine(timeout: options.readyTimeout) }
+        let parents = try startGroup(
+            "askrelay-parent",
+            (1...scenario.parentProcesses).map {
+                ("parent-\($0)", plan.parentArguments($0, logLevel: options.workerLogLevel))
+            }
+        )
+        let children = try startGroup(
+            "askrelay-child",
+            (1...scenario.childProcesses).map {
+                ("child-\($0)", plan.childArguments($0, logLevel: options.workerLogLevel))
+            }
+        )
         logger.info("every process is ready", metadata: ["processes": "\(supervisor.all.count)"])
         scratch.phase = "playing the scenario"
         options.onStarted(supervisor.all.map { ($0.name, $0.pid ?? 0) })

@@ -20,7 +20,9 @@ struct SupervisorTests {
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
         let log = (directory as NSString).appendingPathComponent("sh.log")
-        let process = try supervisor.start(name: "sh", executable: "/bin/sh", arguments: Self.blocker, logPath: log)
+        let process = try supervisor.start(
+            ProcessLaunch(name: "sh", executable: "/bin/sh", arguments: Self.blocker, logPath: log)
+        )
         let line = try process.waitForLine(timeout: .seconds(10))
         let pid = try #require(process.pid)
         #expect(line == "ready pid=\(pid)")
@@ -39,9 +41,11 @@ struct SupervisorTests {
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
         let process = try supervisor.start(
-            name: "sh",
-            executable: "/bin/sh",
-            arguments: ["-c", "echo ready now; exec tail -f /dev/null"]
+            ProcessLaunch(
+                name: "sh",
+                executable: "/bin/sh",
+                arguments: ["-c", "echo ready now; exec tail -f /dev/null"]
+            )
         )
         _ = supervisor.wait(until: .now + .seconds(10)) { process.readinessUnlocked() != .waiting }
         #expect(process.readiness() == .ready("ready now"))
@@ -68,9 +72,11 @@ struct SupervisorTests {
         defer { supervisor.killAll() }
         // About 190 KB: the process exits with up to a pipe's worth (64 KiB) not yet read.
         let process = try supervisor.start(
-            name: "chatty",
-            executable: "/bin/sh",
-            arguments: ["-c", "seq 1 30000; echo last"]
+            ProcessLaunch(
+                name: "chatty",
+                executable: "/bin/sh",
+                arguments: ["-c", "seq 1 30000; echo last"]
+            )
         )
         #expect(try process.waitForExit(timeout: .seconds(20)) == .exited(0))
         let lines = process.lines
@@ -83,9 +89,11 @@ struct SupervisorTests {
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
         let process = try supervisor.start(
-            name: "mute",
-            executable: "/bin/sh",
-            arguments: ["-c", "echo starting; exec tail -f /dev/null"]
+            ProcessLaunch(
+                name: "mute",
+                executable: "/bin/sh",
+                arguments: ["-c", "echo starting; exec tail -f /dev/null"]
+            )
         )
         // Its one line is read before the short wait begins: on a loaded machine the shell may not have written it
         // within 300 ms.
@@ -107,10 +115,12 @@ struct SupervisorTests {
         defer { supervisor.killAll() }
         let log = (directory as NSString).appendingPathComponent("broken.log")
         let process = try supervisor.start(
-            name: "broken",
-            executable: "/bin/sh",
-            arguments: ["-c", "echo 'no config' >&2; exit 3"],
-            logPath: log
+            ProcessLaunch(
+                name: "broken",
+                executable: "/bin/sh",
+                arguments: ["-c", "echo 'no config' >&2; exit 3"],
+                logPath: log
+            )
         )
         // At once, not at the deadline: the deadline is past the suite's time limit, and the error is the exit's
         // ("exited ... before printing"), not the timeout's ("did not print ... within").
@@ -130,10 +140,12 @@ struct SupervisorTests {
         defer { supervisor.killAll() }
         for logPath in [nil, "/dev/stderr"] {
             let process = try supervisor.start(
-                name: "broken",
-                executable: "/bin/sh",
-                arguments: ["-c", "echo 'give the guardians with one flag' >&2; exit 64"],
-                logPath: logPath
+                ProcessLaunch(
+                    name: "broken",
+                    executable: "/bin/sh",
+                    arguments: ["-c", "echo 'give the guardians with one flag' >&2; exit 64"],
+                    logPath: logPath
+                )
             )
             #expect {
                 try process.waitForLine(timeout: .seconds(30))
@@ -172,10 +184,14 @@ struct SupervisorTests {
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
         let process = try supervisor.start(
-            name: "env",
-            executable: "/bin/sh",
-            arguments: ["-c", "echo \"ready ${ASKRELAY_LEAK_PROBE-absent} ${ASKRELAY_GIVEN-absent} ${PATH:+path}\""],
-            environment: ["ASKRELAY_GIVEN": "given"]
+            ProcessLaunch(
+                name: "env",
+                executable: "/bin/sh",
+                arguments: [
+                    "-c", "echo \"ready ${ASKRELAY_LEAK_PROBE-absent} ${ASKRELAY_GIVEN-absent} ${PATH:+path}\"",
+                ],
+                environment: ["ASKRELAY_GIVEN": "given"]
+            )
         )
         #expect(try process.waitForLine(timeout: .seconds(30)) == "ready absent given path")
     }
@@ -185,14 +201,16 @@ struct SupervisorTests {
         let supervisor = ProcessSupervisor()
         defer { supervisor.killAll() }
         let process = try supervisor.start(
-            name: "ok",
-            executable: "/bin/sh",
-            arguments: ["-c", "echo ready; echo done flows=3"]
+            ProcessLaunch(
+                name: "ok",
+                executable: "/bin/sh",
+                arguments: ["-c", "echo ready; echo done flows=3"]
+            )
         )
         #expect(try process.waitForLine(prefix: "done", timeout: .seconds(10)) == "done flows=3")
         #expect(try process.waitForExit(timeout: .seconds(10)) == .exited(0))
         #expect(throws: SupervisorError.self) {
-            try supervisor.start(name: "ghost", executable: "/nonexistent/askrelay-ghost", arguments: [])
+            try supervisor.start(ProcessLaunch(name: "ghost", executable: "/nonexistent/askrelay-ghost", arguments: []))
         }
     }
 
@@ -203,7 +221,7 @@ struct SupervisorTests {
             seen.withLock { $0.append("\(name): \(line)") }
         }
         defer { supervisor.killAll() }
-        let process = try supervisor.start(name: "w", executable: "/bin/sh", arguments: Self.blocker)
+        let process = try supervisor.start(ProcessLaunch(name: "w", executable: "/bin/sh", arguments: Self.blocker))
         try process.waitForLine(timeout: .seconds(10))
         let first = try #require(process.pid)
         process.signal(SIGSTOP)
@@ -223,7 +241,7 @@ struct SupervisorTests {
 
         // A stopped process still dies from killAll.
         process.signal(SIGSTOP)
-        let other = try supervisor.start(name: "v", executable: "/bin/sh", arguments: Self.blocker)
+        let other = try supervisor.start(ProcessLaunch(name: "v", executable: "/bin/sh", arguments: Self.blocker))
         try other.waitForLine(timeout: .seconds(10))
         supervisor.killAll()
         #expect(!process.isRunning && !other.isRunning)

@@ -16,9 +16,10 @@ type); the conformances say those exist.
 PackageLayoutTests' APIReferenceTests runs this script into a temporary file and compares the symbols of both
 pages, so a public symbol added without regenerating the page fails the test.
 
-Usage: api-docs.py [--modules-dir DIR] [--output FILE] [--missing-docs]
+Usage: api-docs.py [--modules-dir DIR] [--output FILE] [--target TRIPLE] [--missing-docs]
   --modules-dir   the build's Modules folder (default: .build/debug/Modules of this checkout)
   --output        the page to write (default: docs/api.md of this checkout; - for standard output)
+  --target        the target triple of the build (default: the host's)
   --missing-docs  also list, on standard error, every listed symbol without a doc comment of its own
 """
 
@@ -26,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,8 +82,11 @@ KIND_WORDS = {
 def extract(module, modules_dir, out_dir, target):
     """Runs swift-symbolgraph-extract for one module; returns the symbol graph files it wrote."""
     build_dir = os.path.dirname(modules_dir)
+    tool = shutil.which("swift-symbolgraph-extract")
+    if tool is None:
+        sys.exit("api-docs: no swift-symbolgraph-extract on PATH (the Swift toolchain has it, next to swift)")
     command = [
-        "swift-symbolgraph-extract",
+        tool,
         "-module-name",
         module,
         "-I",
@@ -224,9 +229,9 @@ def render(modules_dir, target, missing_docs):
         "This page is generated: `make api-docs` builds the modules and runs `Tests/APIDocs/api-docs.py`, which reads",
         "their public interface with `swift-symbolgraph-extract` from the debug build. Do not edit it by hand. A test",
         "(`APIReferenceTests` in Tests/PackageLayoutTests) extracts the same symbols in `make test` and fails, naming",
-        "them, when a public symbol is missing here or a symbol listed here no longer exists (it compares declarations,",
-        "not the doc comments' summaries): after changing a public declaration or its doc comment, run `make api-docs`",
-        "and commit the page with the change.",
+        "them, when a public symbol is missing here or a symbol listed here no longer exists (it compares",
+        "declarations, not the doc comments' summaries): after changing a public declaration or its doc comment, run",
+        "`make api-docs` and commit the page with the change.",
         "",
         "Members the compiler synthesizes or that a type only inherits from a protocol extension (`!=`, `hashValue`,",
         "the `init(from:)` of a derived `Codable` conformance, `init(rawValue:)`) are not listed; each type's",

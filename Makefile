@@ -19,7 +19,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 60
 
 .PHONY: deps test-deps build release test test-only lint format simulate bench fuzz fuzz-smoke fuzz-build package-test clean help \
-	report-screenshots power-test deploy-test deploy-clean
+	report-screenshots power-test deploy-test deploy-clean api-docs
 
 help:
 	@echo "make simulate   run the local simulation (builds what it needs)"
@@ -38,6 +38,8 @@ help:
 	@echo "make deploy-test  the compose deployment under a real Docker engine (kill -9, restart, SIGTERM drain) and"
 	@echo "                  deploy/kubernetes under podman kube play; installs docker.io, debootstrap, podman (root)"
 	@echo "make deploy-clean remove deploy-test's cache (.build/deploy-test: base image, engine image stores)"
+	@echo "make api-docs   write docs/api.md, every public symbol of AskModel, AskClient, AskRelayCluster and"
+	@echo "                AskRelayTesting from the built modules (APIReferenceTests fails when it is out of date)"
 
 # Installs the Debian packages in $(1), only those missing.
 define apt_install
@@ -157,6 +159,13 @@ deploy-test: deps
 
 deploy-clean:
 	$(SUDO) rm -rf .build/deploy-test
+
+# docs/api.md from the public interface of the four library modules as built (debug): Tests/APIDocs/api-docs.py reads
+# it with swift-symbolgraph-extract. APIReferenceTests (PackageLayoutTests) runs the same script in make test and
+# fails, naming the symbols, when the page lacks one or lists one that is gone.
+api-docs: deps
+	$(SWIFT) build --target AskRelayTesting
+	python3 Tests/APIDocs/api-docs.py
 
 clean:
 	rm -rf .build

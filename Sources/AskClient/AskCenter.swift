@@ -75,7 +75,6 @@ public enum LimitsQueryError: Error, Sendable, Hashable, CustomStringConvertible
     }
 }
 
-/// A response together with the child it was addressed to (the center-wide streams carry these).
 /// How durable the ask center's response record is. The center ACKs a response to the broker, which then deletes
 /// its copy, right after the record's commit; the record is all that is left of the response after that.
 public enum RecordDurability: String, Sendable, CaseIterable {
@@ -87,6 +86,7 @@ public enum RecordDurability: String, Sendable, CaseIterable {
     case powerLossSafe = "power-loss-safe"
 }
 
+/// A response together with the child it was addressed to (the center-wide streams carry these).
 public struct ChildResponse<Topic: QuestionTopic>: Sendable, Hashable {
     /// The hosted child's id.
     public var child: String

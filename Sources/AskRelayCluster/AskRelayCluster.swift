@@ -48,6 +48,7 @@ public final class AskRelayCluster: Sendable {
     /// The cluster of the running test, set by the AskRelayTesting trait (`@Test(.askRelayCluster())`).
     @TaskLocal public static var current: AskRelayCluster?
 
+    /// The options the cluster was started with.
     public let options: Options
     /// The cluster's temporary folder.
     public let folder: String
@@ -59,7 +60,9 @@ public final class AskRelayCluster: Sendable {
     public let families: [Family]
     /// The CURVE material, with ``Options/curve``; `nil` without.
     public let curve: CurveMaterial?
+    /// The `askrelay-broker` process, with its fault control (kill, restart, suspend, ...).
     public let broker: ClusterProcess
+    /// The `askrelay-limits` process, with its fault control.
     public let limits: ClusterProcess
     /// The connection context of the clients the cluster makes (and of any the test makes with it).
     public let context: ClientContext

@@ -29,12 +29,16 @@ extension AskRelayCluster {
         /// CURVE encryption and authentication: the cluster writes a key folder as `askrelay keys generate`
         /// does (one key per worker process, ``AskRelayCluster/curve``) and every process and client uses it.
         public var curve = false
+        /// How the broker stores its journal (`--durability`).
         public var durability: Durability = .batch
+        /// Where the broker listens.
         public var transport: Transport = .tcp
         /// Families `f1`...`fN`, each with guardians `g<f>-1`... and children `c<f>-1`... (the ids
         /// `askrelay keys generate` gives, so the same roster works with and without CURVE).
         public var families = 1
+        /// Guardians of each family: `g<f>-1`, `g<f>-2`, ...
         public var guardiansPerFamily = 2
+        /// Children of each family: `c<f>-1`, `c<f>-2`, ...
         public var childrenPerFamily = 1
         /// The heartbeat of the broker, the limits worker and the clients made by the cluster's factories.
         public var heartbeat: Duration = .milliseconds(250)
@@ -69,6 +73,8 @@ extension AskRelayCluster {
         /// Prefix of the cluster's temporary folder name (`<prefix>-<random>` in the temporary directory).
         public var folderPrefix = "askrelay-cluster"
 
+        /// Options with the roster, the transport, the durability and CURVE given; everything else (heartbeat,
+        /// timeouts, links, extra arguments) at its default, to be set on the value.
         public init(
             curve: Bool = false,
             durability: Durability = .batch,
@@ -88,6 +94,7 @@ extension AskRelayCluster {
 
     /// One family of the cluster's roster.
     public struct Family: Sendable, Hashable {
+        /// The family's id: `f1`, `f2`, ...
         public let id: String
         /// Child ids (the child's address is `child/<id>`).
         public let children: [String]

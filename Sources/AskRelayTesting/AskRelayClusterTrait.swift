@@ -26,10 +26,13 @@ import Testing
 /// - On a suite it applies to the suite as a whole (one cluster shared by its tests, which run one at a time
 ///   then only if the suite is `.serialized`); put it on each `@Test` for a cluster per test.
 public struct AskRelayClusterTrait: TestTrait, SuiteTrait, TestScoping {
+    /// What the cluster starts with.
     public let options: AskRelayCluster.Options
     /// Where the line naming a failed test's kept folder goes: stderr, unless a test of the trait itself catches it.
     public let reportKeptFolder: @Sendable (String) -> Void
 
+    /// A trait that starts a cluster with `options` around the test or suite; a failed test's kept-folder line goes
+    /// to stderr.
     public init(options: AskRelayCluster.Options) {
         self.init(options: options) { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
     }

@@ -437,7 +437,6 @@ final class FaultRunner {
         }
     }
 
-    /// The link fault a scenario fault plays (validated: `delay` has its delay).
     /// The seed of every message fault's draws in a run of `scenario`.
     static func messageSeed(_ scenario: Scenario) -> UInt64 { SeedDerivation.seed(scenario.seed, "link-fault") }
 
@@ -458,6 +457,7 @@ final class FaultRunner {
         }
     }
 
+    /// The link fault a scenario fault plays (validated: `delay` has its delay, `bandwidth` its rate).
     /// - Parameter seed: the seed of a message fault's draws (one per run and scenario seed: the same run takes the
     ///   same messages).
     static func linkFault(_ fault: Scenario.Fault, seed: UInt64 = 0) -> LinkFault {
@@ -539,6 +539,13 @@ final class FaultRunner {
 
     private func collectCommands(_ now: ContinuousClock.Instant) throws {
         for finished in commands.takeFinished() {
+            logger.notice(
+                "fault: run done",
+                metadata: [
+                    "process": "command", "at": "\(finished.step.text)",
+                    "played": "\((finished.endedAt - start).text)",
+                ]
+            )
             if let error = finished.error { throw error }
             if let (token, after) = finished.undo {
                 steps.append(Step(at: max(finished.step + after, now - start), process: "", action: .undo(token)))
@@ -588,6 +595,8 @@ final class CommandRuns: Sendable {
         var step: Duration
         var undo: (token: Int, after: Duration)?
         var error: (any Error)?
+        /// When the command ended.
+        var endedAt: ContinuousClock.Instant
     }
 
     private let state = Mutex<(running: Int, finished: [Finished])>((0, []))
@@ -607,7 +616,7 @@ final class CommandRuns: Sendable {
             do { try Simulation.runCommand(command) } catch { failure = error }
             state.withLock {
                 $0.running -= 1
-                $0.finished.append(Finished(step: step, undo: undo, error: failure))
+                $0.finished.append(Finished(step: step, undo: undo, error: failure, endedAt: .now))
             }
             supervisor.poke()
         }

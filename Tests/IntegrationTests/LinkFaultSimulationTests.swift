@@ -81,11 +81,13 @@ struct LinkFaultSimulationTests {
             let p50 = try #require(Self.p50(run, "ask_to_presented"), "\(run.report["latency_ms"] ?? "no latency")")
             if index == 1 { with.append(p50) } else { without.append(p50) }
         }
-        let baseline = try #require(without.max())
-        let moved = try #require(with.first) - baseline
-        print("ask → presented p50: \(without) ms without the delay, \(with) ms with it: moved \(moved) ms")
-        #expect(moved >= 100, "p50 without \(without), with \(with)")
-        #expect(without.allSatisfy { $0 < 100 }, "the baseline itself is under the delay: \(without)")
+        let delayed = try #require(with.first)
+        print("ask → presented p50: \(without) ms without the delay, \(delayed) ms with it")
+        // Every presentation waits for the limits worker's answer, which the link holds 100 ms: the delayed run's
+        // p50 is at least that, and both runs without the delay are below it, so the delay is what moved it.
+        // (How far above 100 ms it lands is wall time on a shared machine: reported, not bounded.)
+        #expect(delayed >= 100, "p50 with the delay: \(delayed) ms")
+        #expect(without.allSatisfy { $0 < 100 }, "p50 without the delay: \(without) ms")
     }
 
     @Test(

@@ -113,7 +113,7 @@ let package = Package(
         .target(
             name: "AskLoad",
             dependencies: [
-                "AskProtocol", "AskAgents", "AskClient", "ZeroMQ", "AskLogging", "AskCLI", "AskRelayProcesses",
+                "AskProtocol", "AskClient", "ZeroMQ", "AskLogging", "AskCLI", "AskRelayProcesses",
             ],
             swiftSettings: strict
         ),

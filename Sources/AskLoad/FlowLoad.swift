@@ -1,4 +1,3 @@
-import AskAgents
 import AskCLI
 import AskClient
 import AskLogging

@@ -1,5 +1,6 @@
 import AskProtocol
 import Foundation
+import ZeroMQ
 
 /// The broker's part of the reached situations (``ReachedSituation``; docs/simulation.md, "Reached situations"):
 /// each is noted where the broker decides it, on a path that is taken anyway (an answer accepted or refused, a send
@@ -22,9 +23,7 @@ struct ReachedCounter {
     /// ``ReachedSituation/near`` in whole milliseconds: the times compared are whole milliseconds (the answer's, as
     /// the deadline was checked against it, and the deadline's), compared as integers so that no floating-point
     /// hair puts an answer exactly 10 ms early on the wrong side.
-    static let nearMilliseconds =
-        ReachedSituation.near.components.seconds * 1000
-        + ReachedSituation.near.components.attoseconds / 1_000_000_000_000_000
+    static let nearMilliseconds = Int64(ReachedSituation.near.milliseconds)
 
     static func milliseconds(_ date: Date) -> Int64 {
         date.wireMilliseconds ?? Int64((date.timeIntervalSince1970 * 1000).rounded(.down))

@@ -14,7 +14,7 @@ extension Broker {
         let recoveryStarted = ContinuousClock.now
         // The message log's live entries join the message table, which the rest of recovery reads.
         let folded = try journal.foldMessageLog()
-        let horizon = Date().addingTimeInterval(-Double((configuration.ackTimeout * 10).components.seconds))
+        let horizon = Date().addingTimeInterval(-(configuration.ackTimeout * 10).seconds)
         // The message summary and the accepted ids on a second connection and thread, while this one reads the
         // ledger: they do not depend on each other.
         let side = journal.path.map { RecoveryRead(path: $0, acceptedSince: horizon) }

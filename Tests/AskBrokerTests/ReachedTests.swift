@@ -28,6 +28,29 @@ struct ReachedTests {
         }
     }
 
+    /// A broker on a driven clock with `--reached-log`, and one question per deadline (seconds from the clock's
+    /// start) asked, presented and sent to both guardians of f1; `body` gets the flow, the clock, the log and them.
+    static func withSentQuestions(
+        expiringIn deadlines: [TimeInterval],
+        _ body: (FlowHarness, DrivenClock, String, [AnyPermissionQuestion]) throws -> Void
+    ) throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let log = directory.path + "/reached.jsonl"
+        let clock = FlowHarness.drivenClock()
+        let flow = try FlowHarness {
+            $0.clock = clock
+            $0.reachedLog = log
+        }
+        defer { flow.stop() }
+        let questions = deadlines.map { FlowHarness.question(expiresIn: $0, now: clock.now) }
+        for question in questions {
+            try flow.askAndPresent(question)
+            try flow.sendToGuardians(question)
+        }
+        try body(flow, clock, log, questions)
+    }
+
     struct ReachedTestError: Error, CustomStringConvertible {
         let description: String
         init(_ description: String) { self.description = description }
@@ -35,62 +58,38 @@ struct ReachedTests {
 
     @Test("an answer 9 ms before the deadline is near expiry; one 10 ms before it is not")
     func answerNearExpiry() throws {
-        let directory = TempDirectory()
-        defer { directory.cleanup() }
-        let log = directory.path + "/reached.jsonl"
-        let clock = FlowHarness.drivenClock()
-        let flow = try FlowHarness {
-            $0.clock = clock
-            $0.reachedLog = log
+        try Self.withSentQuestions(expiringIn: [10, 9.999]) { flow, clock, log, questions in
+            let (early, near) = (questions[0], questions[1])
+            clock.advance(by: .milliseconds(9_990))
+            try flow.guardian1.expectAck(
+                try flow.answer(flow.guardian1, "guardian/g1", early, choice: PermissionChoice.approve.id)
+            )
+            try flow.guardian1.expectAck(
+                try flow.answer(flow.guardian1, "guardian/g1", near, choice: PermissionChoice.approve.id)
+            )
+            #expect(Self.reached(log).map(\.situation) == ["answer-near-expiry"])
+            #expect(Self.reached(log).first?.question == near.id.uuidString)
         }
-        defer { flow.stop() }
-        let early = FlowHarness.question(expiresIn: 10, now: clock.now)
-        let near = FlowHarness.question(expiresIn: 9.999, now: clock.now)
-        for question in [early, near] {
-            try flow.askAndPresent(question)
-            try flow.sendToGuardians(question)
-        }
-        clock.advance(by: .milliseconds(9_990))
-        try flow.guardian1.expectAck(
-            try flow.answer(flow.guardian1, "guardian/g1", early, choice: PermissionChoice.approve.id)
-        )
-        try flow.guardian1.expectAck(
-            try flow.answer(flow.guardian1, "guardian/g1", near, choice: PermissionChoice.approve.id)
-        )
-        #expect(Self.reached(log).map(\.situation) == ["answer-near-expiry"])
-        #expect(Self.reached(log).first?.question == near.id.uuidString)
     }
 
     @Test("a second guardian 0 ms after the first races; one 10 ms after it does not")
     func guardiansRacing() throws {
-        let directory = TempDirectory()
-        defer { directory.cleanup() }
-        let log = directory.path + "/reached.jsonl"
-        let clock = FlowHarness.drivenClock()
-        let flow = try FlowHarness {
-            $0.clock = clock
-            $0.reachedLog = log
+        try Self.withSentQuestions(expiringIn: [60, 60]) { flow, clock, log, questions in
+            let (racing, late) = (questions[0], questions[1])
+            try flow.guardian1.expectAck(
+                try flow.answer(flow.guardian1, "guardian/g1", racing, choice: PermissionChoice.approve.id)
+            )
+            let second = try flow.answer(flow.guardian2, "guardian/g2", racing, choice: PermissionChoice.decline.id)
+            #expect(try flow.guardian2.expectNack(second).code == ErrorCode.alreadyClosed.rawValue)
+            try flow.guardian1.expectAck(
+                try flow.answer(flow.guardian1, "guardian/g1", late, choice: PermissionChoice.approve.id)
+            )
+            clock.advance(by: .milliseconds(10))
+            let third = try flow.answer(flow.guardian2, "guardian/g2", late, choice: PermissionChoice.decline.id)
+            #expect(try flow.guardian2.expectNack(third).code == ErrorCode.alreadyClosed.rawValue)
+            #expect(Self.reached(log).map(\.situation) == ["guardians-racing"])
+            #expect(Self.reached(log).first?.question == racing.id.uuidString)
         }
-        defer { flow.stop() }
-        let racing = FlowHarness.question(expiresIn: 60, now: clock.now)
-        let late = FlowHarness.question(expiresIn: 60, now: clock.now)
-        for question in [racing, late] {
-            try flow.askAndPresent(question)
-            try flow.sendToGuardians(question)
-        }
-        try flow.guardian1.expectAck(
-            try flow.answer(flow.guardian1, "guardian/g1", racing, choice: PermissionChoice.approve.id)
-        )
-        let second = try flow.answer(flow.guardian2, "guardian/g2", racing, choice: PermissionChoice.decline.id)
-        #expect(try flow.guardian2.expectNack(second).code == ErrorCode.alreadyClosed.rawValue)
-        try flow.guardian1.expectAck(
-            try flow.answer(flow.guardian1, "guardian/g1", late, choice: PermissionChoice.approve.id)
-        )
-        clock.advance(by: .milliseconds(10))
-        let third = try flow.answer(flow.guardian2, "guardian/g2", late, choice: PermissionChoice.decline.id)
-        #expect(try flow.guardian2.expectNack(third).code == ErrorCode.alreadyClosed.rawValue)
-        #expect(Self.reached(log).map(\.situation) == ["guardians-racing"])
-        #expect(Self.reached(log).first?.question == racing.id.uuidString)
     }
 
     @Test("a send after a cancel, and a cancel after a send, race; a cancel alone does not")

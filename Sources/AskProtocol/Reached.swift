@@ -8,7 +8,7 @@ import Foundation
 /// center), in the spirit of "sometimes" assertions: a run that never reached a situation did not test it, however
 /// green its verdict. `askrelay simulate` and `askrelay check` count them per run (docs/simulation.md, "Reached
 /// situations"), and a scenario can require some (`"expect": {"reached": [...]}`).
-public enum ReachedSituation: String, CaseIterable, Codable, Sendable, Comparable {
+public enum ReachedSituation: String, CaseIterable, Codable, Sendable {
     /// The broker accepted a guardian's answer less than ``near`` before the question's deadline.
     case answerNearExpiry = "answer-near-expiry"
     /// A second guardian's answer reached the broker less than ``near`` after the first was accepted (and was
@@ -27,15 +27,6 @@ public enum ReachedSituation: String, CaseIterable, Codable, Sendable, Comparabl
 
     /// "Near" for ``answerNearExpiry`` and ``guardiansRacing``.
     public static let near: Duration = .milliseconds(10)
-
-    /// Which process counts it.
-    public var countedBy: String {
-        self == .redeliveryDeduplicated ? "child process (its ask centers' counters, written when it exits)" : "broker"
-    }
-
-    public static func < (lhs: Self, rhs: Self) -> Bool {
-        allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
-    }
 }
 
 /// One line of a reached log: `{"situation":"answer-near-expiry","count":1,"at_ms":1764763200123,"question":"…"}`.
@@ -100,23 +91,6 @@ public final class ReachedLog: Sendable {
             guard written > 0 else { return }  // a full disk costs a count; the process goes on
             offset += written
         }
-    }
-
-    /// Every line of the file at `path` that reads as a ``ReachedLine``, and how many do not (a line cut by a
-    /// kill). A missing file reads as none.
-    public static func read(path: String) -> (lines: [ReachedLine], unreadable: Int) {
-        guard let data = FileManager.default.contents(atPath: path) else { return ([], 0) }
-        var lines: [ReachedLine] = []
-        var unreadable = 0
-        let decoder = JSONDecoder()
-        for line in data.split(separator: UInt8(ascii: "\n")) where !line.isEmpty {
-            if let value = try? decoder.decode(ReachedLine.self, from: Data(line)) {
-                lines.append(value)
-            } else {
-                unreadable += 1
-            }
-        }
-        return (lines, unreadable)
     }
 }
 

@@ -1,3 +1,4 @@
+import AskAgents
 import AskProtocol
 import Foundation
 
@@ -39,7 +40,10 @@ public struct ReachedCount: Codable, Sendable, Equatable {
         }
         for file in files.sorted() where file.hasSuffix(".jsonl") {
             let process = String(file.dropLast(".jsonl".count))
-            let lines = ReachedLog.read(path: (directory as NSString).appendingPathComponent(file)).lines
+            let lines = JSONLinesWriter.read(
+                ReachedLine.self,
+                path: (directory as NSString).appendingPathComponent(file)
+            ).values
             for line in lines.sorted(by: { $0.atMs < $1.atMs }) {
                 guard let index = counts.firstIndex(where: { $0.situation == line.situation }) else { continue }
                 counts[index].count += line.count

@@ -1,3 +1,4 @@
+import AskAgents
 import AskBroker
 import AskProtocol
 import AskTestSupport
@@ -12,7 +13,7 @@ import ZeroMQ
 struct ReachedTests {
     /// The situations in `path`'s reached log, in order, with their questions.
     static func reached(_ path: String) -> [(situation: String, question: String?)] {
-        ReachedLog.read(path: path).lines.map { ($0.situation, $0.question) }
+        JSONLinesWriter.read(ReachedLine.self, path: path).values.map { ($0.situation, $0.question) }
     }
 
     static func names(_ path: String) -> [String] { reached(path).map(\.situation) }

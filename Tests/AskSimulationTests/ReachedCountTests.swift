@@ -1,3 +1,4 @@
+import AskAgents
 import AskProtocol
 import AskSimulation
 import AskTestSupport
@@ -41,10 +42,10 @@ struct ReachedCountTests {
         handle.seekToEndOfFile()
         handle.write(Data("{\"situation\":\"answer-near".utf8))
         try handle.close()
-        let read = ReachedLog.read(path: path)
+        let read = JSONLinesWriter.read(ReachedLine.self, path: path)
         #expect(read.unreadable == 1)
         #expect(
-            read.lines == [
+            read.values == [
                 ReachedLine(
                     situation: "guardians-racing",
                     count: 1,
@@ -54,12 +55,12 @@ struct ReachedCountTests {
                 ReachedLine(
                     situation: "redelivery-deduplicated",
                     count: 3,
-                    atMs: read.lines.last?.atMs ?? 0,
+                    atMs: read.values.last?.atMs ?? 0,
                     question: nil
                 ),
             ]
         )
-        #expect(ReachedLog.read(path: directory.path + "/missing.jsonl").lines.isEmpty)
+        #expect(JSONLinesWriter.read(ReachedLine.self, path: directory.path + "/missing.jsonl").values.isEmpty)
     }
 
     @Test("a reached log in a folder that does not exist is refused with the path and what to do")

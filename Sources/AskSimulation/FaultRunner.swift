@@ -321,25 +321,7 @@ final class FaultRunner {
             )
             commands.launch(command, step: step.at, undo: nil, supervisor: supervisor)
             return
-        case .link(let fault, let healAfter):
-            let targets = linkTargets(step)
-            guard !targets.isEmpty else {
-                notes.append("fault at \(step.at.text): no link of '\(step.process)' in this run; skipped")
-                skipped(step, "no link of '\(step.process)' in this run")
-                return
-            }
-            logger.notice(
-                "fault: link",
-                metadata: [
-                    "links": "\(targets.map(\.name).joined(separator: ","))", "fault": "\(fault)",
-                    "at": "\(step.at.text)", "heal_after": "\(healAfter?.text ?? "end of run")",
-                    "played": "\((now - start).text)",
-                ]
-            )
-            played(step, now)
-            for link in targets { link.apply(fault, for: healAfter) }
-            return
-        case .linkReset:
+        case .link, .linkReset:
             let targets = linkTargets(step)
             guard !targets.isEmpty else {
                 notes.append("fault at \(step.at.text): no link of '\(step.process)' in this run; skipped")
@@ -347,14 +329,19 @@ final class FaultRunner {
                 return
             }
             played(step, now)
-            let connections = targets.map { $0.reset() }.reduce(0, +)
-            logger.notice(
-                "fault: link reset",
-                metadata: [
-                    "links": "\(targets.map(\.name).joined(separator: ","))", "connections": "\(connections)",
-                    "at": "\(step.at.text)", "played": "\((now - start).text)",
-                ]
-            )
+            var metadata: AskLogger.Metadata = [
+                "links": "\(targets.map(\.name).joined(separator: ","))", "at": "\(step.at.text)",
+                "played": "\((now - start).text)",
+            ]
+            if case .link(let fault, let healAfter) = step.action {
+                metadata["fault"] = "\(fault)"
+                metadata["heal_after"] = "\(healAfter?.text ?? "end of run")"
+                logger.notice("fault: link", metadata: metadata)
+                for link in targets { link.apply(fault, for: healAfter) }
+            } else {
+                metadata["connections"] = "\(targets.map { $0.reset() }.reduce(0, +))"
+                logger.notice("fault: link reset", metadata: metadata)
+            }
             return
         case .signal, .powerCut, .resume: break
         }

@@ -10,18 +10,20 @@ import Testing
 @Suite("shrinking a failing simulation end to end", .timeLimit(.minutes(8)), .serialized)
 struct ShrinkIntegrationTests {
     /// Every guardian answers after expiry, so `guardians-honour-expiry` breaks whatever else happens; the 8 faults
-    /// and 240 families have nothing to do with it.
+    /// and 120 families have nothing to do with it. Two quick flows per child keep each replay a few seconds long;
+    /// the faults play while they run.
     static let broken = """
-        {"seed": 7, "families": 240, "answerAfterExpiry": true,
+        {"seed": 7, "families": 120, "flowsPerChild": 2, "childThink": "200ms", "grace": "500ms",
+         "answerAfterExpiry": true,
          "faults": [
-          {"at": "1s", "process": "broker", "action": "kill", "restartAfter": "500ms"},
-          {"at": "2s", "process": "parent-1", "action": "stop", "continueAfter": "500ms"},
-          {"at": "3s", "process": "limits", "action": "term", "restartAfter": "500ms"},
-          {"at": "4s", "process": "child-1", "action": "kill", "restartAfter": "500ms"},
-          {"at": "5s", "process": "parent-2", "action": "term", "restartAfter": "500ms"},
-          {"at": "6s", "process": "broker", "action": "stop", "continueAfter": "500ms"},
-          {"at": "7s", "process": "child-2", "action": "stop", "continueAfter": "500ms"},
-          {"at": "8s", "process": "limits", "action": "kill", "restartAfter": "500ms"}]}
+          {"at": "500ms", "process": "broker", "action": "kill", "restartAfter": "300ms"},
+          {"at": "1s", "process": "parent-1", "action": "stop", "continueAfter": "300ms"},
+          {"at": "1500ms", "process": "limits", "action": "term", "restartAfter": "300ms"},
+          {"at": "2s", "process": "child-1", "action": "kill", "restartAfter": "300ms"},
+          {"at": "2500ms", "process": "parent-2", "action": "term", "restartAfter": "300ms"},
+          {"at": "3s", "process": "broker", "action": "stop", "continueAfter": "300ms"},
+          {"at": "3500ms", "process": "child-2", "action": "stop", "continueAfter": "300ms"},
+          {"at": "4s", "process": "limits", "action": "kill", "restartAfter": "300ms"}]}
         """
 
     static func json(_ path: String) throws -> [String: Any] {
@@ -33,7 +35,7 @@ struct ShrinkIntegrationTests {
         run.violations.contains { ($0 as? [String: Any])?["invariant"] as? String == invariant }
     }
 
-    @Test("8 unrelated faults and 240 families shrink to no fault and a handful of families; its replay still fails")
+    @Test("8 unrelated faults and 120 families shrink to no fault and a handful of families; its replay still fails")
     func brokenRunShrinks() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
@@ -46,6 +48,9 @@ struct ShrinkIntegrationTests {
         )
         #expect(run.exit == .exited(1), "the run's exit code stays the failed run's")
         #expect(Self.broke(run, "guardians-honour-expiry"), "\(run.violations)")
+        // The faults are unrelated, not absent: each played with questions in flight on its process.
+        let coverage = run.stdout.first { $0.hasPrefix("coverage ") } ?? "no coverage line"
+        #expect(coverage.contains("8 faults, 0 vacuous"), "\(coverage)")
         let shrinkFolder = run.directory + "/shrink"
         let summary = try Self.json(shrinkFolder + "/shrink.json")
         #expect(summary["invariant"] as? String == "guardians-honour-expiry")

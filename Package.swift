@@ -37,8 +37,12 @@ let package = Package(
         // Byte-level values that need no libzmq: a multipart message as one storage plus frame boundaries, a CURVE
         // key pair as text. The ZeroMQ wrapper sends and receives them; the wire codec parses and encodes them.
         .target(name: "WireBytes", swiftSettings: strict),
+        // Small helpers every other target shares, Foundation only: the Duration conversions to and from plain numbers,
+        // the duration grammar and value bounds, OneShot, and dedicated threads (one to start a named thread, one to
+        // await blocking work off the cooperative pool). AskModel re-exports its public part.
+        .target(name: "AskBasics", swiftSettings: strict),
         // A small, complete Swift wrapper over libzmq. Nothing project-specific. Re-exports WireBytes.
-        .target(name: "ZeroMQ", dependencies: ["CZeroMQ", "WireBytes"], swiftSettings: strict),
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ", "WireBytes", "AskBasics"], swiftSettings: strict),
         // The power-cut and I/O-error VFS under SQLite (docs/reliability.md). Its code is inside
         // `#ifdef ASKRELAY_FAULT_VFS`, defined for debug builds only: a release binary holds none of it.
         .target(
@@ -52,21 +56,22 @@ let package = Package(
         .target(name: "AskLogging", swiftSettings: strict),
         // Prometheus metrics: counters, gauges and fixed-bucket histograms, the text exposition format and a small
         // HTTP server for `GET /metrics` on a thread of its own.
-        .target(name: "AskMetrics", dependencies: ["AskLogging"], swiftSettings: strict),
-        // Hand-written command-line parsing, signals and threads shared by every executable. Re-exports the duration
-        // grammar and value bounds from AskModel.
-        .target(name: "AskCLI", dependencies: ["AskModel"], swiftSettings: strict),
+        .target(name: "AskMetrics", dependencies: ["AskLogging", "AskBasics"], swiftSettings: strict),
+        // Hand-written command-line parsing, signals and output lines shared by every executable. Re-exports AskBasics
+        // (the duration grammar, value bounds, Duration conversions and dedicated threads).
+        .target(name: "AskCLI", dependencies: ["AskBasics"], swiftSettings: strict),
         // The one process harness: the supervisor (start, watch, signal, restart child processes), the process-group
         // guard, RelayProcess (a process awaited by its ready line, with fault control), the ReadyLine the
-        // executables print, the executables lookup, scratch folders and the off-pool helper.
-        .target(name: "AskRelayProcesses", dependencies: ["AskModel"], swiftSettings: strict),
+        // executables print, the executables lookup and scratch folders.
+        .target(name: "AskRelayProcesses", dependencies: ["AskBasics"], swiftSettings: strict),
         // Userspace links between a process and its broker with faults a test turns on and off (partition, one-way
-        // partition, delay, reset, stall): plain sockets and one poll thread, Foundation only.
-        .target(name: "AskLinks", swiftSettings: strict),
+        // partition, delay, reset, stall): plain sockets and one poll thread, Foundation (and AskBasics) only.
+        .target(name: "AskLinks", dependencies: ["AskBasics"], swiftSettings: strict),
 
-        // The model: PermissionKit-shaped Codable types, validation, message bodies and their JSON. Foundation only,
-        // no libzmq (AskModelTests checks the link of askmodel-linkcheck with ldd).
-        .target(name: "AskModel", swiftSettings: strict),
+        // The model: PermissionKit-shaped Codable types, validation, message bodies and their JSON. Foundation (and
+        // AskBasics, whose duration grammar, value bounds and OneShot it re-exports) only, no libzmq (AskModelTests
+        // checks the link of askmodel-linkcheck with ldd).
+        .target(name: "AskModel", dependencies: ["AskBasics"], swiftSettings: strict),
         // The wire: frames, codec and session bodies, on bytes (WireBytes' Multipart). No libzmq: the fuzz replayer
         // askrelay-fuzz links it without (AskModelTests checks with ldd). Re-exports AskModel and WireBytes.
         .target(name: "AskProtocol", dependencies: ["AskModel", "WireBytes"], swiftSettings: strict),
@@ -75,7 +80,7 @@ let package = Package(
         // The broker as a library (testable in-process), with its SQLite journal.
         .target(
             name: "AskBroker",
-            dependencies: ["AskProtocol", "AskKeys", "ZeroMQ", "AskLogging", "AskMetrics", "SQLite"],
+            dependencies: ["AskProtocol", "AskKeys", "ZeroMQ", "AskLogging", "AskMetrics", "SQLite", "AskBasics"],
             swiftSettings: strict
         ),
 
@@ -83,13 +88,15 @@ let package = Package(
         // runtime every worker shares (WorkerConnection, CurveOptions).
         .target(
             name: "AskClient",
-            dependencies: ["AskProtocol", "AskKeys", "ZeroMQ", "AskLogging", "SQLite"],
+            dependencies: ["AskProtocol", "AskKeys", "ZeroMQ", "AskLogging", "SQLite", "AskBasics"],
             swiftSettings: strict
         ),
         // Worker behaviours (child, parent, limits) over the client's connection runtime.
         .target(
             name: "AskAgents",
-            dependencies: ["AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "AskMetrics", "AskCLI", "SQLite"],
+            dependencies: [
+                "AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "AskMetrics", "AskCLI", "SQLite", "AskBasics",
+            ],
             swiftSettings: strict
         ),
         // Scenarios, metrics, invariant checking, reports (processes are supervised with AskRelayProcesses).
@@ -97,7 +104,7 @@ let package = Package(
             name: "AskSimulation",
             dependencies: [
                 "AskProtocol", "AskKeys", "AskAgents", "AskBroker", "ZeroMQ", "AskLogging", "AskCLI",
-                "AskRelayProcesses", "SQLite", "AskLinks",
+                "AskRelayProcesses", "SQLite", "AskLinks", "AskBasics",
             ],
             swiftSettings: strict
         ),
@@ -113,7 +120,7 @@ let package = Package(
         .target(
             name: "AskLoad",
             dependencies: [
-                "AskProtocol", "AskClient", "ZeroMQ", "AskLogging", "AskCLI", "AskRelayProcesses",
+                "AskProtocol", "AskClient", "ZeroMQ", "AskLogging", "AskCLI", "AskRelayProcesses", "AskBasics",
             ],
             swiftSettings: strict
         ),
@@ -125,7 +132,7 @@ let package = Package(
             name: "AskRelayCluster",
             dependencies: [
                 "AskClient", "AskRelayProcesses", "AskLogging", "AskProtocol", "AskKeys", "AskBroker", "AskAgents",
-                "ZeroMQ", "AskLinks",
+                "ZeroMQ", "AskLinks", "AskBasics",
             ],
             swiftSettings: strict
         ),
@@ -167,12 +174,12 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // Test helpers over the process harness alone (Foundation and AskModel below it), for every test target:
-        // temporary folders and off-pool work (AskRelayProcesses' ScratchFolder and onDedicatedThread), collected
-        // events with deadlines, an HTTP client.
+        // Test helpers over the process harness alone (Foundation and AskBasics below it), for every test target:
+        // temporary folders and off-pool work (AskRelayProcesses' ScratchFolder, AskBasics' onDedicatedThread),
+        // collected events with deadlines, an HTTP client.
         .target(
             name: "AskTestKit",
-            dependencies: ["AskRelayProcesses"],
+            dependencies: ["AskRelayProcesses", "AskBasics"],
             path: "Tests/AskTestKit",
             swiftSettings: strict
         ),
@@ -221,7 +228,7 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // The model's tests. The process harness (AskRelayProcesses, AskTestKit: Foundation and AskModel, no libzmq)
+        // The model's tests. The process harness (AskRelayProcesses, AskTestKit: Foundation and AskBasics, no libzmq)
         // finds the linkcheck programs; the ldd checks look at those programs, not at the one test binary SwiftPM links
         // every test target into.
         .testTarget(

@@ -1,3 +1,4 @@
+import AskBasics
 import AskClient
 import AskLogging
 import AskProtocol
@@ -231,7 +232,7 @@ public final class ChildWorker: Sendable {
             if let flows = configuration.flows, flow >= flows { break }
             if let deadline, ContinuousClock.now >= deadline { break }
             let pause = configuration.think.seconds * (flow == 0 ? random.unit() : 0.5 + random.unit())
-            if pause > 0 { try? await Task.sleep(for: .nanoseconds(Int64(pause * 1e9))) }
+            if pause > 0 { try? await Task.sleep(for: Duration(seconds: pause, rounding: .towardZero)) }
             if Task.isCancelled { break }
             // The duration may have ended during the pause: no new flow then.
             if let deadline, ContinuousClock.now >= deadline { break }
@@ -316,7 +317,9 @@ public final class ChildWorker: Sendable {
             }
             if let until = waits.max() {
                 let seconds = until.timeIntervalSinceNow
-                if seconds > 0 { try? await Task.sleep(for: .nanoseconds(Int64(seconds * 1e9) + 1_000_000)) }
+                if seconds > 0 {
+                    try? await Task.sleep(for: Duration(seconds: seconds, rounding: .towardZero) + .milliseconds(1))
+                }
                 if Task.isCancelled { return nil }
                 if let deadline, ContinuousClock.now >= deadline { return nil }
             }
@@ -365,7 +368,7 @@ public final class ChildWorker: Sendable {
         }
         if turn < configuration.cancelProbability + configuration.abandonProbability {
             let seconds = until.timeIntervalSinceNow
-            if seconds > 0 { try? await Task.sleep(for: .nanoseconds(Int64(seconds * 1e9))) }
+            if seconds > 0 { try? await Task.sleep(for: Duration(seconds: seconds, rounding: .towardZero)) }
             if Task.isCancelled { return nil }
             approvals.expired(question.id)
             record.outcome = .abandoned
@@ -424,7 +427,7 @@ public final class ChildWorker: Sendable {
         }
         record.sentAt = sentAt
         let wait = max(0, until.timeIntervalSinceNow) + configuration.grace.seconds
-        var response = await router.wait(question.id, timeout: .nanoseconds(Int64(wait * 1e9)))
+        var response = await router.wait(question.id, timeout: Duration(seconds: wait, rounding: .towardZero))
         // No response by the deadline means "expired" only if the broker could have delivered one: a guardian may
         // have answered in time while this connection was cut, and the broker then holds the response until the
         // child is back. So conclude only once the broker has been heard, on a live session, after the deadline

@@ -1,3 +1,4 @@
+import AskBasics
 import AskClient
 import AskProtocol
 import Foundation
@@ -319,6 +320,6 @@ public struct OfflineSchedule: Sendable, Hashable {
         guard elapsed >= phase else { return nil }
         let intoCycle = (elapsed - phase).seconds.truncatingRemainder(dividingBy: every.seconds)
         let left = duration.seconds - intoCycle
-        return left > 0 ? .nanoseconds(Int64((left * 1e9).rounded(.up))) : nil
+        return left > 0 ? Duration(seconds: left, rounding: .up) : nil
     }
 }

@@ -1,3 +1,4 @@
+import AskBasics
 import AskClient
 import AskLogging
 import AskProtocol
@@ -225,7 +226,7 @@ final class ParentWorkerHandler: WorkerHandler {
     {
         guard let expiry = question.expiresAt ?? question.question.expirationDate else { return nil }
         let left = max(0, expiry.timeIntervalSince(date))
-        return now + .nanoseconds(Int64(left * 1e9)) + .milliseconds(1)
+        return now + Duration(seconds: left, rounding: .towardZero) + .milliseconds(1)
     }
 
     private func schedule(_ key: HeldKey, _ item: Held) {

@@ -1,3 +1,4 @@
+import AskBasics
 import AskCLI
 import AskClient
 import AskLogging
@@ -125,14 +126,7 @@ public struct WorkerLifecycle: Sendable {
             failure: @escaping @Sendable () -> WorkerConnectionError?
         ) -> Service {
             Service(counters: counters, stop: stop) {
-                await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                    let thread = Thread {
-                        wait()
-                        done.resume()
-                    }
-                    thread.name = "worker-wait"
-                    thread.start()
-                }
+                await onDedicatedThread(name: "worker-wait", wait)
                 return failure()
             }
         }

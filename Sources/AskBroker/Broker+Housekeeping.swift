@@ -1,3 +1,4 @@
+import AskBasics
 import AskProtocol
 import Foundation
 import ZeroMQ

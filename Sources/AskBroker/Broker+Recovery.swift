@@ -1,3 +1,4 @@
+import AskBasics
 import AskProtocol
 import Dispatch
 import Foundation
@@ -114,13 +115,11 @@ final class RecoveryRead: Sendable {
     private let done = DispatchSemaphore(value: 0)
 
     init(path: String, acceptedSince: Date) {
-        let thread = Thread { [self] in
+        startThread(name: "askrelay-recovery") { [self] in
             let read = Result { try Journal.readRecoveryTables(path: path, acceptedSince: acceptedSince) }
             result.withLock { $0 = read }
             done.signal()
         }
-        thread.name = "askrelay-recovery"
-        thread.start()
     }
 
     /// Waits for the read to end. - Throws: what the read threw.

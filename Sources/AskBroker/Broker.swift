@@ -1,3 +1,4 @@
+import AskBasics
 import AskKeys
 import AskLogging
 import AskMetrics

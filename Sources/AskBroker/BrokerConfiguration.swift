@@ -1,3 +1,4 @@
+import AskBasics
 import AskKeys
 import AskMetrics
 import AskProtocol

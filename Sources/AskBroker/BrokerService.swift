@@ -1,3 +1,4 @@
+import AskBasics
 import AskLogging
 import AskMetrics
 import Foundation
@@ -27,7 +28,7 @@ public final class BrokerService: Sendable {
         let started = DispatchSemaphore(value: 0)
         let finished = self.finished
         let outcome = self.outcome
-        let thread = Thread {
+        startThread(name: "askrelay-broker") {
             do {
                 let broker = try Broker(
                     configuration: configuration,
@@ -56,9 +57,6 @@ public final class BrokerService: Sendable {
             ownContext.withLock { $0 = nil }
             finished.signal()
         }
-        thread.name = "askrelay-broker"
-        thread.stackSize = 8 << 20
-        thread.start()
         started.wait()
         (endpoints, metricsEndpoint) = try outcome.start.withLock { $0 }!.get()
     }
@@ -73,13 +71,9 @@ public final class BrokerService: Sendable {
         if let error = outcome.failure.withLock({ $0 }) { throw error }
     }
 
-    /// Waits in an async context without blocking the cooperative pool.
+    /// Waits in an async context without blocking the cooperative pool (on a dedicated thread).
     public func waitAsync() async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try self.wait() })
-            }
-        }
+        try await onDedicatedThread(name: "askrelay-broker-wait") { try self.wait() }
     }
 }
 

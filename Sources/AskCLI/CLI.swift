@@ -1,10 +1,6 @@
-// The duration grammar and the shared value bounds live in the model (Foundation only); every command reads them
-// through AskCLI, so they are re-exported here.
-@_exported import enum AskModel.ValueBounds
-@_exported import func AskModel.durationFromSeconds
-@_exported import func AskModel.durationText
-@_exported import func AskModel.parseDuration
-import AskModel
+// The duration grammar, the shared value bounds, the Duration conversions and the dedicated threads live in AskBasics
+// (Foundation only); every command uses them through AskCLI, so they are re-exported here.
+@_exported import AskBasics
 import Foundation
 import Synchronization
 

@@ -1,8 +1,7 @@
-import AskModel
 import Foundation
 import Synchronization
 
-// Output lines, dedicated threads and signal watching shared by every executable.
+// Output lines and signal watching shared by every executable (dedicated threads are AskBasics', re-exported).
 
 public func printLine(_ text: String) {
     var line = text + "\n"
@@ -29,27 +28,6 @@ public final class ReadyOnce: Sendable {
         else { return }
         body()
     }
-}
-
-/// A thread started for blocking work, which can be waited for.
-public final class JoinableThread: Sendable {
-    private let finished = OneShot<Void>()
-
-    /// Starts `body` on a new thread at once.
-    public init(name: String, _ body: @escaping @Sendable () -> Void) {
-        let finished = self.finished
-        let thread = Thread {
-            body()
-            finished.fulfill()
-        }
-        thread.name = name
-        thread.stackSize = 8 << 20
-        thread.start()
-    }
-
-    /// Waits for the thread to finish. - Returns: `false` if `timeout` passed first.
-    @discardableResult
-    public func join(timeout: Duration? = nil) -> Bool { finished.wait(timeout: timeout) != nil }
 }
 
 /// Turns SIGTERM / SIGINT (or any signals) into a callback on a dispatch queue, for a graceful drain.

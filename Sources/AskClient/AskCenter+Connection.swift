@@ -1,3 +1,4 @@
+import AskBasics
 import AskLogging
 import AskProtocol
 import Foundation

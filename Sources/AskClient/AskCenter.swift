@@ -1,3 +1,4 @@
+import AskBasics
 import AskLogging
 import AskProtocol
 import Foundation
@@ -396,13 +397,7 @@ public final class AskCenter: Sendable {
         }
         calls.close(.stopped)
         let runtime = self.runtime
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let thread = Thread {
-                runtime.stop()
-                continuation.resume()
-            }
-            thread.start()
-        }
+        await onDedicatedThread(name: "askcenter-stop") { runtime.stop() }
         shared.hub.finishAll()
         shared.finishReconnections()
         ownership.withLock { $0 = nil }

@@ -1,3 +1,4 @@
+import AskBasics
 import AskLogging
 import AskProtocol
 import Foundation
@@ -317,13 +318,7 @@ public final class GuardianCenter: Sendable {
         guard shared.markStopped() else { return }
         shared.calls.close(.stopped)
         let runtime = self.runtime
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let thread = Thread {
-                runtime.stop()
-                continuation.resume()
-            }
-            thread.start()
-        }
+        await onDedicatedThread(name: "guardiancenter-stop") { runtime.stop() }
         hub.finish()
         shared.finishReconnections()
     }

@@ -1,3 +1,4 @@
+import AskBasics
 import AskLogging
 import AskProtocol
 import Foundation
@@ -83,11 +84,10 @@ extension ShardedConnections where Member == WorkerRuntime {
         let runtimes = opened.map(\.member)
         let ended = DispatchSemaphore(value: 0)
         for runtime in runtimes {
-            let thread = Thread {
+            startThread(name: "sharded-wait") {
                 runtime.wait()
                 ended.signal()
             }
-            thread.start()
         }
         for _ in runtimes {
             ended.wait()

@@ -1,3 +1,4 @@
+import AskBasics
 import AskLogging
 import AskProtocol
 import Foundation
@@ -110,7 +111,7 @@ public final class WorkerRuntime: Sendable {
         let started = OneShot<(any Error)?>()
         let finished = self.finished
         let ended = self.ended
-        let thread = Thread {
+        startThread(name: configuration.worker) {
             // Everything the connection and its handler hold (a store, a lock) is released before `finished`
             // is signalled: whoever waits may open the same store at once.
             Self.serve(
@@ -125,9 +126,6 @@ public final class WorkerRuntime: Sendable {
             inbox.close()
             finished.fulfill()
         }
-        thread.name = configuration.worker
-        thread.stackSize = 8 << 20
-        thread.start()
         if let error = started.wait() ?? nil { throw error }
     }
 

@@ -1,3 +1,4 @@
+import AskBasics
 import Dispatch
 import Foundation
 import Synchronization
@@ -61,8 +62,7 @@ public enum LinkFault: Sendable, Hashable, CustomStringConvertible {
 
 /// `250ms`, `2s`, `1.5s`: whole milliseconds below a second, seconds from there.
 func linkDurationText(_ duration: Duration) -> String {
-    let (seconds, attoseconds) = duration.components
-    let milliseconds = seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    let milliseconds = duration.milliseconds
     if milliseconds < 1000 { return "\(milliseconds)ms" }
     if milliseconds % 1000 == 0 { return "\(milliseconds / 1000)s" }
     return "\(Double(milliseconds) / 1000)s"
@@ -192,12 +192,10 @@ public final class FaultLink: Sendable {
         }
         let loop = self.loop
         let done = self.done
-        let thread = Thread {
+        startThread(name: "askrelay-link-\(name)") {
             loop.run()
             done.signal()
         }
-        thread.name = "askrelay-link-\(name)"
-        thread.start()
     }
 
     deinit { stop() }
@@ -281,13 +279,7 @@ public final class FaultLink: Sendable {
         timeout: Duration = .seconds(15),
         until condition: @escaping @Sendable (LinkCounters) -> Bool
     ) async -> Bool {
-        await withCheckedContinuation { continuation in
-            let thread = Thread {
-                continuation.resume(returning: self.waitUntil(timeout: timeout, condition))
-            }
-            thread.name = "askrelay-link-wait"
-            thread.start()
-        }
+        await onDedicatedThread(name: "askrelay-link-wait") { self.waitUntil(timeout: timeout, condition) }
     }
 
     // MARK: Stopping

@@ -1,3 +1,4 @@
+import AskBasics
 import Dispatch
 import Foundation
 import Synchronization
@@ -111,7 +112,7 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
     }
 
     func waitUntil(timeout: Duration, _ condition: (LinkCounters) -> Bool) -> Bool {
-        let deadline = Date() + timeout / .seconds(1)
+        let deadline = Date() + timeout.seconds
         changed.lock()
         defer { changed.unlock() }
         while true {
@@ -548,7 +549,7 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
             }
             if let since = pacer.since {
                 let cap = max(1, Double(rate) / 10)
-                pacer.credit = min(cap, pacer.credit + (now - since) / .seconds(1) * Double(rate))
+                pacer.credit = min(cap, pacer.credit + (now - since).seconds * Double(rate))
             }
             pacer.since = now
         }
@@ -605,8 +606,7 @@ final class LinkLoop: @unchecked Sendable {  // @unchecked: its mutable state is
         let wait = next - now
         if wait <= .zero { return 0 }
         // Rounded up, so the chunk is due when poll returns.
-        let (seconds, attoseconds) = wait.components
-        return Int32(min(seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000, 60_000))
+        return Int32(min(wait.millisecondsRoundedUp, 60_000))
     }
 
     private func publish() {

@@ -1,3 +1,4 @@
+import AskBasics
 import AskModel
 
 /// A latency histogram with log-linear buckets: every power-of-two range is split into 1024 equal sub-buckets, so
@@ -63,9 +64,7 @@ public struct LatencyHistogram: Sendable, Equatable {
 
     /// Records a duration (negative durations count as 0).
     public mutating func record(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-        record(UInt64(Swift.max(0, nanoseconds)))
+        record(UInt64(Swift.max(0, duration.nanoseconds)))
     }
 
     /// Adds every value recorded in `other`.

@@ -1,3 +1,4 @@
+import AskBasics
 import AskModel
 import Foundation
 import ZeroMQ

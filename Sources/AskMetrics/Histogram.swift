@@ -1,3 +1,5 @@
+import AskBasics
+
 /// A histogram with fixed bucket bounds, owned by one thread (or kept under its owner's lock).
 ///
 /// ``observe(_:)`` finds the bucket by binary search over the bounds and bumps one count: no allocation while the
@@ -38,7 +40,7 @@ public struct Histogram: Sendable {
 
     /// Counts one duration, in seconds.
     public mutating func observe(_ duration: Duration) {
-        observe(duration / .seconds(1))
+        observe(duration.seconds)
     }
 
     /// The cumulative counts Prometheus exposes: `cumulative[i]` observations `<= bounds[i]`, the last `count`.

@@ -1,3 +1,4 @@
+import AskBasics
 import AskLogging
 import Foundation
 import Synchronization
@@ -65,7 +66,7 @@ public final class MetricsServer: Sendable {
         let wakeRead = pipeFDs[0]
         let finished = self.finished
         let bound = listener.bound
-        let thread = Thread {
+        startThread(name: "askrelay-metrics") {
             let loop = MetricsServerLoop(
                 listenFD: listener.fd,
                 wakeFD: wakeRead,
@@ -77,8 +78,6 @@ public final class MetricsServer: Sendable {
             logger.debug("metrics endpoint closed", metadata: ["endpoint": "\(bound)"])
             finished.signal()
         }
-        thread.name = "askrelay-metrics"
-        thread.start()
     }
 
     deinit { stop() }

@@ -1,3 +1,4 @@
+import AskBasics
 import AskClient
 import Foundation
 import ZeroMQ
@@ -43,7 +44,7 @@ package final class StatsSubscription: @unchecked Sendable {  // @unchecked: one
         var last: BrokerSnapshot?
         while ContinuousClock.now < deadline {
             let left = ContinuousClock.now.duration(to: deadline)
-            let milliseconds = max(1, Int(left.seconds * 1000))
+            let milliseconds = max(1, left.milliseconds)
             guard try socket.wait(timeoutMilliseconds: milliseconds),
                 let frames = try socket.receiveMultipart(.dontWait), frames.count == 2
             else { continue }

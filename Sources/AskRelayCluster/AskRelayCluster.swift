@@ -1,3 +1,4 @@
+import AskBasics
 import AskKeys
 import AskClient
 import AskLogging
@@ -238,7 +239,7 @@ public final class AskRelayCluster: Sendable {
 
     /// ``stop(removingFolder:)`` off the cooperative pool.
     public func shutdown(removingFolder: Bool = true) async {
-        _ = try? await onDedicatedThread(name: "askrelay-cluster") { self.stop(removingFolder: removingFolder) }
+        await onDedicatedThread(name: "askrelay-cluster") { self.stop(removingFolder: removingFolder) }
     }
 
     private func shutDown(removingFolder: Bool) {

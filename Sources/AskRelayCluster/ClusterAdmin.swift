@@ -1,3 +1,4 @@
+import AskBasics
 import AskClient
 import AskLogging
 import AskProtocol

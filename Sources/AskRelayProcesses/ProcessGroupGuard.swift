@@ -1,3 +1,4 @@
+import AskBasics
 import Foundation
 import Synchronization
 

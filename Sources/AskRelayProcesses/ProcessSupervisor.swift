@@ -1,4 +1,4 @@
-import AskModel
+import AskBasics
 import Foundation
 
 #if canImport(Glibc)
@@ -124,7 +124,7 @@ package final class SupervisorCore: @unchecked Sendable {  // @unchecked: `inter
             if interruptible && interruptedBy != nil { return false }
             let remaining = ContinuousClock.now.duration(to: deadline)
             if remaining <= .zero { return false }
-            _ = condition.wait(until: Date().addingTimeInterval(min(remaining / .seconds(1), 0.5)))
+            _ = condition.wait(until: Date().addingTimeInterval(min(remaining.seconds, 0.5)))
         }
         return true
     }
@@ -548,13 +548,4 @@ func setDefaultSignals(_ attributes: inout posix_spawnattr_t, processGroup: pid_
         flags |= POSIX_SPAWN_SETPGROUP
     }
     posix_spawnattr_setflags(&attributes, Int16(flags))
-}
-
-/// Starts `body` on a thread of its own (a pipe reader, a waiter), which nobody joins: it ends with its pipe or its
-/// process.
-func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
-    let thread = Thread(block: body)
-    thread.name = name
-    thread.stackSize = 8 << 20
-    thread.start()
 }

@@ -1,4 +1,4 @@
-import AskModel
+import AskBasics
 import Foundation
 import Synchronization
 

@@ -1,3 +1,4 @@
+import AskBasics
 import AskCLI
 import AskLogging
 import AskBroker
@@ -598,7 +599,7 @@ final class CommandRuns: Sendable {
         supervisor: ProcessSupervisor
     ) {
         state.withLock { $0.running += 1 }
-        let thread = Thread { [self] in
+        startThread(name: "sim.fault-command") { [self] in
             var failure: (any Error)?
             do { try Simulation.runCommand(command) } catch { failure = error }
             state.withLock {
@@ -607,8 +608,6 @@ final class CommandRuns: Sendable {
             }
             supervisor.poke()
         }
-        thread.name = "sim.fault-command"
-        thread.start()
     }
 
     func takeFinished() -> [Finished] {

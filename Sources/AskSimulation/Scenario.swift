@@ -1,3 +1,4 @@
+import AskBasics
 import AskBroker
 import AskCLI
 import Foundation
@@ -186,6 +187,7 @@ extension Scenario {
     /// is told to finish with SIGTERM.
     public var drainBound: Duration {
         let window = max(pendingWindow, expireAfter ?? .zero).seconds / timeScale
-        return .seconds(30) + .nanoseconds(Int64(min(window * 3, 86_400) * 1e9)) + grace * 2 + .seconds(2)
+        return .seconds(30) + Duration(seconds: min(window * 3, 86_400), rounding: .towardZero) + grace * 2
+            + .seconds(2)
     }
 }

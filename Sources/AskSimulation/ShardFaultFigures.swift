@@ -1,3 +1,4 @@
+import AskBasics
 import AskAgents
 import AskProtocol
 import Foundation

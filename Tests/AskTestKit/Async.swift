@@ -1,4 +1,4 @@
-import AskRelayProcesses
+import AskBasics
 import Foundation
 import Synchronization
 

@@ -1,3 +1,4 @@
+import AskBasics
 import Dispatch
 import Foundation
 import SQLite
@@ -36,12 +37,10 @@ final class JournalCheckpointer: Sendable {
     /// Opens a second connection to `path` on a new thread and starts checkpointing.
     init(path: String, busyTimeoutMilliseconds: Int64, restartFrames: Int = JournalCheckpointer.defaultRestartFrames) {
         self.restartFrames = restartFrames
-        let thread = Thread { [self] in
+        startThread(name: "journal-checkpoint") { [self] in
             self.run(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
             self.finished.signal()
         }
-        thread.name = "journal-checkpoint"
-        thread.start()
     }
 
     /// Runs one checkpoint pass that starts after this call, and waits for it (tests, shutdown).

@@ -1,3 +1,4 @@
+import AskBasics
 import Foundation
 import Synchronization
 
@@ -79,14 +80,11 @@ public final class DrivenClock: AskClock {
     /// canonical date of that millisecond (``Foundation/Date/init(wireMilliseconds:)``), so comparisons with
     /// deadlines truncated to whole milliseconds are exact, with no floating-point hair on either side.
     public var now: Date {
-        let elapsed = elapsed.components
-        let attosecondsPerMillisecond: Int64 = 1_000_000_000_000_000
-        if let start = startMilliseconds, elapsed.attoseconds % attosecondsPerMillisecond == 0 {
-            return Date(
-                wireMilliseconds: start + elapsed.seconds * 1000 + elapsed.attoseconds / attosecondsPerMillisecond
-            )
+        let elapsed = elapsed
+        if let start = startMilliseconds, elapsed.isWholeMilliseconds {
+            return Date(wireMilliseconds: start + Int64(elapsed.milliseconds))
         }
-        return startDate.addingTimeInterval(Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18)
+        return startDate.addingTimeInterval(elapsed.seconds)
     }
 
     public var instant: ContinuousClock.Instant { startInstant + elapsed }

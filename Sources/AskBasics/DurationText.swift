@@ -24,13 +24,13 @@ public func parseDuration(_ text: String) -> Duration? {
 /// A number of seconds as a `Duration`, or `nil` when it is negative, not finite, or above
 /// ``ValueBounds/maximumDuration``: the only conversion of a read number of seconds to a duration.
 public func durationFromSeconds(_ seconds: Double) -> Duration? {
-    guard seconds.isFinite, seconds >= 0, seconds <= ValueBounds.maximumDuration / .seconds(1) else { return nil }
-    return .nanoseconds(Int64((seconds * 1e9).rounded()))
+    guard seconds.isFinite, seconds >= 0, seconds <= ValueBounds.maximumDuration.seconds else { return nil }
+    return Duration(seconds: seconds)
 }
 
 /// A duration as the parser reads it back, in the largest unit that keeps it whole: `100d`, `48h`, `2s`, `250ms`.
 public func durationText(_ duration: Duration) -> String {
-    let microseconds = (duration / .seconds(1) * 1_000_000).rounded()
+    let microseconds = (duration.seconds * 1_000_000).rounded()
     if microseconds == 0 { return "0s" }
     if microseconds.truncatingRemainder(dividingBy: 1000) != 0 { return "\(Int(microseconds))us" }
     let milliseconds = microseconds / 1000

@@ -38,7 +38,7 @@ public final class OneShot<Value: Sendable>: @unchecked Sendable {  // @unchecke
             }
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { return nil }
-            _ = condition.wait(until: Date(timeIntervalSinceNow: left / .seconds(1)))
+            _ = condition.wait(until: Date(timeIntervalSinceNow: left.seconds))
         }
         return value
     }

@@ -1,8 +1,9 @@
 import Foundation
 import Synchronization
 
-/// Events appended from any thread and awaited with deadlines (a story's steps, `AskRelayTesting`'s `FlowWatch`): a
-/// wait ends as soon as an appended event (or one already there) satisfies it, or at its deadline, never by polling.
+/// Events appended from any thread and awaited with deadlines (a story's steps, `AskRelayTesting`'s `FlowWatch`,
+/// AskTestKit's `Collected`): a wait ends as soon as an appended event (or one already there) satisfies it, or at its
+/// deadline, never by polling; ``expectNone(during:arrived:evidence:)`` is the "nothing arrives" check with evidence.
 /// Package access: the targets of this package share it; it is no part of a product's public API.
 package final class EventBoard<Event: Sendable>: Sendable {
     private struct Waiter {
@@ -68,6 +69,34 @@ package final class EventBoard<Event: Sendable>: Sendable {
         } onCancel: {
             expire(token)
         }
+    }
+
+    /// How an ``expectNone(during:arrived:evidence:)`` ended.
+    package enum Absence: Sendable, Equatable {
+        /// It did not arrive during the window, nor before the evidence's round trip ended.
+        case absent
+        /// It arrived during the window.
+        case arrivedDuring
+        /// The window passed without it, but it arrived before the evidence's round trip ended: it was on its way.
+        case arrivedBeforeEvidence
+    }
+
+    /// The one "nothing arrives" check: waits `during` for `arrived` to hold; if it did not, runs `evidence`, which
+    /// sends a marker along the path the thing would take and returns once the marker made the round trip (on an
+    /// ordered path, whatever was on its way before the marker arrived first), then looks again. A quiet window
+    /// alone proves nothing on a slow machine; the marker is the positive evidence. `AskRelayTesting`'s
+    /// `FlowWatch` and the story runner's `expectNoQuestion` and `expectNoResponse` use it.
+    /// - Throws: what `evidence` throws (the marker did not make the round trip), or `CancellationError` when the
+    ///   task was cancelled during the window (the evidence is not run then).
+    package func expectNone(
+        during: Duration,
+        arrived: @escaping @Sendable ([Event]) -> Bool,
+        evidence: () async throws -> Void
+    ) async throws -> Absence {
+        if await wait(timeout: during, until: arrived) { return .arrivedDuring }
+        try Task.checkCancellation()
+        try await evidence()
+        return arrived(events) ? .arrivedBeforeEvidence : .absent
     }
 
     private func expire(_ token: UInt64) {

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Synchronization
 
@@ -8,7 +9,20 @@ import Synchronization
 package final class EventBoard<Event: Sendable>: Sendable {
     private struct Waiter {
         let matches: @Sendable ([Event]) -> Bool
-        let continuation: CheckedContinuation<Bool, Never>
+        let wake: Wake
+    }
+
+    /// How a satisfied waiter is woken: an async wait's continuation, or a blocked thread's semaphore.
+    private enum Wake {
+        case resume(CheckedContinuation<Bool, Never>)
+        case signal(DispatchSemaphore)
+
+        func callAsFunction() {
+            switch self {
+            case .resume(let continuation): continuation.resume(returning: true)
+            case .signal(let semaphore): semaphore.signal()
+            }
+        }
     }
 
     private struct State {
@@ -26,16 +40,16 @@ package final class EventBoard<Event: Sendable>: Sendable {
 
     /// Adds `event` and ends the waits it (with the events before it) satisfies.
     package func append(_ event: Event) {
-        let ready: [CheckedContinuation<Bool, Never>] = state.withLock { state in
+        let ready: [Wake] = state.withLock { state in
             state.events.append(event)
-            var ready: [CheckedContinuation<Bool, Never>] = []
+            var ready: [Wake] = []
             for (token, waiter) in state.waiters where waiter.matches(state.events) {
-                ready.append(waiter.continuation)
+                ready.append(waiter.wake)
                 state.waiters[token] = nil
             }
             return ready
         }
-        for continuation in ready { continuation.resume(returning: true) }
+        for wake in ready { wake() }
     }
 
     /// Waits until `matches` holds for the events so far, for at most `timeout`; a cancelled task stops waiting.
@@ -49,7 +63,7 @@ package final class EventBoard<Event: Sendable>: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let done = state.withLock { state -> Bool in
                     if matches(state.events) { return true }
-                    state.waiters[token] = Waiter(matches: matches, continuation: continuation)
+                    state.waiters[token] = Waiter(matches: matches, wake: .resume(continuation))
                     return false
                 }
                 if done {
@@ -69,6 +83,24 @@ package final class EventBoard<Event: Sendable>: Sendable {
         } onCancel: {
             expire(token)
         }
+    }
+
+    /// ``wait(timeout:until:)`` for a blocking caller (a test on a thread of its own): blocks the calling thread
+    /// until `matches` holds for the events so far, woken by the ``append(_:)`` that satisfies it, for at most
+    /// `timeout`. Never call it from the cooperative pool.
+    /// - Returns: `false` if the deadline came first.
+    package func waitBlocking(timeout: Duration, until matches: @escaping @Sendable ([Event]) -> Bool) -> Bool {
+        let semaphore = DispatchSemaphore(value: 0)
+        let token = state.withLock { state -> UInt64? in
+            if matches(state.events) { return nil }
+            state.next += 1
+            state.waiters[state.next] = Waiter(matches: matches, wake: .signal(semaphore))
+            return state.next
+        }
+        guard let token else { return true }
+        _ = semaphore.wait(timeout: .now() + timeout / .seconds(1))
+        // Still registered: the deadline came first. Gone: an append satisfied it (and signalled, or is about to).
+        return state.withLock { $0.waiters.removeValue(forKey: token) } == nil
     }
 
     /// How an ``expectNone(during:arrived:evidence:)`` ended.
@@ -101,6 +133,6 @@ package final class EventBoard<Event: Sendable>: Sendable {
 
     private func expire(_ token: UInt64) {
         let waiter = state.withLock { $0.waiters.removeValue(forKey: token) }
-        waiter?.continuation.resume(returning: false)
+        if case .resume(let continuation) = waiter?.wake { continuation.resume(returning: false) }
     }
 }

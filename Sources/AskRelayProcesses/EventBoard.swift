@@ -28,6 +28,8 @@ package final class EventBoard<Event: Sendable>: Sendable {
     private struct State {
         var events: [Event] = []
         var waiters: [UInt64: Waiter] = [:]
+        /// The deadline of each async wait, cancelled when an append satisfies the wait first.
+        var deadlines: [UInt64: Task<Void, Never>] = [:]
         var next: UInt64 = 0
     }
 
@@ -40,15 +42,18 @@ package final class EventBoard<Event: Sendable>: Sendable {
 
     /// Adds `event` and ends the waits it (with the events before it) satisfies.
     package func append(_ event: Event) {
-        let ready: [Wake] = state.withLock { state in
+        let (ready, deadlines): ([Wake], [Task<Void, Never>]) = state.withLock { state in
             state.events.append(event)
             var ready: [Wake] = []
+            var deadlines: [Task<Void, Never>] = []
             for (token, waiter) in state.waiters where waiter.matches(state.events) {
                 ready.append(waiter.wake)
                 state.waiters[token] = nil
+                if let deadline = state.deadlines.removeValue(forKey: token) { deadlines.append(deadline) }
             }
-            return ready
+            return (ready, deadlines)
         }
+        for deadline in deadlines { deadline.cancel() }
         for wake in ready { wake() }
     }
 
@@ -75,10 +80,16 @@ package final class EventBoard<Event: Sendable>: Sendable {
                     expire(token)
                     return
                 }
-                Task {
+                let deadline = Task {
                     try? await Task.sleep(for: timeout)  // the deadline of this wait, not a readiness guess
                     self.expire(token)
                 }
+                let satisfied = state.withLock { state -> Bool in
+                    guard state.waiters[token] != nil else { return true }
+                    state.deadlines[token] = deadline
+                    return false
+                }
+                if satisfied { deadline.cancel() }
             }
         } onCancel: {
             expire(token)
@@ -132,7 +143,10 @@ package final class EventBoard<Event: Sendable>: Sendable {
     }
 
     private func expire(_ token: UInt64) {
-        let waiter = state.withLock { $0.waiters.removeValue(forKey: token) }
+        let (waiter, deadline) = state.withLock { state in
+            (state.waiters.removeValue(forKey: token), state.deadlines.removeValue(forKey: token))
+        }
+        deadline?.cancel()  // a cancelled wait's: it need not sleep on
         if case .resume(let continuation) = waiter?.wake { continuation.resume(returning: false) }
     }
 }

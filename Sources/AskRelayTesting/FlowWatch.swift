@@ -26,7 +26,7 @@ import Testing
 /// - **Deadlines.** An `expect...(within:)` returns as soon as what it expects is there (already, or when it comes),
 ///   and fails at its deadline: a deadline is a bound on waiting, never a pause. No expectation polls.
 /// - **Evidence.** `expectNoQuestion` and `expectNoResponse` wait `during`, then prove that nothing is still on
-///   its way: a marker question (a fresh handle) travels the same path — asked by the same child (or a child of
+///   its way (AskRelayProcesses' `EventBoard.expectNone`, which the story runner's steps share): a marker question (a fresh handle) travels the same path — asked by the same child (or a child of
 ///   the guardian's family), sent, delivered to the same guardian, answered, its response back to the same child.
 ///   The broker keeps one ordered queue per recipient, so once the marker arrived, whatever was queued before it
 ///   arrived first. The marker needs the child's limits on (it is asked like any question); its id is in
@@ -187,8 +187,9 @@ public final class FlowWatch: Sendable {
         during: Duration,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
-        let came = await board.wait(timeout: during) { Self.question(id, at: guardian, in: Self.events(in: $0)) != nil }
-        if !came {
+        let absence = try await board.expectNone(during: during) {
+            Self.question(id, at: guardian, in: Self.events(in: $0)) != nil
+        } evidence: {
             try await proveNothingMore(
                 asker: nil,
                 guardian: guardian,
@@ -197,10 +198,11 @@ public final class FlowWatch: Sendable {
                 sourceLocation
             )
         }
-        if Self.question(id, at: guardian, in: events) != nil {
+        if absence != .absent {
             try fail(
                 "no question \(id) at \(guardian) for \(during)",
-                got: "question \(id) at \(guardian)" + (came ? "" : " (before the marker)"),
+                got: "question \(id) at \(guardian)"
+                    + (absence == .arrivedBeforeEvidence ? " (before the marker)" : ""),
                 sourceLocation
             )
         }
@@ -217,10 +219,9 @@ public final class FlowWatch: Sendable {
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let before = responses.filter { $0.questionID == id }.count
-        let came = await board.wait(timeout: during) {
+        let absence = try await board.expectNone(during: during) {
             Self.responses(in: $0).filter { $0.questionID == id }.count > before
-        }
-        if !came {
+        } evidence: {
             let asker =
                 child ?? Self.asker(of: id, in: events)
                 ?? children.children.keys.first.flatMap {
@@ -235,10 +236,12 @@ public final class FlowWatch: Sendable {
             )
         }
         let got = responses.filter { $0.questionID == id }
-        if got.count > before {
+        if absence != .absent {
+            let more = got.dropFirst(before).map(\.choice.id).joined(separator: ", ")
             try fail(
                 "no \(before == 0 ? "" : "further ")response to \(id) for \(during)",
-                got: "\(got.count - before) more (\(got.dropFirst(before).map(\.choice.id).joined(separator: ", ")))",
+                got: "\(got.count - before) more (\(more))"
+                    + (absence == .arrivedBeforeEvidence ? " before the marker" : ""),
                 sourceLocation
             )
         }

@@ -139,6 +139,8 @@ final class StorySession: Sendable {
     let readers: Mutex<[Task<Void, Never>]>
     /// The story's question names and the questions built for them.
     let questions = Mutex<[String: AnyPermissionQuestion]>([:])
+    /// By question name: the guardians whose answer to it the broker did not refuse, in the order of the steps.
+    let answered = Mutex<[String: [String]]>([:])
 
     private init(
         story: Story,
@@ -335,15 +337,21 @@ final class StorySession: Sendable {
                 return fail(expect.description, "no guardian connection")
             }
             var got = "accepted"
+            var refused = false
             do {
                 try await guardians.answer(questionID: question(name).id, choiceID: choice, as: guardian)
             } catch {
                 switch error {
-                case .refused(let code, _): got = code.rawValue
+                case .refused(let code, _):
+                    got = code.rawValue
+                    refused = true
                 case .timedOut: got = "timed-out"
                 default: got = "\(error)"
                 }
             }
+            // An answer the broker did not refuse may have won (a timed-out one is still retried): a later
+            // expectNoResponse's marker goes through its guardian.
+            if !refused { answered.withLock { $0[name, default: []].append(guardian) } }
             if got != expect.description { return fail(expect.description, got) }
         case .expectQuestion(let guardian, let name, let within):
             let id = question(name).id
@@ -353,11 +361,22 @@ final class StorySession: Sendable {
             if seen != true { return fail("question \(name) at \(guardian) within \(durationText(within))", "none") }
         case .expectNoQuestion(let guardian, let name, let during):
             let id = question(name).id
-            let seen = await guardianEvents.wait(timeout: during) { events in
-                events.contains { if case .question(guardian, id) = $0 { true } else { false } }
-            }
-            if seen == true {
-                return fail("no question \(name) at \(guardian) for \(durationText(during))", "it arrived")
+            let wanted = "no question \(name) at \(guardian) for \(durationText(during))"
+            do {
+                let absence = try await guardianEvents.expectNone(during: during) { events in
+                    events.contains { if case .question(guardian, id) = $0 { true } else { false } }
+                } evidence: {
+                    try await proveNoQuestion(name, at: guardian, after: during, step: step)
+                }
+                switch absence {
+                case .absent: break
+                case .arrivedDuring: return fail(wanted, "it arrived")
+                case .arrivedBeforeEvidence: return fail(wanted, "it arrived after the window, before the marker")
+                }
+            } catch let failure as MarkerFailure {
+                return fail(wanted + ", then a marker question's round trip", failure.description)
+            } catch {
+                return nil  // cancelled: `play(_:)` reports the interruption
             }
         case .expectResponse(let name, let choice, let within):
             let id = question(name).id
@@ -369,13 +388,23 @@ final class StorySession: Sendable {
         case .expectNoResponse(let name, let during):
             let id = question(name).id
             let before = responses.events.filter { $0.0 == id }.count
-            let arrived = await responses.wait(timeout: during) { $0.filter { $0.0 == id }.count > before }
-            if arrived {
+            let wanted = "no \(before == 0 ? "" : "further ")response to \(name) for \(durationText(during))"
+            do {
+                let absence = try await responses.expectNone(during: during) {
+                    $0.filter { $0.0 == id }.count > before
+                } evidence: {
+                    try await proveNoResponse(name, after: during, step: step)
+                }
                 let choice = responses.events.last { $0.0 == id }?.1 ?? ""
-                return fail(
-                    "no \(before == 0 ? "" : "further ")response to \(name) for \(durationText(during))",
-                    "one (\(choice))"
-                )
+                switch absence {
+                case .absent: break
+                case .arrivedDuring: return fail(wanted, "one (\(choice))")
+                case .arrivedBeforeEvidence: return fail(wanted, "one (\(choice)) after the window, before the marker")
+                }
+            } catch let failure as MarkerFailure {
+                return fail(wanted + ", then a marker question's round trip", failure.description)
+            } catch {
+                return nil  // cancelled: `play(_:)` reports the interruption
             }
         case .expectClosed(let guardian, let name, let reason, let answeredBy, let within):
             let id = question(name).id
@@ -420,6 +449,127 @@ final class StorySession: Sendable {
             return network(action, on: target, step: step)
         }
         return nil
+    }
+
+    // MARK: Markers: the evidence of expectNoQuestion and expectNoResponse
+
+    /// The evidence that question `name` is not on its way to `guardian`: a marker question from a child of the
+    /// guardian's family (the question's own child when it is one) reaches the guardian. The broker keeps one
+    /// ordered queue per recipient, so had the question been queued for the guardian, it would have come first.
+    private func proveNoQuestion(_ name: String, at guardian: String, after during: Duration, step: Step) async throws {
+        let family = story.guardians[guardian]
+        let own = childOf(name)
+        let child =
+            story.children[own] == family ? own : story.children.filter { $0.value == family }.map(\.key).min()
+        guard let child else {
+            throw MarkerFailure("no child in \(guardian)'s family to ask a marker question")
+        }
+        try await marker(from: child, through: guardian, like: question(name), after: during, step: step)
+    }
+
+    /// The evidence that no (further) response to question `name` is on its way: a marker question from the
+    /// question's child comes back answered, once through each guardian whose answer to it the broker did not
+    /// refuse (an answer still on its way is ahead of the marker's on that guardian's connection), else through the
+    /// first guardian of the child's family. The broker queues the responses of a child in order, so a response
+    /// queued before the marker's came first.
+    private func proveNoResponse(_ name: String, after during: Duration, step: Step) async throws {
+        let child = childOf(name)
+        var guardians = answered.withLock { $0[name, default: []] }.reduce(into: [String]()) { unique, guardian in
+            if !unique.contains(guardian) { unique.append(guardian) }
+        }
+        if guardians.isEmpty, let first = story.guardians.filter({ $0.value == story.children[child] }).keys.min() {
+            guardians = [first]
+        }
+        guard !guardians.isEmpty else {
+            throw MarkerFailure("no guardian in \(child)'s family to answer a marker question")
+        }
+        for guardian in guardians {
+            try await marker(from: child, through: guardian, like: question(name), after: during, step: step)
+        }
+    }
+
+    /// A marker question's round trip: `child` asks and sends a fresh question (a random phone number, or an app
+    /// update, as `like` is, so that its response comes on the same stream), it reaches `guardian`, who declines
+    /// it (a decline makes no handle known), and the response comes back to `child`. Each leg waits at most
+    /// `during` plus 30 s. A marker the broker expires before its answer (a story's short pending window) is asked
+    /// again, three times at most. No step names a marker, so no later step sees it.
+    /// - Throws: ``MarkerFailure`` naming the leg that did not happen.
+    private func marker(
+        from child: String,
+        through guardian: String,
+        like: AnyPermissionQuestion,
+        after during: Duration,
+        step: Step
+    ) async throws {
+        guard let center = centers[child], let guardians = guardianCenters[guardian] else {
+            throw MarkerFailure("no connection of \(child) or \(guardian) to pass a marker question")
+        }
+        let within = during + .seconds(30)
+        let start = ContinuousClock.now
+        for attempt in 1...3 {
+            let marker: AnyPermissionQuestion =
+                if case .significantAppUpdate = like.topic {
+                    AnyPermissionQuestion(
+                        PermissionQuestion(
+                            significantAppUpdateTopic: SignificantAppUpdateTopic(description: "askrelay test marker")
+                        )
+                    )
+                } else {
+                    AnyPermissionQuestion(
+                        PermissionQuestion(
+                            handle: CommunicationHandle(
+                                value: "+1555\(UInt32.random(in: 1_000_000...9_999_999))",
+                                kind: .phoneNumber
+                            )
+                        )
+                    )
+                }
+            let id = marker.id
+            let leg = "\(step.label): marker question \(id) from \(child) through \(guardian)"
+            do {
+                try await center.child(child).ask(marker)
+            } catch {
+                logger.notice("\(leg): ask: \(error.caseName)\(detail(error))")
+                let limits =
+                    [.communicationLimitsNotEnabled, .contactSyncNotSetup, .notAvailable].contains(error)
+                    ? " (a marker needs the child's limits on, sync set up and eligible)" : ""
+                throw MarkerFailure("the marker asked by \(child): \(error.caseName)\(detail(error))\(limits)")
+            }
+            do {
+                try await center.child(child).send(id)
+            } catch {
+                logger.notice("\(leg): send: \(error)")
+                if error.code == .expired && attempt < 3 { continue }
+                throw MarkerFailure("the marker sent by \(child): \(error.code?.rawValue ?? "\(error)")")
+            }
+            let delivered = await guardianEvents.wait(timeout: within) { events in
+                events.contains { if case .question(guardian, id) = $0 { true } else { false } }
+            }
+            try Task.checkCancellation()
+            guard delivered else {
+                logger.notice("\(leg): not at \(guardian) within \(durationText(within))")
+                throw MarkerFailure("the marker did not reach \(guardian) within \(durationText(within))")
+            }
+            do {
+                try await guardians.answer(questionID: id, choiceID: PermissionChoice.decline.id, as: guardian)
+            } catch {
+                logger.notice("\(leg): answer: \(error)")
+                if error.code == .expired && attempt < 3 { continue }
+                // Timed out: the answer is still retried, so its response may yet come.
+                if error != .timedOut {
+                    throw MarkerFailure("the marker answered by \(guardian): \(error.code?.rawValue ?? "\(error)")")
+                }
+            }
+            let back = await responses.wait(timeout: within) { $0.contains { $0.0 == id } }
+            try Task.checkCancellation()
+            guard back else {
+                logger.notice("\(leg): no response within \(durationText(within))")
+                throw MarkerFailure("the marker's response did not reach \(child) within \(durationText(within))")
+            }
+            let milliseconds = (ContinuousClock.now - start).seconds * 1000
+            logger.notice("\(leg): round trip done in \(String(format: "%.1f", milliseconds)) ms (attempt \(attempt))")
+            return
+        }
     }
 
     /// Plays a network step on the target's link. A reset fails when there was no connection to reset: a fault
@@ -505,6 +655,13 @@ final class StorySession: Sendable {
 enum GuardianEvent: Sendable {
     case question(guardian: String, id: UUID)
     case closed(guardian: String, QuestionClosed)
+}
+
+/// The evidence of an `expectNoQuestion` or `expectNoResponse` step that did not come: which leg of the marker
+/// question's round trip did not happen.
+struct MarkerFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }
 
 /// A story that could not be set up.

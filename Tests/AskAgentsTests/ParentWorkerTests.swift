@@ -184,8 +184,9 @@ struct ParentWorkerTests {
             }
         }
         clock.advance(by: .seconds(60))
+        let expiring = q.id
         let dropped = try setup.events.expect(within: .seconds(5)) {
-            if case .dropped(_, let id, _) = $0 { return id == q.id }
+            if case .dropped(_, let id, _) = $0 { return id == expiring }
             return false
         }
         guard case .dropped(_, _, let why) = dropped else { return }
@@ -213,8 +214,9 @@ struct ParentWorkerTests {
         var q = question([phone("+14155550127")])
         q.expirationDate = clock.now.addingTimeInterval(60)
         try setup.child.askAndSend(q, child: "c1")
+        let expiring = q.id
         _ = try setup.events.expect {
-            if case .received(_, let id) = $0 { return id == q.id }; return false
+            if case .received(_, let id) = $0 { return id == expiring }; return false
         }
         clock.advance(by: .seconds(60))
         let record = try setup.result(for: q)

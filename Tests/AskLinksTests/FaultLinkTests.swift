@@ -250,10 +250,14 @@ final class Listener: Sendable {
     let fd: Int32
     let endpoint: String
     let path: String?
+    /// The folder of an ipc listener's socket file, removed with it.
+    let folder: TempDirectory?
 
     init(ipc: Bool = false) throws {
         if ipc {
-            let path = NSTemporaryDirectory() + "/askrelay-link-\(UUID().uuidString.prefix(8)).ipc"
+            let folder = TempDirectory(prefix: "askrelay-link")
+            self.folder = folder
+            let path = folder.appending("listener.ipc")
             self.path = path
             let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             self.fd = fd
@@ -273,6 +277,7 @@ final class Listener: Sendable {
             endpoint = "ipc://\(path)"
         } else {
             path = nil
+            folder = nil
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             self.fd = fd
             var address = sockaddr_in()
@@ -308,6 +313,7 @@ final class Listener: Sendable {
     func close() {
         Glibc.close(fd)
         if let path { unlink(path) }
+        folder?.cleanup()
     }
 }
 

@@ -152,8 +152,8 @@ struct ClusterHarnessTests {
     @Test("the processes die with the process that started the cluster, even on kill -9")
     func processesDieWithTheirStarter() throws {
         let bin = try AskRelayCluster.binDirectory()
-        let logs = try ScratchFolder(prefix: "askrelay-holder")
-        defer { logs.remove() }
+        let logs = TempDirectory(prefix: "askrelay-holder")
+        defer { logs.cleanup() }
         let holder = try RelayProcess(
             name: "askrelay-cluster-holder",
             executable: bin + "/askrelay-cluster-holder",

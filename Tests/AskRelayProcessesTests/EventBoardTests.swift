@@ -56,4 +56,80 @@ struct EventBoardTests {
         board.append(1)
         #expect(await board.wait(timeout: .seconds(3600)) { $0.contains(1) })
     }
+
+    @Test("a blocking wait ends at the append that satisfies it, or at once, or false at its deadline")
+    func blocking() throws {
+        let board = EventBoard<Int>()
+        board.append(1)
+        #expect(board.waitBlocking(timeout: .seconds(30)) { $0.contains(1) })
+        // The matcher's first run says the wait is registered; then another thread appends. Its deadline is an hour
+        // away, so only the append can end it (the suite's time limit would fail the test otherwise).
+        let registered = DispatchSemaphore(value: 0)
+        let appender = Thread {
+            registered.wait()
+            board.append(2)
+        }
+        appender.start()
+        #expect(
+            board.waitBlocking(timeout: .seconds(3600)) { events in
+                if !events.contains(2) { registered.signal() }
+                return events.contains(2)
+            }
+        )
+        let start = ContinuousClock.now
+        #expect(board.waitBlocking(timeout: .milliseconds(200)) { $0.contains(3) } == false)
+        #expect(ContinuousClock.now - start >= .milliseconds(200))
+    }
+
+    @Test("expectNone: arrived in the window, arrived before the evidence's round trip ended, or absent")
+    func expectNone() async throws {
+        let board = EventBoard<String>()
+        // In the window: the evidence is not run.
+        board.append("response")
+        let during = try await board.expectNone(during: .seconds(30)) {
+            $0.contains("response")
+        } evidence: {
+            Issue.record("the evidence ran although it arrived in the window")
+        }
+        #expect(during == .arrivedDuring)
+        // After the window, queued ahead of the marker: the evidence's round trip brings it.
+        let late = try await board.expectNone(during: .milliseconds(1)) {
+            $0.contains("late")
+        } evidence: {
+            board.append("late")
+            board.append("marker")
+        }
+        #expect(late == .arrivedBeforeEvidence)
+        // Nothing on its way: the marker alone.
+        var ran = false
+        let absent = try await board.expectNone(during: .milliseconds(1)) {
+            $0.contains("never")
+        } evidence: {
+            ran = true
+        }
+        #expect(absent == .absent && ran)
+        // The evidence's failure is the call's.
+        struct NoMarker: Error {}
+        await #expect(throws: NoMarker.self) {
+            _ = try await board.expectNone(during: .milliseconds(1)) {
+                $0.contains("never")
+            } evidence: {
+                throw NoMarker()
+            }
+        }
+    }
+
+    @Test("expectNone in a cancelled task throws CancellationError without running the evidence")
+    func expectNoneCancelled() async {
+        let board = EventBoard<Int>()
+        let waiting = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await board.expectNone(during: .seconds(3600)) {
+                $0.contains(1)
+            } evidence: {
+                Issue.record("the evidence ran in a cancelled task")
+            }
+        }
+        await #expect(throws: CancellationError.self) { try await waiting.value }
+    }
 }

@@ -157,7 +157,6 @@ struct RunCheckTests {
         defer { scratch.cleanup() }
         let missing = try #require(refusal { _ = try RunCheck.recheck(folder: folder) })
         #expect(missing.exitCode == 64 && missing.message.contains("no such folder '\(folder)'"), "\(missing)")
-        try FileManager.default.createDirectory(atPath: scratch.path, withIntermediateDirectories: true)
         try Data("x".utf8).write(to: URL(fileURLWithPath: folder))
         let file = try #require(refusal { _ = try RunCheck.recheck(folder: folder) })
         #expect(file.exitCode == 64 && file.message.contains("is a file"), "\(file)")

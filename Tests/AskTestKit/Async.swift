@@ -10,10 +10,11 @@ public func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) as
 
 /// Everything that came, in order: appended from any thread, or read from an `AsyncStream` in the background. Tests
 /// wait for a count or for a match, each with a deadline (`wait` and `first` from async code, ``expect`` from a
-/// blocking test).
+/// blocking test). A thin wrapper over AskRelayProcesses' `EventBoard`, the one collect-and-wait mechanism: a wait
+/// ends at the append that satisfies it (or at once, when what came already does), or at its deadline; nothing
+/// polls.
 public final class Collected<Element: Sendable>: Sendable {
-    private let items = Mutex<[Element]>([])
-    private let arrived = NSCondition()
+    private let board = EventBoard<Element>()
     private let reader = Mutex<Task<Void, Never>?>(nil)
 
     public init() {}
@@ -39,63 +40,46 @@ public final class Collected<Element: Sendable>: Sendable {
 
     deinit { reader.withLock { $0?.cancel() } }
 
-    /// Adds `item` and wakes the waiters.
-    public func append(_ item: Element) {
-        items.withLock { $0.append(item) }
-        arrived.lock()
-        arrived.broadcast()
-        arrived.unlock()
-    }
+    /// Adds `item` and wakes the waits it satisfies.
+    public func append(_ item: Element) { board.append(item) }
 
     /// What came so far.
-    public var all: [Element] { items.withLock { $0 } }
+    public var all: [Element] { board.events }
 
     /// Stops reading the stream.
     public func cancel() { reader.withLock { $0?.cancel() } }
 
-    /// Waits until at least `count` elements came (polled every 10 ms with a deadline).
+    /// Waits until at least `count` elements came, at most `timeout`.
     /// - Returns: all that came, which is fewer than `count` when the deadline passed first.
     @discardableResult
     public func wait(for count: Int = 1, within timeout: Duration = .seconds(15)) async -> [Element] {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline && all.count < count {
-            try? await Task.sleep(for: .milliseconds(10))  // allowed: a poll with a deadline
-        }
+        _ = await board.wait(timeout: timeout) { $0.count >= count }
         return all
     }
 
-    /// The first element after the first `skip` that satisfies `matches`, come before or within `timeout` (polled
-    /// every 10 ms); `nil` when none came by then.
+    /// The first element after the first `skip` that satisfies `matches`, come before or within `timeout`; `nil`
+    /// when none came by then.
     public func first(
         after skip: Int = 0,
         within timeout: Duration = .seconds(15),
-        where matches: (Element) -> Bool
+        where matches: @escaping @Sendable (Element) -> Bool
     ) async -> Element? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let match = all.dropFirst(skip).first(where: matches) { return match }
-            try? await Task.sleep(for: .milliseconds(10))  // allowed: a poll with a deadline
-        }
+        _ = await board.wait(timeout: timeout) { $0.dropFirst(skip).contains(where: matches) }
         return all.dropFirst(skip).first(where: matches)
     }
 
     /// ``first(after:within:where:)`` for a blocking test (a worker on a thread of its own): blocks the calling
-    /// thread, woken by every ``append(_:)``.
+    /// thread until the append that brings a match, or the deadline.
     /// - Throws: ``TestFailure`` listing what came when nothing matched by the deadline.
     public func expect(
         after skip: Int = 0,
         within timeout: Duration = .seconds(5),
-        where matches: (Element) -> Bool
+        where matches: @escaping @Sendable (Element) -> Bool
     ) throws -> Element {
-        let deadline = Date() + timeout / .seconds(1)
-        arrived.lock()
-        defer { arrived.unlock() }
-        while true {
-            if let match = all.dropFirst(skip).first(where: matches) { return match }
-            guard arrived.wait(until: deadline) else {
-                if let match = all.dropFirst(skip).first(where: matches) { return match }
-                throw TestFailure("no matching element within \(timeout); got \(all)")
-            }
+        _ = board.waitBlocking(timeout: timeout) { $0.dropFirst(skip).contains(where: matches) }
+        guard let match = all.dropFirst(skip).first(where: matches) else {
+            throw TestFailure("no matching element within \(timeout); got \(all)")
         }
+        return match
     }
 }

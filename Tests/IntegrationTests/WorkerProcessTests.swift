@@ -15,7 +15,7 @@ import ZeroMQ
 // @unchecked: built once, then only read; the cluster stops its processes.
 final class ProcessWorld: @unchecked Sendable {
     /// The test's own files: the limits state, the parents' records, the centers' state.
-    let directory: ScratchFolder
+    let directory: TempDirectory
     let cluster: AskRelayCluster
     var endpoint: String { cluster.endpoint }
     var context: ZMQContext { cluster.context.zmq }
@@ -28,14 +28,14 @@ final class ProcessWorld: @unchecked Sendable {
         """
 
     init() throws {
-        directory = try ScratchFolder(prefix: "askrelay-world")
+        directory = TempDirectory(prefix: "askrelay-world")
         let path = directory.path + "/limits-state.json"
         try Self.state.write(toFile: path, atomically: true, encoding: .utf8)
         var options = AskRelayCluster.Options()
         options.heartbeat = .milliseconds(200)
         options.limitsArguments = ["--state", path]
         do { cluster = try AskRelayCluster(options) } catch {
-            directory.remove()
+            directory.cleanup()
             throw error
         }
     }
@@ -94,7 +94,7 @@ final class ProcessWorld: @unchecked Sendable {
 
     func stop() {
         cluster.stop()
-        directory.remove()
+        directory.cleanup()
     }
 }
 

@@ -44,7 +44,6 @@ import Testing
     @Test("reading opens the file read-only: a missing journal is an error, and no file is created")
     func createsNothing() throws {
         let dir = TempDirectory(prefix: "journal-tests")
-        try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
         let path = dir.path + "/" + Journal.fileName
         #expect(throws: SQLiteError.self) { try Journal.readQuestion(MessageID(high: 1, low: 1), journalAt: path) }
         #expect(!FileManager.default.fileExists(atPath: path))

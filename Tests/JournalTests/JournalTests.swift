@@ -157,7 +157,6 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         let dir = TempDirectory(prefix: "journal-tests")
         do {
             // A journal as the version-1 broker wrote it.
-            try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
             let db = try Database(path: dir.path + "/" + Journal.fileName)
             try db.execute(Journal.migrations[0])
             try db.setUserVersion(1)
@@ -388,7 +387,6 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
 
     @Test func refusesAFileWhereTheDirectoryShouldBe() throws {
         let dir = TempDirectory(prefix: "journal-tests")
-        try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
         #expect(FileManager.default.createFile(atPath: dir.path + "/file", contents: Data()))
         let error = try #require(throws: JournalError.self) {
             try Journal(directory: dir.path + "/file", durability: .strict)

@@ -1,4 +1,5 @@
 import AskBasics
+import AskRelayProcesses
 import Foundation
 import Synchronization
 

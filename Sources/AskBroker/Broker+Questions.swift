@@ -319,7 +319,10 @@ extension Broker {
         )
         entry.state = .sent
         try journalTransition(questionID, entry)
-        for guardian in ledger.roster(of: entry).sorted() {
+        let roster = ledger.roster(of: entry)
+        // No guardian of the family has registered yet: the first ones to do so get it (``addToRoster``).
+        if roster.isEmpty { ledger.awaitGuardians(questionID, family: entry.family) }
+        for guardian in roster.sorted() {
             try route(
                 id: .random(),
                 from: "broker",

@@ -119,11 +119,42 @@ extension Broker {
         if !turnGuardians.isEmpty { turnGuardians.removeAll(keepingCapacity: true) }
     }
 
-    /// Adds a guardian to its family's roster, in memory and in this turn's journal transaction.
+    /// Adds a guardian to its family's roster, in memory and in this turn's journal transaction. A guardian new to
+    /// the roster also gets the family's questions that were sent while it had no guardian and are still open
+    /// (docs/broker.md, "Family rosters"), in this turn, so they are journaled with the roster row.
     func addToRoster(family: String, guardian: String) {
         guard ledger.addGuardian(family: family, guardian: guardian) else { return }
         turnGuardians.append((family, guardian))
         try? journal.addGuardian(family: family, guardian: guardian)
+        let waiting = ledger.questionsAwaitingGuardians(family: family)
+        guard !waiting.isEmpty else { return }
+        let now = configuration.clock.now.truncatedToWireMilliseconds
+        for questionID in waiting {
+            guard let entry = ledger.entries[questionID], now < entry.expiresAt else { continue }
+            do {
+                let body = try LedgerBodies.guardianQuestion(
+                    question: try questionJSON(questionID, entry),
+                    child: ledger.child(of: entry),
+                    family: family,
+                    sentAt: now,
+                    expiresAt: entry.expiresAt
+                )
+                try route(
+                    id: .random(),
+                    from: "broker",
+                    to: "guardian/\(guardian)",
+                    kind: MessageKind.question.rawValue,
+                    subject: questionID,
+                    body: body,
+                    expiresAt: entry.expiresAt
+                )
+            } catch {
+                logger.error(
+                    "a question sent before any guardian registered could not be delivered",
+                    metadata: ["question": "\(questionID.uuid)", "guardian": "\(guardian)", "error": "\(error)"]
+                )
+            }
+        }
     }
 
     /// The journal could not commit (or a write of the turn failed, which rolled the whole turn back): nothing

@@ -39,6 +39,9 @@ struct NamePool {
         return number
     }
 
+    /// The number of `name` if it has one.
+    func existingNumber(_ name: String) -> UInt32? { numbers[name] }
+
     subscript(number: UInt32) -> String { names[Int(number)] }
 
     var count: Int { names.count - 1 }
@@ -74,6 +77,10 @@ struct QuestionLedger {
     private var closedHead = 0
     /// Closed questions forgotten so far (``forgetClosed(before:)``).
     private(set) var forgotten = 0
+    /// Questions sent while their family's roster was empty, by family number: every guardian that joins the roster
+    /// while one is still `sent` gets it (``questionsAwaitingGuardians(family:)``). Rare, so a list per family;
+    /// closed ones are dropped when the family is next looked at.
+    private var awaitingGuardians: [UInt32: [MessageID]] = [:]
 
     init(configuration: BrokerConfiguration) { self.configuration = configuration }
 
@@ -89,6 +96,19 @@ struct QuestionLedger {
     mutating func removeGuardian(family: String, guardian: String) {
         rosters[family]?.remove(guardian)
         if rosters[family]?.isEmpty == true { rosters[family] = nil }
+    }
+
+    /// Notes a question sent while its family had no guardian, for the guardians that join later.
+    mutating func awaitGuardians(_ id: MessageID, family: UInt32) { awaitingGuardians[family, default: []].append(id) }
+
+    /// The questions of `family` sent while it had no guardian that are still `sent`, in the order they were sent.
+    mutating func questionsAwaitingGuardians(family: String) -> [MessageID] {
+        guard !awaitingGuardians.isEmpty, let number = names.existingNumber(family),
+            let waiting = awaitingGuardians[number]
+        else { return [] }
+        let open = waiting.filter { entries[$0]?.state == .sent }
+        awaitingGuardians[number] = open.isEmpty ? nil : open
+        return open
     }
 
     func child(of entry: LedgerEntry) -> String { names[entry.child] }
@@ -118,6 +138,9 @@ struct QuestionLedger {
             } else {
                 set(question.id, entry)
                 due.append((entry.expiresAt, question.id))
+                if entry.state == .sent, rosters[question.family]?.isEmpty ?? true {
+                    awaitGuardians(question.id, family: entry.family)
+                }
             }
         }
         deadlines.push(contentsOf: due)

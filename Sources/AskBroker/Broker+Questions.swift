@@ -309,31 +309,42 @@ extension Broker {
             throw QuestionLedger.refusal(for: entry.state, wanted: "send")
         }
         guard now < entry.expiresAt else { throw WireError(.expired, "the question expired at \(entry.expiresAt)") }
-        let question = try questionJSON(questionID, entry)
-        let body = try LedgerBodies.guardianQuestion(
-            question: question,
-            child: ledger.child(of: entry),
-            family: ledger.family(of: entry),
-            sentAt: now,
-            expiresAt: entry.expiresAt
-        )
+        let body = try guardianQuestionBody(questionID, entry, sentAt: now)
         entry.state = .sent
         try journalTransition(questionID, entry)
         let roster = ledger.roster(of: entry)
         // No guardian of the family has registered yet: the first ones to do so get it (``addToRoster``).
         if roster.isEmpty { ledger.awaitGuardians(questionID, family: entry.family) }
         for guardian in roster.sorted() {
-            try route(
-                id: .random(),
-                from: "broker",
-                to: "guardian/\(guardian)",
-                kind: MessageKind.question.rawValue,
-                subject: questionID,
-                body: body,
-                expiresAt: entry.expiresAt
-            )
+            try routeQuestion(questionID, body: body, expiresAt: entry.expiresAt, to: guardian)
         }
         ledger.update(questionID, entry)
+    }
+
+    /// The `question` body of a followed question, as its guardians get it.
+    func guardianQuestionBody(_ questionID: MessageID, _ entry: LedgerEntry, sentAt: Date) throws(WireError)
+        -> [UInt8]
+    {
+        try LedgerBodies.guardianQuestion(
+            question: try questionJSON(questionID, entry),
+            child: ledger.child(of: entry),
+            family: ledger.family(of: entry),
+            sentAt: sentAt,
+            expiresAt: entry.expiresAt
+        )
+    }
+
+    /// Routes a `question` message to `guardian`.
+    func routeQuestion(_ questionID: MessageID, body: [UInt8], expiresAt: Date, to guardian: String) throws(WireError) {
+        try route(
+            id: .random(),
+            from: "broker",
+            to: "guardian/\(guardian)",
+            kind: MessageKind.question.rawValue,
+            subject: questionID,
+            body: body,
+            expiresAt: expiresAt
+        )
     }
 
     /// `cancel`, child → broker: the sheet was dismissed; the question never gets a response.

@@ -132,22 +132,8 @@ extension Broker {
         for questionID in waiting {
             guard let entry = ledger.entries[questionID], now < entry.expiresAt else { continue }
             do {
-                let body = try LedgerBodies.guardianQuestion(
-                    question: try questionJSON(questionID, entry),
-                    child: ledger.child(of: entry),
-                    family: family,
-                    sentAt: now,
-                    expiresAt: entry.expiresAt
-                )
-                try route(
-                    id: .random(),
-                    from: "broker",
-                    to: "guardian/\(guardian)",
-                    kind: MessageKind.question.rawValue,
-                    subject: questionID,
-                    body: body,
-                    expiresAt: entry.expiresAt
-                )
+                let body = try guardianQuestionBody(questionID, entry, sentAt: now)
+                try routeQuestion(questionID, body: body, expiresAt: entry.expiresAt, to: guardian)
             } catch {
                 logger.error(
                     "a question sent before any guardian registered could not be delivered",

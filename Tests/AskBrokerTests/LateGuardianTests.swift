@@ -26,23 +26,12 @@ struct LateGuardianTests {
 
         /// ask → presented → send, acknowledged by the broker.
         func askAndSend(_ question: AnyPermissionQuestion) throws {
-            let askID = try child.send(AskRequest(question: question), from: "child/c9", to: "limits")
-            try child.expectAck(askID)
-            let ask = try limits.expectDelivery(kind: "ask")
-            try limits.ack([ask.id!])
-            let resultID = try limits.send(
-                AskResult(questionID: question.id, outcome: .presented),
-                from: "limits/l1",
-                to: "child/c9"
-            )
-            try limits.expectAck(resultID)
-            let result = try child.expectDelivery(kind: "ask.result")
-            try child.ack([result.id!])
+            try FlowHarness.askAndPresent(question, child: child, "child/c9", limits: limits)
             try child.expectAck(try child.send(SendQuestion(questionID: question.id), from: "child/c9", to: "broker"))
         }
     }
 
-    /// The question guardian `address` got, acknowledged.
+    /// The question `guardian` got, acknowledged.
     static func expectQuestion(_ guardian: RawPeer, _ question: AnyPermissionQuestion) throws -> GuardianQuestion {
         let delivery = try guardian.expectDelivery(kind: "question")
         try guardian.ack([delivery.id!])

@@ -58,16 +58,23 @@ final class FlowHarness {
 
     /// ask → limits admits → child gets presented.
     func askAndPresent(_ question: AnyPermissionQuestion) throws {
-        let askID = try child.send(AskRequest(question: question), from: "child/c1", to: "limits")
+        try Self.askAndPresent(question, child: child, "child/c1", limits: limits)
+    }
+
+    /// ask from `address` (served by `child`) → `limits` (serving limits/l1) admits → the child gets presented.
+    static func askAndPresent(_ question: AnyPermissionQuestion, child: RawPeer, _ address: String, limits: RawPeer)
+        throws
+    {
+        let askID = try child.send(AskRequest(question: question), from: address, to: "limits")
         try child.expectAck(askID)
         let ask = try limits.expectDelivery(kind: "ask")
-        #expect(ask.from == "child/c1")
+        #expect(ask.from == address)
         #expect(try ask.decode(AskRequest.self).question.id == question.id)
         try limits.ack([ask.id!])
         let resultID = try limits.send(
             AskResult(questionID: question.id, outcome: .presented),
             from: "limits/l1",
-            to: "child/c1"
+            to: address
         )
         try limits.expectAck(resultID)
         let result = try child.expectDelivery(kind: "ask.result")

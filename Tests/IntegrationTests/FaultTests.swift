@@ -183,12 +183,14 @@ enum FaultSupport {
 
 @Suite("Fault: broker SIGKILL at exact points (--crash-at)", .timeLimit(.minutes(4)), .serialized)
 struct BrokerCrashPointTests {
-    /// Small and seeded: 12 families × 2 child processes × 3 flows, two guardians per family (one per parent
+    /// Small and seeded: 18 families × 2 child processes × 2 flows, two guardians per family (one per parent
     /// process, so a send fans out to two), a 4 s pending window (48h / 43 200) and no earlier expiry, so the
-    /// outage does not outlast a question while nobody could act on it; two families never answer, so questions expire.
+    /// outage does not outlast a question while nobody could act on it; three families never answer, so questions
+    /// expire. Each flow of those waits out the pending window, so a run lasts about flowsPerChild windows: the 72
+    /// flows come from many families with two flows each (a second wave after the crash), not three in a row.
     static func scenario(_ crashAt: String) -> String {
         """
-        {"seed": 5, "families": 12, "flowsPerChild": 3, "childThink": "150ms", "grace": "500ms",
+        {"seed": 5, "families": 18, "flowsPerChild": 2, "childThink": "150ms", "grace": "500ms",
          "expireAfter": null, "timeScale": 43200, "abandonProbability": 0, "duration": "45s",
          "guardians": {"approveProbability": 0.6, "neverAnswerRatio": 0.15, "think": "exponential:100ms"},
          "brokerCrashAt": "\(crashAt)"}

@@ -183,12 +183,14 @@ enum FaultSupport {
 
 @Suite("Fault: broker SIGKILL at exact points (--crash-at)", .timeLimit(.minutes(4)), .serialized)
 struct BrokerCrashPointTests {
-    /// Small and seeded: 12 families × 2 child processes × 3 flows, two guardians per family (one per parent
+    /// Small and seeded: 18 families × 2 child processes × 2 flows, two guardians per family (one per parent
     /// process, so a send fans out to two), a 4 s pending window (48h / 43 200) and no earlier expiry, so the
-    /// outage does not outlast a question while nobody could act on it; two families never answer, so questions expire.
+    /// outage does not outlast a question while nobody could act on it; three families never answer, so questions
+    /// expire. Each flow of those waits out the pending window, so a run lasts about flowsPerChild windows: the 72
+    /// flows come from many families with two flows each (a second wave after the crash), not three in a row.
     static func scenario(_ crashAt: String) -> String {
         """
-        {"seed": 5, "families": 12, "flowsPerChild": 3, "childThink": "150ms", "grace": "500ms",
+        {"seed": 5, "families": 18, "flowsPerChild": 2, "childThink": "150ms", "grace": "500ms",
          "expireAfter": null, "timeScale": 43200, "abandonProbability": 0, "duration": "45s",
          "guardians": {"approveProbability": 0.6, "neverAnswerRatio": 0.15, "think": "exponential:100ms"},
          "brokerCrashAt": "\(crashAt)"}
@@ -777,10 +779,12 @@ struct OverlappingFaultTests {
     func restartDuringBrokerOutage() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
+        // The children play for 12 s, well past the outage (3-5 s) and parent-3's return; a family that never
+        // answers waits out each 4 s pending window, so a longer duration only adds flows after every fault.
         let scenario = """
             {"seed": 90210, "families": 40, "childProcesses": 3, "parentProcesses": 3, "durability": "strict",
              "flowsPerChild": 6, "childThink": "1s", "grace": "500ms", "expireAfter": null, "timeScale": 43200,
-             "abandonProbability": 0, "duration": "30s",
+             "abandonProbability": 0, "duration": "12s",
              "faults": [
                {"at": "3s", "process": "broker", "action": "kill", "restartAfter": "2s"},
                {"at": "4s", "process": "parent-3", "action": "term", "restartAfter": "500ms"}]}
@@ -837,9 +841,11 @@ struct OverlappingFaultTests {
         // A `run` command that takes a second, spanning the first four faults: it must not hold them up.
         let command =
             #"{"at": "900ms", "action": "run", "command": ["sleep", "1"], "undo": ["true"], "undoAfter": "3s"}"#
+        // The children play for 12 s, past the last restart (6.8 s); the family that never answers waits out each
+        // 4 s pending window, so a longer duration only adds flows after every fault.
         let scenario = """
             {"seed": 13, "families": 12, "flowsPerChild": 10, "childThink": "900ms", "grace": "500ms",
-             "expireAfter": null, "timeScale": 43200, "abandonProbability": 0, "duration": "30s",
+             "expireAfter": null, "timeScale": 43200, "abandonProbability": 0, "duration": "12s",
              "guardians": {"approveProbability": 0.6, "neverAnswerRatio": 0.1, "think": "exponential:100ms"},
              "faults": [\((schedule + [command]).joined(separator: ",\n"))]}
             """

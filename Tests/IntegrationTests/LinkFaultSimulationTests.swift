@@ -64,9 +64,12 @@ struct LinkFaultSimulationTests {
 
     @Test("a 100 ms delay toward the broker on the limits link moves ask → presented p50 by at least 100 ms")
     func limitsDelay() throws {
+        // Every family answers and no child abandons: no flow waits out an expiry or a pending window, which
+        // would only lengthen each run, not add presentations to the median.
         let base = """
             "seed": 8, "families": 20, "flowsPerChild": 3, "childThink": "200ms", "invalidRatio": 0,
-            "ratios": {"knownHandle": 0}, "guardians": {"think": "fixed:100ms"}
+            "abandonProbability": 0, "ratios": {"knownHandle": 0},
+            "guardians": {"think": "fixed:100ms", "neverAnswerRatio": 0}
             """
         let delayed =
             #"{\#(base), "faults": [{"at": "0s", "process": "limits", "action": "delay", "delay": "100ms", "direction": "toBroker"}]}"#

@@ -237,7 +237,11 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),
-        .testTarget(name: "AskProtocolWireTests", dependencies: ["AskProtocol"], swiftSettings: strict),
+        .testTarget(
+            name: "AskProtocolWireTests",
+            dependencies: ["AskProtocol", "AskTestKit"],
+            swiftSettings: strict
+        ),
         .testTarget(name: "JournalTests", dependencies: ["AskBroker", "SQLite", "AskTestKit"], swiftSettings: strict),
         .testTarget(
             name: "AskBrokerTests",

@@ -57,24 +57,12 @@ public struct ReachedLine: Codable, Sendable, Equatable {
 /// a child and its successor) never interleave, and a line written is kept when its process is killed; nothing is
 /// synced, and a lost line costs one count, never a flow.
 public final class ReachedLog: Sendable {
-    public let path: String
-    private let descriptor: Int32
+    private let file: LineFile
+    public var path: String { file.path }
 
     /// Opens (creating it, mode 0600) the file at `path` for appending; its folder must exist.
-    /// - Throws: ``ReachedLogError`` naming the path and the system's reason.
-    public init(path: String) throws {
-        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw ReachedLogError(
-                "cannot open the reached log '\(path)' (\(String(cString: strerror(errno)))): give --reached-log a "
-                    + "file in a folder that exists and that you can write to"
-            )
-        }
-        self.path = path
-        descriptor = fd
-    }
-
-    deinit { close(descriptor) }
+    /// - Throws: ``LineFileError`` naming the path and the system's reason.
+    public init(path: String) throws { file = try LineFile(path: path, what: "the reached log", flag: "--reached-log") }
 
     /// Appends one line: `count` occurrences of `situation` (of `question`, if given) at `at`.
     public func note(_ situation: ReachedSituation, question: UUID? = nil, count: Int = 1, at: Date = Date()) {
@@ -83,19 +71,6 @@ public final class ReachedLog: Sendable {
         var text = "{\"situation\":\"\(situation.rawValue)\",\"count\":\(count),\"at_ms\":\(ms)"
         if let question { text += ",\"question\":\"\(question.uuidString)\"" }
         text += "}\n"
-        let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { return }  // a full disk costs a count; the process goes on
-            offset += written
-        }
+        file.append(Array(text.utf8))
     }
-}
-
-/// Why a reached log could not be opened.
-public struct ReachedLogError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }

@@ -249,7 +249,7 @@ struct ChildMain: Command {
             worker: "child worker",
             // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
             isBadUsage: {
-                ($0 as? OwnerLockError)?.code == .unusable || $0 is RecordsFileError || $0 is ReachedLogError
+                ($0 as? OwnerLockError)?.code == .unusable || $0 is RecordsFileError || $0 is LineFileError
             }
         ) { context in
             let reached = try reachedLog.map(ReachedLog.init(path:))

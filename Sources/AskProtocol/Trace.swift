@@ -1,0 +1,131 @@
+import AskModel
+import Foundation
+import Synchronization
+
+/// What happened to a message, or to a question, in one process: the events of a trace file (docs/tracing.md).
+///
+/// A flow's trace is its question's: every message of the flow carries the question id (the header's subject, or
+/// the ask's own question), so the events of all processes that name one question are its trace, and each message
+/// id is one hop. Times are each process's own wall clock.
+public enum TraceEvent: String, Codable, Sendable, CaseIterable {
+    /// A worker or an app's center sent a message to the broker (a SEND).
+    case sent
+    /// A process took a message in: the broker a SEND, a worker a DELIVER.
+    case received
+    /// The broker queued a message for its recipient: one it accepted, or one it made (question, response, closed,
+    /// approval, an ask's refusal).
+    case routed
+    /// The broker's turn that accepted the message committed to its journal (only with a journal).
+    case journaled
+    /// The broker sent a DELIVER of the message to its recipient's session.
+    case delivered
+    /// The recipient acknowledged the message (at the broker: its ACK came; at a worker: it sent its ACK).
+    case acked
+    /// The message was refused, with `code` (at the broker: its NACK; at a worker: the NACK it got).
+    case refused
+    /// The question's deadline passed while it was open (at the broker).
+    case expired
+    /// The question closed at the broker; `code` says how (answered, cancelled, expired, abandoned, refused).
+    case closed
+    /// A fault the simulation played (askrelay simulate's own line; `code` is the action, `to` the process).
+    case fault
+}
+
+/// One line of a trace file: `{"at_us":1764763200123456,"event":"delivered","kind":"question","question":"…",
+/// "id":"…","from":"broker","to":"guardian/g1"}`; fields that do not apply are left out.
+public struct TraceLine: Codable, Sendable, Equatable {
+    /// When, in microseconds since 1970, on the writing process's clock.
+    public var atMicroseconds: Int64
+    /// The event's name (a ``TraceEvent`` raw value; a name this build does not know is kept as read).
+    public var event: String
+    /// The message kind (`ask`, `question`, `answer`, `response`, ...).
+    public var kind: String?
+    /// The question the message is about.
+    public var question: String?
+    /// The message id (one hop).
+    public var id: String?
+    public var from: String?
+    public var to: String?
+    /// A refusal's code, a close's reason, a fault's action.
+    public var code: String?
+
+    enum CodingKeys: String, CodingKey {
+        case event, kind, question, id, from, to, code
+        case atMicroseconds = "at_us"
+    }
+
+    public init(
+        atMicroseconds: Int64,
+        event: String,
+        kind: String? = nil,
+        question: String? = nil,
+        id: String? = nil,
+        from: String? = nil,
+        to: String? = nil,
+        code: String? = nil
+    ) {
+        self.atMicroseconds = atMicroseconds
+        self.event = event
+        self.kind = kind
+        self.question = question
+        self.id = id
+        self.from = from
+        self.to = to
+        self.code = code
+    }
+}
+
+/// Appends trace lines to a file (`--trace-log FILE` of the broker and the workers). Lines are gathered in memory
+/// and written by ``flush()`` in one `write(2)` (a ``LineFile``): the broker flushes at the end of each loop turn,
+/// a worker after each message it handles, so a process killed loses at most the lines of the turn it was in.
+/// Without a trace log a process records nothing: callers hold an optional `TraceLog` and test it for `nil`.
+public final class TraceLog: Sendable {
+    private let file: LineFile
+    private let pending = Mutex<[UInt8]>([])
+    public var path: String { file.path }
+
+    /// Opens (creating it, mode 0600) the file at `path` for appending; its folder must exist.
+    /// - Throws: ``LineFileError`` naming the path and the system's reason.
+    public init(path: String) throws { file = try LineFile(path: path, what: "the trace log", flag: "--trace-log") }
+
+    /// Adds one line, written by the next ``flush()``.
+    public func record(
+        _ event: TraceEvent,
+        kind: String? = nil,
+        question: UUID? = nil,
+        id: UUID? = nil,
+        from: String? = nil,
+        to: String? = nil,
+        code: String? = nil,
+        at: Date = Date()
+    ) {
+        let microseconds = Int64((at.timeIntervalSince1970 * 1_000_000).rounded(.down))
+        var line: [UInt8] = []
+        line.reserveCapacity(200)
+        line.append(contentsOf: "{\"at_us\":\(microseconds),\"event\":\"\(event.rawValue)\"".utf8)
+        func field(_ name: String, _ value: String?) {
+            guard let value else { return }
+            line.append(contentsOf: ",\"\(name)\":".utf8)
+            WireJSON.appendQuoted(value, to: &line)
+        }
+        field("kind", kind)
+        field("question", question?.uuidString)
+        field("id", id?.uuidString)
+        field("from", from)
+        field("to", to)
+        field("code", code)
+        line.append(contentsOf: "}\n".utf8)
+        pending.withLock { $0.append(contentsOf: line) }
+    }
+
+    /// Writes the lines recorded since the last flush.
+    public func flush() {
+        let bytes = pending.withLock { pending -> [UInt8] in
+            defer { pending.removeAll(keepingCapacity: true) }
+            return pending
+        }
+        if !bytes.isEmpty { file.append(bytes) }
+    }
+
+    deinit { flush() }
+}

@@ -19,7 +19,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 60
 
 .PHONY: deps test-deps build release test test-only lint format simulate bench fuzz fuzz-smoke fuzz-build package-test clean help \
-	report-screenshots power-test deploy-test deploy-clean api-docs
+	report-screenshots power-test deploy-test deploy-clean api-docs bench-compare
 
 help:
 	@echo "make simulate   run the local simulation (builds what it needs)"
@@ -30,6 +30,8 @@ help:
 	@echo "                kubernetes client into $(VENV)"
 	@echo "make release    build release executables into .build/release"
 	@echo "make bench      run the side-by-side benchmarks (wrapper vs C, codec, relay vs zmq_proxy)"
+	@echo "make bench-compare BASE=<rev> [ROUNDS=5]  docs/performance.md's figures for BASE's release build and this"
+	@echo "                checkout's, alternating in each round; medians and ratios (scripts/bench-compare.py)"
 	@echo "make fuzz       fuzz the frame parser and message decoders for FUZZ_SECONDS (default 600)"
 	@echo "make power-test  power cuts below SQLite: 200 of the strict broker, 300 under flows (100 in simulate),"
 	@echo "                 100 batch, the record's and limits store's; lost messages per mode (about 17 minutes)"
@@ -134,6 +136,15 @@ bench: release
 	.build/release/askrelay bench link --inflight 1
 	.build/release/askrelay bench link --inflight 100
 	.build/release/askrelay load --mode relay --baseline proxy
+
+# docs/performance.md's figures for BASE (a git revision, built into .build/bench-compare/) and this checkout's release
+# build, alternating which goes first in each of ROUNDS rounds; prints every round, the medians and head/base ratios.
+# Minutes per round: run it on a quiet machine (docs/performance.md, "Comparing two builds").
+ROUNDS ?= 5
+bench-compare:
+	@test -n "$(BASE)" || { echo "make bench-compare: give BASE=<git revision> to compare this checkout with"; exit 64; }
+	$(MAKE) release
+	python3 scripts/bench-compare.py --base $(BASE) --rounds $(ROUNDS)
 
 # load.html of three short runs (relay with its baseline, flows, a relay sweep) rendered by headless Chromium,
 # installed when missing, into $(SCREENSHOTS)/<run>.png to look at; not part of make test.

@@ -290,6 +290,14 @@ enum DocExamples {
             reason: "it is the run this test is part of"
         ),
         DocSubstitution(
+            pattern: #"make bench-compare BASE=\S+( ROUNDS=[0-9]+)?"# + comment,
+            replacement: ": make bench-compare$2",
+            reason: """
+                builds another revision in release and measures for minutes; BenchCompareTests runs \
+                scripts/bench-compare.py, what the target runs, with the release build as both builds
+                """
+        ),
+        DocSubstitution(
             pattern: #"make fuzz"# + comment,
             replacement: ": make fuzz$1",
             reason: "10 minutes; make test runs the same target for 60 s (fuzz-smoke)"

@@ -36,6 +36,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 # The library products' modules, in the order of the page (each builds on the ones before it).
 MODULES = [
+    ("AskBasics", "the duration grammar, value bounds and OneShot, which AskModel re-exports (its other helpers are package"
+     " access)"),
     ("AskModel", "the PermissionKit-shaped model: questions, choices, responses, topics, limits, errors"),
     ("AskClient", "the client: AskCenter, ContactApprovals, CommunicationLimits queries, GuardianCenter"),
     ("AskRelayCluster", "the cluster harness: real askrelay processes for a test or a tool"),
@@ -221,7 +223,8 @@ def render(modules_dir, target, missing_docs):
         "",
         "Every public symbol of the four library modules a Swift package uses: **AskModel** (the model),",
         "**AskClient** (the client), **AskRelayCluster** (the cluster harness) and **AskRelayTesting** (Swift Testing",
-        "support), per module and per type, each with its declaration and the first paragraph of its doc comment.",
+        "support), per module and per type, each with its declaration and the first paragraph of its doc comment;",
+        "first **AskBasics**, whose public symbols (the duration grammar, `ValueBounds`, `OneShot`) AskModel re-exports.",
         "How the products fit together and a tutorial are in [testing.md](testing.md); the wire and the processes in",
         "[protocol.md](protocol.md) and [architecture.md](architecture.md). The modules these re-export (AskProtocol,",
         "AskKeys, AskLogging) are not listed here.",

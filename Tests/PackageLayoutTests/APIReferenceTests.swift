@@ -9,7 +9,7 @@ import Testing
 /// so a changed signature shows as one missing and one stale.
 @Suite("API reference")
 struct APIReferenceTests {
-    static let modules = ["AskModel", "AskClient", "AskRelayCluster", "AskRelayTesting"]
+    static let modules = ["AskBasics", "AskModel", "AskClient", "AskRelayCluster", "AskRelayTesting"]
 
     /// One listed symbol: a type (its heading) or a member (a bullet under its type's heading).
     struct Symbol: Hashable, Comparable, CustomStringConvertible {

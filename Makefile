@@ -8,10 +8,10 @@ SWIFT ?= swift
 APT_PACKAGES := libzmq3-dev libsqlite3-dev pkg-config
 # What only the tests add: docker-compose for `docker-compose config` (ComposeTests), python3-yaml and python3-venv
 # for Tests/Deploy/validate-manifests.py, whose Kubernetes API models (PyPI's client) go into a virtual environment
-# under .build, never into the system Python; prometheus (/usr/bin/prometheus and /usr/bin/promtool) for
+# under .build, never into the system Python, with PyPI's opentelemetry-proto for Tests/Telemetry/otlp-receiver.py; prometheus (/usr/bin/prometheus and /usr/bin/promtool) for
 # PrometheusTests (deploy/prometheus's rules and their unit tests, a real Prometheus scraping the processes).
 TEST_APT_PACKAGES := docker-compose python3-yaml python3-venv gdb prometheus
-PIP_PACKAGES := kubernetes==37.0.2
+PIP_PACKAGES := kubernetes==37.0.2 opentelemetry-proto==1.45.2
 VENV := .build/venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -27,7 +27,7 @@ help:
 	@echo "make lint       swift format lint --strict (what make test checks first); make format fixes most findings"
 	@echo "make deps       install what the build and make simulate need (libzmq3-dev, libsqlite3-dev) when missing"
 	@echo "make test-deps  also what the tests need: docker-compose, python3-yaml, python3-venv, prometheus, and PyPI's"
-	@echo "                kubernetes client into $(VENV)"
+	@echo "                kubernetes client and opentelemetry-proto into $(VENV)"
 	@echo "make release    build release executables into .build/release"
 	@echo "make bench      run the side-by-side benchmarks (wrapper vs C, codec, relay vs zmq_proxy)"
 	@echo "make bench-compare BASE=<rev> [ROUNDS=5]  docs/performance.md's figures for BASE's release build and this"
@@ -61,7 +61,7 @@ deps:
 # What the tests need besides: the Debian packages, and the PyPI packages in $(VENV) (made when missing).
 test-deps: deps
 	$(call apt_install,$(TEST_APT_PACKAGES))
-	@$(VENV)/bin/python3 -c "import kubernetes.client" 2>/dev/null || { echo "installing into $(VENV): $(PIP_PACKAGES)"; \
+	@$(VENV)/bin/python3 -c "import kubernetes.client, opentelemetry.proto" 2>/dev/null || { echo "installing into $(VENV): $(PIP_PACKAGES)"; \
 	  python3 -m venv $(VENV) && $(VENV)/bin/python3 -m pip install -q --disable-pip-version-check $(PIP_PACKAGES); }
 
 build: test-deps

@@ -75,6 +75,8 @@ let package = Package(
         // The wire: frames, codec and session bodies, on bytes (WireBytes' Multipart). No libzmq: the fuzz replayer
         // askrelay-fuzz links it without (AskModelTests checks with ldd). Re-exports AskModel and WireBytes.
         .target(name: "AskProtocol", dependencies: ["AskModel", "WireBytes"], swiftSettings: strict),
+        // Trace lines as OpenTelemetry spans (OTLP/HTTP JSON) and a plain-HTTP exporter (docs/tracing.md).
+        .target(name: "AskTelemetry", dependencies: ["AskProtocol"], swiftSettings: strict),
         // CURVE key files, principals and key generation (libzmq makes and checks the keys).
         .target(name: "AskKeys", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
         // The broker as a library (testable in-process), with its SQLite journal.
@@ -148,7 +150,7 @@ let package = Package(
             name: "askrelay",
             dependencies: [
                 "ZeroMQ", "CZeroMQ", "AskCLI", "AskProtocol", "AskKeys", "AskSimulation", "AskLoad", "AskBroker",
-                "AskLogging", "AskStories", "AskRelayProcesses", "AskLinks",
+                "AskLogging", "AskStories", "AskRelayProcesses", "AskLinks", "AskTelemetry",
             ],
             swiftSettings: strict
         ),

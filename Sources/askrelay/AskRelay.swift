@@ -9,6 +9,7 @@ struct AskRelay: CommandGroup {
     static let subcommands: [any Command.Type] = [
         Simulate.self, CheckCommand.self, TestCommand.self, ShrinkCommand.self, LoadCommand.self, TopCommand.self,
         KeysCommand.self,
+        ExportTracesCommand.self,
         Bench.self,
         ProxyCommand.self,
     ]

@@ -14,7 +14,15 @@ struct TraceLogTests {
         let question = UUID()
         let id = UUID()
         let at = Date(timeIntervalSince1970: 1_764_763_200.123456)
-        log.record(.delivered, kind: "question", question: question, id: id, from: "broker", to: "guardian/g\"1", at: at)
+        log.record(
+            .delivered,
+            kind: "question",
+            question: question,
+            id: id,
+            from: "broker",
+            to: "guardian/g\"1",
+            at: at
+        )
         log.record(.refused, kind: "answer", question: question, code: "already-closed", at: at)
         #expect(FileManager.default.contents(atPath: path)?.isEmpty == true, "nothing before the flush")
         log.flush()

@@ -1,0 +1,134 @@
+import AskProtocol
+import Foundation
+
+/// A process's trace lines as OpenTelemetry spans, in the OTLP/HTTP JSON encoding (`ExportTraceServiceRequest`),
+/// following the messaging semantic conventions (docs/tracing.md, "OpenTelemetry").
+///
+/// - A flow is a trace: its trace id is the question id's 16 bytes.
+/// - One span per message per process: the sender's `send <kind>` (kind PRODUCER), the broker's `route <kind>`
+///   (INTERNAL, from `received` to its last event, such as `acked`), a recipient's `process <kind>` (CONSUMER). A
+///   span id is 8 bytes of a hash of the process, the message id and the side, so an export is the same every time.
+/// - Question events without a message (the broker's `expired`, `closed`) are spans `close question` of no length.
+/// - A `refused` event makes the span's status ERROR with the code as its message.
+/// - Lines without a question (a fault) carry no trace and are left out.
+public enum OTLPSpans {
+    /// OTLP span kinds.
+    enum Kind: Int {
+        case `internal` = 1
+        case producer = 4
+        case consumer = 5
+    }
+
+    /// The `ExportTraceServiceRequest` JSON of `lines`, all recorded by `process` (its service name).
+    public static func request(process: String, lines: [TraceLine]) throws -> Data {
+        var spans: [[String: Any]] = []
+        var byMessage: [String: [TraceLine]] = [:]
+        var order: [String] = []
+        for line in lines where line.question != nil && line.event != TraceEvent.fault.rawValue {
+            let key: String
+            if let id = line.id {
+                // A process either sent a message or took it in (or, the broker, routed it): one span per id.
+                key = "m " + id
+            } else {
+                key = "q " + line.question! + " " + line.event + " \(line.atMicroseconds)"
+            }
+            if byMessage[key] == nil { order.append(key) }
+            byMessage[key, default: []].append(line)
+        }
+        for key in order {
+            guard let group = byMessage[key], let span = span(process: process, key: key, lines: group) else {
+                continue
+            }
+            spans.append(span)
+        }
+        let request: [String: Any] = [
+            "resourceSpans": [
+                [
+                    "resource": [
+                        "attributes": [attribute("service.name", process), attribute("service.namespace", "askrelay")]
+                    ],
+                    "scopeSpans": [["scope": ["name": "askrelay", "version": "1"], "spans": spans]],
+                ]
+            ]
+        ]
+        return try JSONSerialization.data(withJSONObject: request, options: [.sortedKeys])
+    }
+
+    /// The number of spans in a request this type made.
+    public static func spanCount(_ request: Data) throws -> Int {
+        let object = try JSONSerialization.jsonObject(with: request) as? [String: Any]
+        let resources = object?["resourceSpans"] as? [[String: Any]] ?? []
+        return resources.flatMap { $0["scopeSpans"] as? [[String: Any]] ?? [] }
+            .reduce(0) { $0 + (($1["spans"] as? [Any])?.count ?? 0) }
+    }
+
+    static func span(process: String, key: String, lines: [TraceLine]) -> [String: Any]? {
+        guard let first = lines.first, let question = first.question, let traceID = hex(uuid: question) else {
+            return nil
+        }
+        let start = lines.map(\.atMicroseconds).min()!
+        let end = lines.map(\.atMicroseconds).max()!
+        let events = lines.map(\.event)
+        let kindName = lines.compactMap(\.kind).first ?? "question"
+        let name: String
+        let kind: Kind
+        let operation: String
+        if first.id == nil {
+            (name, kind, operation) = ("close question", .internal, "settle")
+        } else if events.contains(TraceEvent.sent.rawValue) {
+            (name, kind, operation) = ("send \(kindName)", .producer, "send")
+        } else if process.hasPrefix("broker") || events.contains(TraceEvent.routed.rawValue)
+            || events.contains(TraceEvent.delivered.rawValue)
+        {
+            (name, kind, operation) = ("route \(kindName)", .internal, "process")
+        } else {
+            (name, kind, operation) = ("process \(kindName)", .consumer, "process")
+        }
+        var attributes = [
+            attribute("messaging.system", "askrelay"),
+            attribute("messaging.operation.type", operation),
+            attribute("messaging.operation.name", kindName),
+            attribute("askrelay.question", question),
+            attribute("askrelay.events", events.joined(separator: ",")),
+        ]
+        if let id = first.id { attributes.append(attribute("messaging.message.id", id)) }
+        if let to = lines.compactMap(\.to).first { attributes.append(attribute("messaging.destination.name", to)) }
+        if let from = lines.compactMap(\.from).first { attributes.append(attribute("askrelay.from", from)) }
+        var span: [String: Any] = [
+            "traceId": traceID,
+            "spanId": spanID(process, key),
+            "name": name,
+            "kind": kind.rawValue,
+            "startTimeUnixNano": String(start * 1000),
+            "endTimeUnixNano": String(end * 1000),
+            "attributes": attributes,
+        ]
+        if let refused = lines.first(where: { $0.event == TraceEvent.refused.rawValue }) {
+            span["status"] = ["code": 2, "message": refused.code ?? "refused"]
+        } else if first.id == nil, let code = first.code {
+            span["attributes"] = attributes + [attribute("askrelay.closed", code)]
+        }
+        return span
+    }
+
+    static func attribute(_ key: String, _ value: String) -> [String: Any] {
+        ["key": key, "value": ["stringValue": value]]
+    }
+
+    /// A UUID string's 16 bytes as 32 lowercase hex digits (OTLP/JSON writes ids in hex).
+    static func hex(uuid: String) -> String? {
+        guard let uuid = UUID(uuidString: uuid) else { return nil }
+        return withUnsafeBytes(of: uuid.uuid) { $0.map { String(format: "%02x", $0) }.joined() }
+    }
+
+    /// 8 bytes of FNV-1a over the process and the span's key, as 16 hex digits; never all zero (an invalid id).
+    static func spanID(_ process: String, _ key: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in (process + "\u{0}" + key).utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        if hash == 0 { hash = 1 }
+        return String(format: "%016llx", hash)
+    }
+}

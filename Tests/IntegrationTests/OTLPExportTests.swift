@@ -1,0 +1,138 @@
+import AskProtocol
+import AskRelayProcesses
+import AskTestSupport
+import Foundation
+import Testing
+
+/// `askrelay export-traces` against a receiver that parses every request with the official OpenTelemetry protobuf
+/// definitions (Tests/Telemetry/otlp-receiver.py, PyPI opentelemetry-proto in .build/venv, which make test-deps
+/// installs), not with AskRelay's own reader.
+@Suite("OTLP export of a run's traces", .serialized, .timeLimit(.minutes(2)))
+struct OTLPExportTests {
+    static let python = Repository.root.appendingPathComponent(".build/venv/bin/python3").path
+    static let receiverScript = Repository.root.appendingPathComponent("Tests/Telemetry/otlp-receiver.py").path
+
+    /// The receiver, started and listening: its URL and the file it writes a line per parsed request to.
+    final class Receiver {
+        let process: RelayProcess
+        let url: String
+        let out: String
+
+        init(_ folder: TempDirectory, refuse: Bool = false) throws {
+            out = folder.path + "/received.jsonl"
+            process = try RelayProcess(
+                Self.pythonPath,
+                [OTLPExportTests.receiverScript, out] + (refuse ? ["--refuse"] : []),
+                logDirectory: folder.path,
+                executableURL: URL(fileURLWithPath: Self.pythonPath)
+            )
+            let line = try process.waitForLine(startingWith: "listening ", timeout: .seconds(30))
+            url = "http://127.0.0.1:" + line.dropFirst("listening ".count)
+        }
+
+        static var pythonPath: String { OTLPExportTests.python }
+
+        /// One entry per request: the service name and its spans as the official definitions parsed them.
+        var requests: [[String: Any]] {
+            let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+        }
+
+        deinit { process.kill9() }
+    }
+
+    /// A flow's trace files as three processes would write them: a child that asks, the broker, a parent.
+    static func writeTraces(_ folder: String, question: UUID) throws -> (ask: UUID, answer: UUID) {
+        try FileManager.default.createDirectory(atPath: folder + "/trace", withIntermediateDirectories: true)
+        let (ask, answer, late) = (UUID(), UUID(), UUID())
+        let at = Date(timeIntervalSince1970: 1_764_763_200)
+        let child = try TraceLog(path: folder + "/trace/child-1.jsonl")
+        child.record(.sent, kind: "ask", question: question, id: ask, from: "child/c1", to: "limits", at: at)
+        child.flush()
+        let broker = try TraceLog(path: folder + "/trace/broker.jsonl")
+        broker.record(.received, kind: "ask", question: question, id: ask, from: "child/c1", to: "limits", at: at)
+        broker.record(.delivered, kind: "ask", question: question, id: ask, to: "limits/l1", at: at + 0.001)
+        broker.record(.refused, kind: "answer", question: question, id: late, code: "already-closed", at: at + 0.5)
+        broker.record(.closed, question: question, code: "answered", at: at + 0.4)
+        broker.record(.fault, to: "parent-1", code: "kill", at: at + 0.2)
+        broker.flush()
+        let parent = try TraceLog(path: folder + "/trace/parent-1.jsonl")
+        parent.record(.sent, kind: "answer", question: question, id: answer, from: "guardian/g1", to: "broker", at: at)
+        parent.flush()
+        // A killed process's torn last line is passed over.
+        let handle = try #require(FileHandle(forWritingAtPath: folder + "/trace/parent-1.jsonl"))
+        handle.seekToEndOfFile()
+        handle.write(Data("{\"at_us\":17647632".utf8))
+        try handle.close()
+        return (ask, answer)
+    }
+
+    static func hex(_ uuid: UUID) -> String {
+        withUnsafeBytes(of: uuid.uuid) { $0.map { String(format: "%02x", $0) }.joined() }
+    }
+
+    @Test("every process's spans parse with the official definitions; a flow is one trace, its question id")
+    func exported() throws {
+        try #require(
+            FileManager.default.isExecutableFile(atPath: Self.python),
+            "no \(Self.python): run make test-deps (it installs opentelemetry-proto into .build/venv)"
+        )
+        let folder = TempDirectory()
+        defer { folder.cleanup() }
+        let question = UUID()
+        let (ask, _) = try Self.writeTraces(folder.path, question: question)
+        let receiver = try Receiver(folder)
+        let run = Tool.run(
+            Executables.built.appendingPathComponent("askrelay").path,
+            ["export-traces", folder.path, "--otlp-endpoint", receiver.url],
+            environment: Tool.cleanEnvironment
+        )
+        #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+        #expect(run.stdout.contains("broker: 3 spans from 5 trace lines"), "\(run.stdout)")
+        #expect(run.stdout.contains("sent 5 spans of 3 processes to http://127.0.0.1:"), "\(run.stdout)")
+        let requests = receiver.requests
+        #expect(Set(requests.compactMap { $0["service"] as? String }) == ["broker", "child-1", "parent-1"])
+        let spans = requests.flatMap { ($0["spans"] as? [[String: Any]]) ?? [] }
+        #expect(spans.count == 5)
+        #expect(spans.allSatisfy { $0["trace_id"] as? String == Self.hex(question) }, "one trace: \(spans)")
+        #expect(Set(spans.compactMap { $0["span_id"] as? String }).count == 5, "distinct span ids")
+        let send = try #require(spans.first { $0["name"] as? String == "send ask" })
+        #expect(send["kind"] as? Int == 4, "PRODUCER")
+        let attributes = try #require(send["attributes"] as? [String: String])
+        #expect(attributes["messaging.system"] == "askrelay")
+        #expect(attributes["messaging.message.id"] == ask.uuidString)
+        #expect(attributes["messaging.destination.name"] == "limits")
+        let route = try #require(spans.first { $0["name"] as? String == "route ask" })
+        #expect((route["end"] as? Int ?? 0) - (route["start"] as? Int ?? 0) == 1_000_000, "received → delivered")
+        let refused = try #require(spans.first { $0["name"] as? String == "route answer" })
+        #expect(refused["status"] as? Int == 2 && refused["status_message"] as? String == "already-closed")
+        #expect(spans.contains { $0["name"] as? String == "close question" })
+    }
+
+    @Test("a collector that refuses, or none listening: exit 1 with the reason; bad usage: exit 64")
+    func failures() throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.python), "no \(Self.python): make test-deps")
+        let folder = TempDirectory()
+        defer { folder.cleanup() }
+        _ = try Self.writeTraces(folder.path, question: UUID())
+        let askrelay = Executables.built.appendingPathComponent("askrelay").path
+        let refusing = try Receiver(folder, refuse: true)
+        let refused = Tool.run(askrelay, ["export-traces", folder.path, "--otlp-endpoint", refusing.url])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("the OTLP collector answered HTTP/1.0 503"), "\(refused.stderr)")
+        let nobody = Tool.run(askrelay, ["export-traces", folder.path, "--otlp-endpoint", "http://127.0.0.1:1"])
+        #expect(nobody.status == 1)
+        #expect(nobody.stderr.contains("nothing accepts connections at http://127.0.0.1:1"), "\(nobody.stderr)")
+        for (arguments, message) in [
+            (["export-traces", folder.path], "give --otlp-endpoint http://HOST:PORT"),
+            (["export-traces", folder.path, "--otlp-endpoint", "ftp://x"], "is not an http://HOST:PORT URL"),
+            (["export-traces", "/nonexistent-askrelay", "--otlp-endpoint", "http://127.0.0.1:1"], "is not a folder"),
+        ] {
+            let run = Tool.run(askrelay, arguments)
+            #expect(run.status == 64, "\(arguments): \(run.stderr)")
+            #expect(run.stderr.contains(message), "\(arguments): \(run.stderr)")
+        }
+    }
+}

@@ -21,6 +21,9 @@ public struct LimitsWorkerConfiguration: Sendable {
     public var heartbeat: Duration = .seconds(1)
     /// CURVE: this worker's key pair and the broker's public key.
     public var curve: (keys: CurveKeyPair, serverKey: String)?
+    /// Where the connection records the trace lines of its messages (`--trace-log`; docs/tracing.md,
+    /// "Recording"); `nil`: nothing is recorded.
+    public var traceLog: TraceLog?
 
     public init() {}
 }
@@ -82,6 +85,7 @@ public final class LimitsWorker: Sendable {
         )
         connection.heartbeatInterval = configuration.heartbeat
         connection.curve = configuration.curve
+        connection.traceLog = configuration.traceLog
         let address = "limits/\(configuration.id)"
         runtime = try WorkerRuntime(configuration: connection, logger: logger, context: context) {
             LimitsWorkerHandler(

@@ -82,6 +82,9 @@ public struct ParentWorkerConfiguration: Sendable {
     public var seed: UInt64 = 1
     /// JSON Lines file of ``GuardianAnswerRecord``s; `nil` writes none.
     public var recordsPath: String?
+    /// Where each connection records the trace lines of its messages (`--trace-log`; docs/tracing.md,
+    /// "Recording"); `nil`: nothing is recorded.
+    public var traceLog: TraceLog?
     /// The time think times, offline periods and expiry are decided by: the real clock by default; a test gives
     /// the ``DrivenClock`` its broker runs. The connection's loop looks at it at least every 50 ms.
     public var clock: any AskClock = SystemClock()
@@ -174,6 +177,7 @@ public final class ParentWorker: Sendable {
             )
             connection.heartbeatInterval = heartbeat
             connection.curve = curve
+            connection.traceLog = configuration.traceLog
             let handlerConfiguration = shardConfiguration
             return try WorkerRuntime(configuration: connection, logger: logger, context: context) {
                 ParentWorkerHandler(

@@ -7,8 +7,9 @@ import AskProtocol
 import Foundation
 
 /// The flags every worker executable (askrelay-child, askrelay-parent, askrelay-limits) takes, parsed once:
-/// `--broker`, `--brokers`, `--heartbeat`, `--curve-key` with `--broker-key`, `--log-level` and
-/// `--metrics-endpoint` (docs/workers.md: each worker's flags table, "CURVE (every worker)", "Metrics (every worker)").
+/// `--broker`, `--brokers`, `--heartbeat`, `--curve-key` with `--broker-key`, `--log-level`, `--metrics-endpoint`
+/// and `--trace-log` (docs/workers.md: each worker's flags table, "CURVE (every worker)", "Metrics (every worker)",
+/// "Tracing (every worker)").
 public struct WorkerFlags: Sendable {
     /// `--broker`: the one broker's endpoint (checked; it has a default).
     public let broker: String
@@ -24,6 +25,8 @@ public struct WorkerFlags: Sendable {
     public let logLevel: AskLogger.Level
     /// `--metrics-endpoint` (`nil`: no metrics).
     public let metricsEndpoint: MetricsEndpoint?
+    /// `--trace-log`, opened (`nil`: nothing is traced).
+    public let traceLog: TraceLog?
 
     /// `--broker` and `--brokers`, first in every worker's `--help`; `brokersHelp` says what the list does there.
     public static func brokerOptions(brokersHelp: String) -> [OptionSpec] {
@@ -61,6 +64,9 @@ public struct WorkerFlags: Sendable {
         metricsEndpoint = try arguments.checked("metrics-endpoint", MetricsEndpoint.problem).flatMap(
             MetricsEndpoint.init(parsing:)
         )
+        do { traceLog = try arguments.string("trace-log").map(TraceLog.init(path:)) } catch {
+            throw UsageError("\(arguments.origin("trace-log")): \(error)")
+        }
     }
 }
 

@@ -114,6 +114,10 @@ extension Broker {
             } catch {
                 throw WireError(.storageFailed, "the journal refused the message: \(error)")
             }
+            if trace != nil {
+                trace(.routed, envelope, to: mailbox.address)
+                turnTraced.append(envelope)
+            }
             if spills {
                 mailbox.noteSpilled(seq: envelope.seq)
                 totalSpilled += 1
@@ -122,6 +126,8 @@ extension Broker {
                 if mailbox.owner?.isAlive == true { markDirty(mailbox) }
                 return
             }
+        } else if trace != nil {
+            trace(.routed, envelope, to: mailbox.address)
         }
         mailbox.enqueue(envelope)
         if envelope.persistent { turnEnvelopes.append(envelope) }
@@ -129,13 +135,15 @@ extension Broker {
         markDirty(mailbox)
     }
 
-    func acknowledge(_ id: MessageID, by session: Session) {
+    /// An ACK (or, with `refusal`, the code of a NACK) of a delivery by its recipient: the message is done.
+    func acknowledge(_ id: MessageID, by session: Session, refusal: String? = nil) {
         guard let mailbox = inflightIndex[id], mailbox.owner === session,
             let envelope = mailbox.inflight.removeValue(forKey: id)
         else {
             stats.staleAcks += 1
             return
         }
+        if trace != nil { trace(refusal == nil ? .acked : .refused, envelope, to: mailbox.address, code: refusal) }
         inflightIndex.removeValue(forKey: id)
         totalQueued -= 1
         stats.delivered += 1
@@ -176,10 +184,11 @@ extension Broker {
                 // Past its deadline (a question for a guardian who was away): nobody may act on it any more.
                 totalQueued -= 1
                 stats.expiredUndelivered += 1
+                if trace != nil { trace(.expired, envelope, to: mailbox.address) }
                 if envelope.persistent { pendingDeletes.append(envelope.seq) }
                 continue
             }
-            guard deliver(envelope, to: owner) else {
+            guard deliver(envelope, to: owner, in: mailbox) else {
                 mailbox.pushFront(envelope)
                 if owner.isAlive { markDirty(mailbox) }
                 return
@@ -226,8 +235,8 @@ extension Broker {
     /// Spilled messages read back per journal query.
     static let refillBatch = 1024
 
-    /// Sends one DELIVER. - Returns: `false` if the peer cannot take it now (or is gone).
-    func deliver(_ envelope: Envelope, to owner: Session) -> Bool {
+    /// Sends one DELIVER of an envelope of `mailbox`. - Returns: `false` if the peer cannot take it now (or is gone).
+    func deliver(_ envelope: Envelope, to owner: Session, in mailbox: Mailbox) -> Bool {
         output.removeAll()
         output.append(owner.identity)
         // Pending ACK ids ride along when the peer reads them, and only when everything they acknowledge is
@@ -243,6 +252,7 @@ extension Broker {
             noteRestartCrossing(envelope)
         }
         envelope.deliveredAt = turnNow
+        if trace != nil { trace(.delivered, envelope, to: mailbox.address) }
         if crashPoints.isArmed { crashPoints.delivered(kind: envelope.kind, subject: envelope.subject) }
         return true
     }

@@ -64,7 +64,7 @@ extension Broker {
             else { continue }
             stats.redelivered += 1
             turn.redelivered += 1
-            _ = deliver(envelope, to: owner)
+            _ = deliver(envelope, to: owner, in: mailbox)
         }
     }
 

@@ -51,7 +51,7 @@ extension Broker {
                     ]
                 )
             }
-            acknowledge(id, by: session)
+            acknowledge(id, by: session, refusal: trace == nil ? nil : input.string(parsed.codeFrame))
         case .bye:
             if let session { endSession(session, reason: "said bye") }
         case .welcome, .deliver:
@@ -66,6 +66,9 @@ extension Broker {
     /// Counts, logs and answers bad input; changes nothing else.
     func refuseInput(_ error: WireError, session: Session?, id: MessageID? = nil) {
         stats.countRefusal(error.code)
+        if let trace, let id {
+            trace.record(.refused, id: id.uuid, from: "broker", to: session?.worker, code: error.code.rawValue)
+        }
         if logger.logLevel <= .info, let suppressed = refusalLog.admit(Array(input[0]), now: turnNow) {
             logger.info(
                 "refused input",
@@ -82,8 +85,29 @@ extension Broker {
         _ = try? socket.send(output, .dontWait)
     }
 
-    func nack(session: Session, id: MessageID?, _ error: WireError) {
+    /// Refuses a SEND (or the message `id` names) to its session; `kind`, `question`, `from` and `to`, when known,
+    /// go into its `refused` trace line.
+    func nack(
+        session: Session,
+        id: MessageID?,
+        _ error: WireError,
+        kind: String? = nil,
+        question: MessageID? = nil,
+        from: String? = nil,
+        to: String? = nil
+    ) {
         stats.countRefusal(error.code)
+        if let trace {
+            trace.record(
+                .refused,
+                kind: kind,
+                question: question?.uuid,
+                id: id?.uuid,
+                from: from ?? session.worker,
+                to: to,
+                code: error.code.rawValue
+            )
+        }
         output.removeAll()
         output.append(session.identity)
         WireEncoder.nack(id: id, error, into: &output)
@@ -244,8 +268,18 @@ extension Broker {
         // Acknowledgements carried by the SEND count whatever becomes of the SEND itself.
         if parsed.carriesAcks { handleAck(session: session, parsed: parsed) }
         let from = input.from(parsed)
+        if let trace {
+            trace.record(
+                .received,
+                kind: input.kind(parsed),
+                question: parsed.subject?.uuid,
+                id: id.uuid,
+                from: from,
+                to: input.to(parsed)
+            )
+        }
         guard session.addresses[from] != nil else {
-            nack(session: session, id: id, WireError(.forbidden, "this session does not serve '\(from)'"))
+            nack(session: session, id: id, WireError(.forbidden, "this session does not serve '\(from)'"), from: from)
             return
         }
         // One probe of the (large, so cache-missing) set of accepted ids: inserted now, taken out again if the SEND
@@ -261,7 +295,15 @@ extension Broker {
         // Linear scans of a few short strings: no hashing per message.
         guard !QuestionLedger.brokerOnlyKinds.contains(kind) else {
             accepted.remove(id)
-            nack(session: session, id: id, WireError(.forbidden, "only the broker sends '\(kind)'"))
+            nack(
+                session: session,
+                id: id,
+                WireError(.forbidden, "only the broker sends '\(kind)'"),
+                kind: kind,
+                question: parsed.subject,
+                from: from,
+                to: to
+            )
             return
         }
         do {
@@ -293,7 +335,7 @@ extension Broker {
             }
         } catch {
             accepted.remove(id)
-            nack(session: session, id: id, error)
+            nack(session: session, id: id, error, kind: kind, question: parsed.subject, from: from, to: to)
             return
         }
         accept(id, from: session)

@@ -278,6 +278,7 @@ extension Broker {
         case .refused:
             entry.state = .refused
             try journalTransition(questionID, entry, closedAt: now)
+            traceClosed(questionID, entry, reason: "refused")
         }
         ledger.update(questionID, entry)
     }
@@ -356,6 +357,7 @@ extension Broker {
         }
         entry.state = .cancelled
         try journalTransition(questionID, entry, closedAt: now)
+        traceClosed(questionID, entry, reason: "cancelled")
         ledger.update(questionID, entry)
     }
 
@@ -429,6 +431,7 @@ extension Broker {
                 body: closed
             )
         }
+        traceClosed(questionID, entry, reason: "answered")
         reached.noteAccepted(
             questionID,
             now: now,
@@ -463,6 +466,10 @@ extension Broker {
             entry.state = .refused
             try journalTransition(questionID, entry, closedAt: now)
             ledger.update(questionID, entry)
+            if let trace {
+                trace.record(.expired, question: questionID.uuid, from: "broker", code: "admitting")
+                traceClosed(questionID, entry, reason: "refused")
+            }
             stats.countRouted("ledger.admission-expired")
             try route(
                 id: .random(),
@@ -482,6 +489,10 @@ extension Broker {
         entry.state = wasSent ? .expired : .abandoned
         try journalTransition(questionID, entry, closedAt: now)
         ledger.update(questionID, entry)
+        if let trace {
+            trace.record(.expired, question: questionID.uuid, from: "broker", code: wasSent ? "sent" : "presented")
+            traceClosed(questionID, entry, reason: wasSent ? "expired" : "abandoned")
+        }
         stats.countRouted(wasSent ? "ledger.expired" : "ledger.abandoned")
         guard wasSent else { return }
         crashPoints.hit(.expiry)

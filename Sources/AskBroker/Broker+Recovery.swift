@@ -105,6 +105,7 @@ extension Broker {
             logger.error("final journal commit failed", metadata: ["error": "\(error)"])
         }
         metrics?.server.stop()
+        trace?.flush()
         logger.notice("broker stopped")
     }
 }

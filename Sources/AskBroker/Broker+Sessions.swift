@@ -68,6 +68,7 @@ extension Broker {
         guard let parked = mailboxes["limits"], parked.waitingCount > 0 else { return }
         for envelope in parked.drainAll() {
             let target = mailbox(for: limitsTarget(for: envelope.from))
+            if trace != nil { trace(.routed, envelope, to: target.address) }
             target.enqueue(envelope)
             markDirty(target)
         }

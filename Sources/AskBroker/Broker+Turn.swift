@@ -58,12 +58,15 @@ extension Broker {
                 withdrawTurn(error)
             }
         }
+        // Journaled: what this turn committed (a withdrawn turn's envelopes are marked and skipped).
+        if trace != nil { traceJournaled() }
         clearTurn()
         turnWriteFailures = journal.writeFailures
         // Deliveries first: they are on the critical path of a round trip, and they carry pending ACK ids to the
         // peers that read them. The senders' ACKs only free their retry timers. Both go out after the commit.
         pumpDirty()
         flushAcks()
+        trace?.flush()
     }
 
     /// Whether this turn deletes the acknowledged copies: when it commits anyway (the delete rides on that commit),

@@ -25,6 +25,7 @@ import ZeroMQ
 ///   forgetting old ids and closed questions, stats.
 /// - `Broker+Sessions.swift`: ending a session, the limits workers' affinity, forgiving a stall of the loop.
 /// - `Broker+Recovery.swift`: rebuilding memory from the journal before the first turn, and the drain at the end.
+/// - `Broker+Trace.swift`: the trace lines of `--trace-log` (docs/tracing.md, "Recording").
 public final class Broker {
     public let configuration: BrokerConfiguration
     let logger: AskLogger
@@ -80,6 +81,10 @@ public final class Broker {
     let authenticator: Authenticator?
     /// `--reached-log`, when configured, and what its situations need to remember (``Broker+Reached.swift``).
     var reached: ReachedCounter
+    /// `--trace-log`, when configured (``Broker+Trace.swift``); `nil`: every trace point is one `nil` check.
+    let trace: TraceLog?
+    /// With a trace log and a journal: this turn's journaled envelopes, traced `journaled` once the turn commits.
+    var turnTraced: [Envelope] = []
     /// Test-only crash hooks (`--crash-at`); unarmed unless configured.
     var crashPoints: CrashPoints
     /// Refusal lines per peer (its routing id): a peer repeating bad input gets a few lines, then a count.
@@ -122,6 +127,7 @@ public final class Broker {
         journal = try Journal(directory: configuration.dataDirectory, durability: configuration.durability)
         ledger = QuestionLedger(configuration: configuration)
         reached = ReachedCounter(log: try configuration.reachedLog.map(ReachedLog.init(path:)))
+        trace = try configuration.traceLog.map(TraceLog.init(path:))
         crashPoints = configuration.crashAt
         if crashPoints.isArmed { crashPoints.arm(dataDirectory: configuration.dataDirectory) }
         socket = try context.socket(.router)

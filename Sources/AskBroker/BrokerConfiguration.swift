@@ -73,6 +73,11 @@ public struct BrokerConfiguration: Sendable {
     /// docs/simulation.md, "Reached situations"); `nil`: nowhere. `askrelay simulate` sets it.
     public var reachedLog: String?
 
+    /// Where to append a trace line for every message the broker reads, routes, journals, delivers, sees
+    /// acknowledged or refuses, and for every question that expires or closes (``TraceLog``; docs/tracing.md,
+    /// "Recording"); `nil`: nothing is recorded. `askrelay simulate` sets it.
+    public var traceLog: String?
+
     /// Whether CURVE authentication is on.
     public var isSecure: Bool { curveSecretFile != nil && principalsFile != nil }
     /// Test-only: crash with SIGKILL at an exact point (`--crash-at`, fault tests only). Unarmed by default.

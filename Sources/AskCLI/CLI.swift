@@ -551,6 +551,13 @@ extension OptionSpec {
                 env: "ASKRELAY_METRICS_ENDPOINT",
                 help: "serve Prometheus metrics on http://HOST:PORT/metrics (port 0: the OS picks one)"
             ),
+            .value(
+                "trace-log",
+                "FILE",
+                env: "ASKRELAY_TRACE_LOG",
+                help:
+                    "append a trace line per message sent, received, acked or refused (docs/tracing.md, \"Recording\")"
+            ),
         ]
     }
 }

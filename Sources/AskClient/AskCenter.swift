@@ -137,6 +137,9 @@ public final class AskCenter: Sendable {
         /// The time `ask` checks a question's `expirationDate` against (the broker checks it again with its own).
         /// The real clock by default; a test whose broker runs a driven clock gives the same one.
         public var clock: any AskClock = SystemClock()
+        /// Where the connection records the trace lines of its messages (`sent`, `received`, `acked`, `refused`;
+        /// docs/tracing.md, "Recording"); `nil`: nothing is recorded.
+        public var traceLog: TraceLog?
 
         /// The defaults above.
         public init() {}
@@ -210,6 +213,7 @@ public final class AskCenter: Sendable {
         configuration.heartbeatInterval = options.heartbeatInterval
         configuration.window = options.window
         configuration.curve = options.curve
+        configuration.traceLog = options.traceLog
         let storePath = path
         let handlerLogger = logger
         runtime = try WorkerRuntime(configuration: configuration, logger: logger, context: context.zmq) {

@@ -88,6 +88,9 @@ public final class GuardianCenter: Sendable {
         /// How many surfaced events (a question or a closed, per guardian) are remembered so that a redelivery is
         /// not surfaced again; the oldest is forgotten beyond it, so memory stays bounded in a long-running center.
         public var surfacedCapacity = 200_000
+        /// Where the connection records the trace lines of its messages (`sent`, `received`, `acked`, `refused`;
+        /// docs/tracing.md, "Recording"); `nil`: nothing is recorded.
+        public var traceLog: TraceLog?
 
         /// The defaults above.
         public init() {}
@@ -217,6 +220,7 @@ public final class GuardianCenter: Sendable {
         configuration.heartbeatInterval = options.heartbeatInterval
         configuration.window = options.window
         configuration.curve = options.curve
+        configuration.traceLog = options.traceLog
         let reference = self.reference
         let hosted = byID
         runtime = try WorkerRuntime(configuration: configuration, logger: logger, context: context.zmq) {

@@ -25,6 +25,9 @@ public struct WorkerConfiguration: Sendable {
     /// How long HELLO is retried while the broker answers `address-taken` (an earlier session of the same
     /// addresses may be dying: the broker ends it after its liveness) before the connection gives up.
     public var addressTakenPatience: Duration = .seconds(10)
+    /// Where the connection records the trace lines of its messages (`sent`, `received`, `acked`, `refused`;
+    /// docs/tracing.md, "Recording"), written after each loop turn; `nil`: nothing is recorded.
+    public var traceLog: TraceLog?
 
     /// A configuration with the default timing above.
     public init(broker: String, role: SessionRole, worker: String, endpoints: [EndpointClaim]) {

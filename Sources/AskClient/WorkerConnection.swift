@@ -61,6 +61,17 @@ public final class WorkerConnection {
     private var unencodable: [(MessageID, WireError)] = []
     /// What the connection counted so far.
     public private(set) var counters = WorkerCounters()
+    /// ``WorkerConfiguration/traceLog``: `nil` makes every trace point one `nil` check.
+    private let trace: TraceLog?
+    /// With a trace log: what each outstanding SEND is, for the `refused` line of a NACK.
+    private var tracedSends: [MessageID: TracedSend] = [:]
+
+    struct TracedSend {
+        var kind: String
+        var subject: MessageID?
+        var from: String
+        var to: String
+    }
 
     struct PendingSend {
         var frames: Multipart
@@ -73,6 +84,7 @@ public final class WorkerConnection {
         self.logger = logger
         self.context = context
         self.inbox = inbox
+        trace = configuration.traceLog
         seen = RecentSet(capacity: max(1, configuration.dedupCapacity))
         (socket, monitor) = try Self.makeSocket(configuration, context: context)
     }
@@ -121,7 +133,10 @@ public final class WorkerConnection {
             if poller.isReady(monitorIndex) { try readMonitor() }
             flushAcks()
             try timers()
+            // After each batch: a killed worker loses at most the lines of the turn it was in.
+            trace?.flush()
         }
+        trace?.flush()
         if failure != nil { return }
         output.removeAll()
         WireEncoder.bye(reason: "worker stopping", into: &output)
@@ -146,6 +161,10 @@ public final class WorkerConnection {
         outstanding[id] = PendingSend(frames: frames, lastSent: .now, attempts: 1)
         outstandingOrder.append(id)
         counters.sent += 1
+        if let trace {
+            trace.record(.sent, kind: kind, question: subject?.uuid, id: id.uuid, from: from, to: to)
+            tracedSends[id] = TracedSend(kind: kind, subject: subject, from: from, to: to)
+        }
         guard isRegistered else { return id }
         if pendingAcks.isEmpty || welcome?.carriedAcks != true {
             transmit(frames)
@@ -318,15 +337,18 @@ public final class WorkerConnection {
                 body: Array(input[parsed.bodyFrame])
             )
             counters.delivered += 1
+            if trace != nil { traceDelivery(.received, delivery) }
             switch handler?.deliver(delivery, connection: self) ?? .ack {
             case .ack:
                 remember(id)
                 pendingAcks.append(id)
+                if trace != nil { traceDelivery(.acked, delivery) }
             case .refuse(let error):
                 remember(id)
                 output.removeAll()
                 WireEncoder.nack(id: id, error, into: &output)
                 transmit(output)
+                if trace != nil { traceDelivery(.refused, delivery, code: error.code.rawValue) }
             case .hold:
                 counters.held += 1
             }
@@ -342,6 +364,18 @@ public final class WorkerConnection {
             }
             if let id = parsed.id, outstanding.removeValue(forKey: id) != nil {
                 counters.refused += 1
+                if let trace {
+                    let send = tracedSends.removeValue(forKey: id)
+                    trace.record(
+                        .refused,
+                        kind: send?.kind,
+                        question: send?.subject?.uuid,
+                        id: id.uuid,
+                        from: send?.from,
+                        to: send?.to,
+                        code: input.string(parsed.codeFrame)
+                    )
+                }
                 handler?.refused(id, error: WireError(code ?? .unknownCommand, reason), connection: self)
                 compactOutstanding()
             } else if !isRegistered {
@@ -408,12 +442,26 @@ public final class WorkerConnection {
         for id in input.ackIDs(parsed) {
             guard outstanding.removeValue(forKey: id) != nil else { continue }
             counters.accepted += 1
+            if trace != nil { tracedSends[id] = nil }
             handler?.accepted(id, connection: self)
         }
         compactOutstanding()
     }
 
     private func remember(_ id: MessageID) { seen.insert(id) }
+
+    /// A trace line about a delivery: `received`, `acked` (its ACK goes out this turn) or `refused` (its NACK).
+    private func traceDelivery(_ event: TraceEvent, _ delivery: Delivery, code: String? = nil) {
+        trace?.record(
+            event,
+            kind: delivery.kind,
+            question: delivery.subject?.uuid,
+            id: delivery.id.uuid,
+            from: delivery.from,
+            to: delivery.to,
+            code: code
+        )
+    }
 
     private func compactOutstanding() {
         if outstandingOrder.count > 1024 && outstandingOrder.count > outstanding.count * 2 {
@@ -515,6 +563,7 @@ public final class WorkerConnection {
             unencodable.removeAll()
             for (id, error) in refusals {
                 counters.refused += 1
+                trace?.record(.refused, id: id.uuid, code: error.code.rawValue)
                 handler?.refused(id, error: error, connection: self)
             }
         }

@@ -3,6 +3,7 @@ import AskCLI
 import AskLogging
 import AskBroker
 import AskLinks
+import AskProtocol
 import AskRelayProcesses
 import Foundation
 import SQLite
@@ -66,6 +67,9 @@ final class FaultRunner {
     let journalDirectories: [String: String]
     /// Each worker process's link to the broker, when the scenario has link faults.
     let links: [String: FaultLink]
+    /// `trace/simulate.jsonl`: a `fault` line per fault played, restart and continue (docs/tracing.md,
+    /// "Recording"); `nil` with `--no-trace`.
+    let trace: TraceLog?
 
     private(set) var notes: [String] = []
     /// Every power cut played, with the journal's `integrity_check` just after it.
@@ -93,10 +97,12 @@ final class FaultRunner {
         logger: AskLogger,
         undos: PendingUndos,
         journalDirectories: [String: String] = [:],
-        links: [String: FaultLink] = [:]
+        links: [String: FaultLink] = [:],
+        trace: TraceLog? = nil
     ) {
         self.journalDirectories = journalDirectories
         self.links = links
+        self.trace = trace
         self.supervisor = supervisor
         self.children = children
         self.start = start
@@ -246,6 +252,7 @@ final class FaultRunner {
             guard let exitedAt = restart.exitedAt, now >= exitedAt + restart.after else { continue }
             restarts[name] = nil
             logger.notice("fault: restart", metadata: ["process": "\(name)", "at": "\((now - start).text)"])
+            traceFault("restart", to: name)
             try process.restart()
             readyWaits[name] = now + readyTimeout
             if playingSince[name] != nil { playingSince[name] = now }
@@ -356,6 +363,7 @@ final class FaultRunner {
             // Overlapping stops: the process continues when the last of them ends.
             guard let until = stoppedUntil[step.process], step.at >= until else { return }
             stoppedUntil[step.process] = nil
+            traceFault("continue", to: step.process)
             logger.notice(
                 "fault: continue",
                 metadata: ["process": "\(step.process)", "at": "\(step.at.text)", "played": "\((now - start).text)"]
@@ -482,7 +490,17 @@ final class FaultRunner {
     /// Notes that the scenario fault `step` plays now.
     private func played(_ step: Step, _ now: ContinuousClock.Instant) {
         guard let index = step.fault else { return }
-        plays.append(FaultPlay(index: index, fault: scenario.faults[index], playedAt: now - start))
+        let fault = scenario.faults[index]
+        plays.append(FaultPlay(index: index, fault: fault, playedAt: now - start))
+        // A link fault names the message kind (or command) it takes, when it takes only some.
+        traceFault(fault.action.rawValue, to: step.process, kind: fault.kind ?? fault.messageCommand)
+    }
+
+    /// A `fault` line in `trace/simulate.jsonl`, written at once: `code` the action, `to` the process (or group).
+    private func traceFault(_ action: String, to process: String, kind: String? = nil) {
+        guard let trace else { return }
+        trace.record(.fault, kind: kind, from: "simulate", to: process.isEmpty ? nil : process, code: action)
+        trace.flush()
     }
 
     /// Notes that the scenario fault `step` did not play, and why.

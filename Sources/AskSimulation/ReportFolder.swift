@@ -172,8 +172,9 @@ public enum ReportFolder {
     /// What `askrelay simulate` (one broker or sharded) and `askrelay load` put into a report folder.
     static func isWrittenByAskRelay(_ name: String) -> Bool {
         let fixed: Set<String> = [
-            "logs", "records", "reached", "broker-data", "limits-data", "keys", "limits-state.json", "scenario.json",
-            "report.json", "report.html", "load.json", "load.html", lockName, "shrink", RunFacts.fileName,
+            "logs", "records", "reached", "trace", "broker-data", "limits-data", "keys", "limits-state.json",
+            "scenario.json", "report.json", "report.html", "load.json", "load.html", lockName, "shrink",
+            RunFacts.fileName,
         ]
         if fixed.contains(name) { return true }
         if name.hasPrefix("child-") && name.hasSuffix("-state") { return true }

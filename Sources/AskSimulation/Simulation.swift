@@ -30,6 +30,9 @@ public struct SimulationOptions: Sendable {
     public var executableDirectory = URL(fileURLWithPath: Executables.directoryOrFirstCandidate())
     /// Log level passed to every worker (their logs go to `<report>/logs/<process>.log`).
     public var workerLogLevel = "info"
+    /// Every process records a trace file, `<report>/trace/<process>.jsonl` (`--trace-log`), and the faults played
+    /// go to `trace/simulate.jsonl` (docs/tracing.md, "Recording"). Off with `--no-trace`.
+    public var trace = true
     /// CURVE between every process (keys generated into the run folder). Off with `--insecure`, and with an
     /// external broker, whose keys the simulation does not have.
     public var curve = true
@@ -244,7 +247,7 @@ public final class Simulation: Sendable {
         let folder = try options.reportFolder ?? ReportFolder.claim(runDirectory, clean: false)
         scratch.folder = folder
         try checkpoint()
-        for folder in ["logs", "records", "reached"] {
+        for folder in ["logs", "records", "reached"] + (options.trace ? ["trace"] : []) {
             try fileManager.createDirectory(
                 atPath: (runDirectory as NSString).appendingPathComponent(folder),
                 withIntermediateDirectories: true
@@ -267,6 +270,7 @@ public final class Simulation: Sendable {
             runDirectory: runDirectory,
             socketDirectory: socketDirectory
         )
+        plan.tracing = options.trace
         // Once interrupted, no more contacts are generated (the longest step for a big scenario).
         let state = plan.limitsState { child, seed in
             supervisor.interrupted == nil ? knownHandles(child, seed) : []
@@ -364,6 +368,7 @@ public final class Simulation: Sendable {
                     throw SupervisorError(process: "broker", "no endpoints in its ready line: \(ready)")
                 }
                 plan = WorkerPlan(scenario: scenario, brokerEndpoint: bound, runDirectory: runDirectory)
+                plan.tracing = options.trace
             }
         }
         // Link faults: every worker process reaches the broker through a link of its own on loopback, which this
@@ -434,6 +439,7 @@ public final class Simulation: Sendable {
                 }
             }
         }
+        let faultTrace: TraceLog? = try options.trace ? TraceLog(path: plan.tracePath("simulate")) : nil
         let faults = FaultRunner(
             supervisor: supervisor,
             children: children,
@@ -446,7 +452,8 @@ public final class Simulation: Sendable {
                     (plan.brokerProcess($0), plan.brokerDataDirectory($0))
                 }
             ),
-            links: links
+            links: links,
+            trace: faultTrace
         )
         try faults.run()
         faults.countMessages()

@@ -96,6 +96,15 @@ public struct WorkerPlan: Sendable {
     public var reachedDirectory: String { path("reached") }
     /// The reached log of `process` (`broker`, `broker-b1`, `child-2`): a restarted process appends to its own.
     public func reachedPath(_ process: String) -> String { path("reached", "\(process).jsonl") }
+    /// Whether every process records a trace file (``SimulationOptions/trace``; off with `--no-trace`).
+    public var tracing = false
+    /// The folder of the trace files (``TraceLog``; docs/tracing.md, "Recording").
+    public var traceDirectory: String { path("trace") }
+    /// The trace file of `process` (`broker`, `limits-b0`, `parent-1`, `child-2`, and `simulate` for the faults
+    /// played): a restarted process appends to its own.
+    public func tracePath(_ process: String) -> String { path("trace", "\(process).jsonl") }
+    /// `--trace-log <report>/trace/<process>.jsonl` when tracing, else nothing.
+    func traceFlag(_ process: String) -> [String] { tracing ? ["--trace-log", tracePath(process)] : [] }
 
     /// Child process `index` names its children `c<index>-<family>-<child>` (askrelay-child's `--id-prefix`).
     public static func childPrefix(_ index: Int) -> String { "c\(index)-" }
@@ -175,7 +184,7 @@ public struct WorkerPlan: Sendable {
             "--closed-retention", (scenario.duration + .seconds(3600)).text,
             "--heartbeat", Self.heartbeat, "--stats-endpoint", statsEndpoint, "--log-level", logLevel,
             "--reached-log", reachedPath(brokerProcess(shard)),
-        ] + sharding + (scenario.brokerCrashAt.map { ["--crash-at", $0] } ?? [])
+        ] + traceFlag(brokerProcess(shard)) + sharding + (scenario.brokerCrashAt.map { ["--crash-at", $0] } ?? [])
     }
 
     /// Heartbeat of every process: short, so a restarted broker is noticed within about 1.5 s.
@@ -187,7 +196,7 @@ public struct WorkerPlan: Sendable {
             "--id", "limits-1", "--state", limitsStatePath, "--data-dir",
             brokers == nil ? path("limits-data") : path("limits-data-\(shard)"),
             "--heartbeat", Self.heartbeat, "--log-level", logLevel,
-        ]
+        ] + traceFlag(limitsProcess(shard))
     }
 
     public func parentArguments(_ index: Int, logLevel: String) -> [String] {
@@ -199,7 +208,7 @@ public struct WorkerPlan: Sendable {
                 "--records", parentRecordsPath(index), "--roster", rosterPath(index),
                 "--policy", policy, "--think", scenario.guardians.think, "--heartbeat", Self.heartbeat, "--log-level",
                 logLevel,
-            ]
+            ] + traceFlag("parent-\(index)")
         if scenario.answerAfterExpiry { arguments.append("--answer-after-expiry") }
         return arguments
     }
@@ -222,7 +231,7 @@ public struct WorkerPlan: Sendable {
                 "--pending-window", scenario.pendingWindow.text, "--time-scale", format(scenario.timeScale),
                 "--grace", scenario.grace.text, "--heartbeat", Self.heartbeat, "--log-level", logLevel,
                 "--reached-log", reachedPath("child-\(index)"),
-            ]
+            ] + traceFlag("child-\(index)")
         if let expireAfter = scenario.expireAfter { arguments += ["--expire-after", expireAfter.text] }
         if scenario.raceCancelProbability > 0 {
             arguments += ["--race-cancel-probability", format(scenario.raceCancelProbability)]

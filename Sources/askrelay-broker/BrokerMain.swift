@@ -175,6 +175,12 @@ struct BrokerMain: Command {
                 help:
                     "append a JSON line per interesting situation reached (docs/simulation.md, \"Reached situations\")"
             ),
+            .value(
+                "trace-log",
+                "FILE",
+                env: "ASKRELAY_TRACE_LOG",
+                help: "append a trace line per message event and question close (docs/tracing.md, \"Recording\")"
+            ),
         ] + testingOptions
 
     #if DEBUG
@@ -227,6 +233,7 @@ struct BrokerMain: Command {
         configuration.principalsFile = arguments.string("principals")
         configuration.shardName = arguments.string("shard-name")
         configuration.reachedLog = arguments.string("reached-log")
+        configuration.traceLog = arguments.string("trace-log")
         configuration.brokers = try arguments.parsed("brokers") { text in
             try BrokerList(parsing: text) { EndpointSyntax.problem($0, binding: false) }
         }
@@ -271,8 +278,10 @@ struct BrokerMain: Command {
         } catch {
             logger.error("broker could not start", metadata: ["error": "\(error)"])
             printError("askrelay-broker: \(error)")
-            // A path that can never work (a file where a folder belongs, a missing folder) is bad usage.
-            return (error as? OwnerLockError)?.code == .unusable ? ExitCode.usage : ExitCode.unavailable
+            // A path that can never work (a file where a folder belongs, a missing folder, a trace or reached log
+            // that cannot be opened) is bad usage.
+            let badPath = (error as? OwnerLockError)?.code == .unusable || error is LineFileError
+            return badPath ? ExitCode.usage : ExitCode.unavailable
         }
         let signals = SignalWatcher(signals: [SIGTERM, SIGINT]) { signal in
             logger.notice("signal received, draining", metadata: ["signal": "\(signal)"])

@@ -233,6 +233,7 @@ struct ChildMain: Command {
         configuration.center.askTimeout = try arguments.duration("ask-timeout") ?? .seconds(10)
         configuration.center.heartbeatInterval = flags.heartbeat
         configuration.center.curve = flags.curve
+        configuration.center.traceLog = flags.traceLog
         configuration.center.workerName = "askrelay-child[\(ProcessInfo.processInfo.processIdentifier)]"
         self.configuration = configuration
         stay = arguments.flag("stay")

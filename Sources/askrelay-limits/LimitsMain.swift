@@ -89,6 +89,7 @@ struct LimitsMain: Command {
         configuration.powerLossSafe = arguments.flag("power-loss-safe")
         configuration.heartbeat = flags.heartbeat
         configuration.curve = flags.curve
+        configuration.traceLog = flags.traceLog
         do {
             try CurveOptions.check(
                 keyFile: flags.curveKeyFile,

@@ -168,6 +168,7 @@ struct ParentMain: Command {
             )
             configuration.seed = seed
             configuration.recordsPath = arguments.string("records")
+            configuration.traceLog = flags.traceLog
             #if DEBUG
                 configuration.answerAfterExpiry = arguments.flag("answer-after-expiry")
             #endif

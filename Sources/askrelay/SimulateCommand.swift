@@ -110,6 +110,11 @@ struct Simulate: Command {
         .value("wrap-parent", "COMMAND", env: "ASKRELAY_WRAP_PARENT", help: "command prefix of every parent worker"),
         .value("wrap-child", "COMMAND", env: "ASKRELAY_WRAP_CHILD", help: "command prefix of every child worker"),
         .flag("quiet", env: "ASKRELAY_QUIET", help: "no progress lines on stderr"),
+        .flag(
+            "no-trace",
+            env: "ASKRELAY_NO_TRACE",
+            help: "record no trace files (by default every process appends to REPORT_DIR/trace/<process>.jsonl)"
+        ),
         .value(
             "max-unknown",
             "N",
@@ -229,6 +234,7 @@ struct Simulate: Command {
         options.quiet = quiet
         options.curve = !insecure
         options.workerLogLevel = logLevel.description
+        options.trace = !arguments.flag("no-trace")
         // One watcher, from before the report folder is claimed, for the run and (--shrink) every replay: a signal
         // that comes while the folder is claimed and set up is seen too (the run then cleans up), and a watcher per
         // run would miss the signals.

@@ -81,12 +81,18 @@ struct ReportFlows {
         if !samples.isEmpty {
             html += "<h3>One flow per outcome</h3>"
             for sample in samples {
+                // A flow drawn already (under a violation) is linked, not drawn twice: ids stay unique in the page.
+                if drawn.contains(sample.question) {
+                    html +=
+                        "<p>\(esc(sample.outcome)): question <a href=\"#\(esc(Self.anchor(sample.question)))\">"
+                        + "\(esc(sample.question.lowercased()))</a> (above)</p>"
+                    continue
+                }
                 guard let svg = FlowDiagram.svg(question: sample.question, trace: trace) else { continue }
-                let id = drawn.contains(sample.question) ? "" : " id=\"\(esc(Self.anchor(sample.question)))\""
                 drawn.insert(sample.question)
                 html +=
-                    "<figure\(id)><figcaption>\(esc(sample.outcome)): question \(esc(sample.question.lowercased()))"
-                    + "</figcaption>" + svg + "</figure>"
+                    "<figure id=\"\(esc(Self.anchor(sample.question)))\"><figcaption>\(esc(sample.outcome)): question "
+                    + "\(esc(sample.question.lowercased()))</figcaption>" + svg + "</figure>"
             }
         }
         if violationDiagrams.isEmpty && samples.isEmpty {

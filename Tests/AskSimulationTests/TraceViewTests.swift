@@ -212,8 +212,9 @@ struct TraceViewTests {
         #expect(html.contains("<a href=\"#\(anchor)\">"))
         #expect(html.components(separatedBy: "id=\"\(anchor)\"").count - 1 == 1)
         #expect(html.contains("two &lt;responses&gt;"))
-        // The answered flow is also the outcome's sample, drawn again without a second anchor.
-        #expect(html.contains("answered: question \(SyntheticTrace.question.lowercased())"))
+        // The answered flow is also the outcome's sample: linked, not drawn twice, so every id stays unique.
+        #expect(html.contains("answered: question <a href=\"#\(anchor)\">"))
+        #expect(html.components(separatedBy: "<marker id=\"arrow-\(SyntheticTrace.question.lowercased())\"").count == 2)
         #expect(html.contains("refused: question \(SyntheticTrace.refusedQuestion.lowercased())"))
         #expect(html.contains("unreadable line(s) skipped in trace/child-1.jsonl"))
         #expect(html.hasSuffix("</body></html>\n"))

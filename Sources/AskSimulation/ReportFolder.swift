@@ -174,7 +174,7 @@ public enum ReportFolder {
         let fixed: Set<String> = [
             "logs", "records", "reached", "trace", "broker-data", "limits-data", "keys", "limits-state.json",
             "scenario.json", "report.json", "report.html", "load.json", "load.html", lockName, "shrink",
-            RunFacts.fileName,
+            RunFacts.fileName, TraceMerge.fileName,
         ]
         if fixed.contains(name) { return true }
         if name.hasPrefix("child-") && name.hasSuffix("-state") { return true }

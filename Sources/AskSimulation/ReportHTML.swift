@@ -10,7 +10,9 @@ enum ReportHTML {
     ]
     static let percentileColors = ["#9ecae1", "#4292c6", "#08519c", "#08306b"]
 
-    static func render(_ report: SimulationReport) -> String {
+    /// The page; with `trace` (the run's trace files), a *Flows* section of sequence diagrams.
+    static func render(_ report: SimulationReport, trace: TraceFolder? = nil) -> String {
+        let flows = trace.map { ReportFlows(report: report, trace: $0) }
         let verdict =
             switch report.invariants.verdict {
             case .valid: "<span class=ok>invariants OK</span>"
@@ -80,8 +82,12 @@ enum ReportHTML {
                 let ids = (violation.questions.map { $0.uuidString.lowercased() } + violation.processes).joined(
                     separator: ", "
                 )
+                let links = (flows?.anchors(of: violation) ?? []).map {
+                    "<a href=\"#\($0.anchor)\">flow \($0.short)</a>"
+                }
+                let diagram = links.isEmpty ? "" : " — " + links.joined(separator: ", ")
                 html +=
-                    "<li class=bad><code>\(violation.invariant.rawValue)</code> \(esc(violation.message))<br><small>\(esc(ids))</small></li>"
+                    "<li class=bad><code>\(violation.invariant.rawValue)</code> \(esc(violation.message))<br><small>\(esc(ids))</small>\(diagram)</li>"
             }
             html += "</ul>"
         }
@@ -170,6 +176,7 @@ enum ReportHTML {
             }
             html += "</table>"
         }
+        if let flows { html += flows.section }
         html += "</body></html>\n"
         return html
     }

@@ -176,6 +176,8 @@ public struct SimulationResult: Sendable {
     public var report: SimulationReport
     public var reportJSON: String
     public var reportHTML: String
+    /// trace.json (``TraceMerge``), when the run recorded trace files.
+    public var traceJSON: String? = nil
     /// 0 when every invariant held, 1 otherwise (unknown flows never fail the run).
     public var exitCode: Int32 { report.exitCode }
 
@@ -505,7 +507,7 @@ public final class Simulation: Sendable {
         .write(into: runDirectory)
         let report = try RunCheck.report(folder: runDirectory, scenario: scenario)
         let paths = try report.write(to: runDirectory)
-        return SimulationResult(report: report, reportJSON: paths.json, reportHTML: paths.html)
+        return SimulationResult(report: report, reportJSON: paths.json, reportHTML: paths.html, traceJSON: paths.trace)
     }
 
     /// The stats endpoint of shard `shard`'s broker in a sharded run.

@@ -180,15 +180,24 @@ public struct SimulationReport: Codable, Sendable {
         try ReportJSON.simulationFile(self)
     }
 
-    /// Writes report.json and report.html into `directory` (created if needed). - Returns: the two paths.
+    /// Writes report.json and report.html into `directory` (created if needed); when `directory/trace/` holds the
+    /// run's trace files, also trace.json (``TraceMerge``) and report.html's *Flows* diagrams (docs/tracing.md).
+    /// - Returns: the paths, `trace` `nil` without trace files.
     @discardableResult
-    public func write(to directory: String) throws -> (json: String, html: String) {
+    public func write(to directory: String) throws -> (json: String, html: String, trace: String?) {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let json = (directory as NSString).appendingPathComponent("report.json")
         let html = (directory as NSString).appendingPathComponent("report.html")
         try jsonData().write(to: URL(fileURLWithPath: json))
-        try Data(ReportHTML.render(self).utf8).write(to: URL(fileURLWithPath: html))
-        return (json, html)
+        let folder = (directory as NSString).appendingPathComponent("trace")
+        var isDirectory: ObjCBool = false
+        var trace: TraceFolder?
+        if FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue {
+            trace = try TraceFolder(path: folder)
+        }
+        try Data(ReportHTML.render(self, trace: trace).utf8).write(to: URL(fileURLWithPath: html))
+        let merged = try trace.map { try TraceMerge.write($0, into: directory) }
+        return (json, html, merged)
     }
 
     /// The exit code of the verdict, for `askrelay simulate` and `askrelay check` alike: 0 when every invariant

@@ -7,7 +7,8 @@ struct AskRelay: CommandGroup {
     static let name = "askrelay"
     static let abstract = "simulate, load-test and inspect AskRelay's ask-a-parent flow"
     static let subcommands: [any Command.Type] = [
-        Simulate.self, CheckCommand.self, TestCommand.self, ShrinkCommand.self, LoadCommand.self, TopCommand.self,
+        Simulate.self, CheckCommand.self, TestCommand.self, ShrinkCommand.self, TraceCommand.self, LoadCommand.self,
+        TopCommand.self,
         KeysCommand.self,
         ExportTracesCommand.self,
         Bench.self,

@@ -289,6 +289,7 @@ struct Simulate: Command {
         printLine("")
         printLine("report: \(result.reportJSON)")
         printLine("        \(result.reportHTML)")
+        if let trace = result.traceJSON { printLine("        \(trace)") }
         let exitCode = result.report.exitCode(maxUnknown: maxUnknown, requireCoverage: requireCoverage)
         if let why = result.report.exitReason(maxUnknown: maxUnknown, requireCoverage: requireCoverage) {
             printError("askrelay simulate: \(why)")

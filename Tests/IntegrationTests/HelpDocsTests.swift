@@ -369,7 +369,7 @@ struct UsageExitTests {
         Case(
             command: ["askrelay", "help", "simulat"],
             message:
-                "askrelay: unknown subcommand 'simulat' (askrelay has the subcommands simulate, check, test, shrink, load, top, keys, export-traces, bench, proxy)"
+                "askrelay: unknown subcommand 'simulat' (askrelay has the subcommands simulate, check, test, shrink, trace, load, top, keys, export-traces, bench, proxy)"
         ),
     ]
 

@@ -245,6 +245,8 @@ extension Broker {
             owner.carriedAcks && !journal.hasPendingWrites
             ? min(owner.pendingAcks.count, configuration.limits.maxAckIDs) : 0
         envelope.appendDeliver(acks: owner.pendingAcks[..<carried], to: &output)
+        // The time the DELIVER left, not the time after the send returned: the recipient may have read it by then.
+        let sending = trace != nil ? Date() : nil
         guard sendToPeer(owner) else { return false }
         if carried > 0 { owner.pendingAcks.removeFirst(carried) }
         if let metrics, envelope.deliveredAt == nil { metrics.routed(createdAt: envelope.createdAt) }
@@ -252,7 +254,7 @@ extension Broker {
             noteRestartCrossing(envelope)
         }
         envelope.deliveredAt = turnNow
-        if trace != nil { trace(.delivered, envelope, to: mailbox.address) }
+        if let sending { trace(.delivered, envelope, to: mailbox.address, at: sending) }
         if crashPoints.isArmed { crashPoints.delivered(kind: envelope.kind, subject: envelope.subject) }
         return true
     }

@@ -9,7 +9,7 @@ import Foundation
 extension Broker {
     /// A line about a message the broker holds: its kind, question, id, sender and `to` (the mailbox it is in, by
     /// default: the address as its sender wrote it).
-    func trace(_ event: TraceEvent, _ envelope: Envelope, to: String? = nil, code: String? = nil) {
+    func trace(_ event: TraceEvent, _ envelope: Envelope, to: String? = nil, code: String? = nil, at: Date = Date()) {
         trace?.record(
             event,
             kind: envelope.kind,
@@ -17,7 +17,8 @@ extension Broker {
             id: envelope.id.uuid,
             from: envelope.from,
             to: to ?? envelope.to,
-            code: code
+            code: code,
+            at: at
         )
     }
 

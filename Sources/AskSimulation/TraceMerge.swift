@@ -201,61 +201,151 @@ public enum TraceMerge {
         return path
     }
 
-    /// The Chrome trace-event JSON of `trace`.
+    /// The Chrome trace-event JSON of `trace`, written by hand: a run has tens of thousands of events, and
+    /// JSONSerialization (bridging, sorting keys by locale) took most of a simulation's CPU to write them.
     public static func chromeJSON(_ trace: TraceFolder) throws -> Data {
         let processes = trace.orderedProcesses
         let pids = Dictionary(uniqueKeysWithValues: processes.enumerated().map { ($0.element, $0.offset + 1) })
         let entries = trace.entries
         let origin = entries.first?.line.atMicroseconds ?? 0
-        var events: [[String: Any]] = []
+        var out = ChromeEvents()
         for (index, process) in processes.enumerated() {
-            events.append(["ph": "M", "name": "process_name", "pid": index + 1, "tid": 1, "args": ["name": process]])
-            events.append([
-                "ph": "M", "name": "process_sort_index", "pid": index + 1, "tid": 1, "args": ["sort_index": index],
-            ])
-            events.append(["ph": "M", "name": "thread_name", "pid": index + 1, "tid": 1, "args": ["name": process]])
+            out.metadata("process_name", pid: index + 1, arg: ("name", .text(process)))
+            out.metadata("process_sort_index", pid: index + 1, arg: ("sort_index", .number(Int64(index))))
+            out.metadata("thread_name", pid: index + 1, arg: ("name", .text(process)))
         }
         for entry in entries {
             let line = entry.line
-            var args: [String: Any] = [:]
-            for (key, value) in [
-                ("kind", line.kind), ("question", line.question), ("id", line.id), ("from", line.from),
-                ("to", line.to), ("code", line.code),
-            ] {
-                if let value { args[key] = value }
-            }
             let ts = line.atMicroseconds - origin
             let pid = pids[entry.process] ?? 0
             if line.event == TraceEvent.fault.rawValue {
                 let name = "fault \(line.code ?? "?")" + (line.to.map { " \($0)" } ?? "")
-                events.append([
-                    "ph": "i", "s": "g", "name": name, "cat": "fault", "ts": ts, "pid": pid, "tid": 1, "args": args,
-                ])
-                continue
+                out.event(ph: "i", name: name, cat: "fault", ts: ts, pid: pid, extra: [("s", .text("g"))], args: line)
+            } else {
+                let name = [line.event, line.kind].compactMap { $0 }.joined(separator: " ")
+                out.event(
+                    ph: "X",
+                    name: name,
+                    cat: "message",
+                    ts: ts,
+                    pid: pid,
+                    extra: [("dur", .number(1))],
+                    args: line
+                )
             }
-            let name = [line.event, line.kind].compactMap { $0 }.joined(separator: " ")
-            events.append([
-                "ph": "X", "name": name, "cat": "message", "ts": ts, "dur": 1, "pid": pid, "tid": 1, "args": args,
-            ])
         }
         for (number, hop) in TraceFolder.hops(entries).enumerated() {
-            let common: [String: Any] = ["name": hop.label, "cat": "hop", "id": number + 1, "tid": 1]
-            var start = common
-            start["ph"] = "s"
-            start["ts"] = hop.from.line.atMicroseconds - origin
-            start["pid"] = pids[hop.from.process] ?? 0
-            var end = common
-            end["ph"] = "f"
-            end["bp"] = "e"
-            end["ts"] = hop.to.line.atMicroseconds - origin
-            end["pid"] = pids[hop.to.process] ?? 0
-            events += [start, end]
+            let id: (String, ChromeEvents.Value) = ("id", .number(Int64(number + 1)))
+            out.event(
+                ph: "s",
+                name: hop.label,
+                cat: "hop",
+                ts: hop.from.line.atMicroseconds - origin,
+                pid: pids[hop.from.process] ?? 0,
+                extra: [id],
+                args: nil
+            )
+            out.event(
+                ph: "f",
+                name: hop.label,
+                cat: "hop",
+                ts: hop.to.line.atMicroseconds - origin,
+                pid: pids[hop.to.process] ?? 0,
+                extra: [id, ("bp", .text("e"))],
+                args: nil
+            )
         }
-        var other: [String: Any] = [
-            "origin_us": origin, "clocks": "each process's own wall clock", "source": "askrelay trace files",
-        ]
-        if !trace.unreadable.isEmpty { other["unreadable_lines"] = trace.unreadable }
-        let object: [String: Any] = ["traceEvents": events, "displayTimeUnit": "ms", "otherData": other]
-        return try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        return out.finish(origin: origin, unreadable: trace.unreadable)
+    }
+}
+
+/// The bytes of a Chrome trace-event JSON object, appended event by event.
+struct ChromeEvents {
+    enum Value {
+        case text(String)
+        case number(Int64)
+    }
+
+    private var bytes: [UInt8] = Array(#"{"displayTimeUnit":"ms","traceEvents":["#.utf8)
+    private var first = true
+
+    private mutating func open() {
+        if !first { bytes.append(UInt8(ascii: ",")) }
+        first = false
+        bytes.append(UInt8(ascii: "{"))
+    }
+
+    private mutating func field(_ key: String, _ value: Value, comma: Bool = true) {
+        if comma { bytes.append(UInt8(ascii: ",")) }
+        WireJSON.appendQuoted(key, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        switch value {
+        case .text(let text): WireJSON.appendQuoted(text, to: &bytes)
+        case .number(let number): bytes.append(contentsOf: String(number).utf8)
+        }
+    }
+
+    mutating func metadata(_ name: String, pid: Int, arg: (String, Value)) {
+        open()
+        field("ph", .text("M"), comma: false)
+        field("name", .text(name))
+        field("pid", .number(Int64(pid)))
+        field("tid", .number(1))
+        bytes.append(contentsOf: #","args":{"#.utf8)
+        field(arg.0, arg.1, comma: false)
+        bytes.append(contentsOf: "}}".utf8)
+    }
+
+    /// An event; `args` (a trace line's kind, question, id, from, to, code) when given.
+    mutating func event(
+        ph: String,
+        name: String,
+        cat: String,
+        ts: Int64,
+        pid: Int,
+        extra: [(String, Value)],
+        args line: TraceLine?
+    ) {
+        open()
+        field("ph", .text(ph), comma: false)
+        field("name", .text(name))
+        field("cat", .text(cat))
+        field("ts", .number(ts))
+        field("pid", .number(Int64(pid)))
+        field("tid", .number(1))
+        for (key, value) in extra { field(key, value) }
+        if let line {
+            bytes.append(contentsOf: #","args":{"#.utf8)
+            var comma = false
+            for (key, value) in [
+                ("kind", line.kind), ("question", line.question), ("id", line.id), ("from", line.from),
+                ("to", line.to), ("code", line.code),
+            ] {
+                guard let value else { continue }
+                field(key, .text(value), comma: comma)
+                comma = true
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// Closes the events and adds `otherData`.
+    mutating func finish(origin: Int64, unreadable: [String: Int]) -> Data {
+        bytes.append(contentsOf: #"],"otherData":{"#.utf8)
+        field("clocks", .text("each process's own wall clock"), comma: false)
+        field("origin_us", .number(origin))
+        field("source", .text("askrelay trace files"))
+        if !unreadable.isEmpty {
+            bytes.append(contentsOf: #","unreadable_lines":{"#.utf8)
+            var comma = false
+            for (process, count) in unreadable.sorted(by: { $0.key < $1.key }) {
+                field(process, .number(Int64(count)), comma: comma)
+                comma = true
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+        bytes.append(contentsOf: "}}".utf8)
+        return Data(bytes)
     }
 }

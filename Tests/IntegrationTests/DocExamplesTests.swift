@@ -298,6 +298,14 @@ enum DocExamples {
                 """
         ),
         DocSubstitution(
+            pattern: #"sudo python3 scripts/shard-capacity\.py .*"#,
+            replacement: ": shard-capacity",
+            reason: """
+                four shard counts, three rounds of 12 s each: minutes on a quiet machine; ShardCapacityTests runs \
+                the script briefly for k = 1, 2
+                """
+        ),
+        DocSubstitution(
             pattern: #"make fuzz"# + comment,
             replacement: ": make fuzz$1",
             reason: "10 minutes; make test runs the same target for 60 s (fuzz-smoke)"

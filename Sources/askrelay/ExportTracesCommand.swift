@@ -1,5 +1,6 @@
 import AskCLI
 import AskProtocol
+import AskSimulation
 import AskTelemetry
 import Foundation
 
@@ -44,18 +45,14 @@ struct ExportTracesCommand: Command {
 
     func run() async throws -> Int32 {
         let traces = (folder as NSString).appendingPathComponent("trace")
-        let files: [String]
-        do {
-            files = try FileManager.default.contentsOfDirectory(atPath: traces).filter { $0.hasSuffix(".jsonl") }
-                .sorted()
-        } catch {
+        let trace: TraceFolder
+        do { trace = try TraceFolder(path: traces) } catch {
             printError("askrelay export-traces: \(traces) is not a folder of trace files: run askrelay simulate first")
             return 64
         }
         var total = 0
-        for file in files {
-            let process = String(file.dropLast(".jsonl".count))
-            let lines = Self.read((traces as NSString).appendingPathComponent(file))
+        for process in trace.processes.keys.sorted() {
+            let lines = trace.processes[process] ?? []
             do {
                 let body = try OTLPSpans.request(process: process, lines: lines)
                 let spans = try OTLPSpans.spanCount(body)
@@ -68,15 +65,8 @@ struct ExportTracesCommand: Command {
             }
         }
         printLine(
-            "sent \(total) spans of \(files.count) processes to http://\(exporter.host):\(exporter.port)\(exporter.path)"
+            "sent \(total) spans of \(trace.processes.count) processes to http://\(exporter.host):\(exporter.port)\(exporter.path)"
         )
         return 0
-    }
-
-    /// The lines of a trace file; a torn last line (a killed process) and lines of another shape are passed over.
-    static func read(_ path: String) -> [TraceLine] {
-        guard let data = FileManager.default.contents(atPath: path) else { return [] }
-        let decoder = JSONDecoder()
-        return data.split(separator: UInt8(ascii: "\n")).compactMap { try? decoder.decode(TraceLine.self, from: $0) }
     }
 }

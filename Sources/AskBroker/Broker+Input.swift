@@ -312,7 +312,7 @@ extension Broker {
             } else {
                 // The DELIVER forwards the SEND's header bytes unchanged: copy header and body (adjacent unless
                 // ACK ids lie between them) at once.
-                let header = input.range(of: parsed.headerFrame)
+                let header = parsed.headerRange
                 let body = input.range(of: parsed.bodyFrame)
                 var packed: [UInt8]
                 if parsed.carriesAcks {

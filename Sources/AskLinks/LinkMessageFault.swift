@@ -1,4 +1,4 @@
-/// The command of an AskRelay message (docs/protocol.md §5.2: the one-byte frame after the `ASK` signature), as a
+/// The command of an AskRelay message (docs/protocol.md §5.2: the byte after the `ASK` signature in the lead frame), as a
 /// ``LinkMessageFault`` matches it. The values are the protocol's command bytes (AskProtocol's `WireCommand`; a
 /// test checks they agree, since AskLinks depends on nothing).
 public enum LinkMessageCommand: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {

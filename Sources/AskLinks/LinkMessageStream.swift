@@ -1,18 +1,16 @@
 /// One message as a ``LinkMessageFault`` judges it.
 struct LinkMessageInfo: Equatable {
-    /// `nil` when the message is not an AskRelay message (no `ASK` signature frame and one-byte command frame).
+    /// `nil` when the message is not an AskRelay message (no lead frame of the `ASK` signature and a command byte).
     var command: LinkMessageCommand?
-    /// The application kind of a SEND or DELIVER, read from its header frame.
+    /// The application kind of a SEND or DELIVER, read from the header in its lead frame.
     var kind: String?
 
-    /// Reads the first frames of a message: signature, command, header (docs/protocol.md §5.2).
+    /// Reads a message's lead frame: signature, command, header (docs/protocol.md §5.2).
     init(frames: [[UInt8]]) {
-        guard frames.count >= 2, frames[0].count == 4, frames[0].starts(with: [0x41, 0x53, 0x4B]),
-            frames[1].count == 1
-        else { return }
-        command = LinkMessageCommand(rawValue: frames[1][0])
-        guard command == .send || command == .deliver, frames.count >= 3 else { return }
-        kind = Self.kind(header: frames[2])
+        guard let lead = frames.first, lead.count >= 5, lead.starts(with: [0x41, 0x53, 0x4B]) else { return }
+        command = LinkMessageCommand(rawValue: lead[4])
+        guard command == .send || command == .deliver else { return }
+        kind = Self.kind(header: Array(lead.dropFirst(5)))
     }
 
     init(command: LinkMessageCommand?, kind: String?) {
@@ -20,12 +18,13 @@ struct LinkMessageInfo: Equatable {
         self.kind = kind
     }
 
-    /// The kind field of a SEND/DELIVER header: id (16), flags (1), [subject (16)], from, to, kind (each a length
-    /// byte and its bytes). `nil` when the header is malformed.
+    /// The kind field of a SEND/DELIVER header: id (16), flags (1), [subject (16)], [trace context (25)], from, to,
+    /// kind (each a length byte and its bytes). `nil` when the header is malformed.
     static func kind(header: [UInt8]) -> String? {
         guard header.count >= 20 else { return nil }
         var position = 17
         if header[16] & 0x01 != 0 { position += 16 }
+        if header[16] & 0x02 != 0 { position += 25 }
         for _ in 0..<2 {
             guard position < header.count else { return nil }
             position += 1 + Int(header[position])
@@ -50,7 +49,7 @@ enum LinkMessageDecision: Equatable {
 /// big-endian; the body). A message is a run of non-command frames up to one without MORE; command frames (READY,
 /// PING, PONG, ...) stand alone and pass as they come, also between the frames of a message.
 ///
-/// While a message fault watches the direction, each message is held until its first three frames are read, then
+/// While a message fault watches the direction, each message is held until its lead frame is read, then
 /// judged: passed on, dropped whole, or held to its end and sent twice or later. Without one, bytes pass at once.
 /// When the greeting names another mechanism than NULL (CURVE), or is not ZMTP 3, nothing after it can be read:
 /// the stream is opaque and passes every byte.
@@ -149,7 +148,7 @@ final class LinkMessageStream {
                         out += slice
                     } else {
                         emit(slice, out: &out)
-                        if frameIndex < 3 && current.count < Self.captureLimit {
+                        if frameIndex < 1 && current.count < Self.captureLimit {
                             current += slice.prefix(Self.captureLimit - current.count)
                         }
                     }
@@ -268,10 +267,10 @@ final class LinkMessageStream {
     ) {
         inBody = false
         if isCommand { return }
-        if frameIndex < 3 { frames.append(current) }
+        if frameIndex < 1 { frames.append(current) }
         current = []
         frameIndex += 1
-        if mode == .hold, frameIndex == 3 || !more {
+        if mode == .hold, frameIndex == 1 || !more {
             let decision = judge(LinkMessageInfo(frames: frames))
             switch decision {
             case .pass:

@@ -112,16 +112,23 @@ final class EchoWorker {
                     switch parsed.command {
                     case .deliver:
                         out.removeAll()
-                        WireEncoder.header(.send, into: &out)
                         idLow &+= 1
-                        input.withBytes(parsed.fromRange) { replyTo in
-                            addressBytes.withUnsafeBytes {
-                                appendHeader(idHigh, idLow, from: $0, to: replyTo, kind: RelayLoad.kind, into: &out)
-                            }
-                        }
                         // The reply acknowledges the delivery it answers, when the broker reads carried ACK ids;
                         // otherwise the delivery is acknowledged in an ACK once the reply is sent.
-                        if carriesAcks { out.appendFrame { parsed.id!.append(to: &$0) } }
+                        let carried: ArraySlice<MessageID> = carriesAcks ? [parsed.id!] : []
+                        input.withBytes(parsed.fromRange) { replyTo in
+                            addressBytes.withUnsafeBytes {
+                                appendSendLead(
+                                    idHigh,
+                                    idLow,
+                                    from: $0,
+                                    to: replyTo,
+                                    kind: RelayLoad.kind,
+                                    acks: carried,
+                                    into: &out
+                                )
+                            }
+                        }
                         input.withFrame(parsed.bodyFrame) { out.append($0) }
                         let separateAck = carriesAcks ? nil : parsed.id
                         if service == 0 {

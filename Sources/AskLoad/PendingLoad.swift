@@ -264,12 +264,7 @@ public enum PendingLoad {
                         )
                         try child.send(out)
                     case .ack:
-                        let ids = input.withFrame(parsed.ackFrame) { frame -> [MessageID] in
-                            stride(from: 0, to: frame.count - 15, by: 16).compactMap {
-                                MessageID(bytes: UnsafeRawBufferPointer(rebasing: frame[$0..<($0 + 16)]))
-                            }
-                        }
-                        for id in ids where sendIDs.remove(id) != nil { pending += 1 }
+                        input.forEachAckID(parsed) { id in if sendIDs.remove(id) != nil { pending += 1 } }
                     case .nack:
                         if let id = parsed.id { sendIDs.remove(id) }
                         try refusal(child, number: number + 1, parsed: parsed)

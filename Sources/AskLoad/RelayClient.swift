@@ -120,23 +120,22 @@ struct ClientLoop {
                 body.withUnsafeMutableBytes { $0.copyMemory(from: stampBytes) }
             }
             if connection.isBroker {
-                WireEncoder.header(.send, into: &out)
                 connection.idLow &+= 1
+                // Replies received so far are acknowledged by this SEND instead of a separate ACK.
+                let carried = connection.carriesAcks ? min(connection.acks.count, Wire.Limits.standard.maxAckIDs) : 0
                 connection.fromBytes.withUnsafeBytes { from in
                     connection.toBytes.withUnsafeBytes {
-                        appendHeader(
+                        appendSendLead(
                             connection.idHigh,
                             connection.idLow,
                             from: from,
                             to: $0,
                             kind: RelayLoad.kind,
+                            acks: connection.acks[..<carried],
                             into: &out
                         )
                     }
                 }
-                // Replies received so far are acknowledged by this SEND instead of a separate ACK.
-                let carried = connection.carriesAcks ? min(connection.acks.count, Wire.Limits.standard.maxAckIDs) : 0
-                WireEncoder.carriedAcks(connection.acks[..<carried], into: &out)
                 connection.acks.removeFirst(carried)
                 out.append(body)
             } else {

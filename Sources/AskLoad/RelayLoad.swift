@@ -178,25 +178,29 @@ final class SharedRun: Sendable {
 @inline(__always)
 func monotonicNanoseconds() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
-/// Appends a SEND's packed header frame (id, no subject, from, to, kind) to `out`, without allocating.
+/// Appends a SEND's lead frame (signature, command, the packed header: id, no subject, no trace context, from, to,
+/// kind; then the carried ACK ids) to `out`, without allocating.
 @inline(__always)
-func appendHeader(
+func appendSendLead(
     _ high: UInt64,
     _ low: UInt64,
     from: UnsafeRawBufferPointer,
     to: UnsafeRawBufferPointer,
     kind: [UInt8],
+    acks: ArraySlice<MessageID> = [],
     into out: inout Multipart
 ) {
     out.appendFrame { bytes in
+        WireEncoder.appendLeadPrefix(.send, to: &bytes)
         withUnsafeBytes(of: (high.bigEndian, low.bigEndian)) { bytes.append(contentsOf: $0) }
-        bytes.append(0)  // flags: no subject
+        bytes.append(0)  // flags: no subject, no trace context
         bytes.append(UInt8(truncatingIfNeeded: from.count))
         bytes.append(contentsOf: from)
         bytes.append(UInt8(truncatingIfNeeded: to.count))
         bytes.append(contentsOf: to)
         bytes.append(UInt8(truncatingIfNeeded: kind.count))
         bytes.append(contentsOf: kind)
+        WireEncoder.appendAcks(acks, to: &bytes)
     }
 }
 

@@ -14,7 +14,7 @@ struct FramesBench: Command {
     static let discussion = """
         Workload: a DEALER client keeps --inflight messages in flight to a ROUTER echo thread over tcp loopback,
         through direct libzmq calls. A message is --frames frames: frames of 4, 1 and 40 bytes (the signature,
-        command and header frames of a SEND), more 16-byte frames if asked, then a body of --size bytes; the
+        command and header frames of a protocol version 1 SEND), more 16-byte frames if asked, then a body of --size bytes; the
         baseline sends the same bytes as one frame. Each round runs both for --seconds each, in alternating order;
         the ratio is the median of the per-round ratios. The last line is 'ratio=<N-frame rate / 1-frame rate>'.
         Build with -c release.

@@ -145,59 +145,64 @@ let command = (
     nack: WireCommand.nack.rawValue, bye: WireCommand.bye.rawValue
 )
 
-/// A SEND from client/1 with id `id` (to echo/1, kind echo unless the header says otherwise).
+/// A SEND from client/1 with id `id` (to echo/1, kind echo unless the header says otherwise), carrying `acks` bytes
+/// after the kind.
 func clientSend(
     _ id: MessageID,
     to: String = "echo/1",
     kind: String = "echo",
     from: String = "client/1",
+    acks: [UInt8] = [],
     _ rest: [[UInt8]] = [[]]
 ) -> [[UInt8]] {
-    send(header(id: id.bytes, from: utf8(from), to: utf8(to), kind: utf8(kind)), rest)
+    send(header(id: id.bytes, from: utf8(from), to: utf8(to), kind: utf8(kind), trailing: acks), rest)
 }
 
-func helloFrames(_ json: String) -> [[UInt8]] { [signature, [command.hello], utf8(json)] }
+func helloFrames(_ json: String) -> [[UInt8]] { [lead(.hello), utf8(json)] }
 
 let smallBody: @Sendable (inout BrokerConfiguration) -> Void = { $0.limits.maxBody = 1 << 16 }
 
 let provocations: [Provocation] = [
     // Framing: the parser's verdicts.
-    .init("bad-signature", "frame 0 is MDPW") {
-        try inWorld { w in try w.refuse(w.client, [utf8("MDPW"), [command.heartbeat]]) }
+    .init("bad-signature", "the lead frame begins with MDPW") {
+        try inWorld { w in try w.refuse(w.client, [utf8("MDPW") + [command.heartbeat]]) }
     },
-    .init("bad-signature", "one frame that is not the signature (judged before the frame count)") {
+    .init("bad-signature", "one frame that is not a lead (judged before the frame count)") {
         try inWorld { w in try w.refuse(w.client, [utf8("MDPW")]) }
     },
     .init("bad-signature", "frame 0 is empty") {
         try inWorld { w in try w.refuse(w.client, [[], [command.heartbeat]]) }
     },
-    .init("unsupported-version.signature", "version byte 2") {
-        try inWorld { w in try w.refuse(w.client, [[0x41, 0x53, 0x4B, 0x02], [command.heartbeat]]) }
+    .init("unsupported-version.signature", "a version 1 HEARTBEAT (signature and command in two frames)") {
+        try inWorld { w in try w.refuse(w.client, [[0x41, 0x53, 0x4B, 0x01], [command.heartbeat]]) }
     },
-    .init("unsupported-version.hello", "HELLO version 2") {
+    .init("unsupported-version.signature", "version byte 3") {
+        try inWorld { w in try w.refuse(w.client, [[0x41, 0x53, 0x4B, 0x03, command.heartbeat]]) }
+    },
+    .init("unsupported-version.hello", "HELLO version 1") {
         try inWorld { w in
             let peer = try w.newPeer()
-            try peer.hello(role: .echo, endpoints: [EndpointClaim(address: "echo/9")], version: 2)
+            try peer.hello(role: .echo, endpoints: [EndpointClaim(address: "echo/9")], version: 1)
             return Refusal(nack: try peer.expectNack(), sent: nil)
         }
     },
-    .init("unknown-command", "command 0x7f") { try inWorld { w in try w.refuse(w.client, [signature, [0x7F]]) } },
-    .init("unknown-command", "a two-byte command frame") {
-        try inWorld { w in try w.refuse(w.client, [signature, [4, 4]]) }
-    },
-    .init("missing-frames", "the signature alone") { try inWorld { w in try w.refuse(w.client, [signature]) } },
+    .init("unknown-command", "command 0x7f") { try inWorld { w in try w.refuse(w.client, [signature + [0x7F]]) } },
+    .init("unknown-command", "the signature alone") { try inWorld { w in try w.refuse(w.client, [signature]) } },
     .init("missing-frames", "a SEND without its body") {
         try inWorld { w in try w.refuse(w.client, clientSend(.random(), [])) }
     },
     .init("extra-frames", "a HEARTBEAT with a body") {
-        try inWorld { w in try w.refuse(w.client, [signature, [command.heartbeat], [1]]) }
+        try inWorld { w in try w.refuse(w.client, [lead(.heartbeat), [1]]) }
     },
-    .init("extra-frames", "a SEND of six frames") {
-        try inWorld { w in try w.refuse(w.client, clientSend(.random(), [validID, utf8("{}"), []])) }
+    .init("extra-frames", "a SEND of three frames") {
+        try inWorld { w in try w.refuse(w.client, clientSend(.random(), [utf8("{}"), []])) }
+    },
+    .init("extra-frames", "a SEND in the version 1 layout after the version 2 signature") {
+        try inWorld { w in try w.refuse(w.client, [lead(.send), header(), utf8("{}")]) }
     },
     .init("oversize-frame.hello", "a HELLO body one byte over the limit") {
         try inWorld(configure: smallBody) { w in
-            try w.refuse(try w.newPeer(), [signature, [command.hello], [UInt8](repeating: 0x20, count: (1 << 16) + 1)])
+            try w.refuse(try w.newPeer(), [lead(.hello), [UInt8](repeating: 0x20, count: (1 << 16) + 1)])
         }
     },
     .init("oversize-frame.body", "a SEND body one byte over the limit") {
@@ -209,43 +214,43 @@ let provocations: [Provocation] = [
     .init("oversize-frame.carried-acks", "4097 carried ACK ids") {
         try inWorld { w in
             let id = MessageID.random()
-            return try w.refuse(w.client, clientSend(id, [[UInt8](repeating: 7, count: 4097 * 16), []]), sent: id)
+            return try w.refuse(w.client, clientSend(id, acks: [UInt8](repeating: 7, count: 4097 * 16)), sent: id)
         }
     },
     .init("oversize-frame.ack", "an ACK of 4097 ids") {
-        try inWorld { w in try w.refuse(w.client, [signature, [command.ack], [UInt8](repeating: 7, count: 4097 * 16)]) }
+        try inWorld { w in try w.refuse(w.client, [lead(.ack, [UInt8](repeating: 7, count: 4097 * 16))]) }
     },
     .init("oversize-frame.reason", "a NACK reason of 1025 bytes") {
         try inWorld { w in
             try w.refuse(
                 w.client,
-                [signature, [command.nack], [], utf8("busy"), [UInt8](repeating: 0x61, count: 1025)]
+                [lead(.nack), utf8("busy"), [UInt8](repeating: 0x61, count: 1025)]
             )
         }
     },
     .init("oversize-frame.reason", "a BYE reason of 1025 bytes") {
-        try inWorld { w in try w.refuse(w.client, [signature, [command.bye], [UInt8](repeating: 0x61, count: 1025)]) }
+        try inWorld { w in try w.refuse(w.client, [lead(.bye), [UInt8](repeating: 0x61, count: 1025)]) }
     },
     .init("bad-id.ack", "an ACK of 17 bytes") {
-        try inWorld { w in try w.refuse(w.client, [signature, [command.ack], [UInt8](repeating: 1, count: 17)]) }
+        try inWorld { w in try w.refuse(w.client, [lead(.ack, [UInt8](repeating: 1, count: 17))]) }
     },
     .init("bad-id.ack", "an empty ACK") {
-        try inWorld { w in try w.refuse(w.client, [signature, [command.ack], []]) }
+        try inWorld { w in try w.refuse(w.client, [lead(.ack, [])]) }
     },
-    .init("bad-id.carried-acks", "a carried ACK-ids frame of 17 bytes") {
+    .init("bad-id.carried-acks", "17 bytes of carried ACK ids") {
         try inWorld { w in
             let id = MessageID.random()
-            return try w.refuse(w.client, clientSend(id, [[UInt8](repeating: 1, count: 17), []]), sent: id)
+            return try w.refuse(w.client, clientSend(id, acks: [UInt8](repeating: 1, count: 17)), sent: id)
         }
     },
-    .init("bad-id.carried-acks", "an empty carried ACK-ids frame") {
+    .init("bad-id.carried-acks", "one byte after the kind") {
         try inWorld { w in
             let id = MessageID.random()
-            return try w.refuse(w.client, clientSend(id, [[], []]), sent: id)
+            return try w.refuse(w.client, clientSend(id, acks: [0]), sent: id)
         }
     },
     .init("bad-id.nack", "a NACK id of 3 bytes") {
-        try inWorld { w in try w.refuse(w.client, [signature, [command.nack], [1, 2, 3], utf8("busy"), []]) }
+        try inWorld { w in try w.refuse(w.client, [lead(.nack, [1, 2, 3]), utf8("busy"), []]) }
     },
     .init("bad-address.header", "an upper-case role in to") {
         try inWorld { w in
@@ -270,7 +275,7 @@ let provocations: [Provocation] = [
             let id = MessageID.random()
             return try w.refuse(
                 w.client,
-                [signature, [command.deliver], header(id: id.bytes, to: utf8("Echo/1")), []],
+                [lead(.deliver, header(id: id.bytes, to: utf8("Echo/1"))), []],
                 sent: id
             )
         }
@@ -316,10 +321,10 @@ let provocations: [Provocation] = [
         }
     },
     .init("bad-kind.nack", "an empty NACK code") {
-        try inWorld { w in try w.refuse(w.client, [signature, [command.nack], [], [], []]) }
+        try inWorld { w in try w.refuse(w.client, [lead(.nack), [], []]) }
     },
     .init("invalid-utf8.hello", "a HELLO body of invalid UTF-8") {
-        try inWorld { w in try w.refuse(try w.newPeer(), [signature, [command.hello], [0xC3, 0x28]]) }
+        try inWorld { w in try w.refuse(try w.newPeer(), [lead(.hello), [0xC3, 0x28]]) }
     },
     .init("invalid-utf8.body", "a send body of invalid UTF-8") {
         try inWorld { w in
@@ -334,10 +339,10 @@ let provocations: [Provocation] = [
         }
     },
     .init("invalid-utf8.reason", "a BYE reason of invalid UTF-8") {
-        try inWorld { w in try w.refuse(w.client, [signature, [command.bye], [0xFF]]) }
+        try inWorld { w in try w.refuse(w.client, [lead(.bye), [0xFF]]) }
     },
     .init("invalid-utf8.reason", "a NACK reason of invalid UTF-8") {
-        try inWorld { w in try w.refuse(w.client, [signature, [command.nack], [], utf8("busy"), [0xC3, 0x28]]) }
+        try inWorld { w in try w.refuse(w.client, [lead(.nack), utf8("busy"), [0xC3, 0x28]]) }
     },
     .init("invalid-json.hello", "a HELLO body that is not JSON") {
         try inWorld { w in try w.refuse(try w.newPeer(), helloFrames("{not json")) }
@@ -346,7 +351,7 @@ let provocations: [Provocation] = [
         try inWorld { w in
             try w.refuse(
                 try w.newPeer(),
-                helloFrames(#"{"version":1,"role":"king","worker":"w","endpoints":[{"address":"echo/1"}]}"#)
+                helloFrames(#"{"version":2,"role":"king","worker":"w","endpoints":[{"address":"echo/1"}]}"#)
             )
         }
     },
@@ -471,17 +476,29 @@ let provocations: [Provocation] = [
     .init("bad-header", "a header of 16 bytes (the id alone)") {
         try inWorld { w in try w.refuse(w.client, send(validID)) }
     },
-    .init("bad-header", "header flags 0x02") { try inWorld { w in try w.refuse(w.client, send(header(flags: 2))) } },
-    .init("bad-header", "bytes after the kind") {
-        try inWorld { w in try w.refuse(w.client, send(header(trailing: [0]))) }
+    .init("bad-header", "header flags 0x04") { try inWorld { w in try w.refuse(w.client, send(header(flags: 4))) } },
+    .init("bad-header", "the trace flag without a trace context") {
+        try inWorld { w in try w.refuse(w.client, send(header(flags: 2))) }
+    },
+    .init("bad-header", "a trace context whose parent id is zero") {
+        try inWorld { w in
+            let trace = MessageID.random().bytes + [UInt8](repeating: 0, count: 8) + [1]
+            return try w.refuse(w.client, send(validID + [2] + trace + Array(header().dropFirst(17))))
+        }
+    },
+    .init("bad-header.lead", "a HEARTBEAT with a byte after the command") {
+        try inWorld { w in try w.refuse(w.client, [lead(.heartbeat, [0])]) }
+    },
+    .init("bad-header.lead", "a BYE whose reason is in the lead frame") {
+        try inWorld { w in try w.refuse(w.client, [lead(.bye, utf8("bye"))]) }
     },
 
     // Sessions.
     .init("not-registered.other", "a HEARTBEAT before HELLO") {
-        try inWorld { w in try w.refuse(try w.newPeer(), [signature, [command.heartbeat]]) }
+        try inWorld { w in try w.refuse(try w.newPeer(), [lead(.heartbeat)]) }
     },
     .init("not-registered.other", "an ACK before HELLO") {
-        try inWorld { w in try w.refuse(try w.newPeer(), [signature, [command.ack], validID]) }
+        try inWorld { w in try w.refuse(try w.newPeer(), [lead(.ack, validID)]) }
     },
     .init("not-registered.send", "a SEND before HELLO") {
         try inWorld { w in
@@ -491,7 +508,7 @@ let provocations: [Provocation] = [
     },
     .init("bad-hello.count", "no endpoints") {
         try inWorld { w in
-            try w.refuse(try w.newPeer(), helloFrames(#"{"version":1,"role":"echo","worker":"w","endpoints":[]}"#))
+            try w.refuse(try w.newPeer(), helloFrames(#"{"version":2,"role":"echo","worker":"w","endpoints":[]}"#))
         }
     },
     .init("bad-hello.count", "200 001 endpoints (with a body limit that lets them through)") {
@@ -506,7 +523,7 @@ let provocations: [Provocation] = [
             try w.refuse(
                 try w.newPeer(),
                 helloFrames(
-                    #"{"version":1,"role":"echo","worker":"w","endpoints":[{"address":"echo/9"},{"address":"echo/9"}]}"#
+                    #"{"version":2,"role":"echo","worker":"w","endpoints":[{"address":"echo/9"},{"address":"echo/9"}]}"#
                 )
             )
         }
@@ -515,7 +532,7 @@ let provocations: [Provocation] = [
         try inWorld { w in
             try w.refuse(
                 try w.newPeer(),
-                helloFrames(#"{"version":1,"role":"echo","worker":"w","endpoints":[{"address":"echo"}]}"#)
+                helloFrames(#"{"version":2,"role":"echo","worker":"w","endpoints":[{"address":"echo"}]}"#)
             )
         }
     },
@@ -527,12 +544,12 @@ let provocations: [Provocation] = [
         }
     },
     .init("forbidden.welcome", "a WELCOME sent to the broker") {
-        try inWorld { w in try w.refuse(w.client, [signature, [command.welcome], utf8("{}")]) }
+        try inWorld { w in try w.refuse(w.client, [lead(.welcome), utf8("{}")]) }
     },
     .init("forbidden.deliver", "a DELIVER sent to the broker") {
         try inWorld { w in
             let id = MessageID.random()
-            return try w.refuse(w.client, [signature, [command.deliver], header(id: id.bytes), []], sent: id)
+            return try w.refuse(w.client, [lead(.deliver, header(id: id.bytes)), []], sent: id)
         }
     },
     .init("forbidden.hello-role", "an echo session claiming client/9") {

@@ -33,54 +33,53 @@ func header(
     return out + trailing
 }
 
-/// SEND: signature, command, header, body (and any further frames given).
+/// A lead frame: the signature, the command byte, then `rest`.
+func lead(_ command: WireCommand, _ rest: [UInt8] = []) -> [UInt8] { signature + [command.rawValue] + rest }
+
+/// SEND: the lead frame (signature, command, header and whatever it ends with), then the body (and any further
+/// frames given).
 func send(_ header: [UInt8], _ rest: [[UInt8]] = [[]]) -> [[UInt8]] {
-    [signature, [WireCommand.send.rawValue], header] + rest
+    [lead(.send, header)] + rest
 }
 
 let malformedCases: [MalformedCase] = [
     MalformedCase(name: "empty signature", frames: [[], [WireCommand.heartbeat.rawValue]], code: .badSignature),
     MalformedCase(
         name: "wrong signature",
-        frames: [utf8("MDPW"), [WireCommand.heartbeat.rawValue]],
+        frames: [utf8("MDPW") + [WireCommand.heartbeat.rawValue]],
         code: .badSignature
     ),
     MalformedCase(
-        name: "version 2",
-        frames: [[0x41, 0x53, 0x4B, 0x02], [WireCommand.heartbeat.rawValue]],
+        name: "version 1",
+        frames: [[0x41, 0x53, 0x4B, 0x01], [WireCommand.heartbeat.rawValue]],
         code: .unsupportedVersion
     ),
-    MalformedCase(name: "signature only", frames: [signature], code: .missingFrames),
-    MalformedCase(name: "empty command frame", frames: [signature, []], code: .unknownCommand),
-    MalformedCase(name: "two-byte command", frames: [signature, [4, 4]], code: .unknownCommand),
-    MalformedCase(name: "unknown command 0x7f", frames: [signature, [0x7F]], code: .unknownCommand),
+    MalformedCase(name: "signature only", frames: [signature], code: .unknownCommand),
+    MalformedCase(name: "command in a frame of its own", frames: [signature, [4]], code: .unknownCommand),
+    MalformedCase(name: "unknown command 0x7f", frames: [signature + [0x7F]], code: .unknownCommand),
     MalformedCase(
         name: "heartbeat with a body",
-        frames: [signature, [WireCommand.heartbeat.rawValue], [1]],
+        frames: [lead(.heartbeat), [1]],
         code: .extraFrames
     ),
     MalformedCase(name: "SEND missing body", frames: send(header(), []), code: .missingFrames),
+    MalformedCase(name: "SEND with three frames", frames: send(header(), [utf8("{}"), []]), code: .extraFrames),
     MalformedCase(
-        name: "SEND with a fifth frame that is not ACK ids",
-        frames: send(header(), [utf8("{}"), []]),
-        code: .badID
-    ),
-    MalformedCase(name: "SEND with six frames", frames: send(header(), [validID, utf8("{}"), []]), code: .extraFrames),
-    MalformedCase(
-        name: "SEND in the old 8-frame layout",
-        frames: send(validID, [utf8("client/1"), utf8("echo/1"), utf8("echo"), [], []]),
+        name: "SEND in the version 1 layout",
+        frames: [lead(.send), header(), utf8("{}")],
         code: .extraFrames
     ),
     MalformedCase(name: "header of 16 bytes (id only)", frames: send(validID), code: .badHeader),
     MalformedCase(name: "15-byte id", frames: send(header(id: Array(validID.prefix(15)))), code: .badHeader),
-    MalformedCase(name: "header flags 0x02", frames: send(header(flags: 2)), code: .badHeader),
+    MalformedCase(name: "header flags 0x04", frames: send(header(flags: 4)), code: .badHeader),
     MalformedCase(name: "subject flag without a subject", frames: send(header(flags: 1)), code: .badHeader),
+    MalformedCase(name: "trace flag without a trace context", frames: send(header(flags: 2)), code: .badHeader),
     MalformedCase(
         name: "to length past the end",
         frames: send(validID + [0, 8] + utf8("client/1") + [7] + utf8("echo/1") + [4] + utf8("echo")),
         code: .badHeader
     ),
-    MalformedCase(name: "trailing byte after the kind", frames: send(header(trailing: [0])), code: .badHeader),
+    MalformedCase(name: "a trailing byte after the kind", frames: send(header(trailing: [0])), code: .badID),
     MalformedCase(name: "empty to address", frames: send(header(to: [])), code: .badAddress),
     MalformedCase(name: "uppercase role", frames: send(header(to: utf8("Echo/1"))), code: .badAddress),
     MalformedCase(name: "space in id", frames: send(header(to: utf8("echo/a b"))), code: .badAddress),
@@ -99,23 +98,23 @@ let malformedCases: [MalformedCase] = [
     ),
     MalformedCase(
         name: "ACK with 17 bytes",
-        frames: [signature, [WireCommand.ack.rawValue], [UInt8](repeating: 1, count: 17)],
+        frames: [lead(.ack, [UInt8](repeating: 1, count: 17))],
         code: .badID
     ),
-    MalformedCase(name: "empty ACK", frames: [signature, [WireCommand.ack.rawValue], []], code: .badID),
+    MalformedCase(name: "empty ACK", frames: [lead(.ack)], code: .badID),
     MalformedCase(
         name: "NACK with a 3-byte id",
-        frames: [signature, [WireCommand.nack.rawValue], [1, 2, 3], utf8("busy"), []],
+        frames: [lead(.nack, [1, 2, 3]), utf8("busy"), []],
         code: .badID
     ),
     MalformedCase(
-        name: "BYE with 4 frames",
-        frames: [signature, [WireCommand.bye.rawValue], [], []],
+        name: "BYE with 3 frames",
+        frames: [lead(.bye), [], []],
         code: .extraFrames
     ),
     MalformedCase(
         name: "DELIVER sent to the broker",
-        frames: [signature, [WireCommand.deliver.rawValue], header(), []],
+        frames: [lead(.deliver, header()), []],
         code: .forbidden
     ),
     MalformedCase(
@@ -125,31 +124,31 @@ let malformedCases: [MalformedCase] = [
     ),
     MalformedCase(
         name: "HELLO with invalid JSON",
-        frames: [signature, [WireCommand.hello.rawValue], utf8("{not json")],
+        frames: [lead(.hello), utf8("{not json")],
         code: .invalidJSON
     ),
     MalformedCase(
         name: "HELLO with invalid UTF-8",
-        frames: [signature, [WireCommand.hello.rawValue], [0xC3, 0x28]],
+        frames: [lead(.hello), [0xC3, 0x28]],
         code: .invalidUTF8
     ),
     MalformedCase(
         name: "HELLO missing endpoints",
-        frames: [signature, [WireCommand.hello.rawValue], utf8(#"{"version":1,"role":"child","worker":"w"}"#)],
+        frames: [lead(.hello), utf8(#"{"version":2,"role":"child","worker":"w"}"#)],
         code: .invalidJSON
     ),
     MalformedCase(
         name: "HELLO with no endpoints",
         frames: [
-            signature, [WireCommand.hello.rawValue], utf8(#"{"version":1,"role":"echo","worker":"w","endpoints":[]}"#),
+            lead(.hello), utf8(#"{"version":2,"role":"echo","worker":"w","endpoints":[]}"#),
         ],
         code: .badHello
     ),
     MalformedCase(
         name: "HELLO claiming an address twice",
         frames: [
-            signature, [WireCommand.hello.rawValue],
-            utf8(#"{"version":1,"role":"echo","worker":"w","endpoints":[{"address":"echo/9"},{"address":"echo/9"}]}"#),
+            lead(.hello),
+            utf8(#"{"version":2,"role":"echo","worker":"w","endpoints":[{"address":"echo/9"},{"address":"echo/9"}]}"#),
         ],
         code: .badHello
     ),
@@ -162,7 +161,7 @@ let malformedCases: [MalformedCase] = [
     MalformedCase(
         name: "HELLO with an unknown role",
         frames: [
-            signature, [WireCommand.hello.rawValue], utf8(#"{"version":1,"role":"king","worker":"w","endpoints":[]}"#),
+            lead(.hello), utf8(#"{"version":2,"role":"king","worker":"w","endpoints":[]}"#),
         ],
         code: .invalidJSON
     ),

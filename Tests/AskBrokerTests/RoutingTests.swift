@@ -42,7 +42,7 @@ struct RoutingTests {
         #expect(try child.expectNack().code == ErrorCode.forbidden.rawValue)
         try child.hello(role: .child, endpoints: [EndpointClaim(address: "child/c1")])
         #expect(try child.expectNack().code == ErrorCode.forbidden.rawValue, "a child needs a family")
-        try child.hello(role: .child, endpoints: [EndpointClaim(address: "child/c1", family: "f1")], version: 2)
+        try child.hello(role: .child, endpoints: [EndpointClaim(address: "child/c1", family: "f1")], version: 1)
         #expect(try child.expectNack().code == ErrorCode.unsupportedVersion.rawValue)
         try child.register(role: .child, ["child/c1"], family: "f1")
         let thief = try RawPeer(context: context, endpoint: broker.endpoint)

@@ -206,9 +206,9 @@ struct MessageFaultTests {
     }
 }
 
-/// Where a message's id's last byte is in `zmtp(ask(...))` of a short SEND: after the 3 frames' sizes and
-/// the signature and command frames (2 + 4, 2 + 1), a 2-byte frame head, then byte 15 of the 16-byte id.
-let idOffset = 6 + 3 + 2 + 15
+/// Where a message's id's last byte is in `zmtp(ask(...))` of a short SEND: after the lead frame's 2-byte head, the
+/// signature and the command (4 + 1), byte 15 of the 16-byte id.
+let idOffset = 2 + 5 + 15
 
 /// A link, a process connected to it and the broker's end of it; `close` closes all three.
 func connected(_ name: String) throws -> (FaultLink, Peer, Peer, () -> Void) {

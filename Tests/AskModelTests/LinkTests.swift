@@ -61,11 +61,11 @@ struct LinkTests {
     func wireCodecRunsWithoutZeroMQ() throws {
         let replayer = try Self.linkCheckExecutable("askrelay-fuzz")
         // One fuzz input (docs in Sources/askrelay-fuzz): mode 0 (frames), then [UInt16 LE length][bytes] per frame:
-        // signature, SEND, a header (id, no subject, from child/c1, to limits, kind ask), a body.
-        var header = [UInt8](repeating: 7, count: 16) + [0]
-        for field in ["child/c1", "limits", "ask"] { header += [UInt8(field.utf8.count)] + Array(field.utf8) }
+        // the lead (signature, SEND, a header: id, no subject, from child/c1, to limits, kind ask), a body.
+        var lead: [UInt8] = [0x41, 0x53, 0x4B, 2, 4] + [UInt8](repeating: 7, count: 16) + [0]
+        for field in ["child/c1", "limits", "ask"] { lead += [UInt8(field.utf8.count)] + Array(field.utf8) }
         var input: [UInt8] = [0]
-        for frame in [[0x41, 0x53, 0x4B, 1], [4], header, Array("{}".utf8)] as [[UInt8]] {
+        for frame in [lead, Array("{}".utf8)] {
             input += [UInt8(frame.count), 0] + frame
         }
         let folder = TempDirectory(prefix: "wire-link")

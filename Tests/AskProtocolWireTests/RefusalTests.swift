@@ -16,10 +16,12 @@ struct RefusalTests {
             for frame in frames { out.append(frame) }
             return out
         }
-        func sendFrames(to: String = "echo/1", kind: String = "echo", _ rest: [[UInt8]] = [[]]) -> [[UInt8]] {
+        func sendFrames(to: String = "echo/1", kind: String = "echo", acks: [UInt8] = [], _ rest: [[UInt8]] = [[]])
+            -> [[UInt8]]
+        {
             [
-                Wire.signature, [WireCommand.send.rawValue],
-                WireEncoder.headerBytes(id: id, subject: nil, from: "client/1", to: to, kind: kind),
+                Wire.signature + [WireCommand.send.rawValue]
+                    + WireEncoder.headerBytes(id: id, subject: nil, from: "client/1", to: to, kind: kind) + acks
             ] + rest
         }
         let readable: [(String, [[UInt8]], ErrorCode)] = [
@@ -29,8 +31,8 @@ struct RefusalTests {
                 "oversize body", sendFrames([[UInt8](repeating: 1, count: Wire.Limits.standard.maxBody + 1)]),
                 .oversizeFrame
             ),
-            ("carried ACK ids of 17 bytes", sendFrames([[UInt8](repeating: 1, count: 17), []]), .badID),
-            ("4097 carried ACK ids", sendFrames([[UInt8](repeating: 1, count: 4097 * 16), []]), .oversizeFrame),
+            ("carried ACK ids of 17 bytes", sendFrames(acks: [UInt8](repeating: 1, count: 17)), .badID),
+            ("4097 carried ACK ids", sendFrames(acks: [UInt8](repeating: 1, count: 4097 * 16)), .oversizeFrame),
         ]
         for (name, frames, code) in readable {
             let refused = message(frames)
@@ -39,13 +41,15 @@ struct RefusalTests {
             #expect(WireParser.idOfRefused(refused, base: base) == id, "\(name)")
         }
         let header = WireEncoder.headerBytes(id: id, subject: nil, from: "client/1", to: "echo/1", kind: "echo")
+        let lead = Wire.signature + [WireCommand.send.rawValue]
         let unreadable: [(String, [[UInt8]])] = [
-            ("bytes after the kind", [Wire.signature, [WireCommand.send.rawValue], header + [0], []]),
-            ("the id alone", [Wire.signature, [WireCommand.send.rawValue], id.bytes, []]),
-            ("six frames", sendFrames([[], [], []])),
-            ("three frames", sendFrames([])),
-            ("another signature", [Array("MDPW".utf8), [WireCommand.send.rawValue], header, []]),
-            ("an ACK", [Wire.signature, [WireCommand.ack.rawValue], [1]]),
+            ("a kind length past the end", [lead + header.dropLast(), []]),
+            ("the id alone", [lead + id.bytes, []]),
+            ("three frames", sendFrames([[], []])),
+            ("one frame", sendFrames([])),
+            ("the version 1 layout", [Wire.signature, [WireCommand.send.rawValue], header, []]),
+            ("another signature", [Array("MDPW".utf8) + [WireCommand.send.rawValue] + header, []]),
+            ("an ACK", [Wire.signature + [WireCommand.ack.rawValue] + id.bytes, []]),
         ]
         for (name, frames) in unreadable {
             #expect(WireParser.idOfRefused(message(frames), base: base) == nil, "\(name)")

@@ -51,6 +51,20 @@ enum SpecExamples {
                 into: &$0
             )
         }
+        add("SEND-traced") {
+            WireEncoder.message(
+                .send,
+                id: sendID,
+                from: "child/c1",
+                to: "broker",
+                kind: "cancel",
+                subject: question,
+                trace: TraceContext(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+                acks: [deliverID],
+                body: Array(#"{"questionID":"6F1C4A3E-2B7D-4E59-9A0C-1D2E3F405162"}"#.utf8),
+                into: &$0
+            )
+        }
         add("ACK") { WireEncoder.ack([sendID], into: &$0) }
         add("DELIVER") {
             WireEncoder.message(
@@ -133,7 +147,7 @@ struct SpecExampleTests {
     @Test("the examples can be written out for the specification")
     func writeOut() throws {
         let all = SpecExamples.all.map { "--- \($0.name)\n\(SpecExamples.dump($0.message))\n" }.joined()
-        #expect(all.contains("--- SEND\n[0] (4)   41 53 4b 01\n[1] (1)   04\n"))
+        #expect(all.contains("--- SEND\n[0] (59)  41 53 4b 02 04 01 23 45 67 89 ab cd ef 00 11 22\n"))
         guard let path = ProcessInfo.processInfo.environment["ASKRELAY_SPEC_EXAMPLES_OUT"] else { return }
         try all.write(toFile: path, atomically: true, encoding: .utf8)
     }

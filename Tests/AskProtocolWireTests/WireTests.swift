@@ -6,7 +6,11 @@ import Testing
 
 func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
-let signature: [UInt8] = [0x41, 0x53, 0x4B, 0x01]
+let signature: [UInt8] = [0x41, 0x53, 0x4B, 0x02]
+
+/// A lead frame: the signature, the command byte, then `rest` (a SEND's header and carried ids, an ACK's ids, a
+/// NACK's refused id).
+func lead(_ command: UInt8, _ rest: [UInt8] = []) -> [UInt8] { signature + [command] + rest }
 /// A ROUTER identity as libzmq generates it (5 bytes, first byte 0).
 let routerIdentity: [UInt8] = [0x00, 0x80, 0x00, 0x41, 0xA7]
 
@@ -44,7 +48,7 @@ struct WireRoundTripTests {
                 into: &$0
             )
         }
-        #expect(message.count == base + 4)
+        #expect(message.count == base + 2)
         #expect(parsed.command == command)
         #expect(parsed.base == base)
         #expect(parsed.id == idA)
@@ -55,22 +59,24 @@ struct WireRoundTripTests {
         #expect(message.bytes(parsed.fromRange, equal: "child/c-17"))
         #expect(!message.bytes(parsed.toRange, equal: "brokers"))
         #expect(Array(message[parsed.bodyFrame]) == body)
-        // The header frame: id, flags 1, subject, then each field after its length byte.
+        // The lead frame: signature, command, then the header: id, flags 1, subject, each field after its length
+        // byte; no carried ids.
         let header =
             idA.bytes + [1] + idB.bytes + [10] + bytes("child/c-17") + [6] + bytes("broker") + [4] + bytes("send")
-        #expect(Array(message[parsed.headerFrame]) == header)
-        #expect(parsed.headerFrame == base + 2 && parsed.bodyFrame == base + 3)
-        // Field ranges lie inside the header frame.
-        let headerRange = message.range(of: parsed.headerFrame)
+        #expect(Array(message.header(parsed)) == header)
+        #expect(Array(message[base]) == lead(command.rawValue, header))
+        #expect(parsed.leadFrame == base && parsed.bodyFrame == base + 1)
+        #expect(!parsed.carriesAcks && parsed.trace == nil)
+        // Field ranges lie inside the header.
         for range in [parsed.fromRange, parsed.toRange, parsed.kindRange] {
-            #expect(range.lowerBound >= headerRange.lowerBound && range.upperBound <= headerRange.upperBound)
+            #expect(
+                range.lowerBound >= parsed.headerRange.lowerBound && range.upperBound <= parsed.headerRange.upperBound
+            )
         }
-        #expect(Array(message[base]) == signature)
-        #expect(Array(message[base + 1]) == [command.rawValue])
     }
 
     @Test(
-        "SEND and DELIVER may carry ACK ids in a frame between header and body",
+        "SEND and DELIVER may carry ACK ids after the header, in the lead frame",
         arguments: [0, 1],
         [WireCommand.send, .deliver]
     )
@@ -89,14 +95,15 @@ struct WireRoundTripTests {
                 into: &$0
             )
         }
-        #expect(message.count == base + 5)
+        #expect(message.count == base + 2)
         #expect(parsed.carriesAcks)
-        #expect(parsed.ackFrame == base + 3 && parsed.bodyFrame == base + 4)
+        #expect(parsed.bodyFrame == base + 1)
         #expect(message.ackIDs(parsed) == [idB, idA])
-        #expect(Array(message[parsed.ackFrame]) == idB.bytes + idA.bytes)
+        #expect(Array(message[base].suffix(32)) == idB.bytes + idA.bytes)
+        #expect(parsed.ackRange.lowerBound == parsed.headerRange.upperBound)
         #expect(Array(message[parsed.bodyFrame]) == body)
         #expect(message.to(parsed) == "client/c1")
-        // Without ACK ids: no fifth frame, and no ids.
+        // Without ACK ids: the lead ends with the kind, and there are no ids.
         let (plain, plainMessage) = try encodeAndParse(base: base) {
             WireEncoder.message(
                 command,
@@ -110,7 +117,8 @@ struct WireRoundTripTests {
                 into: &$0
             )
         }
-        #expect(plainMessage.count == base + 4 && !plain.carriesAcks && plainMessage.ackIDs(plain).isEmpty)
+        #expect(plainMessage.count == base + 2 && !plain.carriesAcks && plainMessage.ackIDs(plain).isEmpty)
+        #expect(plainMessage.size(of: base) == message.size(of: base) - 32)
     }
 
     @Test("SEND without a subject and with an empty body", arguments: [0, 1])
@@ -130,7 +138,7 @@ struct WireRoundTripTests {
         #expect(parsed.id == idB)
         #expect(parsed.subject == nil)
         #expect(
-            Array(message[parsed.headerFrame]) == idB.bytes + [0, 7] + bytes("echo/e1") + [6] + bytes("limits") + [4]
+            Array(message.header(parsed)) == idB.bytes + [0, 7] + bytes("echo/e1") + [6] + bytes("limits") + [4]
                 + bytes("echo")
         )
         #expect(message.size(of: parsed.bodyFrame) == 0)
@@ -150,7 +158,8 @@ struct WireRoundTripTests {
             WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &$0)
         }
         #expect(parsedHello.command == .hello)
-        #expect(parsedHello.bodyFrame == base + 2)
+        #expect(parsedHello.bodyFrame == base + 1)
+        #expect(Array(helloMessage[base]) == lead(0x01))
         #expect(parsedHello.id == nil)
         let decodedHello = try helloMessage.withFrame(parsedHello.bodyFrame) {
             try SessionJSON.decode(Hello.self, from: $0.bindMemory(to: UInt8.self))
@@ -165,11 +174,12 @@ struct WireRoundTripTests {
         #expect(try SessionJSON.decode(Welcome.self, from: welcomeMessage[parsedWelcome.bodyFrame]) == welcome)
     }
 
-    @Test("HEARTBEAT is two frames", arguments: [0, 1])
+    @Test("HEARTBEAT is one frame", arguments: [0, 1])
     func heartbeat(base: Int) throws {
         let (parsed, message) = try encodeAndParse(base: base) { WireEncoder.heartbeat(into: &$0) }
         #expect(parsed.command == .heartbeat)
-        #expect(message.count == base + 2)
+        #expect(message.count == base + 1)
+        #expect(Array(message[base]) == lead(0x03))
         #expect(parsed.id == nil && parsed.subject == nil)
     }
 
@@ -179,7 +189,8 @@ struct WireRoundTripTests {
         let ids = (0..<count).map { _ in MessageID(high: rng.next(), low: rng.next()) }
         let (parsed, message) = try encodeAndParse(base: base) { WireEncoder.ack(ids, into: &$0) }
         #expect(parsed.command == .ack)
-        #expect(message.size(of: parsed.ackFrame) == 16 * count)
+        #expect(message.count == base + 1)
+        #expect(message.size(of: base) == 5 + 16 * count)
         #expect(message.ackIDs(parsed) == ids)
     }
 
@@ -189,6 +200,8 @@ struct WireRoundTripTests {
         let (parsed, message) = try encodeAndParse(base: base) { WireEncoder.nack(id: id, error, into: &$0) }
         #expect(parsed.command == .nack)
         #expect(parsed.id == id)
+        #expect(message.count == base + 3)
+        #expect(Array(message[base]) == lead(0x07, id?.bytes ?? []))
         #expect(message.string(parsed.codeFrame) == "busy")
         #expect(ErrorCode(rawValue: message.string(parsed.codeFrame)) == .busy)
         #expect(message.string(parsed.reasonFrame) == error.reason)
@@ -211,7 +224,7 @@ struct WireRoundTripTests {
     func bye(base: Int, reason: String) throws {
         let (parsed, message) = try encodeAndParse(base: base) { WireEncoder.bye(reason: reason, into: &$0) }
         #expect(parsed.command == .bye)
-        #expect(message.count == base + (reason.isEmpty ? 2 : 3))
+        #expect(message.count == base + (reason.isEmpty ? 1 : 2))
         if !reason.isEmpty { #expect(message.string(parsed.byeReasonFrame) == reason) }
     }
 
@@ -239,10 +252,10 @@ struct WireRoundTripTests {
         #expect(message.kind(parsed) == longKind)
         let reason = String(repeating: "r", count: limits.maxReason)
         #expect(
-            try WireParser.parse(Multipart([signature, [0x07], [], bytes(longKind), bytes(reason)])).command == .nack
+            try WireParser.parse(Multipart([lead(0x07), bytes(longKind), bytes(reason)])).command == .nack
         )
-        #expect(try WireParser.parse(Multipart([signature, [0x08], bytes(reason)])).command == .bye)
-        #expect(try WireParser.parse(Multipart([signature, [0x01], body])).command == .hello)
+        #expect(try WireParser.parse(Multipart([lead(0x08), bytes(reason)])).command == .bye)
+        #expect(try WireParser.parse(Multipart([lead(0x01), body])).command == .hello)
     }
 
     @Test(
@@ -265,7 +278,7 @@ struct WireRoundTripTests {
         )
         let parsed = try WireParser.parse(send, base: 1)
         var forwarded = Multipart()
-        send.withFrame(parsed.headerFrame) { header in
+        send.withBytes(parsed.headerRange) { header in
             send.withFrame(parsed.bodyFrame) { WireEncoder.deliver(header: header, body: $0, into: &forwarded) }
         }
         var encoded = Multipart()
@@ -282,10 +295,65 @@ struct WireRoundTripTests {
         #expect(forwarded == encoded)
         #expect(
             WireEncoder.headerBytes(id: idA, subject: subject, from: "client/c1", to: "echo/e0", kind: "echo")
-                == Array(send[parsed.headerFrame])
+                == Array(send.header(parsed))
         )
         let delivered = try WireParser.parse(forwarded)
         #expect(delivered.command == .deliver && delivered.id == idA && delivered.subject == subject)
+    }
+
+    @Test("a trace context rides in the header after the subject, and a forwarded header keeps it", arguments: [0, 1])
+    func traceContext(base: Int) throws {
+        let trace = TraceContext(traceID: idB, parentID: 0x0102_0304_0506_0708, flags: 1)
+        let (parsed, message) = try encodeAndParse(base: base) {
+            WireEncoder.message(
+                .send,
+                id: idA,
+                from: "child/c1",
+                to: "broker",
+                kind: "send",
+                subject: idB,
+                trace: trace,
+                acks: [idA],
+                body: bytes("{}"),
+                into: &$0
+            )
+        }
+        #expect(parsed.trace == trace && parsed.subject == idB && message.ackIDs(parsed) == [idA])
+        // id, flags 3, subject, trace id, parent id, trace flags, then the fields.
+        #expect(
+            Array(message.header(parsed)) == idA.bytes + [3] + idB.bytes + idB.bytes + [1, 2, 3, 4, 5, 6, 7, 8, 1]
+                + [8] + bytes("child/c1") + [6] + bytes("broker") + [4] + bytes("send")
+        )
+        #expect(message.kind(parsed) == "send")
+        var forwarded = Multipart()
+        message.withBytes(parsed.headerRange) { header in
+            message.withFrame(parsed.bodyFrame) { WireEncoder.deliver(header: header, body: $0, into: &forwarded) }
+        }
+        let delivered = try WireParser.parse(forwarded)
+        #expect(delivered.trace == trace && !delivered.carriesAcks && forwarded.kind(delivered) == "send")
+    }
+
+    @Test("traceparent text: parsed and written as W3C Trace Context version 00 says")
+    func traceparent() throws {
+        let text = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        let context = try #require(TraceContext(traceparent: text))
+        #expect(context.traceID == MessageID(hex: "4bf92f3577b34da6a3ce929d0e0e4736"))
+        #expect(context.parentID == 0x00f0_67aa_0ba9_02b7 && context.flags == 1)
+        #expect(context.traceparent == text)
+        #expect(TraceContext(traceID: idA, parentID: 1, flags: 0).traceparent == "00-\(idA)-0000000000000001-00")
+        let child = context.child(of: idA)
+        #expect(child.traceID == context.traceID && child.parentID == TraceContext.spanID(of: idA))
+        for bad in [
+            "", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1",
+        ] {
+            #expect(TraceContext(traceparent: bad) == nil, "\(bad)")
+        }
     }
 
     @Test("a field too long for its length byte is refused by the receiver, not trapped by the encoder")
@@ -312,11 +380,11 @@ struct WireRoundTripTests {
         limits.maxBody = 4
         limits.maxAckIDs = 1
         #expect(throws: WireError.self) {
-            try WireParser.parse(Multipart([signature, [0x01], [1, 2, 3, 4, 5]]), limits: limits)
+            try WireParser.parse(Multipart([lead(0x01), [1, 2, 3, 4, 5]]), limits: limits)
         }
-        #expect(try WireParser.parse(Multipart([signature, [0x01], [1, 2, 3, 4]]), limits: limits).command == .hello)
+        #expect(try WireParser.parse(Multipart([lead(0x01), [1, 2, 3, 4]]), limits: limits).command == .hello)
         do {
-            _ = try WireParser.parse(Multipart([signature, [0x06], idA.bytes + idB.bytes]), limits: limits)
+            _ = try WireParser.parse(Multipart([lead(0x06, idA.bytes + idB.bytes)]), limits: limits)
             Issue.record("two ids accepted with maxAckIDs 1")
         } catch {
             #expect(error.code == .oversizeFrame)
@@ -340,89 +408,86 @@ struct BadMessage: Sendable, CustomTestStringConvertible {
     }
 }
 
-/// A SEND/DELIVER header built by hand (not by the encoder): id, flags, the subject if given, then each field after
-/// a length byte (the byte is the field's size modulo 256, so a 300-byte field lies about its size), then `trailing`.
+/// A SEND/DELIVER header built by hand (not by the encoder): id, flags, the subject and trace context if given, then
+/// each field after a length byte (the byte is the field's size modulo 256, so a 300-byte field lies about its size),
+/// then `trailing` (where carried ACK ids go).
 func rawHeader(
     id: [UInt8] = idA.bytes,
     flags: UInt8 = 1,
     subject: [UInt8]? = idB.bytes,
+    trace: [UInt8]? = nil,
     from: [UInt8] = bytes("child/c1"),
     to: [UInt8] = bytes("limits"),
     kind: [UInt8] = bytes("ask"),
     trailing: [UInt8] = []
 ) -> [UInt8] {
-    var out = id + [flags] + (subject ?? [])
+    var out = id + [flags] + (subject ?? []) + (trace ?? [])
     for field in [from, to, kind] { out += [UInt8(truncatingIfNeeded: field.count)] + field }
     return out + trailing
 }
 
-/// A SEND (or another command) with the given header frame and a small body.
-func send(header: [UInt8], command: UInt8 = 0x04) -> [[UInt8]] { [signature, [command], header, bytes("{}")] }
+/// A trace context's 25 header bytes: trace id, parent span id, flags.
+let traceBytes: [UInt8] = idB.bytes + [1, 2, 3, 4, 5, 6, 7, 8] + [1]
+
+/// A SEND (or another command) whose lead frame holds `header` (and whatever it ends with), and a small body.
+func send(header: [UInt8], command: UInt8 = 0x04) -> [[UInt8]] { [lead(command, header), bytes("{}")] }
 
 let validHeader = rawHeader()
 let validSend: [[UInt8]] = send(header: validHeader)
 let validDeliver: [[UInt8]] = send(header: validHeader, command: 0x05)
-let validNack: [[UInt8]] = [signature, [0x07], idA.bytes, bytes("busy"), bytes("retry later")]
+let validTracedSend: [[UInt8]] = send(header: rawHeader(flags: 3, trace: traceBytes))
+let validNack: [[UInt8]] = [lead(0x07, idA.bytes), bytes("busy"), bytes("retry later")]
 let invalidUTF8: [UInt8] = [0x68, 0x69, 0xC3, 0x28]  // "hi" then a broken 2-byte sequence
 let limits = Wire.Limits.standard
 
 let badMessages: [BadMessage] = [
-    // Envelope.
+    // The lead frame.
     .init("no frames", [], .missingFrames),
-    .init("signature only", [signature], .missingFrames),
-    .init("signature ASX", [[0x41, 0x53, 0x58, 0x01], [0x03]], .badSignature),
-    .init("lower-case signature", [[0x61, 0x73, 0x6B, 0x01], [0x03]], .badSignature),
-    .init("3-byte signature", [[0x41, 0x53, 0x4B], [0x03]], .badSignature),
-    .init("5-byte signature", [signature + [0x01], [0x03]], .badSignature),
-    .init("empty signature", [[], [0x03]], .badSignature),
-    .init("version 2", [[0x41, 0x53, 0x4B, 0x02], [0x03]], .unsupportedVersion),
-    .init("version 0", [[0x41, 0x53, 0x4B, 0x00], [0x03]], .unsupportedVersion),
-    .init("empty command frame", [signature, []], .unknownCommand),
-    .init("2-byte command frame", [signature, [0x03, 0x00]], .unknownCommand),
-    .init("command 0x00", [signature, [0x00]], .unknownCommand),
-    .init("command 0x09", [signature, [0x09]], .unknownCommand),
-    .init("command 0xFF", [signature, [0xFF]], .unknownCommand),
-    .init("bad signature wins over unknown command", [[0x41, 0x53, 0x58, 0x01], [0xFF]], .badSignature),
-    // Frame counts for every command.
-    .init("HEARTBEAT with a body", [signature, [0x03], []], .extraFrames),
-    .init("HELLO without body", [signature, [0x01]], .missingFrames),
-    .init("HELLO with 4 frames", [signature, [0x01], bytes("{}"), []], .extraFrames),
-    .init("WELCOME without body", [signature, [0x02]], .missingFrames),
-    .init("WELCOME with 4 frames", [signature, [0x02], bytes("{}"), []], .extraFrames),
-    .init("SEND with 3 frames", Array(validSend.dropLast()), .missingFrames),
-    .init("SEND with 5 frames whose 4th is not ACK ids", validSend + [[]], .badID),
-    .init("SEND with 6 frames", [signature, [0x04], validHeader, idA.bytes, bytes("{}"), []], .extraFrames),
-    .init("SEND with an empty ACK-ids frame", [signature, [0x04], validHeader, [], bytes("{}")], .badID),
-    .init("SEND with 17 bytes of ACK ids", [signature, [0x04], validHeader, idA.bytes + [0], bytes("{}")], .badID),
+    .init("signature ASX", [[0x41, 0x53, 0x58, 0x02, 0x03]], .badSignature),
+    .init("lower-case signature", [[0x61, 0x73, 0x6B, 0x02, 0x03]], .badSignature),
+    .init("3-byte lead", [[0x41, 0x53, 0x4B]], .badSignature),
+    .init("empty lead", [[], bytes("{}")], .badSignature),
+    .init("version 1 (a version 1 peer's signature frame)", [[0x41, 0x53, 0x4B, 0x01], [0x03]], .unsupportedVersion),
+    .init("version 1 SEND", [[0x41, 0x53, 0x4B, 0x01], [0x04], validHeader, bytes("{}")], .unsupportedVersion),
+    .init("version 3", [[0x41, 0x53, 0x4B, 0x03, 0x03]], .unsupportedVersion),
+    .init("version 0", [[0x41, 0x53, 0x4B, 0x00, 0x03]], .unsupportedVersion),
+    .init("signature only, no command byte", [signature], .unknownCommand),
+    .init("signature only, then a command frame", [signature, [0x03]], .unknownCommand),
+    .init("command 0x00", [lead(0x00)], .unknownCommand),
+    .init("command 0x09", [lead(0x09)], .unknownCommand),
+    .init("command 0xFF", [lead(0xFF)], .unknownCommand),
+    .init("bad signature wins over unknown command", [[0x41, 0x53, 0x58, 0x02, 0xFF]], .badSignature),
+    // Frame counts and bare leads for every command.
+    .init("HEARTBEAT with a body", [lead(0x03), []], .extraFrames),
+    .init("HEARTBEAT with a byte after the command", [lead(0x03, [0])], .badHeader),
+    .init("HELLO without body", [lead(0x01)], .missingFrames),
+    .init("HELLO with 3 frames", [lead(0x01), bytes("{}"), []], .extraFrames),
+    .init("HELLO with bytes after the command", [lead(0x01, bytes("{}")), bytes("{}")], .badHeader),
+    .init("WELCOME without body", [lead(0x02)], .missingFrames),
+    .init("WELCOME with 3 frames", [lead(0x02), bytes("{}"), []], .extraFrames),
+    .init("SEND without body", Array(validSend.dropLast()), .missingFrames),
+    .init("SEND with 3 frames", validSend + [[]], .extraFrames),
+    .init("SEND in the version 1 layout", [lead(0x04), validHeader, bytes("{}")], .extraFrames),
+    .init("SEND whose header is in a frame of its own", [lead(0x04), validHeader], .badHeader),
+    .init("SEND with 17 bytes of ACK ids", send(header: rawHeader(trailing: idA.bytes + [0])), .badID),
+    .init("SEND with one trailing byte", send(header: rawHeader(trailing: [0])), .badID),
     .init(
         "SEND carrying 4097 ACK ids",
-        [signature, [0x04], validHeader, Array(repeating: 7, count: 16 * 4097), bytes("{}")],
+        send(header: rawHeader(trailing: Array(repeating: 7, count: 16 * 4097))),
         .oversizeFrame
     ),
-    .init(
-        "SEND with a bad header and a bad ACK-ids frame: the header is reported",
-        [signature, [0x04], idA.bytes, [], bytes("{}")],
-        .badHeader
-    ),
-    .init("SEND with 2 frames", Array(validSend.prefix(2)), .missingFrames),
-    .init(
-        "SEND in the old 8-frame layout",
-        [signature, [0x04], idA.bytes, bytes("child/c1"), bytes("limits"), bytes("ask"), [], []],
-        .extraFrames
-    ),
-    .init("DELIVER with 3 frames", Array(validDeliver.dropLast()), .missingFrames),
-    .init("DELIVER with 5 frames whose 4th is not ACK ids", validDeliver + [[]], .badID),
-    .init("DELIVER with 6 frames", [signature, [0x05], validHeader, idA.bytes, bytes("{}"), []], .extraFrames),
+    .init("DELIVER without body", Array(validDeliver.dropLast()), .missingFrames),
+    .init("DELIVER with 3 frames", validDeliver + [[]], .extraFrames),
     .init(
         "DELIVER with 15 bytes of ACK ids",
-        [signature, [0x05], validHeader, Array(idA.bytes.prefix(15)), bytes("{}")],
+        send(header: rawHeader(trailing: Array(idA.bytes.prefix(15))), command: 0x05),
         .badID
     ),
-    .init("ACK without ids", [signature, [0x06]], .missingFrames),
-    .init("ACK with 4 frames", [signature, [0x06], idA.bytes, idB.bytes], .extraFrames),
-    .init("NACK with 4 frames", Array(validNack.dropLast()), .missingFrames),
-    .init("NACK with 6 frames", validNack + [[]], .extraFrames),
-    .init("BYE with 4 frames", [signature, [0x08], bytes("bye"), []], .extraFrames),
+    .init("ACK with 2 frames", [lead(0x06, idA.bytes), idB.bytes], .extraFrames),
+    .init("NACK with 2 frames", Array(validNack.dropLast()), .missingFrames),
+    .init("NACK with 4 frames", validNack + [[]], .extraFrames),
+    .init("BYE with 3 frames", [lead(0x08), bytes("bye"), []], .extraFrames),
+    .init("BYE with its reason in the lead", [lead(0x08, bytes("bye"))], .badHeader),
     // The header's structure.
     .init("empty header", send(header: []), .badHeader),
     .init("header of 16 bytes (id only)", send(header: idA.bytes), .badHeader),
@@ -438,8 +503,8 @@ let badMessages: [BadMessage] = [
         .badHeader
     ),
     .init("17-byte id", send(header: rawHeader(id: idA.bytes + [0])), .badHeader),
-    .init("flags 0x02", send(header: rawHeader(flags: 0x02, subject: nil)), .badHeader),
-    .init("flags 0x03", send(header: rawHeader(flags: 0x03)), .badHeader),
+    .init("flags 0x04", send(header: rawHeader(flags: 0x04, subject: nil)), .badHeader),
+    .init("flags 0x07", send(header: rawHeader(flags: 0x07, trace: traceBytes)), .badHeader),
     .init("flags 0x80", send(header: rawHeader(flags: 0x80, subject: nil)), .badHeader),
     .init("flags 0xFF", send(header: rawHeader(flags: 0xFF)), .badHeader),
     .init("subject flag without a subject", send(header: rawHeader(flags: 1, subject: nil)), .badHeader),
@@ -449,6 +514,22 @@ let badMessages: [BadMessage] = [
         .badHeader
     ),
     .init("no subject flag but a subject", send(header: rawHeader(flags: 0)), .badHeader),
+    .init("trace flag without a trace context", send(header: rawHeader(flags: 3)), .badHeader),
+    .init(
+        "trace flag, header ends inside the trace context",
+        send(header: idA.bytes + [2] + Array(traceBytes.prefix(20))),
+        .badHeader
+    ),
+    .init(
+        "trace context with an all-zero trace id",
+        send(header: rawHeader(flags: 3, trace: [UInt8](repeating: 0, count: 16) + Array(traceBytes.suffix(9)))),
+        .badHeader
+    ),
+    .init(
+        "trace context with a zero parent id",
+        send(header: rawHeader(flags: 3, trace: idB.bytes + [UInt8](repeating: 0, count: 8) + [1])),
+        .badHeader
+    ),
     .init("from length past the end", send(header: idA.bytes + [0, 9] + bytes("child/c1")), .badHeader),
     .init(
         "from length 255",
@@ -467,11 +548,8 @@ let badMessages: [BadMessage] = [
         .badHeader
     ),
     .init("header ends before the to length", send(header: idA.bytes + [0, 8] + bytes("child/c1")), .badHeader),
-    .init("one trailing byte", send(header: rawHeader(trailing: [0])), .badHeader),
-    .init("a trailing id", send(header: rawHeader(trailing: idA.bytes)), .badHeader),
-    .init("DELIVER with a trailing byte", send(header: rawHeader(trailing: [0x61]), command: 0x05), .badHeader),
     .init("DELIVER with flags 0x04", send(header: rawHeader(flags: 0x04, subject: nil), command: 0x05), .badHeader),
-    .init("bad header wins over a bad address", send(header: rawHeader(from: [], trailing: [1])), .badHeader),
+    .init("bad header wins over a bad address", send(header: rawHeader(flags: 0x08, from: [])), .badHeader),
     .init(
         "bad flags win over a bad kind",
         send(header: rawHeader(flags: 0x10, subject: nil, kind: bytes("ASK"))),
@@ -500,6 +578,7 @@ let badMessages: [BadMessage] = [
         send(header: rawHeader(from: bytes("Child/c1"), kind: bytes("ASK"))),
         .badAddress
     ),
+    .init("bad address wins over bad carried ids", send(header: rawHeader(from: [], trailing: [1])), .badAddress),
     .init("DELIVER with an empty to", send(header: rawHeader(to: []), command: 0x05), .badAddress),
     // Kinds inside the header.
     .init("upper-case kind", send(header: rawHeader(kind: bytes("Ask"))), .badKind),
@@ -511,46 +590,46 @@ let badMessages: [BadMessage] = [
     // Sizes.
     .init(
         "SEND body limit+1",
-        [signature, [0x04], validHeader, [UInt8](repeating: 0x20, count: limits.maxBody + 1)],
+        [lead(0x04, validHeader), [UInt8](repeating: 0x20, count: limits.maxBody + 1)],
         .oversizeFrame
     ),
     .init(
-        "bad header wins over an oversize body",
-        [signature, [0x04], rawHeader(trailing: [0]), [UInt8](repeating: 0x20, count: limits.maxBody + 1)],
-        .badHeader
+        "bad carried ids win over an oversize body",
+        [lead(0x04, rawHeader(trailing: [0])), [UInt8](repeating: 0x20, count: limits.maxBody + 1)],
+        .badID
     ),
     .init(
         "HELLO body limit+1",
-        [signature, [0x01], [UInt8](repeating: 0x20, count: limits.maxBody + 1)],
+        [lead(0x01), [UInt8](repeating: 0x20, count: limits.maxBody + 1)],
         .oversizeFrame
     ),
     // ACK.
-    .init("ACK with 0 bytes", [signature, [0x06], []], .badID),
-    .init("ACK with 15 bytes", [signature, [0x06], Array(idA.bytes.prefix(15))], .badID),
-    .init("ACK with 17 bytes", [signature, [0x06], idA.bytes + [0]], .badID),
-    .init("ACK with 33 bytes", [signature, [0x06], idA.bytes + idB.bytes + [0]], .badID),
+    .init("ACK with 0 ids", [lead(0x06)], .badID),
+    .init("ACK with 15 bytes", [lead(0x06, Array(idA.bytes.prefix(15)))], .badID),
+    .init("ACK with 17 bytes", [lead(0x06, idA.bytes + [0])], .badID),
+    .init("ACK with 33 bytes", [lead(0x06, idA.bytes + idB.bytes + [0])], .badID),
     .init(
         "ACK with limit+1 ids",
-        [signature, [0x06], [UInt8](repeating: 7, count: 16 * (limits.maxAckIDs + 1))],
+        [lead(0x06, [UInt8](repeating: 7, count: 16 * (limits.maxAckIDs + 1)))],
         .oversizeFrame
     ),
     // NACK.
-    .init("NACK 15-byte id", [signature, [0x07], Array(idA.bytes.prefix(15)), bytes("busy"), []], .badID),
-    .init("NACK 17-byte id", [signature, [0x07], idA.bytes + [0], bytes("busy"), []], .badID),
-    .init("NACK empty code", [signature, [0x07], [], [], bytes("why")], .badKind),
-    .init("NACK 33-byte code", [signature, [0x07], [], bytes(String(repeating: "c", count: 33)), []], .badKind),
-    .init("NACK non-UTF-8 reason", [signature, [0x07], [], bytes("busy"), invalidUTF8], .invalidUTF8),
+    .init("NACK 15-byte id", [lead(0x07, Array(idA.bytes.prefix(15))), bytes("busy"), []], .badID),
+    .init("NACK 17-byte id", [lead(0x07, idA.bytes + [0]), bytes("busy"), []], .badID),
+    .init("NACK empty code", [lead(0x07), [], bytes("why")], .badKind),
+    .init("NACK 33-byte code", [lead(0x07), bytes(String(repeating: "c", count: 33)), []], .badKind),
+    .init("NACK non-UTF-8 reason", [lead(0x07), bytes("busy"), invalidUTF8], .invalidUTF8),
     .init(
         "NACK reason limit+1",
-        [signature, [0x07], [], bytes("busy"), [UInt8](repeating: 0x72, count: limits.maxReason + 1)],
+        [lead(0x07), bytes("busy"), [UInt8](repeating: 0x72, count: limits.maxReason + 1)],
         .oversizeFrame
     ),
     // BYE.
-    .init("BYE non-UTF-8 reason", [signature, [0x08], invalidUTF8], .invalidUTF8),
-    .init("BYE lone continuation byte", [signature, [0x08], [0x80]], .invalidUTF8),
+    .init("BYE non-UTF-8 reason", [lead(0x08), invalidUTF8], .invalidUTF8),
+    .init("BYE lone continuation byte", [lead(0x08), [0x80]], .invalidUTF8),
     .init(
         "BYE reason limit+1",
-        [signature, [0x08], [UInt8](repeating: 0x72, count: limits.maxReason + 1)],
+        [lead(0x08), [UInt8](repeating: 0x72, count: limits.maxReason + 1)],
         .oversizeFrame
     ),
 ]
@@ -581,7 +660,7 @@ struct WireErrorTableTests {
         #expect(Set(badMessages.map(\.code)) == framing)
     }
 
-    @Test("the valid bases of the table parse", arguments: [validSend, validDeliver, validNack])
+    @Test("the valid bases of the table parse", arguments: [validSend, validDeliver, validTracedSend, validNack])
     func validBases(frames: [[UInt8]]) throws {
         _ = try WireParser.parse(Multipart(frames))
     }
@@ -611,14 +690,15 @@ struct WireErrorTableTests {
 @Suite("Wire fuzz")
 struct WireFuzzTests {
     static let validMessages: [[[UInt8]]] = [
-        validSend, validDeliver, validNack,
-        [signature, [0x01], bytes(#"{"version":1}"#)],
-        [signature, [0x02], bytes("{}")],
-        [signature, [0x03]],
-        [signature, [0x06], idA.bytes + idB.bytes],
-        [signature, [0x07], [], bytes("not-registered"), bytes("send HELLO")],
-        [signature, [0x08]],
-        [signature, [0x08], bytes("bye")],
+        validSend, validDeliver, validTracedSend, validNack,
+        send(header: rawHeader(trailing: idA.bytes + idB.bytes)),
+        [lead(0x01), bytes(#"{"version":2}"#)],
+        [lead(0x02), bytes("{}")],
+        [lead(0x03)],
+        [lead(0x06, idA.bytes + idB.bytes)],
+        [lead(0x07), bytes("not-registered"), bytes("send HELLO")],
+        [lead(0x08)],
+        [lead(0x08), bytes("bye")],
     ]
 
     static let framingCodes: Set<ErrorCode> = [
@@ -674,8 +754,7 @@ struct WireFuzzTests {
             var frames: [[UInt8]]
             if round % 4 == 0 {
                 frames = (0..<Int(rng.next() % 10)).map { _ in Self.randomFrame(&rng) }
-                if rng.next() % 2 == 0, !frames.isEmpty { frames[0] = signature }
-                if rng.next() % 2 == 0, frames.count > 1 { frames[1] = [UInt8(rng.next() % 10)] }
+                if rng.next() % 2 == 0, !frames.isEmpty { frames[0] = lead(UInt8(rng.next() % 10), frames[0]) }
             } else {
                 frames = Self.mutate(Self.validMessages[Int(rng.next() % UInt64(Self.validMessages.count))], &rng)
             }
@@ -687,18 +766,17 @@ struct WireFuzzTests {
                 let parsed = try WireParser.parse(message, base: base)
                 succeeded += 1
                 // A success must describe the message it came from.
-                #expect(Array(message[base]) == signature)
-                #expect(Array(message[base + 1]) == [parsed.command.rawValue])
+                #expect(Array(message[base].prefix(5)) == lead(parsed.command.rawValue))
                 if parsed.command == .send || parsed.command == .deliver {
-                    #expect(message.count == base + (parsed.carriesAcks ? 5 : 4))
-                    if parsed.carriesAcks {
-                        #expect(message.size(of: parsed.ackFrame) % 16 == 0 && message.size(of: parsed.ackFrame) > 0)
-                    }
-                    #expect(parsed.id.map { $0.bytes == Array(message[base + 2].prefix(16)) } == true)
-                    let header = message.range(of: parsed.headerFrame)
+                    #expect(message.count == base + 2)
+                    #expect(parsed.ackRange.count % 16 == 0)
+                    #expect(parsed.ackRange.upperBound == message.range(of: base).upperBound)
+                    #expect(parsed.id.map { $0.bytes == Array(message[base].dropFirst(5).prefix(16)) } == true)
                     #expect(
-                        parsed.fromRange.lowerBound > header.lowerBound
-                            && parsed.kindRange.upperBound == header.upperBound
+                        parsed.headerRange.lowerBound == message.range(of: base).lowerBound + 5
+                            && parsed.fromRange.lowerBound > parsed.headerRange.lowerBound
+                            && parsed.kindRange.upperBound == parsed.headerRange.upperBound
+                            && parsed.headerRange.upperBound == parsed.ackRange.lowerBound
                     )
                 }
             } catch {
@@ -807,13 +885,13 @@ struct SessionJSONTests {
         let encoded = SessionJSON.encode(hello)
         #expect(
             String(decoding: encoded, as: UTF8.self)
-                == #"{"endpoints":[{"address":"child/c1","family":"f1"}],"heartbeatMs":1000,"role":"child","version":1,"window":64,"worker":"askrelay-child[7]"}"#
+                == #"{"endpoints":[{"address":"child/c1","family":"f1"}],"heartbeatMs":1000,"role":"child","version":2,"window":64,"worker":"askrelay-child[7]"}"#
         )
         #expect(try SessionJSON.decode(Hello.self, from: encoded) == hello)
         let minimal = Hello(role: .limits, worker: "l", endpoints: [.init(address: "limits/l1")])
         #expect(
             String(decoding: SessionJSON.encode(minimal), as: UTF8.self)
-                == #"{"endpoints":[{"address":"limits/l1"}],"role":"limits","version":1,"worker":"l"}"#
+                == #"{"endpoints":[{"address":"limits/l1"}],"role":"limits","version":2,"worker":"l"}"#
         )
         #expect(try SessionJSON.decode(Hello.self, from: SessionJSON.encode(minimal)) == minimal)
     }

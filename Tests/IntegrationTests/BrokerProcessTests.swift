@@ -98,7 +98,7 @@ struct BrokerProcessTests {
         try thief.sendFrames([Array("junk".utf8)])
         let junk = try thief.expectNack()
         #expect(junk.code == ErrorCode.badSignature.rawValue, "\(junk)")
-        try thief.sendFrames([Wire.signature, [0x42]])
+        try thief.sendFrames([Wire.signature + [0x42]])
         #expect(try thief.expectNack().code == ErrorCode.unknownCommand.rawValue)
         let client = try RawPeer(context: context, endpoint: endpoint)
         try client.register(role: .client, ["client/1"])

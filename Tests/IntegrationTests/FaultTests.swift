@@ -703,9 +703,9 @@ struct LiveFuzzTests {
                 if peer === stranger && fuzzer.random.next() % 10 == 0 {
                     // A HELLO with a mutated body (never a real family's address).
                     let hello = Array(
-                        #"{"version":1,"role":"echo","worker":"fz","endpoints":[{"address":"echo/fz2"}]}"#.utf8
+                        #"{"version":2,"role":"echo","worker":"fz","endpoints":[{"address":"echo/fz2"}]}"#.utf8
                     )
-                    try peer.sendFrames([Wire.signature, [WireCommand.hello.rawValue], fuzzer.mutate(hello)])
+                    try peer.sendFrames([Wire.signature + [WireCommand.hello.rawValue], fuzzer.mutate(hello)])
                 } else {
                     try peer.sendFrames(fuzzer.message())
                 }

@@ -56,7 +56,7 @@ struct LogInjectionTests {
         // One peer repeating bad input 500 times: each is refused, but only a few are logged.
         let flooder = try RawPeer(context: context, endpoint: endpoint)
         let floodStarted = ContinuousClock.now
-        for _ in 0..<500 { try flooder.sendFrames([Wire.signature, [0x42]]) }
+        for _ in 0..<500 { try flooder.sendFrames([Wire.signature + [0x42]]) }
         var refusals = 0
         while refusals < 500 {
             guard let reply = try flooder.next(timeout: .seconds(10)) else { break }

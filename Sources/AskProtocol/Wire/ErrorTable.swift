@@ -5,7 +5,7 @@
 /// specification's table row by row, both ways, and the conformance suite (Tests/AskBrokerTests/ConformanceTests)
 /// provokes every row against a real broker.
 public struct ErrorCondition: Sendable, Hashable, Identifiable {
-    /// What the refusal's NACK carries in its id frame.
+    /// What the refusal's NACK carries as its refused id.
     public enum NackID: String, Sendable, Hashable {
         /// The refused SEND's (or DELIVER's) message id: its header was readable.
         case message
@@ -50,29 +50,29 @@ public enum ErrorTable {
             .badSignature,
             "any",
             .empty,
-            "frame 0 is not 4 bytes beginning with `ASK` (`41 53 4b`)"
+            "the lead frame (frame 0) does not begin with `ASK` (`41 53 4b`) and a version byte"
         ),
         .init(
             "unsupported-version.signature",
             .unsupportedVersion,
             "any",
             .empty,
-            "frame 0 is `ASK` followed by a version byte other than `01`"
+            "the lead frame begins with `ASK` and a version byte other than `02` (a version 1 peer's signature frame is `41 53 4b 01`)"
         ),
-        .init("unsupported-version.hello", .unsupportedVersion, "HELLO", .empty, "the body's `version` is not 1"),
+        .init("unsupported-version.hello", .unsupportedVersion, "HELLO", .empty, "the body's `version` is not 2"),
         .init(
             "unknown-command",
             .unknownCommand,
             "any",
             .empty,
-            "the command frame is not 1 byte, or not one of `01`-`08`"
+            "the lead frame ends after the signature, or its command byte is not one of `01`-`08`"
         ),
         .init(
             "missing-frames",
             .missingFrames,
             "any",
             .empty,
-            "fewer frames than the command has (section 5.2), or the signature frame alone"
+            "fewer frames than the command has (section 5.2)"
         ),
         .init("extra-frames", .extraFrames, "any", .empty, "more frames than the command has (section 5.2)"),
         .init(
@@ -94,19 +94,31 @@ public enum ErrorTable {
             .oversizeFrame,
             "SEND, DELIVER",
             .message,
-            "the ack-ids frame holds more than 4096 ids"
+            "the carried ACK ids (after the kind, in the lead frame) are more than 4096"
         ),
-        .init("oversize-frame.ack", .oversizeFrame, "ACK", .empty, "the frame holds more than 4096 ids"),
+        .init("oversize-frame.ack", .oversizeFrame, "ACK", .empty, "the lead frame holds more than 4096 ids"),
         .init("oversize-frame.reason", .oversizeFrame, "NACK, BYE", .empty, "the reason is over 1024 bytes"),
-        .init("bad-id.ack", .badID, "ACK", .empty, "the ids frame is empty or not a multiple of 16 bytes"),
+        .init(
+            "bad-id.ack",
+            .badID,
+            "ACK",
+            .empty,
+            "the ids after the command byte are none or not a multiple of 16 bytes"
+        ),
         .init(
             "bad-id.carried-acks",
             .badID,
             "SEND, DELIVER",
             .message,
-            "the ack-ids frame (the frame before the body, 5 frames) is empty or not a multiple of 16 bytes"
+            "the bytes after the kind (the carried ACK ids) are not a multiple of 16"
         ),
-        .init("bad-id.nack", .badID, "NACK", .empty, "the id frame is neither empty nor 16 bytes"),
+        .init(
+            "bad-id.nack",
+            .badID,
+            "NACK",
+            .empty,
+            "the refused id after the command byte is neither absent nor 16 bytes"
+        ),
         .init(
             "bad-address.header",
             .badAddress,
@@ -182,8 +194,16 @@ public enum ErrorTable {
             .badHeader,
             "SEND, DELIVER",
             .empty,
-            "the header frame is under 20 bytes; flags other than `00`/`01`; the subject or a field's length runs past "
-                + "the end of the frame; bytes after the kind"
+            "the header is under 20 bytes; flags with a bit other than 0 and 1 set; the subject, the trace context or a "
+                + "field's length runs past the end of the lead frame; a trace context whose trace id or parent id is "
+                + "all zero"
+        ),
+        .init(
+            "bad-header.lead",
+            .badHeader,
+            "HEARTBEAT, HELLO, WELCOME, BYE",
+            .empty,
+            "the lead frame has bytes after the command byte"
         ),
         .init("not-registered.other", .notRegistered, "HEARTBEAT, ACK", .empty, "the peer has no session"),
         .init("not-registered.send", .notRegistered, "SEND", .message, "the peer has no session"),

@@ -43,7 +43,7 @@ public struct EndpointClaim: Sendable, Codable, Hashable {
 
 /// The body of HELLO (worker → broker), JSON.
 public struct Hello: Sendable, Codable, Hashable {
-    /// The protocol version the worker speaks (also carried in the signature frame).
+    /// The protocol version the worker speaks (also carried in the lead frame's signature).
     public var version: Int
     public var role: SessionRole
     /// A name for logs, for example `askrelay-parent[4242]`.

@@ -5,14 +5,21 @@ import WireBytes
 /// Every function appends to `out`, so a ROUTER sender first appends the peer identity and a DEALER sender starts
 /// with an empty buffer.
 public enum WireEncoder {
+    /// Appends the lead frame of a command whose lead holds nothing else: the signature and the command byte.
     @inlinable
-    public static func header(_ command: WireCommand, into out: inout Multipart) {
-        out.append(Wire.signature)
-        withUnsafeBytes(of: command.rawValue) { out.append($0) }
+    public static func lead(_ command: WireCommand, into out: inout Multipart) {
+        out.appendFrame { appendLeadPrefix(command, to: &$0) }
     }
 
-    /// SEND (worker → broker) or DELIVER (broker → worker): signature, command, the packed header (built in place,
-    /// one append), body.
+    /// Appends the signature and the command byte to a lead frame being built.
+    @inlinable
+    public static func appendLeadPrefix(_ command: WireCommand, to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: Wire.signature)
+        bytes.append(command.rawValue)
+    }
+
+    /// SEND (worker → broker) or DELIVER (broker → worker): the lead frame (signature, command, the packed header,
+    /// the carried ACK ids; built in place, one append), then the body.
     public static func message(
         _ command: WireCommand,
         id: MessageID,
@@ -20,31 +27,31 @@ public enum WireEncoder {
         to: String,
         kind: String,
         subject: MessageID?,
+        trace: TraceContext? = nil,
         acks: ArraySlice<MessageID> = [],
         body: [UInt8],
         into out: inout Multipart
     ) {
         precondition(command == .send || command == .deliver, "only SEND and DELIVER carry application messages")
-        header(command, into: &out)
-        out.appendFrame { appendHeader(id: id, subject: subject, from: from, to: to, kind: kind, to: &$0) }
-        carriedAcks(acks, into: &out)
+        out.appendFrame {
+            appendLeadPrefix(command, to: &$0)
+            appendHeader(id: id, subject: subject, trace: trace, from: from, to: to, kind: kind, to: &$0)
+            appendAcks(acks, to: &$0)
+        }
         out.append(body)
     }
 
-    /// The optional frame of a SEND or DELIVER that acknowledges other messages (docs/protocol.md §5.2): `ids` as
-    /// 16-byte ids back to back, at most ``Wire/Limits/maxAckIDs``. Appends nothing when `ids` is empty.
-    /// Goes between the header and the body.
+    /// Appends carried ACK ids (docs/protocol.md §5.2) to a SEND or DELIVER lead being built: `ids` as 16-byte ids
+    /// back to back, at most ``Wire/Limits/maxAckIDs``. Appends nothing when `ids` is empty.
     @inlinable
-    public static func carriedAcks(_ ids: ArraySlice<MessageID>, into out: inout Multipart) {
+    public static func appendAcks(_ ids: ArraySlice<MessageID>, to bytes: inout [UInt8]) {
         guard !ids.isEmpty else { return }
-        out.appendFrame { bytes in
-            bytes.reserveCapacity(ids.count * 16)
-            for id in ids { id.append(to: &bytes) }
-        }
+        bytes.reserveCapacity(bytes.count + ids.count * 16)
+        for id in ids { id.append(to: &bytes) }
     }
 
     /// SEND or DELIVER from header bytes already encoded (the broker forwards a SEND's header unchanged in the
-    /// DELIVER it makes of it: only the command byte differs).
+    /// DELIVER it makes of it: only the command byte and the carried ACK ids differ).
     @inlinable
     public static func message(
         _ command: WireCommand,
@@ -54,9 +61,11 @@ public enum WireEncoder {
         into out: inout Multipart
     ) {
         precondition(command == .send || command == .deliver, "only SEND and DELIVER carry application messages")
-        self.header(command, into: &out)
-        out.append(header)
-        carriedAcks(acks, into: &out)
+        out.appendFrame {
+            appendLeadPrefix(command, to: &$0)
+            $0.append(contentsOf: header)
+            appendAcks(acks, to: &$0)
+        }
         out.append(body)
     }
 
@@ -71,27 +80,27 @@ public enum WireEncoder {
         message(.deliver, header: header, acks: acks, body: body, into: &out)
     }
 
-    /// Appends the packed SEND/DELIVER header (`id flags [subject] from to kind`, docs/protocol.md §5.2) to `bytes`.
+    /// Appends the packed SEND/DELIVER header (`id flags [subject] [trace] from to kind`, docs/protocol.md §5.2) to
+    /// `bytes`.
     /// A field longer than 255 bytes cannot be encoded: its first 255 bytes are written, and the receiver refuses
     /// the message (`bad-address` / `bad-kind`), as it would any over-long field.
     public static func appendHeader(
         id: MessageID,
         subject: MessageID?,
+        trace: TraceContext? = nil,
         from: String,
         to: String,
         kind: String,
         to bytes: inout [UInt8]
     ) {
         bytes.reserveCapacity(
-            bytes.count + 20 + (subject == nil ? 0 : 16) + from.utf8.count + to.utf8.count + kind.utf8.count
+            bytes.count + 20 + (subject == nil ? 0 : 16) + (trace == nil ? 0 : TraceContext.size) + from.utf8.count
+                + to.utf8.count + kind.utf8.count
         )
         id.append(to: &bytes)
-        if let subject {
-            bytes.append(1)
-            subject.append(to: &bytes)
-        } else {
-            bytes.append(0)
-        }
+        bytes.append((subject == nil ? 0 : 1) | (trace == nil ? 0 : 2))
+        subject?.append(to: &bytes)
+        trace?.append(to: &bytes)
         appendField(from, to: &bytes)
         appendField(to, to: &bytes)
         appendField(kind, to: &bytes)
@@ -111,26 +120,33 @@ public enum WireEncoder {
     }
 
     /// The packed header as its own array (for senders that keep it, like the broker's envelopes).
-    public static func headerBytes(id: MessageID, subject: MessageID?, from: String, to: String, kind: String)
-        -> [UInt8]
-    {
+    public static func headerBytes(
+        id: MessageID,
+        subject: MessageID?,
+        trace: TraceContext? = nil,
+        from: String,
+        to: String,
+        kind: String
+    ) -> [UInt8] {
         var bytes: [UInt8] = []
-        appendHeader(id: id, subject: subject, from: from, to: to, kind: kind, to: &bytes)
+        appendHeader(id: id, subject: subject, trace: trace, from: from, to: to, kind: kind, to: &bytes)
         return bytes
     }
 
     /// ACK of one or more message ids (at most ``Wire/Limits/maxAckIDs``).
     public static func ack<C: Collection>(_ ids: C, into out: inout Multipart) where C.Element == MessageID {
-        header(.ack, into: &out)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(ids.count * 16)
-        for id in ids { id.append(to: &bytes) }
-        out.append(bytes)
+        out.appendFrame { bytes in
+            appendLeadPrefix(.ack, to: &bytes)
+            bytes.reserveCapacity(bytes.count + ids.count * 16)
+            for id in ids { id.append(to: &bytes) }
+        }
     }
 
     public static func nack(id: MessageID?, _ error: WireError, into out: inout Multipart) {
-        header(.nack, into: &out)
-        out.append(id?.bytes ?? [])
+        out.appendFrame { bytes in
+            appendLeadPrefix(.nack, to: &bytes)
+            id?.append(to: &bytes)
+        }
         out.append(error.code.rawValue)
         out.append(truncated(error.reason, toBytes: Wire.Limits.standard.maxReason))
     }
@@ -145,18 +161,18 @@ public enum WireEncoder {
     }
 
     public static func heartbeat(into out: inout Multipart) {
-        header(.heartbeat, into: &out)
+        lead(.heartbeat, into: &out)
     }
 
     public static func bye(reason: String = "", into out: inout Multipart) {
-        header(.bye, into: &out)
+        lead(.bye, into: &out)
         if !reason.isEmpty { out.append(truncated(reason, toBytes: Wire.Limits.standard.maxReason)) }
     }
 
     /// HELLO or WELCOME with a JSON body.
     public static func session(_ command: WireCommand, body: [UInt8], into out: inout Multipart) {
         precondition(command == .hello || command == .welcome, "only HELLO and WELCOME carry a session body")
-        header(command, into: &out)
+        lead(command, into: &out)
         out.append(body)
     }
 }

@@ -206,7 +206,12 @@ final class LimitsWorkerHandler: WorkerHandler {
         let child = try childID(delivery.from)
         let refusal = LimitsWorker.admission(of: request.question, state: store.state(of: child))
         let outcome: AskResult.Outcome = refusal.map { .refused($0) } ?? .presented
-        connection.send(AskResult(questionID: request.question.id, outcome: outcome), from: address, to: delivery.from)
+        connection.send(
+            AskResult(questionID: request.question.id, outcome: outcome),
+            from: address,
+            to: delivery.from,
+            trace: delivery.causedTrace
+        )
         logger.debug(
             "ask",
             metadata: [
@@ -225,7 +230,7 @@ final class LimitsWorkerHandler: WorkerHandler {
             throw WireError(.forbidden, "\(delivery.from) may only ask about its own known handles")
         }
         let known = store.state(of: child).knownHandles(in: query.handles)
-        connection.send(KnownHandlesReply(known: known), from: address, to: delivery.from)
+        connection.send(KnownHandlesReply(known: known), from: address, to: delivery.from, trace: delivery.causedTrace)
         onEvent(.queried(child: child, known: known))
     }
 

@@ -22,6 +22,8 @@ final class ParentWorkerHandler: WorkerHandler {
     struct Held {
         let question: GuardianQuestion
         let receivedAt: Date
+        /// The context the answer carries: the question delivery's trace, its span as the parent.
+        var trace: TraceContext? = nil
         /// When to decide; `nil` waits for a `closed` (only with `answerAfterExpiry` and no expiration date).
         var decideAt: ContinuousClock.Instant?
     }
@@ -83,7 +85,7 @@ final class ParentWorkerHandler: WorkerHandler {
             guard let question = try? WireJSON.decode(GuardianQuestion.self, from: delivery.body) else {
                 return .refuse(WireError(.invalidJSON, "unreadable question body"))
             }
-            receive(question, guardian: guardian)
+            receive(question, guardian: guardian, trace: delivery.causedTrace)
         case QuestionClosed.kind:
             guard let closed = try? WireJSON.decode(QuestionClosed.self, from: delivery.body) else {
                 return .refuse(WireError(.invalidJSON, "unreadable closed body"))
@@ -121,7 +123,7 @@ final class ParentWorkerHandler: WorkerHandler {
 
     // MARK: Flow
 
-    private func receive(_ question: GuardianQuestion, guardian: String) {
+    private func receive(_ question: GuardianQuestion, guardian: String, trace: TraceContext?) {
         let key = HeldKey(guardian: guardian, question: question.question.id)
         guard held[key] == nil else { return }
         // The time is read before the event: a test that drives the clock on `.received` moves it after this.
@@ -131,7 +133,12 @@ final class ParentWorkerHandler: WorkerHandler {
         if configuration.answerAfterExpiry {
             schedule(
                 key,
-                Held(question: question, receivedAt: date, decideAt: afterExpiry(question, now: now, date: date))
+                Held(
+                    question: question,
+                    receivedAt: date,
+                    trace: trace,
+                    decideAt: afterExpiry(question, now: now, date: date)
+                )
             )
             return
         }
@@ -139,7 +146,10 @@ final class ParentWorkerHandler: WorkerHandler {
             drop(key, why: "expired")
             return
         }
-        schedule(key, Held(question: question, receivedAt: date, decideAt: whenToDecide(guardian, now: now)))
+        schedule(
+            key,
+            Held(question: question, receivedAt: date, trace: trace, decideAt: whenToDecide(guardian, now: now))
+        )
     }
 
     private func close(_ closed: QuestionClosed, guardian: String) {
@@ -190,7 +200,8 @@ final class ParentWorkerHandler: WorkerHandler {
         let id = connection.send(
             GuardianAnswer(questionID: key.question, choiceID: choice.id),
             from: "guardian/\(key.guardian)",
-            to: "broker"
+            to: "broker",
+            trace: item.trace
         )
         attempts[id] = GuardianAnswerRecord(
             question: key.question,

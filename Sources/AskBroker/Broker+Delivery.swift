@@ -13,6 +13,7 @@ extension Broker {
         to: String,
         kind: String,
         subject: MessageID?,
+        trace: TraceContext? = nil,
         body: [UInt8],
         expiresAt: Date? = nil,
         limitsKey: String? = nil
@@ -25,6 +26,7 @@ extension Broker {
             to: to,
             kind: kind,
             subject: subject,
+            trace: trace,
             body: body,
             createdAt: turnDate.timeIntervalSince1970,
             persistent: journal.durability != .off
@@ -39,6 +41,7 @@ extension Broker {
         to: String,
         kind: String,
         subject: MessageID?,
+        trace: TraceContext?,
         packed: [UInt8],
         headerCount: Int
     ) throws(WireError) {
@@ -50,6 +53,7 @@ extension Broker {
             to: to,
             kind: kind,
             subject: subject,
+            trace: trace,
             packed: packed,
             headerCount: headerCount,
             createdAt: turnDate.timeIntervalSince1970,

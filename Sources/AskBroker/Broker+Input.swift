@@ -94,7 +94,8 @@ extension Broker {
         kind: String? = nil,
         question: MessageID? = nil,
         from: String? = nil,
-        to: String? = nil
+        to: String? = nil,
+        trace traceContext: TraceContext? = nil
     ) {
         stats.countRefusal(error.code)
         if let trace {
@@ -105,7 +106,8 @@ extension Broker {
                 id: id?.uuid,
                 from: from ?? session.worker,
                 to: to,
-                code: error.code.rawValue
+                code: error.code.rawValue,
+                trace: traceContext
             )
         }
         output.removeAll()
@@ -275,11 +277,18 @@ extension Broker {
                 question: parsed.subject?.uuid,
                 id: id.uuid,
                 from: from,
-                to: input.to(parsed)
+                to: input.to(parsed),
+                trace: parsed.trace
             )
         }
         guard session.addresses[from] != nil else {
-            nack(session: session, id: id, WireError(.forbidden, "this session does not serve '\(from)'"), from: from)
+            nack(
+                session: session,
+                id: id,
+                WireError(.forbidden, "this session does not serve '\(from)'"),
+                from: from,
+                trace: parsed.trace
+            )
             return
         }
         // One probe of the (large, so cache-missing) set of accepted ids: inserted now, taken out again if the SEND
@@ -302,7 +311,8 @@ extension Broker {
                 kind: kind,
                 question: parsed.subject,
                 from: from,
-                to: to
+                to: to,
+                trace: parsed.trace
             )
             return
         }
@@ -329,13 +339,23 @@ extension Broker {
                     to: to,
                     kind: kind,
                     subject: parsed.subject,
+                    trace: parsed.trace,
                     packed: packed,
                     headerCount: header.count
                 )
             }
         } catch {
             accepted.remove(id)
-            nack(session: session, id: id, error, kind: kind, question: parsed.subject, from: from, to: to)
+            nack(
+                session: session,
+                id: id,
+                error,
+                kind: kind,
+                question: parsed.subject,
+                from: from,
+                to: to,
+                trace: parsed.trace
+            )
             return
         }
         accept(id, from: session)

@@ -13,7 +13,16 @@ extension Broker {
         let now = configuration.clock.now
         switch (to, kind) {
         case (_, MessageKind.ask.rawValue):
-            try handleAsk(session: session, from: from, to: to, id: id, subject: parsed.subject, body: body, now: now)
+            try handleAsk(
+                session: session,
+                from: from,
+                to: to,
+                id: id,
+                subject: parsed.subject,
+                trace: parsed.trace,
+                body: body,
+                now: now
+            )
         case (_, MessageKind.askResult.rawValue):
             try handleAskResult(
                 session: session,
@@ -21,6 +30,7 @@ extension Broker {
                 to: to,
                 id: id,
                 subject: parsed.subject,
+                trace: parsed.trace,
                 body: body,
                 now: now
             )
@@ -39,6 +49,7 @@ extension Broker {
                 to: to,
                 kind: kind,
                 subject: parsed.subject,
+                trace: parsed.trace,
                 body: body,
                 limitsKey: "child/\(change.child)"
             )
@@ -49,6 +60,7 @@ extension Broker {
                 session: session,
                 from: from,
                 questionID: MessageID(uuid: request.questionID),
+                cause: parsed.trace?.child(of: id),
                 now: now
             )
         case ("broker", MessageKind.cancel.rawValue):
@@ -58,7 +70,7 @@ extension Broker {
         case ("broker", MessageKind.answer.rawValue):
             let answer = try decodeBody(GuardianAnswer.self, body)
             try Self.checkSubject(parsed.subject, answer.questionID)
-            try handleAnswer(session: session, from: from, answer: answer, now: now)
+            try handleAnswer(session: session, from: from, answer: answer, cause: parsed.trace?.child(of: id), now: now)
         case ("broker", ClockAdvance.kind):
             try advanceClock(session: session, body: body)
         default:
@@ -170,6 +182,7 @@ extension Broker {
         to: String,
         id: MessageID,
         subject: MessageID?,
+        trace: TraceContext?,
         body: [UInt8],
         now: Date
     ) throws(WireError) {
@@ -198,7 +211,15 @@ extension Broker {
         }
         let child = String(from.dropFirst("child/".count))
         // Route first: a busy limits queue refuses the ask before anything about the question is written.
-        try route(id: id, from: from, to: "limits", kind: MessageKind.ask.rawValue, subject: questionID, body: body)
+        try route(
+            id: id,
+            from: from,
+            to: "limits",
+            kind: MessageKind.ask.rawValue,
+            subject: questionID,
+            trace: trace,
+            body: body
+        )
         var seq: Int64 = 0
         if journal.durability != .off {
             seq = try journalNewQuestion(
@@ -227,6 +248,7 @@ extension Broker {
             seq: seq
         )
         ledger.track(questionID, entry, question: journal.durability == .off ? encoded : nil)
+        if let trace { questionTraces[questionID] = trace.child(of: id) }
     }
 
     /// `ask.result`, limits → child: the question is presented or refused.
@@ -236,6 +258,7 @@ extension Broker {
         to: String,
         id: MessageID,
         subject: MessageID?,
+        trace: TraceContext?,
         body: [UInt8],
         now: Date
     ) throws(WireError) {
@@ -270,7 +293,15 @@ extension Broker {
             return
         }
         // Route first: a busy child queue refuses the result before the question changes, so the retry applies.
-        try route(id: id, from: from, to: to, kind: MessageKind.askResult.rawValue, subject: questionID, body: body)
+        try route(
+            id: id,
+            from: from,
+            to: to,
+            kind: MessageKind.askResult.rawValue,
+            subject: questionID,
+            trace: trace,
+            body: body
+        )
         switch result.outcome {
         case .presented:
             entry.state = .presented
@@ -279,6 +310,7 @@ extension Broker {
             entry.state = .refused
             try journalTransition(questionID, entry, closedAt: now)
             traceClosed(questionID, entry, reason: "refused")
+            questionTraces[questionID] = nil
         }
         ledger.update(questionID, entry)
     }
@@ -302,7 +334,13 @@ extension Broker {
     }
 
     /// `send`, child → broker: the child sent the sheet; every guardian of the family gets the question.
-    func handleSendQuestion(session: Session, from: String, questionID: MessageID, now: Date) throws(WireError) {
+    func handleSendQuestion(
+        session: Session,
+        from: String,
+        questionID: MessageID,
+        cause: TraceContext?,
+        now: Date
+    ) throws(WireError) {
         let now = now.truncatedToWireMilliseconds  // as an answer's: whole milliseconds against the deadline
         var entry = try ownEntry(questionID, from: from)
         guard entry.state == .presented else {
@@ -313,6 +351,7 @@ extension Broker {
         let body = try guardianQuestionBody(questionID, entry, sentAt: now)
         entry.state = .sent
         try journalTransition(questionID, entry)
+        if let cause { questionTraces[questionID] = cause }
         let roster = ledger.roster(of: entry)
         // No guardian of the family has registered yet: the first ones to do so get it (``addToRoster``).
         if roster.isEmpty { ledger.awaitGuardians(questionID, family: entry.family) }
@@ -335,7 +374,7 @@ extension Broker {
         )
     }
 
-    /// Routes a `question` message to `guardian`.
+    /// Routes a `question` message to `guardian`, in the question's trace (its `send`'s span as the parent).
     func routeQuestion(_ questionID: MessageID, body: [UInt8], expiresAt: Date, to guardian: String) throws(WireError) {
         try route(
             id: .random(),
@@ -343,6 +382,7 @@ extension Broker {
             to: "guardian/\(guardian)",
             kind: MessageKind.question.rawValue,
             subject: questionID,
+            trace: questionTraces[questionID],
             body: body,
             expiresAt: expiresAt
         )
@@ -358,11 +398,18 @@ extension Broker {
         entry.state = .cancelled
         try journalTransition(questionID, entry, closedAt: now)
         traceClosed(questionID, entry, reason: "cancelled")
+        questionTraces[questionID] = nil
         ledger.update(questionID, entry)
     }
 
     /// `answer`, guardian → broker: the first valid answer wins.
-    func handleAnswer(session: Session, from: String, answer: GuardianAnswer, now: Date) throws(WireError) {
+    func handleAnswer(
+        session: Session,
+        from: String,
+        answer: GuardianAnswer,
+        cause: TraceContext?,
+        now: Date
+    ) throws(WireError) {
         // Decided and recorded at the spec's precision, whole milliseconds: the time the journal keeps for the
         // answer is the time the deadline was checked against, so nobody reading the journal judges it otherwise.
         let now = now.truncatedToWireMilliseconds
@@ -413,12 +460,15 @@ extension Broker {
             ) : []
         entry.state = .answered
         try journalTransition(questionID, entry, answeredBy: guardian, answerChoiceID: choice.id, closedAt: now)
+        // The answer's messages are in its trace, its span their parent.
+        let trace = cause ?? questionTraces[questionID]
         try route(
             id: .random(),
             from: "broker",
             to: child,
             kind: MessageKind.response.rawValue,
             subject: questionID,
+            trace: trace,
             body: response
         )
         for other in (ledger.rosters[family] ?? []).sorted() where other != guardian {
@@ -428,10 +478,12 @@ extension Broker {
                 to: "guardian/\(other)",
                 kind: MessageKind.closed.rawValue,
                 subject: questionID,
+                trace: trace,
                 body: closed
             )
         }
         traceClosed(questionID, entry, reason: "answered")
+        questionTraces[questionID] = nil
         reached.noteAccepted(
             questionID,
             now: now,
@@ -446,6 +498,7 @@ extension Broker {
                 to: "limits",
                 kind: MessageKind.approval.rawValue,
                 subject: questionID,
+                trace: trace,
                 body: notice,
                 limitsKey: child
             )
@@ -466,9 +519,17 @@ extension Broker {
             entry.state = .refused
             try journalTransition(questionID, entry, closedAt: now)
             ledger.update(questionID, entry)
+            let cause = questionTraces.removeValue(forKey: questionID)
             if let trace {
-                trace.record(.expired, question: questionID.uuid, from: "broker", code: "admitting")
-                traceClosed(questionID, entry, reason: "refused")
+                trace.record(.expired, question: questionID.uuid, from: "broker", code: "admitting", trace: cause)
+                trace.record(
+                    .closed,
+                    question: questionID.uuid,
+                    from: "broker",
+                    to: "child/\(ledger.child(of: entry))",
+                    code: "refused",
+                    trace: cause
+                )
             }
             stats.countRouted("ledger.admission-expired")
             try route(
@@ -477,6 +538,7 @@ extension Broker {
                 to: "child/\(ledger.child(of: entry))",
                 kind: MessageKind.askResult.rawValue,
                 subject: questionID,
+                trace: cause,
                 body: body
             )
             return
@@ -489,9 +551,23 @@ extension Broker {
         entry.state = wasSent ? .expired : .abandoned
         try journalTransition(questionID, entry, closedAt: now)
         ledger.update(questionID, entry)
+        let cause = questionTraces.removeValue(forKey: questionID)
         if let trace {
-            trace.record(.expired, question: questionID.uuid, from: "broker", code: wasSent ? "sent" : "presented")
-            traceClosed(questionID, entry, reason: wasSent ? "expired" : "abandoned")
+            trace.record(
+                .expired,
+                question: questionID.uuid,
+                from: "broker",
+                code: wasSent ? "sent" : "presented",
+                trace: cause
+            )
+            trace.record(
+                .closed,
+                question: questionID.uuid,
+                from: "broker",
+                to: "child/\(ledger.child(of: entry))",
+                code: wasSent ? "expired" : "abandoned",
+                trace: cause
+            )
         }
         stats.countRouted(wasSent ? "ledger.expired" : "ledger.abandoned")
         guard wasSent else { return }
@@ -503,6 +579,7 @@ extension Broker {
                 to: "guardian/\(guardian)",
                 kind: MessageKind.closed.rawValue,
                 subject: questionID,
+                trace: cause,
                 body: closed
             )
         }

@@ -18,6 +18,7 @@ extension Broker {
             from: envelope.from,
             to: to ?? envelope.to,
             code: code,
+            trace: envelope.trace,
             at: at
         )
     }
@@ -30,7 +31,8 @@ extension Broker {
             question: questionID.uuid,
             from: "broker",
             to: "child/\(ledger.child(of: entry))",
-            code: reason
+            code: reason,
+            trace: questionTraces[questionID]
         )
     }
 
@@ -44,7 +46,8 @@ extension Broker {
                 question: envelope.subject?.uuid,
                 id: envelope.id.uuid,
                 from: envelope.from,
-                to: envelope.to
+                to: envelope.to,
+                trace: envelope.trace
             )
         }
         turnTraced.removeAll(keepingCapacity: true)

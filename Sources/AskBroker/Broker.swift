@@ -85,6 +85,10 @@ public final class Broker {
     let trace: TraceLog?
     /// With a trace log and a journal: this turn's journaled envelopes, traced `journaled` once the turn commits.
     var turnTraced: [Envelope] = []
+    /// The trace context of each open question's timer-driven messages (docs/protocol.md §5.5): its `send`'s (or,
+    /// before the send, its `ask`'s) trace with that message's span as the parent. In memory only; dropped when the
+    /// question closes.
+    var questionTraces: [MessageID: TraceContext] = [:]
     /// Test-only crash hooks (`--crash-at`); unarmed unless configured.
     var crashPoints: CrashPoints
     /// Refusal lines per peer (its routing id): a peer repeating bad input gets a few lines, then a count.

@@ -85,7 +85,9 @@ final class Envelope {
     let to: String
     let kind: String
     let subject: MessageID?
-    /// The packed header (`id flags [subject] from to kind`) followed by the body.
+    /// The trace context its header carries (docs/protocol.md §5.5), for the broker's trace lines.
+    let trace: TraceContext?
+    /// The packed header (`id flags [subject] [trace] from to kind`) followed by the body.
     let packed: [UInt8]
     /// How many bytes of `packed` are the header.
     let headerCount: Int
@@ -106,11 +108,13 @@ final class Envelope {
         to: String,
         kind: String,
         subject: MessageID?,
+        trace: TraceContext?,
         packed: [UInt8],
         headerCount: Int,
         createdAt: Double,
         persistent: Bool
     ) {
+        self.trace = trace
         self.seq = seq
         self.id = id
         self.from = from
@@ -131,11 +135,12 @@ final class Envelope {
         to: String,
         kind: String,
         subject: MessageID?,
+        trace: TraceContext? = nil,
         body: [UInt8],
         createdAt: Double,
         persistent: Bool
     ) {
-        var packed = WireEncoder.headerBytes(id: id, subject: subject, from: from, to: to, kind: kind)
+        var packed = WireEncoder.headerBytes(id: id, subject: subject, trace: trace, from: from, to: to, kind: kind)
         let headerCount = packed.count
         packed.append(contentsOf: body)
         self.init(
@@ -145,6 +150,7 @@ final class Envelope {
             to: to,
             kind: kind,
             subject: subject,
+            trace: trace,
             packed: packed,
             headerCount: headerCount,
             createdAt: createdAt,
@@ -152,7 +158,7 @@ final class Envelope {
         )
     }
 
-    /// A copy read back from the journal (restart, spill).
+    /// A copy read back from the journal (restart, spill). The journal keeps no trace context: the copy has none.
     convenience init(stored: StoredMessage) {
         self.init(
             seq: stored.seq,

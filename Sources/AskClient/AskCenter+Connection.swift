@@ -46,6 +46,9 @@ final class AskCenterConnection: WorkerHandler {
     private var sheets: [MessageID: PendingSheet] = [:]
     private var queries: [String: [PendingQuery]] = [:]
     private var purposes: [MessageID: SendPurpose] = [:]
+    /// The trace context of each flow asked in this run (docs/protocol.md §5.5): the application's, or the flow's
+    /// root. A question asked in an earlier run uses its root. Forgotten when the flow's sheet ends it.
+    private var flowTraces: [UUID: TraceContext] = [:]
     private var counters = AskCenterCounters()
     private var lastSweep = ContinuousClock.now
     /// Set while surfaced marks fail: when to retry the waiting responses, and whether the log said it persists.
@@ -117,6 +120,7 @@ final class AskCenterConnection: WorkerHandler {
     func startAsk(
         _ question: AnyPermissionQuestion,
         child: String,
+        trace: TraceContext?,
         token: Token,
         deadline: ContinuousClock.Instant,
         connection: WorkerConnection
@@ -127,7 +131,9 @@ final class AskCenterConnection: WorkerHandler {
             finishAsk(token, .failure(.systemError("question \(question.id) is already being asked")))
             return
         }
-        let sendID = connection.send(AskRequest(question: question), from: "child/\(child)", to: "limits")
+        let flow = trace ?? .root(question: question.id)
+        flowTraces[question.id] = flow
+        let sendID = connection.send(AskRequest(question: question), from: "child/\(child)", to: "limits", trace: flow)
         purposes[sendID] = .ask(question.id)
         asks[question.id] = PendingAsk(
             child: child,
@@ -148,10 +154,23 @@ final class AskCenterConnection: WorkerHandler {
     ) {
         guard calls.isPending(token) else { return }
         let sendID: MessageID
+        // The sheet ends the flow's part on this side: its context is not needed after it.
+        let flow = flowTraces.removeValue(forKey: questionID) ?? .root(question: questionID)
         switch action {
-        case .send: sendID = connection.send(SendQuestion(questionID: questionID), from: "child/\(child)", to: "broker")
+        case .send:
+            sendID = connection.send(
+                SendQuestion(questionID: questionID),
+                from: "child/\(child)",
+                to: "broker",
+                trace: flow
+            )
         case .cancel:
-            sendID = connection.send(CancelQuestion(questionID: questionID), from: "child/\(child)", to: "broker")
+            sendID = connection.send(
+                CancelQuestion(questionID: questionID),
+                from: "child/\(child)",
+                to: "broker",
+                trace: flow
+            )
         }
         purposes[sendID] = .sheet
         sheets[sendID] = PendingSheet(token: token, deadline: deadline)
@@ -411,8 +430,14 @@ final class AskCenterConnection: WorkerHandler {
             asks.removeValue(forKey: questionID)
             purposes.removeValue(forKey: ask.sendID)
             // The limits service may still present it later; cancel so it cannot linger presented.
+            let flow = flowTraces.removeValue(forKey: questionID) ?? .root(question: questionID)
             purposes[
-                connection.send(CancelQuestion(questionID: questionID), from: "child/\(ask.child)", to: "broker")
+                connection.send(
+                    CancelQuestion(questionID: questionID),
+                    from: "child/\(ask.child)",
+                    to: "broker",
+                    trace: flow
+                )
             ] = .other
             let message = "ask timed out after \(options.askTimeout) without an ask.result"
             finishAsk(ask.token, .failure(.systemError(message)))

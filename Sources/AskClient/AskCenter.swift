@@ -307,7 +307,7 @@ public final class AskCenter: Sendable {
 
     // MARK: Operations (used by ChildSession)
 
-    func ask(_ question: AnyPermissionQuestion, child: String) async throws(AskError) {
+    func ask(_ question: AnyPermissionQuestion, child: String, trace: TraceContext?) async throws(AskError) {
         guard children[child] != nil else { throw .systemError("child '\(child)' is not hosted by this ask center") }
         try question.validate(now: options.clock.now)
         let timeout = options.askTimeout
@@ -321,6 +321,7 @@ public final class AskCenter: Sendable {
                 (handler as? AskCenterConnection)?.startAsk(
                     question,
                     child: child,
+                    trace: trace,
                     token: token,
                     deadline: deadline,
                     connection: connection
@@ -467,13 +468,19 @@ public struct ChildSession: Sendable {
     ///   limits service's refusal (`communicationLimitsNotEnabled`, `contactSyncNotSetup`, `notAvailable`, ...),
     ///   `systemError` for any other broker refusal, a timeout (``AskCenter/Options/askTimeout``, after which the
     ///   question is cancelled) or a stopped center.
-    public func ask<Topic: QuestionTopic>(_ question: PermissionQuestion<Topic>) async throws(AskError) {
-        try await center.ask(AnyPermissionQuestion(question), child: id)
+    /// - Parameter trace: the caller's trace context (a W3C `traceparent`, ``TraceContext/init(traceparent:)``):
+    ///   the flow's messages carry its trace id, with the caller's span as their parent, so AskRelay's hops appear
+    ///   inside the caller's trace (docs/tracing.md). Without one the flow is a trace of its own, whose id is the
+    ///   question id.
+    public func ask<Topic: QuestionTopic>(_ question: PermissionQuestion<Topic>, trace: TraceContext? = nil)
+        async throws(AskError)
+    {
+        try await center.ask(AnyPermissionQuestion(question), child: id, trace: trace)
     }
 
-    /// Asks a question of any topic; see ``ask(_:)-(PermissionQuestion<Topic>)``.
-    public func ask(_ question: AnyPermissionQuestion) async throws(AskError) {
-        try await center.ask(question, child: id)
+    /// Asks a question of any topic; see ``ask(_:trace:)-(PermissionQuestion<Topic>,_)``.
+    public func ask(_ question: AnyPermissionQuestion, trace: TraceContext? = nil) async throws(AskError) {
+        try await center.ask(question, child: id, trace: trace)
     }
 
     /// Sends the presented question to the family's guardians; returns when the broker has it durably (it survives a

@@ -75,6 +75,15 @@ final class GuardianCenterConnection: WorkerHandler {
     /// (guardian, question, kind) already surfaced, so a redelivery after a reconnect is not surfaced again: the
     /// last ``GuardianCenter/Options/surfacedCapacity`` of them.
     private var seen: RecentSet<Seen>
+    /// The context each open question's answer carries (its delivery's trace, its span as the parent), per
+    /// guardian and question; dropped at the answer or the close.
+    private var answerTraces: [HeldQuestion: TraceContext] = [:]
+    private let answerTraceCapacity: Int
+
+    struct HeldQuestion: Hashable {
+        let guardian: String
+        let question: UUID
+    }
 
     var calls: PendingCalls { shared.calls }
 
@@ -86,6 +95,7 @@ final class GuardianCenterConnection: WorkerHandler {
         surfacedCapacity: Int
     ) {
         seen = RecentSet(capacity: max(1, surfacedCapacity))
+        answerTraceCapacity = max(1, surfacedCapacity)
         self.guardians = guardians
         self.shared = shared
         self.events = events
@@ -118,7 +128,8 @@ final class GuardianCenterConnection: WorkerHandler {
     ) {
         // Ended meanwhile (stopped, timed out while the job waited in the inbox): nothing to send.
         guard calls.isPending(token) else { return }
-        let id = connection.send(answer, from: "guardian/\(guardian)", to: "broker")
+        let trace = answerTraces.removeValue(forKey: HeldQuestion(guardian: guardian, question: answer.questionID))
+        let id = connection.send(answer, from: "guardian/\(guardian)", to: "broker", trace: trace)
         answers[id] = token
     }
 
@@ -156,6 +167,11 @@ final class GuardianCenterConnection: WorkerHandler {
             }
             let key = Seen(guardian: guardian.id, question: body.question.id, kind: delivery.kind)
             guard seen.insert(key) else { return .ack }
+            if let trace = delivery.causedTrace {
+                // A bound, like the surfaced set's: questions never answered nor closed do not pile up.
+                if answerTraces.count >= answerTraceCapacity { answerTraces.removeAll() }
+                answerTraces[HeldQuestion(guardian: guardian.id, question: body.question.id)] = trace
+            }
             let question = GuardianCenter.Question(
                 guardian: guardian,
                 child: body.child,
@@ -172,6 +188,7 @@ final class GuardianCenterConnection: WorkerHandler {
             }
             let key = Seen(guardian: guardian.id, question: body.questionID, kind: delivery.kind)
             guard seen.insert(key) else { return .ack }
+            answerTraces[HeldQuestion(guardian: guardian.id, question: body.questionID)] = nil
             let closed = GuardianCenter.Closed(
                 guardian: guardian,
                 questionID: body.questionID,

@@ -50,8 +50,32 @@ public struct Delivery: Sendable {
     public let kind: String
     /// The question id the message is about, when its kind has one.
     public let subject: MessageID?
+    /// The trace context the message carries (docs/protocol.md §5.5), when it has one: a reply caused by this
+    /// delivery carries `trace?.child(of: id)`.
+    public let trace: TraceContext?
     /// The JSON body.
     public let body: [UInt8]
+
+    public init(
+        id: MessageID,
+        from: String,
+        to: String,
+        kind: String,
+        subject: MessageID?,
+        trace: TraceContext? = nil,
+        body: [UInt8]
+    ) {
+        self.id = id
+        self.from = from
+        self.to = to
+        self.kind = kind
+        self.subject = subject
+        self.trace = trace
+        self.body = body
+    }
+
+    /// The context a message this delivery causes carries: the same trace, this delivery's span as the parent.
+    public var causedTrace: TraceContext? { trace?.child(of: id) }
 }
 
 /// What the worker's logic tells the connection about a delivery.

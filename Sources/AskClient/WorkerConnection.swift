@@ -71,6 +71,7 @@ public final class WorkerConnection {
         var subject: MessageID?
         var from: String
         var to: String
+        var trace: TraceContext?
     }
 
     struct PendingSend {
@@ -153,17 +154,36 @@ public final class WorkerConnection {
         to: String,
         kind: String,
         subject: MessageID? = nil,
+        trace traceContext: TraceContext? = nil,
         body: [UInt8],
         id: MessageID = .random()
     ) -> MessageID {
         var frames = Multipart()
-        WireEncoder.message(.send, id: id, from: from, to: to, kind: kind, subject: subject, body: body, into: &frames)
+        WireEncoder.message(
+            .send,
+            id: id,
+            from: from,
+            to: to,
+            kind: kind,
+            subject: subject,
+            trace: traceContext,
+            body: body,
+            into: &frames
+        )
         outstanding[id] = PendingSend(frames: frames, lastSent: .now, attempts: 1)
         outstandingOrder.append(id)
         counters.sent += 1
         if let trace {
-            trace.record(.sent, kind: kind, question: subject?.uuid, id: id.uuid, from: from, to: to)
-            tracedSends[id] = TracedSend(kind: kind, subject: subject, from: from, to: to)
+            trace.record(
+                .sent,
+                kind: kind,
+                question: subject?.uuid,
+                id: id.uuid,
+                from: from,
+                to: to,
+                trace: traceContext
+            )
+            tracedSends[id] = TracedSend(kind: kind, subject: subject, from: from, to: to, trace: traceContext)
         }
         guard isRegistered else { return id }
         if pendingAcks.isEmpty || welcome?.carriedAcks != true {
@@ -179,6 +199,7 @@ public final class WorkerConnection {
                 to: to,
                 kind: kind,
                 subject: subject,
+                trace: traceContext,
                 acks: pendingAcks[..<carried],
                 body: body,
                 into: &output
@@ -193,7 +214,7 @@ public final class WorkerConnection {
     /// by the peer): it is logged, and refused to the handler (``WorkerHandler/refused(_:error:connection:)``,
     /// `invalid-json`) at the next loop turn, as a broker refusal would be.
     @discardableResult
-    public func send<M: AppMessage>(_ message: M, from: String, to: String) -> MessageID {
+    public func send<M: AppMessage>(_ message: M, from: String, to: String, trace: TraceContext? = nil) -> MessageID {
         let body: [UInt8]
         do { body = try WireJSON.encodeBody(message, code: .invalidJSON) } catch {
             let id = MessageID.random()
@@ -204,7 +225,14 @@ public final class WorkerConnection {
             unencodable.append((id, error))
             return id
         }
-        return send(from: from, to: to, kind: M.kind, subject: message.subject.map { MessageID(uuid: $0) }, body: body)
+        return send(
+            from: from,
+            to: to,
+            kind: M.kind,
+            subject: message.subject.map { MessageID(uuid: $0) },
+            trace: trace,
+            body: body
+        )
     }
 
     /// SENDs not yet acknowledged or refused.
@@ -334,6 +362,7 @@ public final class WorkerConnection {
                 to: input.to(parsed),
                 kind: input.kind(parsed),
                 subject: parsed.subject,
+                trace: parsed.trace,
                 body: Array(input[parsed.bodyFrame])
             )
             counters.delivered += 1
@@ -373,7 +402,8 @@ public final class WorkerConnection {
                         id: id.uuid,
                         from: send?.from,
                         to: send?.to,
-                        code: input.string(parsed.codeFrame)
+                        code: input.string(parsed.codeFrame),
+                        trace: send?.trace
                     )
                 }
                 handler?.refused(id, error: WireError(code ?? .unknownCommand, reason), connection: self)
@@ -459,7 +489,8 @@ public final class WorkerConnection {
             id: delivery.id.uuid,
             from: delivery.from,
             to: delivery.to,
-            code: code
+            code: code,
+            trace: delivery.trace
         )
     }
 

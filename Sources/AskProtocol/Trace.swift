@@ -48,9 +48,12 @@ public struct TraceLine: Codable, Sendable, Equatable {
     public var to: String?
     /// A refusal's code, a close's reason, a fault's action.
     public var code: String?
+    /// The trace context the message carried (docs/protocol.md §5.5), as a `traceparent`: its trace and the span
+    /// that caused it. The message's own span id is the last 8 bytes of its id.
+    public var trace: String?
 
     enum CodingKeys: String, CodingKey {
-        case event, kind, question, id, from, to, code
+        case event, kind, question, id, from, to, code, trace
         case atMicroseconds = "at_us"
     }
 
@@ -62,9 +65,11 @@ public struct TraceLine: Codable, Sendable, Equatable {
         id: String? = nil,
         from: String? = nil,
         to: String? = nil,
-        code: String? = nil
+        code: String? = nil,
+        trace: String? = nil
     ) {
         self.atMicroseconds = atMicroseconds
+        self.trace = trace
         self.event = event
         self.kind = kind
         self.question = question
@@ -97,6 +102,7 @@ public final class TraceLog: Sendable {
         from: String? = nil,
         to: String? = nil,
         code: String? = nil,
+        trace: TraceContext? = nil,
         at: Date = Date()
     ) {
         let microseconds = Int64((at.timeIntervalSince1970 * 1_000_000).rounded(.down))
@@ -114,6 +120,7 @@ public final class TraceLog: Sendable {
         field("from", from)
         field("to", to)
         field("code", code)
+        field("trace", trace?.traceparent)
         line.append(contentsOf: "}\n".utf8)
         pending.withLock { $0.append(contentsOf: line) }
     }

@@ -4,10 +4,15 @@ import Foundation
 /// A process's trace lines as OpenTelemetry spans, in the OTLP/HTTP JSON encoding (`ExportTraceServiceRequest`),
 /// following the messaging semantic conventions (docs/tracing.md, "OpenTelemetry").
 ///
-/// - A flow is a trace: its trace id is the question id's 16 bytes.
+/// - A flow is a trace. A line with the message's trace context (`trace`, docs/protocol.md §5.5) gives the trace
+///   id, which is the application's when it gave one; a line without one is in the trace whose id is the question
+///   id's 16 bytes.
 /// - One span per message per process: the sender's `send <kind>` (kind PRODUCER), the broker's `route <kind>`
-///   (INTERNAL, from `received` to its last event, such as `acked`), a recipient's `process <kind>` (CONSUMER). A
-///   span id is 8 bytes of a hash of the process, the message id and the side, so an export is the same every time.
+///   (INTERNAL, from `received` to its last event, such as `acked`), a recipient's `process <kind>` (CONSUMER). With
+///   a trace context, the span of the process that made the message (its sender, or the broker for a message it
+///   originates) is the message's own span (the last 8 bytes of its id), child of the context's parent; every other
+///   process's span of it is a child of that span. Other span ids are 8 bytes of a hash of the process, the message
+///   id and the side, so an export is the same every time.
 /// - Question events without a message (the broker's `expired`, `closed`) are spans `close question` of no length.
 /// - A `refused` event makes the span's status ERROR with the code as its message.
 /// - Lines without a question (a fault) carry no trace and are left out.
@@ -63,9 +68,9 @@ public enum OTLPSpans {
     }
 
     static func span(process: String, key: String, lines: [TraceLine]) -> [String: Any]? {
-        guard let first = lines.first, let question = first.question, let traceID = hex(uuid: question) else {
-            return nil
-        }
+        guard let first = lines.first, let question = first.question else { return nil }
+        let context = lines.lazy.compactMap(\.trace).compactMap { TraceContext(traceparent: $0) }.first
+        guard let traceID = context.map({ $0.traceID.description }) ?? hex(uuid: question) else { return nil }
         let start = lines.map(\.atMicroseconds).min()!
         let end = lines.map(\.atMicroseconds).max()!
         let events = lines.map(\.event)
@@ -94,15 +99,32 @@ public enum OTLPSpans {
         if let id = first.id { attributes.append(attribute("messaging.message.id", id)) }
         if let to = lines.compactMap(\.to).first { attributes.append(attribute("messaging.destination.name", to)) }
         if let from = lines.compactMap(\.from).first { attributes.append(attribute("askrelay.from", from)) }
+        var spanIdentifier = spanID(process, key)
+        var parentSpanID: String?
+        if let context {
+            let made =
+                events.contains(TraceEvent.sent.rawValue) || (process.hasPrefix("broker") && first.from == "broker")
+            if let id = first.id, let uuid = UUID(uuidString: id) {
+                let own = hex(TraceContext.spanID(of: MessageID(uuid: uuid)))
+                if made {
+                    (spanIdentifier, parentSpanID) = (own, hex(context.parentID))
+                } else {
+                    parentSpanID = own
+                }
+            } else {
+                parentSpanID = hex(context.parentID)
+            }
+        }
         var span: [String: Any] = [
             "traceId": traceID,
-            "spanId": spanID(process, key),
+            "spanId": spanIdentifier,
             "name": name,
             "kind": kind.rawValue,
             "startTimeUnixNano": String(start * 1000),
             "endTimeUnixNano": String(end * 1000),
             "attributes": attributes,
         ]
+        if let parentSpanID { span["parentSpanId"] = parentSpanID }
         if let refused = lines.first(where: { $0.event == TraceEvent.refused.rawValue }) {
             span["status"] = ["code": 2, "message": refused.code ?? "refused"]
         } else if first.id == nil, let code = first.code {
@@ -120,6 +142,9 @@ public enum OTLPSpans {
         guard let uuid = UUID(uuidString: uuid) else { return nil }
         return withUnsafeBytes(of: uuid.uuid) { $0.map { String(format: "%02x", $0) }.joined() }
     }
+
+    /// A span id as 16 lowercase hex digits.
+    static func hex(_ spanID: UInt64) -> String { String(format: "%016llx", spanID) }
 
     /// 8 bytes of FNV-1a over the process and the span's key, as 16 hex digits; never all zero (an invalid id).
     static func spanID(_ process: String, _ key: String) -> String {

@@ -51,7 +51,8 @@ class Handler(BaseHTTPRequestHandler):
             for scope in resource.scope_spans:
                 for span in scope.spans:
                     spans.append({
-                        "trace_id": span.trace_id.hex(), "span_id": span.span_id.hex(), "name": span.name,
+                        "trace_id": span.trace_id.hex(), "span_id": span.span_id.hex(),
+                        "parent_span_id": span.parent_span_id.hex(), "name": span.name,
                         "kind": span.kind, "start": span.start_time_unix_nano, "end": span.end_time_unix_nano,
                         "status": span.status.code, "status_message": span.status.message,
                         "attributes": {a.key: a.value.string_value for a in span.attributes},

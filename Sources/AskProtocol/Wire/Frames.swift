@@ -125,6 +125,13 @@ public struct TraceContext: Sendable, Hashable, CustomStringConvertible {
     /// process names a hop's span alike without carrying it.
     public static func spanID(of id: MessageID) -> UInt64 { id.low == 0 ? 1 : id.low }
 
+    /// The context of a flow whose application gave none (docs/protocol.md §5.5): the question id is the trace id,
+    /// and its last 8 bytes the flow's root span, the parent of the child's messages.
+    public static func root(question: UUID) -> TraceContext {
+        let id = MessageID(uuid: question)
+        return TraceContext(traceID: id, parentID: spanID(of: id), flags: 1)
+    }
+
     /// The context a message caused by `id` carries: the same trace, `id`'s span as the parent.
     public func child(of id: MessageID) -> TraceContext {
         TraceContext(traceID: traceID, parentID: Self.spanID(of: id), flags: flags)

@@ -72,8 +72,10 @@ let package = Package(
         // AskBasics, whose duration grammar, value bounds and OneShot it re-exports) only, no libzmq (AskModelTests
         // checks the link of askmodel-linkcheck with ldd).
         .target(name: "AskModel", dependencies: ["AskBasics"], swiftSettings: strict),
-        // The wire: frames, codec and session bodies, on bytes (WireBytes' Multipart). No libzmq: the fuzz replayer
-        // askrelay-fuzz links it without (AskModelTests checks with ldd). Re-exports AskModel and WireBytes.
+        // The wire: frames, codec and session bodies, on bytes (WireBytes' Multipart); and the trace: its lines, a
+        // run's trace files read (TraceFolder) and one flow drawn (FlowDiagram's SVG, FlowTimeline's text), which the
+        // simulation's report and the story runner share. No libzmq: the fuzz replayer askrelay-fuzz links it without
+        // (AskModelTests checks with ldd). Re-exports AskModel and WireBytes.
         .target(name: "AskProtocol", dependencies: ["AskModel", "WireBytes"], swiftSettings: strict),
         // Trace lines as OpenTelemetry spans (OTLP/HTTP JSON) and a plain-HTTP exporter (docs/tracing.md).
         .target(name: "AskTelemetry", dependencies: ["AskProtocol"], swiftSettings: strict),

@@ -1,39 +1,68 @@
-import AskProtocol
 import Foundation
 
 /// A sequence diagram of one flow as inline SVG (report.html's *Flows*): a lane per process (children, brokers,
 /// limits, parents, in that order), a row per event in time order with its time since the flow's first event, an
 /// arrow per hop labelled with the message kind (and the code of a refusal), the broker's `expired` as a dashed
-/// horizontal line, and the faults simulate played within the flow's span as bands across every lane.
+/// horizontal line, the faults simulate played within the flow's span as bands across every lane, and any marks
+/// (a story's failing step) as labelled bands at their time.
 public enum FlowDiagram {
     static let laneWidth = 150.0
     static let left = 80.0
     static let rowHeight = 22.0
     static let top = 44.0
 
-    /// The SVG of `question`'s flow in `trace`; `nil` when no line names it.
-    public static func svg(question: String, trace: TraceFolder) -> String? {
+    /// A span of time drawn over a flow as a labelled band across every lane (a story's failing step: from when it
+    /// began to when it failed); `from == to` draws a line. Times are µs since 1970, as a trace line's `at_us`.
+    public struct Mark: Sendable, Equatable {
+        public var from: Int64
+        public var to: Int64
+        public var text: String
+
+        public init(from: Int64, to: Int64, text: String) {
+            self.from = from
+            self.to = max(from, to)
+            self.text = text
+        }
+    }
+
+    /// The SVG of `question`'s flow in `trace`, with `marks` over it; `nil` when no line names it.
+    public static func svg(question: String, trace: TraceFolder, marks: [Mark] = []) -> String? {
         let flow = trace.flow(question)
         guard let first = flow.first?.line.atMicroseconds, let last = flow.last?.line.atMicroseconds else {
             return nil
         }
-        return svg(question: question, flow: flow, faults: trace.faults(from: first, to: last))
+        return svg(question: question, flow: flow, faults: trace.faults(from: first, to: last), marks: marks)
     }
 
-    /// The SVG of the flow `flow` (the lines naming `question`) with `faults` (simulate's fault lines).
-    public static func svg(question: String, flow: [TraceEntry], faults: [TraceEntry]) -> String {
-        let esc = ReportHTML.esc
+    /// One row of the diagram: an event (a flow's line or a fault), or a mark's start or end.
+    private enum Row: Equatable {
+        case entry(TraceEntry)
+        case markStart(Int)
+        case markEnd(Int)
+    }
+
+    /// The SVG of the flow `flow` (the lines naming `question`) with `faults` (simulate's fault lines) and `marks`.
+    public static func svg(question: String, flow: [TraceEntry], faults: [TraceEntry], marks: [Mark] = []) -> String {
         let lanes = TraceFolder.laneOrder(Array(Set(flow.map(\.process))))
         let laneX = Dictionary(
             uniqueKeysWithValues: lanes.enumerated().map { ($0.element, left + laneWidth * (Double($0.offset) + 0.5)) }
         )
-        let rows = TraceFolder.sorted(flow + faults)
-        let origin = flow.first?.line.atMicroseconds ?? rows.first?.line.atMicroseconds ?? 0
-        // A row per entry, found by its place in `rows` (equal entries share the first).
-        func y(_ entry: TraceEntry) -> Double {
-            guard let index = rows.firstIndex(of: entry) else { return top }
+        var timed = TraceFolder.sorted(flow + faults).map { (at: $0.line.atMicroseconds, row: Row.entry($0)) }
+        for (index, mark) in marks.enumerated() {
+            timed.append((mark.from, .markStart(index)))
+            if mark.to > mark.from { timed.append((mark.to, .markEnd(index))) }
+        }
+        // In time order; at equal times the events first, then the marks in the order given.
+        let rows = timed.enumerated().sorted { a, b in
+            a.element.at != b.element.at ? a.element.at < b.element.at : a.offset < b.offset
+        }.map(\.element)
+        let origin = flow.first?.line.atMicroseconds ?? rows.first?.at ?? 0
+        // A row's centre, found by its place in `rows` (equal entries share the first).
+        func y(_ row: Row) -> Double {
+            guard let index = rows.firstIndex(where: { $0.row == row }) else { return top }
             return top + rowHeight * (Double(index) + 0.5)
         }
+        func y(_ entry: TraceEntry) -> Double { y(.entry(entry)) }
         let width = left + laneWidth * Double(max(lanes.count, 1)) + 20
         let height = top + rowHeight * Double(rows.count) + 16
         let title = "flow of question \(question.lowercased())"
@@ -43,7 +72,7 @@ public enum FlowDiagram {
             + "<defs><marker id=\"arrow-\(esc(question.lowercased()))\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\""
             + " markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\""
             + " fill=\"#333\"/></marker></defs>"
-        // Fault bands first, under everything.
+        // Fault bands and marks first, under everything.
         for fault in faults {
             let line = fault.line
             let band = y(fault) - rowHeight / 2
@@ -53,6 +82,16 @@ public enum FlowDiagram {
                 + " fill=\"#7a5af8\" fill-opacity=\"0.15\" stroke=\"#7a5af8\" stroke-opacity=\"0.5\"/>"
                 + "<text x=\"\(left + 4)\" y=\"\(band + 15)\" font-size=\"11\" fill=\"#5b3fd6\">\(esc(text))</text></g>"
         }
+        for (index, mark) in marks.enumerated() {
+            let start = y(.markStart(index)) - rowHeight / 2
+            let end = (mark.to > mark.from ? y(.markEnd(index)) : y(.markStart(index))) + rowHeight / 2
+            let shown = mark.text.count > 120 ? String(mark.text.prefix(119)) + "…" : mark.text
+            svg +=
+                "<g class=\"mark\"><title>\(esc(mark.text))</title><rect x=\"\(left)\" y=\"\(start)\""
+                + " width=\"\(width - left - 10)\" height=\"\(end - start)\" fill=\"#f59e0b\" fill-opacity=\"0.15\""
+                + " stroke=\"#d97706\"/><text x=\"\(left + 4)\" y=\"\(start + 14)\" font-size=\"11\""
+                + " fill=\"#9a4a00\">\(esc(shown))</text></g>"
+        }
         for lane in lanes {
             let x = laneX[lane] ?? left
             svg +=
@@ -60,12 +99,13 @@ public enum FlowDiagram {
                 + "<line class=\"lane\" data-process=\"\(esc(lane))\" x1=\"\(x)\" y1=\"\(top - 18)\" x2=\"\(x)\""
                 + " y2=\"\(height - 8)\" stroke=\"#bbb\" stroke-dasharray=\"2 3\"/>"
         }
-        for entry in rows {
-            let line = entry.line
-            let rowTop = y(entry)
+        for (at, row) in rows {
+            let rowTop = y(row)
             svg +=
                 "<text x=\"\(left - 8)\" y=\"\(rowTop + 4)\" text-anchor=\"end\" font-size=\"10\" fill=\"#666\">"
-                + "+\(FlowTimeline.milliseconds(line.atMicroseconds - origin)) ms</text>"
+                + "+\(FlowTimeline.milliseconds(at - origin)) ms</text>"
+            guard case .entry(let entry) = row else { continue }
+            let line = entry.line
             guard line.event != TraceEvent.fault.rawValue, let x = laneX[entry.process] else { continue }
             if line.event == TraceEvent.expired.rawValue {
                 svg +=
@@ -94,6 +134,12 @@ public enum FlowDiagram {
                 + " fill=\"\(stroke)\">\(esc(hop.label))</text></g>"
         }
         return svg + "</svg>\n"
+    }
+
+    /// Text for an SVG element or attribute.
+    static func esc(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
     static func color(_ event: String) -> String {

@@ -110,15 +110,16 @@ public struct TraceFolder: Sendable {
 
     public static func isBroker(_ process: String) -> Bool { process == "broker" || process.hasPrefix("broker-") }
 
-    /// Processes in lane order: children, brokers, limits, parents, others, simulate; by name within each.
+    /// Processes in lane order: children (and an `AskRelayCluster`'s ask centers, `askcenter-N`), brokers, limits,
+    /// parents (and its guardian centers, `guardiancenter-N`), others, simulate; by name within each.
     public var orderedProcesses: [String] { Self.laneOrder(Array(processes.keys)) }
 
     static func laneOrder(_ names: [String]) -> [String] {
         func rank(_ name: String) -> Int {
-            if name.hasPrefix("child") { return 0 }
+            if name.hasPrefix("child") || name.hasPrefix("askcenter") { return 0 }
             if isBroker(name) { return 1 }
             if name.hasPrefix("limits") { return 2 }
-            if name.hasPrefix("parent") { return 3 }
+            if name.hasPrefix("parent") || name.hasPrefix("guardiancenter") { return 3 }
             if name == "simulate" { return 5 }
             return 4
         }

@@ -136,6 +136,43 @@ public enum FlowDiagram {
         return svg + "</svg>\n"
     }
 
+    /// A self-contained HTML page (inline CSS and SVG, nothing fetched) about a failure: `heading`, the failure's
+    /// text `failure` (as `<p class="step" id="failed-step">`), a `note`, then the diagram of each of `questions`
+    /// (a caption and a question id) in `trace` with `marks` over it; a question no line names, and a page with
+    /// nothing to draw, say so. `trace` is `nil` when the trace files could not be read.
+    public static func page(
+        heading: String,
+        failure: String,
+        note: String,
+        questions: [(caption: String, question: String)],
+        trace: TraceFolder?,
+        marks: [Mark]
+    ) -> String {
+        var html =
+            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>\(esc(heading))</title>"
+            + "<style>body{font:14px system-ui,sans-serif;margin:24px;color:#222}"
+            + ".step{border-left:4px solid #d97706;background:#fff7e6;padding:8px 12px;white-space:pre-wrap}"
+            + ".meta{color:#666}figure{margin:16px 0}svg{max-width:100%;height:auto}</style></head><body>\n"
+            + "<h1>\(esc(heading))</h1>\n<p class=\"step\" id=\"failed-step\">\(esc(failure))</p>\n"
+            + "<p class=\"meta\">\(esc(note))</p>\n"
+        guard let trace else {
+            return html + "<p class=\"meta\">no trace files could be read</p>\n</body></html>\n"
+        }
+        var drawn = 0
+        for (caption, question) in questions {
+            guard let svg = svg(question: question, trace: trace, marks: marks) else {
+                html += "<p class=\"meta\">\(esc(caption)): no line of the trace names it</p>\n"
+                continue
+            }
+            drawn += 1
+            html += "<figure><figcaption>\(esc(caption))</figcaption>\(svg)</figure>\n"
+        }
+        if drawn == 0 {
+            html += "<p class=\"meta\">no flow to draw: no question of the trace is near the failure</p>\n"
+        }
+        return html + "</body></html>\n"
+    }
+
     /// Text for an SVG element or attribute.
     static func esc(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")

@@ -138,6 +138,13 @@ public struct TraceFolder: Sendable {
     /// The lines that name `question` (compared without case), in time order.
     public func flow(_ question: String) -> [TraceEntry] { byQuestion[question.uppercased()] ?? [] }
 
+    /// The questions (upper case) with a line within `from...to` (µs), in the order of their first line.
+    public func questions(from: Int64, to: Int64) -> [String] {
+        questions.filter { question in
+            flow(question).contains { $0.line.atMicroseconds >= from && $0.line.atMicroseconds <= to }
+        }
+    }
+
     /// The faults that played within `from...to` (µs).
     public func faults(from: Int64, to: Int64) -> [TraceEntry] {
         faults.filter { $0.line.atMicroseconds >= from && $0.line.atMicroseconds <= to }

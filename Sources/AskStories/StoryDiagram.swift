@@ -53,57 +53,34 @@ enum StoryDiagram {
     static func microseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1_000_000).rounded(.down)) }
 
     /// The questions to draw: those the step concerns, else the flows with lines near the step.
-    static func questions(_ failed: FailedStep, trace: TraceFolder) -> [(title: String, id: String)] {
+    static func questions(_ failed: FailedStep, trace: TraceFolder) -> [(caption: String, question: String)] {
         if !failed.questions.isEmpty {
-            return failed.questions.map { ("question \($0.name)", $0.id.uuidString) }
+            return failed.questions.map { ("question \($0.name) (\($0.id.uuidString.lowercased()))", $0.id.uuidString) }
         }
-        let from = microseconds(failed.began) - lookBack
-        let to = microseconds(failed.ended)
-        let nearby = trace.questions.filter { question in
-            trace.flow(question).contains { $0.line.atMicroseconds >= from && $0.line.atMicroseconds <= to }
-        }
-        return nearby.suffix(maxNearby).map { ("a flow near the step", $0) }
+        let nearby = trace.questions(from: microseconds(failed.began) - lookBack, to: microseconds(failed.ended))
+        return nearby.suffix(maxNearby).map { ("a flow near the step (\($0.lowercased()))", $0) }
     }
 
     /// The page's HTML for the story `name` in `file`; `trace` is `nil` when the story's trace folder could not be
     /// read.
     static func page(_ failed: FailedStep, name: String, file: String, trace: TraceFolder?) -> String {
         let text = StoryReport.printable(failed.failure.description)
-        let mark = FlowDiagram.Mark(
-            from: microseconds(failed.began),
-            to: microseconds(failed.ended),
-            text: "failed: " + text
+        let seconds = String(format: "%.3f", failed.ended.timeIntervalSince(failed.began))
+        return FlowDiagram.page(
+            heading: "FAIL " + StoryReport.printable(name),
+            failure: text,
+            note: "story file \(StoryReport.printable(file)); the step ran for \(seconds) s. The band on each diagram "
+                + "is the step, from when it began to when it failed; times are each process's own clock, since the "
+                + "flow's first event. The trace files are in trace/ beside this page (docs/tracing.md).",
+            questions: trace.map { questions(failed, trace: $0) } ?? [],
+            trace: trace,
+            marks: [
+                FlowDiagram.Mark(
+                    from: microseconds(failed.began),
+                    to: microseconds(failed.ended),
+                    text: "failed: " + text
+                )
+            ]
         )
-        var html =
-            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>FAIL \(esc(StoryReport.printable(name)))</title>"
-            + "<style>body{font:14px system-ui,sans-serif;margin:24px;color:#222}"
-            + ".step{border-left:4px solid #d97706;background:#fff7e6;padding:8px 12px}"
-            + ".meta{color:#666}figure{margin:16px 0}svg{max-width:100%;height:auto}</style></head><body>\n"
-            + "<h1>FAIL \(esc(StoryReport.printable(name)))</h1>\n"
-            + "<p class=\"step\" id=\"failed-step\">\(esc(text))</p>\n"
-            + "<p class=\"meta\">story file \(esc(StoryReport.printable(file))); the step ran for "
-            + String(format: "%.3f", failed.ended.timeIntervalSince(failed.began)) + " s. The band on each diagram is "
-            + "the step, from when it began to when it failed; times are each process's own clock, since the flow's "
-            + "first event. The trace files are in trace/ beside this page (docs/tracing.md).</p>\n"
-        guard let trace else {
-            return html + "<p class=\"meta\">no trace files could be read in trace/</p>\n</body></html>\n"
-        }
-        var drawn = 0
-        for question in questions(failed, trace: trace) {
-            let caption = "\(question.title) (\(question.id.lowercased()))"
-            guard let svg = FlowDiagram.svg(question: question.id, trace: trace, marks: [mark]) else {
-                html += "<p class=\"meta\">\(esc(caption)): no line of the trace names it</p>\n"
-                continue
-            }
-            drawn += 1
-            html += "<figure><figcaption>\(esc(caption))</figcaption>\(svg)</figure>\n"
-        }
-        if drawn == 0 { html += "<p class=\"meta\">no flow to draw: no question of the trace is near the step</p>\n" }
-        return html + "</body></html>\n"
-    }
-
-    static func esc(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 }

@@ -154,6 +154,9 @@ final class StorySession: Sendable {
     let questions = Mutex<[String: AnyPermissionQuestion]>([:])
     /// By question name: the guardians whose answer to it the broker did not refuse, in the order of the steps.
     let answered = Mutex<[String: [String]]>([:])
+    /// The story's own trace file (`trace/story.jsonl`): a `fault` line per `fault` and `network` step, which a
+    /// flow's diagram draws as a band.
+    let faultTrace: TraceLog?
     /// The marker questions asked by the step playing (``marker(from:through:like:after:step:)``).
     let stepMarkers = Mutex<[UUID]>([])
 
@@ -170,6 +173,7 @@ final class StorySession: Sendable {
         self.guardianCenters = guardianCenters
         self.links = links
         logger = processes.cluster.clientLogger("story")
+        faultTrace = processes.cluster.traceFolder.flatMap { try? TraceLog(path: $0 + "/story.jsonl") }
         readers = Mutex([])
     }
 
@@ -466,13 +470,22 @@ final class StorySession: Sendable {
                 return fail("the limits change stored", "\(error)")
             }
         case .fault(let process, let action):
+            recordFault(action.rawValue, on: process.rawValue)
             if let problem = await processes.fault(action, on: process) {
                 return fail("\(action.rawValue) of \(process.rawValue)", problem)
             }
         case .network(let target, let action):
+            recordFault("\(action)", on: links[target]?.name ?? "\(target)")
             return network(action, on: target, step: step)
         }
         return nil
+    }
+
+    /// Writes a `fault` line (`code` the action, `to` the process or link) to the story's trace file, before the
+    /// fault is played.
+    private func recordFault(_ action: String, on target: String) {
+        faultTrace?.record(.fault, to: target, code: action)
+        faultTrace?.flush()
     }
 
     // MARK: Markers: the evidence of expectNoQuestion and expectNoResponse

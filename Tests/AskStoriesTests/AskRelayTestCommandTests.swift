@@ -177,6 +177,36 @@ struct AskRelayTestCommandTests {
         #expect(FileManager.default.fileExists(atPath: logs + "/trace/broker.jsonl"))
     }
 
+    @Test("a story failing after a kill: its diagram draws the kill and the restart as bands on the question's flow")
+    func failingAfterFault() throws {
+        let scratch = TempDirectory(prefix: "askrelay-test")
+        defer { scratch.cleanup() }
+        let folder = scratch.url
+        let run = try askrelay(
+            [
+                Self.fixtures.appendingPathComponent("failing-after-kill-story.json").path, "--logs",
+                folder.appendingPathComponent("logs").path,
+            ],
+            in: folder
+        )
+        #expect(run.status == .exited(1), "\(run.stdout)\n\(run.stderr)")
+        let step = "step 5 \"a response nobody gave\" (expectResponse): expected a response to q1 within 1s, got none"
+        #expect(run.stdout.contains("  " + step), "\(run.stdout)")
+        let logs = folder.appendingPathComponent("logs/01-failing-after-kill-story").path
+        #expect(run.stdout.contains("  diagram: \(logs)/failed-step.html"), "\(run.stdout)")
+        // The story's own trace file holds its faults; the diagram draws them within the flow's span.
+        let faults = try String(contentsOfFile: logs + "/trace/story.jsonl", encoding: .utf8)
+            .split(separator: "\n")
+        #expect(faults.count == 2 && faults.allSatisfy { $0.contains("\"event\":\"fault\"") }, "\(faults)")
+        #expect(faults.first?.contains("\"to\":\"broker\",\"code\":\"kill\"") == true, "\(faults)")
+        let page = try String(contentsOfFile: logs + "/failed-step.html", encoding: .utf8)
+        #expect(page.contains(">fault: kill broker</text>"), "\(page)")
+        #expect(page.contains(">fault: restart broker</text>"), "\(page)")
+        #expect(
+            page.contains("<g class=\"mark\"><title>failed: \(step.replacingOccurrences(of: "\"", with: "&quot;"))")
+        )
+    }
+
     @Test("a malformed story: exit 64 naming the file and the field, and nothing run, not even the good stories")
     func malformedStory() throws {
         let scratch = TempDirectory(prefix: "askrelay-test")

@@ -113,7 +113,8 @@ let package = Package(
             swiftSettings: strict
         ),
         // Story files (`askrelay test`): their format and checks, the runner that plays them against fresh broker and
-        // limits processes with in-process children and guardians, and the runner's text and JUnit output.
+        // limits processes with in-process children and guardians, and the runner's text and JUnit output, with a
+        // failing step's diagram drawn from the story's trace.
         .target(
             name: "AskStories",
             dependencies: ["AskRelayCluster", "AskClient", "AskProtocol"],
@@ -140,7 +141,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // Swift Testing support over AskRelayCluster: the scoping trait and log attachments on failure.
+        // Swift Testing support over AskRelayCluster: the scoping trait, and on failure its logs and the failed flows'
+        // diagram attached.
         .target(
             name: "AskRelayTesting",
             dependencies: ["AskRelayCluster", "AskClient", "AskModel"],

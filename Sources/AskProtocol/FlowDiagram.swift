@@ -1,6 +1,7 @@
 import Foundation
 
-/// A sequence diagram of one flow as inline SVG (report.html's *Flows*): a lane per process (children, brokers,
+/// A sequence diagram of one flow as inline SVG (report.html's *Flows*, a failing story's `failed-step.html`, the
+/// testing trait's `failed-flows.html`): a lane per process (children, brokers,
 /// limits, parents, in that order), a row per event in time order with its time since the flow's first event, an
 /// arrow per hop labelled with the message kind (and the code of a refusal), the broker's `expired` as a dashed
 /// horizontal line, the faults simulate played within the flow's span as bands across every lane, and any marks

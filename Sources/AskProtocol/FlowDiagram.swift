@@ -1,11 +1,11 @@
 import Foundation
 
 /// A sequence diagram of one flow as inline SVG (report.html's *Flows*, a failing story's `failed-step.html`, the
-/// testing trait's `failed-flows.html`): a lane per process (children, brokers,
-/// limits, parents, in that order), a row per event in time order with its time since the flow's first event, an
-/// arrow per hop labelled with the message kind (and the code of a refusal), the broker's `expired` as a dashed
-/// horizontal line, the faults simulate played within the flow's span as bands across every lane, and any marks
-/// (a story's failing step) as labelled bands at their time.
+/// testing trait's `failed-flows.html`): a lane per process (children, brokers, limits, parents, in that order), a
+/// row per event in time order with its time since the flow's first event, an arrow per hop labelled with the
+/// message kind (and the code of a refusal), the broker's `expired` as a dashed horizontal line, the faults played
+/// within the flow's span (simulate's, a story's) as bands across every lane, and any marks (a failing step or
+/// expectation) as labelled bands at their time.
 public enum FlowDiagram {
     static let laneWidth = 150.0
     static let left = 80.0

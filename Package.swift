@@ -72,8 +72,10 @@ let package = Package(
         // AskBasics, whose duration grammar, value bounds and OneShot it re-exports) only, no libzmq (AskModelTests
         // checks the link of askmodel-linkcheck with ldd).
         .target(name: "AskModel", dependencies: ["AskBasics"], swiftSettings: strict),
-        // The wire: frames, codec and session bodies, on bytes (WireBytes' Multipart). No libzmq: the fuzz replayer
-        // askrelay-fuzz links it without (AskModelTests checks with ldd). Re-exports AskModel and WireBytes.
+        // The wire: frames, codec and session bodies, on bytes (WireBytes' Multipart); and the trace: its lines, a
+        // run's trace files read (TraceFolder) and one flow drawn (FlowDiagram's SVG, FlowTimeline's text), which the
+        // simulation's report and the story runner share. No libzmq: the fuzz replayer askrelay-fuzz links it without
+        // (AskModelTests checks with ldd). Re-exports AskModel and WireBytes.
         .target(name: "AskProtocol", dependencies: ["AskModel", "WireBytes"], swiftSettings: strict),
         // Trace lines as OpenTelemetry spans (OTLP/HTTP JSON) and a plain-HTTP exporter (docs/tracing.md).
         .target(name: "AskTelemetry", dependencies: ["AskProtocol"], swiftSettings: strict),
@@ -111,7 +113,8 @@ let package = Package(
             swiftSettings: strict
         ),
         // Story files (`askrelay test`): their format and checks, the runner that plays them against fresh broker and
-        // limits processes with in-process children and guardians, and the runner's text and JUnit output.
+        // limits processes with in-process children and guardians, and the runner's text and JUnit output, with a
+        // failing step's diagram drawn from the story's trace.
         .target(
             name: "AskStories",
             dependencies: ["AskRelayCluster", "AskClient", "AskProtocol"],
@@ -138,7 +141,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // Swift Testing support over AskRelayCluster: the scoping trait and log attachments on failure.
+        // Swift Testing support over AskRelayCluster: the scoping trait, and on failure its logs and the failed flows'
+        // diagram attached.
         .target(
             name: "AskRelayTesting",
             dependencies: ["AskRelayCluster", "AskClient", "AskModel"],

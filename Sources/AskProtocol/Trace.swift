@@ -27,7 +27,8 @@ public enum TraceEvent: String, Codable, Sendable, CaseIterable {
     case expired
     /// The question closed at the broker; `code` says how (answered, cancelled, expired, abandoned, refused).
     case closed
-    /// A fault the simulation played (askrelay simulate's own line; `code` is the action, `to` the process).
+    /// A fault the simulation played, or a story's fault or network step (the own line of askrelay simulate or
+    /// askrelay test; `code` is the action, `to` the process or link).
     case fault
 }
 

@@ -31,8 +31,8 @@ import ZeroMQ
 ///   else next to the running program and in its parent folders (a test bundle sits in `.build/debug`): the one
 ///   lookup of ``Executables``; a missing one is a ``ClusterError`` naming where it looked.
 /// - **Folder.** ``folder`` holds `broker-data/` (the journal), `limits-data/` (the limits store), `keys/` (with
-///   CURVE), `<process>.log` (each process's stderr, kept over restarts) and `clients.log` (the clients the
-///   factories make). ``stop(removingFolder:)`` removes it unless told to keep it.
+///   CURVE), `<process>.log` (each process's stderr, kept over restarts), `clients.log` (the clients the
+///   factories make) and, with ``Options/trace``, `trace/<process>.jsonl` (``traceFolder``). ``stop(removingFolder:)`` removes it unless told to keep it.
 /// - **Cleanup.** Every process is in one process group whose leader is a guard process (`/bin/sh`) that holds
 ///   the read end of a pipe only this process can write to. When this process ends in any way (exit, crash,
 ///   kill -9) the pipe closes and the guard kills the whole group with SIGKILL. `PR_SET_PDEATHSIG` is not used:
@@ -82,6 +82,10 @@ public final class AskRelayCluster: Sendable {
     /// With ``Options/drivenClock``: the test's copy of the broker's question time, advanced with it by
     /// ``advanceClock(by:timeout:)`` (it starts when the cluster starts, within milliseconds of the broker's).
     public let clock: DrivenClock?
+
+    /// With ``Options/trace``: the folder of the trace files (`<folder>/trace`), one `<name>.jsonl` per process and
+    /// per center the factories made; `nil` without.
+    public var traceFolder: String? { options.trace ? folder + "/trace" : nil }
 
     /// Every child of the roster with its family, for `AskCenter`.
     public var children: [ChildIdentity] {
@@ -167,6 +171,12 @@ public final class AskRelayCluster: Sendable {
                 "--principals", curve.folder + "/" + KeySet.principalsFileName,
             ]
         }
+        if options.trace {
+            do {
+                try FileManager.default.createDirectory(atPath: folder + "/trace", withIntermediateDirectories: true)
+            } catch { throw ClusterError("cannot create the cluster's trace folder: \(error)") }
+            brokerArguments += ["--trace-log", folder + "/trace/broker.jsonl"]
+        }
         brokerArguments += options.brokerArguments
         var started: [ClusterProcess] = []
         do {
@@ -197,6 +207,7 @@ public final class AskRelayCluster: Sendable {
             if let curve, let key = curve.keyFile(.limits) {
                 limitsArguments += ["--curve-key", key, "--broker-key", curve.brokerPublicFile]
             }
+            if options.trace { limitsArguments += ["--trace-log", folder + "/trace/limits.jsonl"] }
             limitsArguments += options.limitsArguments
             let limits = try Self.launch(
                 "limits",
@@ -382,6 +393,7 @@ public final class AskRelayCluster: Sendable {
         if options.curve == nil { options.curve = clientCurve(.child) }
         if let clock { options.clock = clock }
         let name = links.nextName("askcenter")
+        if options.traceLog == nil { options.traceLog = try traceLog(name) }
         let center = try AskCenter(
             broker: try links.endpoint(for: name, upstream: endpoint),
             children: children ?? self.children,
@@ -405,6 +417,7 @@ public final class AskRelayCluster: Sendable {
         options.heartbeatInterval = self.options.heartbeat
         if options.curve == nil { options.curve = clientCurve(.guardian) }
         let name = links.nextName("guardiancenter")
+        if options.traceLog == nil { options.traceLog = try traceLog(name) }
         let center = try GuardianCenter(
             broker: try links.endpoint(for: name, upstream: endpoint),
             guardians: guardians ?? self.guardians.map { GuardianIdentity(id: $0.id, family: $0.family) },
@@ -416,11 +429,17 @@ public final class AskRelayCluster: Sendable {
         return center
     }
 
+    /// With ``Options/trace``, the trace log of the center named `name`; `nil` without.
+    private func traceLog(_ name: String) throws -> TraceLog? {
+        guard let traceFolder else { return nil }
+        return try TraceLog(path: traceFolder + "/\(name).jsonl")
+    }
+
     // MARK: Worker processes
 
     /// Starts an `askrelay-parent` process with `arguments` (its roster and policy, for example
     /// `["--guardian", "g1-1@f1", "--policy", "approve"]`); the cluster adds `--broker`, `--heartbeat`,
-    /// `--log-level` and, with CURVE, the guardian key. Returns once it printed `ready`.
+    /// `--log-level`, with CURVE the guardian key and with ``Options/trace`` `--trace-log`. Returns once it printed `ready`.
     public func startParent(_ arguments: [String], name: String? = nil) async throws -> ClusterProcess {
         try await run { try self.startWorker("askrelay-parent", role: .guardian, arguments, name: name) }
     }
@@ -446,6 +465,7 @@ public final class AskRelayCluster: Sendable {
         if let curve, let key = curve.keyFile(role) {
             full += ["--curve-key", key, "--broker-key", curve.brokerPublicFile]
         }
+        if let traceFolder { full += ["--trace-log", traceFolder + "/\(name).jsonl"] }
         full += arguments
         let process = try Self.launch(
             name,

@@ -70,6 +70,12 @@ extension AskRelayCluster {
         /// partition, delay, stall or reset one of them: ``AskRelayCluster/link(_:)``,
         /// ``AskRelayCluster/link(for:)-(AskCenter)``. The cluster's own admin session connects directly.
         public var links = false
+        /// Records a trace (docs/tracing.md): the broker, the limits worker and every worker process the cluster
+        /// starts get `--trace-log <folder>/trace/<name>.jsonl`, and every center its factories make a `TraceLog` at
+        /// `<folder>/trace/<center>.jsonl` (`askcenter-1`, `guardiancenter-1`, ...; a center given a `traceLog` of
+        /// its own keeps it). ``AskRelayCluster/traceFolder`` names the folder; AskProtocol's `TraceFolder` reads it
+        /// and `FlowDiagram` draws one question's flow from it.
+        public var trace = false
         /// Prefix of the cluster's temporary folder name (`<prefix>-<random>` in the temporary directory).
         public var folderPrefix = "askrelay-cluster"
 

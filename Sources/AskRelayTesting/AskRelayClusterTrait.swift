@@ -23,6 +23,11 @@ import Testing
 ///   attached to it with `Attachment.record`, named `<process>.log`, so a CI page shows them; the cluster's
 ///   folder is then kept instead of removed, and its path is printed once, on stderr:
 ///   `AskRelayTesting: "<test>" failed; its cluster's folder is kept: <path>` (``reportKeptFolder``).
+/// - With the cluster's trace on (``AskRelayCluster/Options/trace``, which `.askRelayCluster()` turns on by
+///   default), a failed test also gets `failed-flows.html` (attached, and written into the kept folder): the
+///   sequence diagram of the question of each ``FlowWatch`` expectation that failed, the expectation marked as a
+///   band from when it began waiting to when it failed; when none failed (an `#expect` did, or the body threw),
+///   the flows with trace lines in the 2 s before the first failure, the failure a line at its time.
 /// - On a suite it applies to the suite as a whole (one cluster shared by its tests, which run one at a time
 ///   then only if the suite is `.serialized`); put it on each `@Test` for a cluster per test.
 public struct AskRelayClusterTrait: TestTrait, SuiteTrait, TestScoping {
@@ -51,25 +56,41 @@ public struct AskRelayClusterTrait: TestTrait, SuiteTrait, TestScoping {
         performing function: @Sendable () async throws -> Void
     ) async throws {
         let cluster = try await AskRelayCluster.start(options)
-        let failed = Mutex(false)
+        let failures = FailedFlows()
         // Issues recorded by `#expect` do not throw: watch them with an issue handler around the body.
         let watcher = IssueHandlingTrait.compactMapIssues { issue in
-            failed.withLock { $0 = true }
+            let now = Date()
+            failures.add(FailedFlows.Failure(question: nil, began: now, ended: now, text: issue.description))
             return issue
         }
         var thrown: (any Error)?
         do {
-            try await AskRelayCluster.$current.withValue(cluster) {
-                try await watcher.provideScope(for: test, testCase: testCase, performing: function)
+            try await FailedFlows.$current.withValue(failures) {
+                try await AskRelayCluster.$current.withValue(cluster) {
+                    try await watcher.provideScope(for: test, testCase: testCase, performing: function)
+                }
             }
         } catch {
             thrown = error
+            let now = Date()
+            failures.add(FailedFlows.Failure(question: nil, began: now, ended: now, text: "threw \(error)"))
         }
-        let keep = thrown != nil || failed.withLock { $0 }
+        let keep = !failures.all.isEmpty
+        // Stopping the processes flushes their trace files.
         await cluster.shutdown(removingFolder: !keep)
         if keep {
             for log in cluster.logs {
                 Attachment.record(log.text, named: "\(log.name).log")
+            }
+            if let folder = cluster.traceFolder,
+                let page = FailedFlows.page(
+                    test: test.displayName ?? test.name,
+                    failures: failures.all,
+                    trace: try? TraceFolder(path: folder)
+                )
+            {
+                Attachment.record(page, named: FailedFlows.fileName)
+                try? Data(page.utf8).write(to: URL(fileURLWithPath: cluster.folder + "/" + FailedFlows.fileName))
             }
             reportKeptFolder(
                 "AskRelayTesting: \"\(test.displayName ?? test.name)\" failed; its cluster's folder is kept: \(cluster.folder)"
@@ -87,6 +108,8 @@ extension Trait where Self == AskRelayClusterTrait {
     ///   - transport: tcp on a port the OS picks, or an ipc path in the cluster's folder.
     ///   - families, guardiansPerFamily, childrenPerFamily: the roster (`f1`, `g1-1`, `c1-1`, ...).
     ///   - links: a ``FaultLink`` between the broker and each worker process and center (``AskRelayCluster/Options/links``).
+    ///   - trace: every process and center records its trace (``AskRelayCluster/Options/trace``), from which a failed
+    ///     test's `failed-flows.html` is drawn.
     ///   - configure: changes to the remaining ``AskRelayCluster/Options``.
     public static func askRelayCluster(
         curve: Bool = false,
@@ -96,6 +119,7 @@ extension Trait where Self == AskRelayClusterTrait {
         guardiansPerFamily: Int = 2,
         childrenPerFamily: Int = 1,
         links: Bool = false,
+        trace: Bool = true,
         configure: (inout AskRelayCluster.Options) -> Void = { _ in }
     ) -> Self {
         var options = AskRelayCluster.Options(
@@ -107,6 +131,7 @@ extension Trait where Self == AskRelayClusterTrait {
             childrenPerFamily: childrenPerFamily
         )
         options.links = links
+        options.trace = trace
         configure(&options)
         return AskRelayClusterTrait(options: options)
     }

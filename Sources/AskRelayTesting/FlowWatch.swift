@@ -118,11 +118,14 @@ public final class FlowWatch: Sendable {
         within: Duration,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> GuardianCenter.Question {
+        let began = Date()
         _ = await board.wait(timeout: within) { Self.question(id, at: guardian, in: Self.events(in: $0)) != nil }
         guard let question = Self.question(id, at: guardian, in: events) else {
             try fail(
                 "question \(id) at \(guardian) within \(within)",
                 got: describe(questionsAt: guardian),
+                about: id,
+                since: began,
                 sourceLocation
             )
         }
@@ -138,18 +141,27 @@ public final class FlowWatch: Sendable {
         within: Duration,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> Response {
+        let began = Date()
         _ = await board.wait(timeout: within) { Self.responses(in: $0).contains { $0.questionID == id } }
         let got = responses.filter { $0.questionID == id }
         guard let first = got.first else {
-            try fail("a response to \(id) within \(within)", got: "none", sourceLocation)
+            try fail("a response to \(id) within \(within)", got: "none", about: id, since: began, sourceLocation)
         }
         if let choice, first.choice.id != choice.id {
-            try fail("a response to \(id) with choice \(choice.id)", got: "choice \(first.choice.id)", sourceLocation)
+            try fail(
+                "a response to \(id) with choice \(choice.id)",
+                got: "choice \(first.choice.id)",
+                about: id,
+                since: began,
+                sourceLocation
+            )
         }
         if got.count > 1 {
             try fail(
                 "one response to \(id)",
                 got: "\(got.count): \(got.map(\.choice.id).joined(separator: ", "))",
+                about: id,
+                since: began,
                 sourceLocation
             )
         }
@@ -167,14 +179,21 @@ public final class FlowWatch: Sendable {
         within: Duration,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> GuardianCenter.Closed {
+        let began = Date()
         _ = await board.wait(timeout: within) { Self.closed(id, at: guardian, in: Self.events(in: $0)) != nil }
         let wanted = "closed \(reason.rawValue)" + (answeredBy.map { " by \($0)" } ?? "") + " at \(guardian)"
         guard let closed = Self.closed(id, at: guardian, in: events) else {
-            try fail("\(wanted) within \(within)", got: "no closed notice for \(id)", sourceLocation)
+            try fail(
+                "\(wanted) within \(within)",
+                got: "no closed notice for \(id)",
+                about: id,
+                since: began,
+                sourceLocation
+            )
         }
         if closed.reason != reason || (answeredBy != nil && closed.answeredBy != answeredBy) {
             let got = "closed \(closed.reason.rawValue)" + (closed.answeredBy.map { " by \($0)" } ?? "")
-            try fail(wanted, got: got, sourceLocation)
+            try fail(wanted, got: got, about: id, since: began, sourceLocation)
         }
         return closed
     }
@@ -187,6 +206,7 @@ public final class FlowWatch: Sendable {
         during: Duration,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
+        let began = Date()
         let absence = try await board.expectNone(during: during) {
             Self.question(id, at: guardian, in: Self.events(in: $0)) != nil
         } evidence: {
@@ -203,6 +223,8 @@ public final class FlowWatch: Sendable {
                 "no question \(id) at \(guardian) for \(during)",
                 got: "question \(id) at \(guardian)"
                     + (absence == .arrivedBeforeEvidence ? " (before the marker)" : ""),
+                about: id,
+                since: began,
                 sourceLocation
             )
         }
@@ -218,6 +240,7 @@ public final class FlowWatch: Sendable {
         during: Duration,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
+        let began = Date()
         let before = responses.filter { $0.questionID == id }.count
         let absence = try await board.expectNone(during: during) {
             Self.responses(in: $0).filter { $0.questionID == id }.count > before
@@ -242,6 +265,8 @@ public final class FlowWatch: Sendable {
                 "no \(before == 0 ? "" : "further ")response to \(id) for \(during)",
                 got: "\(got.count - before) more (\(more))"
                     + (absence == .arrivedBeforeEvidence ? " before the marker" : ""),
+                about: id,
+                since: began,
                 sourceLocation
             )
         }
@@ -276,7 +301,7 @@ public final class FlowWatch: Sendable {
                 if let given = asker ?? guardian {
                     "no hosted child and guardian of \(given)'s family to pass a marker between"
                 } else { "no child to ask a marker from (pass child:)" }
-            try fail("evidence that \(evidence)", got: missing, sourceLocation)
+            try fail("evidence that \(evidence)", got: missing, about: nil, since: Date(), sourceLocation)
         }
         try await marker(child: child, guardian: answerer, within: during + .seconds(30), sourceLocation)
     }
@@ -292,11 +317,18 @@ public final class FlowWatch: Sendable {
         let handle = CommunicationHandle(value: "+1555\(UInt32.random(in: 1_000_000...9_999_999))", kind: .phoneNumber)
         let marker = PermissionQuestion(handle: handle)
         markerIDs.withLock { _ = $0.insert(marker.id) }
+        let began = Date()
         do {
             try await children.child(child).ask(marker)
             try await children.child(child).send(marker.id)
         } catch {
-            try fail("a marker question asked and sent by \(child)", got: "\(error)", sourceLocation)
+            try fail(
+                "a marker question asked and sent by \(child)",
+                got: "\(error)",
+                about: marker.id,
+                since: began,
+                sourceLocation
+            )
         }
         let delivered = try await expectQuestion(
             marker.id,
@@ -307,12 +339,34 @@ public final class FlowWatch: Sendable {
         do {
             try await delivered.answer(PermissionChoice.approve.id)
         } catch {
-            try fail("the marker question answered by \(guardian)", got: "\(error)", sourceLocation)
+            try fail(
+                "the marker question answered by \(guardian)",
+                got: "\(error)",
+                about: marker.id,
+                since: began,
+                sourceLocation
+            )
         }
         try await expectResponse(to: marker.id, within: within, sourceLocation: sourceLocation)
     }
 
-    private func fail(_ expected: String, got: String, _ sourceLocation: SourceLocation) throws -> Never {
+    /// Records the failure as an issue at the caller's line and throws; first tells the `.askRelayCluster()` trait
+    /// (``FailedFlows``) which question it is about and when the expectation began, for the diagram it attaches.
+    private func fail(
+        _ expected: String,
+        got: String,
+        about question: UUID?,
+        since began: Date,
+        _ sourceLocation: SourceLocation
+    ) throws -> Never {
+        FailedFlows.current?.add(
+            FailedFlows.Failure(
+                question: question,
+                began: began,
+                ended: Date(),
+                text: "expected \(expected); got \(got)"
+            )
+        )
         let flowAsExpected = false
         try #require(flowAsExpected, "expected \(expected); got \(got)", sourceLocation: sourceLocation)
         preconditionFailure("#require(false) returned")

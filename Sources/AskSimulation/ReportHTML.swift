@@ -1,5 +1,6 @@
 import AskBasics
 import AskAgents
+import AskProtocol
 import Foundation
 
 /// report.html: one self-contained page (inline CSS and SVG, no external assets).

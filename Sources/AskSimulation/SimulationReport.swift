@@ -1,5 +1,6 @@
 import AskCLI
 import AskAgents
+import AskProtocol
 import AskModel
 import Foundation
 

@@ -32,6 +32,8 @@ final class StoryProcesses: Sendable {
         options.folderPrefix = "askrelay-story"
         // A network step faults the link of a child, a guardian or the limits worker.
         options.links = story.usesLinks
+        // Every process and center records its trace: a failing step's diagram is drawn from it.
+        options.trace = true
         let cluster = try await AskRelayCluster.start(options)
         let processes = StoryProcesses(cluster: cluster, logs: logs)
         do {
@@ -85,14 +87,19 @@ final class StoryProcesses: Sendable {
         }
     }
 
-    /// Stops every process (SIGTERM, SIGKILL after 10 s), copies their logs into the story's folder and removes the
-    /// cluster's temporary folder.
+    /// Stops every process (SIGTERM, SIGKILL after 10 s), copies their logs and the trace folder (`trace/`) into the
+    /// story's folder and removes the cluster's temporary folder.
     func stop() async {
         await cluster.shutdown(removingFolder: false)
         for log in cluster.logs {
             let target = (logs as NSString).appendingPathComponent("\(log.name).log")
             try? FileManager.default.removeItem(atPath: target)
             try? FileManager.default.copyItem(atPath: log.path, toPath: target)
+        }
+        if let trace = cluster.traceFolder {
+            let target = (logs as NSString).appendingPathComponent("trace")
+            try? FileManager.default.removeItem(atPath: target)
+            try? FileManager.default.copyItem(atPath: trace, toPath: target)
         }
         try? FileManager.default.removeItem(atPath: cluster.folder)
     }

@@ -20,15 +20,19 @@ public struct StoryResult: Sendable, Equatable {
     public var outcome: Outcome
     /// Wall-clock time of the story, processes included.
     public var seconds: Double
-    /// The folder holding the story's process logs.
+    /// The folder holding the story's process logs (and `trace/`, its processes' and centers' trace files).
     public var logs: String
+    /// For a failed step: the page (`failed-step.html`, in ``logs``) with the diagram of the flows the step concerns
+    /// and the step marked on them; `nil` when none was written.
+    public var diagram: String?
 
-    public init(name: String, file: String, outcome: Outcome, seconds: Double, logs: String) {
+    public init(name: String, file: String, outcome: Outcome, seconds: Double, logs: String, diagram: String? = nil) {
         self.name = name
         self.file = file
         self.outcome = outcome
         self.seconds = seconds
         self.logs = logs
+        self.diagram = diagram
     }
 
     public var passed: Bool { outcome == .passed }
@@ -82,8 +86,8 @@ public struct StepFailure: Sendable, Equatable, CustomStringConvertible {
 
 /// The test-runner text and the JUnit XML of a run.
 public enum StoryReport {
-    /// `PASS name (1.2 s)`, or `FAIL name (3.4 s)` followed by the failing step and the logs' folder; nothing for a
-    /// story that did not run. Control characters in names and messages are escaped (``printable(_:)``).
+    /// `PASS name (1.2 s)`, or `FAIL name (3.4 s)` followed by the failing step, the logs' folder and the step's
+    /// diagram; nothing for a story that did not run. Control characters in names and messages are escaped (``printable(_:)``).
     public static func lines(for result: StoryResult) -> [String] {
         let time = String(format: "%.1f s", result.seconds)
         let name = printable(result.name)
@@ -92,6 +96,7 @@ public enum StoryReport {
             return ["PASS \(name) (\(time))"]
         case .failed(let failure):
             return ["FAIL \(name) (\(time))", "  \(printable(failure.description))", "  logs: \(result.logs)"]
+                + (result.diagram.map { ["  diagram: \($0)"] } ?? [])
         case .error(let message):
             return ["ERROR \(name) (\(time))", "  \(printable(message))", "  logs: \(result.logs)"]
         case .interrupted(let place):
@@ -121,7 +126,7 @@ public enum StoryReport {
 
     /// JUnit XML as Jenkins, GitLab and GitHub read it: one `<testsuite>` for the run, one `<testcase>` per story,
     /// a `<failure>` (a step failed) or `<error>` (could not start, or interrupted) with the step and the logs'
-    /// folder, `<skipped>` for a story an interruption kept from running, and the story's lines in `<system-out>`.
+    /// folder (and a failed step's diagram), `<skipped>` for a story an interruption kept from running, and the story's lines in `<system-out>`.
     public static func junit(_ results: [StoryResult], suite: String = "askrelay test", seconds: Double) -> String {
         let failures = results.filter { if case .failed = $0.outcome { true } else { false } }.count
         let errors = results.filter {
@@ -149,7 +154,8 @@ public enum StoryReport {
             case .failed(let failure):
                 let text = printable(failure.description)
                 xml += "      <failure message=\"\(escape(text))\" type=\"step\">"
-                xml += escape("\(text)\nlogs: \(result.logs)") + "</failure>\n"
+                let diagram = result.diagram.map { "\ndiagram: \($0)" } ?? ""
+                xml += escape("\(text)\nlogs: \(result.logs)\(diagram)") + "</failure>\n"
             case .error(let message):
                 let text = printable(message)
                 xml += "      <error message=\"\(escape(text))\" type=\"start\">"

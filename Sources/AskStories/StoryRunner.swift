@@ -71,37 +71,44 @@ public struct StoryRunner: Sendable {
     public func run(_ story: Story, index: Int, started: () -> Void = {}) async -> StoryResult {
         let start = ContinuousClock.now
         let logs = logs(story, index)
-        let outcome = await play(story, logs: logs, started: started)
+        let (outcome, diagram) = await play(story, logs: logs, started: started)
         let elapsed = ContinuousClock.now - start
         return StoryResult(
             name: story.name,
             file: story.file,
             outcome: outcome,
             seconds: elapsed.seconds,
-            logs: logs
+            logs: logs,
+            diagram: diagram
         )
     }
 
     private var isInterrupted: Bool { interruption?.signal != nil }
 
-    private func play(_ story: Story, logs: String, started: () -> Void) async -> StoryResult.Outcome {
+    /// Plays `story`. - Returns: how it ended, and for a failed step the path of its diagram (``StoryDiagram``)
+    /// when one could be written.
+    private func play(
+        _ story: Story,
+        logs: String,
+        started: () -> Void
+    ) async -> (StoryResult.Outcome, diagram: String?) {
         let processes: StoryProcesses
         do {
             processes = try await StoryProcesses.start(story, logs: logs, binDirectory: binDirectory)
         } catch {
-            if isInterrupted { return .interrupted("while its processes were starting") }
-            return .error("the processes could not be started: \(error)")
+            if isInterrupted { return (.interrupted("while its processes were starting"), nil) }
+            return (.error("the processes could not be started: \(error)"), nil)
         }
         if isInterrupted {
             await processes.stop()
-            return .interrupted("while its processes were starting")
+            return (.interrupted("while its processes were starting"), nil)
         }
         let session: StorySession
         do {
             session = try await StorySession.start(story, processes: processes)
         } catch {
             await processes.stop()
-            return isInterrupted ? .interrupted("before its first step") : .error("\(error)")
+            return (isInterrupted ? .interrupted("before its first step") : .error("\(error)"), nil)
         }
         started()
         let playing = Task { await session.play(story.steps) }
@@ -110,12 +117,18 @@ public struct StoryRunner: Sendable {
             playing.cancel()
             Task { await session.stop() }
         }
-        let failure = await playing.value
+        let failed = await playing.value
         interruption?.remove(token)
         await session.stop()
+        // Stopping the processes flushes their trace files and copies them into the story's folder.
         await processes.stop()
-        if let failure, isInterrupted { return .interrupted("at \(failure.step)") }
-        return failure.map { .failed($0) } ?? .passed
+        guard let failed else { return (.passed, nil) }
+        if isInterrupted { return (.interrupted("at \(failed.failure.step)"), nil) }
+        var diagram: String?
+        do { diagram = try StoryDiagram.write(failed, story: story, logs: logs) } catch {
+            session.logger.error("the failing step's diagram could not be written: \(error)")
+        }
+        return (.failed(failed.failure), diagram)
     }
 }
 
@@ -141,6 +154,11 @@ final class StorySession: Sendable {
     let questions = Mutex<[String: AnyPermissionQuestion]>([:])
     /// By question name: the guardians whose answer to it the broker did not refuse, in the order of the steps.
     let answered = Mutex<[String: [String]]>([:])
+    /// The story's own trace file (`trace/story.jsonl`): a `fault` line per `fault` and `network` step, which a
+    /// flow's diagram draws as a band.
+    let faultTrace: TraceLog?
+    /// The marker questions asked by the step playing (``marker(from:through:like:after:step:)``).
+    let stepMarkers = Mutex<[UUID]>([])
 
     private init(
         story: Story,
@@ -155,6 +173,7 @@ final class StorySession: Sendable {
         self.guardianCenters = guardianCenters
         self.links = links
         logger = processes.cluster.clientLogger("story")
+        faultTrace = processes.cluster.traceFolder.flatMap { try? TraceLog(path: $0 + "/story.jsonl") }
         readers = Mutex([])
     }
 
@@ -293,12 +312,21 @@ final class StorySession: Sendable {
     }
 
     /// Plays the steps in order, until the task is cancelled. - Returns: the first failure (the step playing when
-    /// the task was cancelled), or `nil` when every step got what it expected.
-    func play(_ steps: [Step]) async -> StepFailure? {
+    /// the task was cancelled) with when it began and ended and the questions it concerns, or `nil` when every step
+    /// got what it expected.
+    func play(_ steps: [Step]) async -> FailedStep? {
         for step in steps {
-            let failure = await play(step)
-            if Task.isCancelled { return StepFailure(step: step.label, expected: "its end", got: "an interruption") }
-            if let failure { return failure }
+            stepMarkers.withLock { $0.removeAll() }
+            let began = Date()
+            var failure = await play(step)
+            if Task.isCancelled { failure = StepFailure(step: step.label, expected: "its end", got: "an interruption") }
+            guard let failure else { continue }
+            var named: [(name: String, id: UUID)] = []
+            if let name = step.action.questionName, let question = questions.withLock({ $0[name] }) {
+                named.append((name, question.id))
+            }
+            named += stepMarkers.withLock { $0 }.map { ("marker", $0) }
+            return FailedStep(failure: failure, began: began, ended: Date(), questions: named)
         }
         return nil
     }
@@ -442,13 +470,22 @@ final class StorySession: Sendable {
                 return fail("the limits change stored", "\(error)")
             }
         case .fault(let process, let action):
+            recordFault(action.rawValue, on: process.rawValue)
             if let problem = await processes.fault(action, on: process) {
                 return fail("\(action.rawValue) of \(process.rawValue)", problem)
             }
         case .network(let target, let action):
+            recordFault("\(action)", on: links[target]?.name ?? "\(target)")
             return network(action, on: target, step: step)
         }
         return nil
+    }
+
+    /// Writes a `fault` line (`code` the action, `to` the process or link) to the story's trace file, before the
+    /// fault is played.
+    private func recordFault(_ action: String, on target: String) {
+        faultTrace?.record(.fault, to: target, code: action)
+        faultTrace?.flush()
     }
 
     // MARK: Markers: the evidence of expectNoQuestion and expectNoResponse
@@ -525,6 +562,7 @@ final class StorySession: Sendable {
                     )
                 }
             let id = marker.id
+            stepMarkers.withLock { $0.append(id) }
             let leg = "\(step.label): marker question \(id) from \(child) through \(guardian)"
             do {
                 try await center.child(child).ask(marker)

@@ -1,4 +1,5 @@
 import AskCLI
+import AskProtocol
 import AskSimulation
 import Foundation
 

@@ -211,4 +211,32 @@ struct ClusterWorkerTests {
         await center.stop()
         #expect(cluster.logs.map(\.name) == ["broker", "limits", "parent-1", "clients"])
     }
+
+    @Test("with trace on, the broker, limits, a parent process and a center each write trace/<name>.jsonl")
+    func traceFiles() async throws {
+        var options = AskRelayCluster.Options()
+        options.trace = true
+        let cluster = try await AskRelayCluster.start(options)
+        defer { cluster.stop() }
+        _ = try await cluster.startParent(["--guardian", "g1-1@f1", "--policy", "approve", "--think", "fixed:0s"])
+        let center = try cluster.makeAskCenter()
+        let responses = center.child("c1-1").responses(for: CommunicationTopic.self)
+        let question = PermissionQuestion(handle: CommunicationHandle(value: "+15550101", kind: .phoneNumber))
+        try await center.child("c1-1").ask(question)
+        try await center.child("c1-1").send(question.id)
+        var iterator = responses.makeAsyncIterator()
+        #expect(await iterator.next()?.choice == .approve)
+        await center.stop()
+        await cluster.shutdown(removingFolder: false)
+        let folder = try #require(cluster.traceFolder)
+        #expect(folder == cluster.folder + "/trace")
+        let trace = try TraceFolder(path: folder)
+        #expect(trace.orderedProcesses == ["askcenter-1", "broker", "limits", "parent-1"])
+        // The question's flow: the center sent its ask, the broker routed it, the parent's guardian got the question.
+        let flow = trace.flow(question.id.uuidString)
+        #expect(Set(flow.map(\.process)) == ["askcenter-1", "broker", "limits", "parent-1"])
+        #expect(flow.contains { $0.process == "askcenter-1" && $0.line.event == "sent" && $0.line.kind == "ask" })
+        #expect(flow.contains { $0.process == "broker" && $0.line.event == "closed" && $0.line.code == "answered" })
+        try? FileManager.default.removeItem(atPath: cluster.folder)
+    }
 }

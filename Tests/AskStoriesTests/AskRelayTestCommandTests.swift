@@ -59,11 +59,14 @@ struct AskRelayTestCommandTests {
         }
     }
 
-    /// The `testcase` elements of a JUnit file: their attributes, and whether each holds a `failure`.
+    /// The `testcase` elements of a JUnit file: their attributes, and whether each holds a `failure` (its message,
+    /// and its text).
     final class Cases: NSObject, XMLParserDelegate {
         var cases: [[String: String]] = []
         var failures: [String] = []
+        var failureTexts: [String] = []
         var skipped = 0
+        private var inFailure = false
         func parser(
             _ parser: XMLParser,
             didStartElement name: String,
@@ -72,8 +75,23 @@ struct AskRelayTestCommandTests {
             attributes: [String: String] = [:]
         ) {
             if name == "testcase" { cases.append(attributes) }
-            if name == "failure" || name == "error" { failures.append(attributes["message"] ?? "") }
+            if name == "failure" || name == "error" {
+                failures.append(attributes["message"] ?? "")
+                failureTexts.append("")
+                inFailure = true
+            }
             if name == "skipped" { skipped += 1 }
+        }
+        func parser(_ parser: XMLParser, foundCharacters string: String) {
+            if inFailure { failureTexts[failureTexts.count - 1] += string }
+        }
+        func parser(
+            _ parser: XMLParser,
+            didEndElement name: String,
+            namespaceURI: String?,
+            qualifiedName: String?
+        ) {
+            if name == "failure" || name == "error" { inFailure = false }
         }
     }
 
@@ -109,7 +127,7 @@ struct AskRelayTestCommandTests {
         print("askrelay test docs/stories: \(stories.count) stories in \(elapsed)")
     }
 
-    @Test("a story written to fail: exit 1, its failing step named with expected and got, in the JUnit file too")
+    @Test("a story written to fail: exit 1, its step named, its diagram (the flow, the step marked) named too")
     func failingStory() throws {
         let scratch = TempDirectory(prefix: "askrelay-test")
         defer { scratch.cleanup() }
@@ -134,6 +152,59 @@ struct AskRelayTestCommandTests {
         #expect(parser.parse())
         #expect(cases.cases.count == 1)
         #expect(cases.failures == [String(step.dropFirst(2))])
+        // The diagram: named by the text output and the JUnit failure's text, beside the story's logs.
+        let logs = folder.appendingPathComponent("logs/01-failing-story").path
+        let diagram = logs + "/failed-step.html"
+        #expect(run.stdout.contains("  diagram: \(diagram)"), "\(run.stdout)")
+        #expect(cases.failureTexts.first?.contains("\ndiagram: \(diagram)") == true, "\(cases.failureTexts)")
+        let page = try String(contentsOfFile: diagram, encoding: .utf8)
+        let marked = "failed: " + step.dropFirst(2).replacingOccurrences(of: "\"", with: "&quot;")
+        #expect(page.contains("<p class=\"step\" id=\"failed-step\">\(marked.dropFirst(8))</p>"), "\(page)")
+        // One diagram, of q1: a well-formed SVG with a lane per process, its hops, and the step's band.
+        let start = try #require(page.range(of: "<svg "))
+        let end = try #require(page.range(of: "</svg>"))
+        let svg = String(page[start.lowerBound..<end.upperBound])
+        #expect(page.components(separatedBy: "<svg ").count == 2)
+        let parser2 = XMLParser(data: Data(svg.utf8))
+        #expect(parser2.parse(), "the diagram is not well-formed XML: \(String(describing: parser2.parserError))")
+        for lane in ["askcenter-1", "broker", "limits", "guardiancenter-1"] {
+            #expect(svg.contains("data-process=\"\(lane)\""), "no lane \(lane)")
+        }
+        for hop in [">ask</text>", ">question</text>", ">answer</text>", ">response</text>"] {
+            #expect(svg.contains(hop), "no hop \(hop)")
+        }
+        #expect(svg.contains("<g class=\"mark\"><title>\(marked)</title>"), "\(svg)")
+        #expect(FileManager.default.fileExists(atPath: logs + "/trace/broker.jsonl"))
+    }
+
+    @Test("a story failing after a kill: its diagram draws the kill and the restart as bands on the question's flow")
+    func failingAfterFault() throws {
+        let scratch = TempDirectory(prefix: "askrelay-test")
+        defer { scratch.cleanup() }
+        let folder = scratch.url
+        let run = try askrelay(
+            [
+                Self.fixtures.appendingPathComponent("failing-after-kill-story.json").path, "--logs",
+                folder.appendingPathComponent("logs").path,
+            ],
+            in: folder
+        )
+        #expect(run.status == .exited(1), "\(run.stdout)\n\(run.stderr)")
+        let step = "step 5 \"a response nobody gave\" (expectResponse): expected a response to q1 within 1s, got none"
+        #expect(run.stdout.contains("  " + step), "\(run.stdout)")
+        let logs = folder.appendingPathComponent("logs/01-failing-after-kill-story").path
+        #expect(run.stdout.contains("  diagram: \(logs)/failed-step.html"), "\(run.stdout)")
+        // The story's own trace file holds its faults; the diagram draws them within the flow's span.
+        let faults = try String(contentsOfFile: logs + "/trace/story.jsonl", encoding: .utf8)
+            .split(separator: "\n")
+        #expect(faults.count == 2 && faults.allSatisfy { $0.contains("\"event\":\"fault\"") }, "\(faults)")
+        #expect(faults.first?.contains("\"to\":\"broker\",\"code\":\"kill\"") == true, "\(faults)")
+        let page = try String(contentsOfFile: logs + "/failed-step.html", encoding: .utf8)
+        #expect(page.contains(">fault: kill broker</text>"), "\(page)")
+        #expect(page.contains(">fault: restart broker</text>"), "\(page)")
+        #expect(
+            page.contains("<g class=\"mark\"><title>failed: \(step.replacingOccurrences(of: "\"", with: "&quot;"))")
+        )
     }
 
     @Test("a malformed story: exit 64 naming the file and the field, and nothing run, not even the good stories")

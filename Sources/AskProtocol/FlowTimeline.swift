@@ -1,4 +1,3 @@
-import AskProtocol
 import Foundation
 
 /// One flow's timeline as text (`askrelay trace`): a line per event in time order, with the time since the flow's

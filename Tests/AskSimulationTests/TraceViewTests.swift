@@ -85,7 +85,9 @@ struct TraceViewTests {
         return try #require(object["traceEvents"] as? [[String: Any]])
     }
 
-    @Test("merge: valid JSON, a process_name per process, an s/f pair per hop, the fault a global instant")
+    @Test(
+        "merge: valid JSON, a process_name per process, an s/f pair per hop, the fault a global instant and on its track"
+    )
     func merge() throws {
         let scratch = TempDirectory(prefix: "trace-merge")
         defer { scratch.cleanup() }
@@ -115,10 +117,25 @@ struct TraceViewTests {
                 }
             )
         }
-        let faults = events.filter { $0["ph"] as? String == "i" }
+        // The fault: a global instant on simulate's track, and one on the track of the process it hit.
+        let pids = Dictionary(
+            uniqueKeysWithValues: events.filter {
+                $0["ph"] as? String == "M" && $0["name"] as? String == "process_name"
+            }
+            .compactMap { event in
+                ((event["args"] as? [String: Any])?["name"] as? String).map { ($0, event["pid"] as? Int ?? 0) }
+            }
+        )
+        let instants = events.filter { $0["ph"] as? String == "i" }
+        #expect(instants.count == 2)
+        let faults = instants.filter { $0["s"] as? String == "g" }
         #expect(faults.count == 1)
-        #expect(faults.first?["s"] as? String == "g")
+        #expect(faults.first?["pid"] as? Int == pids["simulate"])
         #expect((faults.first?["name"] as? String)?.contains("stop") == true)
+        let onTrack = instants.filter { $0["s"] as? String == "p" }
+        #expect(onTrack.count == 1)
+        #expect(onTrack.first?["pid"] as? Int == pids["parent-1"])
+        #expect(onTrack.first?["name"] as? String == faults.first?["name"] as? String)
         // Every line but the torn one is a slice or the fault; the unknown event is kept.
         let lines = SyntheticTrace.files.values.map(\.count).reduce(0, +)
         #expect(events.filter { $0["ph"] as? String == "X" }.count + faults.count == lines)

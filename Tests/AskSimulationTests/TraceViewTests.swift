@@ -239,6 +239,43 @@ struct TraceViewTests {
         #expect(html.components(separatedBy: "<figure").count == html.components(separatedBy: "</figure>").count)
     }
 
+    @Test("report.html: a violation whose question has no diagram says why (past the first 20, or not traced)")
+    func violationsWithoutDiagram() throws {
+        let scratch = TempDirectory(prefix: "trace-report")
+        defer { scratch.cleanup() }
+        try SyntheticTrace.write(into: scratch.path)
+        var invariants = SyntheticRun().check()
+        let traced = try #require(UUID(uuidString: SyntheticTrace.question))
+        let untraced = try #require(UUID(uuidString: "9B3E4D5F-2E9C-4F20-9C75-4B6DAE3F1A22"))
+        invariants.violations =
+            [InvariantViolation(.responseAtMostOnce, questions: [untraced, traced], "two responses")]
+            + (1..<20).map { InvariantViolation(.processesExitCleanly, processes: ["child-\($0)"], "exited 1") }
+            + [InvariantViolation(.endsExactlyOnce, questions: [traced], "no record")]
+        let report = SimulationReport.build(
+            scenario: Scenario(),
+            broker: "internal",
+            startedAt: SyntheticRun().t0,
+            wallSeconds: 1,
+            childRecords: [],
+            guardianRecords: [],
+            invariants: invariants,
+            processes: []
+        )
+        let html = try String(contentsOfFile: try report.write(to: scratch.path).html, encoding: .utf8)
+        let items = html.components(separatedBy: "<li class=bad>").dropFirst().map {
+            String($0.prefix { $0 != "\n" }.split(separator: "</li>").first ?? "")
+        }
+        #expect(items.count == 21)
+        let first = try #require(items.first)
+        #expect(first.contains("<a href=\"#flow-\(SyntheticTrace.question.lowercased())\">"), "\(first)")
+        #expect(first.contains("no diagram for 9b3e4d5f: no trace line names it"), "\(first)")
+        // A violation naming processes only has no flow to draw, and says nothing of one.
+        #expect(items[1].contains("exited 1") && !items[1].contains("diagram"), "\(items[1])")
+        let last = try #require(items.last)
+        #expect(!last.contains("<a href"), "\(last)")
+        #expect(last.contains("no diagram: only the first 20 violations' flows are drawn"), "\(last)")
+    }
+
     @Test("report.html without trace files has no Flows section and no trace.json")
     func noTrace() throws {
         let scratch = TempDirectory(prefix: "trace-report-none")

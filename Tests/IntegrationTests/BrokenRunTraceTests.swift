@@ -279,6 +279,10 @@ struct BrokenRunTraceTests {
                 let figure = try #require(page.figures[anchor], "no diagram \(anchor) for \(violation)")
                 #expect(figure.svg.contains("aria-label=\"flow of question \(question.uuidString.lowercased())\""))
                 #expect(figure.caption.contains(question.uuidString.lowercased()), "\(figure.caption)")
+                // Drawn under the first violation naming the question: its caption names that violation.
+                if let first = violations.first(where: { $0.questions.contains(question) }) {
+                    #expect(figure.caption.contains(first.invariant.rawValue), "\(figure.caption)")
+                }
                 // An arrow for each kind of message that went from a process to another.
                 let flow = trace.flow(question.uuidString)
                 var kinds: Set<String> = []

@@ -132,7 +132,7 @@ struct FlowChain {
         self.steps = steps
     }
 
-    /// The flow's lines (those naming `question`) by process.
+    /// A run's trace lines by process.
     typealias Trace = [String: [TraceLine]]
 
     /// Every line of `trace` by question (upper case) and process, and simulate's fault lines.
@@ -152,15 +152,12 @@ struct FlowChain {
             faults.sort { $0.atMicroseconds < $1.atMicroseconds }
         }
 
-        /// Whether a process `where` holds was SIGKILLed (or power cut) and came back no earlier than `after`
-        /// (or never): a line it recorded at or after `after`, before the kill, may be lost.
+        /// Whether a process `place` holds was SIGKILLed (or power cut) at or after `after`: a line it recorded
+        /// between `after` and the kill, in the turn the kill cut, may be lost.
         func killed(_ place: Where, after: Int64) -> Bool {
-            for (index, kill) in faults.enumerated()
-            where ["kill", "power-cut"].contains(kill.code ?? "") && place.holds(kill.to ?? "") {
-                let restart = faults[(index + 1)...].first { $0.code == "restart" && $0.to == kill.to }
-                if (restart?.atMicroseconds ?? .max) >= after { return true }
+            faults.contains {
+                ["kill", "power-cut"].contains($0.code ?? "") && place.holds($0.to ?? "") && $0.atMicroseconds >= after
             }
-            return false
         }
     }
 

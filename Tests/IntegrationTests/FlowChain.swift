@@ -99,7 +99,7 @@ struct FlowChain {
         if record.outcome != .refused {
             result = step(Line(at: .limits, event: .received, kind: "ask"))
         }
-        let resultSent = step(
+        step(
             Line(at: .limits, event: .sent, kind: "ask.result"),
             Line(at: .broker, event: .routed, kind: "ask.result", from: "broker"),
             after: [result]
@@ -124,8 +124,9 @@ struct FlowChain {
         case .abandoned:
             step(Line(at: .broker, event: .closed, code: "abandoned"), after: [last])
         case .refused:
-            // Closed when the broker routes the refusing ask.result, before the child reads it.
-            step(Line(at: .broker, event: .closed, code: "refused"), after: [resultSent])
+            // Closed when the broker takes the limits service's refusing ask.result, or, the ask's deadline passed
+            // before admission, just before it routes its own.
+            step(Line(at: .broker, event: .closed, code: "refused"), after: [received])
         case .knownHandle:
             break  // asks no question (``check(_:in:)`` flags one that names a question)
         }

@@ -65,6 +65,24 @@ struct FlowChainTests {
         #expect(try #require(Self.check(retried)).missing.isEmpty)
     }
 
+    @Test("an ask whose deadline passed before admission: the broker closes it refused, then answers it itself")
+    func admissionExpired() throws {
+        var answer = Self.line(5, .routed, "ask.result")
+        answer.from = "broker"
+        let trace: FlowChain.Trace = [
+            "child-1": [Self.line(1, .sent, "ask"), Self.line(6, .received, "ask.result")],
+            "broker": [
+                Self.line(2, .received, "ask"), Self.line(3, .expired, code: "admitting"),
+                Self.line(4, .closed, code: "refused"), answer,
+            ],
+        ]
+        var record = Self.record
+        record.outcome = .refused
+        record.sentAt = nil
+        let finding = try #require(FlowChain.check([("child-1", record)], in: trace).first)
+        #expect(finding.missing.isEmpty && finding.lostToKill.isEmpty, "\(finding)")
+    }
+
     @Test("a line its process's kill lost is tolerated only when the kill came after the step before it")
     func killedTurn() throws {
         var trace = Self.answered

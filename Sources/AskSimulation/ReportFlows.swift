@@ -21,15 +21,29 @@ struct ReportFlows {
     /// The anchor of a question's diagram.
     static func anchor(_ question: String) -> String { "flow-\(question.lowercased())" }
 
-    /// The diagrams a violation links to: those of its questions that have lines in the trace (the first 20
-    /// violations only, as the section draws).
-    func anchors(of violation: InvariantViolation) -> [(anchor: String, short: String)] {
+    /// What a violation's item in *Invariants* shows of its flows: a link to each diagram, and why a question it
+    /// names has none (a violation past the first 20, a question no trace line names). Empty for a violation that
+    /// names no question.
+    func links(of violation: InvariantViolation) -> String {
+        guard !violation.questions.isEmpty else { return "" }
+        let esc = ReportHTML.esc
         guard let index = report.invariants.violations.firstIndex(of: violation), index < Self.maxViolations else {
-            return []
+            return " — no diagram: only the first \(Self.maxViolations) violations' flows are drawn"
+                + " (<code>askrelay trace QUESTION_ID</code> prints any flow)"
         }
-        return violation.questions.map(\.uuidString).filter { traced.contains($0.uppercased()) }.map {
-            (Self.anchor($0), String($0.lowercased().prefix(8)))
+        func short(_ question: String) -> String { esc(String(question.lowercased().prefix(8))) }
+        let questions = violation.questions.map(\.uuidString)
+        var parts = questions.filter { traced.contains($0.uppercased()) }.map {
+            "<a href=\"#\(esc(Self.anchor($0)))\">flow \(short($0))</a>"
         }
+        let untraced = questions.filter { !traced.contains($0.uppercased()) }
+        if !untraced.isEmpty {
+            parts.append(
+                "no diagram for \(untraced.map(short).joined(separator: ", ")): no trace line names "
+                    + (untraced.count == 1 ? "it" : "them")
+            )
+        }
+        return " — " + parts.joined(separator: ", ")
     }
 
     /// How each traced question ended, by the first question that ended so (in trace order).

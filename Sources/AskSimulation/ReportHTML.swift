@@ -83,10 +83,7 @@ enum ReportHTML {
                 let ids = (violation.questions.map { $0.uuidString.lowercased() } + violation.processes).joined(
                     separator: ", "
                 )
-                let links = (flows?.anchors(of: violation) ?? []).map {
-                    "<a href=\"#\($0.anchor)\">flow \($0.short)</a>"
-                }
-                let diagram = links.isEmpty ? "" : " — " + links.joined(separator: ", ")
+                let diagram = flows?.links(of: violation) ?? ""
                 html +=
                     "<li class=bad><code>\(violation.invariant.rawValue)</code> \(esc(violation.message))<br><small>\(esc(ids))</small>\(diagram)</li>"
             }

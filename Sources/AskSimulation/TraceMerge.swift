@@ -4,7 +4,8 @@ import Foundation
 /// Merges a run's trace files into one `trace.json` in the Chrome trace-event format (the JSON object format),
 /// which Perfetto (ui.perfetto.dev) and chrome://tracing open: a track per process, each line a 1 µs slice named
 /// `event kind`, each hop a flow arrow (`s` at the sender's `sent` or the broker's `delivered`, `f` with `bp: e`
-/// at the receiver's `received`), each fault a global instant. Times are µs since the first line.
+/// at the receiver's `received`), each fault a global instant and an instant on the track of the process it hit.
+/// Times are µs since the first line.
 public enum TraceMerge {
     public static let fileName = "trace.json"
 
@@ -48,6 +49,18 @@ public enum TraceMerge {
             if line.event == TraceEvent.fault.rawValue {
                 let name = "fault \(line.code ?? "?")" + (line.to.map { " \($0)" } ?? "")
                 out.event(ph: "i", name: name, cat: "fault", ts: ts, pid: pid, extra: [("s", .text("g"))], args: line)
+                // Also on the track of the process it hit, when it names one: seen where that process's lines stop.
+                if let hit = line.to, hit != entry.process, let track = pids[hit] {
+                    out.event(
+                        ph: "i",
+                        name: name,
+                        cat: "fault",
+                        ts: ts,
+                        pid: track,
+                        extra: [("s", .text("p"))],
+                        args: line
+                    )
+                }
             } else {
                 let name = [line.event, line.kind].compactMap { $0 }.joined(separator: " ")
                 out.event(

@@ -85,7 +85,9 @@ struct TraceViewTests {
         return try #require(object["traceEvents"] as? [[String: Any]])
     }
 
-    @Test("merge: valid JSON, a process_name per process, an s/f pair per hop, the fault a global instant")
+    @Test(
+        "merge: valid JSON, a process_name per process, an s/f pair per hop, the fault a global instant and on its track"
+    )
     func merge() throws {
         let scratch = TempDirectory(prefix: "trace-merge")
         defer { scratch.cleanup() }
@@ -115,10 +117,25 @@ struct TraceViewTests {
                 }
             )
         }
-        let faults = events.filter { $0["ph"] as? String == "i" }
+        // The fault: a global instant on simulate's track, and one on the track of the process it hit.
+        let pids = Dictionary(
+            uniqueKeysWithValues: events.filter {
+                $0["ph"] as? String == "M" && $0["name"] as? String == "process_name"
+            }
+            .compactMap { event in
+                ((event["args"] as? [String: Any])?["name"] as? String).map { ($0, event["pid"] as? Int ?? 0) }
+            }
+        )
+        let instants = events.filter { $0["ph"] as? String == "i" }
+        #expect(instants.count == 2)
+        let faults = instants.filter { $0["s"] as? String == "g" }
         #expect(faults.count == 1)
-        #expect(faults.first?["s"] as? String == "g")
+        #expect(faults.first?["pid"] as? Int == pids["simulate"])
         #expect((faults.first?["name"] as? String)?.contains("stop") == true)
+        let onTrack = instants.filter { $0["s"] as? String == "p" }
+        #expect(onTrack.count == 1)
+        #expect(onTrack.first?["pid"] as? Int == pids["parent-1"])
+        #expect(onTrack.first?["name"] as? String == faults.first?["name"] as? String)
         // Every line but the torn one is a slice or the fault; the unknown event is kept.
         let lines = SyntheticTrace.files.values.map(\.count).reduce(0, +)
         #expect(events.filter { $0["ph"] as? String == "X" }.count + faults.count == lines)
@@ -220,6 +237,43 @@ struct TraceViewTests {
         #expect(html.hasSuffix("</body></html>\n"))
         #expect(html.components(separatedBy: "<svg").count == html.components(separatedBy: "</svg>").count)
         #expect(html.components(separatedBy: "<figure").count == html.components(separatedBy: "</figure>").count)
+    }
+
+    @Test("report.html: a violation whose question has no diagram says why (past the first 20, or not traced)")
+    func violationsWithoutDiagram() throws {
+        let scratch = TempDirectory(prefix: "trace-report")
+        defer { scratch.cleanup() }
+        try SyntheticTrace.write(into: scratch.path)
+        var invariants = SyntheticRun().check()
+        let traced = try #require(UUID(uuidString: SyntheticTrace.question))
+        let untraced = try #require(UUID(uuidString: "9B3E4D5F-2E9C-4F20-9C75-4B6DAE3F1A22"))
+        invariants.violations =
+            [InvariantViolation(.responseAtMostOnce, questions: [untraced, traced], "two responses")]
+            + (1..<20).map { InvariantViolation(.processesExitCleanly, processes: ["child-\($0)"], "exited 1") }
+            + [InvariantViolation(.endsExactlyOnce, questions: [traced], "no record")]
+        let report = SimulationReport.build(
+            scenario: Scenario(),
+            broker: "internal",
+            startedAt: SyntheticRun().t0,
+            wallSeconds: 1,
+            childRecords: [],
+            guardianRecords: [],
+            invariants: invariants,
+            processes: []
+        )
+        let html = try String(contentsOfFile: try report.write(to: scratch.path).html, encoding: .utf8)
+        let items = html.components(separatedBy: "<li class=bad>").dropFirst().map {
+            String($0.prefix { $0 != "\n" }.split(separator: "</li>").first ?? "")
+        }
+        #expect(items.count == 21)
+        let first = try #require(items.first)
+        #expect(first.contains("<a href=\"#flow-\(SyntheticTrace.question.lowercased())\">"), "\(first)")
+        #expect(first.contains("no diagram for 9b3e4d5f: no trace line names it"), "\(first)")
+        // A violation naming processes only has no flow to draw, and says nothing of one.
+        #expect(items[1].contains("exited 1") && !items[1].contains("diagram"), "\(items[1])")
+        let last = try #require(items.last)
+        #expect(!last.contains("<a href"), "\(last)")
+        #expect(last.contains("no diagram: only the first 20 violations' flows are drawn"), "\(last)")
     }
 
     @Test("report.html without trace files has no Flows section and no trace.json")

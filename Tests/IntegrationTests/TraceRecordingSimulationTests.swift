@@ -46,72 +46,17 @@ struct TraceRecordingSimulationTests {
         #expect(faults.contains { $0.event == "fault" && $0.code == "term" && $0.to == "broker" }, "\(faults)")
         #expect(faults.contains { $0.event == "fault" && $0.code == "restart" && $0.to == "broker" }, "\(faults)")
 
-        // Every line about a question, per process group, as (event, kind) pairs and the whole lines.
-        func lines(_ process: String) -> [TraceLine] { traces[process] ?? [] }
-        let parents = lines("parent-1") + lines("parent-2")
-        let broker = lines("broker")
-        let limits = lines("limits")
-        var records: [(process: String, record: ChildFlowRecord)] = []
-        for process in ["child-1", "child-2"] {
-            let read = JSONLinesWriter.read(ChildFlowRecord.self, path: run.directory + "/records/\(process).jsonl")
-            records += read.values.map { (process, $0) }
-        }
+        // Every finished flow's chain (docs/tracing.md, "A flow's chain"), in the files of the processes it went
+        // through, in order; nothing was killed, so no line may be missing.
+        let records = FlowChain.records(run.directory)
         let asked = records.filter { $0.record.question != nil }
         #expect(asked.count >= 10, "\(records.count) records, \(asked.count) with a question")
-        var outcomes: Set<FlowOutcome> = []
-        for (process, record) in asked {
-            let question = record.question!.uuidString
-            outcomes.insert(record.outcome)
-            let child = lines(process).filter { $0.question == question }
-            let atBroker = broker.filter { $0.question == question }
-            let atLimits = limits.filter { $0.question == question }
-            let atParents = parents.filter { $0.question == question }
-            func has(_ lines: [TraceLine], _ event: TraceEvent, _ kind: String?, code: String? = nil) -> Bool {
-                lines.contains { $0.event == event.rawValue && $0.kind == kind && (code == nil || $0.code == code) }
-            }
-            let flow = "\(process) \(record.outcome.rawValue) \(question)"
-            #expect(has(child, .sent, "ask"), "\(flow): child sent ask")
-            #expect(has(atBroker, .received, "ask"), "\(flow): broker received ask")
-            // Refused: by the limits worker (an ask.result), by the broker (its NACK of the ask), or its admission
-            // expired (the broker's own ask.result).
-            let refusedByBroker = has(atBroker, .refused, "ask")
-            if !refusedByBroker {
-                #expect(has(child, .received, "ask.result"), "\(flow): child received ask.result")
-                #expect(
-                    has(atLimits, .received, "ask") || record.outcome == .refused,
-                    "\(flow): limits received ask"
-                )
-                #expect(
-                    has(atLimits, .sent, "ask.result")
-                        || atBroker.contains { $0.event == "routed" && $0.kind == "ask.result" && $0.from == "broker" },
-                    "\(flow): limits sent ask.result"
-                )
-            }
-            if record.sentAt != nil {
-                #expect(has(child, .sent, "send"), "\(flow): child sent send")
-                #expect(has(atBroker, .routed, "question"), "\(flow): broker routed question")
-                #expect(has(atParents, .received, "question"), "\(flow): a parent received question")
-            }
-            switch record.outcome {
-            case .approved, .denied:
-                #expect(has(atParents, .sent, "answer"), "\(flow): a parent sent answer")
-                #expect(has(atBroker, .closed, nil, code: "answered"), "\(flow): broker closed answered")
-                #expect(has(child, .received, "response"), "\(flow): child received response")
-            case .cancelled:
-                #expect(has(atBroker, .closed, nil, code: "cancelled"), "\(flow): broker closed cancelled")
-            case .expired:
-                #expect(has(atBroker, .closed, nil, code: "expired"), "\(flow): broker closed expired")
-            case .abandoned:
-                #expect(has(atBroker, .closed, nil, code: "abandoned"), "\(flow): broker closed abandoned")
-            case .refused:
-                #expect(
-                    refusedByBroker || has(atBroker, .closed, nil, code: "refused"),
-                    "\(flow): broker closed refused (or refused the ask)"
-                )
-            case .knownHandle:
-                Issue.record("\(flow): a known-handle flow has no question")
-            }
+        let findings = FlowChain.check(records, in: traces)
+        #expect(findings.count == asked.count)
+        for finding in findings where !finding.missing.isEmpty || !finding.lostToKill.isEmpty {
+            Issue.record("\(finding.flow): missing \(finding.missing), lost to a kill \(finding.lostToKill)")
         }
+        let outcomes = Set(asked.map(\.record.outcome))
         // The run exercised more than one way to end.
         #expect(outcomes.count >= 2, "\(outcomes)")
         #expect(outcomes.contains(.approved) || outcomes.contains(.denied), "\(outcomes)")

@@ -1,4 +1,7 @@
+import AskClient
+import AskModel
 import AskProtocol
+import AskRelayCluster
 import AskRelayProcesses
 import AskTestSupport
 import Foundation
@@ -109,6 +112,65 @@ struct OTLPExportTests {
         let refused = try #require(spans.first { $0["name"] as? String == "route answer" })
         #expect(refused["status"] as? Int == 2 && refused["status_message"] as? String == "already-closed")
         #expect(spans.contains { $0["name"] as? String == "close question" })
+    }
+
+    @Test("an app's own trace id is on every span of its flow, the broker's included, under the app's span")
+    func appTraceContext() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.python), "no \(Self.python): make test-deps")
+        var options = AskRelayCluster.Options()
+        options.trace = true
+        let cluster = try await AskRelayCluster.start(options)
+        defer { cluster.stop() }
+        _ = try await cluster.startParent(["--guardian", "g1-1@f1", "--policy", "approve", "--think", "fixed:0s"])
+        let center = try cluster.makeAskCenter()
+        let child = center.child("c1-1")
+        let responses = child.responses(for: CommunicationTopic.self)
+        // The application's own trace and the span it asks from.
+        let app = try #require(TraceContext(traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"))
+        let question = PermissionQuestion(handle: CommunicationHandle(value: "+15550102", kind: .phoneNumber))
+        try await child.ask(question, trace: app)
+        try await child.send(question.id)
+        var iterator = responses.makeAsyncIterator()
+        #expect(await iterator.next()?.choice == .approve)
+        await center.stop()
+        await cluster.shutdown(removingFolder: false)
+        defer { try? FileManager.default.removeItem(atPath: cluster.folder) }
+
+        let folder = TempDirectory()
+        defer { folder.cleanup() }
+        let receiver = try Receiver(folder)
+        let run = Tool.run(
+            Executables.built.appendingPathComponent("askrelay").path,
+            ["export-traces", cluster.folder, "--otlp-endpoint", receiver.url],
+            environment: Tool.cleanEnvironment
+        )
+        #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+        var spans: [(service: String, span: [String: Any])] = []
+        for request in receiver.requests {
+            let service = request["service"] as? String ?? "?"
+            for span in request["spans"] as? [[String: Any]] ?? [] { spans.append((service, span)) }
+        }
+        let flow = spans.filter {
+            ($0.span["attributes"] as? [String: String])?["askrelay.question"] == question.id.uuidString
+        }
+        #expect(Set(flow.map(\.service)) == ["askcenter-1", "broker", "limits", "parent-1"], "\(flow.map(\.service))")
+        #expect(flow.allSatisfy { $0.span["trace_id"] as? String == app.traceID.description }, "\(flow)")
+        let broker = flow.filter { $0.service == "broker" }
+        #expect(broker.count >= 5, "the broker's spans of the flow: \(broker.map { $0.span["name"] ?? "" })")
+        // The center's messages hang off the app's span; the guardian's question off the center's send.
+        let parentHex = String(format: "%016llx", app.parentID)
+        let ask = try #require(flow.first { $0.service == "askcenter-1" && $0.span["name"] as? String == "send ask" })
+        #expect(ask.span["parent_span_id"] as? String == parentHex)
+        let send = try #require(flow.first { $0.service == "askcenter-1" && $0.span["name"] as? String == "send send" })
+        let routedQuestion = try #require(
+            broker.first { $0.span["name"] as? String == "route question" },
+            "\(broker.map { $0.span["name"] ?? "" })"
+        )
+        #expect(routedQuestion.span["parent_span_id"] as? String == send.span["span_id"] as? String)
+        let received = try #require(
+            flow.first { $0.service == "parent-1" && $0.span["name"] as? String == "process question" }
+        )
+        #expect(received.span["parent_span_id"] as? String == routedQuestion.span["span_id"] as? String)
     }
 
     @Test("a collector that refuses, or none listening: exit 1 with the reason; bad usage: exit 64")

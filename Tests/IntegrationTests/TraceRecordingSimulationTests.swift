@@ -56,10 +56,68 @@ struct TraceRecordingSimulationTests {
         for finding in findings where !finding.missing.isEmpty || !finding.lostToKill.isEmpty {
             Issue.record("\(finding.flow): missing \(finding.missing), lost to a kill \(finding.lostToKill)")
         }
+        Self.checkTraceContexts(traces, questions: Set(asked.compactMap { $0.record.question }))
         let outcomes = Set(asked.map(\.record.outcome))
         // The run exercised more than one way to end.
         #expect(outcomes.count >= 2, "\(outcomes)")
         #expect(outcomes.contains(.approved) || outcomes.contains(.denied), "\(outcomes)")
+    }
+
+    /// Every flow is one trace (docs/protocol.md §5.5): with no context from the application, its trace id is the
+    /// question id. Each message's parent is the span of the message that caused it: the child's `ask` and `send`
+    /// hang off the flow's root, an `ask.result` off its `ask`, a `question` off the `send`, an `answer` off its
+    /// `question`, the `response` off an `answer`. A line without a context is one the broker's journal gave back
+    /// after the restart (it keeps none); a line with one must be in the flow's trace.
+    static func checkTraceContexts(_ traces: [String: [TraceLine]], questions: Set<UUID>) {
+        var byQuestion: [UUID: [(process: String, line: TraceLine)]] = [:]
+        for (process, lines) in traces {
+            for line in lines where line.id != nil {
+                guard let question = line.question.flatMap(UUID.init(uuidString:)), questions.contains(question)
+                else { continue }
+                byQuestion[question, default: []].append((process, line))
+            }
+        }
+        func span(_ id: String?) -> UInt64? {
+            id.flatMap(UUID.init(uuidString:)).map { TraceContext.spanID(of: MessageID(uuid: $0)) }
+        }
+        var traced = 0
+        var untraced = 0
+        var causes = 0
+        for (question, lines) in byQuestion {
+            let root = TraceContext.root(question: question)
+            let sent = { (kind: String) in lines.filter { $0.line.event == "sent" && $0.line.kind == kind } }
+            for (process, line) in lines {
+                guard let text = line.trace else {
+                    untraced += 1
+                    continue
+                }
+                traced += 1
+                guard let context = TraceContext(traceparent: text) else {
+                    Issue.record("\(process): an unreadable trace context '\(text)'")
+                    continue
+                }
+                #expect(context.traceID == root.traceID, "\(process) \(line.event) \(line.kind ?? ""): \(text)")
+                let parents: [UInt64?]
+                switch line.kind {
+                case "ask", "send", "cancel": parents = [root.parentID]
+                case "ask.result": parents = sent("ask").map { span($0.line.id) }
+                case "question": parents = sent("send").map { span($0.line.id) }
+                case "answer":
+                    parents = lines.filter { $0.line.kind == "question" }.map { span($0.line.id) }
+                case "response", "closed", "approval": parents = sent("answer").map { span($0.line.id) }
+                default: continue
+                }
+                // A cause this process could not see (a restart lost it) leaves nothing to compare.
+                guard !parents.isEmpty else { continue }
+                causes += 1
+                #expect(
+                    parents.contains(context.parentID),
+                    "\(process) \(line.event) \(line.kind ?? "") of \(question): parent \(text), causes \(parents)"
+                )
+            }
+        }
+        // Positive evidence: the contexts were there to check, on most lines.
+        #expect(traced > untraced * 4 && causes > 50, "traced \(traced), untraced \(untraced), causes \(causes)")
     }
 
     @Test("a --trace-log in a folder that does not exist is bad usage: exit 64 and one line naming it")

@@ -77,14 +77,17 @@ let package = Package(
         // simulation's report and the story runner share. No libzmq: the fuzz replayer askrelay-fuzz links it without
         // (AskModelTests checks with ldd). Re-exports AskModel and WireBytes.
         .target(name: "AskProtocol", dependencies: ["AskModel", "WireBytes"], swiftSettings: strict),
-        // Trace lines as OpenTelemetry spans (OTLP/HTTP JSON) and a plain-HTTP exporter (docs/tracing.md).
-        .target(name: "AskTelemetry", dependencies: ["AskProtocol"], swiftSettings: strict),
+        // Trace lines as OpenTelemetry spans (OTLP/HTTP JSON), a plain-HTTP exporter, and the live export of a running
+        // process's spans (--otlp-endpoint; docs/tracing.md).
+        .target(name: "AskTelemetry", dependencies: ["AskProtocol", "AskBasics"], swiftSettings: strict),
         // CURVE key files, principals and key generation (libzmq makes and checks the keys).
         .target(name: "AskKeys", dependencies: ["AskProtocol", "ZeroMQ"], swiftSettings: strict),
         // The broker as a library (testable in-process), with its SQLite journal.
         .target(
             name: "AskBroker",
-            dependencies: ["AskProtocol", "AskKeys", "ZeroMQ", "AskLogging", "AskMetrics", "SQLite", "AskBasics"],
+            dependencies: [
+                "AskProtocol", "AskKeys", "ZeroMQ", "AskLogging", "AskMetrics", "SQLite", "AskBasics", "AskTelemetry",
+            ],
             swiftSettings: strict
         ),
 
@@ -100,6 +103,7 @@ let package = Package(
             name: "AskAgents",
             dependencies: [
                 "AskClient", "AskProtocol", "ZeroMQ", "AskLogging", "AskMetrics", "AskCLI", "SQLite", "AskBasics",
+                "AskTelemetry",
             ],
             swiftSettings: strict
         ),

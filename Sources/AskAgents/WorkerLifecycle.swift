@@ -4,6 +4,7 @@ import AskClient
 import AskLogging
 import AskMetrics
 import AskProtocol
+import AskTelemetry
 import Foundation
 
 /// The flags every worker executable (askrelay-child, askrelay-parent, askrelay-limits) takes, parsed once:
@@ -25,8 +26,11 @@ public struct WorkerFlags: Sendable {
     public let logLevel: AskLogger.Level
     /// `--metrics-endpoint` (`nil`: no metrics).
     public let metricsEndpoint: MetricsEndpoint?
-    /// `--trace-log`, opened (`nil`: nothing is traced).
+    /// `--trace-log` and `--otlp-endpoint`: the trace log, writing to the file, the live export or both (`nil`:
+    /// nothing is traced).
     public let traceLog: TraceLog?
+    /// `--otlp-endpoint`: the live export, stopped (what it holds sent) when the worker ends.
+    public let otlpExport: OTLPLiveExport?
 
     /// `--broker` and `--brokers`, first in every worker's `--help`; `brokersHelp` says what the list does there.
     public static func brokerOptions(brokersHelp: String) -> [OptionSpec] {
@@ -64,7 +68,12 @@ public struct WorkerFlags: Sendable {
         metricsEndpoint = try arguments.checked("metrics-endpoint", MetricsEndpoint.problem).flatMap(
             MetricsEndpoint.init(parsing:)
         )
-        do { traceLog = try arguments.string("trace-log").map(TraceLog.init(path:)) } catch {
+        let export = try arguments.parsed("otlp-endpoint") { text in
+            try OTLPLiveExport(endpoint: text, service: worker)
+        }
+        otlpExport = export
+        let path = arguments.string("trace-log")
+        do { traceLog = path != nil || export != nil ? try TraceLog(path: path, sink: export?.sink) : nil } catch {
             throw UsageError("\(arguments.origin("trace-log")): \(error)")
         }
     }
@@ -175,6 +184,9 @@ public struct WorkerLifecycle: Sendable {
         let failure = await service.run()
         withExtendedLifetime(stop) {}
         metrics?.stop()
+        // The last lines, then what the live export holds.
+        flags.traceLog?.flush()
+        flags.otlpExport?.stop()
         // A connection that ended by itself (refused for good, or dead) is a failure, not a stop.
         if let failure {
             printError("\(name): \(failure.message)")

@@ -106,6 +106,7 @@ extension Broker {
         }
         metrics?.server.stop()
         trace?.flush()
+        otlpExport?.stop()
         logger.notice("broker stopped")
     }
 }

@@ -3,6 +3,7 @@ import AskKeys
 import AskLogging
 import AskMetrics
 import AskProtocol
+import AskTelemetry
 import Foundation
 import SQLite
 import ZeroMQ
@@ -83,6 +84,8 @@ public final class Broker {
     var reached: ReachedCounter
     /// `--trace-log`, when configured (``Broker+Trace.swift``); `nil`: every trace point is one `nil` check.
     let trace: TraceLog?
+    /// `--otlp-endpoint`: the trace lines' live export, sent what is held when the broker stops.
+    let otlpExport: OTLPLiveExport?
     /// With a trace log and a journal: this turn's journaled envelopes, traced `journaled` once the turn commits.
     var turnTraced: [Envelope] = []
     /// The trace context of each open question's timer-driven messages (docs/protocol.md §5.5): its `send`'s (or,
@@ -131,7 +134,12 @@ public final class Broker {
         journal = try Journal(directory: configuration.dataDirectory, durability: configuration.durability)
         ledger = QuestionLedger(configuration: configuration)
         reached = ReachedCounter(log: try configuration.reachedLog.map(ReachedLog.init(path:)))
-        trace = try configuration.traceLog.map(TraceLog.init(path:))
+        otlpExport = try configuration.otlpEndpoint.map {
+            try OTLPLiveExport(endpoint: $0, service: configuration.otlpService)
+        }
+        trace =
+            configuration.traceLog != nil || otlpExport != nil
+            ? try TraceLog(path: configuration.traceLog, sink: otlpExport?.sink) : nil
         crashPoints = configuration.crashAt
         if crashPoints.isArmed { crashPoints.arm(dataDirectory: configuration.dataDirectory) }
         socket = try context.socket(.router)

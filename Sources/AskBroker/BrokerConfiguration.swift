@@ -78,6 +78,12 @@ public struct BrokerConfiguration: Sendable {
     /// "Recording"); `nil`: nothing is recorded. `askrelay simulate` sets it.
     public var traceLog: String?
 
+    /// An OpenTelemetry collector's `http://HOST:PORT` to send the same events to as spans while the broker runs
+    /// (``OTLPLiveExport``; docs/tracing.md, "OpenTelemetry"); `nil`: no export.
+    public var otlpEndpoint: String?
+    /// The exported spans' `service.name`.
+    public var otlpService = "broker"
+
     /// Whether CURVE authentication is on.
     public var isSecure: Bool { curveSecretFile != nil && principalsFile != nil }
     /// Test-only: crash with SIGKILL at an exact point (`--crash-at`, fault tests only). Unarmed by default.

@@ -558,6 +558,14 @@ extension OptionSpec {
                 help:
                     "append a trace line per message sent, received, acked or refused (docs/tracing.md, \"Recording\")"
             ),
+            .value(
+                "otlp-endpoint",
+                "URL",
+                env: "ASKRELAY_OTLP_ENDPOINT",
+                help:
+                    "send the trace as spans to an OpenTelemetry collector's http://HOST:PORT while running "
+                    + "(docs/tracing.md, \"OpenTelemetry\")"
+            ),
         ]
     }
 }

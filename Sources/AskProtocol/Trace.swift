@@ -81,18 +81,35 @@ public struct TraceLine: Codable, Sendable, Equatable {
     }
 }
 
-/// Appends trace lines to a file (`--trace-log FILE` of the broker and the workers). Lines are gathered in memory
-/// and written by ``flush()`` in one `write(2)` (a ``LineFile``): the broker flushes at the end of each loop turn,
-/// a worker after each message it handles, so a process killed loses at most the lines of the turn it was in.
-/// Without a trace log a process records nothing: callers hold an optional `TraceLog` and test it for `nil`.
+/// Appends trace lines to a file (`--trace-log FILE` of the broker and the workers), and hands them to a sink (the
+/// live OpenTelemetry export of `--otlp-endpoint`). Lines are gathered in memory and written by ``flush()`` in one
+/// `write(2)` (a ``LineFile``): the broker flushes at the end of each loop turn, a worker after each message it
+/// handles, so a process killed loses at most the lines of the turn it was in. Without a trace log a process records
+/// nothing: callers hold an optional `TraceLog` and test it for `nil`.
 public final class TraceLog: Sendable {
-    private let file: LineFile
+    /// Takes the bytes of whole lines at each flush, on the flushing thread; it must not block.
+    public typealias Sink = @Sendable ([UInt8]) -> Void
+
+    private let file: LineFile?
+    private let sink: Sink?
     private let pending = Mutex<[UInt8]>([])
-    public var path: String { file.path }
+    /// The file's path; `nil` when lines go to the sink alone.
+    public var path: String? { file?.path }
 
     /// Opens (creating it, mode 0600) the file at `path` for appending; its folder must exist.
     /// - Throws: ``LineFileError`` naming the path and the system's reason.
-    public init(path: String) throws { file = try LineFile(path: path, what: "the trace log", flag: "--trace-log") }
+    public init(path: String) throws {
+        file = try LineFile(path: path, what: "the trace log", flag: "--trace-log")
+        sink = nil
+    }
+
+    /// Lines to the file at `path` when given, and to `sink` when given (at least one of them).
+    /// - Throws: ``LineFileError`` naming the path and the system's reason.
+    public init(path: String?, sink: Sink?) throws {
+        precondition(path != nil || sink != nil, "a trace log writes to a file, a sink or both")
+        file = try path.map { try LineFile(path: $0, what: "the trace log", flag: "--trace-log") }
+        self.sink = sink
+    }
 
     /// Adds one line, written by the next ``flush()``.
     public func record(
@@ -132,7 +149,9 @@ public final class TraceLog: Sendable {
             defer { pending.removeAll(keepingCapacity: true) }
             return pending
         }
-        if !bytes.isEmpty { file.append(bytes) }
+        guard !bytes.isEmpty else { return }
+        file?.append(bytes)
+        sink?(bytes)
     }
 
     deinit { flush() }

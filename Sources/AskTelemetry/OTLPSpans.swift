@@ -29,14 +29,8 @@ public enum OTLPSpans {
         var spans: [[String: Any]] = []
         var byMessage: [String: [TraceLine]] = [:]
         var order: [String] = []
-        for line in lines where line.question != nil && line.event != TraceEvent.fault.rawValue {
-            let key: String
-            if let id = line.id {
-                // A process either sent a message or took it in (or, the broker, routed it): one span per id.
-                key = "m " + id
-            } else {
-                key = "q " + line.question! + " " + line.event + " \(line.atMicroseconds)"
-            }
+        for line in lines {
+            guard let key = key(of: line) else { continue }
             if byMessage[key] == nil { order.append(key) }
             byMessage[key, default: []].append(line)
         }
@@ -57,6 +51,15 @@ public enum OTLPSpans {
             ]
         ]
         return try JSONSerialization.data(withJSONObject: request, options: [.sortedKeys])
+    }
+
+    /// The span a line belongs to: its message's (a process either sent a message or took it in, or, the broker,
+    /// routed it: one span per id), or a span of its own for a question event; `nil` for a line exported in no span
+    /// (a fault, a line about no question).
+    public static func key(of line: TraceLine) -> String? {
+        guard let question = line.question, line.event != TraceEvent.fault.rawValue else { return nil }
+        if let id = line.id { return "m " + id }
+        return "q " + question + " " + line.event + " \(line.atMicroseconds)"
     }
 
     /// The number of spans in a request this type made.

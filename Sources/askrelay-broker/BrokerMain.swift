@@ -4,6 +4,7 @@ import AskCLI
 import AskLogging
 import AskMetrics
 import AskRelayProcesses
+import AskTelemetry
 import Foundation
 import SQLite
 
@@ -181,6 +182,14 @@ struct BrokerMain: Command {
                 env: "ASKRELAY_TRACE_LOG",
                 help: "append a trace line per message event and question close (docs/tracing.md, \"Recording\")"
             ),
+            .value(
+                "otlp-endpoint",
+                "URL",
+                env: "ASKRELAY_OTLP_ENDPOINT",
+                help:
+                    "send the trace as spans to an OpenTelemetry collector's http://HOST:PORT while running "
+                    + "(docs/tracing.md, \"OpenTelemetry\")"
+            ),
         ] + testingOptions
 
     #if DEBUG
@@ -234,6 +243,11 @@ struct BrokerMain: Command {
         configuration.shardName = arguments.string("shard-name")
         configuration.reachedLog = arguments.string("reached-log")
         configuration.traceLog = arguments.string("trace-log")
+        configuration.otlpEndpoint = try arguments.parsed("otlp-endpoint") { text in
+            _ = try OTLPExporter(endpoint: text)
+            return text
+        }
+        configuration.otlpService = configuration.shardName.map { "broker-\($0)" } ?? "broker"
         configuration.brokers = try arguments.parsed("brokers") { text in
             try BrokerList(parsing: text) { EndpointSyntax.problem($0, binding: false) }
         }

@@ -3,6 +3,7 @@ import AskModel
 import AskProtocol
 import AskRelayCluster
 import AskRelayProcesses
+import AskTelemetry
 import AskTestSupport
 import Foundation
 import Testing
@@ -171,6 +172,56 @@ struct OTLPExportTests {
             flow.first { $0.service == "parent-1" && $0.span["name"] as? String == "process question" }
         )
         #expect(received.span["parent_span_id"] as? String == routedQuestion.span["span_id"] as? String)
+    }
+
+    @Test("live: the broker, a parent process and an app's center send their spans while running, in the app's trace")
+    func liveExport() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.python), "no \(Self.python): make test-deps")
+        let folder = TempDirectory()
+        defer { folder.cleanup() }
+        let receiver = try Receiver(folder)
+        var options = AskRelayCluster.Options()
+        options.brokerArguments = ["--otlp-endpoint", receiver.url]
+        let cluster = try await AskRelayCluster.start(options)
+        defer { cluster.stop() }
+        _ = try await cluster.startParent([
+            "--guardian", "g1-1@f1", "--policy", "approve", "--think", "fixed:0s", "--otlp-endpoint", receiver.url,
+        ])
+        // The app exports its center's spans too, with no trace file.
+        let export = try OTLPLiveExport(endpoint: receiver.url, service: "app", interval: .milliseconds(100))
+        var centerOptions = AskCenter.Options()
+        centerOptions.traceLog = try TraceLog(path: nil, sink: export.sink)
+        let center = try cluster.makeAskCenter(options: centerOptions)
+        let child = center.child("c1-1")
+        let responses = child.responses(for: CommunicationTopic.self)
+        let app = try #require(TraceContext(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
+        let question = PermissionQuestion(handle: CommunicationHandle(value: "+15550103", kind: .phoneNumber))
+        try await child.ask(question, trace: app)
+        try await child.send(question.id)
+        var iterator = responses.makeAsyncIterator()
+        #expect(await iterator.next()?.choice == .approve)
+        await center.stop()
+        centerOptions.traceLog?.flush()
+        export.stop()
+        // SIGTERM: each process sends what it holds as it stops.
+        await cluster.shutdown()
+
+        var flow: [(service: String, span: [String: Any])] = []
+        for request in receiver.requests {
+            for span in request["spans"] as? [[String: Any]] ?? []
+            where (span["attributes"] as? [String: String])?["askrelay.question"] == question.id.uuidString {
+                flow.append((request["service"] as? String ?? "?", span))
+            }
+        }
+        #expect(Set(flow.map(\.service)) == ["app", "broker", "askrelay-parent"], "\(flow.map(\.service))")
+        #expect(flow.allSatisfy { $0.span["trace_id"] as? String == app.traceID.description }, "\(flow)")
+        #expect(flow.filter { $0.service == "broker" }.count >= 5, "\(flow.map { $0.span["name"] ?? "" })")
+        #expect(export.counts.exported >= 2 && export.counts.failed == 0, "\(export.counts)")
+        // Each message's span went out once: no span id twice within a process.
+        for service in ["app", "broker", "askrelay-parent"] {
+            let ids = flow.filter { $0.service == service }.compactMap { $0.span["span_id"] as? String }
+            #expect(Set(ids).count == ids.count, "\(service): \(ids)")
+        }
     }
 
     @Test("a collector that refuses, or none listening: exit 1 with the reason; bad usage: exit 64")

@@ -35,6 +35,11 @@ public struct FlowLoadOptions: Sendable, Codable, Equatable {
     /// coordinated run (``LoadCoordinator``), so the hosts' children never share an address.
     public var hostedFirst: Int?
     public var hostedCount: Int?
+    /// `--trace`: every process of the run, and the load's own centers, write trace files (docs/tracing.md), so the
+    /// run measures what tracing costs. `nil` or `false`: off.
+    public var trace: Bool?
+    /// Where the load's centers write their trace files (`load-<n>.jsonl`); set by the run from ``FlowServices``.
+    public var traceDirectory: String? = nil
 
     public init() {}
 
@@ -42,7 +47,7 @@ public struct FlowLoadOptions: Sendable, Codable, Equatable {
         case endpoints, connections, families, guardiansPerFamily = "guardians_per_family", parents, inflight, rate
         case maxInflight = "max_inflight"
         case durationSeconds = "duration_s", warmupSeconds = "warmup_s", drainSeconds = "drain_s"
-        case hostedFirst = "hosted_first", hostedCount = "hosted_count"
+        case hostedFirst = "hosted_first", hostedCount = "hosted_count", trace
     }
 
     /// Indices of the hosted children.
@@ -261,6 +266,10 @@ public enum FlowLoad {
             for connection in 0..<options.connections {
                 let mine = children.enumerated().filter { $0.offset % options.connections == connection }
                     .map(\.element)
+                var centerOptions = centerOptions
+                if let folder = options.traceDirectory {
+                    centerOptions.traceLog = try TraceLog(path: folder + "/load-\(connection + 1).jsonl")
+                }
                 connections.append(
                     try AskCenter.sharded(
                         brokers: brokers,
@@ -610,6 +619,8 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
     /// Name → pid of every process started (`broker`, `limits`, `parent-<n>`).
     public private(set) var pids: [String: Int32] = [:]
     public let directory: String
+    /// With ``FlowLoadOptions/trace``: the folder every process writes its trace file to (removed with the rest).
+    public let traceDirectory: String?
     private let scratch: ScratchFolder
 
     /// - Parameters:
@@ -631,6 +642,12 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
         self.scratch = scratch
         let directory = scratch.path
         self.directory = directory
+        let traceDirectory = options.trace == true ? directory + "/trace" : nil
+        self.traceDirectory = traceDirectory
+        if let traceDirectory {
+            try FileManager.default.createDirectory(atPath: traceDirectory, withIntermediateDirectories: true)
+        }
+        func trace(_ name: String) -> [String] { traceDirectory.map { ["--trace-log", $0 + "/\(name).jsonl"] } ?? [] }
         var started: [RelayProcess] = []
         var brokerProcess: RelayProcess?
         let brokers: BrokerList
@@ -643,7 +660,7 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
                     arguments: [
                         "--endpoint", "tcp://127.0.0.1:*", "--data-dir", directory + "/broker", "--durability",
                         durability, "--log-level", logLevel,
-                    ],
+                    ] + trace("broker"),
                     logPath: log("broker")
                 )
                 started.append(server)
@@ -663,7 +680,7 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
                         executable: executables.appendingPathComponent("askrelay-limits").path,
                         arguments: target + (sharded ? ["--shard-name", shard.name] : []) + [
                             "--id", "load-\(index + 1)", "--data-dir", folder, "--reset", "--log-level", logLevel,
-                        ],
+                        ] + trace(sharded ? "limits-\(shard.name)" : "limits"),
                         logPath: log(sharded ? "limits-\(shard.name)" : "limits")
                     )
                 )
@@ -677,7 +694,7 @@ public final class FlowServices: @unchecked Sendable {  // @unchecked: owned by 
                         executable: executables.appendingPathComponent("askrelay-parent").path,
                         arguments: target + [
                             "--roster", path, "--policy", "approve", "--think", "fixed:0ms", "--log-level", logLevel,
-                        ],
+                        ] + trace("parent-\(process)"),
                         logPath: log("parent-\(process)")
                     )
                 )

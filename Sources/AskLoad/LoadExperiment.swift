@@ -332,7 +332,7 @@ public struct LoadExperiment: Sendable {
     func runFlows() throws -> (table: [String], figures: [String: LoadFigure]) {
         let progress = ProgressPrinter()
         let recorder = ThroughputRecorder()
-        let base = flowOptions
+        var base = flowOptions
         let services = try FlowServices(
             executables: executableDirectory,
             options: base,
@@ -340,6 +340,7 @@ public struct LoadExperiment: Sendable {
             externalBrokers: externalBrokers,
             logDirectory: try logs?.make()
         )
+        base.traceDirectory = services.traceDirectory
         let stop = self.stop
         defer { services.stop() }
         var single: FlowLoadResult?

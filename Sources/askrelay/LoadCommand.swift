@@ -202,6 +202,11 @@ struct LoadCommand: Command {
             help: "FIGURE OP VALUE checked at the end, e.g. 'p99<5ms', 'errors==0'; exit 99 when one is breached"
         ),
         .flag(
+            "trace",
+            env: "ASKRELAY_LOAD_TRACE",
+            help: "flows: every process and the load's centers write trace files, to measure what tracing costs"
+        ),
+        .flag(
             "clean",
             env: "ASKRELAY_LOAD_CLEAN",
             help: "empty a non-empty --report-dir first (only a folder holding what askrelay writes)"
@@ -276,6 +281,10 @@ struct LoadCommand: Command {
         flows.rate = options.rate
         flows.durationSeconds = options.durationSeconds
         flows.warmupSeconds = options.warmupSeconds
+        if arguments.flag("trace") {
+            guard mode == .flows else { throw UsageError("--trace measures tracing in --mode flows; drop it here") }
+            flows.trace = true
+        }
         experiment.flowOptions = flows
         experiment.durability =
             try arguments.choice("durability", ["off", "batch", "strict"]) ?? (mode == .relay ? "off" : "batch")

@@ -161,7 +161,17 @@ struct TestCommand: Command {
             }
         }
         // Every story passed: nobody needs the logs of a temporary folder (a --logs folder was asked for; it stays).
-        if run.exitCode == 0 { scratch?.remove() }
+        if run.exitCode == 0, let scratch {
+            scratch.remove()
+            return run.exitCode
+        }
+        // A folder that stays: each story's trace files merged into its trace.json, for Perfetto.
+        let stories = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        for story in stories.sorted() where FileManager.default.fileExists(atPath: folder + "/\(story)/trace") {
+            do { _ = try TraceMerge.write(folder: folder + "/\(story)") } catch {
+                printError("askrelay test: \(story): trace.json could not be written: \(error)")
+            }
+        }
         return run.exitCode
     }
 }

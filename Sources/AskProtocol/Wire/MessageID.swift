@@ -72,10 +72,17 @@ public struct MessageID: Hashable, Sendable, Comparable, CustomStringConvertible
         withUnsafeBytes(of: low.bigEndian) { buffer.append(contentsOf: $0) }
     }
 
+    /// The id as a UUID, its bytes in order (no array is made: the trace lines convert every id they record).
     public var uuid: UUID {
-        let b = bytes
+        @inline(__always) func byte(_ word: UInt64, _ index: UInt64) -> UInt8 {
+            UInt8(truncatingIfNeeded: word >> (56 - 8 * index))
+        }
         return UUID(
-            uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15])
+            uuid: (
+                byte(high, 0), byte(high, 1), byte(high, 2), byte(high, 3), byte(high, 4), byte(high, 5),
+                byte(high, 6), byte(high, 7), byte(low, 0), byte(low, 1), byte(low, 2), byte(low, 3), byte(low, 4),
+                byte(low, 5), byte(low, 6), byte(low, 7)
+            )
         )
     }
 

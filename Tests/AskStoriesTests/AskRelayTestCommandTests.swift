@@ -158,11 +158,15 @@ struct AskRelayTestCommandTests {
         #expect(run.stdout.contains("  diagram: \(diagram)"), "\(run.stdout)")
         #expect(cases.failureTexts.first?.contains("\ndiagram: \(diagram)") == true, "\(cases.failureTexts)")
         // The kept folder's trace files, merged for Perfetto: every process a track.
-        let merged = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: logs + "/trace.json")))
+        let merged = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: URL(fileURLWithPath: logs + "/trace.json"))
+        )
         let events = try #require((merged as? [String: Any])?["traceEvents"] as? [[String: Any]])
-        let tracks = Set(events.filter { $0["name"] as? String == "process_name" }.compactMap {
-            ($0["args"] as? [String: Any])?["name"] as? String
-        })
+        let tracks = Set(
+            events.filter { $0["name"] as? String == "process_name" }.compactMap {
+                ($0["args"] as? [String: Any])?["name"] as? String
+            }
+        )
         #expect(tracks.isSuperset(of: ["askcenter-1", "broker", "limits", "guardiancenter-1"]), "\(tracks)")
         let page = try String(contentsOfFile: diagram, encoding: .utf8)
         let marked = "failed: " + step.dropFirst(2).replacingOccurrences(of: "\"", with: "&quot;")

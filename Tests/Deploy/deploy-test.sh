@@ -3,7 +3,8 @@
 # Kubernetes manifests (deploy/kubernetes) under `podman kube play`, driven from the host.
 #
 # Phases (each prints its duration): packages, binaries, engine, base image, runtime image, compose up, host flows
-# + broker kill -9 and restart, records check, metrics, SIGTERM drain, podman kube play, cleanup.
+# + broker kill -9 and restart, records check, a real Prometheus scraping every container, SIGTERM drain, podman kube
+# play, cleanup.
 # It starts its own dockerd (own data root, exec root and socket; stopped at the end) and uses podman with its own
 # storage and containers.conf, so it never touches another engine on the machine. Everything it creates
 # (containers, networks, volumes, pods, its dockerd, temp files) is removed at the end, also on failure or timeout.
@@ -85,6 +86,7 @@ cleanup() {
     set +e
     say "== cleanup"
     [ -n "$HOST_CHILD_PID" ] && kill "$HOST_CHILD_PID" 2>/dev/null && wait "$HOST_CHILD_PID" 2>/dev/null
+    [ -n "${PROMETHEUS_PID:-}" ] && kill "$PROMETHEUS_PID" 2>/dev/null && wait "$PROMETHEUS_PID" 2>/dev/null
     if [ $status -ne 0 ] && [ -f "$RUN/host-child.err" ]; then
         say "--- host child stdout, stderr (last 20 lines)"
         tail -n 20 "$RUN/host-child.out" "$RUN/host-child.err"
@@ -146,9 +148,9 @@ trap 'fail "interrupted"' INT TERM
 WATCHDOG=$!
 
 # ---- packages ------------------------------------------------------------------------------------------------------
-phase "packages (docker.io, docker-compose, debootstrap, podman when missing)"
+phase "packages (docker.io, docker-compose, debootstrap, podman, prometheus when missing)"
 missing=""
-for p in docker.io docker-compose debootstrap podman catatonit runc python3-yaml; do
+for p in docker.io docker-compose debootstrap podman catatonit runc python3-yaml prometheus; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
@@ -370,6 +372,64 @@ print(f"  broker after restart: delivered={s['delivered']} redelivered={s['redel
 if s["delivered"] <= 0:
     sys.exit("the restarted broker delivered nothing")
 EOF
+
+# ---- a real Prometheus -----------------------------------------------------------------------------------------------
+phase "a real Prometheus (Debian's) scrapes every container, evaluates the shipped rules, counts the children's flows"
+mkdir -p "$RUN/prometheus"
+cp "$REPO/deploy/prometheus/askrelay-rules.yml" "$RUN/prometheus/"
+# Each container's metrics endpoint on the compose network (port 9464 inside; only the broker's is published): the
+# host reaches the containers' addresses on Docker's bridge. One job per process kind, named as the rules expect.
+ip_of() { $DOCKER inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$1"; }
+targets() { for c in $("${COMPOSE[@]}" ps -q "$1"); do printf '"%s:9464",' "$(ip_of "$c")"; done | sed 's/,$//'; }
+{
+    printf 'global: {scrape_interval: 1s, evaluation_interval: 1s}\nrule_files: [askrelay-rules.yml]\nscrape_configs:\n'
+    for kind in broker limits parent child; do
+        printf '  - {job_name: askrelay-%s, static_configs: [{targets: [%s]}]}\n' "$kind" "$(targets "$kind")"
+    done
+} >"$RUN/prometheus/prometheus.yml"
+promtool check config "$RUN/prometheus/prometheus.yml" >"$RUN/prometheus/check.log" 2>&1 ||
+    { cat "$RUN/prometheus/check.log"; fail "promtool check config"; }
+PROMETHEUS_PORT="$(free_port)"
+prometheus --config.file="$RUN/prometheus/prometheus.yml" --storage.tsdb.path="$RUN/prometheus/data" \
+    --web.listen-address="127.0.0.1:$PROMETHEUS_PORT" >"$RUN/prometheus/prometheus.log" 2>&1 9>&- &
+PROMETHEUS_PID=$!
+# prom QUERY-CHECK: one Python check against the server's HTTP API (exit 0 when it holds, printing what it saw).
+prom() {
+    python3 - "http://127.0.0.1:$PROMETHEUS_PORT" "$1" <<'PY'
+import json, sys, urllib.parse, urllib.request
+base, check = sys.argv[1], sys.argv[2]
+def get(path):
+    return json.load(urllib.request.urlopen(base + path, timeout=5))["data"]
+if check == "targets":
+    active = get("/api/v1/targets")["activeTargets"]
+    bad = [(t["labels"]["job"], t["scrapeUrl"], t["health"], t["lastError"]) for t in active
+           if t["health"] != "up" or t["lastError"]]
+    print(f"{len(active)} targets, not up: {bad}")
+    sys.exit(0 if len(active) == 6 and not bad else 1)
+if check == "rules":
+    groups = get("/api/v1/rules")["groups"]
+    rules = [r for g in groups for r in g["rules"]]
+    bad = [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
+    print(f"{len(rules)} rules in {len(groups)} groups, not ok: {bad}")
+    sys.exit(0 if rules and not bad else 1)
+query, expected = check.split("==")
+result = get("/api/v1/query?" + urllib.parse.urlencode({"query": query}))["result"]
+value = float(result[0]["value"][1]) if result else None
+print(f"{query} = {value}")
+sys.exit(0 if value == float(expected) else 1)
+PY
+}
+wait_for "Prometheus: all 6 targets (broker, limits, 2 parents, 2 children) up, no scrape error" 60 prom targets
+say "  $(prom targets)"
+wait_for "Prometheus: every shipped rule evaluated without error" 30 prom rules
+say "  $(prom rules)"
+# The two child containers' finished flows, counted by Prometheus, against their records (160, checked above).
+flows=$(wc -l <"$RUN/container-children.jsonl")
+wait_for "Prometheus: sum(askrelay_child_flows_total) == $flows" 30 prom "sum(askrelay_child_flows_total)==$flows"
+say "  $(prom "sum(askrelay_child_flows_total)==$flows") (the children's records: $flows flows)"
+kill -TERM "$PROMETHEUS_PID"
+wait "$PROMETHEUS_PID" || true
+PROMETHEUS_PID=""
 
 # ---- SIGTERM drain -------------------------------------------------------------------------------------------------
 phase "SIGTERM: docker-compose stop; every process drains and exits 0"

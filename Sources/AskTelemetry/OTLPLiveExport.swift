@@ -16,6 +16,8 @@ public final class OTLPLiveExport: Sendable {
     public let exporter: OTLPExporter
     /// The spans' `service.name`.
     public let service: String
+    /// The spans' `service.instance.id`: `<host>:<pid>`, so two processes of one name are told apart.
+    public let instance: String
     /// How long a message's lines wait for more before its span goes out anyway.
     public let hold: Duration
     let interval: Duration
@@ -49,6 +51,7 @@ public final class OTLPLiveExport: Sendable {
     {
         exporter = try OTLPExporter(endpoint: endpoint)
         self.service = service
+        instance = "\(ProcessInfo.processInfo.hostName):\(getpid())"
         self.interval = interval
         self.hold = hold
         let started = JoinableThread(name: "otlp-export") { [self] in run() }
@@ -118,7 +121,7 @@ public final class OTLPLiveExport: Sendable {
         guard !ready.isEmpty else { return }
         var spans = 0
         do {
-            let request = try OTLPSpans.request(process: service, lines: ready)
+            let request = try OTLPSpans.request(process: service, lines: ready, instance: instance)
             spans = try OTLPSpans.spanCount(request)
             try exporter.post(request)
         } catch {

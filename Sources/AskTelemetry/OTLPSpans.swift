@@ -24,8 +24,9 @@ public enum OTLPSpans {
         case consumer = 5
     }
 
-    /// The `ExportTraceServiceRequest` JSON of `lines`, all recorded by `process` (its service name).
-    public static func request(process: String, lines: [TraceLine]) throws -> Data {
+    /// The `ExportTraceServiceRequest` JSON of `lines`, all recorded by `process` (its service name); `instance`,
+    /// when given, is the resource's `service.instance.id` (which process of that name).
+    public static func request(process: String, lines: [TraceLine], instance: String? = nil) throws -> Data {
         var spans: [[String: Any]] = []
         var byMessage: [String: [TraceLine]] = [:]
         var order: [String] = []
@@ -45,6 +46,7 @@ public enum OTLPSpans {
                 [
                     "resource": [
                         "attributes": [attribute("service.name", process), attribute("service.namespace", "askrelay")]
+                            + (instance.map { [attribute("service.instance.id", $0)] } ?? [])
                     ],
                     "scopeSpans": [["scope": ["name": "askrelay", "version": "1"], "spans": spans]],
                 ]

@@ -217,6 +217,9 @@ struct OTLPExportTests {
         #expect(flow.allSatisfy { $0.span["trace_id"] as? String == app.traceID.description }, "\(flow)")
         #expect(flow.filter { $0.service == "broker" }.count >= 5, "\(flow.map { $0.span["name"] ?? "" })")
         #expect(export.counts.exported >= 2 && export.counts.failed == 0, "\(export.counts)")
+        // Which process of a name: host and pid.
+        let instances = Set(receiver.requests.compactMap { $0["instance"] as? String })
+        #expect(instances.contains(export.instance) && instances.count == 3, "\(instances)")
         // Each message's span went out once: no span id twice within a process.
         for service in ["app", "broker", "askrelay-parent"] {
             let ids = flow.filter { $0.service == service }.compactMap { $0.span["span_id"] as? String }

@@ -47,6 +47,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(400, "%s" % error)
         for resource in parsed.resource_spans:
             service = next(a.value.string_value for a in resource.resource.attributes if a.key == "service.name")
+            instance = next(
+                (a.value.string_value for a in resource.resource.attributes if a.key == "service.instance.id"), None
+            )
             spans = []
             for scope in resource.scope_spans:
                 for span in scope.spans:
@@ -58,7 +61,7 @@ class Handler(BaseHTTPRequestHandler):
                         "attributes": {a.key: a.value.string_value for a in span.attributes},
                     })
             with open(OUT, "a") as out:
-                out.write(json.dumps({"service": service, "spans": spans}) + "\n")
+                out.write(json.dumps({"service": service, "instance": instance, "spans": spans}) + "\n")
         self.answer(200, "{}")
 
     def answer(self, status, text):

@@ -76,8 +76,11 @@ final class GuardianCenterConnection: WorkerHandler {
     /// last ``GuardianCenter/Options/surfacedCapacity`` of them.
     private var seen: RecentSet<Seen>
     /// The context each open question's answer carries (its delivery's trace, its span as the parent), per
-    /// guardian and question; dropped at the answer or the close.
+    /// guardian and question; dropped when the broker accepts the answer or the question closes, so an answer
+    /// given again after a refusal carries it too.
     private var answerTraces: [HeldQuestion: TraceContext] = [:]
+    /// Answers on the wire: SEND id → whose context to drop once the broker accepts it.
+    private var answerKeys: [MessageID: HeldQuestion] = [:]
     private let answerTraceCapacity: Int
 
     struct HeldQuestion: Hashable {
@@ -128,16 +131,19 @@ final class GuardianCenterConnection: WorkerHandler {
     ) {
         // Ended meanwhile (stopped, timed out while the job waited in the inbox): nothing to send.
         guard calls.isPending(token) else { return }
-        let trace = answerTraces.removeValue(forKey: HeldQuestion(guardian: guardian, question: answer.questionID))
-        let id = connection.send(answer, from: "guardian/\(guardian)", to: "broker", trace: trace)
+        let key = HeldQuestion(guardian: guardian, question: answer.questionID)
+        let id = connection.send(answer, from: "guardian/\(guardian)", to: "broker", trace: answerTraces[key])
         answers[id] = token
+        if answerTraces[key] != nil { answerKeys[id] = key }
     }
 
     func accepted(_ id: MessageID, connection: WorkerConnection) {
+        if let key = answerKeys.removeValue(forKey: id) { answerTraces[key] = nil }
         finish(id, .success(()))
     }
 
     func refused(_ id: MessageID, error: WireError, connection: WorkerConnection) {
+        answerKeys[id] = nil
         finish(id, .failure(.refused(error.code, reason: error.reason)))
     }
 
@@ -169,7 +175,10 @@ final class GuardianCenterConnection: WorkerHandler {
             guard seen.insert(key) else { return .ack }
             if let trace = delivery.causedTrace {
                 // A bound, like the surfaced set's: questions never answered nor closed do not pile up.
-                if answerTraces.count >= answerTraceCapacity { answerTraces.removeAll() }
+                if answerTraces.count >= answerTraceCapacity {
+                    answerTraces.removeAll()
+                    answerKeys.removeAll()
+                }
                 answerTraces[HeldQuestion(guardian: guardian.id, question: body.question.id)] = trace
             }
             let question = GuardianCenter.Question(

@@ -1,6 +1,7 @@
 import AskTestKit
 import AskClient
 import AskModel
+import AskProtocol
 import AskRelayCluster
 import AskRelayProcesses
 import Foundation
@@ -238,5 +239,47 @@ struct ClusterWorkerTests {
         #expect(flow.contains { $0.process == "askcenter-1" && $0.line.event == "sent" && $0.line.kind == "ask" })
         #expect(flow.contains { $0.process == "broker" && $0.line.event == "closed" && $0.line.code == "answered" })
         try? FileManager.default.removeItem(atPath: cluster.folder)
+    }
+    @Test("a GuardianCenter answers in its question's trace, also when it answers again after a refusal")
+    func guardianCenterAnswerTrace() async throws {
+        var options = AskRelayCluster.Options()
+        options.trace = true
+        let cluster = try await AskRelayCluster.start(options)
+        defer { cluster.stop() }
+        let app = try cluster.makeAskCenter()
+        let guardians = try cluster.makeGuardianCenter()
+        #expect(await guardians.waitUntilRegistered())
+        var questions = guardians.questions().makeAsyncIterator()
+        let context = try #require(TraceContext(traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"))
+        let question = PermissionQuestion(handle: CommunicationHandle(value: "+15550104", kind: .phoneNumber))
+        try await app.child("c1-1").ask(question, trace: context)
+        try await app.child("c1-1").send(question.id)
+        let received = try #require(await questions.next())
+        // A choice the question does not have is refused; the answer given again still carries the context.
+        do {
+            try await received.answer("no-such-choice")
+            Issue.record("an unknown choice was accepted")
+        } catch {}
+        try await received.answer(question.choices[0].id)
+        await app.stop()
+        await guardians.stop()
+        await cluster.shutdown(removingFolder: false)
+        defer { try? FileManager.default.removeItem(atPath: cluster.folder) }
+        let trace = try TraceFolder(path: try #require(cluster.traceFolder))
+        let flow = trace.flow(question.id.uuidString)
+        let delivered = try #require(
+            flow.first { $0.process == "guardiancenter-1" && $0.line.event == "received" && $0.line.kind == "question" }
+        )
+        let questionSpan = TraceContext.spanID(
+            of: MessageID(uuid: try #require(UUID(uuidString: delivered.line.id ?? "")))
+        )
+        let answers = flow.filter {
+            $0.process == "guardiancenter-1" && $0.line.event == "sent" && $0.line.kind == "answer"
+        }
+        #expect(answers.count == 2, "\(answers.map(\.line))")
+        for answer in answers {
+            let carried = try #require(answer.line.trace.flatMap { TraceContext(traceparent: $0) }, "\(answer.line)")
+            #expect(carried.traceID == context.traceID && carried.parentID == questionSpan, "\(answer.line)")
+        }
     }
 }

@@ -41,7 +41,6 @@ extension Broker {
         to: String,
         kind: String,
         subject: MessageID?,
-        trace: TraceContext?,
         packed: [UInt8],
         headerCount: Int
     ) throws(WireError) {
@@ -53,7 +52,6 @@ extension Broker {
             to: to,
             kind: kind,
             subject: subject,
-            trace: trace,
             packed: packed,
             headerCount: headerCount,
             createdAt: turnDate.timeIntervalSince1970,

@@ -339,7 +339,6 @@ extension Broker {
                     to: to,
                     kind: kind,
                     subject: parsed.subject,
-                    trace: parsed.trace,
                     packed: packed,
                     headerCount: header.count
                 )

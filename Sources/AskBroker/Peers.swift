@@ -85,8 +85,6 @@ final class Envelope {
     let to: String
     let kind: String
     let subject: MessageID?
-    /// The trace context its header carries (docs/protocol.md §5.5), for the broker's trace lines.
-    let trace: TraceContext?
     /// The packed header (`id flags [subject] [trace] from to kind`) followed by the body.
     let packed: [UInt8]
     /// How many bytes of `packed` are the header.
@@ -108,13 +106,11 @@ final class Envelope {
         to: String,
         kind: String,
         subject: MessageID?,
-        trace: TraceContext?,
         packed: [UInt8],
         headerCount: Int,
         createdAt: Double,
         persistent: Bool
     ) {
-        self.trace = trace
         self.seq = seq
         self.id = id
         self.from = from
@@ -150,7 +146,6 @@ final class Envelope {
             to: to,
             kind: kind,
             subject: subject,
-            trace: trace,
             packed: packed,
             headerCount: headerCount,
             createdAt: createdAt,
@@ -172,6 +167,12 @@ final class Envelope {
             persistent: true
         )
         expiresAt = stored.expiresAt?.timeIntervalSince1970
+    }
+
+    /// The trace context its header carries (docs/protocol.md §5.5), read from the header bytes: only trace lines
+    /// ask, so no queued message stores it twice.
+    var trace: TraceContext? {
+        packed.withUnsafeBytes { TraceContext.inHeader(UnsafeRawBufferPointer(rebasing: $0[..<headerCount])) }
     }
 
     /// A copy of the body (journal and ledger paths only).

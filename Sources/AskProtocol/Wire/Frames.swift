@@ -170,6 +170,15 @@ public struct TraceContext: Sendable, Hashable, CustomStringConvertible {
         bytes.append(flags)
     }
 
+    /// The trace context of a packed SEND/DELIVER header (as ``WireEncoder/appendHeader(id:subject:trace:from:to:kind:to:)``
+    /// writes it, or a parsed message's ``ParsedFrames/headerRange``), `nil` when it has none.
+    public static func inHeader(_ header: UnsafeRawBufferPointer) -> TraceContext? {
+        guard header.count > 16, header[16] & 2 != 0 else { return nil }
+        let offset = 17 + (header[16] & 1 != 0 ? 16 : 0)
+        guard header.count >= offset + size else { return nil }
+        return read(header, at: offset)
+    }
+
     /// Reads the 25 header bytes at `offset`; `nil` when the trace or parent id is all zero.
     static func read(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> TraceContext? {
         guard let trace = MessageID(bytes: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + 16])) else {

@@ -558,14 +558,18 @@ extension OptionSpec {
                 help:
                     "append a trace line per message sent, received, acked or refused (docs/tracing.md, \"Recording\")"
             ),
-            .value(
-                "otlp-endpoint",
-                "URL",
-                env: "ASKRELAY_OTLP_ENDPOINT",
-                help:
-                    "send the trace as spans to an OpenTelemetry collector's http://HOST:PORT while running "
-                    + "(docs/tracing.md, \"OpenTelemetry\")"
-            ),
+            .otlpEndpoint,
         ]
     }
+}
+
+extension OptionSpec {
+    /// `--otlp-endpoint URL` of the broker and every worker: the live OpenTelemetry export of the trace.
+    public static let otlpEndpoint = OptionSpec.value(
+        "otlp-endpoint",
+        "URL",
+        env: "ASKRELAY_OTLP_ENDPOINT",
+        help: "send the trace as spans to an OpenTelemetry collector's http://HOST:PORT while running "
+            + "(docs/tracing.md, \"OpenTelemetry\")"
+    )
 }

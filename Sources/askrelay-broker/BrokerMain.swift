@@ -182,14 +182,7 @@ struct BrokerMain: Command {
                 env: "ASKRELAY_TRACE_LOG",
                 help: "append a trace line per message event and question close (docs/tracing.md, \"Recording\")"
             ),
-            .value(
-                "otlp-endpoint",
-                "URL",
-                env: "ASKRELAY_OTLP_ENDPOINT",
-                help:
-                    "send the trace as spans to an OpenTelemetry collector's http://HOST:PORT while running "
-                    + "(docs/tracing.md, \"OpenTelemetry\")"
-            ),
+            .otlpEndpoint,
         ] + testingOptions
 
     #if DEBUG

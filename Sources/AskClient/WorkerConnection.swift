@@ -122,7 +122,7 @@ public final class WorkerConnection {
                 wakeIndex = poller.add(fileDescriptor: inbox.wake.readDescriptor)
                 monitorIndex = poller.add(monitor.socket)
             }
-            try poller.poll(timeoutMilliseconds: pendingAcks.isEmpty && !inbox.hasWork ? 50 : 0)
+            try poller.poll(timeoutMilliseconds: inbox.hasWork ? 0 : 50)
             if poller.isReady(wakeIndex) { inbox.wake.drain() }
             inbox.run(self, handler)
             if poller.isReady(socketIndex) {
@@ -132,8 +132,9 @@ public final class WorkerConnection {
                 }
             }
             if poller.isReady(monitorIndex) { try readMonitor() }
-            flushAcks()
+            // Timers first: a handler's tick may send a reply that carries the ACK ids of this turn's deliveries.
             try timers()
+            flushAcks()
             // After each batch: a killed worker loses at most the lines of the turn it was in.
             trace?.flush()
         }
@@ -527,6 +528,7 @@ public final class WorkerConnection {
         transmit(output)
     }
 
+    /// Sends the ACK ids that no SEND of this turn carried, at the end of the turn.
     private func flushAcks() {
         guard !pendingAcks.isEmpty else { return }
         var start = 0
@@ -565,6 +567,9 @@ public final class WorkerConnection {
             )
             counters.reconnects += 1
             loseRegistration()
+            // This turn's ACK ids belong to the session that ended: the broker delivers those messages again, and
+            // the dedup set acknowledges them without handling them twice.
+            pendingAcks.removeAll()
             (socket, monitor) = try Self.makeSocket(configuration, context: context)
             diagnosis.socketReplaced()
             socketReplaced = true

@@ -290,7 +290,8 @@ extension Envelope {
             subject: subject,
             body: body ?? self.body,
             createdAt: Date(timeIntervalSince1970: createdAt),
-            expiresAt: expiresAt.map { Date(timeIntervalSince1970: $0) }
+            expiresAt: expiresAt.map { Date(timeIntervalSince1970: $0) },
+            trace: trace
         )
     }
 }

@@ -169,6 +169,7 @@ extension Broker {
                 ledger.putBack(id, previous, notBefore: configuration.clock.now.addingTimeInterval(0.25))
             } else {
                 ledger.remove(id)
+                questionTraces[id] = nil
             }
         }
         // The roster rows went with the rolled-back transaction; memory follows, and the next turn writes them again.

@@ -153,7 +153,7 @@ final class Envelope {
         )
     }
 
-    /// A copy read back from the journal (restart, spill). The journal keeps no trace context: the copy has none.
+    /// A copy read back from the journal (restart, spill), with the trace context it was journaled with.
     convenience init(stored: StoredMessage) {
         self.init(
             seq: stored.seq,
@@ -162,6 +162,7 @@ final class Envelope {
             to: stored.to,
             kind: stored.kind,
             subject: stored.subject,
+            trace: stored.trace,
             body: stored.body,
             createdAt: stored.createdAt.timeIntervalSince1970,
             persistent: true

@@ -9,7 +9,9 @@ import Synchronization
 ///
 /// A span is the lines of one message (or one question event) in this process, so lines are held until their span
 /// is whole: a message's lines until its `acked` or `refused`, or until none came for ``hold`` (a sent message
-/// that is never refused ends with its `sent` line). ``stop()`` sends what is held. A collector that cannot be
+/// that is never refused ends with its `sent` line). A line that comes after its span went out on that timeout (a
+/// refusal after a long retry) goes out later as a span of its own, a child of the first
+/// (``OTLPSpans/request(process:lines:instance:late:)``). ``stop()`` sends what is held. A collector that cannot be
 /// reached or refuses loses that batch (counted in ``failed``, the first error of each minute on stderr); the
 /// process goes on.
 public final class OTLPLiveExport: Sendable {
@@ -26,6 +28,10 @@ public final class OTLPLiveExport: Sendable {
         var incoming: [UInt8] = []
         var open: [String: Group] = [:]
         var order: [String] = []
+        /// Spans that went out on the ``hold`` timeout: a hash of their key, and the span id they went out with;
+        /// the most recent ``earlyLimit`` to ``earlyLimit`` × 2. A later line of one makes a late span.
+        var early: [UInt64: String] = [:]
+        var earlyOrder: [UInt64] = []
         var stopping = false
         var exported = 0
         var failed = 0
@@ -37,6 +43,9 @@ public final class OTLPLiveExport: Sendable {
         var last: ContinuousClock.Instant
         var complete: Bool
     }
+
+    /// How many early spans are remembered at least (every message a process sends goes out on the timeout).
+    static let earlyLimit = 65_536
 
     private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
@@ -85,7 +94,7 @@ public final class OTLPLiveExport: Sendable {
     /// Reads the new lines into their spans, and posts the spans that are whole (all of them with `all`).
     func exportReady(all: Bool) {
         let now = ContinuousClock.now
-        let ready: [TraceLine] = state.withLock { state in
+        let (ready, late): ([TraceLine], [String: String]) = state.withLock { state in
             let bytes = state.incoming
             state.incoming.removeAll(keepingCapacity: true)
             for text in bytes.split(separator: 0x0A) {
@@ -105,23 +114,36 @@ public final class OTLPLiveExport: Sendable {
                 }
             }
             var ready: [TraceLine] = []
+            var late: [String: String] = [:]
             var kept: [String] = []
             for key in state.order {
                 guard let group = state.open[key] else { continue }
                 if all || group.complete || now - group.last >= hold {
                     ready += group.lines
                     state.open[key] = nil
+                    let hash = Rendezvous.fnv1a64(key)
+                    if let parent = state.early[hash] {
+                        late[key] = parent
+                    } else if !group.complete, let id = OTLPSpans.spanID(process: service, key: key, lines: group.lines)
+                    {
+                        state.early[hash] = id
+                        state.earlyOrder.append(hash)
+                        if state.earlyOrder.count > Self.earlyLimit * 2 {
+                            for old in state.earlyOrder.prefix(Self.earlyLimit) { state.early[old] = nil }
+                            state.earlyOrder.removeFirst(Self.earlyLimit)
+                        }
+                    }
                 } else {
                     kept.append(key)
                 }
             }
             state.order = kept
-            return ready
+            return (ready, late)
         }
         guard !ready.isEmpty else { return }
         var spans = 0
         do {
-            let request = try OTLPSpans.request(process: service, lines: ready, instance: instance)
+            let request = try OTLPSpans.request(process: service, lines: ready, instance: instance, late: late)
             spans = try OTLPSpans.spanCount(request)
             try exporter.post(request)
         } catch {

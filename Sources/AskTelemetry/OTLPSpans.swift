@@ -25,8 +25,15 @@ public enum OTLPSpans {
     }
 
     /// The `ExportTraceServiceRequest` JSON of `lines`, all recorded by `process` (its service name); `instance`,
-    /// when given, is the resource's `service.instance.id` (which process of that name).
-    public static func request(process: String, lines: [TraceLine], instance: String? = nil) throws -> Data {
+    /// when given, is the resource's `service.instance.id` (which process of that name). `late` maps the spans
+    /// (``key(of:)``) that already went out in an earlier request to the id they went out with: their lines here are
+    /// a span of their own, a child of that one, so no span id is sent twice (a collector keeps one span per id).
+    public static func request(
+        process: String,
+        lines: [TraceLine],
+        instance: String? = nil,
+        late: [String: String] = [:]
+    ) throws -> Data {
         var spans: [[String: Any]] = []
         var byMessage: [String: [TraceLine]] = [:]
         var order: [String] = []
@@ -36,8 +43,16 @@ public enum OTLPSpans {
             byMessage[key, default: []].append(line)
         }
         for key in order {
-            guard let group = byMessage[key], let span = span(process: process, key: key, lines: group) else {
+            guard let group = byMessage[key], var span = span(process: process, key: key, lines: group) else {
                 continue
+            }
+            if let parent = late[key] {
+                let start = group.map(\.atMicroseconds).min()!
+                span["parentSpanId"] = parent
+                span["spanId"] = spanID(process, "late \(start) " + key)
+                span["name"] = "\(span["name"] ?? "") (late)"
+                span["attributes"] =
+                    (span["attributes"] as? [[String: Any]] ?? []) + [attribute("askrelay.late", "true")]
             }
             spans.append(span)
         }
@@ -62,6 +77,11 @@ public enum OTLPSpans {
         guard let question = line.question, line.event != TraceEvent.fault.rawValue else { return nil }
         if let id = line.id { return "m " + id }
         return "q " + question + " " + line.event + " \(line.atMicroseconds)"
+    }
+
+    /// The span id the lines of one span (``key(of:)``) go out with, `nil` when they make no span.
+    public static func spanID(process: String, key: String, lines: [TraceLine]) -> String? {
+        span(process: process, key: key, lines: lines)?["spanId"] as? String
     }
 
     /// The number of spans in a request this type made.

@@ -7,8 +7,11 @@ import ZeroMQ
 
 @Suite("Durability across broker restarts (in-process)", .timeLimit(.minutes(1)))
 struct DurabilityTests {
+    /// The trace context of the messages these tests send (every other one carries it).
+    static let trace = TraceContext(traceID: MessageID(high: 0x4bf9_2f35, low: 0x77b3_4da6), parentID: 0x00f0_67aa)
+
     @Test(
-        "acknowledged messages for an offline address survive a restart, in order",
+        "acknowledged messages for an offline address survive a restart, in order, with their trace context",
         arguments: [Durability.batch, .strict]
     )
     func messagesSurviveRestart(_ durability: Durability) throws {
@@ -24,6 +27,7 @@ struct DurabilityTests {
                     from: "client/1",
                     to: "echo/offline",
                     kind: "echo",
+                    trace: index % 2 == 0 ? Self.trace : nil,
                     body: [UInt8(index)]
                 )
                 try client.expectAck(id)
@@ -36,9 +40,10 @@ struct DurabilityTests {
         let echo = try RawPeer(context: try ZMQContext(), endpoint: restarted.endpoint)
         try echo.register(role: .echo, ["echo/offline"])
         var received: [MessageID] = []
-        for _ in 0..<5 {
+        for index in 0..<5 {
             let delivery = try echo.expectDelivery()
             received.append(delivery.id!)
+            #expect(delivery.trace == (index % 2 == 0 ? Self.trace : nil), "message \(index)")
             try echo.ack([delivery.id!])
         }
         #expect(received == ids)
@@ -93,7 +98,13 @@ struct DurabilityTests {
             try client.register(role: .client, ["client/1"])
             try echo.register(role: .echo, ["echo/1"])
             let first = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [1])
-            let second = try client.sendMessage(from: "client/1", to: "echo/1", kind: "echo", body: [2])
+            let second = try client.sendMessage(
+                from: "client/1",
+                to: "echo/1",
+                kind: "echo",
+                trace: Self.trace,
+                body: [2]
+            )
             try client.expectAck(first)
             try client.expectAck(second)
             #expect(try echo.expectDelivery().id == first)
@@ -111,6 +122,7 @@ struct DurabilityTests {
         try echo.register(role: .echo, ["echo/1"])
         let delivery = try echo.expectDelivery()
         #expect(delivery.id == unacked)
+        #expect(delivery.trace == Self.trace, "the copy kept in the message log came back without its trace context")
         try echo.ack([delivery.id!])
         #expect(try echo.receivesNothing { $0.command == .deliver })
     }

@@ -10,6 +10,8 @@ public struct Received: CustomStringConvertible, Sendable {
     public var to = ""
     public var kind = ""
     public var subject: MessageID?
+    /// A SEND's or DELIVER's trace context (docs/protocol.md §5.5).
+    public var trace: TraceContext?
     public var body: [UInt8] = []
     public var code = ""
     public var reason = ""
@@ -108,11 +110,22 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
         to: String,
         kind: String,
         subject: MessageID? = nil,
+        trace: TraceContext? = nil,
         body: [UInt8],
         id: MessageID = .random()
     ) throws -> MessageID {
         var out = Multipart()
-        WireEncoder.message(.send, id: id, from: from, to: to, kind: kind, subject: subject, body: body, into: &out)
+        WireEncoder.message(
+            .send,
+            id: id,
+            from: from,
+            to: to,
+            kind: kind,
+            subject: subject,
+            trace: trace,
+            body: body,
+            into: &out
+        )
         try send(out)
         return id
     }
@@ -151,7 +164,12 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
                 try socket.send(beat)
                 continue
             }
-            var received = Received(command: parsed.command, id: parsed.id, subject: parsed.subject)
+            var received = Received(
+                command: parsed.command,
+                id: parsed.id,
+                subject: parsed.subject,
+                trace: parsed.trace
+            )
             switch parsed.command {
             case .deliver, .send:
                 received.from = buffer.from(parsed)

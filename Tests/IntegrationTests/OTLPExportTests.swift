@@ -227,6 +227,49 @@ struct OTLPExportTests {
         }
     }
 
+    @Test("live: a line that comes after its span went out on the hold timeout is a late span, a child of the first")
+    func lateLineIsASpanOfItsOwn() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.python), "no \(Self.python): make test-deps")
+        let folder = TempDirectory()
+        defer { folder.cleanup() }
+        let receiver = try Receiver(folder)
+        let export = try OTLPLiveExport(
+            endpoint: receiver.url,
+            service: "app",
+            interval: .milliseconds(20),
+            hold: .milliseconds(50)
+        )
+        let log = try TraceLog(path: nil, sink: export.sink)
+        let question = UUID()
+        let message = UUID()
+        let app = try #require(TraceContext(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
+        func spans() -> [[String: Any]] {
+            receiver.requests.flatMap { $0["spans"] as? [[String: Any]] ?? [] }.filter {
+                ($0["attributes"] as? [String: String])?["messaging.message.id"] == message.uuidString
+            }
+        }
+        // A SEND that is neither acknowledged nor refused for a while: its span goes out on the hold timeout.
+        log.record(.sent, kind: "send", question: question, id: message, from: "child/c1", to: "broker", trace: app)
+        log.flush()
+        let deadline = ContinuousClock.now + .seconds(20)
+        while spans().isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        try #require(spans().count == 1, "the sent span did not go out on the hold timeout")
+        // Then the broker refuses it.
+        log.record(.refused, kind: "send", question: question, id: message, code: "expired", trace: app)
+        log.flush()
+        export.stop()
+        let found = spans()
+        try #require(found.count == 2, "\(found)")
+        let (first, late) = (found[0], found[1])
+        #expect(
+            first["span_id"] as? String == String(format: "%016llx", TraceContext.spanID(of: MessageID(uuid: message)))
+        )
+        #expect(late["span_id"] as? String != first["span_id"] as? String, "one span id sent twice")
+        #expect(late["parent_span_id"] as? String == first["span_id"] as? String)
+        #expect((late["name"] as? String)?.hasSuffix("(late)") == true, "\(late)")
+        #expect(late["trace_id"] as? String == app.traceID.description)
+    }
+
     @Test("a collector that refuses, or none listening: exit 1 with the reason; bad usage: exit 64")
     func failures() throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.python), "no \(Self.python): make test-deps")

@@ -14,7 +14,8 @@ func message(
     to: String = "parent-1",
     body: [UInt8] = [1, 2, 3],
     subject: MessageID? = nil,
-    expiresAt: Date? = nil
+    expiresAt: Date? = nil,
+    trace: TraceContext? = nil
 ) -> StoredMessage {
     StoredMessage(
         seq: seq,
@@ -25,9 +26,16 @@ func message(
         subject: subject,
         body: body,
         createdAt: at(1_700_000_000_000 + seq),
-        expiresAt: expiresAt
+        expiresAt: expiresAt,
+        trace: trace
     )
 }
+
+/// A trace context for journal tests (the app's own, so not the root of any question).
+let appTrace = TraceContext(
+    traceID: MessageID(high: 0x4bf9_2f35_77b3_4da6, low: 0xa3ce_929d_0e0e_4736),
+    parentID: 0x00f0_67aa_0ba9_02b7
+)
 
 func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Date? = nil) -> QuestionRecord {
     QuestionRecord(
@@ -67,8 +75,8 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         let journal = try Journal(directory: dir.path, durability: .strict)
         let stored = [
             message(3, body: [], subject: MessageID(high: 1, low: 2), expiresAt: at(1_800_000_000_123)),
-            message(1, to: "parent-2"),
-            message(2, body: Array(repeating: 0xAB, count: 5000)),
+            message(1, to: "parent-2", trace: appTrace),
+            message(2, body: Array(repeating: 0xAB, count: 5000), subject: MessageID(high: 3, low: 4), trace: appTrace),
         ]
         for m in stored { try journal.storeMessage(m) }
         #expect(journal.hasPendingWrites)
@@ -79,7 +87,8 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         let reopened = try Journal(directory: dir.path, durability: .strict)
         let loaded = try reopened.loadMessages()
         #expect(loaded == stored.sorted { $0.seq < $1.seq })
-        #expect(loaded[0].subject == nil && loaded[0].expiresAt == nil)
+        #expect(loaded[0].subject == nil && loaded[0].expiresAt == nil && loaded[0].trace == appTrace)
+        #expect(loaded[2].trace == nil)
         #expect(loaded[2].body == [] && loaded[2].expiresAt == at(1_800_000_000_123))
         #expect(try reopened.messageCount() == 3)
 
@@ -194,11 +203,11 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         #expect(seqs.count == 1)
         #expect(try journal.questionJSON(seq: seqs[0], id: MessageID(high: 10, low: 11)) == Array("{}".utf8))
         // The new layout: copies by recipient, accepted ids by time.
-        try journal.storeMessage(message(6, to: "mum"))
+        try journal.storeMessage(message(6, to: "mum", trace: appTrace))
         try journal.rememberAccepted([message(6).id], at: at(6000))
         try journal.rememberAccepted([message(6).id], at: at(6000))
         try journal.commitIfNeeded()
-        #expect(try journal.loadMessages(to: "mum", fromSeq: 5, limit: 5).map(\.seq) == [6])
+        #expect(try journal.loadMessages(to: "mum", fromSeq: 5, limit: 5) == [message(6, to: "mum", trace: appTrace)])
         try journal.forgetAccepted(before: at(6000))
         try journal.commitIfNeeded()
         #expect(try journal.loadAccepted(since: at(0)) == [message(6).id])

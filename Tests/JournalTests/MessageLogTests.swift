@@ -25,6 +25,8 @@ struct MessageLogTests {
             message(1, body: [], subject: MessageID(high: 1, low: 2), expiresAt: at(1_800_000_000_123)),
             message(2, to: "guardian/é", body: Array(repeating: 0xAB, count: 70_000)),
             message(3),
+            message(4, trace: appTrace),
+            message(5, subject: MessageID(high: 3, low: 4), trace: appTrace),
         ]
         var bytes: [UInt8] = []
         for m in entries { MessageLogCodec.append(m, to: &bytes) }

@@ -2,7 +2,7 @@ import SQLite
 
 extension Journal {
     /// Bump when the schema changes, and add a step to `migrations`.
-    static let schemaVersion: Int64 = 6
+    static let schemaVersion: Int64 = 7
 
     /// The message table's columns after its key, the same in versions 1 and 2 (only the indexes changed).
     private static let messageColumns = """
@@ -159,6 +159,11 @@ extension Journal {
         CREATE TRIGGER question_json_follows AFTER DELETE ON question BEGIN
             DELETE FROM question_json WHERE seq = old.seq;
         END;
+        """,
+        // Version 7: a copy keeps the trace context it carried (25 bytes, docs/protocol.md §5.5), so a message
+        // delivered after a restart is still part of its flow's trace. Copies of older journals have none.
+        """
+        ALTER TABLE message ADD COLUMN trace BLOB;
         """,
     ]
 

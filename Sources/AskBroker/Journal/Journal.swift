@@ -279,6 +279,7 @@ public final class Journal {
         } else {
             try s.bindNull(at: 9)
         }
+        if let trace = m.trace { try s.bind(trace.binary, at: 10) } else { try s.bindNull(at: 10) }
         try s.run()
     }
 
@@ -341,15 +342,16 @@ public final class Journal {
 
     /// The spill path's statement, a constant so the statement cache finds it without building the text each time.
     private static let insertMessageSQL = """
-        INSERT INTO message (seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms)
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+        INSERT INTO message (seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms, trace)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
         """
     private static let insertMessageOrIgnoreSQL = insertMessageSQL.replacingOccurrences(
         of: "INSERT INTO",
         with: "INSERT OR IGNORE INTO"
     )
 
-    private static let messageColumns = "seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms"
+    private static let messageColumns =
+        "seq, id, recipient, sender, kind, subject, body, created_ms, expires_ms, trace"
 
     private static func storedMessage(_ row: Statement) throws -> StoredMessage {
         StoredMessage(
@@ -361,7 +363,8 @@ public final class Journal {
             subject: row.isNull(at: 5) ? nil : try row.messageID(at: 5),
             body: row.blob(at: 6),
             createdAt: Self.date(row.int64(at: 7)),
-            expiresAt: row.isNull(at: 8) ? nil : Self.date(row.int64(at: 8))
+            expiresAt: row.isNull(at: 8) ? nil : Self.date(row.int64(at: 8)),
+            trace: row.isNull(at: 9) ? nil : TraceContext(binary: row.blob(at: 9))
         )
     }
 

@@ -24,6 +24,8 @@ public struct StoredMessage: Sendable, Hashable {
     public var createdAt: Date
     /// Stop trying after this; `nil` means no deadline.
     public var expiresAt: Date?
+    /// The trace context the message carried (docs/protocol.md §5.5), delivered with it after a restart too.
+    public var trace: TraceContext?
 
     public init(
         seq: Int64,
@@ -34,7 +36,8 @@ public struct StoredMessage: Sendable, Hashable {
         subject: MessageID? = nil,
         body: [UInt8],
         createdAt: Date,
-        expiresAt: Date? = nil
+        expiresAt: Date? = nil,
+        trace: TraceContext? = nil
     ) {
         self.seq = seq
         self.id = id
@@ -45,6 +48,7 @@ public struct StoredMessage: Sendable, Hashable {
         self.body = body
         self.createdAt = createdAt
         self.expiresAt = expiresAt
+        self.trace = trace
     }
 }
 

@@ -19,8 +19,9 @@ import AskProtocol
 /// | 8 | created, ms since 1970 |
 /// | 8 | expires, ms since 1970, or `Int64.min` for none |
 /// | 16 | message id |
-/// | 1 | 1 if a subject follows, else 0 |
-/// | 16 | subject, if present |
+/// | 1 | flags: bit 0, a subject follows; bit 1, a trace context follows (entries written before schema 7 have 0 or 1) |
+/// | 16 | subject, if bit 0 |
+/// | 25 | trace context (docs/protocol.md §5.5), if bit 1 |
 /// | 2 + n | from |
 /// | 2 + n | to |
 /// | 2 + n | kind |
@@ -31,12 +32,9 @@ enum MessageLogCodec {
         put(Journal.milliseconds(m.createdAt), &out)
         put(m.expiresAt.map(Journal.milliseconds) ?? Int64.min, &out)
         put(m.id, &out)
-        if let subject = m.subject {
-            out.append(1)
-            put(subject, &out)
-        } else {
-            out.append(0)
-        }
+        out.append((m.subject == nil ? 0 : 1) | (m.trace == nil ? 0 : 2))
+        if let subject = m.subject { put(subject, &out) }
+        m.trace?.append(to: &out)
         putText(m.from, &out)
         putText(m.to, &out)
         putText(m.kind, &out)
@@ -53,11 +51,18 @@ enum MessageLogCodec {
             let created = try reader.int64()
             let expires = try reader.int64()
             let id = try reader.id()
-            let subject: MessageID?
-            switch try reader.byte() {
-            case 0: subject = nil
-            case 1: subject = try reader.id()
-            case let flag: throw JournalError(.badRow, "message_log entry \(seq) has subject flag \(flag)")
+            let flags = try reader.byte()
+            guard flags & ~3 == 0 else {
+                throw JournalError(.badRow, "message_log entry \(seq) has flags \(flags)")
+            }
+            let subject = flags & 1 != 0 ? try reader.id() : nil
+            var trace: TraceContext?
+            if flags & 2 != 0 {
+                let bytes = try reader.bytes(count: TraceContext.size)
+                guard let context = TraceContext(binary: bytes) else {
+                    throw JournalError(.badRow, "message_log entry \(seq) has an all-zero trace context")
+                }
+                trace = context
             }
             let from = try reader.text()
             let to = try reader.text()
@@ -73,7 +78,8 @@ enum MessageLogCodec {
                     subject: subject,
                     body: body,
                     createdAt: Journal.date(created),
-                    expiresAt: expires == Int64.min ? nil : Journal.date(expires)
+                    expiresAt: expires == Int64.min ? nil : Journal.date(expires),
+                    trace: trace
                 )
             )
         }

@@ -162,6 +162,23 @@ public struct TraceContext: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { traceparent }
 
+    /// Reads the 25 bytes ``append(to:)`` writes (a journal's copy of a message); `nil` when they are not 25 bytes
+    /// or the trace or parent id is all zero.
+    public init?(binary: [UInt8]) {
+        guard binary.count == Self.size, let context = binary.withUnsafeBytes({ Self.read($0, at: 0) }) else {
+            return nil
+        }
+        self = context
+    }
+
+    /// The 25 bytes of the header field.
+    public var binary: [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Self.size)
+        append(to: &bytes)
+        return bytes
+    }
+
     /// Appends the 25 header bytes: trace id, parent id (big-endian), flags.
     @inlinable
     public func append(to bytes: inout [UInt8]) {

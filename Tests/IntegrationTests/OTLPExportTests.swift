@@ -235,7 +235,7 @@ struct OTLPExportTests {
         let receiver = try Receiver(folder)
         let export = try OTLPLiveExport(
             endpoint: receiver.url,
-            service: "app",
+            service: "broker",
             interval: .milliseconds(20),
             hold: .milliseconds(50)
         )
@@ -248,14 +248,16 @@ struct OTLPExportTests {
                 ($0["attributes"] as? [String: String])?["messaging.message.id"] == message.uuidString
             }
         }
-        // A SEND that is neither acknowledged nor refused for a while: its span goes out on the hold timeout.
-        log.record(.sent, kind: "send", question: question, id: message, from: "child/c1", to: "broker", trace: app)
+        // A message the broker made, routed to a guardian that does not acknowledge it for a while: its span goes
+        // out on the hold timeout.
+        let to = "guardian/g1"
+        log.record(.routed, kind: "closed", question: question, id: message, from: "broker", to: to, trace: app)
         log.flush()
         let deadline = ContinuousClock.now + .seconds(20)
         while spans().isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        try #require(spans().count == 1, "the sent span did not go out on the hold timeout")
-        // Then the broker refuses it.
-        log.record(.refused, kind: "send", question: question, id: message, code: "expired", trace: app)
+        try #require(spans().count == 1, "the routed span did not go out on the hold timeout")
+        // Then the guardian acknowledges it: the same message, the same process, so without care the same span id.
+        log.record(.acked, kind: "closed", question: question, id: message, from: "broker", to: to, trace: app)
         log.flush()
         export.stop()
         let found = spans()

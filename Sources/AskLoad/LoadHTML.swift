@@ -1,3 +1,4 @@
+import AskProtocol
 import Foundation
 
 /// A table of figures on load.html: a header and rows of cells.
@@ -36,10 +37,7 @@ struct LoadPage: Sendable {
 enum LoadHTML {
     static let colors = ["#2171b5", "#e6550d", "#31a354", "#756bb1", "#c23b3b", "#8a8f98"]
 
-    static func esc(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
-    }
+    static func esc(_ text: String) -> String { HTMLText.escape(text) }
 
     static func render(_ page: LoadPage) -> String {
         var html = """

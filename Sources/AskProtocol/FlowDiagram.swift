@@ -175,10 +175,7 @@ public enum FlowDiagram {
     }
 
     /// Text for an SVG element or attribute.
-    static func esc(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
-    }
+    static func esc(_ text: String) -> String { HTMLText.escape(text) }
 
     static func color(_ event: String) -> String {
         switch TraceEvent(rawValue: event) {
@@ -187,5 +184,14 @@ public enum FlowDiagram {
         case .journaled: "#3b7dd8"
         default: "#555"
         }
+    }
+}
+
+/// Text for an HTML or SVG page the project writes (report.html, load.html, the flow diagrams).
+public enum HTMLText {
+    /// `text` with `&`, `<`, `>` and `"` escaped, for an element or a double-quoted attribute.
+    public static func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 }

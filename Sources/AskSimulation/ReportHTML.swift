@@ -313,8 +313,5 @@ enum ReportHTML {
         value >= 1 ? String(Int(value)) : String(format: "%g", value)
     }
 
-    static func esc(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
-    }
+    static func esc(_ text: String) -> String { HTMLText.escape(text) }
 }

@@ -146,7 +146,8 @@ extension Broker {
         _ entry: LedgerEntry,
         answeredBy: String? = nil,
         answerChoiceID: String? = nil,
-        closedAt: Date? = nil
+        closedAt: Date? = nil,
+        trace: TraceContext? = nil
     ) throws(WireError) {
         noteLedgerUndo(id)
         guard journal.durability != .off else { return }
@@ -157,11 +158,23 @@ extension Broker {
                 state: entry.state,
                 answeredBy: answeredBy,
                 answerChoiceID: answerChoiceID,
-                closedAt: closedAt
+                closedAt: closedAt,
+                trace: trace
             )
         } catch {
             throw WireError(.storageFailed, "the journal refused the question: \(error)")
         }
+    }
+
+    /// The trace context of the messages the broker makes for a question: held in memory from its ask on, and read
+    /// from its journal row (then held again) for a question the broker recovered at a restart.
+    func questionTrace(_ questionID: MessageID) -> TraceContext? {
+        if let held = questionTraces[questionID] { return held }
+        guard journal.durability != .off, let entry = ledger.entries[questionID],
+            let stored = try? journal.questionTrace(seq: entry.seq, id: questionID)
+        else { return nil }
+        questionTraces[questionID] = stored
+        return stored
     }
 
     /// The question JSON of a followed question: from memory without a journal, else one SELECT by its row.
@@ -232,7 +245,8 @@ extension Broker {
                     expiresAt: expiresAt,
                     question: encoded,
                     choiceIDs: question.choices.map(\.id),
-                    approvalChoiceIDs: question.choices.filter { $0.answer == .approval }.map(\.id)
+                    approvalChoiceIDs: question.choices.filter { $0.answer == .approval }.map(\.id),
+                    trace: trace?.child(of: id)
                 )
             )
         } else {
@@ -350,7 +364,7 @@ extension Broker {
         guard now < entry.expiresAt else { throw WireError(.expired, "the question expired at \(entry.expiresAt)") }
         let body = try guardianQuestionBody(questionID, entry, sentAt: now)
         entry.state = .sent
-        try journalTransition(questionID, entry)
+        try journalTransition(questionID, entry, trace: cause)
         if let cause { questionTraces[questionID] = cause }
         let roster = ledger.roster(of: entry)
         // No guardian of the family has registered yet: the first ones to do so get it (``addToRoster``).
@@ -382,7 +396,7 @@ extension Broker {
             to: "guardian/\(guardian)",
             kind: MessageKind.question.rawValue,
             subject: questionID,
-            trace: questionTraces[questionID],
+            trace: questionTrace(questionID),
             body: body,
             expiresAt: expiresAt
         )
@@ -461,7 +475,7 @@ extension Broker {
         entry.state = .answered
         try journalTransition(questionID, entry, answeredBy: guardian, answerChoiceID: choice.id, closedAt: now)
         // The answer's messages are in its trace, its span their parent.
-        let trace = cause ?? questionTraces[questionID]
+        let trace = cause ?? questionTrace(questionID)
         try route(
             id: .random(),
             from: "broker",
@@ -519,7 +533,8 @@ extension Broker {
             entry.state = .refused
             try journalTransition(questionID, entry, closedAt: now)
             ledger.update(questionID, entry)
-            let cause = questionTraces.removeValue(forKey: questionID)
+            let cause = questionTrace(questionID)
+            questionTraces[questionID] = nil
             if let trace {
                 trace.record(.expired, question: questionID.uuid, from: "broker", code: "admitting", trace: cause)
                 trace.record(
@@ -551,7 +566,8 @@ extension Broker {
         entry.state = wasSent ? .expired : .abandoned
         try journalTransition(questionID, entry, closedAt: now)
         ledger.update(questionID, entry)
-        let cause = questionTraces.removeValue(forKey: questionID)
+        let cause = questionTrace(questionID)
+        questionTraces[questionID] = nil
         if let trace {
             trace.record(
                 .expired,

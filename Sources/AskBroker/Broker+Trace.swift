@@ -32,7 +32,7 @@ extension Broker {
             from: "broker",
             to: "child/\(ledger.child(of: entry))",
             code: reason,
-            trace: questionTraces[questionID]
+            trace: questionTrace(questionID)
         )
     }
 

@@ -175,4 +175,52 @@ struct DurabilityTests {
         let response = try child.expectDelivery(kind: "response")
         #expect(try response.decode(AnyPermissionResponse.self).choice == .approve)
     }
+
+    @Test("a question sent while its family had no guardian reaches the first one, after a restart, in its trace")
+    func questionTraceSurvivesRestart() throws {
+        let directory = TempDirectory()
+        defer { directory.cleanup() }
+        let question = FlowHarness.question()
+        let sendID = MessageID.random()
+        do {
+            let broker = try TestBroker(durability: .batch, directory: directory)
+            let context = try ZMQContext()
+            let child = try RawPeer(context: context, endpoint: broker.endpoint)
+            let limits = try RawPeer(context: context, endpoint: broker.endpoint)
+            try child.register(role: .child, ["child/c1"], family: "f1")
+            try limits.register(role: .limits, ["limits/l1"])
+            try child.expectAck(
+                try child.send(AskRequest(question: question), from: "child/c1", to: "limits", trace: Self.trace)
+            )
+            let ask = try limits.expectDelivery(kind: "ask")
+            try limits.ack([ask.id!])
+            try limits.expectAck(
+                try limits.send(
+                    AskResult(questionID: question.id, outcome: .presented),
+                    from: "limits/l1",
+                    to: "child/c1",
+                    trace: ask.trace?.child(of: ask.id!)
+                )
+            )
+            try child.ack([try child.expectDelivery(kind: "ask.result").id!])
+            // No guardian of f1 yet: the question waits for one, in the broker's memory and its journal.
+            try child.expectAck(
+                try child.send(
+                    SendQuestion(questionID: question.id),
+                    from: "child/c1",
+                    to: "broker",
+                    trace: Self.trace,
+                    id: sendID
+                )
+            )
+            broker.stop()
+        }
+        let restarted = try TestBroker(durability: .batch, directory: directory)
+        defer { restarted.stop() }
+        let guardian = try RawPeer(context: try ZMQContext(), endpoint: restarted.endpoint)
+        try guardian.register(role: .guardian, ["guardian/g1"], family: "f1")
+        let delivered = try guardian.expectDelivery(kind: "question")
+        #expect(try delivered.decode(GuardianQuestion.self).question.id == question.id)
+        #expect(delivered.trace == Self.trace.child(of: sendID), "the question left its flow's trace at the restart")
+    }
 }

@@ -130,13 +130,21 @@ public final class RawPeer: @unchecked Sendable {  // @unchecked: one test drive
         return id
     }
 
-    public func send<M: AppMessage>(_ message: M, from: String, to: String) throws -> MessageID {
+    public func send<M: AppMessage>(
+        _ message: M,
+        from: String,
+        to: String,
+        trace: TraceContext? = nil,
+        id: MessageID = .random()
+    ) throws -> MessageID {
         try sendMessage(
             from: from,
             to: to,
             kind: M.kind,
             subject: message.subject.map { MessageID(uuid: $0) },
-            body: try WireJSON.encode(message)
+            trace: trace,
+            body: try WireJSON.encode(message),
+            id: id
         )
     }
 

@@ -275,6 +275,7 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         var open = question(1, state: .presented, createdMs: 1_000)
         open.choiceIDs = ["a\"b", "ü", ""]
         open.approvalChoiceIDs = []
+        open.trace = appTrace
         let answered = question(2, state: .answered, createdMs: 2_000, closedAt: at(10_000))
         let expiredLater = question(3, state: .expired, createdMs: 3_000, closedAt: at(30_000))
         let closedWithoutTime = question(4, state: .cancelled, createdMs: 4_000)
@@ -287,8 +288,12 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
 
         var sent = open
         sent.state = .sent
-        try journal.updateQuestion(seq: seqs[1], id: open.id, state: .sent)
+        sent.trace = appTrace.child(of: MessageID(high: 5, low: 6))
+        try journal.updateQuestion(seq: seqs[1], id: open.id, state: .sent, trace: sent.trace)
         try journal.commitIfNeeded()
+        #expect(try journal.questionTrace(seq: seqs[1], id: open.id) == sent.trace)
+        #expect(try journal.questionTrace(seq: seqs[0], id: expiredLater.id) == nil)
+        #expect(try journal.questionTrace(seq: seqs[0], id: open.id) == nil, "row 1 holds another question")
         let reopened = try Journal(directory: dir.path, durability: .strict)
         #expect(try reopened.loadQuestions(openOnly: true) == [sent])
 

@@ -20,7 +20,7 @@ extension Journal {
         let s = try db.prepare(
             """
             SELECT id, child, family, state, created_ms, expires_ms, coalesce(j.question, x''), choice_ids,
-                approval_choice_ids, answered_by, answer_choice_id, closed_ms
+                approval_choice_ids, answered_by, answer_choice_id, closed_ms, trace
             FROM question AS q LEFT JOIN question_json AS j ON j.seq = q.seq WHERE q.id = ?1
             """
         )

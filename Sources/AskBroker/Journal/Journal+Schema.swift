@@ -161,9 +161,12 @@ extension Journal {
         END;
         """,
         // Version 7: a copy keeps the trace context it carried (25 bytes, docs/protocol.md §5.5), so a message
-        // delivered after a restart is still part of its flow's trace. Copies of older journals have none.
+        // delivered after a restart is still part of its flow's trace; a question keeps the context of the messages
+        // the broker makes for it (a `closed` on expiry, a `question` to a guardian who registers late), read when
+        // one is made after a restart. Rows of older journals have none.
         """
         ALTER TABLE message ADD COLUMN trace BLOB;
+        ALTER TABLE question ADD COLUMN trace BLOB;
         """,
     ]
 

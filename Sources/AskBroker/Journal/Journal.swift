@@ -478,8 +478,8 @@ public final class Journal {
             let s = try db.prepare(
                 """
                 INSERT INTO question (id, child, family, state, closed, created_ms, expires_ms, choice_ids,
-                    approval_choice_ids, answered_by, answer_choice_id, closed_ms)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                    approval_choice_ids, answered_by, answer_choice_id, closed_ms, trace)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
                 RETURNING seq
                 """
             )
@@ -499,6 +499,7 @@ public final class Journal {
             } else {
                 try s.bindNull(at: 12)
             }
+            if let trace = q.trace { try s.bind(trace.binary, at: 13) } else { try s.bindNull(at: 13) }
             defer { s.reset() }
             guard try s.step() else { throw JournalError(.badRow, "saving question \(q.id.uuid) returned no seq") }
             let seq = s.int64(at: 0)
@@ -510,8 +511,9 @@ public final class Journal {
         } ?? 0
     }
 
-    /// Records a transition of the stored question `id` in row `seq`: its state and what closing it recorded. The
-    /// question JSON, the choice lists and the creation and expiry times stay as ``saveQuestion(_:)`` wrote them.
+    /// Records a transition of the stored question `id` in row `seq`: its state, what closing it recorded, and its
+    /// new trace context when it has one (`nil` keeps the stored one). The question JSON, the choice lists and the
+    /// creation and expiry times stay as ``saveQuestion(_:)`` wrote them.
     /// - Throws: `JournalError.badRow` if row `seq` does not hold question `id`, or `SQLiteError`.
     public func updateQuestion(
         seq: Int64,
@@ -519,15 +521,23 @@ public final class Journal {
         state: QuestionState,
         answeredBy: String? = nil,
         answerChoiceID: String? = nil,
-        closedAt: Date? = nil
+        closedAt: Date? = nil,
+        trace: TraceContext? = nil
     ) throws {
         try write { db in
             let s = try db.prepare(
-                """
-                UPDATE question SET state = ?3, closed = ?4, answered_by = ?5, answer_choice_id = ?6, closed_ms = ?7
-                WHERE seq = ?1 AND id = ?2
-                """
+                trace == nil
+                    ? """
+                    UPDATE question SET state = ?3, closed = ?4, answered_by = ?5, answer_choice_id = ?6, closed_ms = ?7
+                    WHERE seq = ?1 AND id = ?2
+                    """
+                    : """
+                    UPDATE question SET state = ?3, closed = ?4, answered_by = ?5, answer_choice_id = ?6, closed_ms = ?7,
+                        trace = ?8
+                    WHERE seq = ?1 AND id = ?2
+                    """
             )
+            if let trace { try s.bind(trace.binary, at: 8) }
             try s.bind(seq, at: 1)
             try s.bind(id, at: 2)
             try s.bind(state.rawValue, at: 3)
@@ -540,6 +550,18 @@ public final class Journal {
                 throw JournalError(.badRow, "no stored question \(id.uuid) in row \(seq) to update")
             }
         }
+    }
+
+    /// The trace context stored for question `id` in row `seq`, `nil` when it has none or the row does not hold it.
+    /// Sees the open transaction's writes.
+    public func questionTrace(seq: Int64, id: MessageID) throws -> TraceContext? {
+        guard let db = database else { return nil }
+        let s = try db.prepare("SELECT trace FROM question WHERE seq = ?1 AND id = ?2")
+        try s.bind(seq, at: 1)
+        try s.bind(id, at: 2)
+        defer { s.reset() }
+        guard try s.step(), !s.isNull(at: 0) else { return nil }
+        return TraceContext(binary: s.blob(at: 0))
     }
 
     /// The question JSON stored for question `id` in row `seq` (exactly as ``saveQuestion(_:)`` got it), or `nil`
@@ -563,7 +585,7 @@ public final class Journal {
         guard let db = database else { return [] }
         let columns = """
             SELECT id, child, family, state, created_ms, expires_ms, j.question, choice_ids, approval_choice_ids,
-                answered_by, answer_choice_id, closed_ms FROM question AS q JOIN question_json AS j ON j.seq = q.seq
+                answered_by, answer_choice_id, closed_ms, trace FROM question AS q JOIN question_json AS j ON j.seq = q.seq
             """
         let s = try db.prepare(
             openOnly ? columns + " WHERE closed = 0 ORDER BY created_ms, id" : columns + " ORDER BY created_ms, id"
@@ -573,7 +595,7 @@ public final class Journal {
 
     /// The question record in the current row of a statement that selects, in order: id, child, family, state,
     /// created_ms, expires_ms, the question's JSON, choice_ids, approval_choice_ids, answered_by, answer_choice_id,
-    /// closed_ms (the broker's recovery and the read API share it).
+    /// closed_ms, trace (the broker's recovery and the read API share it).
     static func questionRecord(_ row: Statement) throws -> QuestionRecord {
         QuestionRecord(
             id: try row.messageID(at: 0),
@@ -587,7 +609,8 @@ public final class Journal {
             approvalChoiceIDs: try row.stringList(at: 8),
             answeredBy: row.isNull(at: 9) ? nil : row.text(at: 9),
             answerChoiceID: row.isNull(at: 10) ? nil : row.text(at: 10),
-            closedAt: row.isNull(at: 11) ? nil : Self.date(row.int64(at: 11))
+            closedAt: row.isNull(at: 11) ? nil : Self.date(row.int64(at: 11)),
+            trace: row.isNull(at: 12) ? nil : TraceContext(binary: row.blob(at: 12))
         )
     }
 

@@ -82,6 +82,9 @@ public struct QuestionRecord: Sendable, Hashable {
     public var answeredBy: String?
     public var answerChoiceID: String?
     public var closedAt: Date?
+    /// The trace context of the messages the broker makes for the question (docs/tracing.md): the ask's, then the
+    /// send's once it is sent.
+    public var trace: TraceContext?
 
     public init(
         id: MessageID,
@@ -95,8 +98,10 @@ public struct QuestionRecord: Sendable, Hashable {
         approvalChoiceIDs: [String],
         answeredBy: String? = nil,
         answerChoiceID: String? = nil,
-        closedAt: Date? = nil
+        closedAt: Date? = nil,
+        trace: TraceContext? = nil
     ) {
+        self.trace = trace
         self.id = id
         self.child = child
         self.family = family

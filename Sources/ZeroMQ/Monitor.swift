@@ -55,11 +55,24 @@ public struct MonitorEvent: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// The reading end of a socket monitor: a PAIR socket over which libzmq reports events of the monitored socket.
-/// It belongs to the same thread as the monitored socket, or to any single other one.
+/// It belongs to the thread of the monitored socket, which it keeps open until it is released itself.
+///
+/// libzmq sends each event to the monitor's PAIR socket with a blocking send, from the I/O thread that saw it. Once
+/// the reader is closed, the next event of a socket still monitored blocks that thread for good, and with it every
+/// socket of the context (a worker reconnecting after SIGCONT then never connected again). So releasing a monitor
+/// first stops the monitoring, while the reader still takes the last event, then closes the reader, then lets the
+/// monitored socket close.
 public final class SocketMonitor {
     public let socket: ZMQSocket
+    /// The socket whose events this reads, kept open until monitoring has stopped.
+    private let monitored: ZMQSocket
 
-    init(socket: ZMQSocket) { self.socket = socket }
+    init(socket: ZMQSocket, monitored: ZMQSocket) {
+        self.socket = socket
+        self.monitored = monitored
+    }
+
+    deinit { monitored.stopMonitoring() }
 
     /// Reads the next event, waiting up to `timeoutMilliseconds` (-1 forever).
     /// - Returns: `nil` when nothing arrived in time.
@@ -105,7 +118,13 @@ extension ZMQSocket {
         }
         let reader = try context.socket(.pair)
         try reader.connect(endpoint)
-        return SocketMonitor(socket: reader)
+        return SocketMonitor(socket: reader, monitored: self)
+    }
+
+    /// Stops the monitoring ``monitor(_:)`` started (libzmq closes its end of the monitor's PAIR socket). Does
+    /// nothing on a socket that is not monitored.
+    public func stopMonitoring() {
+        _ = zmq_socket_monitor(handle, nil, 0)
     }
 }
 

@@ -127,6 +127,40 @@ struct DurabilityTests {
         #expect(try echo.receivesNothing { $0.command == .deliver })
     }
 
+    /// `child/c1` asks `question`, `limits/l1` presents it, the child sends it: each acknowledged, the messages in
+    /// `trace` when given (the limits worker's reply in its delivery's), the `send` with the id `sendID`.
+    static func askPresentAndSend(
+        _ question: AnyPermissionQuestion,
+        child: RawPeer,
+        limits: RawPeer,
+        trace: TraceContext? = nil,
+        sendID: MessageID = .random()
+    ) throws {
+        try child.expectAck(
+            try child.send(AskRequest(question: question), from: "child/c1", to: "limits", trace: trace)
+        )
+        let ask = try limits.expectDelivery(kind: "ask")
+        try limits.ack([ask.id!])
+        try limits.expectAck(
+            try limits.send(
+                AskResult(questionID: question.id, outcome: .presented),
+                from: "limits/l1",
+                to: "child/c1",
+                trace: ask.trace?.child(of: ask.id!)
+            )
+        )
+        try child.ack([try child.expectDelivery(kind: "ask.result").id!])
+        try child.expectAck(
+            try child.send(
+                SendQuestion(questionID: question.id),
+                from: "child/c1",
+                to: "broker",
+                trace: trace,
+                id: sendID
+            )
+        )
+    }
+
     @Test("an open question, its roster and its deadline survive a restart: the answer still reaches the child")
     func ledgerSurvivesRestart() throws {
         let directory = TempDirectory()
@@ -141,18 +175,7 @@ struct DurabilityTests {
             try child.register(role: .child, ["child/c1"], family: "f1")
             try limits.register(role: .limits, ["limits/l1"])
             try guardian.register(role: .guardian, ["guardian/g1"], family: "f1")
-            try child.expectAck(try child.send(AskRequest(question: question), from: "child/c1", to: "limits"))
-            let ask = try limits.expectDelivery(kind: "ask")
-            try limits.ack([ask.id!])
-            try limits.expectAck(
-                try limits.send(
-                    AskResult(questionID: question.id, outcome: .presented),
-                    from: "limits/l1",
-                    to: "child/c1"
-                )
-            )
-            try child.ack([try child.expectDelivery(kind: "ask.result").id!])
-            try child.expectAck(try child.send(SendQuestion(questionID: question.id), from: "child/c1", to: "broker"))
+            try Self.askPresentAndSend(question, child: child, limits: limits)
             broker.stop()
         }
         let restarted = try TestBroker(durability: .batch, directory: directory)
@@ -189,30 +212,8 @@ struct DurabilityTests {
             let limits = try RawPeer(context: context, endpoint: broker.endpoint)
             try child.register(role: .child, ["child/c1"], family: "f1")
             try limits.register(role: .limits, ["limits/l1"])
-            try child.expectAck(
-                try child.send(AskRequest(question: question), from: "child/c1", to: "limits", trace: Self.trace)
-            )
-            let ask = try limits.expectDelivery(kind: "ask")
-            try limits.ack([ask.id!])
-            try limits.expectAck(
-                try limits.send(
-                    AskResult(questionID: question.id, outcome: .presented),
-                    from: "limits/l1",
-                    to: "child/c1",
-                    trace: ask.trace?.child(of: ask.id!)
-                )
-            )
-            try child.ack([try child.expectDelivery(kind: "ask.result").id!])
             // No guardian of f1 yet: the question waits for one, in the broker's memory and its journal.
-            try child.expectAck(
-                try child.send(
-                    SendQuestion(questionID: question.id),
-                    from: "child/c1",
-                    to: "broker",
-                    trace: Self.trace,
-                    id: sendID
-                )
-            )
+            try Self.askPresentAndSend(question, child: child, limits: limits, trace: Self.trace, sendID: sendID)
             broker.stop()
         }
         let restarted = try TestBroker(durability: .batch, directory: directory)

@@ -526,18 +526,13 @@ public final class Journal {
     ) throws {
         try write { db in
             let s = try db.prepare(
-                trace == nil
-                    ? """
-                    UPDATE question SET state = ?3, closed = ?4, answered_by = ?5, answer_choice_id = ?6, closed_ms = ?7
-                    WHERE seq = ?1 AND id = ?2
-                    """
-                    : """
-                    UPDATE question SET state = ?3, closed = ?4, answered_by = ?5, answer_choice_id = ?6, closed_ms = ?7,
-                        trace = ?8
-                    WHERE seq = ?1 AND id = ?2
-                    """
+                """
+                UPDATE question SET state = ?3, closed = ?4, answered_by = ?5, answer_choice_id = ?6, closed_ms = ?7,
+                    trace = coalesce(?8, trace)
+                WHERE seq = ?1 AND id = ?2
+                """
             )
-            if let trace { try s.bind(trace.binary, at: 8) }
+            if let trace { try s.bind(trace.binary, at: 8) } else { try s.bindNull(at: 8) }
             try s.bind(seq, at: 1)
             try s.bind(id, at: 2)
             try s.bind(state.rawValue, at: 3)

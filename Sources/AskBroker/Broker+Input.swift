@@ -226,7 +226,7 @@ extension Broker {
                 guard let family = claim.family, Address.isValidID(family) else {
                     return WireError(.forbidden, "'\(claim.address)' needs a family (A-Z a-z 0-9 . _ -, 1-64 bytes)")
                 }
-                if let problem = shardProblem(family: family, claim: claim.address, known: &familiesOfThisShard) {
+                if let problem = familyProblem(family: family, claim: claim.address, known: &familiesOfThisShard) {
                     return problem
                 }
             }
@@ -234,25 +234,6 @@ extension Broker {
                 return WireError(.addressTaken, "'\(claim.address)' is served by a live session (\(owner.worker))")
             }
         }
-        return nil
-    }
-
-    /// With a broker list (`--shard-name`, `--brokers`): `wrong-shard`, naming the right broker, when `family` is
-    /// another broker's shard. A session can only ask or answer for the families its HELLO claimed, so this check
-    /// also keeps every SEND of a session on its family's shard.
-    func shardProblem(family: String, claim: String, known: inout Set<String>) -> WireError? {
-        guard let name = configuration.shardName, let brokers = configuration.brokers, !known.contains(family) else {
-            return nil
-        }
-        let shard = brokers.shard(family: family)
-        guard shard.name == name else {
-            return WireError(
-                .wrongShard,
-                "family '\(family)' of '\(claim)' is served by broker \(shard.name) (\(shard.endpoint)), not by \(name): "
-                    + "give the worker the same --brokers list as the brokers"
-            )
-        }
-        known.insert(family)
         return nil
     }
 
@@ -289,6 +270,10 @@ extension Broker {
                 from: from,
                 trace: parsed.trace
             )
+            return
+        }
+        if moves.isActive, let problem = moveProblem(family: session.addresses[from] ?? nil, to: input.to(parsed)) {
+            nack(session: session, id: id, problem, kind: input.kind(parsed), from: from, trace: parsed.trace)
             return
         }
         // One probe of the (large, so cache-missing) set of accepted ids: inserted now, taken out again if the SEND

@@ -604,6 +604,10 @@ extension Broker {
     func expireQuestions() {
         let now = configuration.clock.now
         for questionID in ledger.due(now: now) {
+            if moves.isActive, let entry = ledger.entries[questionID], isHeld(entry) {
+                ledger.putBack(questionID, entry, notBefore: now.addingTimeInterval(1))
+                continue
+            }
             turn.expired += 1
             do { try expire(questionID, now: now) } catch {
                 logger.error(

@@ -20,6 +20,7 @@ extension Broker {
         // ledger: they do not depend on each other.
         let side = journal.path.map { RecoveryRead(path: $0, acceptedSince: horizon) }
         let openQuestions = try recoverLedger()
+        try recoverMoves()
         let ledgerRead = ContinuousClock.now
         let tables = try side?.wait() ?? Journal.RecoveryTables()
         let waited = ContinuousClock.now - ledgerRead

@@ -92,6 +92,10 @@ public final class Broker {
     /// before the send, its `ask`'s) trace with that message's span as the parent. In memory only; dropped when the
     /// question closes.
     var questionTraces: [MessageID: TraceContext] = [:]
+    /// The broker list and the families moving between brokers (``Broker+Moves.swift``).
+    var moves = MovesState()
+    /// `--admin-endpoint`: a REP socket for `askrelay rebalance`.
+    let adminSocket: ZMQSocket?
     /// Test-only crash hooks (`--crash-at`); unarmed unless configured.
     var crashPoints: CrashPoints
     /// Refusal lines per peer (its routing id): a peer repeating bad input gets a few lines, then a count.
@@ -165,6 +169,14 @@ public final class Broker {
             bound.append(try socket.bind(endpoint))
         }
         boundEndpoints = bound
+        if let adminEndpoint = configuration.adminEndpoint {
+            let admin = try context.socket(.rep)
+            try admin.set(.linger, 0)
+            _ = try admin.bind(adminEndpoint)
+            adminSocket = admin
+        } else {
+            adminSocket = nil
+        }
         if let statsEndpoint = configuration.statsEndpoint {
             statsPublisher = try StatsPublisher(context: context, endpoint: statsEndpoint)
         }
@@ -205,6 +217,7 @@ public final class Broker {
         let wakeIndex = poller.add(fileDescriptor: wake.readDescriptor)
         let zapIndex = authenticator?.add(to: &poller)
         let clockIndex = clockWake.map { poller.add(fileDescriptor: $0.readDescriptor) }
+        let adminIndex = adminSocket.map { poller.add($0) }
         logger.notice(
             "broker ready",
             metadata: [
@@ -253,6 +266,7 @@ public final class Broker {
             let handled = ContinuousClock.now
             turn.handling = handled - turnNow
             finishTurn()
+            if let adminIndex, let adminSocket, poller.isReady(adminIndex) { try serveAdmin(adminSocket) }
             if let journalIOFailure { throw journalIOFailure }
             let finished = ContinuousClock.now
             turn.finishing = finished - handled

@@ -68,6 +68,9 @@ public struct BrokerConfiguration: Sendable {
     public var shardName: String?
     /// Sharding: the deployment's broker list, the same every worker is given.
     public var brokers: BrokerList?
+    /// Rebalancing (docs/scaling.md): the REP endpoint `askrelay rebalance` sends a new broker list and family moves
+    /// to; `nil`: none. It has no CURVE: bind it to loopback, or on a private network with `--allow-insecure`.
+    public var adminEndpoint: String?
 
     /// Where to append a JSON line each time the broker reaches an interesting situation (``ReachedSituation``;
     /// docs/simulation.md, "Reached situations"); `nil`: nowhere. `askrelay simulate` sets it.
@@ -130,6 +133,20 @@ public struct BrokerConfiguration: Sendable {
         case (_?, nil): problems.append("--shard-name needs --brokers: the list the name belongs to")
         }
         let schemes = ["tcp://", "ipc://", "inproc://"]
+        if let adminEndpoint {
+            if !schemes.contains(where: { adminEndpoint.hasPrefix($0) }) {
+                problems.append(
+                    "--admin-endpoint '\(adminEndpoint)' is not an endpoint: give tcp://HOST:PORT or ipc://PATH"
+                )
+            } else if !allowInsecure && !Self.isLocal(adminEndpoint) {
+                problems.append(
+                    "--admin-endpoint \(adminEndpoint) is not loopback; the admin endpoint has no CURVE, so it serves loopback and ipc only (--allow-insecure overrides, for a private network)"
+                )
+            }
+            if shardName == nil {
+                problems.append("--admin-endpoint needs --shard-name and --brokers: moves are between named brokers")
+            }
+        }
         let unusable = endpoints.filter { endpoint in !schemes.contains { endpoint.hasPrefix($0) } }
         for endpoint in unusable {
             problems.append("'\(endpoint)' is not an endpoint: give tcp://HOST:PORT or ipc://PATH")

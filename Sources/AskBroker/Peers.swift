@@ -281,6 +281,11 @@ final class Mailbox {
         head = 0
     }
 
+    /// Every message not yet acked, oldest first, left where it is (a family's export).
+    func snapshot() -> [Envelope] {
+        inflight.values.sorted { $0.seq < $1.seq } + waiting[head...].compactMap { $0 }
+    }
+
     /// Every message not yet acked, oldest first (for re-routing when a service worker goes away).
     func drainAll() -> [Envelope] {
         let all = inflight.values.sorted { $0.seq < $1.seq } + waiting[head...].compactMap { $0 }

@@ -155,6 +155,28 @@ struct QuestionLedger {
         return (due.count, closed.count)
     }
 
+    /// Follows a question that came with its family from another broker (docs/scaling.md, "Rebalancing"), as a
+    /// restart follows a question of the journal: open ones again (any limits worker may admit them), closed ones
+    /// until the retention ends.
+    mutating func adopt(_ question: LedgerQuestion) {
+        let entry = LedgerEntry(
+            expiresAt: question.expiresAt,
+            child: names.number(question.child),
+            family: names.number(question.family),
+            admitter: NamePool.none,
+            state: question.state,
+            seq: question.seq
+        )
+        if entry.state.isClosed {
+            set(question.id, entry, closedAt: question.closedAt ?? question.createdAt)
+        } else {
+            track(question.id, entry)
+            if entry.state == .sent, rosters[question.family]?.isEmpty ?? true {
+                awaitGuardians(question.id, family: entry.family)
+            }
+        }
+    }
+
     /// Starts following a new question; `question` is its JSON, kept only when there is no journal to read it from.
     mutating func track(_ id: MessageID, _ entry: LedgerEntry, question: [UInt8]? = nil) {
         set(id, entry)

@@ -109,7 +109,7 @@ public struct WorkerConnectionError: Error, Sendable, Hashable, CustomStringConv
     /// HELLO refusals that the same HELLO can never get past: the connection ends instead of retrying.
     public static let permanentHelloRefusals: Set<ErrorCode> = [
         .forbidden, .badHello, .unsupportedVersion, .badSignature, .missingFrames, .extraFrames, .invalidJSON,
-        .invalidUTF8, .oversizeFrame, .wrongShard,
+        .invalidUTF8, .oversizeFrame, .wrongShard, .moved,
     ]
 }
 

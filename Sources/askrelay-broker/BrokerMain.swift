@@ -170,6 +170,13 @@ struct BrokerMain: Command {
                 help: "the deployment's broker list, NAME=URL[,NAME=URL...], the same every worker is given"
             ),
             .value(
+                "admin-endpoint",
+                "URL",
+                env: "ASKRELAY_ADMIN_ENDPOINT",
+                help:
+                    "a REP endpoint that askrelay rebalance sends a new broker list and family moves to; no CURVE, so loopback or ipc unless --allow-insecure; needs --shard-name"
+            ),
+            .value(
                 "reached-log",
                 "FILE",
                 env: "ASKRELAY_REACHED_LOG",
@@ -234,6 +241,7 @@ struct BrokerMain: Command {
         configuration.curveSecretFile = arguments.string("curve-secret-file")
         configuration.principalsFile = arguments.string("principals")
         configuration.shardName = arguments.string("shard-name")
+        configuration.adminEndpoint = try arguments.endpoint("admin-endpoint", binding: true)
         configuration.reachedLog = arguments.string("reached-log")
         configuration.traceLog = arguments.string("trace-log")
         configuration.otlpEndpoint = try arguments.parsed("otlp-endpoint") { text in

@@ -9,6 +9,7 @@ struct AskRelay: CommandGroup {
     static let subcommands: [any Command.Type] = [
         Simulate.self, CheckCommand.self, TestCommand.self, ShrinkCommand.self, TraceCommand.self, LoadCommand.self,
         TopCommand.self,
+        RebalanceCommand.self,
         KeysCommand.self,
         ExportTracesCommand.self,
         Bench.self,

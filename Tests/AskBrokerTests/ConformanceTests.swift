@@ -571,6 +571,29 @@ let provocations: [Provocation] = [
             return Refusal(nack: try peer.expectNack(), sent: nil)
         }
     },
+    .init("moved.hello", "a claim of a family that moved to another broker") {
+        try inWorld(durability: .batch, configure: movable) { w in
+            try w.moveAway("f1")
+            let peer = try w.newPeer()
+            try peer.hello(role: .guardian, endpoints: [EndpointClaim(address: "guardian/g9", family: "f1")])
+            return Refusal(nack: try peer.expectNack(), sent: nil)
+        }
+    },
+    .init("busy.moving-hello", "a claim of a family held for a move") {
+        try inWorld(durability: .batch, configure: movable) { w in
+            try w.hold("f1")
+            let peer = try w.newPeer()
+            try peer.hello(role: .guardian, endpoints: [EndpointClaim(address: "guardian/g9", family: "f1")])
+            return Refusal(nack: try peer.expectNack(), sent: nil)
+        }
+    },
+    .init("busy.moving", "an ask of a child whose family is held for a move") {
+        try inWorld(durability: .batch, configure: movable) { w in
+            try w.hold("f1")
+            let id = try w.child.send(AskRequest(question: FlowHarness.question()), from: "child/c1", to: "limits")
+            return try w.refusal(w.child, id)
+        }
+    },
     .init("forbidden.hello-family", "a child claim without a family") {
         try inWorld { w in
             let peer = try w.newPeer()
@@ -911,5 +934,40 @@ struct ConformanceTests {
         let provoked = Set(provocations.map(\.row))
         #expect(rows.subtracting(provoked).sorted() == [], "rows nobody provokes")
         #expect(provoked.subtracting(rows).sorted() == [], "provocations of rows the table does not have")
+    }
+}
+
+/// One broker named b0 in a list of its own, with an admin endpoint in its data folder: its families can be held
+/// and moved away (docs/scaling.md, "Rebalancing").
+func movable(_ configuration: inout BrokerConfiguration) {
+    configuration.shardName = "b0"
+    configuration.brokers = try? BrokerList(parsing: "b0=tcp://127.0.0.1:1")
+    configuration.adminEndpoint = "ipc://\(configuration.dataDirectory)/admin.sock"
+}
+
+extension ConformanceWorld {
+    @discardableResult
+    func admin(_ request: AdminRequest) throws -> AdminReply {
+        let socket = try flow.context.socket(.req)
+        try socket.set(.linger, 0)
+        try socket.connect("ipc://\(flow.broker.directory.path)/admin.sock")
+        _ = try socket.send(Array(try JSONEncoder().encode(request)))
+        guard try socket.wait(timeoutMilliseconds: 10_000), let (frame, _) = try socket.receive(.dontWait) else {
+            throw TestFailure("the broker did not answer \(request.op)")
+        }
+        let reply = try JSONDecoder().decode(AdminReply.self, from: Data(frame))
+        guard reply.ok else { throw TestFailure("\(request.op) refused: \(reply.error ?? "")") }
+        return reply
+    }
+
+    func hold(_ family: String) throws {
+        try admin(AdminRequest(op: "hold", epoch: 1, family: family, destination: "b1=tcp://127.0.0.1:2"))
+    }
+
+    /// Holds, exports and releases `family`, as `askrelay rebalance` does (the import is another broker's).
+    func moveAway(_ family: String) throws {
+        try hold(family)
+        try admin(AdminRequest(op: "export", epoch: 1, family: family))
+        try admin(AdminRequest(op: "release", epoch: 1, family: family))
     }
 }

@@ -18,7 +18,7 @@ struct HelpDocsTests {
     static let executables = ["askrelay-broker", "askrelay-limits", "askrelay-parent", "askrelay-child", "askrelay"]
     /// Test-only flags an environment variable must not be able to turn on: a broker keeps real time unless its
     /// command line says otherwise (docs/broker.md).
-    static let commandLineOnly: Set<String> = ["askrelay-broker --driven-clock"]
+    static let commandLineOnly: Set<String> = ["askrelay-broker --driven-clock", "askrelay rebalance --pause-before"]
 
     @Test("every command's --help exits 0 and every option has an ASKRELAY_* variable")
     func everyOptionHasAVariable() throws {
@@ -369,7 +369,7 @@ struct UsageExitTests {
         Case(
             command: ["askrelay", "help", "simulat"],
             message:
-                "askrelay: unknown subcommand 'simulat' (askrelay has the subcommands simulate, check, test, shrink, trace, load, top, keys, export-traces, bench, proxy)"
+                "askrelay: unknown subcommand 'simulat' (askrelay has the subcommands simulate, check, test, shrink, trace, load, top, rebalance, keys, export-traces, bench, proxy)"
         ),
     ]
 

@@ -2,7 +2,7 @@ import SQLite
 
 extension Journal {
     /// Bump when the schema changes, and add a step to `migrations`.
-    static let schemaVersion: Int64 = 7
+    static let schemaVersion: Int64 = 8
 
     /// The message table's columns after its key, the same in versions 1 and 2 (only the indexes changed).
     private static let messageColumns = """
@@ -167,6 +167,24 @@ extension Journal {
         """
         ALTER TABLE message ADD COLUMN trace BLOB;
         ALTER TABLE question ADD COLUMN trace BLOB;
+        """,
+        // Version 8: families moved between brokers (docs/scaling.md, "Rebalancing"): each family's last move as
+        // this broker saw it, and the broker list it serves with the list before it until every broker settled. No
+        // index on the question's family: a move reads the table once, where an index would cost every ask.
+        """
+        CREATE TABLE family_move (
+            family TEXT    PRIMARY KEY,
+            state  TEXT    NOT NULL,
+            epoch  INTEGER NOT NULL,
+            broker TEXT    NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE broker_list (
+            id       INTEGER PRIMARY KEY CHECK (id = 1),
+            epoch    INTEGER NOT NULL,
+            list     TEXT    NOT NULL,
+            previous TEXT,
+            settled  TEXT    NOT NULL
+        );
         """,
     ]
 

@@ -241,7 +241,7 @@ public final class Journal {
 
     /// Runs `body` inside the turn's transaction, opening it if needed. On failure rolls the turn back.
     @inline(__always)
-    private func write<T>(_ body: (Database) throws -> T) throws -> T? {
+    func write<T>(_ body: (Database) throws -> T) throws -> T? {
         guard let db = database else { return nil }
         do {
             if !db.isInTransaction { try db.begin(.immediate) }

@@ -230,6 +230,14 @@ public enum ErrorTable {
             "with `--shard-name` and `--brokers`: a `child/` or `guardian/` claim's family is another broker's shard "
                 + "(docs/scaling.md); the reason names that broker"
         ),
+        .init(
+            "moved.hello",
+            .moved,
+            "HELLO",
+            .empty,
+            "a `child/` or `guardian/` claim's family was moved to another broker, or is served by the broker it "
+                + "moves from until it moves (docs/scaling.md, \"Rebalancing\"); the reason names that broker"
+        ),
         .init("forbidden.welcome", .forbidden, "WELCOME", .empty, "sent to the broker (only the broker sends it)"),
         .init("forbidden.deliver", .forbidden, "DELIVER", .message, "sent to the broker (only the broker sends it)"),
         .init("forbidden.hello-role", .forbidden, "HELLO", .empty, "a claimed address is not of the HELLO's `role`"),
@@ -298,6 +306,22 @@ public enum ErrorTable {
             "SEND",
             .message,
             "`to` is not `broker`, `limits` or `<role>/<id>` of a role of section 2 (`nobody/x`, `child`)"
+        ),
+        .init(
+            "busy.moving-hello",
+            .busy,
+            "HELLO",
+            .empty,
+            "a `child/` or `guardian/` claim's family is being moved to another broker (docs/scaling.md, "
+                + "\"Rebalancing\"): register again later; its next broker is named once the move is done"
+        ),
+        .init(
+            "busy.moving",
+            .busy,
+            "SEND",
+            .message,
+            "the sender's family is being moved to another broker, or the recipient's family is and its state "
+                + "was handed over: retry later, same id (then `moved` names the new broker)"
         ),
         .init(
             "busy.address",

@@ -24,6 +24,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case badHello = "bad-hello"
     case addressTaken = "address-taken"
     case wrongShard = "wrong-shard"
+    case moved = "moved"
     case forbidden = "forbidden"
     case noRoute = "no-route"
     case busy = "busy"

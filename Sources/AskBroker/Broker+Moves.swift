@@ -16,7 +16,7 @@ struct MovesState {
     var settled: Set<String> = []
     /// Held families whose state went out with an `export` (memory only: after a restart the mover exports again).
     var exported: Set<String> = []
-    /// The addresses of exported families: a message for one is refused (`busy`) until the family is released,
+    /// The addresses of exported families: a message for one is refused (`moving`) until the family is released,
     /// since the exported state would not have it.
     var exportedAddresses: [String: String] = [:]
 
@@ -28,7 +28,7 @@ struct MovesState {
 /// How this broker treats a family (docs/scaling.md, "Rebalancing").
 enum FamilyRoute {
     case serve
-    /// Moving to the broker: its SENDs are refused (`busy`) until the move ends.
+    /// Moving to the broker: its SENDs are refused (`moving`) until the move ends.
     case held(BrokerEntry)
     /// Served by that broker (the family moved there, or it is that broker's and never was this one's).
     case moved(BrokerEntry, epoch: Int64)
@@ -80,7 +80,7 @@ extension Broker {
             return nil
         case .held(let destination):
             return WireError(
-                .busy,
+                .moving,
                 "family '\(family)' of '\(claim)' is moving to broker \(destination): register again shortly"
             )
         case .moved(let broker, let epoch):
@@ -98,10 +98,10 @@ extension Broker {
     func moveProblem(family: String?, to: String) -> WireError? {
         // A family's sessions end when it moves away (``adminRelease(_:)``): only a held family's SENDs come here.
         if let family, let move = moves.families[family], move.state == .held {
-            return WireError(.busy, "family '\(family)' is moving to broker \(move.broker): retry shortly")
+            return WireError(.moving, "family '\(family)' is moving to broker \(move.broker): retry shortly")
         }
         if let owner = moves.exportedAddresses[to] {
-            return WireError(.busy, "'\(to)' (family '\(owner)') is moving to another broker: retry shortly")
+            return WireError(.moving, "'\(to)' (family '\(owner)') is moving to another broker: retry shortly")
         }
         return nil
     }

@@ -9,7 +9,7 @@ import ZeroMQ
 /// and that is idempotent, so a mover killed at any point is simply run again with the same arguments, and resumes
 /// from what the brokers' journals say. For each family that changes broker, from its broker S to its new broker D:
 ///
-/// 1. `hold` at S: S refuses the family's SENDs (`busy`, retried by the senders) from now on;
+/// 1. `hold` at S: S refuses the family's SENDs (`moving`, resent by the senders) from now on;
 /// 2. `export` at S: the family's question rows, roster and undelivered messages (S waits until the family has no
 ///    work at its limits service);
 /// 3. `import` at D, once per epoch: D stores all of it in one commit and serves the family;

@@ -28,6 +28,11 @@ public struct WorkerConfiguration: Sendable {
     /// Where the connection records the trace lines of its messages (`sent`, `received`, `acked`, `refused`;
     /// docs/tracing.md, "Recording"), written after each loop turn; `nil`: nothing is recorded.
     public var traceLog: TraceLog?
+    /// Whether a family the broker says `moved` (docs/scaling.md, "Rebalancing") is followed: its addresses are
+    /// registered with the broker the refusal names, on a connection to it that this one drives on its own thread,
+    /// and its SENDs not yet acknowledged go there with the same ids; the handler sees nothing of it. `false`: the
+    /// connection ends on `moved`, like on `wrong-shard`.
+    public var followsMoves = true
 
     /// A configuration with the default timing above.
     public init(broker: String, role: SessionRole, worker: String, endpoints: [EndpointClaim]) {

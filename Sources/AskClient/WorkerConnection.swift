@@ -27,6 +27,8 @@ public final class WorkerConnection {
     /// socket that got no session, back to 1 at WELCOME.
     private var silenceBackoff = 1
     static let maxSilenceBackoff = 8
+    /// How soon a SEND refused with `moving` goes again.
+    static let movingPause: Duration = .milliseconds(100)
     /// When the broker first answered `address-taken` to this round of HELLOs.
     private var addressTakenSince: ContinuousClock.Instant?
     /// Set when the connection gives up; `run` returns and the handler hears ``WorkerHandler/ended(_:failure:)``.
@@ -41,7 +43,7 @@ public final class WorkerConnection {
     private func loseRegistration() {
         guard isRegistered else { return }
         isRegistered = false
-        handler?.unregistered(self)
+        if root == nil { handler?.unregistered(self) }
     }
     /// The broker's latest WELCOME.
     public private(set) var welcome: Welcome?
@@ -59,8 +61,10 @@ public final class WorkerConnection {
     private var socketReplaced = false
     /// SENDs whose body could not be encoded, refused to the handler at the next turn.
     private var unencodable: [(MessageID, WireError)] = []
+    /// What the connection counted so far (its connections to the brokers of moved families included).
+    public var counters: WorkerCounters { legs.reduce(ownCounters) { $0.adding($1.ownCounters) } }
     /// What the connection counted so far.
-    public private(set) var counters = WorkerCounters()
+    private var ownCounters = WorkerCounters()
     /// ``WorkerConfiguration/traceLog``: `nil` makes every trace point one `nil` check.
     private let trace: TraceLog?
     /// With a trace log: what each outstanding SEND is, for the `refused` line of a NACK.
@@ -78,7 +82,25 @@ public final class WorkerConnection {
         var frames: Multipart
         var lastSent: ContinuousClock.Instant
         var attempts: Int
+        /// The sending address: a SEND goes with its family when the family moves to another broker.
+        var from: String
     }
+
+    // MARK: Families that moved (docs/scaling.md, "Rebalancing")
+
+    /// What this connection registers: its configuration's claims, less those of families that moved away, plus
+    /// (on a leg) those of families that moved to its broker.
+    private var claims: [EndpointClaim]
+    /// The connection whose thread drives this one, on a leg; `nil` on the connection a runtime started.
+    private weak var root: WorkerConnection?
+    /// On the root: a connection to each broker that families moved to, driven by this connection's loop.
+    private var legs: [WorkerConnection] = []
+    /// On the root: where each moved family's addresses are registered now (absent: with the root).
+    private var legOfFamily: [String: WorkerConnection] = [:]
+    /// On the root: the family of each claimed address.
+    private var familyOfAddress: [String: String] = [:]
+    /// On the root: set when a leg was added or replaced its socket, so the loop polls the new one.
+    private var legsChanged = false
 
     init(configuration: WorkerConfiguration, logger: AskLogger, context: ZMQContext, inbox: WorkerInbox) throws {
         self.configuration = configuration
@@ -87,6 +109,10 @@ public final class WorkerConnection {
         self.inbox = inbox
         trace = configuration.traceLog
         seen = RecentSet(capacity: max(1, configuration.dedupCapacity))
+        claims = configuration.endpoints
+        for claim in configuration.endpoints {
+            if let family = claim.family { familyOfAddress[claim.address] = family }
+        }
         (socket, monitor) = try Self.makeSocket(configuration, context: context)
     }
 
@@ -111,38 +137,131 @@ public final class WorkerConnection {
         self.handler = handler
         sendHello()
         var poller = ZMQPoller()
-        var socketIndex = poller.add(socket)
-        var wakeIndex = poller.add(fileDescriptor: inbox.wake.readDescriptor)
-        var monitorIndex = poller.add(monitor.socket)
+        var socketIndex = 0
+        var wakeIndex = 0
+        var monitorIndex = 0
+        /// Each leg's socket and monitor index in `poller`.
+        var legIndexes: [(socket: Int, monitor: Int)] = []
+        socketReplaced = true
         while !stopping {
-            if socketReplaced {
+            if socketReplaced || legsChanged || legs.contains(where: \.socketReplaced) {
                 socketReplaced = false
+                legsChanged = false
                 poller = ZMQPoller()
                 socketIndex = poller.add(socket)
                 wakeIndex = poller.add(fileDescriptor: inbox.wake.readDescriptor)
                 monitorIndex = poller.add(monitor.socket)
+                legIndexes = legs.map { leg in
+                    leg.socketReplaced = false
+                    return (poller.add(leg.socket), poller.add(leg.monitor.socket))
+                }
             }
             try poller.poll(timeoutMilliseconds: inbox.hasWork ? 0 : 50)
             if poller.isReady(wakeIndex) { inbox.wake.drain() }
             inbox.run(self, handler)
-            if poller.isReady(socketIndex) {
-                for _ in 0..<512 {
-                    guard try socket.receive(into: &input, .dontWait) else { break }
-                    handleInput()
-                }
-            }
+            if poller.isReady(socketIndex) { try readAvailable() }
             if poller.isReady(monitorIndex) { try readMonitor() }
+            for (leg, indexes) in zip(legs, legIndexes) {
+                if poller.isReady(indexes.socket) { try leg.readAvailable() }
+                if poller.isReady(indexes.monitor) { try leg.readMonitor() }
+            }
             // Timers first: a handler's tick may send a reply that carries the ACK ids of this turn's deliveries.
             try timers()
+            for leg in legs { try leg.timers() }
             flushAcks()
+            for leg in legs { leg.flushAcks() }
             // After each batch: a killed worker loses at most the lines of the turn it was in.
             trace?.flush()
         }
         trace?.flush()
         if failure != nil { return }
-        output.removeAll()
-        WireEncoder.bye(reason: "worker stopping", into: &output)
-        _ = try? socket.send(output, .dontWait)
+        for connection in [self] + legs {
+            connection.output.removeAll()
+            WireEncoder.bye(reason: "worker stopping", into: &connection.output)
+            _ = try? connection.socket.send(connection.output, .dontWait)
+        }
+    }
+
+    /// Reads what the socket holds (at most 512 messages a turn).
+    private func readAvailable() throws {
+        for _ in 0..<512 {
+            guard try socket.receive(into: &input, .dontWait) else { break }
+            handleInput()
+        }
+    }
+
+    /// Registers `family`'s addresses with `broker` (it moved there): they leave `connection`'s claims, with the
+    /// SENDs from them that were not acknowledged, and join the root's or a leg's. Called on the root.
+    private func follow(family: String, to broker: BrokerEntry, from connection: WorkerConnection) {
+        let moving = connection.claims.filter { $0.family == family }
+        guard !moving.isEmpty else { return }
+        let addresses = Set(moving.map(\.address))
+        connection.claims.removeAll { $0.family == family }
+        var sends: [(MessageID, PendingSend)] = []
+        for id in connection.outstandingOrder {
+            guard let pending = connection.outstanding[id], addresses.contains(pending.from) else { continue }
+            connection.outstanding[id] = nil
+            sends.append((id, pending))
+        }
+        let target: WorkerConnection
+        if broker.endpoint == configuration.broker {
+            target = self
+        } else if let leg = legs.first(where: { $0.configuration.broker == broker.endpoint }) {
+            target = leg
+        } else {
+            var legConfiguration = configuration
+            legConfiguration.broker = broker.endpoint
+            legConfiguration.endpoints = []
+            do {
+                let leg = try WorkerConnection(
+                    configuration: legConfiguration,
+                    logger: logger,
+                    context: context,
+                    inbox: inbox
+                )
+                leg.root = self
+                leg.handler = handler
+                legs.append(leg)
+                legsChanged = true
+                target = leg
+            } catch {
+                logger.error(
+                    "cannot connect to the broker a family moved to",
+                    metadata: ["family": "\(family)", "broker": "\(broker)", "error": "\(error)"]
+                )
+                connection.claims += moving
+                for (id, pending) in sends { connection.outstanding[id] = pending }
+                return
+            }
+        }
+        target.claims += moving
+        for (id, pending) in sends {
+            target.outstanding[id] = pending
+            target.outstandingOrder.append(id)
+        }
+        legOfFamily[family] = target === self ? nil : target
+        logger.notice(
+            "family moved to another broker; following it",
+            metadata: [
+                "family": "\(family)", "broker": "\(broker)", "addresses": "\(moving.count)",
+                "unacknowledged": "\(sends.count)",
+            ]
+        )
+        // Both register again with their new claims (a live session is replaced by the broker, its deliveries
+        // requeued); one left without claims stays idle.
+        for side in [connection, target] {
+            side.loseRegistration()
+            side.sendHello(force: true)
+        }
+    }
+
+    /// The connection that registers `address` now: a leg when its family moved, else the root.
+    private func owner(of address: String) -> WorkerConnection {
+        let root = self.root ?? self
+        guard !root.legOfFamily.isEmpty, let family = root.familyOfAddress[address],
+            let leg = root.legOfFamily[family]
+        else { return root }
+        return leg
     }
 
     // MARK: API for the handler (connection thread only)
@@ -159,6 +278,10 @@ public final class WorkerConnection {
         body: [UInt8],
         id: MessageID = .random()
     ) -> MessageID {
+        let owner = owner(of: from)
+        if owner !== self {
+            return owner.send(from: from, to: to, kind: kind, subject: subject, trace: traceContext, body: body, id: id)
+        }
         var frames = Multipart()
         WireEncoder.message(
             .send,
@@ -171,9 +294,9 @@ public final class WorkerConnection {
             body: body,
             into: &frames
         )
-        outstanding[id] = PendingSend(frames: frames, lastSent: .now, attempts: 1)
+        outstanding[id] = PendingSend(frames: frames, lastSent: .now, attempts: 1, from: from)
         outstandingOrder.append(id)
-        counters.sent += 1
+        ownCounters.sent += 1
         if let trace {
             trace.record(
                 .sent,
@@ -244,6 +367,10 @@ public final class WorkerConnection {
 
     /// Ends the connection for good (logged once, as an error).
     private func giveUp(_ error: WorkerConnectionError) {
+        if let root {
+            root.giveUp(error)
+            return
+        }
         guard failure == nil else { return }
         logger.error("connection refused for good; not retrying", metadata: ["reason": "\(error.message)"])
         failure = error
@@ -307,7 +434,7 @@ public final class WorkerConnection {
         do {
             parsed = try WireParser.parse(input, base: 0)
         } catch {
-            counters.malformed += 1
+            ownCounters.malformed += 1
             logger.warning(
                 "malformed message from broker",
                 metadata: ["code": "\(error.code.rawValue)", "reason": "\(error.reason)"]
@@ -332,7 +459,7 @@ public final class WorkerConnection {
             addressTakenSince = nil
             lastFailure = nil
             self.welcome = welcome
-            counters.registrations += 1
+            ownCounters.registrations += 1
             logger.log(
                 level: first ? .info : .notice,
                 "registered",
@@ -345,15 +472,15 @@ public final class WorkerConnection {
                 outstanding[id] = pending
                 transmit(pending.frames)
             }
-            handler?.registered(self, welcome: welcome)
+            if root == nil { handler?.registered(self, welcome: welcome) }
         case .heartbeat:
             break
         case .deliver:
             guard let id = parsed.id else { return }
             // ACK ids of our SENDs may ride on a DELIVER (we say carriedAcks in HELLO).
             if parsed.carriesAcks { handleAcks(parsed) }
-            if seen.contains(id) {
-                counters.duplicates += 1
+            if (root ?? self).seen.contains(id) {
+                ownCounters.duplicates += 1
                 pendingAcks.append(id)
                 return
             }
@@ -366,7 +493,7 @@ public final class WorkerConnection {
                 trace: parsed.trace,
                 body: Array(input[parsed.bodyFrame])
             )
-            counters.delivered += 1
+            ownCounters.delivered += 1
             if trace != nil { traceDelivery(.received, delivery) }
             switch handler?.deliver(delivery, connection: self) ?? .ack {
             case .ack:
@@ -380,7 +507,7 @@ public final class WorkerConnection {
                 transmit(output)
                 if trace != nil { traceDelivery(.refused, delivery, code: error.code.rawValue) }
             case .hold:
-                counters.held += 1
+                ownCounters.held += 1
             }
         case .ack:
             handleAcks(parsed)
@@ -392,8 +519,15 @@ public final class WorkerConnection {
                 sendHello(force: false)
                 return
             }
+            if code == .moving, let id = parsed.id, var pending = outstanding[id] {
+                // Its family is moving between brokers (docs/scaling.md, "Rebalancing"): sent again shortly, to
+                // whichever broker has the family by then; the handler hears nothing of it.
+                pending.lastSent = .now - configuration.retryInterval + Self.movingPause
+                outstanding[id] = pending
+                return
+            }
             if let id = parsed.id, outstanding.removeValue(forKey: id) != nil {
-                counters.refused += 1
+                ownCounters.refused += 1
                 if let trace {
                     let send = tracedSends.removeValue(forKey: id)
                     trace.record(
@@ -422,7 +556,7 @@ public final class WorkerConnection {
             loseRegistration()
             sendHello(force: true)
         case .hello, .send:
-            counters.malformed += 1
+            ownCounters.malformed += 1
         }
     }
 
@@ -432,6 +566,10 @@ public final class WorkerConnection {
     private func helloRefused(code: ErrorCode?, text: String, reason: String) {
         lastHello = .now  // a refused HELLO is not retried at once
         let now = ContinuousClock.now
+        if code == .moved, configuration.followsMoves, let moved = MovedReason.parse(reason) {
+            (root ?? self).follow(family: moved.family, to: moved.broker, from: self)
+            return
+        }
         if let code, WorkerConnectionError.permanentHelloRefusals.contains(code) {
             giveUp(
                 WorkerConnectionError(
@@ -472,14 +610,14 @@ public final class WorkerConnection {
     private func handleAcks(_ parsed: ParsedFrames) {
         for id in input.ackIDs(parsed) {
             guard outstanding.removeValue(forKey: id) != nil else { continue }
-            counters.accepted += 1
+            ownCounters.accepted += 1
             if trace != nil { tracedSends[id] = nil }
             handler?.accepted(id, connection: self)
         }
         compactOutstanding()
     }
 
-    private func remember(_ id: MessageID) { seen.insert(id) }
+    private func remember(_ id: MessageID) { (root ?? self).seen.insert(id) }
 
     /// A trace line about a delivery: `received`, `acked` (its ACK goes out this turn) or `refused` (its NACK).
     private func traceDelivery(_ event: TraceEvent, _ delivery: Delivery, code: String? = nil) {
@@ -513,12 +651,12 @@ public final class WorkerConnection {
 
     private func sendHello(force: Bool = true) {
         let now = ContinuousClock.now
-        guard force || now - lastHello >= .milliseconds(500) else { return }
+        guard force || now - lastHello >= .milliseconds(500), !claims.isEmpty else { return }
         lastHello = now
         let hello = Hello(
             role: configuration.role,
             worker: configuration.worker,
-            endpoints: configuration.endpoints,
+            endpoints: claims,
             window: configuration.window,
             heartbeatMs: configuration.heartbeatInterval.milliseconds,
             carriedAcks: true
@@ -545,7 +683,10 @@ public final class WorkerConnection {
     private func timers() throws {
         let now = ContinuousClock.now
         let interval = configuration.heartbeatInterval
-        if now - lastHeard > interval * configuration.liveness * silenceBackoff {
+        if claims.isEmpty {
+            // Every family of this connection moved to other brokers: nothing to register, nothing to watch.
+            lastHeard = now
+        } else if now - lastHeard > interval * configuration.liveness * silenceBackoff {
             // The broker went silent: start over on a fresh socket (a restarted broker forgot us anyway).
             // While no session comes, each fresh socket gets twice as long as the last (up to 8 windows): a
             // handshake that takes longer than one window (a busy broker, a starved machine) must not be cut
@@ -565,7 +706,7 @@ public final class WorkerConnection {
                     "next_wait": "\(interval * configuration.liveness * silenceBackoff)",
                 ]
             )
-            counters.reconnects += 1
+            ownCounters.reconnects += 1
             loseRegistration()
             // This turn's ACK ids belong to the session that ended: the broker delivers those messages again, and
             // the dedup set acknowledges them without handling them twice.
@@ -590,7 +731,7 @@ public final class WorkerConnection {
                 pending.lastSent = now
                 pending.attempts += 1
                 outstanding[id] = pending
-                counters.retries += 1
+                ownCounters.retries += 1
                 transmit(pending.frames)
             }
         }
@@ -598,11 +739,29 @@ public final class WorkerConnection {
             let refusals = unencodable
             unencodable.removeAll()
             for (id, error) in refusals {
-                counters.refused += 1
+                ownCounters.refused += 1
                 trace?.record(.refused, id: id.uuid, code: error.code.rawValue)
                 handler?.refused(id, error: error, connection: self)
             }
         }
-        handler?.tick(self, now: now)
+        if root == nil { handler?.tick(self, now: now) }
+    }
+}
+
+extension WorkerCounters {
+    /// The sum of two connections' counts.
+    func adding(_ other: WorkerCounters) -> WorkerCounters {
+        var sum = self
+        sum.sent += other.sent
+        sum.accepted += other.accepted
+        sum.refused += other.refused
+        sum.retries += other.retries
+        sum.delivered += other.delivered
+        sum.duplicates += other.duplicates
+        sum.malformed += other.malformed
+        sum.registrations += other.registrations
+        sum.reconnects += other.reconnects
+        sum.held += other.held
+        return sum
     }
 }

@@ -579,7 +579,7 @@ let provocations: [Provocation] = [
             return Refusal(nack: try peer.expectNack(), sent: nil)
         }
     },
-    .init("busy.moving-hello", "a claim of a family held for a move") {
+    .init("moving.hello", "a claim of a family held for a move") {
         try inWorld(durability: .batch, configure: movable) { w in
             try w.hold("f1")
             let peer = try w.newPeer()
@@ -587,7 +587,7 @@ let provocations: [Provocation] = [
             return Refusal(nack: try peer.expectNack(), sent: nil)
         }
     },
-    .init("busy.moving", "an ask of a child whose family is held for a move") {
+    .init("moving.send", "an ask of a child whose family is held for a move") {
         try inWorld(durability: .batch, configure: movable) { w in
             try w.hold("f1")
             let id = try w.child.send(AskRequest(question: FlowHarness.question()), from: "child/c1", to: "limits")

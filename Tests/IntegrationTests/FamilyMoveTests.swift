@@ -8,7 +8,8 @@ import ZeroMQ
 
 /// Three brokers as real processes, b0 and b1 serving list L2 and b2 ready for list L3 = L2 + b2, each with an
 /// admin endpoint; family `moving` is b0's under L2 and b2's under L3, family `staying` is b0's under both.
-final class MoveWorld {
+// @unchecked: built in init, then only read (the processes restart themselves in place).
+final class MoveWorld: @unchecked Sendable {
     let directory = TempDirectory()
     let l2: String
     let l3: String
@@ -211,7 +212,7 @@ struct FamilyMoveTests {
             role: .child,
             endpoints: [EndpointClaim(address: "child/c-\(world.moving)", family: world.moving)]
         )
-        #expect(try child.expectNack().code == ErrorCode.busy.rawValue)
+        #expect(try child.expectNack().code == ErrorCode.moving.rawValue)
         try world.rebalance()
         try world.expectWholeAtB2(questions)
     }

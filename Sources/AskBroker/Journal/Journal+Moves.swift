@@ -5,7 +5,7 @@ import SQLite
 /// A family's last move as this broker's journal has it (docs/scaling.md, "Rebalancing").
 public struct FamilyMoveRecord: Sendable, Hashable {
     public enum State: String, Sendable {
-        /// Moving away: its SENDs are refused (`busy`), its state is still here.
+        /// Moving away: its SENDs are refused (`moving`), its state is still here.
         case held
         /// Moved away: its state is deleted here; `moved` names ``broker``.
         case moved

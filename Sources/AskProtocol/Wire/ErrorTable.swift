@@ -308,22 +308,6 @@ public enum ErrorTable {
             "`to` is not `broker`, `limits` or `<role>/<id>` of a role of section 2 (`nobody/x`, `child`)"
         ),
         .init(
-            "busy.moving-hello",
-            .busy,
-            "HELLO",
-            .empty,
-            "a `child/` or `guardian/` claim's family is being moved to another broker (docs/scaling.md, "
-                + "\"Rebalancing\"): register again later; its next broker is named once the move is done"
-        ),
-        .init(
-            "busy.moving",
-            .busy,
-            "SEND",
-            .message,
-            "the sender's family is being moved to another broker, or the recipient's family is and its state "
-                + "was handed over: retry later, same id (then `moved` names the new broker)"
-        ),
-        .init(
             "busy.address",
             .busy,
             "SEND",
@@ -345,6 +329,22 @@ public enum ErrorTable {
             .message,
             "the journal failed: it refused a write, the commit of the loop turn (every SEND accepted in that turn "
                 + "gets it) or a read of the question the request needs; nothing of it was kept: retry, same id"
+        ),
+        .init(
+            "moving.hello",
+            .moving,
+            "HELLO",
+            .empty,
+            "a `child/` or `guardian/` claim's family is being moved to another broker (docs/scaling.md, "
+                + "\"Rebalancing\"): register again shortly; once it moved, `moved` names its broker"
+        ),
+        .init(
+            "moving.send",
+            .moving,
+            "SEND",
+            .message,
+            "the sender's family is being moved to another broker, or the recipient's family is and its state "
+                + "was handed over: resend it shortly, same id (a worker does this by itself: its app never sees it)"
         ),
         .init(
             "invalid-question",

@@ -9,7 +9,7 @@ import Foundation
 /// | `status` | | replies its name, list epoch and the families it holds, holds for a move, or moved away |
 /// | `list` | `epoch`, `list`, `previous` | takes the new broker list (journaled); families whose previous broker is another stay that broker's until they move |
 /// | `families` | | replies the families it holds state for that the current list gives to another broker |
-/// | `hold` | `family`, `epoch`, `destination` | refuses the family's SENDs (`busy`) from now on (journaled) |
+/// | `hold` | `family`, `epoch`, `destination` | refuses the family's SENDs (`moving`) from now on (journaled) |
 /// | `export` | `family`, `epoch` | replies the held family's state; `retry` while the family has work at the limits service |
 /// | `import` | `family`, `epoch`, `source`, `state` | stores the family's state and serves it (journaled, once per epoch) |
 /// | `release` | `family`, `epoch` | deletes the exported family's state, answers `moved` for it from now on (journaled) |

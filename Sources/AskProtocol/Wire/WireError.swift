@@ -29,6 +29,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case noRoute = "no-route"
     case busy = "busy"
     case storageFailed = "storage-failed"
+    case moving = "moving"
 
     // Question ledger.
     case invalidQuestion = "invalid-question"

@@ -191,7 +191,9 @@ extension Broker {
             liveness: configuration.liveness,
             window: session.window,
             broker: instanceID,
-            carriedAcks: true
+            carriedAcks: true,
+            brokers: moves.list?.description,
+            attempt: hello.attempt
         )
         output.removeAll()
         output.append(identity)

@@ -32,7 +32,11 @@ public struct Rebalancer: Sendable {
         public var family: String
         public var from: String
         public var to: String
+        /// Question rows carried (open ones, and closed ones within the retention).
         public var questions: Int
+        /// Of them, the open ones: the flows that crossed the move.
+        public var openQuestions: Int
+        /// Undelivered copies carried.
         public var messages: Int
         /// From the hold to the release.
         public var took: Duration
@@ -94,7 +98,7 @@ public struct Rebalancer: Sendable {
                     if let move {
                         moves.append(move)
                         progress(
-                            "moved family=\(family) from=\(source.name) to=\(destination.name) questions=\(move.questions) messages=\(move.messages) ms=\(move.took.milliseconds)"
+                            "moved family=\(family) from=\(source.name) to=\(destination.name) questions=\(move.questions) open=\(move.openQuestions) messages=\(move.messages) ms=\(move.took.milliseconds)"
                         )
                     }
                 }
@@ -155,6 +159,7 @@ public struct Rebalancer: Sendable {
             from: source.name,
             to: destination.name,
             questions: state.questions.count,
+            openQuestions: state.questions.filter { QuestionState(rawValue: $0.state)?.isClosed == false }.count,
             messages: state.messages.count,
             took: ContinuousClock.now - started
         )

@@ -101,6 +101,15 @@ public final class WorkerConnection {
     private var familyOfAddress: [String: String] = [:]
     /// On the root: set when a leg was added or replaced its socket, so the loop polls the new one.
     private var legsChanged = false
+    /// On the root: the broker list of the latest WELCOME that had one (a broker given a list by
+    /// `askrelay rebalance`): where a connection whose broker stopped answering asks for its families.
+    private var knownBrokers: [BrokerEntry] = []
+    /// On the root: the next of `knownBrokers` to ask.
+    private var nextFallback = 0
+    /// The number of the latest HELLO (its `attempt`). A WELCOME naming an earlier one registered that HELLO's
+    /// claims, which may not be the current ones (a family followed elsewhere since): the latest one's answer
+    /// decides.
+    private var helloAttempt = 0
 
     init(configuration: WorkerConfiguration, logger: AskLogger, context: ZMQContext, inbox: WorkerInbox) throws {
         self.configuration = configuration
@@ -235,6 +244,8 @@ public final class WorkerConnection {
             }
         }
         target.claims += moving
+        // A full liveness window for the broker it goes to, before that one too counts as silent.
+        target.lastHeard = .now
         for (id, pending) in sends {
             target.outstanding[id] = pending
             target.outstandingOrder.append(id)
@@ -253,6 +264,14 @@ public final class WorkerConnection {
             side.loseRegistration()
             side.sendHello(force: true)
         }
+    }
+
+    /// The next broker of the last known list other than `endpoint`, in turn; `nil` without a list.
+    private func fallback(excluding endpoint: String) -> BrokerEntry? {
+        let others = knownBrokers.filter { $0.endpoint != endpoint }
+        guard !others.isEmpty else { return nil }
+        nextFallback += 1
+        return others[nextFallback % others.count]
     }
 
     /// The connection that registers `address` now: a leg when its family moved, else the root.
@@ -453,12 +472,17 @@ public final class WorkerConnection {
                 logger.warning("unreadable WELCOME")
                 return
             }
+            // The answer to an earlier HELLO: the latest one's answer decides.
+            if let attempt = welcome.attempt, attempt != helloAttempt { return }
             let first = self.welcome == nil
             isRegistered = true
             silenceBackoff = 1
             addressTakenSince = nil
             lastFailure = nil
             self.welcome = welcome
+            if let text = welcome.brokers, let list = try? BrokerList(parsing: text) {
+                (root ?? self).knownBrokers = list.entries
+            }
             ownCounters.registrations += 1
             logger.log(
                 level: first ? .info : .notice,
@@ -653,7 +677,8 @@ public final class WorkerConnection {
         let now = ContinuousClock.now
         guard force || now - lastHello >= .milliseconds(500), !claims.isEmpty else { return }
         lastHello = now
-        let hello = Hello(
+        helloAttempt += 1
+        var hello = Hello(
             role: configuration.role,
             worker: configuration.worker,
             endpoints: claims,
@@ -661,6 +686,7 @@ public final class WorkerConnection {
             heartbeatMs: configuration.heartbeatInterval.milliseconds,
             carriedAcks: true
         )
+        hello.attempt = helloAttempt
         output.removeAll()
         WireEncoder.session(.hello, body: SessionJSON.encode(hello), into: &output)
         transmit(output)
@@ -685,6 +711,21 @@ public final class WorkerConnection {
         let interval = configuration.heartbeatInterval
         if claims.isEmpty {
             // Every family of this connection moved to other brokers: nothing to register, nothing to watch.
+            lastHeard = now
+        } else if !isRegistered, now - lastHeard > interval * configuration.liveness * silenceBackoff,
+            configuration.followsMoves, let fallback = (root ?? self).fallback(excluding: configuration.broker)
+        {
+            // No session, and the broker stopped answering: it may have been removed from the list (stopped after
+            // its families moved). Another broker of the list says where each family is (it serves it, or answers
+            // `moved` naming the one that does); the families come back here if it names this one.
+            let families = Set(claims.compactMap(\.family)).sorted()
+            logger.notice(
+                "broker silent; asking another broker of the list where its families are",
+                metadata: [
+                    "endpoint": "\(configuration.broker)", "asking": "\(fallback)", "families": "\(families.count)",
+                ]
+            )
+            for family in families { (root ?? self).follow(family: family, to: fallback, from: self) }
             lastHeard = now
         } else if now - lastHeard > interval * configuration.liveness * silenceBackoff {
             // The broker went silent: start over on a fresh socket (a restarted broker forgot us anyway).

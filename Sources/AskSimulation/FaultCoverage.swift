@@ -202,7 +202,8 @@ extension FaultCoverage {
         brokers: BrokerList?,
         childRecords: [ChildFlowRecord],
         guardianRecords: [GuardianAnswerRecord],
-        ledger: [QuestionRecord]?
+        ledger: [QuestionRecord]?,
+        brokerChanges: [BrokerListChange] = []
     ) -> [FaultCoverage] {
         let flights = Flight.all(childRecords: childRecords, guardianRecords: guardianRecords, ledger: ledger)
         return entries.map { entry in
@@ -229,9 +230,13 @@ extension FaultCoverage {
                 return entry
             }
             let fault = scenario.faults.indices.contains(entry.fault) ? scenario.faults[entry.fault] : nil
+            // A broker change touches the flows of the families it moved, while it moved them.
+            let change = brokerChanges.first { $0.action == entry.action && $0.broker == entry.target }
+            let moved = Set(change?.moves.map(\.family) ?? [])
             guard
-                var scope = Scope(process: entry.target, scenario: scenario, brokers: brokers)
-                    ?? Scope(group: entry.target)
+                var scope = fault?.action.changesBrokers == true
+                    ? Scope(description: "the flows of the families it moved", serves: { moved.contains($0.family) })
+                    : Scope(process: entry.target, scenario: scenario, brokers: brokers) ?? Scope(group: entry.target)
             else {
                 entry.vacuous = false
                 entry.note = "'\(entry.target)' is not a process whose flows are known"
@@ -247,8 +252,12 @@ extension FaultCoverage {
             var counts = Dictionary(uniqueKeysWithValues: State.allCases.map { ($0.rawValue, 0) })
             // A lasting link fault touches every question in flight while it lasts, in the stage it was in when
             // the fault first reached it; any other fault what was in flight at the moment it played.
-            let lasting = fault?.action.lasts ?? false
-            let until = lasting ? fault?.healAfter.map { time.addingTimeInterval($0.seconds) } ?? .distantFuture : time
+            var lasting = fault?.action.lasts ?? false
+            var until = lasting ? fault?.healAfter.map { time.addingTimeInterval($0.seconds) } ?? .distantFuture : time
+            if let change {
+                lasting = true
+                until = time.addingTimeInterval(Double(change.tookMs) / 1000)
+            }
             for flight in flights where scope.serves(flight) {
                 let at = lasting ? max(time, flight.start) : time
                 guard at <= until, let state = flight.state(at: at) else { continue }

@@ -43,6 +43,8 @@ final class FaultRunner {
         case link(LinkFault, healAfter: Duration?)
         /// Every connection of the process's link reset.
         case linkReset
+        /// `add-broker` or `remove-broker` (``FaultRunner+Brokers.swift``).
+        case brokers
     }
 
     /// A process that a fault ended (or is ending), to be started again `after` its exit.
@@ -54,7 +56,7 @@ final class FaultRunner {
     }
 
     let supervisor: ProcessSupervisor
-    let processes: [String: SupervisedProcess]
+    var processes: [String: SupervisedProcess]
     let children: [SupervisedProcess]
     let start: ContinuousClock.Instant
     let scenario: Scenario
@@ -88,6 +90,16 @@ final class FaultRunner {
     /// Children told to finish, and when they are killed if they have not.
     private var finishing: [String: ContinuousClock.Instant] = [:]
     private var crashRestarted = false
+    /// How a broker change starts a broker and reaches the admin endpoints; `nil` when the run changes no list.
+    let brokerLauncher: BrokerLauncher?
+    /// The broker list after the changes played so far (`nil`: the one the run started with).
+    var currentList: BrokerList?
+    /// The epoch of the last list change.
+    var epoch: Int64 = 0
+    /// The broker change running, when it started, and its schedule time: one at a time.
+    var brokerChange: (BrokerChangeRun, ContinuousClock.Instant, Duration)?
+    /// Every broker change played, for the report.
+    var listChanges: [BrokerListChange] = []
 
     init(
         supervisor: ProcessSupervisor,
@@ -98,8 +110,10 @@ final class FaultRunner {
         undos: PendingUndos,
         journalDirectories: [String: String] = [:],
         links: [String: FaultLink] = [:],
-        trace: TraceLog? = nil
+        trace: TraceLog? = nil,
+        brokerLauncher: BrokerLauncher? = nil
     ) {
+        self.brokerLauncher = brokerLauncher
         self.journalDirectories = journalDirectories
         self.links = links
         self.trace = trace
@@ -143,6 +157,8 @@ final class FaultRunner {
                 )
             case .reset:
                 Step(at: fault.at, process: fault.process, action: .linkReset)
+            case .addBroker, .removeBroker:
+                Step(at: fault.at, process: fault.process, action: .brokers)
             }
         }
         // Each step of a scenario fault knows which one it is (for the coverage): one step per fault, in order.
@@ -167,12 +183,14 @@ final class FaultRunner {
                     return true
                 }
                 if commands.hasNews { return true }
+                if brokerChange?.0.result != nil { return true }
                 return children.allSatisfy { $0.exitStatusUnlocked != nil } && nothingPending
             }
             // The run turns this into a ``SimulationInterrupted`` that says what it cleaned up.
             if supervisor.interrupted != nil { throw CancellationError() }
             let now = ContinuousClock.now
             try collectCommands(now)
+            try collectBrokerChange(now)
             // The broker's own crash, not the end of a fault's signal (that fault restarts it, if it says so).
             if !crashRestarted, let broker = crashingBroker, let exit = broker.exitStatus,
                 broker.incarnations.last?.expectedSignal == nil
@@ -199,6 +217,15 @@ final class FaultRunner {
             }
             while let step = steps.first, start + step.at <= ContinuousClock.now {
                 steps.removeFirst()
+                if case .brokers = step.action, brokerChange != nil {
+                    // One list change at a time: this one waits for the running one, the other faults do not.
+                    var later = step
+                    later.at = ContinuousClock.now - start + .milliseconds(50)
+                    steps.append(later)
+                    steps.sort { $0.at < $1.at }
+                    if steps.first?.at == later.at, steps.count == 1 || steps[1].at > later.at { break }
+                    continue
+                }
                 try play(step, now: ContinuousClock.now)
             }
         }
@@ -211,7 +238,9 @@ final class FaultRunner {
     }
 
     /// Nothing a fault started is still playing out (a restart, a ready line, a command).
-    private var nothingPending: Bool { restarts.isEmpty && readyWaits.isEmpty && commands.isIdle }
+    private var nothingPending: Bool {
+        restarts.isEmpty && readyWaits.isEmpty && commands.isIdle && brokerChange == nil
+    }
 
     private func drainDeadline(_ child: String) -> ContinuousClock.Instant {
         (playingSince[child] ?? start) + scenario.duration + scenario.drainBound
@@ -312,6 +341,10 @@ final class FaultRunner {
 
     private func play(_ step: Step, now: ContinuousClock.Instant) throws {
         switch step.action {
+        case .brokers:
+            guard let index = step.fault else { return }
+            try playBrokerChange(step, fault: scenario.faults[index], now: now)
+            return
         case .run(let command, let undo, let undoAfter):
             logger.notice(
                 "fault: run",
@@ -413,7 +446,7 @@ final class FaultRunner {
             let integrity =
                 journalDirectories[step.process].map(Self.journalIntegrity) ?? ["no journal folder for this process"]
             powerCuts.append(PowerCutCheck(process: step.process, at: (now - start).text, integrity: integrity))
-        case .run, .undo, .link, .linkReset: break
+        case .run, .undo, .link, .linkReset, .brokers: break
         }
     }
 
@@ -488,7 +521,7 @@ final class FaultRunner {
     }
 
     /// Notes that the scenario fault `step` plays now.
-    private func played(_ step: Step, _ now: ContinuousClock.Instant) {
+    func played(_ step: Step, _ now: ContinuousClock.Instant) {
         guard let index = step.fault else { return }
         let fault = scenario.faults[index]
         plays.append(FaultPlay(index: index, fault: fault, playedAt: now - start))
@@ -511,7 +544,7 @@ final class FaultRunner {
 
     /// Bookkeeping for a process a fault just ended: no stop, drain or ready wait is pending for it any more; with
     /// `restartAfter` it starts again that long after its exit.
-    private func ended(_ name: String, restartAfter follow: Duration?, now: ContinuousClock.Instant) {
+    func ended(_ name: String, restartAfter follow: Duration?, now: ContinuousClock.Instant) {
         stoppedUntil[name] = nil
         finishing[name] = nil
         readyWaits[name] = nil

@@ -135,6 +135,25 @@ enum ReportHTML {
             }
             html += "</table>"
         }
+        if let changes = report.brokerChanges {
+            html +=
+                "<h2>Broker list changes</h2><p class=meta>Each <code>add-broker</code> and <code>remove-broker</code>: the families it moved, how long each move took (from its hold to its release at the old broker), and the flows that crossed it (the family's open questions, carried to the new broker).</p>"
+            for change in changes {
+                html +=
+                    "<p><b>\(esc(change.action)) \(esc(change.broker))</b> at \(esc(change.at)): epoch \(change.epoch), "
+                    + "\(esc(change.from.joined(separator: ","))) → \(esc(change.to.joined(separator: ","))), "
+                    + "\(change.moves.count) families in \(change.tookMs) ms</p>"
+                    + "<table><tr><th>family</th><th>from</th><th>to</th><th class=n>ms</th><th class=n>open questions</th>"
+                    + "<th class=n>questions</th><th class=n>messages</th></tr>"
+                for move in change.moves {
+                    html +=
+                        "<tr><td>\(esc(move.family))</td><td>\(esc(move.from))</td><td>\(esc(move.to))</td>"
+                        + "<td class=n>\(move.tookMs)</td><td class=n>\(move.openQuestions)</td>"
+                        + "<td class=n>\(move.questions)</td><td class=n>\(move.messages)</td></tr>"
+                }
+                html += "</table>"
+            }
+        }
         if let coverage = report.coverage {
             html +=
                 "<h2>Coverage</h2><p class=meta>Questions in flight on the process each fault hit, at the moment it played, by state. A fault that touched none is <span class=bad>vacuous</span>.</p>"

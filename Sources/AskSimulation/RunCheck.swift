@@ -19,7 +19,7 @@ public struct RunFacts: Codable, Sendable, Equatable {
     public static let fileName = "run-facts.json"
     /// The format this build writes and the only one it reads. Raise it whenever a field is added, removed or
     /// changes meaning; a folder of another format is refused (``RunCheck/incompatibleExitCode``).
-    public static let currentFormat = 2
+    public static let currentFormat = 3
 
     public var format: Int
     /// The running broker the run used (`--broker`): no journal of it was read. `nil`: simulate started its own.
@@ -44,6 +44,8 @@ public struct RunFacts: Codable, Sendable, Equatable {
     public var faults: [FaultCoverage]
     /// What the run itself noted (faults, drain), before the check's own notes.
     public var notes: [String]
+    /// Every change of the broker list the schedule played (`add-broker`, `remove-broker`), with the moves.
+    public var brokerChanges: [BrokerListChange]
 
     public init(
         externalBroker: String?,
@@ -56,8 +58,10 @@ public struct RunFacts: Codable, Sendable, Equatable {
         interruptedRuns: [InterruptedRun],
         powerCuts: [PowerCutCheck],
         faults: [FaultCoverage] = [],
-        notes: [String]
+        notes: [String],
+        brokerChanges: [BrokerListChange] = []
     ) {
+        self.brokerChanges = brokerChanges
         format = Self.currentFormat
         self.externalBroker = externalBroker
         self.startedAt = startedAt
@@ -198,8 +202,14 @@ public enum RunCheck {
                 // Every shard's journal: a question lives in exactly one of them (its family's shard).
                 do {
                     var questions: [QuestionRecord] = []
-                    for shard in plan.brokers == nil ? ["b0"] : scenario.shardNames {
+                    for shard in plan.brokers == nil ? ["b0"] : scenario.allShardNames {
                         let directory = plan.brokerDataDirectory(shard)
+                        // A broker the schedule would have added, had the run lasted until then.
+                        if scenario.addedShardNames.contains(shard),
+                            !FileManager.default.fileExists(atPath: directory)
+                        {
+                            continue
+                        }
                         // Opening a journal creates a missing folder: a check must not.
                         guard FileManager.default.fileExists(atPath: directory) else {
                             throw RunCheckError(.usage, "\(directory) does not exist")
@@ -253,9 +263,11 @@ public enum RunCheck {
                 brokers: plan.brokers,
                 childRecords: childRecords,
                 guardianRecords: guardianRecords,
-                ledger: ledger
+                ledger: ledger,
+                brokerChanges: facts.brokerChanges
             ),
-            reached: ReachedCount.read(folder: folder, required: scenario.expect.reached)
+            reached: ReachedCount.read(folder: folder, required: scenario.expect.reached),
+            brokerChanges: facts.brokerChanges
         )
     }
 

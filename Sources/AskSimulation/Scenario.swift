@@ -164,13 +164,29 @@ public struct ScenarioError: Error, CustomStringConvertible, Sendable, Equatable
 extension Scenario {
     /// Names of every process the scenario starts, in start order.
     public var processNames: [String] {
-        shardNames.map { brokers == 1 ? "broker" : "broker-\($0)" }
-            + shardNames.map { brokers == 1 ? "limits" : "limits-\($0)" } + (1...parentProcesses).map { "parent-\($0)" }
-            + (1...childProcesses).map { "child-\($0)" }
+        allShardNames.map { brokers == 1 ? "broker" : "broker-\($0)" }
+            + allShardNames.map { brokers == 1 ? "limits" : "limits-\($0)" }
+            + (1...parentProcesses).map { "parent-\($0)" } + (1...childProcesses).map { "child-\($0)" }
     }
 
-    /// The brokers' names in the list: `b0 ... b<brokers-1>`.
+    /// The brokers' names in the list the run starts with: `b0 ... b<brokers-1>`.
     public var shardNames: [String] { (0..<max(1, brokers)).map { "b\($0)" } }
+
+    /// The brokers `add-broker` faults start later, in schedule order.
+    public var addedShardNames: [String] {
+        var names: [String] = []
+        for fault in faults.sorted(by: { $0.at < $1.at }) where fault.action == .addBroker {
+            let name = String(fault.process.dropFirst("broker-".count))
+            if !names.contains(name) && !shardNames.contains(name) { names.append(name) }
+        }
+        return names
+    }
+
+    /// Every broker the run may have: those it starts with, then those it adds.
+    public var allShardNames: [String] { shardNames + addedShardNames }
+
+    /// Whether the schedule changes the broker list (`add-broker`, `remove-broker`).
+    public var changesBrokers: Bool { faults.contains { $0.action.changesBrokers } }
 
     /// Families whose guardians answer: `f1 ... f<answeringFamilies>`; the rest never answer.
     public var answeringFamilies: Int {

@@ -35,9 +35,20 @@ extension Scenario {
             case duplicate
             /// The link holds each matching message `delay`; later messages overtake it.
             case delayMessage = "delay-message"
+            /// Starts broker `process` (`broker-b<k>`, a name not in the initial list) and its limits worker, then
+            /// moves to it, with `askrelay rebalance`'s steps, every family the list with it gives it
+            /// (docs/simulation.md, "Changing the broker list").
+            case addBroker = "add-broker"
+            /// Moves every family of broker `process` to the brokers of the list without it, then stops it and its
+            /// limits worker (SIGTERM: it holds nothing by then).
+            case removeBroker = "remove-broker"
 
             /// A fault on the process's link to its broker rather than on the process.
-            public var isLink: Bool { !([.kill, .stop, .term, .powerCut, .run] as [Action]).contains(self) }
+            public var isLink: Bool {
+                !([.kill, .stop, .term, .powerCut, .run, .addBroker, .removeBroker] as [Action]).contains(self)
+            }
+            /// A change of the broker list.
+            public var changesBrokers: Bool { self == .addBroker || self == .removeBroker }
             /// A link fault on messages, which the link can read only without CURVE.
             public var isMessage: Bool { [.drop, .duplicate, .delayMessage].contains(self) }
             /// A link fault that lasts (until `healAfter` or the end of the play), not an instant one.

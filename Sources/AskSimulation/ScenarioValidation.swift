@@ -234,6 +234,10 @@ extension Scenario {
             if fault.command != nil || fault.undo != nil || fault.undoAfter != nil {
                 throw ScenarioError(field: "faults[\(index)].command", "only a 'run' fault takes command/undo")
             }
+            if fault.action.changesBrokers {
+                try validateBrokerChange(fault, index)
+                continue
+            }
             if fault.action.isLink {
                 try validateLinkFault(fault, index)
                 continue
@@ -271,6 +275,68 @@ extension Scenario {
                     "only a 'stop' fault continues; use restartAfter"
                 )
             }
+        }
+    }
+
+    /// `add-broker` names a new `broker-b<k>`, `remove-broker` a broker the run has then; at every moment of the
+    /// schedule at least one broker is left, and the run is sharded (its workers take a list).
+    private func validateBrokerChange(_ fault: Fault, _ index: Int) throws {
+        let field = "faults[\(index)]"
+        guard brokers >= 2 else {
+            throw ScenarioError(
+                field: "\(field).action",
+                "\(fault.action.rawValue) needs a sharded run: \"brokers\" of 2 or more (or askrelay simulate --brokers N)"
+            )
+        }
+        for (value, name) in [
+            (fault.restartAfter != nil, "restartAfter"), (fault.continueAfter != nil, "continueAfter"),
+            (fault.direction != nil, "direction"), (fault.delay != nil, "delay"), (fault.jitter != nil, "jitter"),
+            (fault.healAfter != nil, "healAfter"), (fault.shard != nil, "shard"),
+            (fault.bytesPerSecond != nil, "bytesPerSecond"), (fault.messageCommand != nil, "messageCommand"),
+            (fault.kind != nil, "kind"), (fault.probability != nil, "probability"), (fault.count != nil, "count"),
+        ] where value {
+            throw ScenarioError(field: "\(field).\(name)", "\(fault.action.rawValue) takes only at and process")
+        }
+        let name = fault.process.hasPrefix("broker-") ? String(fault.process.dropFirst("broker-".count)) : ""
+        guard name.hasPrefix("b"), name.count > 1, name.dropFirst().allSatisfy({ $0.isASCII && $0.isNumber }) else {
+            throw ScenarioError(field: "\(field).process", "must be a broker, broker-b<number>, got '\(fault.process)'")
+        }
+        // The list as the schedule changes it, up to and including this fault; a name serves one broker only.
+        var list = shardNames
+        var used = Set(shardNames)
+        let changes = faults.enumerated().filter { $0.element.action.changesBrokers }
+            .sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }
+        for (other, change) in changes {
+            let changed = String(change.process.dropFirst("broker-".count))
+            let this = other == index
+            if change.action == .addBroker {
+                if used.contains(changed) {
+                    guard !this else {
+                        throw ScenarioError(
+                            field: "\(field).process",
+                            "broker \(fault.process) was in the list before \(fault.at.text): add a broker of a new name"
+                        )
+                    }
+                    continue
+                }
+                used.insert(changed)
+                list.append(changed)
+            } else {
+                guard list.contains(changed) else {
+                    guard !this else {
+                        throw ScenarioError(
+                            field: "\(field).process",
+                            "broker \(fault.process) is not in the list at \(fault.at.text): start it or add it earlier"
+                        )
+                    }
+                    continue
+                }
+                guard list.count > 1 else {
+                    throw ScenarioError(field: "\(field).process", "the last broker of the list cannot be removed")
+                }
+                list.removeAll { $0 == changed }
+            }
+            if this { return }
         }
     }
 

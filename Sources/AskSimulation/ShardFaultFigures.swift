@@ -43,7 +43,8 @@ public struct ShardFaultFigures: Codable, Sendable, Equatable {
     ) -> [ShardFaultFigures] {
         guard let brokers else { return [] }
         var figures: [ShardFaultFigures] = []
-        for fault in scenario.faults where fault.process.hasPrefix("broker-") && fault.action != .run {
+        for fault in scenario.faults
+        where fault.process.hasPrefix("broker-") && fault.action != .run && !fault.action.changesBrokers {
             let shard = String(fault.process.dropFirst("broker-".count))
             let start = playStart.addingTimeInterval(fault.at.seconds)
             let length = max(0.001, Self.length(of: fault, scenario: scenario).seconds)

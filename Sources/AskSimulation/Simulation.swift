@@ -442,6 +442,7 @@ public final class Simulation: Sendable {
             }
         }
         let faultTrace: TraceLog? = try options.trace ? TraceLog(path: plan.tracePath("simulate")) : nil
+        let (launchPlan, workerLogLevel, allowInsecure) = (plan, options.workerLogLevel, options.allowInsecure)
         let faults = FaultRunner(
             supervisor: supervisor,
             children: children,
@@ -450,12 +451,37 @@ public final class Simulation: Sendable {
             logger: logger,
             undos: undos,
             journalDirectories: Dictionary(
-                uniqueKeysWithValues: scenario.shardNames.map {
+                uniqueKeysWithValues: scenario.allShardNames.map {
                     (plan.brokerProcess($0), plan.brokerDataDirectory($0))
                 }
             ),
             links: links,
-            trace: faultTrace
+            trace: faultTrace,
+            brokerLauncher: scenario.changesBrokers
+                ? launchPlan.brokers.map { initial in
+                    BrokerLauncher(
+                        initial: initial,
+                        entry: launchPlan.brokerEntry,
+                        admin: launchPlan.adminEndpoint,
+                        start: { shard, list in
+                            var arguments = launchPlan.brokerArguments(
+                                shard: shard,
+                                statsEndpoint: Self.statsEndpoint(socketDirectory, shard: shard),
+                                logLevel: workerLogLevel,
+                                list: list
+                            )
+                            if allowInsecure { arguments.append("--allow-insecure") }
+                            return [
+                                try start(launchPlan.brokerProcess(shard), "askrelay-broker", arguments),
+                                try start(
+                                    launchPlan.limitsProcess(shard),
+                                    "askrelay-limits",
+                                    launchPlan.limitsArguments(shard: shard, logLevel: workerLogLevel, list: list)
+                                ),
+                            ]
+                        }
+                    )
+                } : nil
         )
         try faults.run()
         faults.countMessages()
@@ -467,8 +493,11 @@ public final class Simulation: Sendable {
         progress.stop()
         scratch.phase = "stopping the processes"
         var brokerStoppedAt: Date?
-        let brokerProcesses = services.filter { $0.name == "broker" || $0.name.hasPrefix("broker-") }
-        for group in [parents, limitsWorkers, brokerProcesses] {
+        // Brokers and limits workers an `add-broker` fault started drain with the others.
+        let all = supervisor.all
+        let brokerProcesses = all.filter { $0.name == "broker" || $0.name.hasPrefix("broker-") }
+        let limitsProcesses = all.filter { $0.name == "limits" || $0.name.hasPrefix("limits-") }
+        for group in [parents, limitsProcesses, brokerProcesses] {
             if group.contains(where: { process in brokerProcesses.contains { $0 === process } }) {
                 brokerStoppedAt = Date()
             }
@@ -502,7 +531,8 @@ public final class Simulation: Sendable {
             interruptedRuns: FaultRunner.interruptedRuns(children, endTerminated: faults.endTerminated),
             powerCuts: faults.powerCuts,
             faults: FaultCoverage.entries(plays: faults.plays, playStart: playStartDate),
-            notes: notes
+            notes: notes,
+            brokerChanges: faults.listChanges
         )
         .write(into: runDirectory)
         let report = try RunCheck.report(folder: runDirectory, scenario: scenario)

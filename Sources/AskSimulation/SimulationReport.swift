@@ -67,6 +67,9 @@ public struct SimulationReport: Codable, Sendable {
     /// Every interesting situation and how often the run reached it (docs/simulation.md, "Reached situations");
     /// `nil` for a run whose processes kept no reached logs.
     public var reached: [ReachedCount]?
+    /// Every change of the broker list the schedule played, with the families each moved (docs/simulation.md,
+    /// "Changing the broker list"); `nil` when the list did not change.
+    public var brokerChanges: [BrokerListChange]?
 
     enum CodingKeys: String, CodingKey {
         case seed, scenario, broker, startedAt, wallSeconds, flows, questions, outcomes, askErrors, timeline,
@@ -75,6 +78,7 @@ public struct SimulationReport: Codable, Sendable {
         case throughputFlowsPerSecond = "throughput_flows_per_s"
         case latencyMs = "latency_ms"
         case shardFaults = "shard_faults"
+        case brokerChanges = "broker_changes"
         case timelineStart = "timeline_start"
     }
 
@@ -99,7 +103,8 @@ public struct SimulationReport: Codable, Sendable {
         notes: [String] = [],
         shardFaults: [ShardFaultFigures] = [],
         coverage: [FaultCoverage] = [],
-        reached: [ReachedCount]? = nil
+        reached: [ReachedCount]? = nil,
+        brokerChanges: [BrokerListChange] = []
     ) -> SimulationReport {
         var outcomes: [String: Int] = [:]
         for outcome in FlowOutcome.allCases { outcomes[outcome.rawValue] = 0 }
@@ -172,7 +177,8 @@ public struct SimulationReport: Codable, Sendable {
             notes: notes,
             shardFaults: shardFaults.isEmpty ? nil : shardFaults,
             coverage: coverage.isEmpty ? nil : coverage,
-            reached: reached
+            reached: reached,
+            brokerChanges: brokerChanges.isEmpty ? nil : brokerChanges
         )
     }
 
@@ -255,6 +261,10 @@ public struct SimulationReport: Codable, Sendable {
             lines += figures.summaryLines
         }
         if shardFaults != nil { lines.append("") }
+        for change in brokerChanges ?? [] {
+            lines += change.summaryLines
+            lines.append("")
+        }
         if let coverage {
             let vacuous = coverage.filter(\.vacuous).count
             lines.append(

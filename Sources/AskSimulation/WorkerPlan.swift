@@ -35,13 +35,17 @@ public struct WorkerPlan: Sendable {
     public let scenario: Scenario
     public let brokerEndpoint: String
     public let runDirectory: String
-    /// With ``Scenario/brokers`` > 1: the brokers `b0 ...`, each on `<socketDirectory>/broker-<name>.ipc`.
+    /// With ``Scenario/brokers`` > 1: the brokers the run starts with, `b0 ...`, each on
+    /// `<socketDirectory>/broker-<name>.ipc`.
     public let brokers: BrokerList?
+    /// Where the brokers' ipc sockets are, in a sharded run.
+    public let socketDirectory: String?
 
     public init(scenario: Scenario, brokerEndpoint: String, runDirectory: String, socketDirectory: String? = nil) {
         self.scenario = scenario
         self.brokerEndpoint = brokerEndpoint
         self.runDirectory = runDirectory
+        self.socketDirectory = socketDirectory
         if scenario.brokers > 1, let socketDirectory {
             brokers = try? BrokerList(
                 scenario.shardNames.map { BrokerEntry(name: $0, endpoint: "ipc://\(socketDirectory)/broker-\($0).ipc") }
@@ -50,6 +54,14 @@ public struct WorkerPlan: Sendable {
             brokers = nil
         }
     }
+
+    /// Broker `name` of a sharded run (one it starts with, or one an `add-broker` fault adds).
+    public func brokerEntry(_ name: String) -> BrokerEntry {
+        BrokerEntry(name: name, endpoint: "ipc://\(socketDirectory ?? runDirectory)/broker-\(name).ipc")
+    }
+
+    /// Broker `name`'s admin endpoint, in a run whose schedule changes the broker list.
+    public func adminEndpoint(_ name: String) -> String { "ipc://\(socketDirectory ?? runDirectory)/admin-\(name).ipc" }
 
     /// The broker process of shard `name` (`broker` with one broker).
     public func brokerProcess(_ name: String) -> String { brokers == nil ? "broker" : "broker-\(name)" }
@@ -175,10 +187,17 @@ public struct WorkerPlan: Sendable {
 
     /// Arguments of the broker (only when the simulation runs its own). Closed questions are kept for the whole
     /// run and an hour more, so the invariant checker finds every question in the journal afterwards.
-    public func brokerArguments(shard: String = "b0", statsEndpoint: String, logLevel: String) -> [String] {
-        let sharding = brokers.map { ["--shard-name", shard, "--brokers", $0.description] } ?? []
+    /// - Parameter list: the broker list it is started with (an added broker: the list with it); `nil`: the run's.
+    public func brokerArguments(
+        shard: String = "b0",
+        statsEndpoint: String,
+        logLevel: String,
+        list: BrokerList? = nil
+    ) -> [String] {
+        var sharding = (list ?? brokers).map { ["--shard-name", shard, "--brokers", $0.description] } ?? []
+        if scenario.changesBrokers, brokers != nil { sharding += ["--admin-endpoint", adminEndpoint(shard)] }
         return [
-            "--endpoint", brokers?.entry(named: shard)?.endpoint ?? brokerEndpoint, "--data-dir",
+            "--endpoint", brokers == nil ? brokerEndpoint : brokerEntry(shard).endpoint, "--data-dir",
             brokerDataDirectory(shard), "--durability", scenario.durability,
             "--time-scale", format(scenario.timeScale), "--pending-window", scenario.pendingWindow.text,
             "--closed-retention", (scenario.duration + .seconds(3600)).text,
@@ -190,8 +209,11 @@ public struct WorkerPlan: Sendable {
     /// Heartbeat of every process: short, so a restarted broker is noticed within about 1.5 s.
     static let heartbeat = "500ms"
 
-    public func limitsArguments(shard: String = "b0", logLevel: String) -> [String] {
-        let broker = brokerFlag(limitsProcess(shard)) + (brokers == nil ? [] : ["--shard-name", shard])
+    /// - Parameter list: for a limits worker of an added broker, the list with that broker.
+    public func limitsArguments(shard: String = "b0", logLevel: String, list: BrokerList? = nil) -> [String] {
+        let broker =
+            list.map { ["--brokers", $0.description, "--shard-name", shard] }
+            ?? brokerFlag(limitsProcess(shard)) + (brokers == nil ? [] : ["--shard-name", shard])
         return broker + [
             "--id", "limits-1", "--state", limitsStatePath, "--data-dir",
             brokers == nil ? path("limits-data") : path("limits-data-\(shard)"),

@@ -56,6 +56,10 @@ public struct Hello: Sendable, Codable, Hashable {
     /// The worker reads the ACK-ids frame a DELIVER may carry (docs/protocol.md §5.2); only then does the broker
     /// put its acknowledgements in DELIVERs instead of separate ACKs. Absent means false.
     public var carriedAcks: Bool?
+    /// A number the worker gives each HELLO on a connection, which the WELCOME that answers it repeats: a worker
+    /// whose claims changed between two HELLOs (a family that moved) tells the answer to the latest from an
+    /// earlier one's. Absent: none.
+    public var attempt: Int?
 
     public init(
         role: SessionRole,
@@ -90,15 +94,31 @@ public struct Welcome: Sendable, Codable, Hashable {
     /// The broker reads ACK ids carried by SEND (docs/protocol.md §5.2), so this session may put them there; and,
     /// if HELLO said `carriedAcks`, it will carry its own ACK ids on DELIVERs. Absent means false.
     public var carriedAcks: Bool?
+    /// The broker list this broker serves with, `NAME=URL,...`, once `askrelay rebalance` gave it one
+    /// (docs/scaling.md, "Rebalancing"): the brokers a worker asks where its families are when this one stops
+    /// answering. Absent otherwise.
+    public var brokers: String?
+    /// The `attempt` of the HELLO this WELCOME answers, when it had one.
+    public var attempt: Int?
 
-    public init(session: String, heartbeatMs: Int, liveness: Int, window: Int, broker: String, carriedAcks: Bool? = nil)
-    {
+    public init(
+        session: String,
+        heartbeatMs: Int,
+        liveness: Int,
+        window: Int,
+        broker: String,
+        carriedAcks: Bool? = nil,
+        brokers: String? = nil,
+        attempt: Int? = nil
+    ) {
+        self.attempt = attempt
         self.session = session
         self.heartbeatMs = heartbeatMs
         self.liveness = liveness
         self.window = window
         self.broker = broker
         self.carriedAcks = carriedAcks
+        self.brokers = brokers
     }
 }
 

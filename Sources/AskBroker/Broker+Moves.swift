@@ -498,6 +498,16 @@ extension Broker {
         // Sessions that served the family register again, and are told where it is now.
         let reason = MovedReason.text(family: family, to: Self.entry(move.broker), epoch: epoch)
         for session in Array(sessions.values) where session.addresses.values.contains(where: { $0 == family }) {
+            // The ACKs it is owed go before the BYE (everything they acknowledge is committed): a SEND this broker
+            // accepted is not sent again to the new broker, which does not know its id.
+            for chunk in stride(from: 0, to: session.pendingAcks.count, by: configuration.limits.maxAckIDs) {
+                output.removeAll()
+                output.append(session.identity)
+                let end = min(chunk + configuration.limits.maxAckIDs, session.pendingAcks.count)
+                WireEncoder.ack(session.pendingAcks[chunk..<end], into: &output)
+                sendToPeer(session)
+            }
+            session.pendingAcks.removeAll()
             output.removeAll()
             output.append(session.identity)
             WireEncoder.bye(reason: reason, into: &output)

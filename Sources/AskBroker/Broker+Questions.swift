@@ -444,6 +444,14 @@ extension Broker {
             entry = ledger.entries[questionID]!
         }
         guard entry.state == .sent else {
+            // The winning answer again, under another id (its ACK lost, then sent again to the broker the family
+            // moved to, or after the accepted-id horizon): acknowledged again, nothing changes.
+            if entry.state == .answered, let won = try? journal.answer(seq: entry.seq, id: questionID),
+                won.guardian == guardian, won.choice == answer.choiceID
+            {
+                stats.duplicates += 1
+                return
+            }
             if entry.state == .answered { reached.noteLateAnswer(questionID, now: now) }
             throw QuestionLedger.refusal(for: entry.state, wanted: "answer")
         }

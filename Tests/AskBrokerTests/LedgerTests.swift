@@ -129,6 +129,27 @@ struct LedgerTests {
         #expect(try flow.guardian2.expectNack(late).code == ErrorCode.alreadyClosed.rawValue)
     }
 
+    @Test("the winning answer again under a new id (its ACK lost across a move) is acknowledged; nothing else changes")
+    func winningAnswerAgain() throws {
+        let flow = try FlowHarness(durability: .batch)
+        defer { flow.stop() }
+        let question = FlowHarness.question()
+        try flow.askAndPresent(question)
+        try flow.sendToGuardians(question)
+        let approve = PermissionChoice.approve.id
+        try flow.guardian1.expectAck(try flow.answer(flow.guardian1, "guardian/g1", question, choice: approve))
+        _ = try flow.child.expectDelivery(kind: "response")
+        // The same guardian and choice, a new id: acknowledged again, and no second response.
+        try flow.guardian1.expectAck(try flow.answer(flow.guardian1, "guardian/g1", question, choice: approve))
+        // Another choice of the same guardian, and the other guardian, are too late.
+        let other = try flow.answer(flow.guardian1, "guardian/g1", question, choice: PermissionChoice.decline.id)
+        #expect(try flow.guardian1.expectNack(other).code == ErrorCode.alreadyClosed.rawValue)
+        let late = try flow.answer(flow.guardian2, "guardian/g2", question, choice: approve)
+        #expect(try flow.guardian2.expectNack(late).code == ErrorCode.alreadyClosed.rawValue)
+        // The refusals came after the retry's ACK: a second response would have come by now.
+        #expect(try flow.child.receivesNothing { $0.kind == "response" })
+    }
+
     @Test("denial: the child gets the denial, limits learns nothing")
     func denial() throws {
         let flow = try FlowHarness()

@@ -7,23 +7,20 @@ import Testing
 
 @Suite("askrelay simulate: brokers added and removed while flows run (docs/simulation.md)", .serialized)
 struct BrokerChangeSimulationTests {
-    /// Two brokers; b2 is added at 2 s and b0 removed at 5 s, while a child is killed and restarted and b1 is
-    /// stopped for a second.
-    static let scenario = """
-        {"seed": 11, "brokers": 2, "families": 24, "flowsPerChild": 1000, "childThink": "100ms", "grace": "500ms",
-         "guardians": {"approveProbability": 0.7, "neverAnswerRatio": 0, "think": "fixed:300ms"},
-         "cancelProbability": 0.1, "abandonProbability": 0, "duration": "8s",
-         "faults": [{"at": "2s", "process": "broker-b2", "action": "add-broker"},
-                    {"at": "3s", "process": "child-1", "action": "kill", "restartAfter": "500ms"},
-                    {"at": "4s", "process": "broker-b1", "action": "stop", "continueAfter": "1s"},
-                    {"at": "5s", "process": "broker-b0", "action": "remove-broker"}]}
-        """
+    /// docs/scenarios/rebalance.json: two brokers; b2 is added at 2 s and b0 removed at 5 s, while a child is killed
+    /// and restarted and b1 is stopped for a second.
+    static func scenario() throws -> String {
+        try String(
+            contentsOf: Repository.root.appendingPathComponent("docs/scenarios/rebalance.json"),
+            encoding: .utf8
+        )
+    }
 
     @Test("a third broker added and the first removed under load with faults: every invariant holds, moves reported")
     func addThenRemove() throws {
         let directory = TempDirectory()
         defer { directory.cleanup() }
-        let run = try FaultSupport.simulate(Self.scenario, directory: directory, timeout: .seconds(170))
+        let run = try FaultSupport.simulate(try Self.scenario(), directory: directory, timeout: .seconds(170))
         #expect(run.ok, "violations: \(run.violations)")
         #expect(run.exit == .exited(0))
         for name in ["broker-b2", "limits-b2"] { #expect(!run.runs(of: name).isEmpty, "\(name) ran") }

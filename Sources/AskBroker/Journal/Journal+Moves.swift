@@ -145,4 +145,15 @@ extension Journal {
             }
         }
     }
+
+    /// Who answered question `id` (row `seq`) and with which choice, when it is answered.
+    public func answer(seq: Int64, id: MessageID) throws -> (guardian: String, choice: String)? {
+        guard let db = database else { return nil }
+        let s = try db.prepare("SELECT answered_by, answer_choice_id FROM question WHERE seq = ?1 AND id = ?2")
+        try s.bind(seq, at: 1)
+        try s.bind(id, at: 2)
+        defer { s.reset() }
+        guard try s.step(), !s.isNull(at: 0), !s.isNull(at: 1) else { return nil }
+        return (s.text(at: 0), s.text(at: 1))
+    }
 }

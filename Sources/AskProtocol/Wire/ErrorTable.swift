@@ -390,7 +390,8 @@ public enum ErrorTable {
             .alreadyClosed,
             "SEND `send`, `cancel`, `answer`",
             .message,
-            "the question is answered"
+            "the question is answered (an `answer` of the guardian whose answer won, with the same choice, is "
+                + "acknowledged again instead, whatever its id: section 9.1)"
         ),
         .init(
             "expired",

@@ -106,6 +106,9 @@ public final class WorkerConnection {
     private var knownBrokers: [BrokerEntry] = []
     /// On the root: the next of `knownBrokers` to ask.
     private var nextFallback = 0
+    /// Every family of this connection went to other brokers: its socket is disconnected, so it stops reconnecting
+    /// (and resolving the host name of) a broker that may be gone for good, until a family comes back.
+    private var dormant = false
     /// The number of the latest HELLO (its `attempt`). A WELCOME naming an earlier one registered that HELLO's
     /// claims, which may not be the current ones (a family followed elsewhere since): the latest one's answer
     /// decides.
@@ -259,10 +262,26 @@ public final class WorkerConnection {
             ]
         )
         // Both register again with their new claims (a live session is replaced by the broker, its deliveries
-        // requeued); one left without claims stays idle.
+        // requeued); one left without claims says BYE and disconnects until a family comes back.
         for side in [connection, target] {
             side.loseRegistration()
+            side.updateDormancy()
             side.sendHello(force: true)
+        }
+    }
+
+    /// Disconnects a connection left without claims, and connects one that got claims again.
+    private func updateDormancy() {
+        if claims.isEmpty, !dormant {
+            dormant = true
+            output.removeAll()
+            WireEncoder.bye(reason: "every family of this connection moved to another broker", into: &output)
+            transmit(output)
+            try? socket.disconnect(configuration.broker)
+        } else if !claims.isEmpty, dormant {
+            dormant = false
+            try? socket.connect(configuration.broker)
+            lastHeard = .now
         }
     }
 

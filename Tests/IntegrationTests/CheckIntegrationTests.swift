@@ -107,7 +107,10 @@ struct CheckIntegrationTests {
         try Data(#"{"format": 0}"#.utf8).write(to: URL(fileURLWithPath: folder + "/run-facts.json"))
         let older = try check(folder, directory: directory)
         #expect(older.exit == .exited(65))
-        #expect(older.stderr.contains("run-facts.json has format 0, but this build reads format 2"), "\(older.stderr)")
+        #expect(
+            older.stderr.contains("run-facts.json has format 0, but this build reads format \(RunFacts.currentFormat)"),
+            "\(older.stderr)"
+        )
     }
 
     @Test("a missing folder is bad usage (64); a folder a live simulate holds is refused (75)")

@@ -63,9 +63,9 @@ if [ -n "$scale" ]; then
 # scale back to 2 do (docs/deployment.md, "Scaling the brokers"), played: the new pod, the Job's pod up, the Job's
 # pod down, the pod stopped. The families f2 and f4 move to broker 2 and back with their rosters and questions.
 # The parent and child pods are stopped first (SIGTERM; their drain is checked with the others' below): under podman
-# a worker following a family to a pod added or removed moments before can stall for 10-30 s (libzmq resolves the
-# pod's name in its I/O thread, and podman's DNS is slow to know a new pod and to forget a stopped one). Workers
-# following moves under load are the sharded compose phase's test.
+# a worker following a family to a pod added or removed moments before was seen to stall for 10-30 s (all its
+# connections silent at once, then its queued HELLOs arriving together; cause not found yet, see docs/deployment.md).
+# Workers following moves under load are the sharded compose phase's test.
 phase "podman: scale the brokers 2 -> 3 (pod askrelay-broker-2, rebalance Job epoch 1) and back (epoch 2, pod stopped)"
 worker_pods=$(pm pod ps --format '{{.Name}}' | grep -E '^askrelay-(parent|child)-' || true)
 pm pod stop -t 15 $worker_pods >/dev/null 2>"$RUN/pod-stop-workers.err" ||

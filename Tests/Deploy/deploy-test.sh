@@ -3,8 +3,8 @@
 # Kubernetes manifests (deploy/kubernetes) under `podman kube play`, driven from the host.
 #
 # Phases (each prints its duration): packages, binaries, engine, base image, runtime image, compose up, host flows
-# + broker kill -9 and restart, records check, a real Prometheus scraping every container, SIGTERM drain, podman kube
-# play, cleanup.
+# + broker kill -9 and restart, records check, a real Prometheus scraping every container, SIGTERM drain, the sharded
+# compose file rebalanced 2 -> 3 -> 2 brokers under load with its records check, podman kube play, cleanup.
 # It starts its own dockerd (own data root, exec root and socket; stopped at the end) and uses podman with its own
 # storage and containers.conf, so it never touches another engine on the machine. Everything it creates
 # (containers, networks, volumes, pods, its dockerd, temp files) is removed at the end, also on failure or timeout.
@@ -12,8 +12,8 @@
 # keyed by its inputs) and the engines' image stores, so a re-run skips debootstrap and apt.
 #
 # Environment: ASKRELAY_DEPLOY_TIMEOUT (seconds, default 1500) bounds the whole run; ASKRELAY_DEPLOY_KEEP_LOGS=DIR
-# copies every container's log there; ASKRELAY_DEPLOY_SKIP_COMPOSE=1 / ASKRELAY_DEPLOY_SKIP_KUBE=1 leave out the
-# compose or the podman phases (to work on one of them).
+# copies every container's log there (podman's too, as podman-NAME.log); ASKRELAY_DEPLOY_SKIP_COMPOSE=1 / ASKRELAY_DEPLOY_SKIP_KUBE=1 leave out the
+# compose or the podman phases, ASKRELAY_DEPLOY_SKIP_SHARDED=1 the sharded compose phases (to work on one of them).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -36,6 +36,7 @@ export DOCKER_HOST="unix://$SOCKET"
 export DOCKER_BUILDKIT=0 COMPOSE_DOCKER_CLI_BUILD=0
 DOCKER=/usr/bin/docker
 COMPOSE=(/usr/bin/docker-compose -p "$PROJECT" -f "$REPO/compose/docker-compose.yml")
+SHARDED=(/usr/bin/docker-compose -p "${PROJECT}sharded" -f "$REPO/compose/docker-compose.sharded.yml")
 DOCKERD_PID=""
 HOST_CHILD_PID=""
 PODMAN_READY=""
@@ -105,6 +106,7 @@ cleanup() {
     fi
     if [ -S "$SOCKET" ]; then
         timeout 60 "${COMPOSE[@]}" down -v --remove-orphans -t 5 >/dev/null 2>&1
+        timeout 60 "${SHARDED[@]}" down -v --remove-orphans -t 5 >/dev/null 2>&1
         ids=$($DOCKER ps -aq)
         [ -n "$ids" ] && $DOCKER rm -f $ids >/dev/null 2>&1
         $DOCKER volume prune -f >/dev/null 2>&1
@@ -120,6 +122,12 @@ cleanup() {
             for c in $(pm ps -a --format '{{.Names}}' | grep -v -- '-infra$'); do
                 say "--- podman log of $c (last 20 lines)"
                 pm logs --tail 20 "$c" 2>&1
+            done
+        fi
+        if [ -n "${ASKRELAY_DEPLOY_KEEP_LOGS:-}" ]; then
+            mkdir -p "$ASKRELAY_DEPLOY_KEEP_LOGS"
+            for c in $(pm ps -a --format '{{.Names}}' | grep -v -- '-infra$'); do
+                pm logs "$c" >"$ASKRELAY_DEPLOY_KEEP_LOGS/podman-$c.log" 2>&1
             done
         fi
         pm pod rm -af -t 5 >/dev/null 2>&1
@@ -222,6 +230,32 @@ notfound=$($DOCKER run --rm --network none --entrypoint sh "$IMAGE" -c \
     'for f in /usr/local/bin/askrelay*; do ldd "$f"; done' | grep "not found" || true)
 [ -z "$notfound" ] || fail "libraries missing in the image: $notfound"
 say "ldd: every executable's libraries are in the image"
+
+# check_records FILE N: a children's JSONL records file holds N flows, each finished (approved, denied, cancelled,
+# known-handle: none expired or lost), and no question's response surfaced twice.
+check_records() {
+    python3 - "$1" "$2" <<'EOF'
+import collections, json, sys
+path, expected = sys.argv[1], int(sys.argv[2])
+records = [json.loads(line) for line in open(path) if line.strip()]
+outcomes = collections.Counter(r["outcome"] for r in records)
+allowed = {"approved", "denied", "cancelled", "known-handle"}
+bad = [r for r in records if r["outcome"] not in allowed]
+questions = collections.Counter(r["question"] for r in records if r.get("question"))
+twice = [q for q, n in questions.items() if n > 1]
+print(f"  {path.rsplit('/', 1)[-1]}: {len(records)} flows {dict(outcomes)}")
+problems = []
+if len(records) != expected:
+    problems.append(f"{len(records)} records, expected {expected}")
+if bad:
+    problems.append(f"{len(bad)} flows ended {sorted({r['outcome'] for r in bad})}: {bad[:3]}")
+if twice:
+    problems.append(f"a response surfaced twice: {twice[:3]}")
+if problems:
+    print("  " + "; ".join(problems), file=sys.stderr)
+    sys.exit(1)
+EOF
+}
 
 if [ "${ASKRELAY_DEPLOY_SKIP_COMPOSE:-0}" != 1 ]; then
 # ---- compose up ----------------------------------------------------------------------------------------------------
@@ -337,29 +371,6 @@ wait_for "both child containers finish their flows" 150 children_done
 phase "records: every flow finished, none expired or lost, no response twice"
 $DOCKER run --rm --network none -v askrelay-records:/r:ro --entrypoint sh "$IMAGE" -c 'cat /r/child-*.jsonl' \
     >"$RUN/container-children.jsonl"
-check_records() {
-    python3 - "$1" "$2" <<'EOF'
-import collections, json, sys
-path, expected = sys.argv[1], int(sys.argv[2])
-records = [json.loads(line) for line in open(path) if line.strip()]
-outcomes = collections.Counter(r["outcome"] for r in records)
-allowed = {"approved", "denied", "cancelled", "known-handle"}
-bad = [r for r in records if r["outcome"] not in allowed]
-questions = collections.Counter(r["question"] for r in records if r.get("question"))
-twice = [q for q, n in questions.items() if n > 1]
-print(f"  {path.rsplit('/', 1)[-1]}: {len(records)} flows {dict(outcomes)}")
-problems = []
-if len(records) != expected:
-    problems.append(f"{len(records)} records, expected {expected}")
-if bad:
-    problems.append(f"{len(bad)} flows ended {sorted({r['outcome'] for r in bad})}: {bad[:3]}")
-if twice:
-    problems.append(f"a response surfaced twice: {twice[:3]}")
-if problems:
-    print("  " + "; ".join(problems), file=sys.stderr)
-    sys.exit(1)
-EOF
-}
 # The host child hosts 2 children (families 3 and 6) x 30 flows; each child container 2 children x 40 flows.
 check_records "$RUN/host-child.jsonl" 60 || fail "host child records"
 check_records "$RUN/container-children.jsonl" 160 || fail "container children records"
@@ -449,6 +460,11 @@ for c in $("${COMPOSE[@]}" ps -q); do
 done
 [ $failed = 0 ] || fail "a process did not drain (exit code or log above)"
 grep -q "signal received, draining" <<<"$($DOCKER logs "$broker" 2>&1)" || fail "the broker did not log its drain"
+fi
+
+# ---- sharded compose: rebalance 2 -> 3 -> 2 brokers under load ------------------------------------------------------
+if [ "${ASKRELAY_DEPLOY_SKIP_SHARDED:-0}" != 1 ]; then
+    . "$REPO/Tests/Deploy/compose-sharded.sh"
 fi
 
 # ---- podman kube play ----------------------------------------------------------------------------------------------

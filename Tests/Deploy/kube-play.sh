@@ -29,8 +29,10 @@ host "$BIN/askrelay" keys generate --out "$RUN/kube-keys" --families 4 --guardia
     --parent-hosts 2 --child-hosts 2 >/dev/null || fail "askrelay keys generate"
 single="" brokers=2
 "$BIN/askrelay-parent" --help | grep -q -- "--brokers" || { single="--single-broker-env"; brokers=1; }
+scale=""
+[ -n "$single" ] || scale="--scale-to 3"
 python3 "$REPO/Tests/Deploy/kube-play.py" "$REPO/deploy/kubernetes" "$RUN/kube-keys" "$KUBE_IMAGE" \
-    "$RUN/kube-play.yaml" --brokers $brokers $single | sed 's/^/  /' || fail "kube-play.py"
+    "$RUN/kube-play.yaml" --brokers $brokers $single $scale | sed 's/^/  /' || fail "kube-play.py"
 [ -z "$single" ] || say "  the workers have no --brokers yet (branch shard not merged): one broker, ASKRELAY_BROKER set"
 pm network create askrelay-kube >/dev/null || fail "podman network create"
 say "  played: $brokers broker pod(s) askrelay-broker-0..$((brokers - 1))"
@@ -56,12 +58,75 @@ for i in $(seq 0 $((brokers - 1))); do
 done
 say "  every played container registered; the brokers' health checks pass"
 
+if [ -n "$scale" ]; then
+# What `kubectl scale statefulset askrelay-broker --replicas=3`, the rebalance Job (deploy/kubernetes/scaling) and the
+# scale back to 2 do (docs/deployment.md, "Scaling the brokers"), played: the new pod, the Job's pod up, the Job's
+# pod down, the pod stopped. The families f2 and f4 move to broker 2 and back with their rosters and questions.
+# The parent and child pods are stopped first (SIGTERM; their drain is checked with the others' below): under podman
+# a worker following a family to a pod added or removed moments before was seen to stall for 10-30 s (all its
+# connections silent at once, then its queued HELLOs arriving together; cause not found yet, see docs/deployment.md).
+# Workers following moves under load are the sharded compose phase's test.
+phase "podman: scale the brokers 2 -> 3 (pod askrelay-broker-2, rebalance Job epoch 1) and back (epoch 2, pod stopped)"
+worker_pods=$(pm pod ps --format '{{.Name}}' | grep -E '^askrelay-(parent|child)-' || true)
+pm pod stop -t 15 $worker_pods >/dev/null 2>"$RUN/pod-stop-workers.err" ||
+    { cat "$RUN/pod-stop-workers.err"; fail "podman pod stop (parents, children)"; }
+say "  parents and children stopped (SIGTERM)"
+pm kube play --network askrelay-kube --configmap "$RUN/kube-play-configmap.yaml" "$RUN/kube-play-scale.yaml" \
+    >"$RUN/kube-play-scale.out" 2>&1 || { grep -v '^\s' "$RUN/kube-play-scale.out" | head -20; fail "kube play scale"; }
+added_ready() {
+    pm_logs_have askrelay-broker-2-broker "ready endpoints=" && pm_logs_have askrelay-broker-2-limits "ready id="
+}
+wait_for "the added pod askrelay-broker-2: broker and limits worker ready" 60 added_ready
+wait_for "podman healthcheck run askrelay-broker-2-broker (the readiness probe)" 30 \
+    pm healthcheck run askrelay-broker-2-broker
+say "  askrelay-broker-2 ready (its list: the ConfigMap's two brokers and itself)"
+# kube_rebalance DIRECTION EPOCH: plays the Job's pod, waits for it to exit (podman wait), requires exit 0 and its
+# 'rebalanced epoch=' line; prints its output and leaves the moved families in $moved.
+kube_rebalance() {
+    local pod="askrelay-rebalance-$2" code
+    pm kube play --network askrelay-kube "$RUN/kube-play-rebalance-$1.yaml" >"$RUN/kube-play-$pod.out" 2>&1 ||
+        { grep -v '^\s' "$RUN/kube-play-$pod.out" | head -20; fail "kube play $pod"; }
+    code=$(CONTAINERS_CONF="$RUN/containers.conf" timeout 120 podman --root "$CACHE/podman" --runroot \
+        "$PODMAN_RUN/run" --tmpdir "$PODMAN_RUN/tmp" wait "$pod-rebalance" 9>&-) || fail "$pod did not exit within 120 s"
+    pm logs "$pod-rebalance" >"$RUN/$pod.log" 2>&1
+    sed 's/^/    /' "$RUN/$pod.log"
+    [ "$code" = 0 ] || fail "the rebalance Job's pod $pod exited $code"
+    grep -q "^rebalanced epoch=$2 " "$RUN/$pod.log" || fail "$pod printed no 'rebalanced epoch=$2' line"
+    moved=$(grep '^moved family=' "$RUN/$pod.log" | sed 's/.*family=\([^ ]*\).*/\1/' | sort | tr '\n' ' ')
+    say "  $pod: exit 0, $(grep -c '^moved family=' "$RUN/$pod.log") families moved: $moved"
+}
+kube_rebalance up 1
+up_moved=$moved
+[ -n "$up_moved" ] || fail "the rebalance to 3 brokers moved no family"
+# broker2 EXPRESSION: a figure of askrelay-broker-2's statistics s (askrelay top --json in its container).
+broker2() {
+    pm exec askrelay-broker-2-broker askrelay top --json --count 1 --timeout 5s |
+        python3 -c "import json, sys; s = json.load(sys.stdin); print($1)"
+}
+broker2_holds() { [ "$(broker2 'sum(s["ledger"].values())')" -gt 0 ]; }
+wait_for "askrelay-broker-2's statistics show the questions of $up_moved" 15 broker2_holds
+say "  askrelay-broker-2 holds $up_moved: ledger $(broker2 's["ledger"]')"
+kube_rebalance down 2
+[ "$moved" = "$up_moved" ] || fail "back to 2 brokers moved [$moved], expected askrelay-broker-2's [$up_moved]"
+# Settled: no question, nothing queued or in flight (a snapshot a second old may predate the move back).
+broker2_empty() { [ "$(broker2 'sum(s["ledger"].values()) + s["queued"] + s["inflight"]')" = 0 ]; }
+wait_for "askrelay-broker-2 holds no question, nothing queued or in flight" 15 broker2_empty
+say "  askrelay-broker-2 after the rebalance to 2: ledger $(broker2 's["ledger"]'), queued 0, in flight 0"
+# kubectl scale --replicas=2 deletes the pod: SIGTERM, the drain, exit 0 (its claims stay, as on a cluster).
+pm pod stop -t 30 askrelay-broker-2 >/dev/null 2>"$RUN/pod-stop-2.err" || { cat "$RUN/pod-stop-2.err"; fail "stop"; }
+for c in askrelay-broker-2-broker askrelay-broker-2-limits; do
+    code=$(pm inspect -f '{{.State.ExitCode}}' "$c")
+    [ "$code" = 0 ] || fail "$c exited $code on SIGTERM"
+done
+say "  askrelay-broker-2 stopped (SIGTERM, exit 0), as kubectl scale --replicas=2 does"
+fi
+
 phase "podman: SIGTERM (pod stop within terminationGracePeriodSeconds); every process drains and exits 0"
 pods=$(pm pod ps --format '{{.Name}}')
 # (podman 4.3 complains on stderr that it cannot remove the health checks' systemd timers: there are none.)
 pm pod stop -t 30 $pods >/dev/null 2>"$RUN/pod-stop.err" || { cat "$RUN/pod-stop.err"; fail "podman pod stop"; }
 failed=0
-for c in $(containers); do
+for c in $(containers | grep -v '^askrelay-rebalance-'); do
     code=$(pm inspect -f '{{.State.ExitCode}}' "$c")
     case "$c" in
         askrelay-broker-*-broker) drained=$(pm logs "$c" 2>&1 | grep -o "broker stopped" | tail -1) ;;

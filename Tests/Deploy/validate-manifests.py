@@ -4,6 +4,10 @@ rules the deployment relies on, and every flag and ASKRELAY_* variable against t
 
     python3 Tests/Deploy/validate-manifests.py [--bin .build/release] deploy/kubernetes
 
+Reads FOLDER/*.yaml and FOLDER/*/*.yaml (scaling/rebalance-job.yaml). A container whose command is a `sh -c` script
+ending in `exec "$@"` runs its args: those are checked as the command line, and a variable the script itself reads is
+allowed besides the executable's own.
+
 Schema: the models of PyPI's `kubernetes` client (pydantic, generated from the API's OpenAPI document): unknown
 fields, wrong types and missing required fields fail; field names must be the API's own (camelCase). Prints one
 line per object; exit 0 when everything holds, 1 with one line per problem otherwise, 64 for bad usage.
@@ -72,10 +76,19 @@ def schema_problems(document, where):
     return problems
 
 
-def pod_templates(objects):
+def pod_templates(objects, kinds=("Deployment", "StatefulSet")):
     for obj in objects:
-        if obj["kind"] in ("Deployment", "StatefulSet"):
+        if obj["kind"] in kinds:
             yield obj, obj["spec"]["template"]
+
+
+def wrapper_script(container):
+    """The script of a `sh -c SCRIPT NAME` command that ends in `exec "$@"` (so the args are what runs), else None."""
+    command = container.get("command", [])
+    if len(command) >= 3 and command[0] in ("sh", "/bin/sh") and command[1] == "-c":
+        if command[2].rstrip().endswith('exec "$@"'):
+            return command[2]
+    return None
 
 
 def rule_problems(objects):
@@ -107,6 +120,35 @@ def rule_problems(objects):
     shard = [e for e in spec["template"]["spec"]["containers"][0].get("env", []) if e["name"] == "ASKRELAY_SHARD_NAME"]
     if not shard or shard[0].get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "metadata.name":
         problems.append("StatefulSet askrelay-broker: ASKRELAY_SHARD_NAME is not the pod's name")
+    # Scaling (docs/deployment.md, "Scaling the brokers"): every broker has an admin endpoint behind the Service, a
+    # pod's own shard is in its own list (the wrapper), and the rebalance Job's pods are the ones the NetworkPolicy
+    # lets reach it.
+    broker = spec["template"]["spec"]["containers"][0]
+    if "--admin-endpoint" not in broker.get("args", []):
+        problems.append("StatefulSet askrelay-broker: the broker has no --admin-endpoint (askrelay rebalance needs it)")
+    if service is not None and 5557 not in [p.get("port") for p in service["spec"].get("ports", [])]:
+        problems.append(f"Service {spec['serviceName']}: no port 5557 (the brokers' admin endpoints)")
+    for container in spec["template"]["spec"]["containers"]:
+        script = wrapper_script(container) or ""
+        if "$ASKRELAY_SHARD_NAME=" not in script:
+            problems.append(
+                f"StatefulSet askrelay-broker container {container['name']}: its list does not add the pod itself "
+                "(a scale-up adds pods that ASKRELAY_BROKERS does not list yet)"
+            )
+    job = by_kind.get("Job", {}).get("askrelay-rebalance")
+    policy = by_kind.get("NetworkPolicy", {}).get("askrelay-broker-admin")
+    if job is None:
+        problems.append("no Job askrelay-rebalance (scaling/rebalance-job.yaml)")
+    elif policy is not None:
+        allowed = [
+            peer.get("podSelector", {}).get("matchLabels", {})
+            for rule in policy["spec"].get("ingress", [])
+            if 5557 in [p.get("port") for p in rule.get("ports", [])]
+            for peer in rule.get("from", [])
+        ]
+        labels = job["spec"]["template"]["metadata"].get("labels", {})
+        if not any(selector and all(labels.get(k) == v for k, v in selector.items()) for selector in allowed):
+            problems.append("NetworkPolicy askrelay-broker-admin: the rebalance Job's pods may not reach port 5557")
     claims = {t["metadata"]["name"] for t in spec.get("volumeClaimTemplates", [])}
     for obj, template in pod_templates(objects):
         name = f"{obj['kind']} {obj['metadata']['name']}"
@@ -151,11 +193,18 @@ def flag_problems(objects, bin_dir, notes):
         return helps[executable]
 
     config_maps = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ConfigMap"}
-    for obj, template in pod_templates(objects):
+    for obj, template in pod_templates(objects, ("Deployment", "StatefulSet", "Job")):
         for container in template["spec"]["containers"]:
             where = f"{obj['kind']} {obj['metadata']['name']}"
-            args = container.get("command", []) + container.get("args", [])
+            script = wrapper_script(container)
+            args = (container.get("command", []) if script is None else []) + container.get("args", [])
+            script_reads = set(re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", script or ""))
             executable = args[0]
+            if len(args) > 1 and executable == "askrelay" and not args[1].startswith("-"):
+                # A subcommand (askrelay rebalance): its own --help lists its flags and variables.
+                helps.setdefault(f"askrelay {args[1]}", subcommand_help(["askrelay", args[1]], bin_dir, variables=True))
+                executable = f"askrelay {args[1]}"
+                args = [executable] + args[2:]
             flags, variables = help_of(executable)
             for flag in (a for a in args[1:] if a.startswith("--")):
                 if flag not in flags:
@@ -164,7 +213,7 @@ def flag_problems(objects, bin_dir, notes):
             for source in container.get("envFrom", []):
                 names += list(config_maps.get(source.get("configMapRef", {}).get("name"), {}).get("data", {}))
             for name in names:
-                if name in variables:
+                if name in variables or name in script_reads:
                     continue
                 problems.append(f"{where}: {executable} reads no {name} (its --help lists no such variable)")
             for probe in ("readinessProbe", "livenessProbe"):
@@ -177,11 +226,14 @@ def flag_problems(objects, bin_dir, notes):
     return problems
 
 
-def subcommand_help(command, bin_dir):
+def subcommand_help(command, bin_dir, variables=False):
     run = subprocess.run(
         [os.path.join(bin_dir, command[0]), command[1], "--help"], capture_output=True, text=True, timeout=30
     )
-    return {line.split()[0] for line in run.stdout.splitlines() if line.startswith("  --")}, set()
+    if run.returncode != 0:
+        raise SystemExit(f"validate-manifests: {command[0]} {command[1]} --help exited {run.returncode}: {run.stderr}")
+    flags = {line.split()[0] for line in run.stdout.splitlines() if line.startswith("  --")}
+    return flags, set(re.findall(r"env: (ASKRELAY_[A-Z0-9_]+)", run.stdout)) if variables else set()
 
 
 def main():
@@ -189,7 +241,9 @@ def main():
     parser.add_argument("folder", help="the manifests' folder (deploy/kubernetes)")
     parser.add_argument("--bin", help="folder of the built executables: check flags and variables against --help")
     options = parser.parse_args()
-    files = sorted(glob.glob(os.path.join(options.folder, "*.yaml")))
+    files = sorted(glob.glob(os.path.join(options.folder, "*.yaml"))) + sorted(
+        glob.glob(os.path.join(options.folder, "*", "*.yaml"))
+    )
     if not files:
         print(f"validate-manifests: no *.yaml in {options.folder}", file=sys.stderr)
         sys.exit(64)
@@ -199,7 +253,7 @@ def main():
             for index, document in enumerate(yaml.safe_load_all(stream)):
                 if document is None:
                     continue
-                where = f"{os.path.basename(path)}[{index}] {document.get('kind')}/" + str(
+                where = f"{os.path.relpath(path, options.folder)}[{index}] {document.get('kind')}/" + str(
                     document.get("metadata", {}).get("name")
                 )
                 found = schema_problems(document, where)

@@ -154,6 +154,95 @@ struct ComposeTests {
         }
     }
 
+    // MARK: compose/docker-compose.sharded.yml
+
+    static let shardedFile = Repository.root.appendingPathComponent("compose/docker-compose.sharded.yml").path
+
+    /// `docker-compose config` of the sharded file, as for the single-broker one.
+    static let shardedConfig: ToolRun? = Tool.find("docker-compose").map { compose in
+        Tool.run(compose, ["-f", shardedFile, "config"], environment: Tool.cleanEnvironment)
+    }
+
+    static var sharded: ComposeConfig {
+        get throws {
+            guard let config = shardedConfig else { throw ProcessFailure("docker-compose is not installed") }
+            guard config.status == 0 else {
+                throw ProcessFailure("docker-compose config (sharded) exited \(config.status):\n\(config.stderr)")
+            }
+            return ComposeConfig(yaml: config.stdout)
+        }
+    }
+
+    @Test(
+        "the sharded file: brokers b0, b1, b2 with admin endpoints, a limits worker per broker, workers on b0,b1",
+        .enabled(if: hasCompose, noCompose)
+    )
+    func shardedServices() throws {
+        let config = try Self.sharded
+        #expect(
+            config.services == [
+                "b0", "b1", "b2", "child", "keys", "limits-b0", "limits-b1", "limits-b2", "parent", "rebalance", "top",
+            ]
+        )
+        let initial = "b0=tcp://b0:5555,b1=tcp://b1:5555"
+        let all = initial + ",b2=tcp://b2:5555"
+        for (name, list) in [("b0", initial), ("b1", initial), ("b2", all)] {
+            let command = config.lists["services.\(name).command"] ?? []
+            func value(_ flag: String) -> String? {
+                command.firstIndex(of: flag).flatMap { $0 + 1 < command.count ? command[$0 + 1] : nil }
+            }
+            #expect(value("--shard-name") == name, "\(name): \(command)")
+            #expect(value("--brokers") == list, "\(name) starts with \(list): \(command)")
+            #expect(value("--admin-endpoint") == "tcp://0.0.0.0:5557" && command.contains("--allow-insecure"))
+            // CURVE stays on for 5555: the keys are given.
+            #expect(value("--curve-secret-file") != nil && value("--principals") != nil, "\(name) runs CURVE")
+            #expect(
+                config.lists["services.\(name).volumes"]?.contains("journal-\(name):/var/lib/askrelay:rw") == true,
+                "\(name) has a journal volume of its own"
+            )
+            let limits = config.lists["services.limits-\(name).command"] ?? []
+            let shard = limits.firstIndex(of: "--shard-name").map { limits[$0 + 1] }
+            let brokers = limits.firstIndex(of: "--brokers").map { limits[$0 + 1] }
+            #expect(shard == name && brokers == list, "limits-\(name) serves \(name) of \(list): \(limits)")
+            #expect(
+                config.scalars["services.limits-\(name).depends_on.\(name).condition"] == "service_healthy",
+                "limits-\(name) waits for \(name)"
+            )
+        }
+        for service in ["parent", "child"] {
+            let invocation = try #require(config.invocation(service))
+            #expect(invocation.flags.contains("--brokers") && !invocation.flags.contains("--broker"))
+            let command = config.lists["services.\(service).command"]?.last ?? ""
+            #expect(command.contains("--brokers \"\(initial)\""), "\(service) starts with b0,b1: \(command)")
+        }
+        #expect(config.lists["services.rebalance.profiles"] == ["tools"], "rebalance is not started by up")
+        #expect(config.lists["services.top.profiles"] == ["tools"], "top is not started by up")
+    }
+
+    @Test("every flag of the sharded file is a flag of its executable", .enabled(if: hasCompose, noCompose))
+    func shardedFlags() throws {
+        let config = try Self.sharded
+        for service in ["b0", "b1", "b2", "limits-b0", "limits-b1", "limits-b2", "parent", "child", "keys"] {
+            let invocation = try #require(config.invocation(service), "service \(service) has a command")
+            try checkFlags(invocation, what: "sharded service \(service)")
+        }
+        let health = try #require(config.healthCheck("b0"))
+        try checkFlags(health, what: "the brokers' health check")
+        // The one-shot services: their entrypoint and the flags their documented commands pass.
+        let rebalance = try #require(
+            Invocation(["askrelay", "rebalance", "--from", "b0,b1", "--to", "b0", "--epoch", "1"])
+        )
+        try checkFlags(rebalance, what: "the rebalance service")
+        let entrypoint = config.lists["services.rebalance.entrypoint"] ?? []
+        #expect(entrypoint.count == 4 && entrypoint[2].hasSuffix("exec askrelay rebalance \"$$@\""), "\(entrypoint)")
+        #expect(
+            config.scalars["services.rebalance.environment.ASKRELAY_REBALANCE_ADMIN"]
+                == "b0=tcp://b0:5557,b1=tcp://b1:5557,b2=tcp://b2:5557"
+        )
+        let top = try #require(Invocation(config.lists["services.top.entrypoint"] ?? []))
+        try checkFlags(top, what: "the top service")
+    }
+
     @Test("the parser reads what docker-compose prints: indentless lists, folded long strings, quotes")
     func parserReadsComposeOutput() {
         let yaml = """

@@ -56,7 +56,8 @@ struct KubernetesManifestTests {
         #expect(run.status == 0, "validate-manifests exited \(run.status):\n\(run.stdout)\n\(run.stderr)")
         for object in [
             "StatefulSet/askrelay-broker", "Service/askrelay-broker", "ConfigMap/askrelay-brokers",
-            "Deployment/askrelay-parent-1", "Deployment/askrelay-child-1",
+            "Deployment/askrelay-parent-1", "Deployment/askrelay-child-1", "NetworkPolicy/askrelay-broker-admin",
+            "scaling/rebalance-job.yaml[0] Job/askrelay-rebalance",
         ] {
             #expect(run.stdout.contains("ok   ") && run.stdout.contains(object), "\(object) is validated")
         }
@@ -117,6 +118,28 @@ struct KubernetesManifestTests {
         let run = try Self.validate(folder.url)
         #expect(run.status == 1)
         #expect(run.stderr.contains("askrelay-broker reads no ASKRELAY_METRICS "), "\(run.stderr)")
+    }
+
+    @Test("the rebalance Job's command line is checked against askrelay rebalance --help")
+    func rebalanceJobFlagsChecked() throws {
+        let folder = try Self.brokenCopy("scaling/rebalance-job.yaml") {
+            $0.replacingOccurrences(of: "name: ASKRELAY_REBALANCE_EPOCH", with: "name: ASKRELAY_REBALANCE_EPOCHS")
+        }
+        defer { folder.cleanup() }
+        let run = try Self.validate(folder.url)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("askrelay rebalance reads no ASKRELAY_REBALANCE_EPOCHS"), "\(run.stderr)")
+    }
+
+    @Test("a rebalance Job the admin NetworkPolicy does not let in fails")
+    func rebalanceJobReachesAdmin() throws {
+        let folder = try Self.brokenCopy("scaling/rebalance-job.yaml") {
+            $0.replacingOccurrences(of: "component: rebalance", with: "component: mover")
+        }
+        defer { folder.cleanup() }
+        let run = try Self.validate(folder.url)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("the rebalance Job's pods may not reach port 5557"), "\(run.stderr)")
     }
 
     @Test("a container without a readiness probe fails")

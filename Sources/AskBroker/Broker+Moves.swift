@@ -119,7 +119,7 @@ extension Broker {
         if let record = try journal.loadBrokerList() {
             moves.epoch = record.epoch
             moves.list = try? BrokerList(parsing: record.list)
-            moves.previous = try record.previous.flatMap { try? BrokerList(parsing: $0) }
+            moves.previous = record.previous.flatMap { try? BrokerList(parsing: $0) }
             moves.settled = Set(record.settled)
         }
         if !moves.families.isEmpty || moves.list != nil {

@@ -149,6 +149,8 @@ final class LimitsWorkerHandler: WorkerHandler {
             case KnownHandlesQuery.kind: try query(delivery, connection: connection)
             case ApprovalNotice.kind: try approval(delivery)
             case LimitsAdminChange.kind: try admin(delivery)
+            case LimitsStateRead.kind: try read(delivery, connection: connection)
+            case LimitsStateWrite.kind: try write(delivery)
             default:
                 logger.warning(
                     "unexpected message for the limits service",
@@ -157,7 +159,7 @@ final class LimitsWorkerHandler: WorkerHandler {
                 return .refuse(
                     WireError(
                         .unknownKind,
-                        "the limits service handles ask, limits.query, approval and limits.admin, not '\(delivery.kind)'"
+                        "the limits service handles ask, limits.query, approval, limits.admin, limits.read and limits.write, not '\(delivery.kind)'"
                     )
                 )
             }
@@ -240,6 +242,32 @@ final class LimitsWorkerHandler: WorkerHandler {
         try store.update(notice.child) { $0.learn(notice.handles) }
         logger.debug("learnt handles", metadata: ["child": "\(notice.child)", "count": "\(notice.handles.count)"])
         onEvent(.learnt(child: notice.child, handles: notice.handles))
+    }
+
+    /// `limits.read`: the broker moving the child's family to another broker reads the child's whole state.
+    private func read(_ delivery: Delivery, connection: WorkerConnection) throws {
+        guard delivery.from == "broker" else { throw WireError(.forbidden, "only the broker reads a child's state") }
+        let read = try decode(LimitsStateRead.self, delivery)
+        let state = store.state(of: read.child)
+        connection.send(
+            LimitsStateReport(child: read.child, state: state),
+            from: address,
+            to: "broker",
+            trace: delivery.causedTrace
+        )
+        logger.info("limits state read for a family move", metadata: ["child": "\(read.child)"])
+    }
+
+    /// `limits.write`: the broker that took the child's family in gives the child's state from its old broker.
+    private func write(_ delivery: Delivery) throws {
+        guard delivery.from == "broker" else { throw WireError(.forbidden, "only the broker writes a child's state") }
+        let write = try decode(LimitsStateWrite.self, delivery)
+        guard Address.isValidID(write.child) else {
+            throw WireError(.badAddress, "child id '\(write.child)' is not valid")
+        }
+        try store.update(write.child) { $0 = write.state }
+        logger.info("limits state written for a family move", metadata: ["child": "\(write.child)"])
+        onEvent(.changed(child: write.child, state: store.state(of: write.child)))
     }
 
     private func admin(_ delivery: Delivery) throws {

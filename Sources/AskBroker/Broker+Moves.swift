@@ -19,6 +19,11 @@ struct MovesState {
     /// The addresses of exported families: a message for one is refused (`moving`) until the family is released,
     /// since the exported state would not have it.
     var exportedAddresses: [String: String] = [:]
+    /// Children of held families whose limits state this broker asked its limits service for (`limits.read`),
+    /// and the states that came back (`limits.state`). Memory only: after a restart the export asks again. A
+    /// `limits.admin` for one of these children is refused (`moving`): it would change the state after it was read.
+    var limitsAsked: Set<String> = []
+    var limitsStates: [String: LimitsState] = [:]
 
     /// Whether any rule of a move applies: checked before anything else, so a broker that never moved a family
     /// pays one test per SEND.
@@ -304,6 +309,31 @@ extension Broker {
         guard atLimits == 0 else {
             return .refused("family '\(family)' has \(atLimits) messages at the limits service", retry: true)
         }
+        // The children's limits state (the limits worker's rows): read from the limits service once nothing of
+        // the family is at it, and carried with the family.
+        let children = familyChildren(family, addresses: addresses)
+        let unread = children.filter { moves.limitsStates[$0] == nil }
+        if !unread.isEmpty {
+            for child in unread where !moves.limitsAsked.contains(child) {
+                let body = try WireJSON.encodeBody(LimitsStateRead(child: child), code: .storageFailed)
+                try route(
+                    id: .random(),
+                    from: "broker",
+                    to: "limits",
+                    kind: MessageKind.limitsRead.rawValue,
+                    subject: nil,
+                    body: body,
+                    limitsKey: "child/\(child)"
+                )
+                moves.limitsAsked.insert(child)
+            }
+            return .refused(
+                "family '\(family)': waiting for the limits service to send the limits state of \(unread.count) "
+                    + "children (\(unread.prefix(5).joined(separator: ", "))); a limits worker must be connected "
+                    + "to this broker",
+                retry: true
+            )
+        }
         var messages: [FamilyState.Message] = []
         for address in addresses.sorted() {
             guard let mailbox = mailboxes[address] else { continue }
@@ -346,7 +376,8 @@ extension Broker {
                     trace: record.trace?.traceparent
                 )
             },
-            messages: messages
+            messages: messages,
+            limits: children.isEmpty ? nil : children.reduce(into: [:]) { $0[$1] = moves.limitsStates[$1] }
         )
         moves.exported.insert(family)
         for address in addresses { moves.exportedAddresses[address] = family }
@@ -354,10 +385,43 @@ extension Broker {
             "family exported",
             metadata: [
                 "family": "\(family)", "questions": "\(questions.count)", "messages": "\(messages.count)",
-                "guardians": "\(state.guardians.count)",
+                "guardians": "\(state.guardians.count)", "limits_states": "\(children.count)",
             ]
         )
         return AdminReply(ok: true, state: state)
+    }
+
+    /// The children of a family whose limits state moves with it: those of its questions and live claims, and,
+    /// with CURVE, every child the principals file gives the family.
+    func familyChildren(_ family: String, addresses: Set<String>) -> [String] {
+        var children = Set(addresses.filter { $0.hasPrefix("child/") }.map { String($0.dropFirst("child/".count)) })
+        for principal in authenticator?.principals.values ?? [:].values where principal.role == .child {
+            if principal.endpoints.isEmpty {
+                if principal.family == family { children.insert(principal.id) }
+            }
+            for claim in principal.endpoints where claim.family == family && claim.address.hasPrefix("child/") {
+                children.insert(String(claim.address.dropFirst("child/".count)))
+            }
+        }
+        return children.sorted()
+    }
+
+    /// `limits.state` from a limits worker: the state of a child this broker asked for while moving its family.
+    func takeLimitsState(session: Session, body: [UInt8]) throws(WireError) {
+        guard session.role == .limits else {
+            throw WireError(.forbidden, "only a limits worker sends limits.state")
+        }
+        let report = try decodeBody(LimitsStateReport.self, body)
+        guard moves.limitsAsked.contains(report.child) else { return }
+        moves.limitsStates[report.child] = report.state
+    }
+
+    /// Forgets the limits states read for a family's children, once it moved or its hold was undone.
+    func forgetLimitsStates(of children: some Sequence<String>) {
+        for child in children {
+            moves.limitsAsked.remove(child)
+            moves.limitsStates[child] = nil
+        }
     }
 
     func adminImport(_ request: AdminRequest) throws -> AdminReply {
@@ -447,6 +511,20 @@ extension Broker {
             copy.seq = nextSeq
             try enqueue(Envelope(stored: copy), body: copy.body, in: mailbox(for: copy.to), expiresAt: copy.expiresAt)
         }
+        // The children's limits state goes to this broker's limits service before anything of the family can:
+        // the family's asks reach the same limits worker after it.
+        for (child, limits) in (state.limits ?? [:]).sorted(by: { $0.key < $1.key }) where Address.isValidID(child) {
+            let body = try WireJSON.encodeBody(LimitsStateWrite(child: child, state: limits), code: .storageFailed)
+            try route(
+                id: .random(),
+                from: "broker",
+                to: "limits",
+                kind: MessageKind.limitsWrite.rawValue,
+                subject: nil,
+                body: body,
+                limitsKey: "child/\(child)"
+            )
+        }
         let record = FamilyMoveRecord(family: family, state: .imported, epoch: epoch, broker: source)
         try journal.saveFamilyMove(record)
         moves.families[family] = record
@@ -455,6 +533,7 @@ extension Broker {
             metadata: [
                 "family": "\(family)", "from": "\(source)", "questions": "\(records.count)",
                 "messages": "\(stored.count)", "guardians": "\(state.guardians.count)",
+                "limits_states": "\(state.limits?.count ?? 0)",
             ]
         )
         return AdminReply(ok: true)
@@ -495,6 +574,7 @@ extension Broker {
         moves.families[family] = record
         moves.exported.remove(family)
         for address in addresses { moves.exportedAddresses[address] = nil }
+        forgetLimitsStates(of: familyChildren(family, addresses: addresses))
         // Sessions that served the family register again, and are told where it is now.
         let reason = MovedReason.text(family: family, to: Self.entry(move.broker), epoch: epoch)
         for session in Array(sessions.values) where session.addresses.values.contains(where: { $0 == family }) {
@@ -529,6 +609,8 @@ extension Broker {
         try journal.deleteFamilyMove(family: family)
         moves.families[family] = nil
         moves.exported.remove(family)
+        let addresses = moves.exportedAddresses.filter { $0.value == family }.keys
+        forgetLimitsStates(of: familyChildren(family, addresses: Set(addresses)))
         moves.exportedAddresses = moves.exportedAddresses.filter { $0.value != family }
         logger.notice("family hold undone", metadata: ["family": "\(family)"])
         return AdminReply(ok: true)

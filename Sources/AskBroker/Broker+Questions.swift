@@ -43,6 +43,12 @@ extension Broker {
             guard to == "limits" || to.hasPrefix("limits/") else {
                 throw WireError(.badAddress, "limits.admin goes to 'limits'")
             }
+            if moves.limitsAsked.contains(change.child) {
+                throw WireError(
+                    .moving,
+                    "child '\(change.child)' is moving to another broker with its family: retry shortly"
+                )
+            }
             try route(
                 id: id,
                 from: from,
@@ -71,10 +77,12 @@ extension Broker {
             let answer = try decodeBody(GuardianAnswer.self, body)
             try Self.checkSubject(parsed.subject, answer.questionID)
             try handleAnswer(session: session, from: from, answer: answer, cause: parsed.trace?.child(of: id), now: now)
+        case ("broker", MessageKind.limitsState.rawValue):
+            try takeLimitsState(session: session, body: body)
         case ("broker", ClockAdvance.kind):
             try advanceClock(session: session, body: body)
         default:
-            throw WireError(.unknownKind, "the broker handles send, cancel and answer; got '\(kind)'")
+            throw WireError(.unknownKind, "the broker handles send, cancel, answer and limits.state; got '\(kind)'")
         }
     }
 

@@ -59,7 +59,7 @@ struct QuestionLedger {
     /// Kinds only the broker may send.
     static let brokerOnlyKinds: [String] = [
         MessageKind.question.rawValue, MessageKind.response.rawValue, MessageKind.closed.rawValue,
-        MessageKind.approval.rawValue,
+        MessageKind.approval.rawValue, MessageKind.limitsRead.rawValue, MessageKind.limitsWrite.rawValue,
     ]
 
     let configuration: BrokerConfiguration

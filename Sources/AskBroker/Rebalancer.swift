@@ -10,9 +10,10 @@ import ZeroMQ
 /// from what the brokers' journals say. For each family that changes broker, from its broker S to its new broker D:
 ///
 /// 1. `hold` at S: S refuses the family's SENDs (`moving`, resent by the senders) from now on;
-/// 2. `export` at S: the family's question rows, roster and undelivered messages (S waits until the family has no
-///    work at its limits service);
-/// 3. `import` at D, once per epoch: D stores all of it in one commit and serves the family;
+/// 2. `export` at S: the family's question rows, roster, undelivered messages and its children's limits state (S
+///    waits until the family has no work at its limits service, then reads the children's state from it);
+/// 3. `import` at D, once per epoch: D stores all of it in one commit, with the children's limits state queued
+///    for its limits service, and serves the family;
 /// 4. `release` at S: S deletes the family in one commit and answers `moved`, naming D, from then on.
 ///
 /// Every broker first takes the new list (`list`), and each broker of the old list `settle`s once it holds no family
@@ -38,6 +39,8 @@ public struct Rebalancer: Sendable {
         public var openQuestions: Int
         /// Undelivered copies carried.
         public var messages: Int
+        /// Children whose limits state (the limits worker's row) was carried.
+        public var limitsStates: Int = 0
         /// From the hold to the release.
         public var took: Duration
     }
@@ -98,7 +101,7 @@ public struct Rebalancer: Sendable {
                     if let move {
                         moves.append(move)
                         progress(
-                            "moved family=\(family) from=\(source.name) to=\(destination.name) questions=\(move.questions) open=\(move.openQuestions) messages=\(move.messages) ms=\(move.took.milliseconds)"
+                            "moved family=\(family) from=\(source.name) to=\(destination.name) questions=\(move.questions) open=\(move.openQuestions) messages=\(move.messages) limits=\(move.limitsStates) ms=\(move.took.milliseconds)"
                         )
                     }
                 }
@@ -161,6 +164,7 @@ public struct Rebalancer: Sendable {
             questions: state.questions.count,
             openQuestions: state.questions.filter { QuestionState(rawValue: $0.state)?.isClosed == false }.count,
             messages: state.messages.count,
+            limitsStates: state.limits?.count ?? 0,
             took: ContinuousClock.now - started
         )
     }

@@ -36,7 +36,8 @@ public struct BrokerListChange: Codable, Sendable, Equatable {
         for move in moves {
             lines.append(
                 "  \(move.family) \(move.from) → \(move.to) in \(move.tookMs) ms: \(move.openQuestions) open of "
-                    + "\(move.questions) questions, \(move.messages) undelivered messages"
+                    + "\(move.questions) questions, \(move.messages) undelivered messages, "
+                    + "\(move.limitsStates ?? 0) children's limits state"
             )
         }
         return lines
@@ -56,6 +57,8 @@ public struct MovedFamily: Codable, Sendable, Equatable {
     public var questions: Int
     /// Undelivered copies carried.
     public var messages: Int
+    /// Children whose limits state (their limits worker's row) was carried (absent in facts of older runs).
+    public var limitsStates: Int?
 }
 
 /// What a broker change needs from the run: each broker's entry and admin endpoint, and how to start a broker and
@@ -187,7 +190,8 @@ extension FaultRunner {
                     tookMs: Int($0.took.milliseconds),
                     openQuestions: $0.openQuestions,
                     questions: $0.questions,
-                    messages: $0.messages
+                    messages: $0.messages,
+                    limitsStates: $0.limitsStates
                 )
             }
         )

@@ -137,19 +137,20 @@ enum ReportHTML {
         }
         if let changes = report.brokerChanges {
             html +=
-                "<h2>Broker list changes</h2><p class=meta>Each <code>add-broker</code> and <code>remove-broker</code>: the families it moved, how long each move took (from its hold to its release at the old broker), and the flows that crossed it (the family's open questions, carried to the new broker).</p>"
+                "<h2>Broker list changes</h2><p class=meta>Each <code>add-broker</code> and <code>remove-broker</code>: the families it moved, how long each move took (from its hold to its release at the old broker), and the flows that crossed it (the family's open questions, carried to the new broker), and how many of its children's limits states went with it.</p>"
             for change in changes {
                 html +=
                     "<p><b>\(esc(change.action)) \(esc(change.broker))</b> at \(esc(change.at)): epoch \(change.epoch), "
                     + "\(esc(change.from.joined(separator: ","))) → \(esc(change.to.joined(separator: ","))), "
                     + "\(change.moves.count) families in \(change.tookMs) ms</p>"
                     + "<table><tr><th>family</th><th>from</th><th>to</th><th class=n>ms</th><th class=n>open questions</th>"
-                    + "<th class=n>questions</th><th class=n>messages</th></tr>"
+                    + "<th class=n>questions</th><th class=n>messages</th><th class=n>limits states</th></tr>"
                 for move in change.moves {
                     html +=
                         "<tr><td>\(esc(move.family))</td><td>\(esc(move.from))</td><td>\(esc(move.to))</td>"
                         + "<td class=n>\(move.tookMs)</td><td class=n>\(move.openQuestions)</td>"
-                        + "<td class=n>\(move.questions)</td><td class=n>\(move.messages)</td></tr>"
+                        + "<td class=n>\(move.questions)</td><td class=n>\(move.messages)</td>"
+                        + "<td class=n>\(move.limitsStates ?? 0)</td></tr>"
                 }
                 html += "</table>"
             }

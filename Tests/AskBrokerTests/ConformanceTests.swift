@@ -594,6 +594,18 @@ let provocations: [Provocation] = [
             return try w.refusal(w.child, id)
         }
     },
+    .init("moving.send", "a limits.admin for a child whose limits state is being read for its family's move") {
+        try inWorld(durability: .batch, configure: movable) { w in
+            try w.hold("f1")
+            #expect(try w.reply(AdminRequest(op: "export", epoch: 1, family: "f1")).retry == true)
+            let id = try w.observer.send(
+                LimitsAdminChange(child: "c1", limitsEnabled: false),
+                from: "observer/o1",
+                to: "limits"
+            )
+            return try w.refusal(w.observer, id)
+        }
+    },
     .init("forbidden.hello-family", "a child claim without a family") {
         try inWorld { w in
             let peer = try w.newPeer()
@@ -669,6 +681,16 @@ let provocations: [Provocation] = [
                 LimitsAdminChange(child: "c1", limitsEnabled: false),
                 from: "child/c1",
                 to: "limits"
+            )
+            return try w.refusal(w.child, id)
+        }
+    },
+    .init("forbidden.limits-state", "a child sending a limits.state to the broker") {
+        try inWorld { w in
+            let id = try w.child.send(
+                LimitsStateReport(child: "c1", state: LimitsState()),
+                from: "child/c1",
+                to: "broker"
             )
             return try w.refusal(w.child, id)
         }
@@ -948,6 +970,13 @@ func movable(_ configuration: inout BrokerConfiguration) {
 extension ConformanceWorld {
     @discardableResult
     func admin(_ request: AdminRequest) throws -> AdminReply {
+        let reply = try self.reply(request)
+        guard reply.ok else { throw TestFailure("\(request.op) refused: \(reply.error ?? "")") }
+        return reply
+    }
+
+    /// The broker's reply to an admin request, whatever it says.
+    func reply(_ request: AdminRequest) throws -> AdminReply {
         let socket = try flow.context.socket(.req)
         try socket.set(.linger, 0)
         try socket.connect("ipc://\(flow.broker.directory.path)/admin.sock")
@@ -955,9 +984,7 @@ extension ConformanceWorld {
         guard try socket.wait(timeoutMilliseconds: 10_000), let (frame, _) = try socket.receive(.dontWait) else {
             throw TestFailure("the broker did not answer \(request.op)")
         }
-        let reply = try JSONDecoder().decode(AdminReply.self, from: Data(frame))
-        guard reply.ok else { throw TestFailure("\(request.op) refused: \(reply.error ?? "")") }
-        return reply
+        return try JSONDecoder().decode(AdminReply.self, from: Data(frame))
     }
 
     func hold(_ family: String) throws {
@@ -967,7 +994,33 @@ extension ConformanceWorld {
     /// Holds, exports and releases `family`, as `askrelay rebalance` does (the import is another broker's).
     func moveAway(_ family: String) throws {
         try hold(family)
-        try admin(AdminRequest(op: "export", epoch: 1, family: family))
+        try export(family)
         try admin(AdminRequest(op: "release", epoch: 1, family: family))
+    }
+
+    /// Exports a held `family`: the broker first reads each child's limits state from the limits worker
+    /// (`limits.read`, answered here by the raw limits peer with a `limits.state`), asking to be retried meanwhile.
+    func export(_ family: String) throws {
+        let request = AdminRequest(op: "export", epoch: 1, family: family)
+        for _ in 0..<5 {
+            let reply = try reply(request)
+            if reply.ok { return }
+            guard reply.retry == true else { throw TestFailure("export refused: \(reply.error ?? "")") }
+            try answerLimitsRead()
+        }
+        throw TestFailure("export still waits after five limits reads")
+    }
+
+    /// The limits peer answers one `limits.read` of the broker. - Returns: the child it named.
+    @discardableResult
+    func answerLimitsRead(state: LimitsState = LimitsState()) throws -> String {
+        let read = try limits.expectDelivery(kind: MessageKind.limitsRead.rawValue)
+        #expect(read.from == "broker")
+        try limits.ack([read.id!])
+        let child = try read.decode(LimitsStateRead.self).child
+        try limits.expectAck(
+            try limits.send(LimitsStateReport(child: child, state: state), from: "limits/l1", to: "broker")
+        )
+        return child
     }
 }

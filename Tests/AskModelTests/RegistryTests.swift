@@ -54,7 +54,7 @@ struct RegistryTests {
 
     @Test("every kind maps to a body type with the same kind")
     func kindsAreConsistent() {
-        #expect(MessageKind.allCases.count == 13)
+        #expect(MessageKind.allCases.count == 16)
         for kind in MessageKind.allCases {
             #expect(kind.bodyType.messageKind == kind)
             #expect(
@@ -77,7 +77,8 @@ struct RegistryTests {
         for kind in MessageKind.allCases {
             let message = Samples.message(kind)
             switch kind {
-            case .limitsQuery, .limitsReply, .limitsAdmin, .echo: #expect(message.subject == nil)
+            case .limitsQuery, .limitsReply, .limitsAdmin, .limitsRead, .limitsState, .limitsWrite, .echo:
+                #expect(message.subject == nil)
             default: #expect(message.subject == Samples.questionID, "\(kind.rawValue)")
             }
         }

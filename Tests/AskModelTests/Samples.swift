@@ -68,6 +68,14 @@ enum Samples {
                 contactSyncSetUp: false,
                 addKnown: [.init(value: "best_friend_99", kind: .custom)]
             )
+        case .limitsRead: LimitsStateRead(child: "c42")
+        case .limitsState:
+            LimitsStateReport(
+                child: "c42",
+                state: LimitsState(contactSyncSetUp: false, knownHandles: [handles[0]])
+            )
+        case .limitsWrite:
+            LimitsStateWrite(child: "c42", state: LimitsState(limitsEnabled: false, knownHandles: Set(handles)))
         case .echo: Echo(payload: "ping 000001")
         }
     }

@@ -119,6 +119,10 @@ struct RandomValues {
         }
     }
 
+    mutating func limitsState() -> LimitsState {
+        LimitsState(limitsEnabled: bool(), contactSyncSetUp: bool(), eligible: bool(), knownHandles: Set(handles()))
+    }
+
     mutating func message(_ kind: MessageKind) -> any AppMessage {
         switch kind {
         case .ask: return AskRequest(question: question())
@@ -147,6 +151,9 @@ struct RandomValues {
                 addKnown: maybe { $0.handles() },
                 removeKnown: maybe { $0.handles() }
             )
+        case .limitsRead: return LimitsStateRead(child: string())
+        case .limitsState: return LimitsStateReport(child: string(), state: limitsState())
+        case .limitsWrite: return LimitsStateWrite(child: string(), state: limitsState())
         case .echo: return Echo(payload: string(maxLength: 200))
         }
     }

@@ -36,6 +36,10 @@ struct BrokerChangeSimulationTests {
         #expect(!removed.isEmpty && removed.allSatisfy { $0["from"] as? String == "b0" }, "\(removed)")
         let crossed = (added + removed).map { $0["openQuestions"] as? Int ?? 0 }.reduce(0, +)
         #expect(crossed > 0, "open questions were carried: \(added + removed)")
+        // A family that asked has a child, whose limits state went with it.
+        for move in added + removed where (move["questions"] as? Int ?? 0) > 0 {
+            #expect((move["limitsStates"] as? Int ?? 0) > 0, "children's limits state carried: \(move)")
+        }
         // The coverage counts the flows of the moved families in flight while each change ran.
         let coverage = try #require(run.report["coverage"] as? [[String: Any]])
         for entry in coverage where (entry["action"] as? String)?.hasSuffix("-broker") == true {

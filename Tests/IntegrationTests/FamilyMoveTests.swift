@@ -1,3 +1,4 @@
+import AskAgents
 import AskModel
 import AskProtocol
 import AskRelayProcesses
@@ -15,6 +16,7 @@ final class MoveWorld: @unchecked Sendable {
     let l3: String
     let admin: String
     var brokers: [RelayProcess] = []
+    var limits: [RelayProcess] = []
     let moving: String
     let staying: String
     let context: ZMQContext
@@ -54,8 +56,56 @@ final class MoveWorld: @unchecked Sendable {
     func endpoint(_ index: Int) -> String { "ipc://\(directory.path)/b\(index).sock" }
 
     func stop() {
+        for process in limits { process.kill9() }
         for broker in brokers { broker.kill9() }
         directory.cleanup()
+    }
+
+    /// The moving family's child's limits state at b0's limits worker (its state file), which must reach b2's.
+    static let movingChildLimits = LimitsState(
+        contactSyncSetUp: false,
+        knownHandles: [CommunicationHandle(value: "+15550002222", kind: .phoneNumber)]
+    )
+
+    /// Starts a limits worker (`askrelay-limits`, a real process) for b0 and one for b2, and waits for their ready
+    /// lines; b0's is seeded with ``movingChildLimits`` for the moving family's child `c-<moving>`.
+    func startLimits() throws {
+        let seed = directory.path + "/limits-b0.json"
+        try Data(
+            """
+            {"children": {"c-\(moving)": {"contactSyncSetUp": false,
+              "knownHandles": [{"kind": "phoneNumber", "value": "+15550002222"}]}}}
+            """.utf8
+        ).write(to: URL(fileURLWithPath: seed))
+        for (shard, list) in [("b0", l2), ("b2", l3)] {
+            let process = try RelayProcess(
+                "askrelay-limits",
+                [
+                    "--brokers", list, "--shard-name", shard, "--id", "limits-\(shard)", "--data-dir",
+                    limitsDirectory(shard), "--heartbeat", "200ms",
+                ] + (shard == "b0" ? ["--state", seed] : []),
+                logDirectory: directory.path
+            )
+            limits.append(process)
+            _ = try process.waitForLine(startingWith: "ready")
+        }
+    }
+
+    func limitsDirectory(_ shard: String) -> String { directory.path + "/limits-\(shard)" }
+
+    /// Waits until b2's limits worker has stored the moving child's state from b0 (it comes with the import, as
+    /// a `limits.write`). - Throws: when it has not within 10 s, with what it has.
+    func expectLimitsMovedToB2() throws {
+        let child = "c-\(moving)"
+        let deadline = ContinuousClock.now + .seconds(10)
+        var stored = LimitsState()
+        while ContinuousClock.now < deadline {
+            stored = try LimitsWorker.readStoredState(of: child, dataDirectory: limitsDirectory("b2"))
+            if stored == Self.movingChildLimits { return }
+            // A poll with a deadline: the store is another process's file and says nothing when it changes.
+            usleep(5_000)
+        }
+        throw TestFailure("b2's limits worker has \(stored) for \(child), not b0's \(Self.movingChildLimits)")
     }
 
     /// `askrelay rebalance` from L2 to L3, epoch 1.
@@ -159,6 +209,8 @@ final class MoveWorld: @unchecked Sendable {
             try guardian.ack([delivery.id!])
         }
         #expect(asked == Set(questions.map { MessageID(uuid: $0.id) }), "both open questions, nothing lost")
+        // The child's limits state came along (before the approval below teaches b2's limits worker a handle).
+        if !limits.isEmpty { try expectLimitsMovedToB2() }
         let child = try RawPeer(context: context, endpoint: endpoint(2))
         try child.register(role: .child, ["child/c-\(moving)"], family: moving)
         let answer = GuardianAnswer(questionID: questions[0].id, choiceID: PermissionChoice.approve.id)
@@ -183,8 +235,10 @@ struct FamilyMoveTests {
         defer { world.stop() }
         let questions = try world.openFamily(world.moving, at: 0)
         _ = try world.openFamily(world.staying, at: 0)
+        try world.startLimits()
         let output = try world.rebalance()
-        #expect(output.contains { $0.hasPrefix("moved family=\(world.moving) from=b0 to=b2 questions=2") }, "\(output)")
+        let moved = output.first { $0.hasPrefix("moved family=\(world.moving) from=b0 to=b2 questions=2") }
+        #expect(moved?.contains(" limits=1 ") == true, "one child's limits state moved: \(output)")
         #expect(output.contains { $0.hasPrefix("rebalanced epoch=1 families=1") }, "\(output)")
         try world.expectWholeAtB2(questions)
         // The family that stays is served by b0 as before.
@@ -201,6 +255,7 @@ struct FamilyMoveTests {
         defer { world.stop() }
         let questions = try world.openFamily(world.moving, at: 0)
         _ = try world.openFamily(world.staying, at: 0)
+        try world.startLimits()
         let mover = try world.mover(pauseBefore: "release")
         _ = try mover.waitForLine(startingWith: "paused before release family=\(world.moving)")
         mover.kill9()
@@ -223,6 +278,7 @@ struct FamilyMoveTests {
         defer { world.stop() }
         let questions = try world.openFamily(world.moving, at: 0)
         _ = try world.openFamily(world.staying, at: 0)
+        try world.startLimits()
         let mover = try world.mover(pauseBefore: "release")
         _ = try mover.waitForLine(startingWith: "paused before release family=\(world.moving)")
         mover.kill9()
@@ -239,6 +295,7 @@ struct FamilyMoveTests {
         defer { world.stop() }
         let questions = try world.openFamily(world.moving, at: 0)
         _ = try world.openFamily(world.staying, at: 0)
+        try world.startLimits()
         let mover = try world.mover(pauseBefore: "import")
         _ = try mover.waitForLine(startingWith: "paused before import family=\(world.moving)")
         mover.kill9()

@@ -19,20 +19,7 @@ struct FollowMoveTests {
     func centersFollow() async throws {
         let world = try MoveWorld()
         defer { world.stop() }
-        var limits: [RelayProcess] = []
-        defer { for process in limits { process.kill9() } }
-        for (shard, list) in [("b0", world.l2), ("b2", world.l3)] {
-            let process = try RelayProcess(
-                "askrelay-limits",
-                [
-                    "--brokers", list, "--shard-name", shard, "--id", "limits-\(shard)", "--data-dir",
-                    world.directory.path + "/limits-\(shard)", "--heartbeat", "200ms",
-                ],
-                logDirectory: world.directory.path
-            )
-            limits.append(process)
-            _ = try process.waitForLine(startingWith: "ready")
-        }
+        try world.startLimits()
         let context = ClientContext(try ZMQContext())
         var childOptions = AskCenter.Options()
         childOptions.heartbeatInterval = .milliseconds(200)
@@ -75,7 +62,7 @@ struct FollowMoveTests {
         let held = try world.admin(0, AdminRequest(op: "status"))
         #expect(held.moves?.first { $0.family == world.moving }?.state == "held", "\(held)")
         mover.kill9()
-        try await blocking { try world.rebalance() }
+        _ = try await blocking { try world.rebalance() }
         try await asked
         try await session.send(second.id)
         #expect(await questions.first { $0.id == second.id } != nil, "the guardian got the second question at b2")

@@ -771,3 +771,110 @@ extension Echo: FastJSONCodable {
         self.init(payload: payload)
     }
 }
+
+extension LimitsState: FastJSONCodable {
+    func writeJSON(to w: inout JSONWriter) -> Bool {
+        w.beginObject()
+        w.key("contactSyncSetUp")
+        w.bool(contactSyncSetUp)
+        w.key("eligible")
+        w.bool(eligible)
+        w.key("knownHandles")
+        guard w.values(knownHandles.sorted()) else { return false }
+        w.key("limitsEnabled")
+        w.bool(limitsEnabled)
+        w.endObject()
+        return true
+    }
+
+    init?(json r: inout JSONReader) {
+        var contactSyncSetUp: Bool?
+        var eligible: Bool?
+        var knownHandles: [CommunicationHandle]?
+        var limitsEnabled: Bool?
+        guard
+            r.object({ key, r in
+                switch key {
+                case "contactSyncSetUp": r.read(into: &contactSyncSetUp) { $0.bool() }
+                case "eligible": r.read(into: &eligible) { $0.bool() }
+                case "knownHandles": r.read(into: &knownHandles) { $0.values() }
+                case "limitsEnabled": r.read(into: &limitsEnabled) { $0.bool() }
+                default: false
+                }
+            }), let contactSyncSetUp, let eligible, let knownHandles, let limitsEnabled
+        else { return nil }
+        self.init(
+            limitsEnabled: limitsEnabled,
+            contactSyncSetUp: contactSyncSetUp,
+            eligible: eligible,
+            knownHandles: Set(knownHandles)
+        )
+    }
+}
+
+extension LimitsStateRead: FastJSONCodable {
+    func writeJSON(to w: inout JSONWriter) -> Bool {
+        w.beginObject()
+        w.key("child")
+        w.string(child)
+        w.endObject()
+        return true
+    }
+
+    init?(json r: inout JSONReader) {
+        var child: String?
+        guard
+            r.object({ key, r in
+                switch key {
+                case "child": r.read(into: &child) { $0.string() }
+                default: false
+                }
+            }), let child
+        else { return nil }
+        self.init(child: child)
+    }
+}
+
+/// The body shape `limits.state` and `limits.write` share: a child and its whole state.
+private func writeChildState(_ child: String, _ state: LimitsState, to w: inout JSONWriter) -> Bool {
+    w.beginObject()
+    w.key("child")
+    w.string(child)
+    w.key("state")
+    guard w.value(state) else { return false }
+    w.endObject()
+    return true
+}
+
+private func readChildState(_ r: inout JSONReader) -> (String, LimitsState)? {
+    var child: String?
+    var state: LimitsState?
+    guard
+        r.object({ key, r in
+            switch key {
+            case "child": r.read(into: &child) { $0.string() }
+            case "state": r.read(into: &state) { $0.value() }
+            default: false
+            }
+        }), let child, let state
+    else { return nil }
+    return (child, state)
+}
+
+extension LimitsStateReport: FastJSONCodable {
+    func writeJSON(to w: inout JSONWriter) -> Bool { writeChildState(child, state, to: &w) }
+
+    init?(json r: inout JSONReader) {
+        guard let (child, state) = readChildState(&r) else { return nil }
+        self.init(child: child, state: state)
+    }
+}
+
+extension LimitsStateWrite: FastJSONCodable {
+    func writeJSON(to w: inout JSONWriter) -> Bool { writeChildState(child, state, to: &w) }
+
+    init?(json r: inout JSONReader) {
+        guard let (child, state) = readChildState(&r) else { return nil }
+        self.init(child: child, state: state)
+    }
+}

@@ -14,6 +14,9 @@ public enum MessageKind: String, Codable, Sendable, Hashable, CaseIterable {
     case limitsQuery = "limits.query"
     case limitsReply = "limits.reply"
     case limitsAdmin = "limits.admin"
+    case limitsRead = "limits.read"
+    case limitsState = "limits.state"
+    case limitsWrite = "limits.write"
     case echo = "echo"
 
     /// The body type carried under this kind.
@@ -31,6 +34,9 @@ public enum MessageKind: String, Codable, Sendable, Hashable, CaseIterable {
         case .limitsQuery: KnownHandlesQuery.self
         case .limitsReply: KnownHandlesReply.self
         case .limitsAdmin: LimitsAdminChange.self
+        case .limitsRead: LimitsStateRead.self
+        case .limitsState: LimitsStateReport.self
+        case .limitsWrite: LimitsStateWrite.self
         case .echo: Echo.self
         }
     }
@@ -48,6 +54,8 @@ public enum MessageKind: String, Codable, Sendable, Hashable, CaseIterable {
         case .limitsQuery: ([.child], [.limits])
         case .limitsReply: ([.limits], [.child])
         case .limitsAdmin: ([.observer], [.limits])
+        case .limitsRead, .limitsWrite: ([.broker], [.limits])
+        case .limitsState: ([.limits], [.broker])
         case .echo: (Address.Role.allCases, Address.Role.allCases)
         }
     }
@@ -85,6 +93,9 @@ public enum AppMessageBody: Sendable, Equatable {
     case limitsQuery(KnownHandlesQuery)
     case limitsReply(KnownHandlesReply)
     case limitsAdmin(LimitsAdminChange)
+    case limitsRead(LimitsStateRead)
+    case limitsState(LimitsStateReport)
+    case limitsWrite(LimitsStateWrite)
     case echo(Echo)
 
     /// Decodes a body received under `kind`.
@@ -112,6 +123,9 @@ public enum AppMessageBody: Sendable, Equatable {
         case let m as KnownHandlesQuery: self = .limitsQuery(m)
         case let m as KnownHandlesReply: self = .limitsReply(m)
         case let m as LimitsAdminChange: self = .limitsAdmin(m)
+        case let m as LimitsStateRead: self = .limitsRead(m)
+        case let m as LimitsStateReport: self = .limitsState(m)
+        case let m as LimitsStateWrite: self = .limitsWrite(m)
         case let m as Echo: self = .echo(m)
         default: return nil
         }
@@ -132,6 +146,9 @@ public enum AppMessageBody: Sendable, Equatable {
         case .limitsQuery(let m): m
         case .limitsReply(let m): m
         case .limitsAdmin(let m): m
+        case .limitsRead(let m): m
+        case .limitsState(let m): m
+        case .limitsWrite(let m): m
         case .echo(let m): m
         }
     }
@@ -163,6 +180,9 @@ public enum AppMessageBody: Sendable, Equatable {
         case .limitsQuery: .limitsQuery(try body(KnownHandlesQuery.self))
         case .limitsReply: .limitsReply(try body(KnownHandlesReply.self))
         case .limitsAdmin: .limitsAdmin(try body(LimitsAdminChange.self))
+        case .limitsRead: .limitsRead(try body(LimitsStateRead.self))
+        case .limitsState: .limitsState(try body(LimitsStateReport.self))
+        case .limitsWrite: .limitsWrite(try body(LimitsStateWrite.self))
         case .echo: .echo(try body(Echo.self))
         }
     }

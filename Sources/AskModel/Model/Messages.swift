@@ -226,6 +226,41 @@ public struct LimitsAdminChange: AppMessage, Hashable {
     }
 }
 
+/// `limits.read`, broker → limits: send the broker this child's whole limits state (a `limits.state`). A broker
+/// asks while it moves the child's family to another broker (docs/scaling.md, "Rebalancing").
+public struct LimitsStateRead: AppMessage, Hashable {
+    public static let messageKind = MessageKind.limitsRead
+    /// The child's id.
+    public var child: String
+    public init(child: String) { self.child = child }
+}
+
+/// `limits.state`, limits → broker: a child's whole limits state, the answer to `limits.read` (the built-in or
+/// stored defaults when the child has no state of its own).
+public struct LimitsStateReport: AppMessage, Hashable {
+    public static let messageKind = MessageKind.limitsState
+    /// The child's id.
+    public var child: String
+    public var state: LimitsState
+    public init(child: String, state: LimitsState) {
+        self.child = child
+        self.state = state
+    }
+}
+
+/// `limits.write`, broker → limits: replace a child's limits state with this one. The broker that takes a moved
+/// family in sends its children's states, as the family's old broker read them.
+public struct LimitsStateWrite: AppMessage, Hashable {
+    public static let messageKind = MessageKind.limitsWrite
+    /// The child's id.
+    public var child: String
+    public var state: LimitsState
+    public init(child: String, state: LimitsState) {
+        self.child = child
+        self.state = state
+    }
+}
+
 /// `echo`, any → any: opaque payload for load tests.
 public struct Echo: AppMessage, Hashable {
     public static let messageKind = MessageKind.echo

@@ -42,7 +42,7 @@ public enum ErrorTable {
     /// The header row of the specification's table (the test finds the table by it).
     public static let markdownHeader = "| code | refused message | NACK id | condition |"
 
-    static let ledgerKinds = "`ask`, `ask.result`, `limits.admin`, `send`, `cancel`, `answer`"
+    static let ledgerKinds = "`ask`, `ask.result`, `limits.admin`, `limits.state`, `send`, `cancel`, `answer`"
 
     public static let conditions: [ErrorCondition] = [
         .init(
@@ -179,7 +179,7 @@ public enum ErrorTable {
             .unknownKind,
             "SEND to `broker`",
             .message,
-            "the kind is not `send`, `cancel` or `answer` (or, tests only, `clock.advance`)"
+            "the kind is not `send`, `cancel`, `answer` or `limits.state` (or, tests only, `clock.advance`)"
         ),
         .init("bad-subject.ask", .badSubject, "SEND `ask`", .message, "the subject is missing or is not `question.id`"),
         .init(
@@ -262,7 +262,8 @@ public enum ErrorTable {
             .forbidden,
             "SEND",
             .message,
-            "the kind is one only the broker sends: `question`, `response`, `closed`, `approval`"
+            "the kind is one only the broker sends: `question`, `response`, `closed`, `approval`, `limits.read`, "
+                + "`limits.write`"
         ),
         .init(
             "forbidden.ask",
@@ -284,6 +285,13 @@ public enum ErrorTable {
             "SEND `limits.admin`",
             .message,
             "the session is not an observer session"
+        ),
+        .init(
+            "forbidden.limits-state",
+            .forbidden,
+            "SEND `limits.state`",
+            .message,
+            "the session is not a limits session"
         ),
         .init(
             "forbidden.clock-advance",
@@ -344,7 +352,8 @@ public enum ErrorTable {
             "SEND",
             .message,
             "the sender's family is being moved to another broker, or the recipient's family is and its state "
-                + "was handed over: resend it shortly, same id (a worker does this by itself: its app never sees it)"
+                + "was handed over, or a `limits.admin` names a child whose limits state is being read for its "
+                + "family's move: resend it shortly, same id (a worker does this by itself: its app never sees it)"
         ),
         .init(
             "invalid-question",

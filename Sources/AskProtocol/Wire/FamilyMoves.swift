@@ -126,12 +126,22 @@ public struct FamilyState: Codable, Sendable, Hashable {
     public var guardians: [String]
     public var questions: [Question]
     public var messages: [Message]
+    /// Each child's limits state (the limits worker's row), by child id, as the old broker's limits service had
+    /// it; `nil` when the family has no child there.
+    public var limits: [String: LimitsState]?
 
-    public init(family: String, guardians: [String], questions: [Question], messages: [Message]) {
+    public init(
+        family: String,
+        guardians: [String],
+        questions: [Question],
+        messages: [Message],
+        limits: [String: LimitsState]? = nil
+    ) {
         self.family = family
         self.guardians = guardians
         self.questions = questions
         self.messages = messages
+        self.limits = limits
     }
 
     /// One question row (the journal's `question` and `question_json`).

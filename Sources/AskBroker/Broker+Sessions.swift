@@ -24,7 +24,7 @@ extension Broker {
                 var kept: [Envelope] = []
                 for envelope in work {
                     if envelope.to == "limits" {
-                        let target = self.mailbox(for: limitsTarget(for: envelope.from))
+                        let target = self.mailbox(for: limitsTarget(for: Self.limitsKey(of: envelope)))
                         target.enqueue(envelope)
                         markDirty(target)
                     } else {
@@ -64,10 +64,29 @@ extension Broker {
         return best.address
     }
 
+    /// The key a message for the `limits` service is routed by: the child it concerns, so that all of a child's
+    /// work (its asks and queries, the broker's approvals and state writes, an observer's admin changes) reaches
+    /// the same limits worker, also when it is routed again after a limits worker left or the broker restarted.
+    /// A child's own message names it as its sender; the others name it in the body's `child`.
+    static func limitsKey(of envelope: Envelope) -> String {
+        if envelope.from.utf8.starts(with: "child/".utf8) { return envelope.from }
+        guard Self.childKeyedKinds.contains(envelope.kind) else { return envelope.from }
+        let body = envelope.packed[envelope.headerCount...]
+        guard let named = try? JSONDecoder().decode(ChildField.self, from: Data(body)) else { return envelope.from }
+        return "child/\(named.child)"
+    }
+
+    static let childKeyedKinds: Set<String> = [
+        MessageKind.approval.rawValue, MessageKind.limitsAdmin.rawValue, MessageKind.limitsRead.rawValue,
+        MessageKind.limitsWrite.rawValue,
+    ]
+
+    private struct ChildField: Decodable { let child: String }
+
     func rerouteParkedLimitsWork() {
         guard let parked = mailboxes["limits"], parked.waitingCount > 0 else { return }
         for envelope in parked.drainAll() {
-            let target = mailbox(for: limitsTarget(for: envelope.from))
+            let target = mailbox(for: limitsTarget(for: Self.limitsKey(of: envelope)))
             if trace != nil { trace(.routed, envelope, to: target.address) }
             target.enqueue(envelope)
             markDirty(target)

@@ -429,6 +429,59 @@ struct LedgerTests {
         #expect(try flow.child.expectNack(fromChild).code == ErrorCode.forbidden.rawValue)
     }
 
+    @Test(
+        "work for a child routed again after its limits worker left goes to the child's next worker, not the sender's"
+    )
+    func reroutedWorkFollowsTheChild() throws {
+        let flow = try FlowHarness()
+        defer { flow.stop() }
+        var workers: [String: RawPeer] = ["limits/l1": flow.limits]
+        for name in ["limits/l2", "limits/l3"] {
+            let peer = try RawPeer(context: flow.context, endpoint: flow.broker.endpoint)
+            try peer.register(role: .limits, [name])
+            workers[name] = peer
+        }
+        func pick(_ key: String, among names: some Sequence<String>) -> String {
+            names.max { a, b in
+                Rendezvous.mix64(Rendezvous.fnv1a64(key) ^ Rendezvous.fnv1a64(a))
+                    < Rendezvous.mix64(Rendezvous.fnv1a64(key) ^ Rendezvous.fnv1a64(b))
+            }!
+        }
+        let pinned = pick("child/c1", among: workers.keys)
+        let next = pick("child/c1", among: workers.keys.filter { $0 != pinned })
+        // An observer whose own address would pick the other remaining worker: routed by its sender, the change
+        // would land there.
+        let observerName = try #require(
+            (1..<100).map { "observer/o\($0)" }.first {
+                pick($0, among: workers.keys.filter { $0 != pinned }) != next
+            }
+        )
+        let observer = try RawPeer(context: flow.context, endpoint: flow.broker.endpoint)
+        try observer.register(role: .observer, [observerName])
+        let pinnedPeer = try #require(workers[pinned])
+        // c1 is pinned to its worker by its first query.
+        try flow.child.expectAck(
+            try flow.child.send(KnownHandlesQuery(child: "c1", handles: []), from: "child/c1", to: "limits")
+        )
+        let query = try pinnedPeer.expectDelivery(kind: "limits.query")
+        try pinnedPeer.ack([query.id!])
+        // The change reaches the pinned worker, which leaves without acknowledging it.
+        try observer.expectAck(
+            try observer.send(LimitsAdminChange(child: "c1", limitsEnabled: false), from: observerName, to: "limits")
+        )
+        _ = try pinnedPeer.expectDelivery(kind: "limits.admin")
+        try pinnedPeer.bye()
+        let nextPeer = try #require(workers[next])
+        let again = try nextPeer.expectDelivery(kind: "limits.admin")
+        #expect(again.from == observerName)
+        try nextPeer.ack([again.id!])
+        // And c1's own traffic goes there too.
+        try flow.child.expectAck(
+            try flow.child.send(KnownHandlesQuery(child: "c1", handles: []), from: "child/c1", to: "limits")
+        )
+        _ = try nextPeer.expectDelivery(kind: "limits.query")
+    }
+
     @Test("a question whose deadline passes during admission is refused to the child once; the late result is dropped")
     func deadlineDuringAdmission() throws {
         let clock = FlowHarness.drivenClock()

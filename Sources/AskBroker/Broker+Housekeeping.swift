@@ -78,6 +78,7 @@ extension Broker {
     func pruneAccepted(now: ContinuousClock.Instant) {
         let horizon = configuration.ackTimeout * 10
         let forgotten = accepted.forget(olderThan: horizon, now: now)
+        pruneImportedQuestions(olderThan: horizon, now: now)
         if forgotten > 0 && journal.durability != .off {
             let started = ContinuousClock.now
             turn.forgotten += forgotten

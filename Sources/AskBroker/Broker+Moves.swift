@@ -24,6 +24,10 @@ struct MovesState {
     /// `limits.admin` for one of these children is refused (`moving`): it would change the state after it was read.
     var limitsAsked: Set<String> = []
     var limitsStates: [String: LimitsState] = [:]
+    /// Questions imported within the accepted-id horizon, with when: a SEND about one that the old broker had
+    /// accepted, sent again here because its ACK was lost, is acknowledged again instead of refused (this broker
+    /// does not have the old one's accepted ids). Memory only.
+    var importedQuestions: [MessageID: ContinuousClock.Instant] = [:]
 
     /// Whether any rule of a move applies: checked before anything else, so a broker that never moved a family
     /// pays one test per SEND.
@@ -111,6 +115,19 @@ extension Broker {
         return nil
     }
 
+    /// Whether a SEND about `questionID` that its state refuses may be one the old broker accepted and whose ACK was
+    /// lost, sent again here after the question's family moved: the question was imported within the accepted-id
+    /// horizon. Such a SEND is acknowledged again and changes nothing (docs/scaling.md, "Moving one family").
+    func isMovedRetry(_ questionID: MessageID) -> Bool {
+        !moves.importedQuestions.isEmpty && moves.importedQuestions[questionID] != nil
+    }
+
+    /// Forgets imported questions older than `horizon` (the accepted-id horizon), with the accepted ids.
+    func pruneImportedQuestions(olderThan horizon: Duration, now: ContinuousClock.Instant) {
+        guard !moves.importedQuestions.isEmpty else { return }
+        moves.importedQuestions = moves.importedQuestions.filter { now - $0.value <= horizon }
+    }
+
     /// A family held for a move keeps its questions as they are: an expiry waits until the family has moved (its
     /// new broker expires it at once) or the hold is undone.
     func isHeld(_ entry: LedgerEntry) -> Bool {
@@ -126,6 +143,15 @@ extension Broker {
             moves.list = try? BrokerList(parsing: record.list)
             moves.previous = record.previous.flatMap { try? BrokerList(parsing: $0) }
             moves.settled = Set(record.settled)
+        }
+        // The questions of imported families count as imported now: a retry of a SEND the old broker accepted may
+        // still come after this restart.
+        let imported = Set(moves.families.values.filter { $0.state == .imported }.map(\.family))
+        if !imported.isEmpty {
+            let now = ContinuousClock.now
+            for (id, entry) in ledger.entries where imported.contains(ledger.family(of: entry)) {
+                moves.importedQuestions[id] = now
+            }
         }
         if !moves.families.isEmpty || moves.list != nil {
             logger.notice(
@@ -492,7 +518,9 @@ extension Broker {
                 try journal.addGuardian(family: family, guardian: guardian)
             }
         }
+        let importedAt = ContinuousClock.now
         for record in records {
+            moves.importedQuestions[record.id] = importedAt
             let seq = try journal.saveQuestion(record)
             ledger.adopt(
                 LedgerQuestion(

@@ -215,7 +215,12 @@ extension Broker {
         let question = request.question
         let questionID = MessageID(uuid: question.id)
         try Self.checkSubject(subject, question.id)
-        guard ledger.entries[questionID] == nil else {
+        if let entry = ledger.entries[questionID] {
+            // The old broker's accepted ask, sent again here after the family moved: acknowledged, nothing changes.
+            if isMovedRetry(questionID), Self.isAddress(from, role: "child/", id: ledger.child(of: entry)) {
+                stats.duplicates += 1
+                return
+            }
             throw WireError(.duplicateQuestion, "question \(question.id) was already asked")
         }
         if let reason = question.firstViolation(now: now) { throw WireError.invalidQuestion(reason) }
@@ -366,6 +371,11 @@ extension Broker {
         let now = now.truncatedToWireMilliseconds  // as an answer's: whole milliseconds against the deadline
         var entry = try ownEntry(questionID, from: from)
         guard entry.state == .presented else {
+            // The old broker's accepted send, sent again here after the family moved: acknowledged, nothing changes.
+            if entry.state == .sent || entry.state == .answered || entry.state == .expired, isMovedRetry(questionID) {
+                stats.duplicates += 1
+                return
+            }
             if entry.state == .cancelled { reached.note(.sendRacingCancel, questionID) }
             throw QuestionLedger.refusal(for: entry.state, wanted: "send")
         }
@@ -414,6 +424,11 @@ extension Broker {
     func handleCancel(session: Session, from: String, questionID: MessageID, now: Date) throws(WireError) {
         var entry = try ownEntry(questionID, from: from)
         guard entry.state == .presented || entry.state == .admitting else {
+            // The old broker's accepted cancel, sent again here after the family moved: acknowledged again.
+            if entry.state == .cancelled, isMovedRetry(questionID) {
+                stats.duplicates += 1
+                return
+            }
             if entry.state == .sent { reached.note(.sendRacingCancel, questionID) }
             throw QuestionLedger.refusal(for: entry.state, wanted: "cancel")
         }

@@ -213,6 +213,11 @@ final class MoveWorld: @unchecked Sendable {
         if !limits.isEmpty { try expectLimitsMovedToB2() }
         let child = try RawPeer(context: context, endpoint: endpoint(2))
         try child.register(role: .child, ["child/c-\(moving)"], family: moving)
+        // SENDs b0 accepted, sent again to b2 as after an ACK lost on the wire during the move (b2 does not know
+        // b0's accepted ids): acknowledged again, not refused `duplicate-question` or `already-sent`.
+        let address = "child/c-\(moving)"
+        try child.expectAck(try child.send(AskRequest(question: questions[1]), from: address, to: "limits"))
+        try child.expectAck(try child.send(SendQuestion(questionID: questions[1].id), from: address, to: "broker"))
         let answer = GuardianAnswer(questionID: questions[0].id, choiceID: PermissionChoice.approve.id)
         try guardian.expectAck(try guardian.send(answer, from: "guardian/g-\(moving)", to: "broker"))
         let response = try child.expectDelivery(kind: "response")

@@ -368,7 +368,8 @@ public enum ErrorTable {
             .duplicateQuestion,
             "SEND `ask`",
             .message,
-            "the ledger already has a question with this id"
+            "the ledger already has a question with this id (its child's `ask` again, after the question moved here "
+                + "with its family, is acknowledged again instead: 9.1)"
         ),
         .init(
             "unknown-question",
@@ -392,7 +393,8 @@ public enum ErrorTable {
             .alreadySent,
             "SEND `send`, `cancel`",
             .message,
-            "the question is sent (a retry of the accepted `send`, same id, is acknowledged again instead: 9.1)"
+            "the question is sent (a retry of the accepted `send`, same id, or its `send` again after the question moved "
+                + "here with its family, is acknowledged again instead: 9.1)"
         ),
         .init(
             "already-closed",

@@ -303,10 +303,23 @@ extension Broker {
         return AdminReply(ok: true)
     }
 
+    /// A family's questions as the ledger holds them (every question row of the journal is in it, open or within
+    /// the retention): their ids, their rows' seqs and their children, from one pass over the ledger in memory.
+    func familyQuestions(_ family: String) -> (ids: [MessageID], seqs: [Int64], children: Set<String>) {
+        var found: (ids: [MessageID], seqs: [Int64], children: Set<String>) = ([], [], [])
+        guard let number = ledger.names.existingNumber(family) else { return found }
+        for (id, entry) in ledger.entries where entry.family == number {
+            found.ids.append(id)
+            found.seqs.append(entry.seq)
+            found.children.insert(ledger.child(of: entry))
+        }
+        return found
+    }
+
     /// The addresses of a family: its children's (from its questions), its guardians', and any live session's
     /// claim of it.
-    func familyAddresses(_ family: String, questions: [QuestionRecord]) -> Set<String> {
-        var addresses = Set(questions.map { "child/\($0.child)" })
+    func familyAddresses(_ family: String, children: Set<String>) -> Set<String> {
+        var addresses = Set(children.map { "child/\($0)" })
         for guardian in ledger.rosters[family] ?? [] { addresses.insert("guardian/\(guardian)") }
         for session in sessions.values {
             for (address, claimed) in session.addresses where claimed == family { addresses.insert(address) }
@@ -319,8 +332,9 @@ extension Broker {
         guard let move = moves.families[family], move.state == .held, move.epoch == epoch else {
             return .refused("family '\(family)' is not held for a move at epoch \(epoch): hold it first")
         }
-        let questions = try journal.questions(ofFamily: family)
-        let addresses = familyAddresses(family, questions: questions)
+        let known = familyQuestions(family)
+        let questions = try journal.questions(seqs: known.seqs)
+        let addresses = familyAddresses(family, children: known.children)
         // Work of the family at the limits service ends in a message to the family (an `ask.result`, a query's
         // answer): the family waits for it here, or it would come after the state went out.
         let questionIDs = Set(questions.map(\.id))
@@ -576,8 +590,8 @@ extension Broker {
         guard move.state == .held, moves.exported.contains(family) else {
             return .refused("family '\(family)' was not exported since this broker started: export it first")
         }
-        let questions = try journal.questions(ofFamily: family)
-        let addresses = familyAddresses(family, questions: questions)
+        let known = familyQuestions(family)
+        let addresses = familyAddresses(family, children: known.children)
         var seqs: [Int64] = []
         for address in addresses {
             guard let mailbox = mailboxes[address] else { continue }
@@ -590,9 +604,9 @@ extension Broker {
             mailbox.spilled = 0
         }
         try journal.deleteMessages(seqs: seqs)
-        try journal.deleteFamily(family, recipients: addresses)
+        try journal.deleteFamily(family, questionSeqs: known.seqs, recipients: addresses)
         pendingDeletes.removeAll { seqs.contains($0) }
-        for (id, entry) in ledger.entries where ledger.family(of: entry) == family {
+        for id in known.ids {
             ledger.remove(id)
             questionTraces[id] = nil
         }

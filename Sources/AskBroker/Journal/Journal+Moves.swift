@@ -112,29 +112,36 @@ extension Journal {
         )
     }
 
-    /// Every question row of `family` (open and closed), oldest first; sees the open transaction's writes. Reads
-    /// the whole table (no index on the family: see schema 8).
-    public func questions(ofFamily family: String) throws -> [QuestionRecord] {
+    /// The question rows `seqs` (a family's, as the ledger knows them), with their JSON, in seq order: one lookup
+    /// of the primary key each, so a move costs its family's rows, not the table's.
+    public func questions(seqs: [Int64]) throws -> [QuestionRecord] {
         guard let db = database else { return [] }
         let s = try db.prepare(
             """
             SELECT id, child, family, state, created_ms, expires_ms, j.question, choice_ids, approval_choice_ids,
                 answered_by, answer_choice_id, closed_ms, trace FROM question AS q JOIN question_json AS j ON j.seq = q.seq
-            WHERE q.family = ?1 ORDER BY q.seq
+            WHERE q.seq = ?1
             """
         )
-        try s.bind(family, at: 1)
-        return try s.rows(Self.questionRecord)
+        var records: [QuestionRecord] = []
+        records.reserveCapacity(seqs.count)
+        for seq in seqs.sorted() {
+            try s.bind(seq, at: 1)
+            records += try s.rows(Self.questionRecord)
+        }
+        return records
     }
 
-    /// Deletes what the journal holds of a family that moved away, in the open transaction: its question rows (the
-    /// JSON follows by trigger), its roster, and the stored copies for `recipients` (its addresses). Copies in the
-    /// message log are deleted by seq (``deleteMessages(seqs:)``).
-    public func deleteFamily(_ family: String, recipients: some Collection<String>) throws {
+    /// Deletes what the journal holds of a family that moved away, in the open transaction: its question rows
+    /// `questionSeqs` (the JSON follows by trigger), its roster, and the stored copies for `recipients` (its
+    /// addresses). Copies in the message log are deleted by seq (``deleteMessages(seqs:)``).
+    public func deleteFamily(_ family: String, questionSeqs: [Int64], recipients: some Collection<String>) throws {
         try write { db in
-            let questions = try db.prepare("DELETE FROM question WHERE family = ?1")
-            try questions.bind(family, at: 1)
-            try questions.run()
+            let questions = try db.prepare("DELETE FROM question WHERE seq = ?1")
+            for seq in questionSeqs {
+                try questions.bind(seq, at: 1)
+                try questions.run()
+            }
             let roster = try db.prepare("DELETE FROM guardian WHERE family = ?1")
             try roster.bind(family, at: 1)
             try roster.run()

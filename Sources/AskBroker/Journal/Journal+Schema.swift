@@ -170,7 +170,8 @@ extension Journal {
         """,
         // Version 8: families moved between brokers (docs/scaling.md, "Rebalancing"): each family's last move as
         // this broker saw it, and the broker list it serves with the list before it until every broker settled. No
-        // index on the question's family: a move reads the table once, where an index would cost every ask.
+        // index on the question's family: a move looks its family's rows up by seq (the ledger knows them), where an
+        // index would cost every ask.
         """
         CREATE TABLE family_move (
             family TEXT    PRIMARY KEY,

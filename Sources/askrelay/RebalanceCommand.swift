@@ -11,9 +11,10 @@ struct RebalanceCommand: Command {
     static let abstract = "change the broker list of running brokers and move the families whose broker changes"
     static let discussion = """
         Gives every broker of --from and --to the new list (epoch --epoch), then moves each family that --to gives
-        to another broker, with its open questions, roster and undelivered messages, one family at a time, each
-        step journaled by the brokers. Families that do not move are never touched. Every broker needs an admin
-        endpoint (askrelay-broker --admin-endpoint). Killed or failed at any point, run the same command again: it
+        to another broker, with its open questions, roster, undelivered messages and its children's limits state,
+        one family at a time, each step journaled by the brokers. Families that do not move are never touched.
+        Every broker needs an admin endpoint (askrelay-broker --admin-endpoint), and a broker that moves a family
+        with children away needs its limits worker running (it reads their limits state from it). Killed or failed at any point, run the same command again: it
         resumes where the brokers' journals say the moves are. Prints a line per family moved, then one 'rebalanced'
         line. Workers of a moved family are told 'moved' with the new broker. Exits 69 when a broker does not
         answer within --timeout. See docs/scaling.md.

@@ -368,9 +368,9 @@ extension Broker {
                 moves.limitsAsked.insert(child)
             }
             return .refused(
-                "family '\(family)': waiting for the limits service to send the limits state of \(unread.count) "
-                    + "children (\(unread.prefix(5).joined(separator: ", "))); a limits worker must be connected "
-                    + "to this broker",
+                "family '\(family)': waiting for the limits service to send the limits state of "
+                    + (unread.count == 1 ? "1 child" : "\(unread.count) children")
+                    + " (\(unread.prefix(5).joined(separator: ", "))); a limits worker must be connected to this broker",
                 retry: true
             )
         }

@@ -109,10 +109,10 @@ final class MoveWorld: @unchecked Sendable {
     }
 
     /// `askrelay rebalance` from L2 to L3, epoch 1.
-    func mover(pauseBefore: String? = nil) throws -> RelayProcess {
+    func mover(pauseBefore: String? = nil, timeout: String = "30s") throws -> RelayProcess {
         try RelayProcess(
             "askrelay",
-            ["rebalance", "--from", l2, "--to", l3, "--admin", admin, "--epoch", "1", "--timeout", "30s"]
+            ["rebalance", "--from", l2, "--to", l3, "--admin", admin, "--epoch", "1", "--timeout", timeout]
                 + (pauseBefore.map { ["--pause-before", $0] } ?? []),
             logDirectory: directory.path
         )
@@ -291,6 +291,29 @@ struct FamilyMoveTests {
         try world.brokers[2].restart()
         let output = try world.rebalance()
         #expect(output.contains { $0.hasPrefix("moved family=\(world.moving)") }, "\(output)")
+        try world.expectWholeAtB2(questions)
+    }
+
+    @Test("with no limits worker at the old broker the mover says what it waits for; with one, the rerun moves")
+    func moveWaitsForLimits() throws {
+        let world = try MoveWorld()
+        defer { world.stop() }
+        let questions = try world.openFamily(world.moving, at: 0)
+        _ = try world.openFamily(world.staying, at: 0)
+        let mover = try world.mover(timeout: "1s")
+        let status = try mover.wait(timeout: .seconds(30))
+        #expect(status.code == 69, "\(status)")
+        #expect(
+            mover.logTail().contains(
+                "did not export family \(world.moving): family '\(world.moving)': waiting for the limits service to "
+                    + "send the limits state of 1 child (c-\(world.moving)); a limits worker must be connected"
+            ),
+            "\(mover.logTail())"
+        )
+        let held = try world.admin(0, AdminRequest(op: "status"))
+        #expect(held.moves?.first { $0.family == world.moving }?.state == "held", "held, not lost: \(held)")
+        try world.startLimits()
+        try world.rebalance()
         try world.expectWholeAtB2(questions)
     }
 

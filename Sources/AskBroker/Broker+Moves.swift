@@ -651,8 +651,8 @@ extension Broker {
         try journal.deleteFamilyMove(family: family)
         moves.families[family] = nil
         moves.exported.remove(family)
-        let addresses = moves.exportedAddresses.filter { $0.value == family }.keys
-        forgetLimitsStates(of: familyChildren(family, addresses: Set(addresses)))
+        let addresses = familyAddresses(family, children: familyQuestions(family).children)
+        forgetLimitsStates(of: familyChildren(family, addresses: addresses))
         moves.exportedAddresses = moves.exportedAddresses.filter { $0.value != family }
         logger.notice("family hold undone", metadata: ["family": "\(family)"])
         return AdminReply(ok: true)

@@ -1,0 +1,43 @@
+import AskBroker
+import AskProtocol
+import AskTestSupport
+import Foundation
+import Testing
+
+/// A family held for a move, at one real broker (docs/scaling.md, "Rebalancing"): what the hold refuses, and that
+/// `unhold` gives everything back.
+@Suite("A held family, and its hold undone")
+struct FamilyHoldTests {
+    @Test(
+        "unhold after an export that read limits state: the family's SENDs and its children's limits.admin pass again"
+    )
+    func unholdGivesTheFamilyBack() throws {
+        let world = try ConformanceWorld(durability: .batch, configure: movable)
+        defer { world.stop() }
+        try world.hold("f1")
+        // The export asks the limits worker for c1's and c2's state; until both came back it says retry.
+        let first = try world.reply(AdminRequest(op: "export", epoch: 1, family: "f1"))
+        #expect(first.retry == true, "\(first)")
+        let change = LimitsAdminChange(child: "c1", limitsEnabled: false)
+        let refused = try world.observer.send(change, from: "observer/o1", to: "limits")
+        #expect(try world.observer.expectNack(refused).code == ErrorCode.moving.rawValue)
+        let ask = try world.child.send(AskRequest(question: FlowHarness.question()), from: "child/c1", to: "limits")
+        #expect(try world.child.expectNack(ask).code == ErrorCode.moving.rawValue)
+
+        try world.admin(AdminRequest(op: "unhold", epoch: 1, family: "f1"))
+        let status = try world.admin(AdminRequest(op: "status"))
+        #expect(status.moves?.isEmpty != false, "no move left: \(status)")
+        try world.observer.expectAck(try world.observer.send(change, from: "observer/o1", to: "limits"))
+        let question = FlowHarness.question()
+        try world.child.expectAck(try world.child.send(AskRequest(question: question), from: "child/c1", to: "limits"))
+        // The limits worker gets the reads (the broker's own, still delivered), the change and the ask.
+        var kinds: [String] = []
+        while !kinds.contains(MessageKind.ask.rawValue) {
+            let delivery = try world.limits.expectDelivery()
+            try world.limits.ack([delivery.id!])
+            kinds.append(delivery.kind)
+        }
+        #expect(kinds.filter { $0 == MessageKind.limitsRead.rawValue }.count == 2, "\(kinds)")
+        #expect(kinds.contains(MessageKind.limitsAdmin.rawValue), "\(kinds)")
+    }
+}

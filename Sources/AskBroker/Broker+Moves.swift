@@ -176,9 +176,7 @@ extension Broker {
                 name: me,
                 epoch: moves.epoch,
                 families: familiesWithState().sorted(),
-                moves: moves.families.values.sorted { $0.family < $1.family }.map {
-                    FamilyMoveStatus(family: $0.family, state: $0.state.rawValue, epoch: $0.epoch, broker: $0.broker)
-                }
+                moves: moves.families.values.sorted { $0.family < $1.family }
             )
         case "list": return try adminList(request)
         case "families":
@@ -484,7 +482,8 @@ extension Broker {
         }
         try journal.deleteMessages(seqs: seqs)
         try journal.deleteFamily(family, recipients: addresses)
-        pendingDeletes.removeAll { seqs.contains($0) }
+        let deleted = Set(seqs)
+        pendingDeletes.removeAll { deleted.contains($0) }
         for (id, entry) in ledger.entries where ledger.family(of: entry) == family {
             ledger.remove(id)
             questionTraces[id] = nil
@@ -500,14 +499,7 @@ extension Broker {
         for session in Array(sessions.values) where session.addresses.values.contains(where: { $0 == family }) {
             // The ACKs it is owed go before the BYE (everything they acknowledge is committed): a SEND this broker
             // accepted is not sent again to the new broker, which does not know its id.
-            for chunk in stride(from: 0, to: session.pendingAcks.count, by: configuration.limits.maxAckIDs) {
-                output.removeAll()
-                output.append(session.identity)
-                let end = min(chunk + configuration.limits.maxAckIDs, session.pendingAcks.count)
-                WireEncoder.ack(session.pendingAcks[chunk..<end], into: &output)
-                sendToPeer(session)
-            }
-            session.pendingAcks.removeAll()
+            sendAcks(of: session)
             output.removeAll()
             output.append(session.identity)
             WireEncoder.bye(reason: reason, into: &output)

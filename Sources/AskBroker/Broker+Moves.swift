@@ -207,9 +207,7 @@ extension Broker {
                 name: me,
                 epoch: moves.epoch,
                 families: familiesWithState().sorted(),
-                moves: moves.families.values.sorted { $0.family < $1.family }.map {
-                    FamilyMoveStatus(family: $0.family, state: $0.state.rawValue, epoch: $0.epoch, broker: $0.broker)
-                }
+                moves: moves.families.values.sorted { $0.family < $1.family }
             )
         case "list": return try adminList(request)
         case "families":
@@ -605,7 +603,8 @@ extension Broker {
         }
         try journal.deleteMessages(seqs: seqs)
         try journal.deleteFamily(family, questionSeqs: known.seqs, recipients: addresses)
-        pendingDeletes.removeAll { seqs.contains($0) }
+        let deleted = Set(seqs)
+        pendingDeletes.removeAll { deleted.contains($0) }
         for id in known.ids {
             ledger.remove(id)
             questionTraces[id] = nil
@@ -622,14 +621,7 @@ extension Broker {
         for session in Array(sessions.values) where session.addresses.values.contains(where: { $0 == family }) {
             // The ACKs it is owed go before the BYE (everything they acknowledge is committed): a SEND this broker
             // accepted is not sent again to the new broker, which does not know its id.
-            for chunk in stride(from: 0, to: session.pendingAcks.count, by: configuration.limits.maxAckIDs) {
-                output.removeAll()
-                output.append(session.identity)
-                let end = min(chunk + configuration.limits.maxAckIDs, session.pendingAcks.count)
-                WireEncoder.ack(session.pendingAcks[chunk..<end], into: &output)
-                sendToPeer(session)
-            }
-            session.pendingAcks.removeAll()
+            sendAcks(of: session)
             output.removeAll()
             output.append(session.identity)
             WireEncoder.bye(reason: reason, into: &output)

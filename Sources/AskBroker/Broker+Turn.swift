@@ -99,19 +99,25 @@ extension Broker {
                 kept += 1
                 continue
             }
-            var start = 0
-            while start < session.pendingAcks.count {
-                let end = min(start + configuration.limits.maxAckIDs, session.pendingAcks.count)
-                output.removeAll()
-                output.append(session.identity)
-                WireEncoder.ack(session.pendingAcks[start..<end], into: &output)
-                sendToPeer(session)
-                start = end
-            }
-            session.pendingAcks.removeAll(keepingCapacity: true)
+            sendAcks(of: session)
             session.isInAckList = false
         }
         sessionsWithAcks.removeLast(sessionsWithAcks.count - kept)
+    }
+
+    /// Sends a session's pending ACK ids now, in ACKs of at most `maxAckIDs` ids (everything they acknowledge
+    /// must be committed).
+    func sendAcks(of session: Session) {
+        var start = 0
+        while start < session.pendingAcks.count {
+            let end = min(start + configuration.limits.maxAckIDs, session.pendingAcks.count)
+            output.removeAll()
+            output.append(session.identity)
+            WireEncoder.ack(session.pendingAcks[start..<end], into: &output)
+            sendToPeer(session)
+            start = end
+        }
+        session.pendingAcks.removeAll(keepingCapacity: true)
     }
 
     func clearTurn() {

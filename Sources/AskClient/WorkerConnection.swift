@@ -62,7 +62,7 @@ public final class WorkerConnection {
     /// SENDs whose body could not be encoded, refused to the handler at the next turn.
     private var unencodable: [(MessageID, WireError)] = []
     /// What the connection counted so far (its connections to the brokers of moved families included).
-    public var counters: WorkerCounters { legs.reduce(ownCounters) { $0.adding($1.ownCounters) } }
+    public var counters: WorkerCounters { legs.reduce(ownCounters) { $0 + $1.ownCounters } }
     /// What the connection counted so far.
     private var ownCounters = WorkerCounters()
     /// ``WorkerConfiguration/traceLog``: `nil` makes every trace point one `nil` check.
@@ -805,23 +805,5 @@ public final class WorkerConnection {
             }
         }
         if root == nil { handler?.tick(self, now: now) }
-    }
-}
-
-extension WorkerCounters {
-    /// The sum of two connections' counts.
-    func adding(_ other: WorkerCounters) -> WorkerCounters {
-        var sum = self
-        sum.sent += other.sent
-        sum.accepted += other.accepted
-        sum.refused += other.refused
-        sum.retries += other.retries
-        sum.delivered += other.delivered
-        sum.duplicates += other.duplicates
-        sum.malformed += other.malformed
-        sum.registrations += other.registrations
-        sum.reconnects += other.reconnects
-        sum.held += other.held
-        return sum
     }
 }

@@ -161,6 +161,18 @@ final class MoveWorld: @unchecked Sendable {
         return [first, second]
     }
 
+    /// Opens both families at b0, starts the limits workers, then runs the mover until it reaches `step` of the
+    /// moving family and kills it there (SIGKILL). - Returns: the moving family's two questions.
+    func moveStoppedBefore(_ step: String) throws -> [AnyPermissionQuestion] {
+        let questions = try openFamily(moving, at: 0)
+        _ = try openFamily(staying, at: 0)
+        try startLimits()
+        let mover = try mover(pauseBefore: step)
+        _ = try mover.waitForLine(startingWith: "paused before \(step) family=\(moving)")
+        mover.kill9()
+        return questions
+    }
+
     static func question() -> AnyPermissionQuestion {
         AnyPermissionQuestion(
             PermissionQuestion<CommunicationTopic>(
@@ -189,11 +201,11 @@ final class MoveWorld: @unchecked Sendable {
     /// nothing of it; its guardian, registering at b2, gets both questions, and its answer reaches the child there.
     func expectWholeAtB2(_ questions: [AnyPermissionQuestion]) throws {
         let old = try admin(0, AdminRequest(op: "status"))
-        #expect(old.moves?.first { $0.family == moving }?.state == "moved", "\(old)")
+        #expect(old.moves?.first { $0.family == moving }?.state == .moved, "\(old)")
         #expect(!(old.families ?? []).contains(moving), "b0 keeps nothing of the family: \(old)")
         #expect((old.families ?? []).contains(staying), "the family that does not move stays: \(old)")
         let new = try admin(2, AdminRequest(op: "status"))
-        #expect(new.moves?.first { $0.family == moving }?.state == "imported", "\(new)")
+        #expect(new.moves?.first { $0.family == moving }?.state == .imported, "\(new)")
         #expect((new.families ?? []).contains(moving), "\(new)")
         for other in [1] {
             let status = try admin(other, AdminRequest(op: "status"))
@@ -258,12 +270,7 @@ struct FamilyMoveTests {
     func killOldBroker() throws {
         let world = try MoveWorld()
         defer { world.stop() }
-        let questions = try world.openFamily(world.moving, at: 0)
-        _ = try world.openFamily(world.staying, at: 0)
-        try world.startLimits()
-        let mover = try world.mover(pauseBefore: "release")
-        _ = try mover.waitForLine(startingWith: "paused before release family=\(world.moving)")
-        mover.kill9()
+        let questions = try world.moveStoppedBefore("release")
         world.brokers[0].kill9()
         try world.brokers[0].restart()
         // Restarted, b0 still holds the family for its move: its SENDs wait.
@@ -281,12 +288,7 @@ struct FamilyMoveTests {
     func killNewBroker() throws {
         let world = try MoveWorld()
         defer { world.stop() }
-        let questions = try world.openFamily(world.moving, at: 0)
-        _ = try world.openFamily(world.staying, at: 0)
-        try world.startLimits()
-        let mover = try world.mover(pauseBefore: "release")
-        _ = try mover.waitForLine(startingWith: "paused before release family=\(world.moving)")
-        mover.kill9()
+        let questions = try world.moveStoppedBefore("release")
         world.brokers[2].kill9()
         try world.brokers[2].restart()
         let output = try world.rebalance()
@@ -311,7 +313,7 @@ struct FamilyMoveTests {
             "\(mover.logTail())"
         )
         let held = try world.admin(0, AdminRequest(op: "status"))
-        #expect(held.moves?.first { $0.family == world.moving }?.state == "held", "held, not lost: \(held)")
+        #expect(held.moves?.first { $0.family == world.moving }?.state == .held, "held, not lost: \(held)")
         try world.startLimits()
         try world.rebalance()
         try world.expectWholeAtB2(questions)
@@ -321,14 +323,9 @@ struct FamilyMoveTests {
     func killMover() throws {
         let world = try MoveWorld()
         defer { world.stop() }
-        let questions = try world.openFamily(world.moving, at: 0)
-        _ = try world.openFamily(world.staying, at: 0)
-        try world.startLimits()
-        let mover = try world.mover(pauseBefore: "import")
-        _ = try mover.waitForLine(startingWith: "paused before import family=\(world.moving)")
-        mover.kill9()
+        let questions = try world.moveStoppedBefore("import")
         let held = try world.admin(0, AdminRequest(op: "status"))
-        #expect(held.moves?.first { $0.family == world.moving }?.state == "held", "\(held)")
+        #expect(held.moves?.first { $0.family == world.moving }?.state == .held, "\(held)")
         #expect((held.families ?? []).contains(world.moving), "the state is still at b0")
         let imported = try world.admin(2, AdminRequest(op: "status"))
         #expect(!(imported.families ?? []).contains(world.moving), "nothing at b2 before the import")

@@ -60,7 +60,7 @@ struct FollowMoveTests {
         let second = Self.question()
         async let asked: Void = session.ask(second)
         let held = try world.admin(0, AdminRequest(op: "status"))
-        #expect(held.moves?.first { $0.family == world.moving }?.state == "held", "\(held)")
+        #expect(held.moves?.first { $0.family == world.moving }?.state == .held, "\(held)")
         mover.kill9()
         _ = try await blocking { try world.rebalance() }
         try await asked
@@ -83,7 +83,7 @@ struct FollowMoveTests {
         #expect(all.count == 3 && Set(all).count == 3, "each response reaches the app once: \(all)")
 
         let moved = try world.admin(0, AdminRequest(op: "status"))
-        #expect(moved.moves?.first { $0.family == world.moving }?.state == "moved", "\(moved)")
+        #expect(moved.moves?.first { $0.family == world.moving }?.state == .moved, "\(moved)")
         #expect(!(moved.families ?? []).contains(world.moving), "b0 keeps nothing of the family: \(moved)")
         questions.cancel()
         responses.cancel()

@@ -2,31 +2,6 @@ import AskProtocol
 import Foundation
 import SQLite
 
-/// A family's last move as this broker's journal has it (docs/scaling.md, "Rebalancing").
-public struct FamilyMoveRecord: Sendable, Hashable {
-    public enum State: String, Sendable {
-        /// Moving away: its SENDs are refused (`moving`), its state is still here.
-        case held
-        /// Moved away: its state is deleted here; `moved` names ``broker``.
-        case moved
-        /// Moved here from ``broker``.
-        case imported
-    }
-
-    public var family: String
-    public var state: State
-    public var epoch: Int64
-    /// The other broker, `NAME=URL`: the destination of a `held` or `moved` family, the source of an `imported` one.
-    public var broker: String
-
-    public init(family: String, state: State, epoch: Int64, broker: String) {
-        self.family = family
-        self.state = state
-        self.epoch = epoch
-        self.broker = broker
-    }
-}
-
 /// The broker list a broker serves with, as the last `list` request gave it, and the list before it while brokers
 /// of that list have not yet moved away every family they no longer serve.
 public struct BrokerListRecord: Sendable, Hashable {

@@ -65,7 +65,7 @@ public struct AdminReply: Codable, Sendable, Hashable {
     public var families: [String]?
     /// `status`: each family's move as this broker's journal has it: `held`, `moved` or `imported`, with the
     /// other broker (`NAME=URL`) and the epoch.
-    public var moves: [FamilyMoveStatus]?
+    public var moves: [FamilyMoveRecord]?
     /// `export`: the family's state.
     public var state: FamilyState?
     /// `import`: the family had been imported at this epoch already (nothing was stored again).
@@ -78,7 +78,7 @@ public struct AdminReply: Codable, Sendable, Hashable {
         name: String? = nil,
         epoch: Int64? = nil,
         families: [String]? = nil,
-        moves: [FamilyMoveStatus]? = nil,
+        moves: [FamilyMoveRecord]? = nil,
         state: FamilyState? = nil,
         already: Bool? = nil
     ) {
@@ -99,17 +99,24 @@ public struct AdminReply: Codable, Sendable, Hashable {
     }
 }
 
-/// One family's move as a broker's journal has it.
-public struct FamilyMoveStatus: Codable, Sendable, Hashable {
+/// A family's last move as a broker's journal has it (docs/scaling.md, "Rebalancing"), and as `status` replies it.
+public struct FamilyMoveRecord: Codable, Sendable, Hashable {
+    public enum State: String, Codable, Sendable {
+        /// Moving away: its SENDs are refused (`moving`), its state is still here.
+        case held
+        /// Moved away: its state is deleted here; `moved` names ``broker``.
+        case moved
+        /// Moved here from ``broker``.
+        case imported
+    }
+
     public var family: String
-    /// `held` (moving away, state still here), `moved` (state deleted; `moved` names `broker`), `imported` (came
-    /// from `broker`).
-    public var state: String
+    public var state: State
     public var epoch: Int64
-    /// The other broker, `NAME=URL`.
+    /// The other broker, `NAME=URL`: the destination of a `held` or `moved` family, the source of an `imported` one.
     public var broker: String
 
-    public init(family: String, state: String, epoch: Int64, broker: String) {
+    public init(family: String, state: State, epoch: Int64, broker: String) {
         self.family = family
         self.state = state
         self.epoch = epoch

@@ -140,9 +140,14 @@ public struct Rebalancer: Sendable {
         if held.already == true { return nil }
         pause(before: "export", family: family, progress: progress)
         var exported = try client.request(source.name, AdminRequest(op: "export", epoch: epoch, family: family))
+        // "retry" while the family's work at the limits service ends and its children's limits state comes back
+        // (a round trip to the limits worker, about a millisecond): asked again soon, then less often. The family is
+        // held meanwhile, so its SENDs wait.
         let deadline = ContinuousClock.now + options.requestTimeout
+        var backoff = 0.002
         while !exported.ok, exported.retry == true, ContinuousClock.now < deadline {
-            Thread.sleep(forTimeInterval: 0.05)
+            Thread.sleep(forTimeInterval: backoff)
+            backoff = min(backoff * 2, 0.05)
             exported = try client.request(source.name, AdminRequest(op: "export", epoch: epoch, family: family))
         }
         guard exported.ok, let state = exported.state else {

@@ -302,7 +302,7 @@ struct FamilyMoveTests {
         defer { world.stop() }
         let questions = try world.openFamily(world.moving, at: 0)
         _ = try world.openFamily(world.staying, at: 0)
-        let mover = try world.mover(timeout: "1s")
+        let mover = try world.mover(timeout: "3s")
         let status = try mover.wait(timeout: .seconds(30))
         #expect(status.code == 69, "\(status)")
         #expect(

@@ -1,3 +1,4 @@
+import AskAgents
 import AskBroker
 import AskProtocol
 import AskSimulation
@@ -58,6 +59,29 @@ struct BrokerChangeSimulationTests {
             let strays = questions.filter { last.shard(family: $0.family).name != shard }
             #expect(strays.isEmpty, "\(shard) holds questions of other brokers' families: \(strays.map(\.family))")
         }
+        // The limits rows moved with the families: every approved question's handles are known to its child at the
+        // limits worker of the broker that holds the question now, also when it was approved at a broker the
+        // family left (its limits worker learnt them there, and the move carried the child's state) — unless the
+        // approval is still queued in that broker's journal.
+        var checked = 0
+        for shard in ["b1", "b2"] {
+            let journal = try Journal(directory: run.directory + "/broker-data-\(shard)", durability: .batch)
+            let queued = Set(try journal.loadMessages().filter { $0.kind == "approval" }.compactMap(\.subject))
+            for record in try journal.loadQuestions(openOnly: false)
+            where record.state == .answered && record.approvalChoiceIDs.contains(record.answerChoiceID ?? "")
+                && !queued.contains(record.id)
+            {
+                let handles = try WireJSON.decode(AnyPermissionQuestion.self, from: record.question).topic.handles
+                let state = try LimitsWorker.readStoredState(
+                    of: record.child,
+                    dataDirectory: run.directory + "/limits-data-\(shard)"
+                )
+                let unknown = handles.filter { !state.isKnownHandle($0) }
+                #expect(unknown.isEmpty, "\(shard)'s limits worker does not know \(unknown) of \(record.child)")
+                checked += handles.isEmpty ? 0 : 1
+            }
+        }
+        #expect(checked > 0, "approved questions with handles were checked")
     }
 
     @Test("add-broker and remove-broker: a name used twice, an unknown broker, the last broker, one broker: exit 64")

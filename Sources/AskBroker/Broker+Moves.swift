@@ -28,6 +28,8 @@ struct MovesState {
     /// accepted, sent again here because its ACK was lost, is acknowledged again instead of refused (this broker
     /// does not have the old one's accepted ids). Memory only.
     var importedQuestions: [MessageID: ContinuousClock.Instant] = [:]
+    /// The earliest import time among them: the housekeeping pass looks at them only once it is past the horizon.
+    var oldestImport: ContinuousClock.Instant?
 
     /// Whether any rule of a move applies: checked before anything else, so a broker that never moved a family
     /// pays one test per SEND.
@@ -118,14 +120,13 @@ extension Broker {
     /// Whether a SEND about `questionID` that its state refuses may be one the old broker accepted and whose ACK was
     /// lost, sent again here after the question's family moved: the question was imported within the accepted-id
     /// horizon. Such a SEND is acknowledged again and changes nothing (docs/scaling.md, "Moving one family").
-    func isMovedRetry(_ questionID: MessageID) -> Bool {
-        !moves.importedQuestions.isEmpty && moves.importedQuestions[questionID] != nil
-    }
+    func isMovedRetry(_ questionID: MessageID) -> Bool { moves.importedQuestions[questionID] != nil }
 
     /// Forgets imported questions older than `horizon` (the accepted-id horizon), with the accepted ids.
     func pruneImportedQuestions(olderThan horizon: Duration, now: ContinuousClock.Instant) {
-        guard !moves.importedQuestions.isEmpty else { return }
+        guard let oldest = moves.oldestImport, now - oldest > horizon else { return }
         moves.importedQuestions = moves.importedQuestions.filter { now - $0.value <= horizon }
+        moves.oldestImport = moves.importedQuestions.values.min()
     }
 
     /// A family held for a move keeps its questions as they are: an expiry waits until the family has moved (its
@@ -152,6 +153,7 @@ extension Broker {
             for (id, entry) in ledger.entries where imported.contains(ledger.family(of: entry)) {
                 moves.importedQuestions[id] = now
             }
+            moves.oldestImport = moves.importedQuestions.isEmpty ? nil : now
         }
         if !moves.families.isEmpty || moves.list != nil {
             logger.notice(
@@ -531,6 +533,7 @@ extension Broker {
             }
         }
         let importedAt = ContinuousClock.now
+        if !records.isEmpty { moves.oldestImport = moves.oldestImport ?? importedAt }
         for record in records {
             moves.importedQuestions[record.id] = importedAt
             let seq = try journal.saveQuestion(record)

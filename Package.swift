@@ -280,7 +280,7 @@ let package = Package(
             name: "AskSimulationTests",
             dependencies: [
                 "AskSimulation", "AskAgents", "AskBroker", "AskProtocol", "ZeroMQ", "AskLogging", "AskCLI",
-                "AskTestKit",
+                "AskTestKit", "AskTestSupport",
             ],
             swiftSettings: strict
         ),

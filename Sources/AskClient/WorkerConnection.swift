@@ -139,6 +139,9 @@ public final class WorkerConnection {
         try socket.set(.receiveHighWaterMark, 0)
         try socket.set(.reconnectInterval, 100)
         try socket.set(.reconnectIntervalMax, 1000)
+        // An I/O thread of its own where the context has one to spare: a connect resolves the broker's name on it,
+        // and a lookup that hangs must not stall the connections to other brokers.
+        try socket.set(.affinity, context.nextIOThread())
         if let curve = configuration.curve { try socket.makeCurveClient(curve.keys, serverKey: curve.serverKey) }
         try socket.connect(configuration.broker)
         return (socket, monitor)

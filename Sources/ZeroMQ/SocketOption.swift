@@ -32,6 +32,18 @@ extension Int64: SocketOptionValue {
     }
 }
 
+extension UInt64: SocketOptionValue {
+    public func withOptionBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try Swift.withUnsafeBytes(of: self) { try body($0) }
+    }
+    public static func readOption(_ read: (UnsafeMutableRawPointer, inout Int) throws -> Void) throws -> UInt64 {
+        var value: UInt64 = 0
+        var size = MemoryLayout<UInt64>.size
+        try read(&value, &size)
+        return value
+    }
+}
+
 extension Bool: SocketOptionValue {
     public func withOptionBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try Int32(self ? 1 : 0).withOptionBytes(body)
@@ -135,6 +147,12 @@ extension SocketOption where Value == Int32 {
 extension SocketOption where Value == Int64 {
     /// The largest inbound message accepted, in bytes; a peer sending more is disconnected (-1 no limit).
     public static var maxMessageSize: Self { .init(ZMQ_MAXMSGSIZE, "ZMQ_MAXMSGSIZE") }
+}
+
+extension SocketOption where Value == UInt64 {
+    /// The I/O threads a socket's connections may run on, bit `i` for thread `i` (0: any; set before connect or bind).
+    /// ``ZMQContext/nextIOThread()`` gives one thread in turn.
+    public static var affinity: Self { .init(ZMQ_AFFINITY, "ZMQ_AFFINITY") }
 }
 
 extension SocketOption where Value == Bool {

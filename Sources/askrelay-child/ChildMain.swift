@@ -257,7 +257,7 @@ struct ChildMain: Command {
             let worker = try ChildWorker(
                 configuration: configuration,
                 logger: context.logger,
-                context: try ZMQContext()
+                context: try .forBrokers(configuration.brokers?.entries.count ?? 1)
             )
             let (children, logger, stop) = (configuration.children.count, context.logger, context.stop)
             let play = Task {

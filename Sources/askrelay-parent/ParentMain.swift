@@ -192,13 +192,14 @@ struct ParentMain: Command {
             }
             let ready = ReadyOnce()
             let count = configuration.guardians.count
+            let brokers = flags.brokers ?? BrokerList(single: flags.broker)
             let worker = try ParentWorker(
                 configuration: configuration,
-                brokers: flags.brokers ?? BrokerList(single: flags.broker),
+                brokers: brokers,
                 heartbeat: flags.heartbeat,
                 curve: flags.curve,
                 logger: context.logger,
-                context: ZMQContext()
+                context: .forBrokers(brokers.entries.count)
             ) {
                 ready.once { printLine(ReadyLine(["guardians": "\(count)", "metrics": context.metrics]).text) }
             }

@@ -45,6 +45,10 @@ struct OptionTests {
         #expect(try socket.get(.immediate) == false)
         try socket.set(.ipv6, true)
         #expect(try socket.get(.ipv6) == true)
+        // Unsigned 64-bit: the top bit survives.
+        let threads: UInt64 = 1 << 63 | 0b101
+        try socket.set(.affinity, threads)
+        #expect(try socket.get(.affinity) == threads)
 
         #expect(try socket.get(.socketType) == ZMQ_DEALER)
         #expect(try socket.get(.mechanism) == ZMQ_NULL)

@@ -51,6 +51,13 @@ extension Broker {
                     ]
                 )
             }
+            if moves.isActive, session.role == .limits {
+                noteLimitsReadRefused(
+                    id,
+                    code: input.string(parsed.codeFrame),
+                    reason: input.string(parsed.reasonFrame)
+                )
+            }
             acknowledge(id, by: session, refusal: trace == nil ? nil : input.string(parsed.codeFrame))
         case .bye:
             if let session { endSession(session, reason: "said bye") }

@@ -24,6 +24,11 @@ struct MovesState {
     /// `limits.admin` for one of these children is refused (`moving`): it would change the state after it was read.
     var limitsAsked: Set<String> = []
     var limitsStates: [String: LimitsState] = [:]
+    /// The child each `limits.read` in flight asks about, by the read's id; and each child whose read a limits worker
+    /// refused (a NACK: one older than the kind says `unknown-kind`), with the refusal. The export stops waiting for
+    /// a refused child and says why instead.
+    var limitsReads: [MessageID: String] = [:]
+    var limitsRefused: [String: String] = [:]
     /// Questions imported within the accepted-id horizon, with when: a SEND about one that the old broker had
     /// accepted, sent again here because its ACK was lost, is acknowledged again instead of refused (this broker
     /// does not have the old one's accepted ids). Memory only.
@@ -353,11 +358,24 @@ extension Broker {
         // the family is at it, and carried with the family.
         let children = familyChildren(family, addresses: addresses)
         let unread = children.filter { moves.limitsStates[$0] == nil }
+        let refused = unread.filter { moves.limitsRefused[$0] != nil }
+        if let child = refused.first, let refusal = moves.limitsRefused[child] {
+            // Asked again when the mover runs again (after the limits worker was upgraded).
+            forgetLimitsStates(of: refused)
+            return .refused(
+                "family '\(family)': the limits service refused to send the limits state of "
+                    + (refused.count == 1 ? "child \(child)" : "\(refused.count) children (\(child), ...)")
+                    + " (\(refusal)); its limits worker predates limits.read: upgrade it and run the move again "
+                    + "(the family stays held until then)"
+            )
+        }
         if !unread.isEmpty {
             for child in unread where !moves.limitsAsked.contains(child) {
                 let body = try WireJSON.encodeBody(LimitsStateRead(child: child), code: .storageFailed)
+                let id = MessageID.random()
+                moves.limitsReads[id] = child
                 try route(
-                    id: .random(),
+                    id: id,
                     from: "broker",
                     to: "limits",
                     kind: MessageKind.limitsRead.rawValue,
@@ -454,14 +472,25 @@ extension Broker {
         let report = try decodeBody(LimitsStateReport.self, body)
         guard moves.limitsAsked.contains(report.child) else { return }
         moves.limitsStates[report.child] = report.state
+        moves.limitsReads = moves.limitsReads.filter { $0.value != report.child }
+    }
+
+    /// A limits worker's NACK of a delivery: when it refused a `limits.read`, the export stops waiting for that
+    /// child's state (the worker will never send it).
+    func noteLimitsReadRefused(_ id: MessageID, code: String, reason: String) {
+        guard let child = moves.limitsReads.removeValue(forKey: id) else { return }
+        moves.limitsRefused[child] = "\(code): \(reason)"
     }
 
     /// Forgets the limits states read for a family's children, once it moved or its hold was undone.
     func forgetLimitsStates(of children: some Sequence<String>) {
+        let children = Set(children)
         for child in children {
             moves.limitsAsked.remove(child)
             moves.limitsStates[child] = nil
+            moves.limitsRefused[child] = nil
         }
+        if !moves.limitsReads.isEmpty { moves.limitsReads = moves.limitsReads.filter { !children.contains($0.value) } }
     }
 
     func adminImport(_ request: AdminRequest) throws -> AdminReply {

@@ -41,3 +41,43 @@ struct FamilyHoldTests {
         #expect(kinds.contains(MessageKind.limitsAdmin.rawValue), "\(kinds)")
     }
 }
+
+@Suite("An export whose limits worker refuses limits.read")
+struct LimitsReadRefusedTests {
+    @Test(
+        "a limits worker that refuses limits.read (one older than the kind) ends the export's wait with the reason; a rerun asks again"
+    )
+    func refusedReadEndsTheWait() throws {
+        let world = try ConformanceWorld(durability: .batch, configure: movable)
+        defer { world.stop() }
+        try world.hold("f1")
+        let first = try world.reply(AdminRequest(op: "export", epoch: 1, family: "f1"))
+        #expect(first.retry == true, "\(first)")
+        // c1's read is refused as an old limits worker refuses it; c2's is still unanswered.
+        let read = try world.limits.expectDelivery(kind: MessageKind.limitsRead.rawValue)
+        let child = try read.decode(LimitsStateRead.self).child
+        var out = Multipart()
+        WireEncoder.nack(
+            id: read.id,
+            WireError(.unknownKind, "the limits service handles ask, not 'limits.read'"),
+            into: &out
+        )
+        try world.limits.send(out)
+        // The NACK and the export travel on two connections: a probe's answer shows the broker read the NACK.
+        _ = try world.limits.receivesNothing { _ in false }
+        let refused = try world.reply(AdminRequest(op: "export", epoch: 1, family: "f1"))
+        #expect(!refused.ok && refused.retry != true, "\(refused)")
+        let error = refused.error ?? ""
+        #expect(error.contains("child \(child)"), "\(error)")
+        #expect(error.contains("unknown-kind: the limits service handles ask"), "\(error)")
+        #expect(error.contains("upgrade it and run the move again"), "\(error)")
+        // The family stays held; the next export (the mover run again) asks for c1's state again.
+        let again = try world.reply(AdminRequest(op: "export", epoch: 1, family: "f1"))
+        #expect(again.retry == true, "\(again)")
+        var asked: [String] = []
+        while !asked.contains(child) {
+            let delivery = try world.limits.expectDelivery(kind: MessageKind.limitsRead.rawValue)
+            asked.append(try delivery.decode(LimitsStateRead.self).child)
+        }
+    }
+}

@@ -185,6 +185,7 @@ extension Broker {
             }
         }
         if hello.role == .limits { rerouteParkedLimitsWork() }
+        if hello.role == .child { recordChildren(hello.endpoints) }
         stats.sessionsOpened += 1
         logger.info(
             "session registered",

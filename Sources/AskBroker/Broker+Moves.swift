@@ -356,7 +356,7 @@ extension Broker {
         }
         // The children's limits state (the limits worker's rows): read from the limits service once nothing of
         // the family is at it, and carried with the family.
-        let children = familyChildren(family, addresses: addresses)
+        let children = try familyChildren(family, addresses: addresses)
         let unread = children.filter { moves.limitsStates[$0] == nil }
         let refused = unread.filter { moves.limitsRefused[$0] != nil }
         if let child = refused.first, let refusal = moves.limitsRefused[child] {
@@ -449,10 +449,23 @@ extension Broker {
         return AdminReply(ok: true, state: state)
     }
 
-    /// The children of a family whose limits state moves with it: those of its questions and live claims, and,
-    /// with CURVE, every child the principals file gives the family.
-    func familyChildren(_ family: String, addresses: Set<String>) -> [String] {
+    /// Records the children a child worker's HELLO claims in their families (journal table `child`, in this turn's
+    /// transaction; a failed commit loses them until the next HELLO, and the live claims cover them meanwhile).
+    func recordChildren(_ claims: [EndpointClaim]) {
+        var byFamily: [String: [String]] = [:]
+        for claim in claims where claim.address.hasPrefix("child/") {
+            guard let family = claim.family else { continue }
+            byFamily[family, default: []].append(String(claim.address.dropFirst("child/".count)))
+        }
+        for (family, children) in byFamily { try? journal.addChildren(family: family, children) }
+    }
+
+    /// The children of a family whose limits state moves with it: those of its questions and live claims, every
+    /// child a HELLO ever claimed in it here or an import brought (journal table `child`), and, with CURVE, every
+    /// child the principals file gives the family.
+    func familyChildren(_ family: String, addresses: Set<String>) throws -> [String] {
         var children = Set(addresses.filter { $0.hasPrefix("child/") }.map { String($0.dropFirst("child/".count)) })
+        children.formUnion(try journal.children(of: family))
         for principal in authenticator?.principals.values ?? [:].values where principal.role == .child {
             if principal.endpoints.isEmpty {
                 if principal.family == family { children.insert(principal.id) }
@@ -597,6 +610,9 @@ extension Broker {
                 limitsKey: "child/\(child)"
             )
         }
+        // The children it brought stay known here, for the family's next move.
+        let children = Set((state.limits ?? [:]).keys.filter(Address.isValidID)).union(records.map(\.child))
+        try journal.addChildren(family: family, children.sorted())
         let record = FamilyMoveRecord(family: family, state: .imported, epoch: epoch, broker: source)
         try journal.saveFamilyMove(record)
         moves.families[family] = record
@@ -633,6 +649,7 @@ extension Broker {
             totalSpilled -= mailbox.spilled
             mailbox.spilled = 0
         }
+        let children = try familyChildren(family, addresses: addresses)
         try journal.deleteMessages(seqs: seqs)
         try journal.deleteFamily(family, questionSeqs: known.seqs, recipients: addresses)
         let deleted = Set(seqs)
@@ -647,7 +664,7 @@ extension Broker {
         moves.families[family] = record
         moves.exported.remove(family)
         for address in addresses { moves.exportedAddresses[address] = nil }
-        forgetLimitsStates(of: familyChildren(family, addresses: addresses))
+        forgetLimitsStates(of: children)
         // Sessions that served the family register again, and are told where it is now.
         let reason = MovedReason.text(family: family, to: Self.entry(move.broker), epoch: epoch)
         for session in Array(sessions.values) where session.addresses.values.contains(where: { $0 == family }) {
@@ -676,7 +693,7 @@ extension Broker {
         moves.families[family] = nil
         moves.exported.remove(family)
         let addresses = familyAddresses(family, children: familyQuestions(family).children)
-        forgetLimitsStates(of: familyChildren(family, addresses: addresses))
+        forgetLimitsStates(of: try familyChildren(family, addresses: addresses))
         moves.exportedAddresses = moves.exportedAddresses.filter { $0.value != family }
         logger.notice("family hold undone", metadata: ["family": "\(family)"])
         return AdminReply(ok: true)

@@ -81,3 +81,45 @@ struct LimitsReadRefusedTests {
         }
     }
 }
+
+@Suite("A family's children known across sessions")
+struct RecordedChildrenTests {
+    @Test("the export reads the limits state of a child that once registered in the family and is gone now")
+    func goneChildIsRead() throws {
+        let world = try ConformanceWorld(durability: .batch, configure: movable)
+        defer { world.stop() }
+        let gone = try RawPeer(context: world.flow.context, endpoint: world.broker.endpoint)
+        try gone.register(role: .child, ["child/c9"], family: "f1")
+        try gone.bye()
+        // A probe on the same connection, answered after the BYE was read: the session has ended.
+        #expect(try gone.receivesNothing { _ in false })
+        try world.hold("f1")
+        let first = try world.reply(AdminRequest(op: "export", epoch: 1, family: "f1"))
+        #expect(first.retry == true, "\(first)")
+        var read: Set<String> = []
+        for _ in 0..<3 {
+            let delivery = try world.limits.expectDelivery(kind: MessageKind.limitsRead.rawValue)
+            read.insert(try delivery.decode(LimitsStateRead.self).child)
+        }
+        #expect(read == ["c1", "c2", "c9"])
+    }
+
+    @Test("a family imported with its children's limits state reads them again at its next move")
+    func importedChildrenAreRead() throws {
+        let world = try ConformanceWorld(durability: .batch, configure: movable)
+        defer { world.stop() }
+        let state = FamilyState(family: "f5", guardians: [], questions: [], messages: [], limits: ["c7": LimitsState()])
+        try world.admin(
+            AdminRequest(op: "import", epoch: 1, family: "f5", source: "b1=tcp://127.0.0.1:2", state: state)
+        )
+        #expect(
+            try world.limits.expectDelivery(kind: MessageKind.limitsWrite.rawValue).decode(LimitsStateWrite.self).child
+                == "c7"
+        )
+        try world.admin(AdminRequest(op: "hold", epoch: 2, family: "f5", destination: "b1=tcp://127.0.0.1:2"))
+        let first = try world.reply(AdminRequest(op: "export", epoch: 2, family: "f5"))
+        #expect(first.retry == true, "\(first)")
+        let read = try world.limits.expectDelivery(kind: MessageKind.limitsRead.rawValue)
+        #expect(try read.decode(LimitsStateRead.self).child == "c7")
+    }
+}

@@ -202,6 +202,8 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         try journal.forEachLedgerQuestion { seqs.append($0.seq) }
         #expect(seqs.count == 1)
         #expect(try journal.questionJSON(seq: seqs[0], id: MessageID(high: 10, low: 11)) == Array("{}".utf8))
+        // Schema 9: the children of each family, filled from the question rows.
+        #expect(try journal.children(of: "f1") == ["c1"])
         // The new layout: copies by recipient, accepted ids by time.
         try journal.storeMessage(message(6, to: "mum", trace: appTrace))
         try journal.rememberAccepted([message(6).id], at: at(6000))
@@ -331,6 +333,23 @@ func question(_ n: UInt64, state: QuestionState, createdMs: Int64, closedAt: Dat
         while try plan.step() { details.append(plan.text(at: 3)) }
         plan.reset()
         #expect(details.contains { $0.contains("USING INDEX question_closed") }, "plan: \(details)")
+    }
+
+    @Test("a family's children: recorded once, read sorted, deleted with the family that moved away")
+    func familyChildren() throws {
+        let dir = TempDirectory(prefix: "journal-tests")
+        let journal = try Journal(directory: dir.path, durability: .batch)
+        try journal.addChildren(family: "smith", ["c2", "c1"])
+        try journal.addChildren(family: "smith", ["c1"])
+        try journal.addChildren(family: "jones", ["c3"])
+        try journal.addChildren(family: "jones", [String]())
+        try journal.commitIfNeeded()
+        #expect(try journal.children(of: "smith") == ["c1", "c2"])
+        #expect(try journal.children(of: "nobody") == [])
+        try journal.deleteFamily("smith", questionSeqs: [], recipients: [String]())
+        try journal.commitIfNeeded()
+        #expect(try journal.children(of: "smith") == [])
+        #expect(try journal.children(of: "jones") == ["c3"])
     }
 
     @Test func guardiansAreIdempotent() throws {

@@ -108,7 +108,7 @@ extension Journal {
     }
 
     /// Deletes what the journal holds of a family that moved away, in the open transaction: its question rows
-    /// `questionSeqs` (the JSON follows by trigger), its roster, and the stored copies for `recipients` (its
+    /// `questionSeqs` (the JSON follows by trigger), its roster and children, and the stored copies for `recipients` (its
     /// addresses). Copies in the message log are deleted by seq (``deleteMessages(seqs:)``).
     public func deleteFamily(_ family: String, questionSeqs: [Int64], recipients: some Collection<String>) throws {
         try write { db in
@@ -120,6 +120,9 @@ extension Journal {
             let roster = try db.prepare("DELETE FROM guardian WHERE family = ?1")
             try roster.bind(family, at: 1)
             try roster.run()
+            let children = try db.prepare("DELETE FROM child WHERE family = ?1")
+            try children.bind(family, at: 1)
+            try children.run()
             let messages = try db.prepare("DELETE FROM message WHERE recipient = ?1")
             for recipient in recipients {
                 try messages.bind(recipient, at: 1)

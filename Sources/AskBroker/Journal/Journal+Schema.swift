@@ -2,7 +2,7 @@ import SQLite
 
 extension Journal {
     /// Bump when the schema changes, and add a step to `migrations`.
-    static let schemaVersion: Int64 = 8
+    static let schemaVersion: Int64 = 9
 
     /// The message table's columns after its key, the same in versions 1 and 2 (only the indexes changed).
     private static let messageColumns = """
@@ -186,6 +186,17 @@ extension Journal {
             previous TEXT,
             settled  TEXT    NOT NULL
         );
+        """,
+        // Version 9: the children of each family this broker has seen (the claims of child workers, the families
+        // it imported), so that a family's move carries the limits state of a child that is not connected then and
+        // whose questions are gone. Filled at the upgrade from the question rows.
+        """
+        CREATE TABLE child (
+            family TEXT NOT NULL,
+            child  TEXT NOT NULL,
+            PRIMARY KEY (family, child)
+        ) WITHOUT ROWID;
+        INSERT OR IGNORE INTO child (family, child) SELECT DISTINCT family, child FROM question;
         """,
     ]
 

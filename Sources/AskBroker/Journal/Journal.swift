@@ -668,6 +668,29 @@ public final class Journal {
         }
     }
 
+    /// Records that `children` belong to `family` (the child claims of a HELLO, a family imported), in the open
+    /// transaction; a pair recorded before changes nothing. A family's move reads them
+    /// (``children(of:)``): their limits state moves with it even when they are not connected then.
+    public func addChildren(family: String, _ children: some Collection<String>) throws {
+        guard !children.isEmpty else { return }
+        try write { db in
+            let s = try db.prepare("INSERT OR IGNORE INTO child (family, child) VALUES (?1, ?2)")
+            try s.bind(family, at: 1)
+            for child in children {
+                try s.bind(child, at: 2)
+                try s.run()
+            }
+        }
+    }
+
+    /// The children recorded for `family` (``addChildren(family:_:)``), sorted; none without a journal.
+    public func children(of family: String) throws -> [String] {
+        guard let db = database else { return [] }
+        let s = try db.prepare("SELECT child FROM child WHERE family = ?1 ORDER BY child")
+        try s.bind(family, at: 1)
+        return try s.rows { $0.text(at: 0) }
+    }
+
     /// Family id -> guardian ids.
     public func loadGuardians() throws -> [String: Set<String>] {
         guard let db = database else { return [:] }

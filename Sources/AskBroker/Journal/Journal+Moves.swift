@@ -108,8 +108,8 @@ extension Journal {
     }
 
     /// Deletes what the journal holds of a family that moved away, in the open transaction: its question rows
-    /// `questionSeqs` (the JSON follows by trigger), its roster and children, and the stored copies for `recipients` (its
-    /// addresses). Copies in the message log are deleted by seq (``deleteMessages(seqs:)``).
+    /// `questionSeqs` (the JSON follows by trigger), its roster and children, and the stored copies for `recipients`
+    /// (its addresses). Copies in the message log are deleted by seq (``deleteMessages(seqs:)``).
     public func deleteFamily(_ family: String, questionSeqs: [Int64], recipients: some Collection<String>) throws {
         try write { db in
             let questions = try db.prepare("DELETE FROM question WHERE seq = ?1")

@@ -113,11 +113,17 @@ public final class WorkerConnection {
     /// claims, which may not be the current ones (a family followed elsewhere since): the latest one's answer
     /// decides.
     private var helloAttempt = 0
+    /// This connection's libzmq I/O thread (an affinity mask), the next of the context's at its start and kept by
+    /// every socket it makes: a connect resolves the broker's name on that thread, so a lookup that hangs stalls no
+    /// connection to another broker, and a socket made again while one hangs queues behind it instead of taking
+    /// (and blocking) another thread.
+    let ioThread: UInt64
 
     init(configuration: WorkerConfiguration, logger: AskLogger, context: ZMQContext, inbox: WorkerInbox) throws {
         self.configuration = configuration
         self.logger = logger
         self.context = context
+        ioThread = context.nextIOThread()
         self.inbox = inbox
         trace = configuration.traceLog
         seen = RecentSet(capacity: max(1, configuration.dedupCapacity))
@@ -125,10 +131,11 @@ public final class WorkerConnection {
         for claim in configuration.endpoints {
             if let family = claim.family { familyOfAddress[claim.address] = family }
         }
-        (socket, monitor) = try Self.makeSocket(configuration, context: context)
+        (socket, monitor) = try Self.makeSocket(configuration, context: context, ioThread: ioThread)
     }
 
-    static func makeSocket(_ configuration: WorkerConfiguration, context: ZMQContext) throws -> (
+    /// A socket for `configuration`'s broker, on the I/O thread `ioThread` (a ``SocketOption/affinity`` mask).
+    static func makeSocket(_ configuration: WorkerConfiguration, context: ZMQContext, ioThread: UInt64) throws -> (
         ZMQSocket, SocketMonitor
     ) {
         let socket = try context.socket(.dealer)
@@ -139,9 +146,7 @@ public final class WorkerConnection {
         try socket.set(.receiveHighWaterMark, 0)
         try socket.set(.reconnectInterval, 100)
         try socket.set(.reconnectIntervalMax, 1000)
-        // An I/O thread of its own where the context has one to spare: a connect resolves the broker's name on it,
-        // and a lookup that hangs must not stall the connections to other brokers.
-        try socket.set(.affinity, context.nextIOThread())
+        try socket.set(.affinity, ioThread)
         if let curve = configuration.curve { try socket.makeCurveClient(curve.keys, serverKey: curve.serverKey) }
         try socket.connect(configuration.broker)
         return (socket, monitor)
@@ -774,7 +779,8 @@ public final class WorkerConnection {
             // This turn's ACK ids belong to the session that ended: the broker delivers those messages again, and
             // the dedup set acknowledges them without handling them twice.
             pendingAcks.removeAll()
-            (socket, monitor) = try Self.makeSocket(configuration, context: context)
+            // On the same I/O thread: one still blocked in a lookup of this broker's name must not take another.
+            (socket, monitor) = try Self.makeSocket(configuration, context: context, ioThread: ioThread)
             diagnosis.socketReplaced()
             socketReplaced = true
             lastHeard = now

@@ -6,17 +6,26 @@ import ZeroMQ
 /// that never answers).
 @Suite("broker connections' I/O threads", .timeLimit(.minutes(1)))
 struct IOThreadTests {
-    @Test("a worker's context has a thread per broker and one more; each connection's socket takes the next")
+    @Test(
+        "a worker's context has a thread per broker and one more; each connection takes the next, its sockets keep it"
+    )
     func connectionsTakeThreadsInTurn() throws {
         let context = try ZMQContext.forBrokers(2)
         #expect(context.ioThreads == 3)
         let configuration = WorkerConfiguration(broker: "tcp://127.0.0.1:9", role: .child, worker: "t", endpoints: [])
-        var affinities: [UInt64] = []
+        var threads: [UInt64] = []
         for _ in 0..<4 {
-            let (socket, _) = try WorkerConnection.makeSocket(configuration, context: context)
-            affinities.append(try socket.get(.affinity))
+            let connection = try WorkerConnection(
+                configuration: configuration,
+                logger: .silent(),
+                context: context,
+                inbox: WorkerInbox()
+            )
+            threads.append(connection.ioThread)
         }
-        #expect(affinities == [0b001, 0b010, 0b100, 0b001])
+        #expect(threads == [0b001, 0b010, 0b100, 0b001])
+        let (socket, _) = try WorkerConnection.makeSocket(configuration, context: context, ioThread: 0b100)
+        #expect(try socket.get(.affinity) == 0b100)
     }
 
     @Test("the thread count: one broker gets two, a long list at most sixteen; a client context has four")

@@ -8,41 +8,22 @@ public protocol SocketOptionValue: Sendable {
     static func readOption(_ read: (UnsafeMutableRawPointer, inout Int) throws -> Void) throws -> Self
 }
 
-extension Int32: SocketOptionValue {
+/// Integer options are passed as the integer's own bytes, of its own width.
+extension SocketOptionValue where Self: FixedWidthInteger {
     public func withOptionBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try Swift.withUnsafeBytes(of: self) { try body($0) }
     }
-    public static func readOption(_ read: (UnsafeMutableRawPointer, inout Int) throws -> Void) throws -> Int32 {
-        var value: Int32 = 0
-        var size = MemoryLayout<Int32>.size
+    public static func readOption(_ read: (UnsafeMutableRawPointer, inout Int) throws -> Void) throws -> Self {
+        var value: Self = 0
+        var size = MemoryLayout<Self>.size
         try read(&value, &size)
         return value
     }
 }
 
-extension Int64: SocketOptionValue {
-    public func withOptionBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try Swift.withUnsafeBytes(of: self) { try body($0) }
-    }
-    public static func readOption(_ read: (UnsafeMutableRawPointer, inout Int) throws -> Void) throws -> Int64 {
-        var value: Int64 = 0
-        var size = MemoryLayout<Int64>.size
-        try read(&value, &size)
-        return value
-    }
-}
-
-extension UInt64: SocketOptionValue {
-    public func withOptionBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try Swift.withUnsafeBytes(of: self) { try body($0) }
-    }
-    public static func readOption(_ read: (UnsafeMutableRawPointer, inout Int) throws -> Void) throws -> UInt64 {
-        var value: UInt64 = 0
-        var size = MemoryLayout<UInt64>.size
-        try read(&value, &size)
-        return value
-    }
-}
+extension Int32: SocketOptionValue {}
+extension Int64: SocketOptionValue {}
+extension UInt64: SocketOptionValue {}
 
 extension Bool: SocketOptionValue {
     public func withOptionBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {

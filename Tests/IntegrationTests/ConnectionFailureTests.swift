@@ -58,15 +58,26 @@ struct ConnectionFailureTests {
         (try? String(contentsOfFile: process.logPath, encoding: .utf8)) ?? ""
     }
 
-    /// Waits (re-reading the log, up to `timeout`) until the process's stderr contains `text`.
-    static func waitForLog(_ process: RelayProcess, _ text: String, timeout: Duration = .seconds(15)) throws -> String {
+    /// Waits (re-reading the log every 50 ms, up to `timeout`) until `lines` lines of the process's stderr contain
+    /// `text` and every one of `also`. - Returns: the log then.
+    static func waitForLog(
+        _ process: RelayProcess,
+        _ text: String,
+        also: [String] = [],
+        lines: Int = 1,
+        timeout: Duration = .seconds(15)
+    ) throws -> String {
         let deadline = ContinuousClock.now + timeout
         let tick = DispatchSemaphore(value: 0)
+        let texts = [text] + also
         while true {
             let log = stderr(process)
-            if log.contains(text) { return log }
+            let found = log.split(separator: "\n").lazy.filter { line in texts.allSatisfy { line.contains($0) } }
+            if found.prefix(lines).count == lines { return log }
             guard ContinuousClock.now < deadline else {
-                throw ProcessFailure("\(process.name) never logged '\(text)'; stderr:\n\(log.suffix(2000))")
+                throw ProcessFailure(
+                    "\(process.name) logged \(found.count) of \(lines) lines with \(texts); stderr:\n\(log.suffix(2000))"
+                )
             }
             _ = tick.wait(timeout: .now() + .milliseconds(50))
         }

@@ -178,7 +178,13 @@ struct NameLookupTests {
 
         // b1's connection hears nothing and makes its socket again, twice: each new socket stays on b1's I/O thread
         // (queued behind the hanging lookup), neither asking the name again nor taking b0's thread.
-        try Self.waitForLines(in: parent, containing: ["broker silent; reconnecting", name], count: 2)
+        _ = try ConnectionFailureTests.waitForLog(
+            parent,
+            "broker silent; reconnecting",
+            also: [name],
+            lines: 2,
+            timeout: .seconds(30)
+        )
 
         // A child of f3 asks through b0 alone; the parent's guardian g3 answers on its b0 connection.
         let records = path + "/flows.jsonl"
@@ -200,28 +206,5 @@ struct NameLookupTests {
         #expect(flows.map(\.outcome) == [.approved, .approved, .approved], "\(flows.map(\.outcome))")
         #expect(queries == 1, "the resolver asked \(queries) times: the flows waited out a try of the lookup")
         #expect(parent.ready == nil, "the parent never registered at b1, whose name never resolved")
-    }
-
-    /// Waits (re-reading the log file every 50 ms, up to `timeout`) until `count` lines of `process`'s stderr
-    /// contain every one of `texts`.
-    static func waitForLines(
-        in process: RelayProcess,
-        containing texts: [String],
-        count: Int,
-        timeout: Duration = .seconds(30)
-    ) throws {
-        let deadline = ContinuousClock.now + timeout
-        let tick = DispatchSemaphore(value: 0)
-        while true {
-            let log = (try? String(contentsOfFile: process.logPath, encoding: .utf8)) ?? ""
-            let found = log.split(separator: "\n").filter { line in texts.allSatisfy { line.contains($0) } }.count
-            if found >= count { return }
-            guard ContinuousClock.now < deadline else {
-                throw ProcessFailure(
-                    "\(process.name) logged \(found) of \(count) lines with \(texts); stderr:\n\(log.suffix(2000))"
-                )
-            }
-            _ = tick.wait(timeout: .now() + .milliseconds(50))
-        }
     }
 }
